@@ -1,0 +1,257 @@
+//! CPU sets: affinity masks, domain spans, idle masks.
+//!
+//! A fixed 1024-bit set ([`MAX_CPUS`]), copied by value, with no heap. Iteration is in
+//! ascending CPU order, which the balancer's tie-breaks rely on.
+
+/// The largest number of CPUs any mask can describe.
+pub const MAX_CPUS: usize = 1024;
+const WORDS: usize = MAX_CPUS / 64;
+
+/// A set of CPU numbers `0..MAX_CPUS`.
+///
+/// ```
+/// use sched_core::CpuMask;
+/// let m = CpuMask::range(0, 4).with(9);
+/// assert_eq!(m.weight(), 5);
+/// assert_eq!(m.iter().collect::<Vec<_>>(), [0, 1, 2, 3, 9]);
+/// assert_eq!(m.first(), Some(0));
+/// ```
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CpuMask {
+    words: [u64; WORDS],
+}
+
+impl Default for CpuMask {
+    fn default() -> Self {
+        CpuMask::EMPTY
+    }
+}
+
+impl core::fmt::Debug for CpuMask {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        // Ranges, like the kernel's cpulist format: "0-3,9".
+        f.write_str("CpuMask[")?;
+        let mut first = true;
+        let mut it = self.iter().peekable();
+        while let Some(start) = it.next() {
+            let mut end = start;
+            while it.peek() == Some(&(end + 1)) {
+                end = it.next().unwrap_or(end);
+            }
+            if !first {
+                f.write_str(",")?;
+            }
+            first = false;
+            if start == end {
+                write!(f, "{start}")?;
+            } else {
+                write!(f, "{start}-{end}")?;
+            }
+        }
+        f.write_str("]")
+    }
+}
+
+impl CpuMask {
+    /// No CPU.
+    pub const EMPTY: CpuMask = CpuMask { words: [0; WORDS] };
+
+    /// Every CPU `0..MAX_CPUS`.
+    pub const ALL: CpuMask = CpuMask { words: [u64::MAX; WORDS] };
+
+    /// A mask with only `cpu` (empty if out of range).
+    pub const fn single(cpu: usize) -> CpuMask {
+        CpuMask::EMPTY.with(cpu)
+    }
+
+    /// CPUs `start..end` (clamped to `MAX_CPUS`).
+    pub const fn range(start: usize, end: usize) -> CpuMask {
+        let mut m = CpuMask::EMPTY;
+        let mut c = start;
+        while c < end && c < MAX_CPUS {
+            m.words[c / 64] |= 1 << (c % 64);
+            c += 1;
+        }
+        m
+    }
+
+    /// The first `n` CPUs.
+    pub const fn first_n(n: usize) -> CpuMask {
+        CpuMask::range(0, n)
+    }
+
+    /// This mask plus `cpu` (unchanged if out of range).
+    pub const fn with(mut self, cpu: usize) -> CpuMask {
+        if cpu < MAX_CPUS {
+            self.words[cpu / 64] |= 1 << (cpu % 64);
+        }
+        self
+    }
+
+    /// Adds `cpu`; out-of-range numbers are ignored.
+    pub fn set(&mut self, cpu: usize) {
+        if cpu < MAX_CPUS {
+            self.words[cpu / 64] |= 1 << (cpu % 64);
+        }
+    }
+
+    /// Removes `cpu`.
+    pub fn clear(&mut self, cpu: usize) {
+        if cpu < MAX_CPUS {
+            self.words[cpu / 64] &= !(1 << (cpu % 64));
+        }
+    }
+
+    /// Whether `cpu` is in the set.
+    pub const fn contains(&self, cpu: usize) -> bool {
+        cpu < MAX_CPUS && self.words[cpu / 64] & (1 << (cpu % 64)) != 0
+    }
+
+    /// Number of CPUs in the set.
+    pub fn weight(&self) -> usize {
+        self.words.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    /// Whether the set is empty.
+    pub fn is_empty(&self) -> bool {
+        self.words.iter().all(|&w| w == 0)
+    }
+
+    /// Lowest CPU in the set.
+    pub fn first(&self) -> Option<usize> {
+        self.next_from(0)
+    }
+
+    /// Lowest CPU `>= from` in the set.
+    pub fn next_from(&self, from: usize) -> Option<usize> {
+        if from >= MAX_CPUS {
+            return None;
+        }
+        let mut wi = from / 64;
+        let mut w = self.words[wi] & (u64::MAX << (from % 64));
+        loop {
+            if w != 0 {
+                return Some(wi * 64 + w.trailing_zeros() as usize);
+            }
+            wi += 1;
+            if wi == WORDS {
+                return None;
+            }
+            w = self.words[wi];
+        }
+    }
+
+    /// Intersection.
+    pub fn and(&self, other: &CpuMask) -> CpuMask {
+        let mut m = *self;
+        for (a, b) in m.words.iter_mut().zip(other.words.iter()) {
+            *a &= *b;
+        }
+        m
+    }
+
+    /// Union.
+    pub fn or(&self, other: &CpuMask) -> CpuMask {
+        let mut m = *self;
+        for (a, b) in m.words.iter_mut().zip(other.words.iter()) {
+            *a |= *b;
+        }
+        m
+    }
+
+    /// `self` without the CPUs of `other`.
+    pub fn and_not(&self, other: &CpuMask) -> CpuMask {
+        let mut m = *self;
+        for (a, b) in m.words.iter_mut().zip(other.words.iter()) {
+            *a &= !*b;
+        }
+        m
+    }
+
+    /// Whether the two sets share a CPU.
+    pub fn intersects(&self, other: &CpuMask) -> bool {
+        self.words.iter().zip(other.words.iter()).any(|(a, b)| a & b != 0)
+    }
+
+    /// Whether every CPU of `self` is in `other`.
+    pub fn is_subset_of(&self, other: &CpuMask) -> bool {
+        self.words.iter().zip(other.words.iter()).all(|(a, b)| a & !b == 0)
+    }
+
+    /// Ascending iterator over the CPUs of the set.
+    pub fn iter(&self) -> CpuIter<'_> {
+        CpuIter { mask: self, next: 0 }
+    }
+
+    /// The CPUs of the set starting at `start` and wrapping around below it, as the
+    /// kernel's `for_each_cpu_wrap` visits them.
+    pub fn iter_wrap(&self, start: usize) -> impl Iterator<Item = usize> + '_ {
+        let start = start.min(MAX_CPUS);
+        CpuIter { mask: self, next: start }.chain(self.iter().take_while(move |&c| c < start))
+    }
+}
+
+/// Iterator over a [`CpuMask`], ascending.
+pub struct CpuIter<'a> {
+    mask: &'a CpuMask,
+    next: usize,
+}
+
+impl Iterator for CpuIter<'_> {
+    type Item = usize;
+    fn next(&mut self) -> Option<usize> {
+        let c = self.mask.next_from(self.next)?;
+        self.next = c + 1;
+        Some(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn basic_ops() {
+        let mut m = CpuMask::EMPTY;
+        assert!(m.is_empty());
+        m.set(0);
+        m.set(1023);
+        m.set(1024); // ignored
+        assert_eq!(m.weight(), 2);
+        assert!(m.contains(1023) && !m.contains(1024));
+        assert_eq!(m.iter().collect::<Vec<_>>(), [0, 1023]);
+        m.clear(0);
+        assert_eq!(m.first(), Some(1023));
+        assert_eq!(CpuMask::ALL.weight(), MAX_CPUS);
+    }
+
+    #[test]
+    fn set_algebra() {
+        let a = CpuMask::range(0, 8);
+        let b = CpuMask::range(4, 12);
+        assert_eq!(a.and(&b), CpuMask::range(4, 8));
+        assert_eq!(a.or(&b), CpuMask::range(0, 12));
+        assert_eq!(a.and_not(&b), CpuMask::range(0, 4));
+        assert!(CpuMask::range(1, 3).is_subset_of(&a));
+        assert!(!b.is_subset_of(&a));
+        assert!(a.intersects(&b));
+    }
+
+    #[test]
+    fn wrap_iteration() {
+        let m = CpuMask::range(0, 8);
+        assert_eq!(m.iter_wrap(5).collect::<Vec<_>>(), [5, 6, 7, 0, 1, 2, 3, 4]);
+        assert_eq!(
+            CpuMask::range(60, 70).iter_wrap(65).collect::<Vec<_>>(),
+            [65, 66, 67, 68, 69, 60, 61, 62, 63, 64]
+        );
+    }
+
+    #[test]
+    fn debug_is_cpulist() {
+        let m = CpuMask::range(0, 4).with(9).with(11).with(12);
+        assert_eq!(std::format!("{m:?}"), "CpuMask[0-3,9,11-12]");
+    }
+}

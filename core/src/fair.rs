@@ -1,0 +1,558 @@
+//! The fair class on one runqueue (spec §1): update_curr, placement, enqueue/dequeue,
+//! picking with buddies, tick and wakeup preemption, yield, reweighting, and when PELT is
+//! updated along the way (spec §2).
+//!
+//! Everything here operates on one [`RunQueue`] and the entities inside it; which task
+//! is where, and locking, belong to the callers ([`crate::Scheduler`] on one CPU).
+
+use bitflags::bitflags;
+
+use crate::features::{Features, RunnableInit};
+use crate::pelt;
+use crate::runqueue::{NodeId, RunQueue};
+use crate::task::{Entity, Policy};
+use crate::timeline::vruntime_before;
+use crate::weights::{calc_delta, calc_delta_fair, Nice};
+
+bitflags! {
+    /// How a task is being enqueued.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct EnqueueFlags: u8 {
+        /// It is waking up: place it with sleeper credit, vruntime is absolute.
+        const WAKEUP = 1 << 0;
+        /// It comes back after a save/restore dequeue (nice or affinity change).
+        const RESTORE = 1 << 1;
+        /// It is waking on a different CPU than it slept on: vruntime is normalised.
+        const MIGRATED = 1 << 2;
+    }
+
+    /// How a task is being dequeued.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DequeueFlags: u8 {
+        /// It goes to sleep (or exits): keep vruntime absolute, sample util_est.
+        const SLEEP = 1 << 0;
+        /// It will be enqueued again right away (nice or affinity change).
+        const SAVE = 1 << 1;
+        /// It is being moved to another CPU.
+        const MOVE = 1 << 2;
+    }
+
+    /// Hints about a wakeup.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct WakeFlags: u8 {
+        /// The waker is about to sleep.
+        const SYNC = 1 << 0;
+        /// The wakee is a newly created task.
+        const FORK = 1 << 1;
+    }
+}
+
+bitflags! {
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct PeltFlags: u8 {
+        const SKIP_AGE_LOAD = 1 << 0;
+        const DO_ATTACH = 1 << 1;
+    }
+}
+
+/// `max` in the wrap-safe vruntime order.
+fn max_vruntime(a: u64, b: u64) -> u64 {
+    if vruntime_before(a, b) {
+        b
+    } else {
+        a
+    }
+}
+
+/// `min` in the wrap-safe vruntime order.
+fn min_vruntime(a: u64, b: u64) -> u64 {
+    if vruntime_before(a, b) {
+        a
+    } else {
+        b
+    }
+}
+
+impl<const Q: usize> RunQueue<Q> {
+    /// Charges the current task for the time since it was last charged: its runtime grows
+    /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
+    /// `min_vruntime` follows.
+    pub fn update_curr(&mut self) {
+        let now = self.clock_task;
+        let Some(c) = self.curr else { return };
+        let Some(se) = self.ent_mut(c) else { return };
+        let delta = now as i64 - se.exec_start as i64;
+        if delta <= 0 {
+            return;
+        }
+        let delta = delta as u64;
+        se.exec_start = now;
+        se.sum_exec_runtime += delta;
+        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
+        self.update_min_vruntime();
+    }
+
+    /// `min_vruntime` = max(itself, min(runnable current's vruntime, leftmost's)): it only
+    /// moves forward.
+    pub(crate) fn update_min_vruntime(&mut self) {
+        let curr = self.curr.filter(|&c| self.ent(c).on_rq);
+        let mut vr = self.min_vruntime;
+        if let Some(c) = curr {
+            vr = self.ent(c).vruntime;
+        }
+        if let Some(l) = self.timeline.leftmost() {
+            let lv = self.ent(l as NodeId).vruntime;
+            vr = if curr.is_none() { lv } else { min_vruntime(vr, lv) };
+        }
+        self.min_vruntime = max_vruntime(self.min_vruntime, vr);
+    }
+
+    /// The scheduling period for `nr` runnable tasks: the latency target, stretched to
+    /// `nr × min_granularity` beyond `nr_latency` tasks.
+    pub fn sched_period(&self, nr: u64) -> u64 {
+        let t = &self.tunables;
+        if nr > t.nr_latency {
+            nr * t.min_granularity_ns
+        } else {
+            t.latency_ns
+        }
+    }
+
+    /// The wall-clock slice of an entity: its weight's share of the period. An entity not
+    /// yet accounted counts itself in both the task number and the total weight.
+    pub fn sched_slice_of(&self, e: &Entity) -> u64 {
+        let nr = self.nr_running as u64 + (!e.on_rq) as u64;
+        let slice = self.sched_period(nr);
+        let mut total = self.load;
+        if !e.on_rq {
+            total.add(e.load.weight);
+        }
+        calc_delta(slice, e.load.weight, &total)
+    }
+
+    /// The slice in the entity's virtual time.
+    pub fn sched_vslice_of(&self, e: &Entity) -> u64 {
+        calc_delta_fair(self.sched_slice_of(e), &e.load)
+    }
+
+    /// `place_entity`: a new task starts one vslice after `min_vruntime` (START_DEBIT); a
+    /// waking task gets at most half a latency (GENTLE_FAIR_SLEEPERS; else a full one) of
+    /// credit before `min_vruntime`. Never moves an entity backwards.
+    pub(crate) fn place_entity(&self, e: &mut Entity, initial: bool) {
+        let mut vr = self.min_vruntime;
+        if initial && self.features.contains(Features::START_DEBIT) {
+            vr = vr.wrapping_add(self.sched_vslice_of(e));
+        }
+        if !initial {
+            let mut thresh = self.tunables.latency_ns;
+            if self.features.contains(Features::GENTLE_FAIR_SLEEPERS) {
+                thresh >>= 1;
+            }
+            vr = vr.wrapping_sub(thresh);
+        }
+        e.vruntime = max_vruntime(e.vruntime, vr);
+    }
+
+    /// `update_load_avg` for an entity here and for the runqueue: ages the entity (if it is
+    /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
+    fn update_load_avg(&mut self, node: NodeId, flags: PeltFlags) {
+        let now = self.clock_pelt();
+        let is_curr = self.curr == Some(node);
+        let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+        if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
+            let w = se.weight();
+            se.avg.update_task(now, w, se.on_rq, is_curr);
+        }
+        self.update_cfs_avg();
+        if flags.contains(PeltFlags::DO_ATTACH) {
+            self.attach_entity_avg(node);
+        }
+    }
+
+    /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
+    fn attach_entity_avg(&mut self, node: NodeId) {
+        let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+        if se.pelt_attached {
+            return;
+        }
+        let w = se.weight();
+        self.avg.attach(&mut se.avg, w);
+        se.pelt_attached = true;
+    }
+
+    /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
+    /// half the spare capacity, runnable per [`RunnableInit`], then attach.
+    pub(crate) fn post_init_entity(&mut self, node: NodeId) {
+        let cpu_scale = self.capacity_orig;
+        let runnable_init = self.tunables.runnable_init;
+        let rq_avg = self.avg;
+        let Some(se) = self.ent_mut(node) else { return };
+        se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load.weight);
+        se.avg.runnable_avg = match runnable_init {
+            RunnableInit::CpuCapacity => cpu_scale,
+            RunnableInit::InitialUtil => se.avg.util_avg,
+        };
+        // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
+        self.update_load_avg(node, PeltFlags::SKIP_AGE_LOAD);
+        self.attach_entity_avg(node);
+    }
+
+    /// Accounts and queues the entity at `node` (`enqueue_task_fair` for a flat
+    /// hierarchy). The entity must be in the arena and not yet accounted.
+    pub fn enqueue(&mut self, node: NodeId, flags: EnqueueFlags) {
+        let Some(se) = self.entity(node) else { return };
+        if se.on_rq {
+            return;
+        }
+        // util_est first, before PELT sees the task.
+        if self.features.contains(Features::UTIL_EST) {
+            let ue = se.avg.util_est;
+            pelt::util_est_add(&mut self.avg.util_est, &ue);
+        }
+        let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
+        let is_curr = self.curr == Some(node);
+        let min_vr = self.min_vruntime;
+        // The current entity is renormalised before update_curr so its pending runtime is
+        // charged against the right base; others after, against the updated min_vruntime.
+        if renorm && is_curr {
+            if let Some(se) = self.ent_mut(node) {
+                se.vruntime = se.vruntime.wrapping_add(min_vr);
+            }
+        }
+        self.update_curr();
+        if renorm && !is_curr {
+            let min_vr = self.min_vruntime;
+            if let Some(se) = self.ent_mut(node) {
+                se.vruntime = se.vruntime.wrapping_add(min_vr);
+            }
+        }
+        self.update_load_avg(node, PeltFlags::DO_ATTACH);
+        // account_entity_enqueue
+        let (weight, idle) = {
+            let se = self.ent(node);
+            (se.load.weight, se.policy == Policy::Idle)
+        };
+        self.load.add(weight);
+        self.nr_running += 1;
+        self.idle_nr_running += idle as u32;
+        self.mru_push_head(node);
+        if flags.contains(EnqueueFlags::WAKEUP) {
+            let mut e = *self.ent(node);
+            self.place_entity(&mut e, false);
+            if let Some(se) = self.ent_mut(node) {
+                se.vruntime = e.vruntime;
+            }
+        }
+        let vr = self.ent(node).vruntime;
+        if !is_curr {
+            // Cannot fail: node < Q and it is not queued (on_rq was false).
+            let _ = self.timeline.insert(node as usize, vr);
+        }
+        if let Some(se) = self.ent_mut(node) {
+            se.on_rq = true;
+        }
+    }
+
+    /// Unaccounts the entity at `node` (`dequeue_task_fair`). It stays in the arena (the
+    /// current task keeps running until the next pick); a sleeping dequeue samples its
+    /// util_est, any other normalises its vruntime for the trip to another runqueue.
+    pub fn dequeue(&mut self, node: NodeId, flags: DequeueFlags) {
+        match self.entity(node) {
+            Some(se) if se.on_rq => {}
+            _ => return,
+        }
+        self.update_curr();
+        self.update_load_avg(node, PeltFlags::empty());
+        self.clear_buddies(node);
+        if self.curr != Some(node) {
+            let _ = self.timeline.remove(node as usize);
+        }
+        let (weight, idle) = {
+            let se = self.ent(node);
+            (se.load.weight, se.policy == Policy::Idle)
+        };
+        self.load.sub(weight);
+        self.nr_running -= 1;
+        self.idle_nr_running -= idle as u32;
+        self.mru_unlink(node);
+        let min_vr = self.min_vruntime;
+        if let Some(se) = self.ent_mut(node) {
+            se.on_rq = false;
+            if !flags.contains(DequeueFlags::SLEEP) {
+                se.vruntime = se.vruntime.wrapping_sub(min_vr);
+            }
+        }
+        // A save/restore pair comes straight back; don't let min_vruntime jump meanwhile.
+        if flags & (DequeueFlags::SAVE | DequeueFlags::MOVE) != DequeueFlags::SAVE {
+            self.update_min_vruntime();
+        }
+        if self.features.contains(Features::UTIL_EST) {
+            let capacity_orig = self.capacity_orig;
+            let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
+            let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+            pelt::util_est_sub(&mut self.avg.util_est, &se.avg.util_est);
+            if flags.contains(DequeueFlags::SLEEP) {
+                let util = se.avg.util_avg;
+                pelt::util_est_sample(&mut se.avg.util_est, util, capacity_orig, fastup);
+            }
+        }
+    }
+
+    // ---- buddies --------------------------------------------------------------------
+
+    pub(crate) fn clear_buddies(&mut self, node: NodeId) {
+        for b in [&mut self.next, &mut self.last, &mut self.skip] {
+            if *b == Some(node) {
+                *b = None;
+            }
+        }
+    }
+
+    fn buddy_allowed(&self, node: NodeId) -> bool {
+        // SCHED_IDLE tasks are never favoured.
+        self.ent(node).policy != Policy::Idle
+    }
+
+    /// `wakeup_gran`: the wakeup granularity in the *candidate's* virtual time.
+    fn wakeup_gran(&self, e: &Entity) -> u64 {
+        calc_delta_fair(self.tunables.wakeup_granularity_ns, &e.load)
+    }
+
+    /// −1 if `curr` is not ahead of `se`; 1 if it is ahead by more than `se`'s wakeup
+    /// granularity; else 0.
+    pub fn wakeup_preempt_entity(&self, curr: &Entity, se: &Entity) -> i32 {
+        let vdiff = curr.vruntime.wrapping_sub(se.vruntime) as i64;
+        if vdiff <= 0 {
+            return -1;
+        }
+        if vdiff as u64 > self.wakeup_gran(se) {
+            1
+        } else {
+            0
+        }
+    }
+
+    // ---- picking --------------------------------------------------------------------
+
+    /// `pick_next_entity` with no current task: the leftmost, unless it is the skip buddy
+    /// and the second is not too far behind; then the last buddy and finally the next
+    /// buddy win if not too unfair to the leftmost. Clears the chosen one's buddy marks.
+    pub(crate) fn pick_next_entity(&mut self) -> Option<NodeId> {
+        let left = self.timeline.leftmost()? as NodeId;
+        let mut se = left;
+        if self.skip == Some(se) {
+            if let Some(second) = self.timeline.successor(se as usize) {
+                let second = second as NodeId;
+                if self.wakeup_preempt_entity(self.ent(second), self.ent(left)) < 1 {
+                    se = second;
+                }
+            }
+        }
+        if let Some(last) = self.last {
+            if self.wakeup_preempt_entity(self.ent(last), self.ent(left)) < 1 {
+                se = last;
+            }
+        }
+        if let Some(next) = self.next {
+            if self.wakeup_preempt_entity(self.ent(next), self.ent(left)) < 1 {
+                se = next;
+            }
+        }
+        self.clear_buddies(se);
+        Some(se)
+    }
+
+    /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
+    /// starting a new slice.
+    pub(crate) fn set_next(&mut self, node: NodeId) {
+        if self.ent(node).on_rq {
+            let _ = self.timeline.remove(node as usize);
+            self.update_load_avg(node, PeltFlags::empty());
+        }
+        let now = self.clock_task;
+        if let Some(se) = self.ent_mut(node) {
+            se.exec_start = now;
+            se.prev_sum_exec_runtime = se.sum_exec_runtime;
+        }
+        self.curr = Some(node);
+        self.mru_move_to_head(node);
+    }
+
+    /// `put_prev_entity`: the current entity stops running; if still runnable it goes
+    /// back on the timeline. Returns its node.
+    pub(crate) fn put_prev(&mut self) -> Option<NodeId> {
+        let prev = self.curr?;
+        if self.ent(prev).on_rq {
+            self.update_curr();
+            let vr = self.ent(prev).vruntime;
+            let _ = self.timeline.insert(prev as usize, vr);
+            self.update_load_avg(prev, PeltFlags::empty());
+        }
+        self.curr = None;
+        Some(prev)
+    }
+
+    // ---- preemption -----------------------------------------------------------------
+
+    /// Requests a reschedule of this CPU.
+    pub fn resched_curr(&mut self) {
+        self.need_resched = true;
+    }
+
+    /// The fair part of the scheduler tick: charge the current task, update PELT, and
+    /// preempt it if its slice is used up or it is too far ahead of the leftmost.
+    pub fn task_tick(&mut self) {
+        let Some(c) = self.curr else {
+            self.update_blocked_averages();
+            return;
+        };
+        self.update_curr();
+        self.update_load_avg(c, PeltFlags::empty());
+        if self.nr_running > 1 && self.ent(c).on_rq {
+            self.check_preempt_tick(c);
+        }
+    }
+
+    fn check_preempt_tick(&mut self, curr: NodeId) {
+        let (ideal, delta_exec, cvr) = {
+            let c = self.ent(curr);
+            (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime)
+        };
+        if delta_exec > ideal {
+            self.resched_curr();
+            self.clear_buddies(curr);
+            return;
+        }
+        if delta_exec < self.tunables.min_granularity_ns {
+            return;
+        }
+        let Some(left) = self.timeline.leftmost() else { return };
+        let delta = cvr.wrapping_sub(self.ent(left as NodeId).vruntime) as i64;
+        // Compares virtual time with a wall-clock slice, as Linux does.
+        if delta > 0 && delta as u64 > ideal {
+            self.resched_curr();
+        }
+    }
+
+    /// `check_preempt_curr` for a fair task that was just enqueued here.
+    pub(crate) fn check_preempt_wakeup(&mut self, wakee: NodeId, flags: WakeFlags) {
+        let Some(curr) = self.curr else {
+            // The idle loop is always preempted.
+            self.resched_curr();
+            return;
+        };
+        if curr == wakee {
+            return;
+        }
+        let scale = self.nr_running as u64 >= self.tunables.nr_latency;
+        let mut next_marked = false;
+        if self.features.contains(Features::NEXT_BUDDY) && scale && !flags.contains(WakeFlags::FORK) {
+            if self.buddy_allowed(wakee) {
+                self.next = Some(wakee);
+            }
+            next_marked = true;
+        }
+        if self.need_resched {
+            return;
+        }
+        let (cp, wp) = (self.ent(curr).policy, self.ent(wakee).policy);
+        let preempt = if cp == Policy::Idle && wp != Policy::Idle {
+            true
+        } else if wp != Policy::Normal || !self.features.contains(Features::WAKEUP_PREEMPTION) {
+            return;
+        } else {
+            self.update_curr();
+            if self.wakeup_preempt_entity(self.ent(curr), self.ent(wakee)) == 1 {
+                if !next_marked && self.buddy_allowed(wakee) {
+                    self.next = Some(wakee);
+                }
+                true
+            } else {
+                false
+            }
+        };
+        if !preempt {
+            return;
+        }
+        self.resched_curr();
+        if !self.ent(curr).on_rq {
+            return;
+        }
+        if self.features.contains(Features::LAST_BUDDY) && scale && self.buddy_allowed(curr) {
+            self.last = Some(curr);
+        }
+    }
+
+    /// `yield_task_fair`: the current task steps aside once: it is charged (unless batch)
+    /// and marked as the skip buddy; the caller then reschedules.
+    pub fn yield_curr(&mut self) {
+        let Some(c) = self.curr else { return };
+        if self.nr_running <= 1 {
+            return;
+        }
+        self.clear_buddies(c);
+        if self.ent(c).policy != Policy::Batch {
+            self.update_curr();
+        }
+        if self.buddy_allowed(c) {
+            self.skip = Some(c);
+        }
+    }
+
+    /// `task_fork_fair`: gives a new entity its starting vruntime on this runqueue — the
+    /// parent's (the current task's) vruntime or one vslice after `min_vruntime`,
+    /// whichever is later — and returns it normalised (relative to `min_vruntime`) for
+    /// enqueueing on whichever CPU it is placed.
+    pub(crate) fn fork_vruntime(&mut self, child: &mut Entity) {
+        self.update_curr();
+        if let Some(c) = self.curr {
+            child.vruntime = self.ent(c).vruntime;
+        } else {
+            child.vruntime = self.min_vruntime;
+        }
+        self.place_entity(child, true);
+        if self.tunables.child_runs_first {
+            if let Some(c) = self.curr {
+                let cvr = self.ent(c).vruntime;
+                if vruntime_before(cvr, child.vruntime) {
+                    let cv = child.vruntime;
+                    child.vruntime = cvr;
+                    if let Some(p) = self.ent_mut(c) {
+                        p.vruntime = cv;
+                    }
+                    self.resched_curr();
+                }
+            }
+        }
+        child.vruntime = child.vruntime.wrapping_sub(self.min_vruntime);
+    }
+
+    /// `reweight_task`: gives the entity at `node` a new nice value. It must not be
+    /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
+    /// re-expressed with the new weight.
+    pub(crate) fn reweight(&mut self, node: NodeId, nice: Nice) {
+        let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+        reweight_entity(&mut self.avg, se, nice);
+    }
+}
+
+/// Changes an entity's weight, moving its load contribution in `rq_avg` (if attached) from
+/// the old weight to the new one.
+pub(crate) fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) {
+    let attached = se.pelt_attached;
+    if attached {
+        let w = se.weight();
+        // dequeue_load_avg
+        rq_avg.load_avg = rq_avg.load_avg.saturating_sub(se.avg.load_avg);
+        rq_avg.load_sum = rq_avg.load_sum.saturating_sub(w * se.avg.load_sum);
+    }
+    se.nice = nice;
+    se.load = crate::task::weight_for(se.policy, nice);
+    let w = se.weight();
+    let divider = se.avg.divider();
+    se.avg.load_avg = w * se.avg.load_sum / divider;
+    if attached {
+        rq_avg.load_avg += se.avg.load_avg;
+        rq_avg.load_sum += w * se.avg.load_sum;
+    }
+}

@@ -1,0 +1,79 @@
+//! # sched-core: a fair-class scheduler core
+//!
+//! A `no_std`, allocation-free implementation of the behaviour of Linux's CFS (v5.7): tasks
+//! are ordered by *virtual runtime* on a per-CPU timeline, load is tracked per entity with
+//! fixed-point PELT, and a set of run-time [`Features`] switches selects behaviours — among
+//! them the seed patch's rule for the load balancer ([`Features::UTIL_PULL_SKIPS_LONE_TASK`]).
+//!
+//! ## The model, for a porter
+//!
+//! * **Tasks and entities.** A task is named by a [`TaskId`] (a table slot plus a
+//!   generation, so a recycled slot never answers to an old id). Its scheduling state is an
+//!   [`Entity`]: weight (from [`Nice`] via the 40-entry table), vruntime, runtime accounting
+//!   and PELT signals.
+//! * **The timeline.** Runnable tasks that are not running wait on their CPU's
+//!   [`Timeline`], ordered by vruntime (wrap-safe). The running task is not on it. A task's
+//!   vruntime advances by `wall time × 1024 / weight`; the leftmost task is the one that has
+//!   had the least of its fair share. `min_vruntime` follows the timeline and never goes
+//!   back; new and waking tasks are placed relative to it.
+//! * **Preemption.** The tick preempts a task that used its slice (its weight's share of the
+//!   24 ms latency on 8 CPUs) or ran too far ahead; a waking task preempts one that is more
+//!   than the wakeup granularity ahead of it.
+//! * **PELT** ([`pelt`]): each task and runqueue keeps geometric sums of its runnable,
+//!   running and weighted time (half-life 32 ms) and averages `load_avg`, `runnable_avg`,
+//!   `util_avg` in 0..1024 units of capacity; `util_est` remembers a task's utilisation across
+//!   sleeps. The load balancer of the SMP layer decides with these signals.
+//! * **Ownership.** While a task is queued or running on a CPU its entity lives inside that
+//!   CPU's [`RunQueue`]; asleep, it is parked in the [`TaskTable`]. Whoever holds a runqueue
+//!   holds everything the fair class touches on that CPU.
+//!
+//! ## Driving it
+//!
+//! A platform owns a [`Scheduler`] per CPU and calls it with the current time in ns:
+//! [`Scheduler::create`], [`Scheduler::block`], [`Scheduler::wake`], [`Scheduler::tick`]
+//! (returns whether to preempt), [`Scheduler::schedule`] (returns what to run),
+//! [`Scheduler::yield_now`], [`Scheduler::exit`], [`Scheduler::set_nice`],
+//! [`Scheduler::set_affinity`]. It implements [`Platform`] to receive reschedule requests and
+//! [`Event`]s. Every call validates its input first and returns a [`SchedError`] without
+//! changing anything on bad input; [`Scheduler::check_invariants`] verifies the whole state.
+//!
+//! ```
+//! use sched_core::{NoPlatform, Scheduler, TaskParams, Tunables, Features};
+//! let mut cpu: Scheduler<NoPlatform, 64, 64> =
+//!     Scheduler::new(NoPlatform, 0, 1024, Tunables::for_cpus(8), Features::default());
+//! let t = cpu.create(0, TaskParams { nice: 5, ..TaskParams::default() }).unwrap();
+//! assert_eq!(cpu.schedule(0), Some(t));
+//! cpu.block(1_000_000, t).unwrap();
+//! assert_eq!(cpu.schedule(1_000_000), None); // idle
+//! cpu.wake(9_000_000, t).unwrap();
+//! assert_eq!(cpu.schedule(9_000_000), Some(t));
+//! cpu.check_invariants().unwrap();
+//! ```
+#![no_std]
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+
+pub mod cpumask;
+pub mod error;
+pub mod fair;
+pub mod features;
+pub mod pelt;
+pub mod platform;
+pub mod runqueue;
+pub mod scheduler;
+pub mod table;
+pub mod task;
+pub mod timeline;
+pub mod weights;
+
+pub use cpumask::{CpuMask, MAX_CPUS};
+pub use error::SchedError;
+pub use fair::{DequeueFlags, EnqueueFlags, WakeFlags};
+pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
+pub use platform::{Event, EventKind, NoPlatform, Platform};
+pub use runqueue::{InvariantViolation, NodeId, RunQueue};
+pub use scheduler::Scheduler;
+pub use table::{Location, TaskEntry, TaskTable};
+pub use task::{Entity, Policy, TaskId, TaskParams, TaskState};
+pub use timeline::Timeline;
+pub use weights::{LoadWeight, Nice};

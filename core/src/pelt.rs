@@ -1,0 +1,499 @@
+//! PELT: per-entity load tracking, in exact fixed point (spec §2).
+//!
+//! Time is counted in 1024 ns units; every 1024 units (≈ 1 ms) is a *period*, and a
+//! contribution made `n` periods ago weighs `y^n` with `y^32 = 1/2`. Each tracked object (a
+//! task or a runqueue) keeps three geometric sums — load, runnable and util — and their
+//! averages, which are recomputed only when a period boundary is crossed. This module holds
+//! the arithmetic and the attach / detach / removed bookkeeping; *when* to call it (enqueue,
+//! dequeue, tick, pick) is decided by the runqueue.
+//!
+//! ```
+//! use sched_core::pelt::{decay_load, SchedAvg};
+//! assert_eq!(decay_load(1024, 32), 511); // not 512: the table's entry 0 is 2^32 - 1
+//! let mut a = SchedAvg::default();
+//! // A nice-0 task that runs for 32 periods from zero reaches util 512.
+//! let now = 32 * 1024 * 1024;
+//! assert!(a.update_sum(now, 1, 1, true));
+//! a.update_avg(1024);
+//! assert_eq!(a.util_avg, 512);
+//! ```
+
+/// Half-life of the decay, in periods.
+pub const LOAD_AVG_PERIOD: u64 = 32;
+/// The converged maximum of a sum that gains 1024 every period.
+pub const LOAD_AVG_MAX: u64 = 47742;
+/// Fixed-point shift of capacities and utilisation.
+pub const SCHED_CAPACITY_SHIFT: u32 = 10;
+/// Capacity of the biggest CPU, and the utilisation of an always-running task.
+pub const SCHED_CAPACITY_SCALE: u64 = 1 << SCHED_CAPACITY_SHIFT;
+/// Bit 0 of `util_est.enqueued`: the task's util_avg has not changed since it was enqueued.
+pub const UTIL_AVG_UNCHANGED: u32 = 1;
+/// `util_est.ewma` moves by 1/4 of the difference each time (shift 2).
+pub const UTIL_EST_WEIGHT_SHIFT: u32 = 2;
+/// Changes of util_est smaller than 1% of capacity are ignored.
+pub const UTIL_EST_MARGIN: i64 = (SCHED_CAPACITY_SCALE / 100) as i64;
+
+/// `floor((2^32 - 1) · y^n)` for n = 0..31.
+pub const RUNNABLE_AVG_YN_INV: [u32; 32] = [
+    0xffffffff, 0xfa83b2da, 0xf5257d14, 0xefe4b99a, 0xeac0c6e6, 0xe5b906e6, 0xe0ccdeeb, 0xdbfbb796,
+    0xd744fcc9, 0xd2a81d91, 0xce248c14, 0xc9b9bd85, 0xc5672a10, 0xc12c4cc9, 0xbd08a39e, 0xb8fbaf46,
+    0xb504f333, 0xb123f581, 0xad583ee9, 0xa9a15ab4, 0xa5fed6a9, 0xa2704302, 0x9ef5325f, 0x9b8d39b9,
+    0x9837f050, 0x94f4efa8, 0x91c3d373, 0x8ea4398a, 0x8b95c1e3, 0x88980e80, 0x85aac367, 0x82cd8698,
+];
+
+/// `val · y^n`, exactly as the kernel rounds it; 0 beyond 63 half-lives.
+pub const fn decay_load(val: u64, n: u64) -> u64 {
+    if n > LOAD_AVG_PERIOD * 63 {
+        return 0;
+    }
+    let mut val = val;
+    let mut n = n;
+    if n >= LOAD_AVG_PERIOD {
+        val >>= n / LOAD_AVG_PERIOD;
+        n %= LOAD_AVG_PERIOD;
+    }
+    ((val as u128 * RUNNABLE_AVG_YN_INV[n as usize] as u128) >> 32) as u64
+}
+
+/// The contribution of `periods` crossed boundaries: the rest of the old period (`d1`,
+/// decayed), the full periods in between (closed form), and the new partial period (`d3`).
+const fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
+    let c1 = decay_load(d1, periods);
+    let c2 = LOAD_AVG_MAX - decay_load(LOAD_AVG_MAX, periods) - 1024;
+    c1 + c2 + d3
+}
+
+/// `a - b` clamped at 0, as the kernel's `sub_positive`.
+fn sub_positive(a: &mut u64, b: u64) {
+    *a = a.saturating_sub(b);
+}
+
+/// Estimated utilisation of a task, or the sum over a runqueue's runnable tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct UtilEst {
+    /// Task: util_avg at the last dequeue, with bit 0 = [`UTIL_AVG_UNCHANGED`].
+    /// Runqueue: Σ of its runnable tasks' estimates.
+    pub enqueued: u32,
+    /// Task: exponentially weighted moving average of `enqueued`.
+    pub ewma: u32,
+}
+
+impl UtilEst {
+    /// `max(ewma, enqueued) | UTIL_AVG_UNCHANGED`: what a task adds to its runqueue's sum.
+    pub fn task_estimate(&self) -> u32 {
+        self.ewma.max(self.enqueued) | UTIL_AVG_UNCHANGED
+    }
+}
+
+/// The PELT signals of one task or runqueue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SchedAvg {
+    /// PELT clock (ns) of the last update, advanced in whole 1024 ns units. 0 marks a task
+    /// that is not attached to any runqueue ("migrated").
+    pub last_update_time: u64,
+    /// Σ load · contribution (weighted by the caller's load argument).
+    pub load_sum: u64,
+    /// Σ runnable · contribution · 1024.
+    pub runnable_sum: u64,
+    /// Σ running · contribution · 1024.
+    pub util_sum: u64,
+    /// Units already accumulated in the current, unfinished period.
+    pub period_contrib: u64,
+    /// load_sum scaled to an average (× the weight for a task).
+    pub load_avg: u64,
+    /// Average number of runnable tasks × 1024 (a runqueue's may exceed 1024).
+    pub runnable_avg: u64,
+    /// Average running fraction × 1024.
+    pub util_avg: u64,
+    /// Estimated utilisation (see [`UtilEst`]).
+    pub util_est: UtilEst,
+}
+
+impl SchedAvg {
+    /// `LOAD_AVG_MAX - 1024 + period_contrib`: the maximum the sums can hold right now.
+    pub fn divider(&self) -> u64 {
+        LOAD_AVG_MAX - 1024 + self.period_contrib
+    }
+
+    /// Accumulates `delta_units` (1024 ns units) with the given inputs; returns the number
+    /// of period boundaries crossed.
+    pub fn accumulate(&mut self, delta_units: u64, load: u64, runnable: u64, running: bool) -> u64 {
+        let mut contrib = delta_units;
+        let d = delta_units + self.period_contrib;
+        let periods = d / 1024;
+        let rest = d % 1024;
+        if periods > 0 {
+            self.load_sum = decay_load(self.load_sum, periods);
+            self.runnable_sum = decay_load(self.runnable_sum, periods);
+            self.util_sum = decay_load(self.util_sum, periods);
+            if load != 0 {
+                contrib = accumulate_segments(periods, 1024 - self.period_contrib, rest);
+            }
+        }
+        self.period_contrib = rest;
+        if load != 0 {
+            self.load_sum += load * contrib;
+        }
+        if runnable != 0 {
+            self.runnable_sum += (runnable * contrib) << SCHED_CAPACITY_SHIFT;
+        }
+        if running {
+            self.util_sum += contrib << SCHED_CAPACITY_SHIFT;
+        }
+        periods
+    }
+
+    /// Brings the sums up to PELT time `now` (ns). Returns true when a period boundary was
+    /// crossed, i.e. when the averages must be recomputed with [`SchedAvg::update_avg`].
+    /// A clock that went backwards resets `last_update_time` and changes nothing else.
+    pub fn update_sum(&mut self, now: u64, load: u64, runnable: u64, running: bool) -> bool {
+        if now < self.last_update_time {
+            self.last_update_time = now;
+            return false;
+        }
+        let units = (now - self.last_update_time) >> 10;
+        if units == 0 {
+            return false;
+        }
+        self.last_update_time += units << 10;
+        // Without load nothing is runnable or running (a blocked entity).
+        let (runnable, running) = if load == 0 { (0, false) } else { (runnable, running) };
+        self.accumulate(units, load, runnable, running) > 0
+    }
+
+    /// Recomputes the averages from the sums; `load_factor` is the task's down-scaled weight
+    /// (or 1 for a runqueue, whose load argument is already weighted).
+    pub fn update_avg(&mut self, load_factor: u64) {
+        let divider = self.divider();
+        self.load_avg = (load_factor as u128 * self.load_sum as u128 / divider as u128) as u64;
+        self.runnable_avg = self.runnable_sum / divider;
+        self.util_avg = self.util_sum / divider;
+    }
+
+    /// Updates a task's signals: `on_rq` drives load and runnable, `running` drives util.
+    /// Returns true when the averages changed; then the util_est "unchanged" flag is
+    /// cleared, so the next dequeue samples the new value.
+    pub fn update_task(&mut self, now: u64, weight: u64, on_rq: bool, running: bool) -> bool {
+        if self.update_sum(now, on_rq as u64, on_rq as u64, running) {
+            self.update_avg(weight);
+            self.util_est.enqueued &= !UTIL_AVG_UNCHANGED;
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Decays a blocked task's signals up to `now` (used to sync before a migration).
+    pub fn update_blocked_task(&mut self, now: u64, weight: u64) -> bool {
+        self.update_task(now, weight, false, false)
+    }
+
+    /// Updates a runqueue's signals: load = its summed weight (down-scaled), runnable = its
+    /// number of runnable tasks, running = whether a fair task is current.
+    pub fn update_rq(&mut self, now: u64, load: u64, h_nr_running: u64, running: bool) -> bool {
+        if self.update_sum(now, load, h_nr_running, running) {
+            self.update_avg(1);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Attaches a task's signals to this runqueue's: aligns the task to the runqueue's
+    /// clock and period, rebuilds its sums from its averages, and adds both.
+    pub fn attach(&mut self, se: &mut SchedAvg, se_weight: u64) {
+        let divider = self.divider();
+        se.last_update_time = self.last_update_time;
+        se.period_contrib = self.period_contrib;
+        se.util_sum = se.util_avg * divider;
+        se.runnable_sum = se.runnable_avg * divider;
+        se.load_sum = if se_weight != 0 { se.load_avg * divider / se_weight } else { divider };
+        self.load_avg += se.load_avg;
+        self.load_sum += se_weight * se.load_sum;
+        self.util_avg += se.util_avg;
+        self.util_sum += se.util_sum;
+        self.runnable_avg += se.runnable_avg;
+        self.runnable_sum += se.runnable_sum;
+    }
+
+    /// Removes a task's signals from this runqueue's at once (clamped at 0).
+    pub fn detach(&mut self, se: &SchedAvg, se_weight: u64) {
+        sub_positive(&mut self.load_avg, se.load_avg);
+        sub_positive(&mut self.load_sum, se_weight * se.load_sum);
+        sub_positive(&mut self.util_avg, se.util_avg);
+        sub_positive(&mut self.util_sum, se.util_sum);
+        sub_positive(&mut self.runnable_avg, se.runnable_avg);
+        sub_positive(&mut self.runnable_sum, se.runnable_sum);
+    }
+
+    /// Applies what accumulated in `removed` (tasks that left while blocked): subtracts the
+    /// averages and `avg · divider` from the sums. Returns true if anything was removed.
+    pub fn apply_removed(&mut self, removed: &mut Removed) -> bool {
+        if removed.nr == 0 {
+            return false;
+        }
+        let r = core::mem::take(removed);
+        let divider = self.divider();
+        sub_positive(&mut self.load_avg, r.load_avg);
+        sub_positive(&mut self.load_sum, r.load_avg * divider);
+        sub_positive(&mut self.util_avg, r.util_avg);
+        sub_positive(&mut self.util_sum, r.util_avg * divider);
+        sub_positive(&mut self.runnable_avg, r.runnable_avg);
+        sub_positive(&mut self.runnable_sum, r.runnable_avg * divider);
+        true
+    }
+}
+
+/// Signals of tasks that left a runqueue while blocked (woke elsewhere or exited), to be
+/// subtracted lazily at the runqueue's next update — the owner of the runqueue's lock may be
+/// another CPU than the one that noticed the departure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Removed {
+    /// Number of departures recorded.
+    pub nr: u32,
+    /// Σ load_avg.
+    pub load_avg: u64,
+    /// Σ util_avg.
+    pub util_avg: u64,
+    /// Σ runnable_avg.
+    pub runnable_avg: u64,
+}
+
+impl Removed {
+    /// Records a departing task's averages.
+    pub fn add(&mut self, se: &SchedAvg) {
+        self.nr += 1;
+        self.load_avg += se.load_avg;
+        self.util_avg += se.util_avg;
+        self.runnable_avg += se.runnable_avg;
+    }
+}
+
+/// A new task's signals at creation (`init_entity_runnable_average`): everything zero but
+/// load_avg, which starts at the full weight so the task is born "heavy".
+pub fn init_task_avg(weight_down: u64) -> SchedAvg {
+    SchedAvg { load_avg: weight_down, ..SchedAvg::default() }
+}
+
+/// The initial util_avg of a new task placed on a runqueue (`post_init_entity_util_avg`):
+/// half the CPU's spare capacity, or an extrapolation from the runqueue's util per load if
+/// that is smaller. `se_weight_hi` is the task's *high-resolution* weight, as the kernel
+/// uses it (spec §2 observes that this makes the cap win almost always).
+pub fn initial_util(cpu_scale: u64, rq: &SchedAvg, se_weight_hi: u64) -> u64 {
+    let cap = (cpu_scale as i64 - rq.util_avg as i64) / 2;
+    if cap <= 0 {
+        return 0;
+    }
+    let cap = cap as u64;
+    if rq.util_avg != 0 {
+        let extrapolated = (rq.util_avg as u128 * se_weight_hi as u128 / (rq.load_avg as u128 + 1)) as u64;
+        extrapolated.min(cap)
+    } else {
+        cap
+    }
+}
+
+/// What a runqueue's `util_est.enqueued` becomes when a task with estimate `task` joins.
+pub fn util_est_add(rq: &mut UtilEst, task: &UtilEst) {
+    rq.enqueued += task.task_estimate();
+}
+
+/// What it becomes when the task leaves (saturating).
+pub fn util_est_sub(rq: &mut UtilEst, task: &UtilEst) {
+    rq.enqueued -= rq.enqueued.min(task.task_estimate());
+}
+
+/// Samples a task's util_avg into its estimate when it goes to sleep (`util_est_dequeue`
+/// for a sleeping task): skip if util_avg is unchanged since the last sample; jump up at
+/// once with `fastup`; ignore changes under 1% of capacity; ignore samples above the CPU's
+/// original capacity (they are capped, not measured); else move the ewma by a quarter.
+pub fn util_est_sample(ue: &mut UtilEst, task_util: u64, capacity_orig: u64, fastup: bool) {
+    if ue.enqueued & UTIL_AVG_UNCHANGED != 0 {
+        return;
+    }
+    let mut new = *ue;
+    new.enqueued = (task_util as u32) | UTIL_AVG_UNCHANGED;
+    if fastup && new.ewma < new.enqueued {
+        new.ewma = new.enqueued;
+        *ue = new;
+        return;
+    }
+    let diff = new.enqueued as i64 - new.ewma as i64;
+    if diff.abs() < UTIL_EST_MARGIN {
+        return;
+    }
+    if task_util > capacity_orig {
+        return;
+    }
+    new.ewma = ((((new.ewma as i64) << UTIL_EST_WEIGHT_SHIFT) + diff) >> UTIL_EST_WEIGHT_SHIFT) as u32;
+    *ue = new;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PERIOD_NS: u64 = 1024 * 1024;
+
+    #[test]
+    fn table_matches_generator() {
+        let y = 0.5f64.powf(1.0 / 32.0);
+        for (i, &v) in RUNNABLE_AVG_YN_INV.iter().enumerate() {
+            let g = (((1u64 << 32) - 1) as f64 * y.powi(i as i32)) as u64;
+            assert_eq!(g, v as u64, "entry {i}");
+        }
+    }
+
+    #[test]
+    fn decay_values() {
+        assert_eq!(decay_load(1024, 0), 1023);
+        assert_eq!(decay_load(1024, 32), 511);
+        assert_eq!(decay_load(u32::MAX as u64, 2016), 0);
+        assert_eq!(decay_load(1 << 62, 2017), 0);
+        // 47742 >> 2 = 11935, then × (2^32 - 1) >> 32 loses one.
+        assert_eq!(decay_load(LOAD_AVG_MAX, 64), 11934);
+    }
+
+    #[test]
+    fn load_avg_max_is_fixed_point() {
+        // A sum saturated at LOAD_AVG_MAX stays there after one more full period.
+        let next = decay_load(LOAD_AVG_MAX, 1) + 1024;
+        assert!((LOAD_AVG_MAX as i64 - next as i64).abs() <= 1, "{next}");
+    }
+
+    fn run_periods(a: &mut SchedAvg, start: u64, periods: u64, running: bool) -> u64 {
+        let mut now = start;
+        for _ in 0..periods {
+            now += PERIOD_NS;
+            let on = running as u64;
+            if a.update_sum(now, on, on, running) {
+                a.update_avg(1024);
+            }
+        }
+        now
+    }
+
+    #[test]
+    fn util_ramp_32_64_and_steady() {
+        let mut a = SchedAvg::default();
+        let now = run_periods(&mut a, 0, 32, true);
+        assert_eq!(a.util_avg, 512);
+        let now = run_periods(&mut a, now, 32, true);
+        assert_eq!(a.util_avg, 768);
+        run_periods(&mut a, now, 2000, true);
+        assert!(a.util_avg >= 1023, "{}", a.util_avg);
+        assert!(a.load_avg >= 1023);
+        assert!(a.runnable_avg >= 1023);
+    }
+
+    #[test]
+    fn halves_while_blocked() {
+        let mut a = SchedAvg::default();
+        let now = run_periods(&mut a, 0, 1000, true);
+        let before = a.util_avg;
+        run_periods(&mut a, now, 32, false);
+        let half = before / 2;
+        assert!(a.util_avg.abs_diff(half) <= 2, "{} vs {}", a.util_avg, half);
+    }
+
+    #[test]
+    fn averages_only_recomputed_at_boundaries() {
+        let mut a = SchedAvg::default();
+        assert!(!a.update_sum(500 * 1024, 1, 1, true));
+        assert_eq!(a.util_avg, 0);
+        assert!(a.util_sum > 0);
+        assert!(a.update_sum(1100 * 1024, 1, 1, true));
+    }
+
+    #[test]
+    fn backwards_clock_resets_only_timestamp() {
+        let mut a = SchedAvg { last_update_time: 10_000_000, ..Default::default() };
+        assert!(!a.update_sum(5_000_000, 1, 1, true));
+        assert_eq!(a.last_update_time, 5_000_000);
+        assert_eq!(a.util_sum, 0);
+    }
+
+    #[test]
+    fn attach_detach_round_trip() {
+        let mut rq = SchedAvg::default();
+        let now = run_periods(&mut rq, 0, 10, false);
+        let mut rq_before = rq;
+        rq_before.update_sum(now, 0, 0, false);
+        let mut se = SchedAvg { util_avg: 300, runnable_avg: 400, load_avg: 512, ..Default::default() };
+        rq.attach(&mut se, 1024);
+        assert_eq!(se.last_update_time, rq.last_update_time);
+        assert_eq!(rq.util_avg, rq_before.util_avg + 300);
+        assert_eq!(rq.load_avg, rq_before.load_avg + 512);
+        rq.detach(&se, 1024);
+        assert_eq!(rq.util_avg, rq_before.util_avg);
+        assert_eq!(rq.load_avg, rq_before.load_avg);
+        assert_eq!(rq.util_sum, rq_before.util_sum);
+        assert_eq!(rq.runnable_sum, rq_before.runnable_sum);
+        assert!(rq.load_sum.abs_diff(rq_before.load_sum) <= 1024);
+    }
+
+    #[test]
+    fn removed_is_lazy_and_clamped() {
+        let mut rq = SchedAvg { util_avg: 100, util_sum: 100 * 46718, load_avg: 50, ..Default::default() };
+        let mut removed = Removed::default();
+        removed.add(&SchedAvg { util_avg: 300, load_avg: 20, ..Default::default() });
+        assert_eq!(rq.util_avg, 100, "nothing happens until the owner applies it");
+        assert!(rq.apply_removed(&mut removed));
+        assert_eq!(rq.util_avg, 0);
+        assert_eq!(rq.util_sum, 0);
+        assert_eq!(rq.load_avg, 30);
+        assert_eq!(removed, Removed::default());
+        assert!(!rq.apply_removed(&mut removed));
+    }
+
+    #[test]
+    fn initial_util_halves_spare() {
+        let empty = SchedAvg::default();
+        assert_eq!(initial_util(1024, &empty, 1024 << 10), 512);
+        let busy = SchedAvg { util_avg: 512, load_avg: 1024, ..Default::default() };
+        assert_eq!(initial_util(1024, &busy, 1024 << 10), 256);
+        let full = SchedAvg { util_avg: 1024, load_avg: 1024, ..Default::default() };
+        assert_eq!(initial_util(1024, &full, 1024 << 10), 0);
+        // With the user-resolution weight the extrapolation can win.
+        let light = SchedAvg { util_avg: 100, load_avg: 2047, ..Default::default() };
+        assert_eq!(initial_util(1024, &light, 1024), 50);
+    }
+
+    #[test]
+    fn util_est_fastup_and_margin() {
+        let mut ue = UtilEst { enqueued: 0, ewma: 100 };
+        util_est_sample(&mut ue, 300, 1024, true);
+        assert_eq!(ue.ewma, 301, "fastup jumps to the new sample");
+        assert_eq!(ue.enqueued, 301);
+        // Flag set: a second sample without a util change is skipped.
+        util_est_sample(&mut ue, 10, 1024, true);
+        assert_eq!(ue.ewma, 301);
+        // Within the 10-unit margin: no ewma change.
+        ue.enqueued &= !UTIL_AVG_UNCHANGED;
+        util_est_sample(&mut ue, 295, 1024, true);
+        assert_eq!(ue.ewma, 301);
+        // Going down: a quarter of the way.
+        ue.enqueued &= !UTIL_AVG_UNCHANGED;
+        util_est_sample(&mut ue, 101, 1024, true);
+        assert_eq!(ue.ewma, 251);
+        // Without fastup, going up is also a quarter.
+        let mut slow = UtilEst { enqueued: 0, ewma: 100 };
+        util_est_sample(&mut slow, 500, 1024, false);
+        assert_eq!(slow.ewma, 200);
+        // Samples above capacity_orig are ignored.
+        let mut capped = UtilEst { enqueued: 0, ewma: 500 };
+        util_est_sample(&mut capped, 300, 200, false);
+        assert_eq!(capped.ewma, 500);
+    }
+
+    #[test]
+    fn util_est_sums_saturate() {
+        let mut rq = UtilEst::default();
+        let t = UtilEst { enqueued: 200, ewma: 300 };
+        util_est_add(&mut rq, &t);
+        assert_eq!(rq.enqueued, 301);
+        util_est_sub(&mut rq, &t);
+        util_est_sub(&mut rq, &t);
+        assert_eq!(rq.enqueued, 0);
+    }
+}

@@ -1,0 +1,550 @@
+//! One CPU's runqueue: the tasks attached to it, their timeline, the MRU task list the
+//! balancer scans, the CPU's clocks and its fair-class accounting.
+//!
+//! While a task is queued on a CPU or running there, its [`Entity`] lives *inside* that
+//! CPU's runqueue (a fixed arena of `Q` slots), so whoever holds the runqueue (its lock, on
+//! SMP) holds every entity the fair class touches on that CPU — the same ownership rule as
+//! Linux's "the rq lock protects the tasks on the rq". A sleeping task's entity is parked
+//! outside, in the task table; its PELT signals stay in this runqueue's sums as blocked load.
+//!
+//! The algorithms of the fair class (enqueue, pick, preemption) are in [`crate::fair`].
+
+use crate::cpumask::CpuMask;
+use crate::features::{Features, Tunables};
+use crate::pelt::{Removed, SchedAvg, UtilEst, LOAD_AVG_MAX, SCHED_CAPACITY_SCALE};
+use crate::task::{Entity, Policy, TaskId};
+use crate::timeline::Timeline;
+use crate::weights::LoadWeight;
+
+/// Index of an entity in its runqueue's arena. Valid while the entity stays on that CPU.
+pub type NodeId = u32;
+
+const NIL: u32 = u32::MAX;
+
+/// A runqueue invariant that does not hold (found by [`RunQueue::check`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct InvariantViolation {
+    /// The CPU whose runqueue is inconsistent.
+    pub cpu: u32,
+    /// What is wrong.
+    pub what: &'static str,
+}
+
+/// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
+pub struct RunQueue<const Q: usize> {
+    pub(crate) cpu: u32,
+    /// `capacity_orig_of`: the CPU's maximum compute capacity (1024 for the biggest CPU).
+    pub(crate) capacity_orig: u64,
+    /// `capacity_of`: what is left for fair tasks (refreshed by the balancer).
+    pub(crate) capacity: u64,
+    pub(crate) clock: u64,
+    pub(crate) clock_task: u64,
+    pub(crate) clock_pelt: u64,
+    pub(crate) lost_idle_time: u64,
+
+    pub(crate) slots: [Option<Entity>; Q],
+    /// Free slots are chained through `mru_next`; `bump` hands out never-used ones.
+    free_head: u32,
+    bump: u32,
+    pub(crate) timeline: Timeline<Q>,
+    /// Most-recently-run-first list of the fair tasks accounted here (`cfs_tasks`).
+    mru_prev: [u32; Q],
+    mru_next: [u32; Q],
+    mru_head: u32,
+    mru_tail: u32,
+
+    /// Σ weights of the accounted entities.
+    pub(crate) load: LoadWeight,
+    /// Accounted entities (queued + current if runnable).
+    pub(crate) nr_running: u32,
+    /// Of which `SCHED_IDLE`.
+    pub(crate) idle_nr_running: u32,
+    pub(crate) min_vruntime: u64,
+    pub(crate) curr: Option<NodeId>,
+    pub(crate) next: Option<NodeId>,
+    pub(crate) last: Option<NodeId>,
+    pub(crate) skip: Option<NodeId>,
+    pub(crate) avg: SchedAvg,
+    pub(crate) removed: Removed,
+    pub(crate) need_resched: bool,
+    pub(crate) nr_switches: u64,
+
+    pub(crate) tunables: Tunables,
+    pub(crate) features: Features,
+}
+
+impl<const Q: usize> RunQueue<Q> {
+    /// An empty runqueue for `cpu` with the given original capacity (1024 for a big CPU).
+    pub const fn new(cpu: u32, capacity_orig: u64, tunables: Tunables, features: Features) -> Self {
+        RunQueue {
+            cpu,
+            capacity_orig,
+            capacity: capacity_orig,
+            clock: 0,
+            clock_task: 0,
+            clock_pelt: 0,
+            lost_idle_time: 0,
+            slots: [const { None }; Q],
+            free_head: NIL,
+            bump: 0,
+            timeline: Timeline::new(),
+            mru_prev: [NIL; Q],
+            mru_next: [NIL; Q],
+            mru_head: NIL,
+            mru_tail: NIL,
+            load: LoadWeight { weight: 0, inv_weight: 0 },
+            nr_running: 0,
+            idle_nr_running: 0,
+            // Start close to the wrap point so wrap-safety is exercised from the first
+            // minute (as Linux does with (u64)(-(1LL << 20))).
+            min_vruntime: (-(1i64 << 20)) as u64,
+            curr: None,
+            next: None,
+            last: None,
+            skip: None,
+            avg: SchedAvg {
+                last_update_time: 0,
+                load_sum: 0,
+                runnable_sum: 0,
+                util_sum: 0,
+                period_contrib: 0,
+                load_avg: 0,
+                runnable_avg: 0,
+                util_avg: 0,
+                util_est: UtilEst { enqueued: 0, ewma: 0 },
+            },
+            removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
+            need_resched: false,
+            nr_switches: 0,
+            tunables,
+            features,
+        }
+    }
+
+    // ---- read-only views -------------------------------------------------------------
+
+    /// The CPU this runqueue belongs to.
+    pub fn cpu(&self) -> u32 {
+        self.cpu
+    }
+    /// Fair tasks accounted here (queued plus the current one if runnable): `h_nr_running`.
+    pub fn nr_running(&self) -> u32 {
+        self.nr_running
+    }
+    /// Of those, how many have the `SCHED_IDLE` policy.
+    pub fn idle_nr_running(&self) -> u32 {
+        self.idle_nr_running
+    }
+    /// Tasks waiting on the timeline (not counting the current one).
+    pub fn nr_queued(&self) -> usize {
+        self.timeline.len()
+    }
+    /// Entities held in the arena (queued, running, or a current task still being switched out).
+    pub fn nr_attached(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+    /// The runqueue's `min_vruntime`.
+    pub fn min_vruntime(&self) -> u64 {
+        self.min_vruntime
+    }
+    /// Σ weights (high resolution) of the accounted tasks.
+    pub fn load_weight(&self) -> u64 {
+        self.load.weight
+    }
+    /// The runqueue's PELT signals.
+    pub fn avg(&self) -> &SchedAvg {
+        &self.avg
+    }
+    /// `cpu_load`: the runqueue's PELT load average.
+    pub fn cpu_load(&self) -> u64 {
+        self.avg.load_avg
+    }
+    /// `cpu_runnable`: the runqueue's PELT runnable average.
+    pub fn cpu_runnable(&self) -> u64 {
+        self.avg.runnable_avg
+    }
+    /// `cpu_util`: max(util_avg, util_est) (the estimate only with `UTIL_EST`), capped at
+    /// the CPU's original capacity.
+    pub fn cpu_util(&self) -> u64 {
+        let mut util = self.avg.util_avg;
+        if self.features.contains(Features::UTIL_EST) {
+            util = util.max(self.avg.util_est.enqueued as u64);
+        }
+        util.min(self.capacity_orig)
+    }
+    /// `capacity_orig_of`.
+    pub fn capacity_orig(&self) -> u64 {
+        self.capacity_orig
+    }
+    /// `capacity_of`.
+    pub fn capacity(&self) -> u64 {
+        self.capacity
+    }
+    /// Sets `capacity_of` (the platform or balancer after subtracting other classes' use).
+    pub fn set_capacity(&mut self, capacity: u64) {
+        self.capacity = capacity.clamp(1, self.capacity_orig.max(1));
+    }
+    /// The runqueue clock (ns) as last updated.
+    pub fn clock(&self) -> u64 {
+        self.clock
+    }
+    /// The task clock used for runtime accounting.
+    pub fn clock_task(&self) -> u64 {
+        self.clock_task
+    }
+    /// `rq_clock_pelt`: the PELT clock, scaled by capacity while busy.
+    pub fn clock_pelt(&self) -> u64 {
+        self.clock_pelt - self.lost_idle_time
+    }
+    /// Whether the current task should be switched out at the next opportunity.
+    pub fn need_resched(&self) -> bool {
+        self.need_resched
+    }
+    /// Number of context switches made on this CPU.
+    pub fn nr_switches(&self) -> u64 {
+        self.nr_switches
+    }
+    /// The current task, if a fair task is current.
+    pub fn curr_id(&self) -> Option<TaskId> {
+        self.curr.and_then(|n| self.entity(n)).map(|e| e.id)
+    }
+    /// The node of the current task.
+    pub fn curr_node(&self) -> Option<NodeId> {
+        self.curr
+    }
+    /// Whether no fair task is current (the CPU runs its idle loop).
+    pub fn is_idle(&self) -> bool {
+        self.curr.is_none()
+    }
+    /// The entity at `node`, if any.
+    pub fn entity(&self, node: NodeId) -> Option<&Entity> {
+        self.slots.get(node as usize).and_then(|s| s.as_ref())
+    }
+    /// The active feature switches.
+    pub fn features(&self) -> Features {
+        self.features
+    }
+    /// The active tunables.
+    pub fn tunables(&self) -> &Tunables {
+        &self.tunables
+    }
+    /// Replaces features and tunables (a platform's run-time switch).
+    pub fn configure(&mut self, tunables: Tunables, features: Features) {
+        self.tunables = tunables;
+        self.features = features;
+    }
+    /// Attached task ids, most recently run first (the order the balancer's `cfs_tasks`
+    /// has; the balancer scans it from the tail).
+    pub fn mru(&self) -> MruIter<'_, Q> {
+        MruIter { rq: self, cur: self.mru_head, back: false }
+    }
+    /// The same list from the tail (least recently run first).
+    pub fn mru_from_tail(&self) -> MruIter<'_, Q> {
+        MruIter { rq: self, cur: self.mru_tail, back: true }
+    }
+    /// Queued task ids in timeline order (leftmost first).
+    pub fn timeline_ids(&self) -> impl Iterator<Item = TaskId> + '_ {
+        self.timeline.iter().filter_map(move |n| self.entity(n as NodeId).map(|e| e.id))
+    }
+
+    pub(crate) fn ent(&self, node: NodeId) -> &Entity {
+        // Callers pass nodes they got from this runqueue; a missing one is a core bug and
+        // checked by the invariant checker, so fall back to a harmless sentinel here.
+        match self.slots.get(node as usize).and_then(|s| s.as_ref()) {
+            Some(e) => e,
+            None => &SENTINEL,
+        }
+    }
+
+    pub(crate) fn ent_mut(&mut self, node: NodeId) -> Option<&mut Entity> {
+        self.slots.get_mut(node as usize).and_then(|s| s.as_mut())
+    }
+
+    // ---- arena ----------------------------------------------------------------------
+
+    /// Puts an entity into the arena (not yet queued). Gives it back when the arena is full.
+    pub(crate) fn insert(&mut self, mut e: Entity) -> Result<NodeId, Entity> {
+        let node = if self.free_head != NIL {
+            let n = self.free_head;
+            self.free_head = self.mru_next[n as usize];
+            n
+        } else if (self.bump as usize) < Q {
+            self.bump += 1;
+            self.bump - 1
+        } else {
+            return Err(e);
+        };
+        e.cpu = self.cpu;
+        self.mru_next[node as usize] = NIL;
+        self.mru_prev[node as usize] = NIL;
+        self.slots[node as usize] = Some(e);
+        Ok(node)
+    }
+
+    /// Takes an entity out of the arena. It must be neither queued nor current.
+    pub(crate) fn take(&mut self, node: NodeId) -> Option<Entity> {
+        if self.curr == Some(node) || self.timeline.contains(node as usize) {
+            return None;
+        }
+        let e = self.slots.get_mut(node as usize)?.take()?;
+        self.mru_next[node as usize] = self.free_head;
+        self.free_head = node;
+        Some(e)
+    }
+
+    /// Whether the arena has room for one more task.
+    pub fn has_room(&self) -> bool {
+        self.free_head != NIL || (self.bump as usize) < Q
+    }
+
+    // ---- MRU list -------------------------------------------------------------------
+
+    pub(crate) fn mru_push_head(&mut self, node: NodeId) {
+        let n = node as usize;
+        self.mru_prev[n] = NIL;
+        self.mru_next[n] = self.mru_head;
+        if self.mru_head != NIL {
+            self.mru_prev[self.mru_head as usize] = node;
+        } else {
+            self.mru_tail = node;
+        }
+        self.mru_head = node;
+    }
+
+    pub(crate) fn mru_unlink(&mut self, node: NodeId) {
+        let n = node as usize;
+        let (p, nx) = (self.mru_prev[n], self.mru_next[n]);
+        if p != NIL {
+            self.mru_next[p as usize] = nx;
+        } else if self.mru_head == node {
+            self.mru_head = nx;
+        }
+        if nx != NIL {
+            self.mru_prev[nx as usize] = p;
+        } else if self.mru_tail == node {
+            self.mru_tail = p;
+        }
+        self.mru_prev[n] = NIL;
+        self.mru_next[n] = NIL;
+    }
+
+    pub(crate) fn mru_move_to_head(&mut self, node: NodeId) {
+        if self.mru_head != node {
+            self.mru_unlink(node);
+            self.mru_push_head(node);
+        }
+    }
+
+    // ---- clocks and PELT glue ---------------------------------------------------------
+
+    /// Advances the runqueue clocks to `now` (ns). Time never goes backwards: an older
+    /// `now` is ignored. While a task runs, the PELT clock advances scaled by the CPU's
+    /// capacity (frequency invariance is 1024 here); while idle it is synced to the task
+    /// clock.
+    pub fn update_clock(&mut self, now: u64) {
+        if now <= self.clock {
+            return;
+        }
+        let delta = now - self.clock;
+        self.clock = now;
+        self.clock_task += delta;
+        if self.curr.is_none() {
+            self.clock_pelt = self.clock_task;
+        } else {
+            self.clock_pelt += (delta * self.capacity_orig) >> 10;
+        }
+    }
+
+    /// Called when the CPU goes idle: time the PELT clock lost against the task clock while
+    /// the CPU was saturated is idle time PELT never saw; remember it so the signals of an
+    /// always-busy small CPU are not inflated (`update_idle_rq_clock_pelt`).
+    pub(crate) fn note_idle_entry(&mut self) {
+        let limit = ((LOAD_AVG_MAX - 1024) << 10) - LOAD_AVG_MAX;
+        if self.avg.util_sum >= limit {
+            self.lost_idle_time += self.clock_task.saturating_sub(self.clock_pelt);
+        }
+        self.clock_pelt = self.clock_task;
+    }
+
+    /// Updates the runqueue's own PELT signals (after applying removed load).
+    pub(crate) fn update_cfs_avg(&mut self) -> bool {
+        let now = self.clock_pelt();
+        let mut decayed = self.avg.apply_removed(&mut self.removed);
+        decayed |= self.avg.update_rq(now, self.load.down(), self.nr_running as u64, self.curr.is_some());
+        decayed
+    }
+
+    /// `update_blocked_averages` for this CPU: decays the signals of an idle or blocked
+    /// runqueue so stale load fades.
+    pub fn update_blocked_averages(&mut self) {
+        self.update_cfs_avg();
+    }
+
+    /// Records the signals of a task that left this runqueue while blocked (it woke on
+    /// another CPU or exited). They are subtracted at the next update of this runqueue.
+    pub fn remove_entity_load(&mut self, e: &mut Entity) {
+        // Sync the task's blocked decay to this runqueue's last update first.
+        let t = self.avg.last_update_time;
+        e.avg.update_blocked_task(t, e.weight());
+        self.removed.add(&e.avg);
+    }
+
+    // ---- checks -------------------------------------------------------------------
+
+    /// Checks the runqueue's invariants: every attached task in exactly one place (current,
+    /// or queued on the timeline, or a current task being switched out), the MRU list
+    /// holding exactly the accounted tasks, `nr_running` and the load sum matching, buddies
+    /// pointing at queued tasks, and PELT averages consistent with their sums. Cost O(Q).
+    pub fn check(&self) -> Result<(), InvariantViolation> {
+        let fail = |what| Err(InvariantViolation { cpu: self.cpu, what });
+        if self.timeline.check().is_err() {
+            return fail("timeline structure");
+        }
+        let mut nr = 0u32;
+        let mut idle = 0u32;
+        let mut weight = 0u64;
+        let mut attached = 0usize;
+        for (i, s) in self.slots.iter().enumerate() {
+            let node = i as NodeId;
+            let in_tree = self.timeline.contains(i);
+            let Some(e) = s else {
+                if in_tree || self.curr == Some(node) {
+                    return fail("empty slot queued or current");
+                }
+                continue;
+            };
+            attached += 1;
+            if e.cpu != self.cpu {
+                return fail("entity cpu differs from its runqueue");
+            }
+            if e.on_rq {
+                nr += 1;
+                weight += e.load.weight;
+                if e.policy == Policy::Idle {
+                    idle += 1;
+                }
+                let is_curr = self.curr == Some(node);
+                if is_curr == in_tree {
+                    return fail("accounted task must be current xor queued");
+                }
+                if in_tree && self.timeline.vruntime_of(i) != Some(e.vruntime) {
+                    return fail("timeline key differs from entity vruntime");
+                }
+            } else {
+                if in_tree {
+                    return fail("unaccounted task on the timeline");
+                }
+                if self.curr != Some(node) {
+                    return fail("unaccounted task neither current nor taken out");
+                }
+            }
+            if e.avg.util_avg > SCHED_CAPACITY_SCALE || e.avg.runnable_avg > SCHED_CAPACITY_SCALE {
+                return fail("task PELT average above capacity scale");
+            }
+            if e.avg.load_avg > e.weight() {
+                return fail("task load_avg above its weight");
+            }
+        }
+        if nr != self.nr_running || idle != self.idle_nr_running {
+            return fail("nr_running differs from accounted tasks");
+        }
+        if weight != self.load.weight {
+            return fail("load sum differs from accounted weights");
+        }
+        // The MRU list: exactly the accounted tasks, each once, links consistent.
+        let mut count = 0u32;
+        let mut prev = NIL;
+        let mut cur = self.mru_head;
+        while cur != NIL {
+            count += 1;
+            if count > nr || (cur as usize) >= Q {
+                return fail("MRU list longer than accounted tasks");
+            }
+            if self.mru_prev[cur as usize] != prev {
+                return fail("MRU back link");
+            }
+            match &self.slots[cur as usize] {
+                Some(e) if e.on_rq => {}
+                _ => return fail("MRU list holds an unaccounted task"),
+            }
+            prev = cur;
+            cur = self.mru_next[cur as usize];
+        }
+        if count != nr || self.mru_tail != prev {
+            return fail("MRU list differs from accounted tasks");
+        }
+        for b in [self.next, self.last, self.skip].into_iter().flatten() {
+            match self.entity(b) {
+                Some(e) if e.on_rq => {}
+                _ => return fail("buddy is not an accounted task"),
+            }
+        }
+        if attached > Q {
+            return fail("arena overflow");
+        }
+        // PELT: averages equal sum/divider as of the last recompute; since then at most
+        // one partial period (≤ 1024 units × input) was added, and attach/detach/removed
+        // keep both in step except for clamping at 0. Allow that, plus rounding per task.
+        let div = self.avg.divider();
+        let slack = |input: u64| (input * 1024 * 1024) / (LOAD_AVG_MAX - 1024) / 1024 + 2 + attached as u64;
+        let close = |avg: u64, sum: u64, input: u64| {
+            let from_sum = sum / div;
+            from_sum <= avg + slack(input) && avg <= from_sum + slack(input)
+        };
+        if !close(self.avg.util_avg, self.avg.util_sum, 1024) {
+            return fail("rq util_avg inconsistent with util_sum");
+        }
+        if !close(self.avg.runnable_avg, self.avg.runnable_sum, 1024 * (nr as u64 + 1)) {
+            return fail("rq runnable_avg inconsistent with runnable_sum");
+        }
+        if !close(self.avg.load_avg, self.avg.load_sum, self.load.down() + 1024) {
+            return fail("rq load_avg inconsistent with load_sum");
+        }
+        Ok(())
+    }
+}
+
+static SENTINEL: Entity = Entity {
+    id: TaskId::new(u32::MAX, u32::MAX),
+    policy: Policy::Normal,
+    nice: crate::weights::Nice::ZERO,
+    affinity: CpuMask::EMPTY,
+    load: LoadWeight { weight: crate::weights::NICE_0_LOAD, inv_weight: 4_194_304 },
+    vruntime: 0,
+    exec_start: 0,
+    sum_exec_runtime: 0,
+    prev_sum_exec_runtime: 0,
+    avg: SchedAvg {
+        last_update_time: 0,
+        load_sum: 0,
+        runnable_sum: 0,
+        util_sum: 0,
+        period_contrib: 0,
+        load_avg: 0,
+        runnable_avg: 0,
+        util_avg: 0,
+        util_est: UtilEst { enqueued: 0, ewma: 0 },
+    },
+    on_rq: false,
+    pelt_attached: false,
+    cpu: u32::MAX,
+};
+
+/// Iterator over a runqueue's MRU task list.
+pub struct MruIter<'a, const Q: usize> {
+    rq: &'a RunQueue<Q>,
+    cur: u32,
+    back: bool,
+}
+
+impl<const Q: usize> Iterator for MruIter<'_, Q> {
+    type Item = (NodeId, TaskId);
+    fn next(&mut self) -> Option<(NodeId, TaskId)> {
+        if self.cur == NIL {
+            return None;
+        }
+        let node = self.cur;
+        self.cur = if self.back { self.rq.mru_prev[node as usize] } else { self.rq.mru_next[node as usize] };
+        Some((node, self.rq.ent(node).id))
+    }
+}

@@ -1,0 +1,193 @@
+//! The task table: a fixed number of slots, each with a generation counter so that an id
+//! outlives nothing it named.
+
+use crate::error::SchedError;
+use crate::runqueue::NodeId;
+use crate::task::{Entity, TaskId, TaskState};
+
+/// Where a live task's entity is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Location {
+    /// In CPU `cpu`'s runqueue arena at `node` (queued, running, or being switched out).
+    OnCpu {
+        /// The CPU.
+        cpu: u32,
+        /// Its arena slot there.
+        node: NodeId,
+    },
+    /// Asleep: the entity is parked here; `cpu` is the CPU whose PELT sums still carry its
+    /// blocked load.
+    Parked {
+        /// The CPU it last ran on.
+        cpu: u32,
+        /// The entity.
+        entity: Entity,
+    },
+}
+
+/// A live task's table entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskEntry {
+    /// Its life-cycle state.
+    pub state: TaskState,
+    /// Where its entity is.
+    pub location: Location,
+}
+
+const NIL: u32 = u32::MAX;
+
+/// A fixed-capacity table of up to `N` live tasks.
+pub struct TaskTable<const N: usize> {
+    generation: [u32; N],
+    entries: [Option<TaskEntry>; N],
+    next_free: [u32; N],
+    free_head: u32,
+    bump: u32,
+    live: usize,
+}
+
+impl<const N: usize> TaskTable<N> {
+    /// An empty table.
+    pub const fn new() -> Self {
+        TaskTable {
+            generation: [0; N],
+            entries: [const { None }; N],
+            next_free: [NIL; N],
+            free_head: NIL,
+            bump: 0,
+            live: 0,
+        }
+    }
+
+    /// Number of live tasks.
+    pub fn len(&self) -> usize {
+        self.live
+    }
+
+    /// Whether no task is live.
+    pub fn is_empty(&self) -> bool {
+        self.live == 0
+    }
+
+    /// Whether a slot is free.
+    pub fn has_room(&self) -> bool {
+        self.free_head != NIL || (self.bump as usize) < N
+    }
+
+    /// The id the next [`TaskTable::insert`] will return, if there is room.
+    pub fn peek_next_id(&self) -> Option<TaskId> {
+        let slot = if self.free_head != NIL {
+            self.free_head
+        } else if (self.bump as usize) < N {
+            self.bump
+        } else {
+            return None;
+        };
+        Some(TaskId::new(slot, self.generation[slot as usize]))
+    }
+
+    /// Stores a new live task and returns its id.
+    pub fn insert(&mut self, entry: TaskEntry) -> Result<TaskId, SchedError> {
+        let slot = if self.free_head != NIL {
+            let s = self.free_head;
+            self.free_head = self.next_free[s as usize];
+            s
+        } else if (self.bump as usize) < N {
+            self.bump += 1;
+            self.bump - 1
+        } else {
+            return Err(SchedError::TaskTableFull);
+        };
+        self.entries[slot as usize] = Some(entry);
+        self.live += 1;
+        Ok(TaskId::new(slot, self.generation[slot as usize]))
+    }
+
+    /// Validates an id: unknown if the slot is out of range or the id was never issued,
+    /// stale if the task it named has exited.
+    pub fn validate(&self, id: TaskId) -> Result<(), SchedError> {
+        let s = id.slot();
+        if s >= N {
+            return Err(SchedError::UnknownTask(id));
+        }
+        let g = self.generation[s];
+        if id.generation() == g && self.entries[s].is_some() {
+            Ok(())
+        } else if id.generation() < g {
+            Err(SchedError::StaleTask(id))
+        } else {
+            Err(SchedError::UnknownTask(id))
+        }
+    }
+
+    /// The live entry of `id`.
+    pub fn get(&self, id: TaskId) -> Result<&TaskEntry, SchedError> {
+        self.validate(id)?;
+        self.entries[id.slot()].as_ref().ok_or(SchedError::UnknownTask(id))
+    }
+
+    /// The live entry of `id`, mutably.
+    pub fn get_mut(&mut self, id: TaskId) -> Result<&mut TaskEntry, SchedError> {
+        self.validate(id)?;
+        self.entries[id.slot()].as_mut().ok_or(SchedError::UnknownTask(id))
+    }
+
+    /// Frees the slot of an exited task; its id becomes stale.
+    pub fn remove(&mut self, id: TaskId) -> Result<TaskEntry, SchedError> {
+        self.validate(id)?;
+        let s = id.slot();
+        let e = self.entries[s].take().ok_or(SchedError::UnknownTask(id))?;
+        self.generation[s] = self.generation[s].wrapping_add(1);
+        self.next_free[s] = self.free_head;
+        self.free_head = s as u32;
+        self.live -= 1;
+        Ok(e)
+    }
+
+    /// Live tasks with their entries, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = (TaskId, &TaskEntry)> + '_ {
+        self.entries
+            .iter()
+            .enumerate()
+            .filter_map(|(i, e)| e.as_ref().map(|e| (TaskId::new(i as u32, self.generation[i]), e)))
+    }
+}
+
+impl<const N: usize> Default for TaskTable<N> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cpumask::CpuMask;
+    use crate::task::Policy;
+    use crate::weights::Nice;
+
+    fn parked() -> TaskEntry {
+        let e = Entity::new(TaskId::new(0, 0), Nice::ZERO, Policy::Normal, CpuMask::ALL, 0);
+        TaskEntry { state: TaskState::Blocked, location: Location::Parked { cpu: 0, entity: e } }
+    }
+
+    #[test]
+    fn stale_ids_are_errors() {
+        let mut t: TaskTable<2> = TaskTable::new();
+        let a = t.insert(parked()).unwrap();
+        let b = t.insert(parked()).unwrap();
+        assert_eq!(t.insert(parked()), Err(SchedError::TaskTableFull));
+        t.remove(a).unwrap();
+        let c = t.insert(parked()).unwrap();
+        assert_eq!(c.slot(), a.slot());
+        assert_ne!(c, a);
+        assert_eq!(t.get(a).err(), Some(SchedError::StaleTask(a)));
+        assert!(t.get(b).is_ok() && t.get(c).is_ok());
+        let never = TaskId::new(1, 7);
+        assert_eq!(t.get(never).err(), Some(SchedError::UnknownTask(never)));
+        let out = TaskId::new(9, 0);
+        assert_eq!(t.get(out).err(), Some(SchedError::UnknownTask(out)));
+        assert_eq!(t.remove(a).err(), Some(SchedError::StaleTask(a)));
+        assert_eq!(t.len(), 2);
+    }
+}

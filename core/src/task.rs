@@ -1,0 +1,192 @@
+//! Tasks as the scheduler sees them: identity, policy, weight, affinity and the
+//! scheduling entity (vruntime, runtime accounting, PELT signals).
+
+use crate::cpumask::CpuMask;
+use crate::pelt::SchedAvg;
+use crate::weights::{LoadWeight, Nice};
+
+/// A task's identity: a slot in the task table plus the slot's generation when the task was
+/// created. When a task exits its slot's generation moves on, so an old id can never name
+/// the slot's next occupant: using it gives [`crate::SchedError::StaleTask`].
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct TaskId {
+    slot: u32,
+    generation: u32,
+}
+
+impl TaskId {
+    /// Builds an id from its parts (the task table does this; platforms use it to rebuild
+    /// ids they stored as integers with [`TaskId::to_raw`]).
+    pub const fn new(slot: u32, generation: u32) -> TaskId {
+        TaskId { slot, generation }
+    }
+
+    /// The task-table slot.
+    pub const fn slot(self) -> usize {
+        self.slot as usize
+    }
+
+    /// The slot generation this id was issued for.
+    pub const fn generation(self) -> u32 {
+        self.generation
+    }
+
+    /// Packs the id into one integer (generation high, slot low).
+    pub const fn to_raw(self) -> u64 {
+        ((self.generation as u64) << 32) | self.slot as u64
+    }
+
+    /// Inverse of [`TaskId::to_raw`].
+    pub const fn from_raw(raw: u64) -> TaskId {
+        TaskId { slot: raw as u32, generation: (raw >> 32) as u32 }
+    }
+
+    /// A small positive number for traces (`pid`): slot + 1, so 0 stays the idle task's.
+    pub const fn trace_pid(self) -> u32 {
+        self.slot + 1
+    }
+}
+
+impl core::fmt::Debug for TaskId {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "T{}.{}", self.slot, self.generation)
+    }
+}
+
+/// Scheduling policy within the fair class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Policy {
+    /// `SCHED_NORMAL`: interactive-friendly; wakeups may preempt.
+    #[default]
+    Normal,
+    /// `SCHED_BATCH`: never preempts on wakeup; yield does not refresh its runtime.
+    Batch,
+    /// `SCHED_IDLE`: minimal weight (3); preempted by any other waking task.
+    Idle,
+}
+
+/// Where a task is in its life cycle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskState {
+    /// Queued on a runqueue's timeline, waiting for a CPU.
+    Runnable,
+    /// The current task of a CPU.
+    Running,
+    /// Not runnable; waits for a wakeup.
+    Blocked,
+    /// Has exited but its CPU has not yet switched away from it.
+    Exiting,
+}
+
+/// What a platform asks for when it creates a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskParams {
+    /// Nice value, −20..=19.
+    pub nice: i32,
+    /// Policy.
+    pub policy: Policy,
+    /// CPUs the task may run on.
+    pub affinity: CpuMask,
+}
+
+impl Default for TaskParams {
+    fn default() -> Self {
+        TaskParams { nice: 0, policy: Policy::Normal, affinity: CpuMask::ALL }
+    }
+}
+
+/// The scheduling entity: everything the fair class keeps per task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Entity {
+    /// The task's id.
+    pub id: TaskId,
+    /// Policy.
+    pub policy: Policy,
+    /// Nice value.
+    pub nice: Nice,
+    /// Allowed CPUs.
+    pub affinity: CpuMask,
+    /// Load weight (high resolution) and inverse.
+    pub load: LoadWeight,
+    /// Virtual runtime. Absolute on its runqueue while queued or sleeping there; relative
+    /// to `min_vruntime` ("normalised") while in transit between runqueues.
+    pub vruntime: u64,
+    /// Task clock at which the current run started or was last accounted.
+    pub exec_start: u64,
+    /// Total CPU time received.
+    pub sum_exec_runtime: u64,
+    /// `sum_exec_runtime` when the task was last picked (to measure its current slice).
+    pub prev_sum_exec_runtime: u64,
+    /// PELT signals.
+    pub avg: SchedAvg,
+    /// Whether it is accounted in a runqueue (queued or current and runnable).
+    pub on_rq: bool,
+    /// Whether its PELT signals are attached to a runqueue's sums (Linux marks the
+    /// opposite, a migrated or new task, with `last_update_time == 0`).
+    pub pelt_attached: bool,
+    /// The CPU it last ran or was queued on.
+    pub cpu: u32,
+}
+
+impl Entity {
+    /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
+    pub fn new(id: TaskId, nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {
+        let load = weight_for(policy, nice);
+        Entity {
+            id,
+            policy,
+            nice,
+            affinity,
+            load,
+            vruntime: 0,
+            exec_start: 0,
+            sum_exec_runtime: 0,
+            prev_sum_exec_runtime: 0,
+            avg: crate::pelt::init_task_avg(load.down()),
+            on_rq: false,
+            pelt_attached: false,
+            cpu,
+        }
+    }
+
+    /// The down-scaled weight PELT and the balancer use (1024 for nice 0).
+    pub fn weight(&self) -> u64 {
+        self.load.down()
+    }
+
+    /// `task_util`: the PELT utilisation.
+    pub fn util(&self) -> u64 {
+        self.avg.util_avg
+    }
+
+    /// `task_util_est`: max of util_avg and the estimate.
+    pub fn util_est(&self) -> u64 {
+        self.avg.util_avg.max(self.avg.util_est.task_estimate() as u64)
+    }
+}
+
+/// The load weight a task of this policy and nice level gets.
+pub fn weight_for(policy: Policy, nice: Nice) -> LoadWeight {
+    match policy {
+        Policy::Idle => LoadWeight::idle_policy(),
+        Policy::Normal | Policy::Batch => LoadWeight::from_nice(nice),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn raw_round_trip() {
+        let id = TaskId::new(7, 3);
+        assert_eq!(TaskId::from_raw(id.to_raw()), id);
+        assert_eq!(id.trace_pid(), 8);
+    }
+
+    #[test]
+    fn idle_policy_weight() {
+        assert_eq!(weight_for(Policy::Idle, Nice::MIN).down(), 3);
+        assert_eq!(weight_for(Policy::Batch, Nice::ZERO).down(), 1024);
+    }
+}

@@ -1,0 +1,943 @@
+//! The per-CPU timeline: runnable tasks waiting for the CPU, ordered by vruntime.
+//!
+//! The task currently running is *not* in the timeline; it is taken out when
+//! picked and put back (with its advanced vruntime) when preempted. The
+//! leftmost entry is therefore the next task to run, and [`Timeline::leftmost`]
+//! is O(1) because it is consulted on every tick.
+//!
+//! The structure is an AVL tree whose nodes live in a fixed arena of `CAP`
+//! slots and are linked by `u32` indices. Slot ids are chosen by the caller,
+//! who owns the id allocator and uses the same id to index other per-CPU
+//! arrays; the timeline never allocates ids itself and needs no `alloc`.
+//!
+//! Order is (vruntime, insertion sequence). Equal vruntimes therefore keep
+//! FIFO order: a newly inserted task goes to the *right* of every queued task
+//! with the same vruntime, so it cannot jump ahead of tasks that were waiting.
+//!
+//! vruntimes are compared wrap-safely ([`vruntime_before`]): the signed
+//! difference decides. That is a consistent order only while all queued keys
+//! lie within 2^63 of each other, which holds because the scheduler's
+//! `min_vruntime` tracks the queued keys and new keys are placed relative to
+//! it. [`Timeline::check`] reports a violation of that span.
+
+use core::fmt;
+use core::iter::FusedIterator;
+
+/// Link value meaning "no node".
+const NIL: u32 = u32::MAX;
+
+/// Ordering of vruntimes: wrap-safe, as signed 64-bit difference.
+///
+/// `a` is before `b` when `b` is less than 2^63 ahead of `a`, so the order
+/// survives the u64 counter wrapping around as long as the compared values
+/// lie within 2^63 of each other.
+#[inline]
+pub fn vruntime_before(a: u64, b: u64) -> bool {
+    (a.wrapping_sub(b) as i64) < 0
+}
+
+/// Why a timeline operation was refused. The timeline is unchanged after any error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimelineError {
+    /// The id is not below the timeline's capacity.
+    IdOutOfRange,
+    /// The id is already queued; inserting it again would corrupt the tree.
+    AlreadyQueued,
+    /// The id is not queued, so there is nothing to remove.
+    NotQueued,
+}
+
+impl fmt::Display for TimelineError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            TimelineError::IdOutOfRange => "task id out of range",
+            TimelineError::AlreadyQueued => "task already queued on the timeline",
+            TimelineError::NotQueued => "task not queued on the timeline",
+        })
+    }
+}
+
+impl core::error::Error for TimelineError {}
+
+/// One arena slot.
+///
+/// Array-of-structs rather than struct-of-arrays because a descent touches
+/// key and both links of each node it visits; with 32 bytes aligned to 32 a
+/// node never straddles a cache line, so each step costs at most one miss.
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(align(32))]
+struct Node {
+    /// vruntime, compared with [`vruntime_before`].
+    key: u64,
+    /// Insertion sequence number; breaks ties so equal keys stay FIFO.
+    seq: u64,
+    left: u32,
+    right: u32,
+    parent: u32,
+    /// AVL height, leaves are 1. Zero means the slot is not queued, so the
+    /// height doubles as the in-tree flag without costing another field.
+    height: u8,
+}
+
+impl Node {
+    const VACANT: Node = Node { key: 0, seq: 0, left: NIL, right: NIL, parent: NIL, height: 0 };
+}
+
+/// Runnable, not-running tasks of one CPU ordered by (vruntime, insertion order).
+///
+/// Worst-case O(log n) insert and remove, O(1) leftmost. Holds at most `CAP`
+/// tasks with ids `0..CAP`; `CAP` may be at most 2^32 - 1 since links are `u32`.
+#[derive(Clone)]
+pub struct Timeline<const CAP: usize> {
+    nodes: [Node; CAP],
+    root: u32,
+    /// Cached in-order first node, kept up to date by insert and remove.
+    leftmost: u32,
+    len: usize,
+    /// Sequence number for the next insert; every queued seq is before it.
+    next_seq: u64,
+}
+
+impl<const CAP: usize> Timeline<CAP> {
+    /// Rejects, at compile time, capacities whose ids would collide with `NIL`.
+    const CAP_FITS_U32: () = assert!(CAP < NIL as usize, "Timeline CAP must be below u32::MAX");
+
+    /// An empty timeline. `const` so per-CPU timelines can live in statics.
+    pub const fn new() -> Self {
+        let () = Self::CAP_FITS_U32;
+        Timeline { nodes: [Node::VACANT; CAP], root: NIL, leftmost: NIL, len: 0, next_seq: 0 }
+    }
+
+    /// Number of queued tasks.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no task is queued (the CPU would go idle after the current task).
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The number of id slots, `CAP`.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        CAP
+    }
+
+    /// Whether `id` is queued. Out-of-range ids are simply not queued.
+    #[inline]
+    pub fn contains(&self, id: usize) -> bool {
+        self.nodes.get(id).is_some_and(|n| n.height != 0)
+    }
+
+    /// Insert id with key vruntime. Ties (equal vruntime) go to the RIGHT of existing equal keys,
+    /// i.e. order is (vruntime wrap-safe, then insertion sequence number ascending).
+    ///
+    /// Worst case O(log n).
+    pub fn insert(&mut self, id: usize, vruntime: u64) -> Result<(), TimelineError> {
+        let node = self.nodes.get(id).ok_or(TimelineError::IdOutOfRange)?;
+        if node.height != 0 {
+            return Err(TimelineError::AlreadyQueued);
+        }
+        let z = id as u32;
+
+        // The new seq exceeds every queued seq, so among equal keys the new
+        // node belongs rightmost: descend left only when strictly before.
+        let mut parent = NIL;
+        let mut cur = self.root;
+        let mut go_left = false;
+        let mut is_leftmost = true;
+        while cur != NIL {
+            parent = cur;
+            let n = &self.nodes[cur as usize];
+            go_left = vruntime_before(vruntime, n.key);
+            if go_left {
+                cur = n.left;
+            } else {
+                cur = n.right;
+                is_leftmost = false;
+            }
+        }
+
+        self.nodes[id] = Node { key: vruntime, seq: self.next_seq, left: NIL, right: NIL, parent, height: 1 };
+        self.next_seq = self.next_seq.wrapping_add(1);
+        if parent == NIL {
+            self.root = z;
+        } else if go_left {
+            self.nodes[parent as usize].left = z;
+        } else {
+            self.nodes[parent as usize].right = z;
+        }
+        if is_leftmost {
+            self.leftmost = z;
+        }
+        self.len += 1;
+        self.retrace(parent);
+        Ok(())
+    }
+
+    /// Remove a queued id. Worst case O(log n).
+    pub fn remove(&mut self, id: usize) -> Result<(), TimelineError> {
+        let node = *self.nodes.get(id).ok_or(TimelineError::IdOutOfRange)?;
+        if node.height == 0 {
+            return Err(TimelineError::NotQueued);
+        }
+        let z = id as u32;
+        if self.leftmost == z {
+            self.leftmost = self.next_of(z);
+        }
+
+        let (l, r, p) = (node.left, node.right, node.parent);
+        // Deepest node whose subtree height may have changed.
+        let fix_from;
+        if l == NIL || r == NIL {
+            let child = if l != NIL { l } else { r };
+            if child != NIL {
+                self.nodes[child as usize].parent = p;
+            }
+            self.replace_child(p, z, child);
+            fix_from = p;
+        } else {
+            // Two children: relink the in-order successor `s` into z's place.
+            // Ids are caller-owned, so nodes are moved, never their contents.
+            let mut s = r;
+            loop {
+                let sl = self.nodes[s as usize].left;
+                if sl == NIL {
+                    break;
+                }
+                s = sl;
+            }
+            if s == r {
+                fix_from = s;
+            } else {
+                let sp = self.nodes[s as usize].parent;
+                let sr = self.nodes[s as usize].right;
+                self.nodes[sp as usize].left = sr;
+                if sr != NIL {
+                    self.nodes[sr as usize].parent = sp;
+                }
+                self.nodes[s as usize].right = r;
+                self.nodes[r as usize].parent = s;
+                fix_from = sp;
+            }
+            let sn = &mut self.nodes[s as usize];
+            sn.left = l;
+            sn.parent = p;
+            // s inherits z's old height so the retrace's early stop compares
+            // against the height this position had before the removal.
+            sn.height = node.height;
+            self.nodes[l as usize].parent = s;
+            self.replace_child(p, z, s);
+        }
+
+        self.nodes[id] = Node::VACANT;
+        self.len -= 1;
+        self.retrace(fix_from);
+        Ok(())
+    }
+
+    /// The task to run next (smallest vruntime, earliest inserted among equals). O(1).
+    #[inline]
+    pub fn leftmost(&self) -> Option<usize> {
+        Self::opt(self.leftmost)
+    }
+
+    /// In-order next queued id after `id`; `successor(leftmost)` is the
+    /// second-leftmost, used for wakeup-preemption and buddy decisions.
+    /// `None` if `id` is last or not queued.
+    pub fn successor(&self, id: usize) -> Option<usize> {
+        if !self.contains(id) {
+            return None;
+        }
+        Self::opt(self.next_of(id as u32))
+    }
+
+    /// The queued task with the largest (vruntime, seq). O(log n).
+    pub fn rightmost(&self) -> Option<usize> {
+        let mut cur = self.root;
+        if cur == NIL {
+            return None;
+        }
+        loop {
+            let r = self.nodes[cur as usize].right;
+            if r == NIL {
+                return Some(cur as usize);
+            }
+            cur = r;
+        }
+    }
+
+    /// The vruntime `id` was queued with, or `None` if it is not queued.
+    #[inline]
+    pub fn vruntime_of(&self, id: usize) -> Option<u64> {
+        self.nodes.get(id).filter(|n| n.height != 0).map(|n| n.key)
+    }
+
+    /// In-order iterator over queued ids, leftmost first.
+    pub fn iter(&self) -> Iter<'_, CAP> {
+        Iter { timeline: self, next: self.leftmost, remaining: self.len }
+    }
+
+    /// Full structural check for tests and a debug invariant checker: BST order under the
+    /// (vruntime, seq) order, balance invariant, parent links, len, cached leftmost, in-tree flags.
+    ///
+    /// Also reports queued keys spanning 2^63 or more, where the wrap-safe
+    /// order stops being consistent. O(CAP); never panics, even on a
+    /// corrupted structure.
+    pub fn check(&self) -> Result<(), &'static str> {
+        // Pass 1, per slot: link symmetry, heights and balance. Heights
+        // strictly decrease along child links, so once this passes the links
+        // form a forest and the walk below must terminate.
+        let mut queued = 0usize;
+        for (i, n) in self.nodes.iter().enumerate() {
+            let i = i as u32;
+            if n.height == 0 {
+                if n.left != NIL || n.right != NIL || n.parent != NIL {
+                    return Err("vacant slot has links");
+                }
+                continue;
+            }
+            queued += 1;
+            for child in [n.left, n.right] {
+                if child != NIL {
+                    let c = self.nodes.get(child as usize).ok_or("child link out of range")?;
+                    if c.height == 0 {
+                        return Err("child link to a vacant slot");
+                    }
+                    if c.parent != i {
+                        return Err("child's parent link does not point back");
+                    }
+                }
+            }
+            if n.left != NIL && n.left == n.right {
+                return Err("left and right link to the same node");
+            }
+            if n.parent == NIL {
+                if self.root != i {
+                    return Err("parentless queued node is not the root");
+                }
+            } else {
+                let p = self.nodes.get(n.parent as usize).ok_or("parent link out of range")?;
+                if p.height == 0 {
+                    return Err("parent link to a vacant slot");
+                }
+                if p.left != i && p.right != i {
+                    return Err("parent does not link to node");
+                }
+            }
+            let (hl, hr) = (self.height(n.left), self.height(n.right));
+            if hl.abs_diff(hr) > 1 {
+                return Err("AVL balance violated");
+            }
+            if u16::from(n.height) != 1 + u16::from(hl.max(hr)) {
+                return Err("stored height is wrong");
+            }
+            if !vruntime_before(n.seq, self.next_seq) {
+                return Err("seq not before next_seq");
+            }
+        }
+        if queued != self.len {
+            return Err("len does not match number of queued slots");
+        }
+        if self.len == 0 {
+            if self.root != NIL {
+                return Err("empty timeline has a root");
+            }
+            if self.leftmost != NIL {
+                return Err("empty timeline has a cached leftmost");
+            }
+            return Ok(());
+        }
+        match self.nodes.get(self.root as usize) {
+            Some(n) if n.height != 0 && n.parent == NIL => {}
+            _ => return Err("root is not a queued parentless node"),
+        }
+
+        // Pass 2: in-order walk; adjacent pairs must be strictly increasing
+        // and the summed key steps must stay below 2^63.
+        let mut first = self.root;
+        loop {
+            let l = self.nodes[first as usize].left;
+            if l == NIL {
+                break;
+            }
+            first = l;
+        }
+        if first != self.leftmost {
+            return Err("cached leftmost is not the in-order first node");
+        }
+        let mut visited = 1usize;
+        let mut span = 0u64;
+        let mut prev = first;
+        let mut cur = self.next_of(first);
+        while cur != NIL {
+            visited += 1;
+            if visited > self.len {
+                return Err("in-order walk visits more than len nodes");
+            }
+            let (a, b) = (&self.nodes[prev as usize], &self.nodes[cur as usize]);
+            let step = b.key.wrapping_sub(a.key);
+            if step as i64 >= 0 {
+                if step == 0 && !vruntime_before(a.seq, b.seq) {
+                    return Err("equal keys not in insertion order");
+                }
+            } else {
+                return Err("in-order keys not ascending");
+            }
+            span = match span.checked_add(step) {
+                Some(s) if s <= i64::MAX as u64 => s,
+                _ => return Err("queued keys span 2^63 or more"),
+            };
+            prev = cur;
+            cur = self.next_of(cur);
+        }
+        if visited != self.len {
+            return Err("not every queued node is reachable from the root");
+        }
+        Ok(())
+    }
+
+    // ---- internals; all ids passed here are queued nodes or NIL ----
+
+    #[inline]
+    fn opt(x: u32) -> Option<usize> {
+        if x == NIL {
+            None
+        } else {
+            Some(x as usize)
+        }
+    }
+
+    /// Height of a subtree; NIL is out of range, so the lookup doubles as the NIL test.
+    #[inline]
+    fn height(&self, x: u32) -> u8 {
+        self.nodes.get(x as usize).map_or(0, |n| n.height)
+    }
+
+    /// In-order successor via parent links; amortised O(1) across a full walk.
+    fn next_of(&self, x: u32) -> u32 {
+        let n = &self.nodes[x as usize];
+        if n.right != NIL {
+            let mut cur = n.right;
+            loop {
+                let l = self.nodes[cur as usize].left;
+                if l == NIL {
+                    return cur;
+                }
+                cur = l;
+            }
+        }
+        let mut child = x;
+        let mut up = n.parent;
+        while up != NIL && self.nodes[up as usize].right == child {
+            child = up;
+            up = self.nodes[up as usize].parent;
+        }
+        up
+    }
+
+    /// Point `p`'s link (or the root) that referred to `old` at `new`.
+    #[inline]
+    fn replace_child(&mut self, p: u32, old: u32, new: u32) {
+        if p == NIL {
+            self.root = new;
+        } else {
+            let pn = &mut self.nodes[p as usize];
+            if pn.left == old {
+                pn.left = new;
+            } else {
+                pn.right = new;
+            }
+        }
+    }
+
+    #[inline]
+    fn update_height(&mut self, x: u32) {
+        let n = self.nodes[x as usize];
+        self.nodes[x as usize].height = 1 + self.height(n.left).max(self.height(n.right));
+    }
+
+    /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
+    fn rotate_left(&mut self, x: u32) -> u32 {
+        let y = self.nodes[x as usize].right;
+        let t = self.nodes[y as usize].left;
+        let p = self.nodes[x as usize].parent;
+        self.nodes[x as usize].right = t;
+        if t != NIL {
+            self.nodes[t as usize].parent = x;
+        }
+        self.nodes[y as usize].left = x;
+        self.nodes[x as usize].parent = y;
+        self.nodes[y as usize].parent = p;
+        self.replace_child(p, x, y);
+        self.update_height(x);
+        self.update_height(y);
+        y
+    }
+
+    /// Mirror of [`Self::rotate_left`].
+    fn rotate_right(&mut self, x: u32) -> u32 {
+        let y = self.nodes[x as usize].left;
+        let t = self.nodes[y as usize].right;
+        let p = self.nodes[x as usize].parent;
+        self.nodes[x as usize].left = t;
+        if t != NIL {
+            self.nodes[t as usize].parent = x;
+        }
+        self.nodes[y as usize].right = x;
+        self.nodes[x as usize].parent = y;
+        self.nodes[y as usize].parent = p;
+        self.replace_child(p, x, y);
+        self.update_height(x);
+        self.update_height(y);
+        y
+    }
+
+    /// Restore heights and balance from `x` up. Stops as soon as a subtree
+    /// keeps its previous height, since nothing above it can have changed;
+    /// that bounds the work to O(log n) and usually to a few levels.
+    fn retrace(&mut self, mut x: u32) {
+        while x != NIL {
+            let old = self.nodes[x as usize].height;
+            let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
+            let (hl, hr) = (self.height(l), self.height(r));
+            let top = if hl > hr + 1 {
+                let ln = self.nodes[l as usize];
+                if self.height(ln.left) < self.height(ln.right) {
+                    self.rotate_left(l);
+                }
+                self.rotate_right(x)
+            } else if hr > hl + 1 {
+                let rn = self.nodes[r as usize];
+                if self.height(rn.right) < self.height(rn.left) {
+                    self.rotate_right(r);
+                }
+                self.rotate_left(x)
+            } else {
+                self.nodes[x as usize].height = 1 + hl.max(hr);
+                x
+            };
+            let tn = &self.nodes[top as usize];
+            if tn.height == old {
+                return;
+            }
+            x = tn.parent;
+        }
+    }
+}
+
+impl<const CAP: usize> Default for Timeline<CAP> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Shows queued `id: vruntime` pairs in order; the arena itself is noise.
+impl<const CAP: usize> fmt::Debug for Timeline<CAP> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map().entries(self.iter().map(|id| (id, self.nodes[id].key))).finish()
+    }
+}
+
+impl<'a, const CAP: usize> IntoIterator for &'a Timeline<CAP> {
+    type Item = usize;
+    type IntoIter = Iter<'a, CAP>;
+
+    fn into_iter(self) -> Iter<'a, CAP> {
+        self.iter()
+    }
+}
+
+/// In-order iterator over queued ids, from [`Timeline::iter`].
+#[derive(Clone)]
+pub struct Iter<'a, const CAP: usize> {
+    timeline: &'a Timeline<CAP>,
+    next: u32,
+    remaining: usize,
+}
+
+impl<const CAP: usize> Iterator for Iter<'_, CAP> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        if self.next == NIL {
+            return None;
+        }
+        let id = self.next;
+        self.next = self.timeline.next_of(id);
+        self.remaining = self.remaining.saturating_sub(1);
+        Some(id as usize)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.remaining, Some(self.remaining))
+    }
+}
+
+impl<const CAP: usize> ExactSizeIterator for Iter<'_, CAP> {}
+
+impl<const CAP: usize> FusedIterator for Iter<'_, CAP> {}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+    use proptest::prelude::*;
+    use std::vec::Vec;
+
+    fn ids<const C: usize>(t: &Timeline<C>) -> Vec<usize> {
+        t.iter().collect()
+    }
+
+    /// Exact structural equality, for "errors leave state unchanged".
+    fn same<const C: usize>(a: &Timeline<C>, b: &Timeline<C>) -> bool {
+        a.nodes == b.nodes
+            && a.root == b.root
+            && a.leftmost == b.leftmost
+            && a.len == b.len
+            && a.next_seq == b.next_seq
+    }
+
+    /// Small deterministic PRNG so stress tests need no extra dependency.
+    fn xorshift(s: &mut u64) -> u64 {
+        *s ^= *s << 13;
+        *s ^= *s >> 7;
+        *s ^= *s << 17;
+        *s
+    }
+
+    #[test]
+    fn vruntime_before_is_wrap_safe() {
+        assert!(vruntime_before(1, 2));
+        assert!(!vruntime_before(2, 1));
+        assert!(!vruntime_before(5, 5));
+        assert!(vruntime_before(u64::MAX, 0));
+        assert!(vruntime_before(u64::MAX - 10, 10));
+        assert!(!vruntime_before(10, u64::MAX - 10));
+    }
+
+    #[test]
+    fn empty() {
+        let t = Timeline::<8>::new();
+        assert!(t.is_empty());
+        assert_eq!(t.len(), 0);
+        assert_eq!(t.capacity(), 8);
+        assert_eq!(t.leftmost(), None);
+        assert_eq!(t.rightmost(), None);
+        assert_eq!(t.iter().next(), None);
+        assert_eq!(t.successor(0), None);
+        assert_eq!(t.vruntime_of(0), None);
+        t.check().unwrap();
+        let z = Timeline::<0>::default();
+        assert_eq!(z.capacity(), 0);
+        z.check().unwrap();
+    }
+
+    #[test]
+    fn orders_by_vruntime() {
+        let mut t = Timeline::<16>::new();
+        for (id, key) in [(3, 50), (1, 10), (7, 70), (2, 30), (9, 5), (4, 60)] {
+            t.insert(id, key).unwrap();
+            t.check().unwrap();
+        }
+        assert_eq!(ids(&t), [9, 1, 2, 3, 4, 7]);
+        assert_eq!(t.len(), 6);
+        assert_eq!(t.leftmost(), Some(9));
+        assert_eq!(t.rightmost(), Some(7));
+        assert_eq!(t.vruntime_of(2), Some(30));
+        assert!(t.contains(4) && !t.contains(5));
+        assert_eq!(t.iter().len(), 6);
+    }
+
+    #[test]
+    fn ties_go_right_fifo() {
+        let mut t = Timeline::<16>::new();
+        t.insert(5, 100).unwrap();
+        t.insert(2, 100).unwrap();
+        t.insert(8, 50).unwrap();
+        t.insert(0, 100).unwrap();
+        t.insert(11, 100).unwrap();
+        t.check().unwrap();
+        assert_eq!(ids(&t), [8, 5, 2, 0, 11]);
+        // A requeued task with an equal key goes behind the others.
+        t.remove(5).unwrap();
+        t.insert(5, 100).unwrap();
+        t.check().unwrap();
+        assert_eq!(ids(&t), [8, 2, 0, 11, 5]);
+        // Equal to the leftmost key: still not the leftmost.
+        t.insert(1, 50).unwrap();
+        assert_eq!(t.leftmost(), Some(8));
+        assert_eq!(t.successor(8), Some(1));
+    }
+
+    #[test]
+    fn wraparound_keys() {
+        let mut t = Timeline::<16>::new();
+        let base = u64::MAX - 2;
+        for (id, off) in [(0u64, 4u64), (1, 0), (2, 2), (3, 3), (4, 1), (5, 6)] {
+            t.insert(id as usize, base.wrapping_add(off)).unwrap();
+        }
+        t.check().unwrap();
+        // Offsets 3.. wrapped past zero but still sort after u64::MAX - 2.
+        assert_eq!(ids(&t), [1, 4, 2, 3, 0, 5]);
+        assert_eq!(t.vruntime_of(5), Some(3));
+        assert_eq!(t.rightmost(), Some(5));
+    }
+
+    #[test]
+    fn errors_leave_state_unchanged() {
+        let mut t = Timeline::<8>::new();
+        t.insert(1, 10).unwrap();
+        t.insert(2, 20).unwrap();
+        let snap = t.clone();
+        assert_eq!(t.insert(1, 5), Err(TimelineError::AlreadyQueued));
+        assert_eq!(t.insert(8, 5), Err(TimelineError::IdOutOfRange));
+        assert_eq!(t.insert(usize::MAX, 5), Err(TimelineError::IdOutOfRange));
+        assert_eq!(t.remove(3), Err(TimelineError::NotQueued));
+        assert_eq!(t.remove(8), Err(TimelineError::IdOutOfRange));
+        assert_eq!(t.remove(usize::MAX), Err(TimelineError::IdOutOfRange));
+        assert!(same(&t, &snap));
+        assert_eq!(t.successor(usize::MAX), None);
+        assert_eq!(t.vruntime_of(usize::MAX), None);
+        assert!(!t.contains(usize::MAX));
+        t.remove(1).unwrap();
+        assert_eq!(t.remove(1), Err(TimelineError::NotQueued));
+        t.check().unwrap();
+    }
+
+    #[test]
+    fn successor_leftmost_rightmost() {
+        let mut t = Timeline::<32>::new();
+        for id in 0..20 {
+            t.insert(id, (id as u64 * 7) % 20).unwrap();
+        }
+        t.check().unwrap();
+        let order = ids(&t);
+        assert_eq!(t.leftmost(), Some(order[0]));
+        assert_eq!(t.rightmost(), order.last().copied());
+        for w in order.windows(2) {
+            assert_eq!(t.successor(w[0]), Some(w[1]));
+        }
+        assert_eq!(t.successor(*order.last().unwrap()), None);
+        assert_eq!(t.successor(25), None);
+        // Removing the leftmost promotes its successor.
+        let second = t.successor(order[0]);
+        t.remove(order[0]).unwrap();
+        assert_eq!(t.leftmost(), second);
+        t.check().unwrap();
+    }
+
+    #[test]
+    fn reinsert_after_remove() {
+        let mut t = Timeline::<4>::new();
+        for round in 0..50u64 {
+            for id in 0..4 {
+                t.insert(id, round * 10 + (3 - id as u64)).unwrap();
+            }
+            t.check().unwrap();
+            assert_eq!(ids(&t), [3, 2, 1, 0]);
+            for id in [1, 3, 0, 2] {
+                t.remove(id).unwrap();
+                t.check().unwrap();
+            }
+            assert!(t.is_empty());
+        }
+    }
+
+    #[test]
+    fn stress_random_stays_balanced() {
+        const N: usize = 1024;
+        let mut t = Timeline::<N>::new();
+        let mut s = 0x9E37_79B9_7F4A_7C15u64;
+        for round in 0..20_000 {
+            let id = (xorshift(&mut s) % N as u64) as usize;
+            if t.contains(id) {
+                t.remove(id).unwrap();
+            } else {
+                t.insert(id, xorshift(&mut s) % 4096).unwrap();
+            }
+            if round % 997 == 0 {
+                t.check().unwrap();
+            }
+        }
+        t.check().unwrap();
+        // AVL bound: height < 1.45 log2(n + 2).
+        let h = t.height(t.root);
+        assert!(h <= 15, "height {h} for {} nodes", t.len());
+        let keys: Vec<u64> = t.iter().map(|i| t.vruntime_of(i).unwrap()).collect();
+        assert!(keys.windows(2).all(|w| w[0] <= w[1]));
+    }
+
+    #[test]
+    fn sequential_keys_both_directions() {
+        let mut t = Timeline::<256>::new();
+        for id in 0..256 {
+            t.insert(id, id as u64).unwrap();
+        }
+        t.check().unwrap();
+        for id in (0..256).rev() {
+            t.remove(id).unwrap();
+        }
+        for id in 0..256 {
+            t.insert(id, 1000 - id as u64).unwrap();
+        }
+        t.check().unwrap();
+        assert_eq!(t.leftmost(), Some(255));
+        for id in 0..256 {
+            assert_eq!(t.leftmost(), Some(255 - id));
+            t.remove(255 - id).unwrap();
+        }
+        t.check().unwrap();
+    }
+
+    #[test]
+    fn const_new_in_static_at_max_cap() {
+        static T: Timeline<65536> = Timeline::new();
+        assert!(T.is_empty());
+        assert_eq!(T.capacity(), 65536);
+        assert!(!T.contains(65535));
+    }
+
+    #[test]
+    fn check_detects_corruption() {
+        let mut t = Timeline::<8>::new();
+        for id in 0..6 {
+            t.insert(id, id as u64 * 10).unwrap();
+        }
+        t.check().unwrap();
+
+        let mut bad = t.clone();
+        bad.nodes[3].key = 1_000;
+        assert!(bad.check().is_err());
+
+        let mut bad = t.clone();
+        bad.leftmost = 2;
+        assert!(bad.check().is_err());
+
+        let mut bad = t.clone();
+        bad.len += 1;
+        assert!(bad.check().is_err());
+
+        let mut bad = t.clone();
+        let r = bad.root as usize;
+        bad.nodes[r].height += 1;
+        assert!(bad.check().is_err());
+
+        let mut bad = t.clone();
+        let r = bad.root as usize;
+        bad.nodes[r].left = 77;
+        assert!(bad.check().is_err());
+
+        let mut bad = t.clone();
+        bad.nodes[7].parent = 0;
+        assert!(bad.check().is_err());
+
+        // Keys more than 2^63 apart are a caller error the check reports.
+        let mut far = Timeline::<4>::new();
+        far.insert(0, 0).unwrap();
+        far.insert(1, 1 << 62).unwrap();
+        far.insert(2, (1 << 63) + 1).unwrap();
+        assert_eq!(far.check(), Err("queued keys span 2^63 or more"));
+    }
+
+    #[test]
+    fn debug_and_display() {
+        let mut t = Timeline::<4>::new();
+        t.insert(2, 7).unwrap();
+        t.insert(0, 3).unwrap();
+        assert_eq!(std::format!("{t:?}"), "{0: 3, 2: 7}");
+        assert_eq!(std::format!("{}", TimelineError::NotQueued), "task not queued on the timeline");
+        assert_eq!((&t).into_iter().collect::<Vec<_>>(), [0, 2]);
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert(usize, i64),
+        Remove(usize),
+    }
+
+    const PCAP: usize = 64;
+
+    fn op() -> impl Strategy<Value = Op> {
+        // Ids slightly past CAP exercise IdOutOfRange; mostly tiny offsets so
+        // ties are common, sometimes large ones (still well within 2^63).
+        let offset = prop_oneof![
+            4 => -8i64..8,
+            1 => -(1i64 << 40)..(1i64 << 40),
+        ];
+        prop_oneof![
+            3 => (0..PCAP + 4, offset).prop_map(|(id, off)| Op::Insert(id, off)),
+            2 => (0..PCAP + 4).prop_map(Op::Remove),
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn matches_sorted_vec_model(
+            base in prop_oneof![
+                Just(0u64),
+                Just(u64::MAX - 3),
+                Just(1u64 << 63),
+                Just((1u64 << 63) - 5),
+                any::<u64>(),
+            ],
+            ops in proptest::collection::vec(op(), 0..300),
+        ) {
+            let mut t = Timeline::<PCAP>::new();
+            // Model: (key offset from base, seq, id) kept sorted.
+            let mut model: Vec<(i64, u64, usize)> = Vec::new();
+            let mut seq = 0u64;
+            for op in ops {
+                let before = t.clone();
+                match op {
+                    Op::Insert(id, off) => {
+                        let want = if id >= PCAP {
+                            Err(TimelineError::IdOutOfRange)
+                        } else if model.iter().any(|e| e.2 == id) {
+                            Err(TimelineError::AlreadyQueued)
+                        } else {
+                            let at = model.partition_point(|e| e.0 <= off);
+                            model.insert(at, (off, seq, id));
+                            seq += 1;
+                            Ok(())
+                        };
+                        prop_assert_eq!(t.insert(id, base.wrapping_add(off as u64)), want);
+                    }
+                    Op::Remove(id) => {
+                        let want = if id >= PCAP {
+                            Err(TimelineError::IdOutOfRange)
+                        } else if let Some(at) = model.iter().position(|e| e.2 == id) {
+                            model.remove(at);
+                            Ok(())
+                        } else {
+                            Err(TimelineError::NotQueued)
+                        };
+                        prop_assert_eq!(t.remove(id), want);
+                    }
+                }
+                if before.len() == t.len() {
+                    prop_assert!(same(&t, &before));
+                }
+                prop_assert_eq!(t.check(), Ok(()));
+                let want_ids: Vec<usize> = model.iter().map(|e| e.2).collect();
+                prop_assert_eq!(ids(&t), want_ids.clone());
+                prop_assert_eq!(t.len(), model.len());
+                prop_assert_eq!(t.leftmost(), want_ids.first().copied());
+                prop_assert_eq!(t.rightmost(), want_ids.last().copied());
+                for w in want_ids.windows(2) {
+                    prop_assert_eq!(t.successor(w[0]), Some(w[1]));
+                }
+                for &(off, _, id) in &model {
+                    prop_assert_eq!(t.vruntime_of(id), Some(base.wrapping_add(off as u64)));
+                }
+                for id in 0..PCAP {
+                    prop_assert_eq!(t.contains(id), want_ids.contains(&id));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,130 @@
+//! `cargo xtest`: runs every host crate's tests, checks that the `no_std` core builds for
+//! the bare-metal aarch64 target, and reports one summary line `N passed, N failed`.
+//!
+//! The QEMU suite joins this runner when the kernel shim lands.
+
+use std::process::{Command, ExitCode, Stdio};
+
+const BARE_METAL_TARGET: &str = "aarch64-unknown-none";
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match args.first().map(String::as_str) {
+        Some("test") => run_tests(&args[1..]),
+        _ => {
+            eprintln!("usage: qemu-tests test [extra cargo test args]");
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Totals over every `test result:` line cargo printed.
+#[derive(Default, Debug, PartialEq)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+}
+
+impl Tally {
+    /// Adds the counts of lines like `test result: ok. 40 passed; 0 failed; 0 ignored; ...`.
+    fn add_output(&mut self, text: &str) {
+        for line in text.lines() {
+            let Some(rest) = line.trim().strip_prefix("test result: ") else { continue };
+            for part in rest.split(';') {
+                let words: Vec<&str> = part.split_whitespace().collect();
+                if let [.., n, kind] = words.as_slice() {
+                    let n: u64 = n.parse().unwrap_or(0);
+                    match *kind {
+                        "passed" => self.passed += n,
+                        "failed" => self.failed += n,
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".into()))
+}
+
+/// Runs a command with inherited stderr, echoing and capturing stdout.
+fn run_capture(cmd: &mut Command) -> (bool, String) {
+    let out = match cmd.stdout(Stdio::piped()).stderr(Stdio::inherit()).output() {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("xtest: could not start {cmd:?}: {e}");
+            return (false, String::new());
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    print!("{text}");
+    (out.status.success(), text)
+}
+
+/// Makes sure the bare-metal target's standard library is installed; the toolchain file
+/// lists it, but rustup only installs listed targets when it installs the toolchain itself.
+fn ensure_target(target: &str) -> bool {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == target))
+        .unwrap_or(false);
+    if installed {
+        return true;
+    }
+    eprintln!("xtest: installing the {target} target with rustup");
+    Command::new("rustup").args(["target", "add", target]).status().map(|s| s.success()).unwrap_or(false)
+}
+
+fn run_tests(extra: &[String]) -> ExitCode {
+    let mut tally = Tally::default();
+    let mut steps_failed = Vec::new();
+
+    eprintln!("xtest: [1/2] host tests of every crate (cargo test --workspace)");
+    let (ok, text) = run_capture(cargo().args(["test", "--workspace"]).args(extra));
+    tally.add_output(&text);
+    if !ok {
+        steps_failed.push("host tests");
+    }
+
+    eprintln!("xtest: [2/2] sched-core builds for {BARE_METAL_TARGET} (no_std, no alloc)");
+    let built = ensure_target(BARE_METAL_TARGET)
+        && cargo()
+            .args(["build", "-p", "sched-core", "--target", BARE_METAL_TARGET, "--release"])
+            .status()
+            .map(|s| s.success())
+            .unwrap_or(false);
+    if built {
+        tally.passed += 1;
+    } else {
+        tally.failed += 1;
+        steps_failed.push("bare-metal build of sched-core");
+    }
+
+    if !steps_failed.is_empty() {
+        eprintln!("xtest: failed steps: {}", steps_failed.join(", "));
+    }
+    println!("xtest: {} passed, {} failed", tally.passed, tally.failed);
+    if steps_failed.is_empty() && tally.failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tally_sums_cargo_result_lines() {
+        let mut t = Tally::default();
+        t.add_output(
+            "running 3 tests\ntest result: ok. 40 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 1.36s\n\
+             test result: FAILED. 6 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out\nnoise passed\n",
+        );
+        assert_eq!(t, Tally { passed: 46, failed: 1 });
+    }
+}
