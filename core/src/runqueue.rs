@@ -31,6 +31,7 @@ pub struct InvariantViolation {
 }
 
 /// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
+#[derive(Clone, PartialEq, Eq)]
 pub struct RunQueue<const Q: usize> {
     pub(crate) cpu: u32,
     /// `capacity_orig_of`: the CPU's maximum compute capacity (1024 for the biggest CPU).

@@ -37,6 +37,7 @@ pub struct TaskEntry {
 const NIL: u32 = u32::MAX;
 
 /// A fixed-capacity table of up to `N` live tasks.
+#[derive(Clone, PartialEq, Eq)]
 pub struct TaskTable<const N: usize> {
     generation: [u32; N],
     entries: [Option<TaskEntry>; N],

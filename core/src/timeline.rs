@@ -87,7 +87,7 @@ impl Node {
 ///
 /// Worst-case O(log n) insert and remove, O(1) leftmost. Holds at most `CAP`
 /// tasks with ids `0..CAP`; `CAP` may be at most 2^32 - 1 since links are `u32`.
-#[derive(Clone)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Timeline<const CAP: usize> {
     nodes: [Node; CAP],
     root: u32,
