@@ -178,6 +178,7 @@ impl<const Q: usize> RunQueue<Q> {
         let w = se.weight();
         self.avg.attach(&mut se.avg, w);
         se.pelt_attached = true;
+        self.pelt_slack.moved(se.avg.load_avg, se.avg.runnable_avg, se.avg.util_avg);
     }
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
@@ -375,7 +376,11 @@ impl<const Q: usize> RunQueue<Q> {
             se.prev_sum_exec_runtime = se.sum_exec_runtime;
         }
         self.curr = Some(node);
-        self.mru_move_to_head(node);
+        // Only a runnable task belongs to the MRU list (a current task that already
+        // blocked is made current again around a nice change, but stays out of it).
+        if self.ent(node).on_rq {
+            self.mru_move_to_head(node);
+        }
     }
 
     /// `put_prev_entity`: the current entity stops running; if still runnable it goes
@@ -487,7 +492,8 @@ impl<const Q: usize> RunQueue<Q> {
     /// and marked as the skip buddy; the caller then reschedules.
     pub fn yield_curr(&mut self) {
         let Some(c) = self.curr else { return };
-        if self.nr_running <= 1 {
+        // A current task that already blocked or exited has nothing to yield.
+        if self.nr_running <= 1 || !self.ent(c).on_rq {
             return;
         }
         self.clear_buddies(c);
@@ -532,13 +538,24 @@ impl<const Q: usize> RunQueue<Q> {
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, node: NodeId, nice: Nice) {
         let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+        let old = se.avg.load_avg;
         reweight_entity(&mut self.avg, se, nice);
+        let moved = old + se.avg.load_avg;
+        self.pelt_slack.moved(moved, 0, 0);
+    }
+
+    /// Reweights a task parked (asleep) off this runqueue whose blocked load is still in
+    /// this runqueue's sums.
+    pub(crate) fn reweight_parked(&mut self, se: &mut Entity, nice: Nice) {
+        let old = se.avg.load_avg;
+        reweight_entity(&mut self.avg, se, nice);
+        self.pelt_slack.moved(old + se.avg.load_avg, 0, 0);
     }
 }
 
 /// Changes an entity's weight, moving its load contribution in `rq_avg` (if attached) from
 /// the old weight to the new one.
-pub(crate) fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) {
+fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) {
     let attached = se.pelt_attached;
     if attached {
         let w = se.weight();

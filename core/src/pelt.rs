@@ -207,7 +207,7 @@ impl SchedAvg {
         se.period_contrib = self.period_contrib;
         se.util_sum = se.util_avg * divider;
         se.runnable_sum = se.runnable_avg * divider;
-        se.load_sum = if se_weight != 0 { se.load_avg * divider / se_weight } else { divider };
+        se.load_sum = (se.load_avg * divider).checked_div(se_weight).unwrap_or(divider);
         self.load_avg += se.load_avg;
         self.load_sum += se_weight * se.load_sum;
         self.util_avg += se.util_avg;

@@ -69,6 +69,9 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) removed: Removed,
     pub(crate) need_resched: bool,
     pub(crate) nr_switches: u64,
+    /// Bounds how far PELT sums and averages may drift apart between two recomputes of
+    /// the averages (for the invariant checker).
+    pub(crate) pelt_slack: PeltSlack,
 
     pub(crate) tunables: Tunables,
     pub(crate) features: Features,
@@ -117,6 +120,7 @@ impl<const Q: usize> RunQueue<Q> {
             removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
             need_resched: false,
             nr_switches: 0,
+            pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0 },
             tunables,
             features,
         }
@@ -263,8 +267,9 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- arena ----------------------------------------------------------------------
 
-    /// Puts an entity into the arena (not yet queued). Gives it back when the arena is full.
-    pub(crate) fn insert(&mut self, mut e: Entity) -> Result<NodeId, Entity> {
+    /// Puts an entity into the arena (not yet queued). `None` when the arena is full
+    /// (callers check [`RunQueue::has_room`] first, so the entity is not lost).
+    pub(crate) fn insert(&mut self, mut e: Entity) -> Option<NodeId> {
         let node = if self.free_head != NIL {
             let n = self.free_head;
             self.free_head = self.mru_next[n as usize];
@@ -273,13 +278,13 @@ impl<const Q: usize> RunQueue<Q> {
             self.bump += 1;
             self.bump - 1
         } else {
-            return Err(e);
+            return None;
         };
         e.cpu = self.cpu;
         self.mru_next[node as usize] = NIL;
         self.mru_prev[node as usize] = NIL;
         self.slots[node as usize] = Some(e);
-        Ok(node)
+        Some(node)
     }
 
     /// Takes an entity out of the arena. It must be neither queued nor current.
@@ -370,8 +375,13 @@ impl<const Q: usize> RunQueue<Q> {
     /// Updates the runqueue's own PELT signals (after applying removed load).
     pub(crate) fn update_cfs_avg(&mut self) -> bool {
         let now = self.clock_pelt();
+        let (load, nr) = (self.load.down(), self.nr_running as u64);
+        let r = self.removed;
+        self.pelt_slack.moved(r.load_avg, r.runnable_avg, r.util_avg);
         let mut decayed = self.avg.apply_removed(&mut self.removed);
-        decayed |= self.avg.update_rq(now, self.load.down(), self.nr_running as u64, self.curr.is_some());
+        let crossed = self.avg.update_rq(now, load, nr, self.curr.is_some());
+        self.pelt_slack.fed(load, nr, crossed);
+        decayed |= crossed;
         decayed
     }
 
@@ -483,22 +493,25 @@ impl<const Q: usize> RunQueue<Q> {
         if attached > Q {
             return fail("arena overflow");
         }
-        // PELT: averages equal sum/divider as of the last recompute; since then at most
-        // one partial period (≤ 1024 units × input) was added, and attach/detach/removed
-        // keep both in step except for clamping at 0. Allow that, plus rounding per task.
+        // PELT: at the last recompute each average was its sum / divider. Since then the
+        // sums grew by at most one period of input while the divider grew too, and
+        // attach/removed/reweight moved avg·divider at a divider up to one period apart.
+        // So |sum/divider − avg| ≤ (input + moved + avg)·1024 / min_divider, plus rounding.
         let div = self.avg.divider();
-        let slack = |input: u64| (input * 1024 * 1024) / (LOAD_AVG_MAX - 1024) / 1024 + 2 + attached as u64;
-        let close = |avg: u64, sum: u64, input: u64| {
+        let min_div = LOAD_AVG_MAX - 1024;
+        let sl = &self.pelt_slack;
+        let close = |avg: u64, sum: u64, input: u64, moved: u64| {
             let from_sum = sum / div;
-            from_sum <= avg + slack(input) && avg <= from_sum + slack(input)
+            from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64
         };
-        if !close(self.avg.util_avg, self.avg.util_sum, 1024) {
+        if !close(self.avg.util_avg, self.avg.util_sum, SCHED_CAPACITY_SCALE, sl.util_moved) {
             return fail("rq util_avg inconsistent with util_sum");
         }
-        if !close(self.avg.runnable_avg, self.avg.runnable_sum, 1024 * (nr as u64 + 1)) {
+        let runnable_in = sl.nr_in.max(nr as u64) * SCHED_CAPACITY_SCALE;
+        if !close(self.avg.runnable_avg, self.avg.runnable_sum, runnable_in, sl.runnable_moved) {
             return fail("rq runnable_avg inconsistent with runnable_sum");
         }
-        if !close(self.avg.load_avg, self.avg.load_sum, self.load.down() + 1024) {
+        if !close(self.avg.load_avg, self.avg.load_sum, sl.load_in.max(self.load.down()), sl.load_moved) {
             return fail("rq load_avg inconsistent with load_sum");
         }
         Ok(())
@@ -530,6 +543,36 @@ static SENTINEL: Entity = Entity {
     pelt_attached: false,
     cpu: u32::MAX,
 };
+
+/// What the PELT consistency check must allow for since the last recompute of the
+/// runqueue's averages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct PeltSlack {
+    load_in: u64,
+    nr_in: u64,
+    load_moved: u64,
+    runnable_moved: u64,
+    util_moved: u64,
+}
+
+impl PeltSlack {
+    /// Inputs fed to the sums; a crossed period boundary recomputed the averages.
+    fn fed(&mut self, load: u64, nr: u64, crossed: bool) {
+        if crossed {
+            *self = PeltSlack { load_in: load, nr_in: nr, load_moved: 0, runnable_moved: 0, util_moved: 0 };
+        } else {
+            self.load_in = self.load_in.max(load);
+            self.nr_in = self.nr_in.max(nr);
+        }
+    }
+
+    /// Averages moved into or out of the runqueue's (attach, removed, reweight).
+    pub(crate) fn moved(&mut self, load: u64, runnable: u64, util: u64) {
+        self.load_moved += load;
+        self.runnable_moved += runnable;
+        self.util_moved += util;
+    }
+}
 
 /// Iterator over a runqueue's MRU task list.
 pub struct MruIter<'a, const Q: usize> {

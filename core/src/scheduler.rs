@@ -130,7 +130,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
         self.rq.update_clock(now);
         let mut child = Entity::new(id, nice, params.policy, params.affinity, self.rq.cpu());
         self.rq.fork_vruntime(&mut child);
-        let node = self.rq.insert(child).map_err(|_| SchedError::RunQueueFull)?;
+        let node = self.rq.insert(child).ok_or(SchedError::RunQueueFull)?;
         let entry =
             TaskEntry { state: TaskState::Runnable, location: Location::OnCpu { cpu: self.rq.cpu(), node } };
         let got = self.table.insert(entry)?;
@@ -177,7 +177,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
                 if !self.rq.has_room() {
                     return Err(SchedError::RunQueueFull);
                 }
-                self.rq.insert(entity).map_err(|_| SchedError::RunQueueFull)?
+                self.rq.insert(entity).ok_or(SchedError::RunQueueFull)?
             }
         };
         self.rq.update_clock(now);
@@ -308,7 +308,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
         match entry.location {
             Location::Parked { cpu, mut entity } => {
                 // Its blocked load is still in this runqueue's sums (if attached).
-                crate::fair::reweight_entity(&mut self.rq.avg, &mut entity, nice);
+                self.rq.reweight_parked(&mut entity, nice);
                 self.table.get_mut(id)?.location = Location::Parked { cpu, entity };
             }
             Location::OnCpu { node, .. } => {

@@ -6,6 +6,8 @@ use crate::runqueue::NodeId;
 use crate::task::{Entity, TaskId, TaskState};
 
 /// Where a live task's entity is.
+// A parked entity is stored by value: there is no heap, and the table is sized for it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Location {
     /// In CPU `cpu`'s runqueue arena at `node` (queued, running, or being switched out).

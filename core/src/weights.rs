@@ -158,10 +158,8 @@ pub fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
         let w = scale_load_down(lw.weight);
         if w >= WMULT_CONST {
             1
-        } else if w == 0 {
-            WMULT_CONST
         } else {
-            WMULT_CONST / w
+            WMULT_CONST.checked_div(w).unwrap_or(WMULT_CONST)
         }
     };
     let mut fact = scale_load_down(weight) * inv;
