@@ -338,7 +338,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// `pick_next_entity` with no current task: the leftmost, unless it is the skip buddy
     /// and the second is not too far behind; then the last buddy and finally the next
     /// buddy win if not too unfair to the leftmost. Clears the chosen one's buddy marks.
-    pub(crate) fn pick_next_entity(&mut self) -> Option<NodeId> {
+    pub fn pick_next_entity(&mut self) -> Option<NodeId> {
         let left = self.timeline.leftmost()? as NodeId;
         let mut se = left;
         if self.skip == Some(se) {
@@ -365,7 +365,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
-    pub(crate) fn set_next(&mut self, node: NodeId) {
+    pub fn set_next(&mut self, node: NodeId) {
         if self.ent(node).on_rq {
             let _ = self.timeline.remove(node as usize);
             self.update_load_avg(node, PeltFlags::empty());
@@ -385,7 +385,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `put_prev_entity`: the current entity stops running; if still runnable it goes
     /// back on the timeline. Returns its node.
-    pub(crate) fn put_prev(&mut self) -> Option<NodeId> {
+    pub fn put_prev(&mut self) -> Option<NodeId> {
         let prev = self.curr?;
         if self.ent(prev).on_rq {
             self.update_curr();

@@ -82,11 +82,18 @@ fn run_tests(extra: &[String]) -> ExitCode {
     let mut tally = Tally::default();
     let mut steps_failed = Vec::new();
 
-    eprintln!("xtest: [1/2] host tests of every crate (cargo test --workspace)");
-    let (ok, text) = run_capture(cargo().args(["test", "--workspace"]).args(extra));
+    // All targets (lib, tests, and the criterion benches run once each as tests, so they
+    // cannot rot), then the doc examples, which --all-targets leaves out.
+    eprintln!("xtest: [1/2] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
+    let (ok, text) = run_capture(cargo().args(["test", "--workspace", "--all-targets"]).args(extra));
     tally.add_output(&text);
     if !ok {
         steps_failed.push("host tests");
+    }
+    let (ok, text) = run_capture(cargo().args(["test", "--workspace", "--doc"]).args(extra));
+    tally.add_output(&text);
+    if !ok {
+        steps_failed.push("doc tests");
     }
 
     eprintln!("xtest: [2/2] sched-core builds for {BARE_METAL_TARGET} (no_std, no alloc)");

@@ -1,0 +1,91 @@
+//! Hot paths of the fair class at 1, 16, 256 and 1024 queued tasks: enqueue+dequeue,
+//! pick-next (choosing among leftmost and buddies), a whole switch (put_prev + pick +
+//! set_next, as `schedule` does), and a tick (update_curr + PELT update + preemption check).
+
+use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use sched_core::{
+    DequeueFlags, EnqueueFlags, Features, NoPlatform, RunQueue, Scheduler, TaskParams, Tunables,
+};
+use std::hint::black_box;
+
+const CAP: usize = 1040;
+const SIZES: [usize; 4] = [1, 16, 256, 1024];
+
+/// A runqueue with `n` spinners queued (plus one running), aged by 100 ms of ticks.
+fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
+    let mut s: Box<Scheduler<NoPlatform, CAP, CAP>> =
+        Box::new(Scheduler::new(NoPlatform, 0, 1024, Tunables::for_cpus(8), Features::default()));
+    for i in 0..=n {
+        s.create(0, TaskParams { nice: (i % 7) as i32 - 3, ..TaskParams::default() }).unwrap();
+    }
+    s.schedule(0);
+    let mut now = 0;
+    for _ in 0..100 {
+        now += 1_000_000;
+        if s.tick(now) {
+            s.schedule(now);
+        }
+    }
+    assert_eq!(s.rq().nr_queued(), n);
+    Box::new(s.rq().clone())
+}
+
+fn bench(c: &mut Criterion) {
+    let mut g = c.benchmark_group("enqueue_dequeue");
+    for n in SIZES {
+        let mut rq = loaded_rq(n);
+        // A task from the middle of the timeline, so the tree is at its full depth.
+        let ids: Vec<_> = rq.mru().map(|(node, _)| node).collect();
+        let node = ids[ids.len() / 2];
+        let node = if Some(node) == rq.curr_node() { ids[0] } else { node };
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                rq.dequeue(black_box(node), DequeueFlags::SAVE);
+                rq.enqueue(black_box(node), EnqueueFlags::RESTORE);
+            })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("pick_next");
+    for n in SIZES {
+        let mut rq = loaded_rq(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| b.iter(|| black_box(rq.pick_next_entity())));
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("switch");
+    for n in SIZES {
+        let mut rq = loaded_rq(n);
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                rq.put_prev();
+                let next = rq.pick_next_entity();
+                if let Some(next) = next {
+                    rq.set_next(next);
+                }
+                black_box(next)
+            })
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("tick");
+    for n in SIZES {
+        let mut rq = loaded_rq(n);
+        let mut now = rq.clock();
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| {
+                // 4 ms per tick (HZ=250): every call crosses PELT periods and decays.
+                now += 4_000_000;
+                rq.update_clock(now);
+                rq.task_tick();
+                black_box(rq.need_resched())
+            })
+        });
+    }
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
