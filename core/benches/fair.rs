@@ -50,7 +50,9 @@ fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("pick_next");
     for n in SIZES {
         let mut rq = loaded_rq(n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| b.iter(|| black_box(rq.pick_next_entity())));
+        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+            b.iter(|| black_box(rq.pick_next_entity()))
+        });
     }
     g.finish();
 

@@ -374,6 +374,7 @@ impl<const Q: usize> RunQueue<Q> {
         if let Some(se) = self.ent_mut(node) {
             se.exec_start = now;
             se.prev_sum_exec_runtime = se.sum_exec_runtime;
+            se.on_cpu = true;
         }
         self.curr = Some(node);
         // Only a runnable task belongs to the MRU list (a current task that already
@@ -395,6 +396,44 @@ impl<const Q: usize> RunQueue<Q> {
         }
         self.curr = None;
         Some(prev)
+    }
+
+    /// The runqueue part of `__schedule`: the current task is put back (or, if it blocked,
+    /// left aside), the next one is picked and made current. Returns (prev, next). If
+    /// they differ, `prev` stays marked `on_cpu` as the task being switched out until
+    /// [`RunQueue::finish_switch`]; an earlier switch still pending is finished first.
+    pub fn schedule_pick(&mut self) -> (Option<NodeId>, Option<NodeId>) {
+        let _ = self.finish_switch();
+        let prev = self.put_prev();
+        let next = self.pick_next_entity();
+        if let Some(n) = next {
+            self.set_next(n);
+        } else if prev.is_some() {
+            self.note_idle_entry();
+        }
+        self.need_resched = false;
+        if prev != next {
+            self.switching_out = prev;
+            self.nr_switches += 1;
+        }
+        (prev, next)
+    }
+
+    /// The CPU has saved the context of the task it switched away from: that task may now
+    /// run elsewhere. If it blocked or exited, its entity leaves the arena and is returned
+    /// (the caller parks or frees it).
+    pub fn finish_switch(&mut self) -> Option<Entity> {
+        let prev = self.switching_out.take()?;
+        let on_rq = {
+            let se = self.ent_mut(prev)?;
+            se.on_cpu = false;
+            se.on_rq
+        };
+        if on_rq {
+            None
+        } else {
+            self.take(prev)
+        }
     }
 
     // ---- preemption -----------------------------------------------------------------

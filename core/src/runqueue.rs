@@ -62,6 +62,9 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) idle_nr_running: u32,
     pub(crate) min_vruntime: u64,
     pub(crate) curr: Option<NodeId>,
+    /// The previous task while its CPU is still switching away from it: not current, and
+    /// not accounted if it blocked; leaves the arena at `finish_switch`.
+    pub(crate) switching_out: Option<NodeId>,
     pub(crate) next: Option<NodeId>,
     pub(crate) last: Option<NodeId>,
     pub(crate) skip: Option<NodeId>,
@@ -103,6 +106,7 @@ impl<const Q: usize> RunQueue<Q> {
             // minute (as Linux does with (u64)(-(1LL << 20))).
             min_vruntime: (-(1i64 << 20)) as u64,
             curr: None,
+            switching_out: None,
             next: None,
             last: None,
             skip: None,
@@ -216,6 +220,10 @@ impl<const Q: usize> RunQueue<Q> {
     /// The node of the current task.
     pub fn curr_node(&self) -> Option<NodeId> {
         self.curr
+    }
+    /// The node of the task this CPU is still switching away from, if any.
+    pub fn switching_out_node(&self) -> Option<NodeId> {
+        self.switching_out
     }
     /// Whether no fair task is current (the CPU runs its idle loop).
     pub fn is_idle(&self) -> bool {
@@ -445,8 +453,8 @@ impl<const Q: usize> RunQueue<Q> {
                 if in_tree {
                     return fail("unaccounted task on the timeline");
                 }
-                if self.curr != Some(node) {
-                    return fail("unaccounted task neither current nor taken out");
+                if self.curr != Some(node) && self.switching_out != Some(node) {
+                    return fail("unaccounted task neither current, switching out, nor taken out");
                 }
             }
             if e.avg.util_avg > SCHED_CAPACITY_SCALE || e.avg.runnable_avg > SCHED_CAPACITY_SCALE {
@@ -454,6 +462,16 @@ impl<const Q: usize> RunQueue<Q> {
             }
             if e.avg.load_avg > e.weight() {
                 return fail("task load_avg above its weight");
+            }
+        }
+        if let Some(n) = self.switching_out {
+            if self.curr == Some(n) || self.entity(n).is_none_or(|e| !e.on_cpu) {
+                return fail("switching-out task is current or not on_cpu");
+            }
+        }
+        if let Some(n) = self.curr {
+            if self.entity(n).is_none_or(|e| !e.on_cpu) {
+                return fail("current task not marked on_cpu");
             }
         }
         if nr != self.nr_running || idle != self.idle_nr_running {
@@ -541,6 +559,7 @@ static SENTINEL: Entity = Entity {
     },
     on_rq: false,
     pelt_attached: false,
+    on_cpu: false,
     cpu: u32::MAX,
 };
 

@@ -233,57 +233,49 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
     }
 
     /// Picks the task to run next and makes it current (`__schedule`). `None` means idle.
-    /// A previous task that blocked or exited leaves the runqueue here.
+    /// A previous task that blocked or exited leaves the runqueue here: with one CPU no
+    /// other CPU can run it before this one has switched away, so the switch is finished
+    /// at once.
     pub fn schedule(&mut self, now: u64) -> Option<TaskId> {
         self.rq.update_clock(now);
-        let prev = self.rq.put_prev();
-        let mut prev_info = None;
-        if let Some(p) = prev {
-            let pe = *self.rq.ent(p);
-            let state = self.table.get(pe.id).map(|e| e.state).ok();
-            prev_info = Some((pe.id, state));
-            if !pe.on_rq {
-                if let Some(mut e) = self.rq.take(p) {
-                    let cpu = self.rq.cpu();
-                    if state == Some(TaskState::Exiting) {
-                        if e.pelt_attached {
-                            self.rq.remove_entity_load(&mut e);
-                        }
-                        let _ = self.table.remove(e.id);
-                    } else if let Ok(t) = self.table.get_mut(e.id) {
-                        t.location = Location::Parked { cpu, entity: e };
+        let (prev, next) = self.rq.schedule_pick();
+        let prev_info = prev.map(|p| {
+            let id = self.rq.ent(p).id;
+            (id, self.table.get(id).map(|e| e.state).ok())
+        });
+        if let Some((id, _)) = prev_info {
+            if prev != next {
+                if let Ok(t) = self.table.get_mut(id) {
+                    if t.state == TaskState::Running {
+                        t.state = TaskState::Runnable;
                     }
                 }
-            } else if let Ok(t) = self.table.get_mut(pe.id) {
-                t.state = TaskState::Runnable;
             }
         }
-        let next = self.rq.pick_next_entity();
-        if let Some(n) = next {
-            self.rq.set_next(n);
-            let id = self.rq.ent(n).id;
+        if let Some(mut e) = self.rq.finish_switch() {
+            let cpu = self.rq.cpu();
+            if prev_info.and_then(|p| p.1) == Some(TaskState::Exiting) {
+                if e.pelt_attached {
+                    self.rq.remove_entity_load(&mut e);
+                }
+                let _ = self.table.remove(e.id);
+            } else if let Ok(t) = self.table.get_mut(e.id) {
+                t.location = Location::Parked { cpu, entity: e };
+            }
+        }
+        let next_id = next.map(|n| self.rq.ent(n).id);
+        if let Some(id) = next_id {
             if let Ok(t) = self.table.get_mut(id) {
                 t.state = TaskState::Running;
             }
-        } else if prev.is_some() {
-            self.rq.note_idle_entry();
         }
-        self.rq.need_resched = false;
-        let next_id = self.rq.curr_id();
         let prev_id = prev_info.map(|p| p.0);
         if prev_id != next_id {
-            self.rq.nr_switches += 1;
-            self.emit(
-                now,
-                EventKind::Switch {
-                    prev: prev_id,
-                    prev_state: prev_info.and_then(|p| p.1).map(|s| match s {
-                        TaskState::Running => TaskState::Runnable,
-                        s => s,
-                    }),
-                    next: next_id,
-                },
-            );
+            let prev_state = prev_info.and_then(|p| p.1).map(|s| match s {
+                TaskState::Running => TaskState::Runnable,
+                s => s,
+            });
+            self.emit(now, EventKind::Switch { prev: prev_id, prev_state, next: next_id });
         }
         next_id
     }

@@ -124,6 +124,9 @@ pub struct Entity {
     /// Whether its PELT signals are attached to a runqueue's sums (Linux marks the
     /// opposite, a migrated or new task, with `last_update_time == 0`).
     pub pelt_attached: bool,
+    /// Whether a CPU is running it or still switching away from it (its context may not be
+    /// saved yet): such a task must not be migrated (Linux `p->on_cpu`).
+    pub on_cpu: bool,
     /// The CPU it last ran or was queued on.
     pub cpu: u32,
 }
@@ -145,6 +148,7 @@ impl Entity {
             avg: crate::pelt::init_task_avg(load.down()),
             on_rq: false,
             pelt_attached: false,
+            on_cpu: false,
             cpu,
         }
     }
