@@ -14,7 +14,7 @@ const SIZES: [usize; 4] = [1, 16, 256, 1024];
 /// A runqueue with `n` spinners queued (plus one running), aged by 100 ms of ticks.
 fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
     let mut s: Box<Scheduler<NoPlatform, CAP, CAP>> =
-        Box::new(Scheduler::new(NoPlatform, 0, 1024, Tunables::for_cpus(8), Features::default()));
+        Box::new(Scheduler::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()));
     for i in 0..=n {
         s.create(0, TaskParams { nice: (i % 7) as i32 - 3, ..TaskParams::default() }).unwrap();
     }
@@ -27,7 +27,8 @@ fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
         }
     }
     assert_eq!(s.rq().nr_queued(), n);
-    Box::new(s.rq().clone())
+    let rq = Box::new(s.rq().clone());
+    rq
 }
 
 fn bench(c: &mut Criterion) {

@@ -583,6 +583,63 @@ impl<const Q: usize> RunQueue<Q> {
         self.pelt_slack.moved(moved, 0, 0);
     }
 
+    /// Changes the nice value of a task attached here (queued, running or switching out),
+    /// as `set_user_nice` does: out of the accounting with SAVE, reweighted, back with
+    /// RESTORE, and a reschedule if the change can alter who should run.
+    pub fn change_nice(&mut self, node: NodeId, nice: Nice) {
+        let Some(e) = self.entity(node) else { return };
+        let old = e.nice;
+        let queued = e.on_rq;
+        let running = self.curr == Some(node);
+        if queued {
+            self.dequeue(node, DequeueFlags::SAVE);
+        }
+        if running {
+            self.put_prev();
+        }
+        self.reweight(node, nice);
+        if queued {
+            self.enqueue(node, EnqueueFlags::RESTORE);
+            if nice < old || (nice > old && running) {
+                self.resched_curr();
+            }
+        }
+        if running {
+            self.set_next(node);
+        }
+    }
+
+    /// Takes a queued task that is not running off this runqueue for a move to another CPU
+    /// (`detach_task`): dequeued with its vruntime normalised, its PELT signals detached at
+    /// once, marked not cache hot, and out of the arena.
+    pub fn detach_task(&mut self, node: NodeId) -> Option<Entity> {
+        match self.entity(node) {
+            Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(node) => {}
+            _ => return None,
+        }
+        self.dequeue(node, DequeueFlags::empty());
+        self.update_load_avg(node, PeltFlags::empty());
+        let se = self.slots.get_mut(node as usize).and_then(|s| s.as_mut())?;
+        if se.pelt_attached {
+            let w = se.weight();
+            self.avg.detach(&se.avg, w);
+            se.pelt_attached = false;
+            self.pelt_slack.moved(se.avg.load_avg, se.avg.runnable_avg, se.avg.util_avg);
+        }
+        se.exec_start = 0;
+        self.take(node)
+    }
+
+    /// Puts a task detached from another CPU onto this runqueue (`attach_task`): enqueued
+    /// with its vruntime renormalised and its PELT signals attached, then a preemption
+    /// check. `None` if the arena is full.
+    pub fn attach_task(&mut self, e: Entity) -> Option<NodeId> {
+        let node = self.insert(e)?;
+        self.enqueue(node, EnqueueFlags::empty());
+        self.check_preempt_wakeup(node, WakeFlags::empty());
+        Some(node)
+    }
+
     /// Reweights a task parked (asleep) off this runqueue whose blocked load is still in
     /// this runqueue's sums.
     pub(crate) fn reweight_parked(&mut self, se: &mut Entity, nice: Nice) {

@@ -39,15 +39,20 @@ bitflags! {
 
 impl Default for Features {
     fn default() -> Self {
-        Features::START_DEBIT
-            | Features::GENTLE_FAIR_SLEEPERS
-            | Features::WAKEUP_PREEMPTION
-            | Features::LAST_BUDDY
-            | Features::CACHE_HOT_BUDDY
-            | Features::UTIL_EST
-            | Features::UTIL_EST_FASTUP
-            | Features::UTIL_PULL_SKIPS_LONE_TASK
+        Features::DEFAULT
     }
+}
+
+impl Features {
+    /// Linux v5.7's default set plus the seed's rule (usable in `const` contexts).
+    pub const DEFAULT: Features = Features::START_DEBIT
+        .union(Features::GENTLE_FAIR_SLEEPERS)
+        .union(Features::WAKEUP_PREEMPTION)
+        .union(Features::LAST_BUDDY)
+        .union(Features::CACHE_HOT_BUDDY)
+        .union(Features::UTIL_EST)
+        .union(Features::UTIL_EST_FASTUP)
+        .union(Features::UTIL_PULL_SKIPS_LONE_TASK);
 }
 
 /// A feature name that [`Features::apply`] does not know.
@@ -185,9 +190,24 @@ impl Tunables {
     }
 }
 
+impl Tunables {
+    /// Linux's defaults for one CPU (usable in `const` contexts).
+    pub const DEFAULT: Tunables = Tunables {
+        latency_ns: BASE_LATENCY,
+        min_granularity_ns: BASE_MIN_GRANULARITY,
+        wakeup_granularity_ns: BASE_WAKEUP_GRANULARITY,
+        nr_latency: 8,
+        migration_cost_ns: 500_000,
+        nr_migrate: 32,
+        child_runs_first: false,
+        runnable_init: RunnableInit::CpuCapacity,
+        scaling: TunableScaling::Log,
+    };
+}
+
 impl Default for Tunables {
     fn default() -> Self {
-        Tunables::for_cpus(1)
+        Tunables::DEFAULT
     }
 }
 

@@ -40,7 +40,7 @@
 //! ```
 //! use sched_core::{NoPlatform, Scheduler, TaskParams, Tunables, Features};
 //! let mut cpu: Scheduler<NoPlatform, 64, 64> =
-//!     Scheduler::new(NoPlatform, 0, 1024, Tunables::for_cpus(8), Features::default());
+//!     Scheduler::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default());
 //! let t = cpu.create(0, TaskParams { nice: 5, ..TaskParams::default() }).unwrap();
 //! assert_eq!(cpu.schedule(0), Some(t));
 //! cpu.block(1_000_000, t).unwrap();
@@ -53,27 +53,33 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
+pub mod balance;
 pub mod cpumask;
 pub mod error;
 pub mod fair;
 pub mod features;
 pub mod pelt;
+pub mod placement;
 pub mod platform;
 pub mod runqueue;
 pub mod scheduler;
+pub mod smp;
 pub mod table;
 pub mod task;
 pub mod timeline;
+pub mod topology;
 pub mod weights;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
 pub use error::SchedError;
 pub use fair::{DequeueFlags, EnqueueFlags, WakeFlags};
 pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
-pub use platform::{Event, EventKind, NoPlatform, Platform};
+pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform};
 pub use runqueue::{InvariantViolation, NodeId, RunQueue};
 pub use scheduler::Scheduler;
+pub use smp::{IdleType, Smp};
 pub use table::{Location, TaskEntry, TaskTable};
 pub use task::{Entity, Policy, TaskId, TaskParams, TaskState};
 pub use timeline::Timeline;
+pub use topology::{Topology, TopologyDesc, TopologyError};
 pub use weights::{LoadWeight, Nice};

@@ -16,6 +16,21 @@ pub trait Platform {
     /// reschedule IPI.
     fn resched_cpu(&self, cpu: u32);
 
+    /// The load balancer wants CPU `cpu` to run its *active-balance stopper*: push its
+    /// running task to another CPU. The core does the work inside that CPU's next
+    /// `schedule` / `finish_switch` pair (the stopper preempts the running task so its
+    /// context is saved before it moves), so all a platform has to do is make `cpu`
+    /// reschedule, which the default does.
+    fn run_stopper(&self, cpu: u32) {
+        self.resched_cpu(cpu);
+    }
+
+    /// A clock (ns) for measuring how long a newly-idle balance pass takes, which gates the
+    /// next ones. `None` (the default) makes the core use a deterministic estimate instead.
+    fn clock_ns(&self) -> Option<u64> {
+        None
+    }
+
     /// A scheduling event happened; for traces and reports. The default ignores it.
     fn event(&self, event: &Event) {
         let _ = event;
@@ -69,4 +84,30 @@ pub enum EventKind {
         /// The task.
         task: TaskId,
     },
+    /// A task moved from one CPU to another (recorded with the destination as `cpu`).
+    Migrate {
+        /// The task.
+        task: TaskId,
+        /// Where it was.
+        from: u32,
+        /// Why it moved.
+        reason: MigrateReason,
+    },
+    /// One load-balance attempt and its outcome.
+    Balance(crate::balance::BalanceRecord),
+}
+
+/// Why a task changed CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrateReason {
+    /// A wakeup placed it on another CPU than it slept on.
+    Wakeup,
+    /// Fork or exec placement.
+    Placement,
+    /// The periodic, idle or newly-idle load balancer pulled it.
+    Balance,
+    /// The active-balance stopper pushed it while it was running.
+    ActiveBalance,
+    /// Its affinity no longer allowed its CPU.
+    Affinity,
 }

@@ -565,7 +565,7 @@ static SENTINEL: Entity = Entity {
 
 /// What the PELT consistency check must allow for since the last recompute of the
 /// runqueue's averages.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PeltSlack {
     load_in: u64,
     nr_in: u64,

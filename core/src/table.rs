@@ -17,6 +17,12 @@ pub enum Location {
         /// Its arena slot there.
         node: NodeId,
     },
+    /// Between runqueues (being created or woken): the caller moving it holds the
+    /// entity. Other operations on it wait until it lands.
+    InTransit {
+        /// The CPU it comes from (the parent's, for a new task).
+        from: u32,
+    },
     /// Asleep: the entity is parked here; `cpu` is the CPU whose PELT sums still carry its
     /// blocked load.
     Parked {

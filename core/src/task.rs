@@ -76,6 +76,8 @@ pub enum TaskState {
     Blocked,
     /// Has exited but its CPU has not yet switched away from it.
     Exiting,
+    /// Being created or woken: in transit to the runqueue chosen for it.
+    Waking,
 }
 
 /// What a platform asks for when it creates a task.

@@ -76,8 +76,7 @@ fn snapshot(s: &S) -> (sched_core::RunQueue<8>, sched_core::TaskTable<12>) {
 }
 
 fn run(ops: Vec<Op>, features: Features) -> Result<(), TestCaseError> {
-    let mut s: Box<S> =
-        Box::new(Scheduler::new(Recorder::default(), 0, 1024, Tunables::for_cpus(8), features));
+    let mut s: Box<S> = Box::new(Scheduler::new(Recorder::default(), 1024, Tunables::for_cpus(8), features));
     let mut ids: Vec<TaskId> = Vec::new();
     let mut now = 0u64;
     for op in ops {

@@ -12,7 +12,7 @@ fn close(a: u64, b: u64) -> bool {
 #[test]
 fn s17_tunables_for_8_cpus() {
     let d = Driver::new(8, MS);
-    let t = d.s.rq().tunables();
+    let t = *d.s.rq().tunables();
     assert_eq!((t.latency_ns, t.min_granularity_ns, t.wakeup_granularity_ns), (24 * MS, 3 * MS, 4 * MS));
 }
 

@@ -39,7 +39,7 @@ impl Driver {
     }
 
     pub fn with(t: Tunables, f: Features, tick: u64) -> Driver {
-        Driver { s: Box::new(Scheduler::new(Recorder::default(), 0, 1024, t, f)), now: 0, tick }
+        Driver { s: Box::new(Scheduler::new(Recorder::default(), 1024, t, f)), now: 0, tick }
     }
 
     pub fn spawn(&mut self, nice: i32) -> TaskId {

@@ -1,0 +1,170 @@
+//! Choosing the busiest group and deciding whether to balance (`update_sd_pick_busiest`,
+//! `find_busiest_group`).
+
+use super::imbalance::{calculate_imbalance, Imbalance};
+use super::stats::{GroupType, SgStats};
+use crate::pelt::SCHED_CAPACITY_SCALE;
+use crate::smp::{fits_capacity, IdleType};
+use crate::topology::SdFlags;
+
+/// Statistics of a whole domain (`sd_lb_stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SdStats {
+    /// The local group's statistics.
+    pub local: SgStats,
+    /// The busiest non-local group's, if any qualified.
+    pub busiest: Option<SgStats>,
+    /// Σ group_load.
+    pub total_load: u64,
+    /// Σ group_capacity.
+    pub total_capacity: u64,
+    /// total_load × 1024 / total_capacity, computed where needed.
+    pub avg_load: u64,
+}
+
+/// The domain-level inputs of the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct DomainEnv {
+    /// Domain flags.
+    pub flags: SdFlags,
+    /// imbalance_pct.
+    pub imbalance_pct: u32,
+    /// Balance with prefer_sibling (the child domain has PREFER_SIBLING).
+    pub prefer_sibling: bool,
+    /// Idle type of the pass.
+    pub idle: IdleType,
+}
+
+/// `update_sd_pick_busiest`: whether `cand` should replace the current busiest group.
+/// `asym_prefer(a, b)` says whether CPU `a` has higher asym-packing priority than `b`.
+pub fn pick_busiest(
+    env: &DomainEnv,
+    local: &SgStats,
+    busiest: Option<&SgStats>,
+    cand: &SgStats,
+    asym_prefer: &dyn Fn(u32, u32) -> bool,
+) -> bool {
+    if cand.sum_h_nr_running == 0 {
+        return false;
+    }
+    // A misfit task only moves to bigger CPUs, and only when the local group has room.
+    if cand.group_type == GroupType::MisfitTask
+        && (!fits_capacity(cand.max_capacity, local.max_capacity) || local.group_type != GroupType::HasSpare)
+    {
+        return false;
+    }
+    // The initial "busiest" is has_spare with no idle CPU limit.
+    let (btype, bavg, bidle, bnr, bmisfit, bprefer) = match busiest {
+        Some(b) => (
+            b.group_type,
+            b.avg_load,
+            b.idle_cpus,
+            b.sum_nr_running,
+            b.group_misfit_task_load,
+            Some(b.asym_prefer_cpu),
+        ),
+        None => (GroupType::HasSpare, 0, u32::MAX, 0, 0, None),
+    };
+    if cand.group_type > btype {
+        // Higher type wins, subject to the capacity check below.
+    } else if cand.group_type < btype {
+        return false;
+    } else {
+        match cand.group_type {
+            GroupType::Overloaded => {
+                if cand.avg_load <= bavg {
+                    return false;
+                }
+            }
+            GroupType::Imbalanced => return false,
+            GroupType::AsymPacking => {
+                if let Some(bp) = bprefer {
+                    if asym_prefer(cand.asym_prefer_cpu, bp) {
+                        return false;
+                    }
+                }
+            }
+            GroupType::MisfitTask => {
+                if cand.group_misfit_task_load < bmisfit {
+                    return false;
+                }
+            }
+            GroupType::FullyBusy => {
+                if cand.avg_load <= bavg {
+                    return false;
+                }
+            }
+            GroupType::HasSpare => {
+                if cand.idle_cpus > bidle {
+                    return false;
+                }
+                if cand.idle_cpus == bidle && cand.sum_nr_running <= bnr {
+                    return false;
+                }
+            }
+        }
+    }
+    // Don't pull to a group of weaker CPUs from one that is merely busy.
+    if env.flags.contains(SdFlags::ASYM_CPUCAPACITY)
+        && cand.group_type <= GroupType::FullyBusy
+        && fits_capacity(local.min_capacity, cand.min_capacity)
+    {
+        return false;
+    }
+    true
+}
+
+/// The outcome of `find_busiest_group`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GroupDecision {
+    /// Nothing to do.
+    Balanced,
+    /// Pull from the busiest group: how and how much.
+    Imbalanced(Imbalance),
+}
+
+/// `find_busiest_group`'s decision tree over computed statistics (spec §4, steps 3–9).
+/// May fill in `avg_load` figures of `sds` on the way, as the kernel does.
+pub fn decide(env: &DomainEnv, sds: &mut SdStats) -> GroupDecision {
+    let Some(busiest) = sds.busiest else { return GroupDecision::Balanced };
+    let local = sds.local;
+    let force =
+        matches!(busiest.group_type, GroupType::MisfitTask | GroupType::AsymPacking | GroupType::Imbalanced);
+    if !force {
+        if local.group_type > busiest.group_type {
+            return GroupDecision::Balanced;
+        }
+        if local.group_type == GroupType::Overloaded {
+            if local.avg_load >= busiest.avg_load {
+                return GroupDecision::Balanced;
+            }
+            sds.avg_load = sds.total_load * SCHED_CAPACITY_SCALE / sds.total_capacity.max(1);
+            if local.avg_load >= sds.avg_load {
+                return GroupDecision::Balanced;
+            }
+            if 100 * busiest.avg_load <= env.imbalance_pct as u64 * local.avg_load {
+                return GroupDecision::Balanced;
+            }
+        }
+        let sibling_force = env.prefer_sibling
+            && local.group_type == GroupType::HasSpare
+            && busiest.sum_nr_running > local.sum_nr_running + 1;
+        if !sibling_force && busiest.group_type != GroupType::Overloaded {
+            if env.idle == IdleType::NotIdle {
+                return GroupDecision::Balanced;
+            }
+            if busiest.group_weight > 1 && local.idle_cpus <= busiest.idle_cpus + 1 {
+                return GroupDecision::Balanced;
+            }
+            if busiest.sum_h_nr_running == 1 {
+                return GroupDecision::Balanced;
+            }
+        }
+    }
+    let imb = calculate_imbalance(env, sds);
+    if imb.amount != 0 {
+        GroupDecision::Imbalanced(imb)
+    } else {
+        GroupDecision::Balanced
+    }
+}

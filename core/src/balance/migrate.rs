@@ -1,0 +1,203 @@
+//! Moving tasks: `can_migrate_task`, `detach_tasks` and the active-balance stopper.
+
+use bitflags::bitflags;
+
+use super::imbalance::MigrationType;
+use crate::cpumask::CpuMask;
+use crate::features::Features;
+use crate::runqueue::{NodeId, RunQueue};
+use crate::smp::{fits_capacity, IdleType};
+use crate::task::{Entity, Policy};
+
+bitflags! {
+    /// `LBF_*`: what a detach pass ran into.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+    pub struct LbfFlags: u8 {
+        /// Every task looked at was pinned away from dst (cleared by the first that is not).
+        const ALL_PINNED = 1 << 0;
+        /// The loop hit `loop_break`; retry after releasing the lock.
+        const NEED_BREAK = 1 << 1;
+        /// A task could go to another CPU of dst's group instead (`new_dst_cpu`).
+        const DST_PINNED = 1 << 2;
+        /// Some task could not go to dst because of its affinity.
+        const SOME_PINNED = 1 << 3;
+    }
+}
+
+/// The detach side of a balance attempt (`lb_env` fields that detach_tasks uses).
+#[derive(Debug, Clone, Copy)]
+pub struct DetachEnv {
+    /// Destination CPU.
+    pub dst_cpu: u32,
+    /// Tasks at the destination (for the cache-hot buddy rule).
+    pub dst_nr_running: u32,
+    /// The local group's span at this level.
+    pub dst_grpmask: CpuMask,
+    /// Candidate CPUs.
+    pub cpus: CpuMask,
+    /// An alternative dst found for a dst-pinned task.
+    pub new_dst_cpu: u32,
+    /// Idle type of the pass.
+    pub idle: IdleType,
+    /// How to measure.
+    pub migration_type: MigrationType,
+    /// What is left to move.
+    pub imbalance: i64,
+    /// `LBF_*` flags.
+    pub flags: LbfFlags,
+    /// Tasks looked at.
+    pub loop_: u32,
+    /// At most this many (`min(nr_migrate, src nr_running)`).
+    pub loop_max: u32,
+    /// Break (and retry) every this many.
+    pub loop_break: u32,
+    /// The domain's consecutive failures.
+    pub nr_balance_failed: u32,
+    /// The domain's cache_nice_tries.
+    pub cache_nice_tries: u32,
+    /// The cache-hot window (ns).
+    pub migration_cost_ns: u64,
+    /// Active features.
+    pub features: Features,
+}
+
+/// Tasks the balancer looks at before releasing the source lock (`sched_nr_migrate_break`).
+pub const NR_MIGRATE_BREAK: u32 = 32;
+
+/// `task_hot`: the task ran on src too recently to leave its cache behind cheaply.
+fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, node: NodeId, e: &Entity) -> bool {
+    if e.policy == Policy::Idle {
+        return false;
+    }
+    if env.features.contains(Features::CACHE_HOT_BUDDY)
+        && env.dst_nr_running > 0
+        && (src.next == Some(node) || src.last == Some(node))
+    {
+        return true;
+    }
+    if env.migration_cost_ns == 0 {
+        return false;
+    }
+    (src.clock_task().wrapping_sub(e.exec_start) as i64) < env.migration_cost_ns as i64
+}
+
+/// `can_migrate_task`, checks in the kernel's order; records pinning in `env.flags`.
+pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, node: NodeId) -> bool {
+    let Some(e) = src.entity(node) else { return false };
+    if !e.affinity.contains(env.dst_cpu as usize) {
+        env.flags |= LbfFlags::SOME_PINNED;
+        // Remember another CPU of dst's group the task may use, once per pass.
+        if env.idle == IdleType::NewlyIdle || env.flags.contains(LbfFlags::DST_PINNED) {
+            return false;
+        }
+        if let Some(cpu) = env.dst_grpmask.and(&env.cpus).and(&e.affinity).first() {
+            env.flags |= LbfFlags::DST_PINNED;
+            env.new_dst_cpu = cpu as u32;
+        }
+        return false;
+    }
+    env.flags.remove(LbfFlags::ALL_PINNED);
+    if e.on_cpu {
+        return false;
+    }
+    let hot = task_hot(env, src, node, e);
+    !hot || env.nr_balance_failed > env.cache_nice_tries
+}
+
+/// `detach_tasks`: scans src's tasks from the least recently run, detaches those that
+/// may move and fit the imbalance, and returns them. Tasks passed over go to the head of
+/// the list.
+pub fn detach_tasks<const Q: usize>(
+    env: &mut DetachEnv,
+    src: &mut RunQueue<Q>,
+    out: &mut heapless::Vec<Entity, 32>,
+) -> u32 {
+    let mut detached = 0;
+    if env.imbalance <= 0 {
+        return 0;
+    }
+    while let Some((node, _)) = src.mru_from_tail().next() {
+        // Don't steal the last task of a CPU when we are idle: it would just move the
+        // idleness around.
+        if env.idle != IdleType::NotIdle && src.nr_running() <= 1 {
+            break;
+        }
+        env.loop_ += 1;
+        if env.loop_ > env.loop_max {
+            break;
+        }
+        if env.loop_ > env.loop_break {
+            env.loop_break += NR_MIGRATE_BREAK;
+            env.flags |= LbfFlags::NEED_BREAK;
+            break;
+        }
+        let take = can_migrate_task(env, src, node) && {
+            let e = src.ent(node);
+            match env.migration_type {
+                MigrationType::Load => {
+                    // task_h_load without group scheduling is the task's load_avg (v5.7.0).
+                    let load = e.avg.load_avg as i64;
+                    if load / 2 > env.imbalance && env.nr_balance_failed <= env.cache_nice_tries {
+                        false
+                    } else {
+                        env.imbalance -= load;
+                        true
+                    }
+                }
+                MigrationType::Util => {
+                    let util = e.util_est() as i64;
+                    if util > env.imbalance {
+                        false
+                    } else {
+                        env.imbalance -= util;
+                        true
+                    }
+                }
+                MigrationType::Task => {
+                    env.imbalance -= 1;
+                    true
+                }
+                MigrationType::Misfit => {
+                    if fits_capacity(e.util_est(), src.capacity()) {
+                        false
+                    } else {
+                        env.imbalance = 0;
+                        true
+                    }
+                }
+            }
+        };
+        if !take {
+            src.mru_move_to_head(node);
+            continue;
+        }
+        let Some(e) = src.detach_task(node) else {
+            src.mru_move_to_head(node);
+            continue;
+        };
+        if out.push(e).is_err() {
+            // Cannot happen (loop_max ≤ 32); keep the task rather than lose it.
+            break;
+        }
+        detached += 1;
+        // A newly idle CPU takes one task and goes (a preemptible kernel keeps this short).
+        if env.idle == IdleType::NewlyIdle {
+            break;
+        }
+        if env.imbalance <= 0 {
+            break;
+        }
+    }
+    detached
+}
+
+/// `detach_one_task` for the active-balance stopper: the first movable task from the tail.
+pub fn detach_one_task<const Q: usize>(env: &mut DetachEnv, src: &mut RunQueue<Q>) -> Option<Entity> {
+    let nodes: heapless::Vec<NodeId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
+    for node in nodes {
+        if can_migrate_task(env, src, node) {
+            return src.detach_task(node);
+        }
+    }
+    None
+}
