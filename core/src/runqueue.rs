@@ -365,7 +365,7 @@ impl<const Q: usize> RunQueue<Q> {
         if self.curr.is_none() {
             self.clock_pelt = self.clock_task;
         } else {
-            self.clock_pelt += (delta * self.capacity_orig) >> 10;
+            self.clock_pelt += ((delta as u128 * self.capacity_orig as u128) >> 10) as u64;
         }
     }
 

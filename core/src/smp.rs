@@ -790,9 +790,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         }
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
-        let (prev, next) = if st.active_balance {
+        let curr_disallowed =
+            st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
+        let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
-            // context is saved; the push happens in finish_switch.
+            // context is saved; the push (the balancer's, or away from a CPU its affinity
+            // no longer allows) happens in finish_switch.
             let prev = st.rq.put_prev();
             if prev.is_some() {
                 st.rq.switching_out = prev;
@@ -845,9 +848,22 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             return;
         }
         let mut st = self.cpus[cpu].rq.lock();
+        let prev = st.rq.switching_out_node();
         let _ = self.finish_switch_locked(cpu, now, &mut st);
+        // A task still queued here that may no longer run here leaves now that its
+        // context is saved.
+        let evict = prev
+            .and_then(|n| st.rq.entity(n).filter(|e| e.on_rq && !e.affinity.contains(cpu)).map(|e| (n, *e)));
         let push = st.active_balance;
+        if evict.is_some() {
+            st.rq.resched_curr();
+            self.after_update(cpu, &mut st);
+        }
         drop(st);
+        if let Some((node, e)) = evict {
+            let dst = self.select_task_rq(cpu, &e, crate::placement::SelectFor::Wake(cpu as u32), now);
+            self.move_queued_task(cpu, e.id, node, dst, now, MigrateReason::Affinity);
+        }
         if push {
             self.active_balance_stop(cpu, now);
         }

@@ -147,22 +147,6 @@ fn s1_without_the_rule_newly_idle_never_counts_or_pushes() {
 }
 
 #[test]
-fn s1_with_the_rule_finds_no_queue_when_every_cpu_has_one_task() {
-    let (m, [_, _, t2]) = s1_setup(Features::default());
-    // Make CPU1 a lone-task CPU too: move T2 away by hand (exit it) and keep the figures.
-    m.exit(NOW, t2).unwrap();
-    m.inject_rq_pelt(1, 900, 900, 1024).unwrap();
-    m.inject_rq_pelt(0, 1000, 1000, 1024).unwrap();
-    // A: 4 tasks on 4 CPUs is never overloaded; give it a fifth elsewhere to keep S1's
-    // overloaded type: a task on CPU2 that is... instead check the queue choice directly.
-    let r = {
-        m.balance_domain(7, DIE, IdleType::Idle, NOW);
-        last_record(&m)
-    };
-    assert_ne!(r.outcome, Outcome::Moved);
-}
-
-#[test]
 fn s2_migrate_util_falls_back_to_migrate_task() {
     let m = machine(Features::default());
     let c2 = tasks_on(&m, 2, 2);

@@ -168,3 +168,102 @@ pub fn decide(env: &DomainEnv, sds: &mut SdStats) -> GroupDecision {
         GroupDecision::Balanced
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::balance::imbalance::MigrationType;
+
+    fn group(weight: u32, nr: u32, idle: u32, ty: GroupType) -> SgStats {
+        SgStats {
+            group_weight: weight,
+            sum_nr_running: nr,
+            sum_h_nr_running: nr,
+            idle_cpus: idle,
+            group_capacity: 1024 * weight as u64,
+            group_type: ty,
+            ..SgStats::default()
+        }
+    }
+
+    fn env(prefer_sibling: bool) -> DomainEnv {
+        DomainEnv { flags: SdFlags::empty(), imbalance_pct: 125, prefer_sibling, idle: IdleType::Idle }
+    }
+
+    #[test]
+    fn s5_has_spare_vs_has_spare_by_idle_counts() {
+        // Busiest {CPU0: 2 tasks, CPU1: 1 task, CPU2/3 idle}: idle 2; local all idle.
+        let busiest = group(4, 3, 2, GroupType::HasSpare);
+        let mut sds = SdStats {
+            local: group(4, 0, 4, GroupType::HasSpare),
+            busiest: Some(busiest),
+            ..SdStats::default()
+        };
+        assert_eq!(
+            decide(&env(false), &mut sds),
+            GroupDecision::Imbalanced(Imbalance { kind: MigrationType::Task, amount: 1 }),
+            "4 ≤ 2 + 1 fails → force; (4 − 2) >> 1 = 1"
+        );
+        let mut sds = SdStats {
+            local: group(4, 1, 3, GroupType::HasSpare),
+            busiest: Some(busiest),
+            ..SdStats::default()
+        };
+        assert_eq!(decide(&env(false), &mut sds), GroupDecision::Balanced, "3 ≤ 3 → balanced");
+    }
+
+    #[test]
+    fn s4_control_without_prefer_sibling() {
+        // Busiest fully busy (4 tasks, no idle CPU), local 2 idle of 4: 2 ≤ 0 + 1 fails →
+        // force; (2 − 0) >> 1 = 1, the same outcome as with prefer_sibling.
+        let busiest = group(4, 4, 0, GroupType::FullyBusy);
+        let mut sds = SdStats {
+            local: group(4, 2, 2, GroupType::HasSpare),
+            busiest: Some(busiest),
+            ..SdStats::default()
+        };
+        assert_eq!(
+            decide(&env(false), &mut sds),
+            GroupDecision::Imbalanced(Imbalance { kind: MigrationType::Task, amount: 1 })
+        );
+        let mut sds = SdStats {
+            local: group(4, 2, 2, GroupType::HasSpare),
+            busiest: Some(busiest),
+            ..SdStats::default()
+        };
+        assert_eq!(
+            decide(&env(true), &mut sds),
+            GroupDecision::Imbalanced(Imbalance { kind: MigrationType::Task, amount: 1 })
+        );
+    }
+
+    #[test]
+    fn busy_cpu_never_balances_between_unloaded_groups() {
+        let busiest = group(4, 3, 1, GroupType::HasSpare);
+        let mut sds = SdStats {
+            local: group(4, 0, 4, GroupType::HasSpare),
+            busiest: Some(busiest),
+            ..SdStats::default()
+        };
+        let e = DomainEnv { idle: IdleType::NotIdle, ..env(false) };
+        assert_eq!(decide(&e, &mut sds), GroupDecision::Balanced);
+    }
+
+    #[test]
+    fn pick_busiest_tie_breaks() {
+        let local = group(4, 0, 4, GroupType::HasSpare);
+        let e = env(true);
+        let never = |_: u32, _: u32| false;
+        let a = group(4, 2, 2, GroupType::HasSpare);
+        let b = group(4, 3, 2, GroupType::HasSpare);
+        assert!(pick_busiest(&e, &local, None, &a, &never));
+        assert!(pick_busiest(&e, &local, Some(&a), &b, &never), "equal idle, more tasks wins");
+        assert!(!pick_busiest(&e, &local, Some(&b), &a, &never));
+        let over1 = SgStats { avg_load: 1500, ..group(4, 6, 0, GroupType::Overloaded) };
+        let over2 = SgStats { avg_load: 1500, ..over1 };
+        assert!(!pick_busiest(&e, &local, Some(&over1), &over2, &never), "ties keep the earlier group");
+        assert!(pick_busiest(&e, &local, Some(&a), &over1, &never), "a higher type wins");
+        let empty = group(4, 0, 4, GroupType::HasSpare);
+        assert!(!pick_busiest(&e, &local, None, &empty, &never), "no CFS task, no busiest");
+    }
+}

@@ -246,6 +246,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
     }
 
     /// Statistics of every group of `cpu`'s domain `lvl` (`update_sd_lb_stats`).
+    #[allow(clippy::too_many_arguments)]
     fn sd_stats(
         &self,
         cpu: usize,
@@ -253,6 +254,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         d: &DomainView,
         idle: IdleType,
         cpus: &CpuMask,
+        interval_ms: u64,
         now: u64,
     ) -> SdStats {
         let asym = |a: u32, b: u32| self.asym_prefer(a, b);
@@ -283,7 +285,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                 && (idle != IdleType::NewlyIdle
                     || self.jiffies(now) >= self.sgc_of(*id).next_update.load(Relaxed))
             {
-                self.update_group_capacity(cpu, lvl, *id, now);
+                self.update_group_capacity(cpu, lvl, *id, interval_ms, now);
             }
             let sgc = self.sgc_of(*id);
             let info = GroupInfo {
@@ -314,11 +316,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
 
     /// `update_group_capacity` for `cpu`'s local group at `lvl`: at the base level from the
     /// CPU's own capacity, above from the child domain's groups.
-    fn update_group_capacity(&self, cpu: usize, lvl: usize, id: usize, now: u64) {
-        let interval = {
-            let b = self.cpus[cpu].balance.try_lock().map(|b| b.domains[lvl].balance_interval_ms);
-            self.ms_to_jiffies(b.unwrap_or(1)).clamp(1, self.max_lb_interval())
-        };
+    fn update_group_capacity(&self, cpu: usize, lvl: usize, id: usize, interval_ms: u64, now: u64) {
+        let interval = self.ms_to_jiffies(interval_ms).clamp(1, self.max_lb_interval());
         let sgc = self.sgc_of(id);
         sgc.next_update.store(self.jiffies(now) + interval, Relaxed);
         let (cap, min, max) = if lvl == 0 {
@@ -393,7 +392,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                 rec.outcome = Outcome::NotDesignated;
                 break 'redo Exit::Balanced;
             }
-            let mut sds = self.sd_stats(cpu, lvl, &d, idle, &cpus, now);
+            let interval_ms = bal.domains[lvl].balance_interval_ms;
+            let mut sds = self.sd_stats(cpu, lvl, &d, idle, &cpus, interval_ms, now);
             rec.local = Some(sds.local.group_type);
             rec.busiest = sds.busiest.map(|b| b.group_type);
             let denv = DomainEnv {
