@@ -20,7 +20,8 @@ fn setup<const N: usize>() -> Setup<N> {
     std::thread::Builder::new()
         .stack_size(1 << 30)
         .spawn(|| {
-            let m: Box<Smp<NoPlatform, N, 2100, 8>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+            let m: Box<Smp<NoPlatform, N, 2100, 8>> =
+                Box::new(Smp::new(NoPlatform, Features::default(), 250));
             m.init_with(|t| if N <= 8 { t.init_flat(N) } else { t.init_clusters(N / 8, 8) }).unwrap();
             let dst = N - 1;
             for cpu in 0..N - 1 {

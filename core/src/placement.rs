@@ -1,41 +1,542 @@
-//! Where a task goes when it is created or woken (`select_task_rq_fair`).
+//! Where a task goes when it is created, execs or wakes (`select_task_rq_fair`, spec §5).
 //!
-//! This first version honours affinity and keeps tasks where they are: a new task starts
-//! on its parent's CPU and a woken task on the CPU it slept on, moving only when affinity
-//! forbids that CPU. Spreading is then the load balancer's job alone. The placement
-//! policies of spec §5 (find_idlest_group at fork and exec, wake_affine and
-//! select_idle_sibling at wakeup) build on this entry point.
+//! - **Fork / exec** take the slow path: from the highest domain with BALANCE_FORK /
+//!   BALANCE_EXEC down, `find_idlest_group` then `find_idlest_group_cpu`.
+//! - **Wakeups** take the fast path: `wake_affine` (idle, then weight) between the waker's
+//!   CPU and the previous one when they share a WAKE_AFFINE domain, then
+//!   `select_idle_sibling` within the target's LLC — or, on asymmetric-capacity machines,
+//!   `select_idle_capacity`. Nothing outside the target's LLC is considered on this path.
+//!
+//! Affinity always wins: every candidate is filtered by the task's mask and a disallowed
+//! result falls back to an allowed CPU.
 
+use core::sync::atomic::Ordering::Relaxed;
+
+use crate::balance::stats::{classify, GroupType, SgStats};
+use crate::cpumask::CpuMask;
+use crate::fair::WakeFlags;
+use crate::pelt::SCHED_CAPACITY_SCALE;
 use crate::platform::Platform;
-use crate::smp::Smp;
+use crate::smp::{fits_capacity, update_avg, Smp};
 use crate::task::Entity;
+use crate::topology::SdFlags;
+use crate::weights::NICE_0_WEIGHT;
 
 /// Why a CPU is being chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SelectFor {
-    /// A new task (fork).
+    /// A new task (fork); its parent ran on the selecting CPU.
     Fork,
-    /// A task replacing its program (exec).
+    /// The running task replaces its program (exec).
     Exec,
     /// A woken task, with the CPU it last ran on.
     Wake(u32),
 }
 
+/// What the wakeup path knows of the waker (the task current on the waking CPU).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Waker {
+    /// The waker's `wakee_flips`.
+    pub flips: u32,
+    /// The waker's load (`task_h_load(current)`), for sync wakeups.
+    pub load: u64,
+    /// A fair task is current on the waking CPU.
+    pub present: bool,
+}
+
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, CPUS, TASKS, Q> {
-    /// Chooses the CPU for a task being created or woken by CPU `this`. Always returns a
-    /// CPU the task's affinity allows (the callers validated that it allows some online CPU).
-    pub(crate) fn select_task_rq(&self, this: usize, e: &Entity, why: SelectFor, _now: u64) -> usize {
+    /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`. Always
+    /// returns a CPU `e`'s affinity allows (callers validated that it allows one). The
+    /// flag says whether the wakeup went the affine fast path (then the waker's
+    /// `recent_used_cpu` becomes `this`).
+    pub(crate) fn select_task_rq(
+        &self,
+        this: usize,
+        e: &mut Entity,
+        why: SelectFor,
+        wf: WakeFlags,
+        waker: Waker,
+    ) -> (usize, bool) {
         let allowed = e.affinity.and(&self.online());
-        let preferred = match why {
-            SelectFor::Fork | SelectFor::Exec => this,
-            SelectFor::Wake(prev) => prev as usize,
+        let (prev, flag) = match why {
+            SelectFor::Fork => (this, SdFlags::BALANCE_FORK),
+            SelectFor::Exec => (e.cpu as usize, SdFlags::BALANCE_EXEC),
+            SelectFor::Wake(p) => (p as usize, SdFlags::BALANCE_WAKE),
         };
-        if allowed.contains(preferred) {
-            preferred
-        } else if allowed.contains(this) {
-            this
+        let is_wake = matches!(why, SelectFor::Wake(_));
+        let sync = wf.contains(WakeFlags::SYNC) && waker.present;
+        let want_affine =
+            is_wake && !self.wake_wide(this, e.wakee_flips, waker.flips) && allowed.contains(this);
+        let mut new_cpu = prev;
+        let mut slow: Option<usize> = None;
+        {
+            let topo = self.topo.read();
+            for (lvl, d) in topo.domains(this).enumerate() {
+                if !d.flags.contains(SdFlags::LOAD_BALANCE) {
+                    break;
+                }
+                if want_affine && d.flags.contains(SdFlags::WAKE_AFFINE) && d.span.contains(prev) {
+                    if this != prev {
+                        new_cpu = self.wake_affine(d.imbalance_pct, e, this, prev, sync, waker.load);
+                    }
+                    slow = None;
+                    break;
+                }
+                if d.flags.contains(flag) {
+                    slow = Some(lvl);
+                } else if !want_affine {
+                    break;
+                }
+            }
+        }
+        let cpu = if let Some(lvl) = slow {
+            self.find_idlest_cpu(this, lvl, e, prev, flag)
+        } else if is_wake {
+            self.select_idle_sibling(this, e, prev, new_cpu)
+        } else {
+            new_cpu
+        };
+        let affine_fast = slow.is_none() && is_wake && want_affine;
+        let cpu = if allowed.contains(cpu) {
+            cpu
+        } else if allowed.contains(prev) {
+            prev
         } else {
             allowed.first().unwrap_or(this)
+        };
+        (cpu, affine_fast)
+    }
+
+    /// `wake_wide`: the waker and wakee switch partners so often (relative to the LLC size)
+    /// that pulling wakees next to the waker would pile them up.
+    fn wake_wide(&self, this: usize, wakee_flips: u32, waker_flips: u32) -> bool {
+        let factor = self.topo.read().llc_size(this) as u32;
+        let (master, slave) =
+            if waker_flips < wakee_flips { (wakee_flips, waker_flips) } else { (waker_flips, wakee_flips) };
+        !(slave < factor || master < slave.saturating_mul(factor))
+    }
+
+    /// `wake_affine`: `this` if the idle or weight test prefers it, else `prev`.
+    fn wake_affine(
+        &self,
+        pct: u32,
+        e: &Entity,
+        this: usize,
+        prev: usize,
+        sync: bool,
+        waker_load: u64,
+    ) -> usize {
+        if let Some(t) = self.wake_affine_idle(this, prev, sync) {
+            return t;
         }
+        if let Some(t) = self.wake_affine_weight(pct, e, this, prev, sync, waker_load) {
+            return t;
+        }
+        prev
+    }
+
+    fn is_idle(&self, cpu: usize) -> bool {
+        self.stats(cpu).idle.load(Relaxed)
+    }
+
+    /// `sched_idle_cpu`: only SCHED_IDLE tasks there.
+    fn sched_idle_cpu(&self, cpu: usize) -> bool {
+        let s = self.stats(cpu);
+        let nr = s.nr_running.load(Relaxed);
+        nr > 0 && nr == s.idle_h_nr_running.load(Relaxed)
+    }
+
+    fn share_cache(&self, a: usize, b: usize) -> bool {
+        self.topo.read().llc_span(a).contains(b)
+    }
+
+    /// `wake_affine_idle`.
+    pub(crate) fn wake_affine_idle(&self, this: usize, prev: usize, sync: bool) -> Option<usize> {
+        if self.is_idle(this) && self.share_cache(this, prev) {
+            return Some(if self.is_idle(prev) { prev } else { this });
+        }
+        if sync && self.stats(this).nr_running.load(Relaxed) == 1 {
+            return Some(this);
+        }
+        None
+    }
+
+    /// `wake_affine_weight`: compares the load `this` would have with the task, against
+    /// `prev` without it, each scaled by the other's capacity, with a bias towards `prev`.
+    pub(crate) fn wake_affine_weight(
+        &self,
+        pct: u32,
+        e: &Entity,
+        this: usize,
+        prev: usize,
+        sync: bool,
+        waker_load: u64,
+    ) -> Option<usize> {
+        let (t, p) = (self.stats(this), self.stats(prev));
+        let mut this_eff = t.load.load(Relaxed) as i128;
+        if sync {
+            if waker_load as i128 > this_eff {
+                return Some(this);
+            }
+            this_eff -= waker_load as i128;
+        }
+        let task_load = e.avg.load_avg as i128;
+        this_eff += task_load;
+        this_eff *= 100;
+        this_eff *= p.capacity.load(Relaxed) as i128;
+        let mut prev_eff = p.load.load(Relaxed) as i128 - task_load;
+        prev_eff *= 100 + (pct as i128 - 100) / 2;
+        prev_eff *= t.capacity.load(Relaxed) as i128;
+        if sync {
+            prev_eff += 1;
+        }
+        (this_eff < prev_eff).then_some(this)
+    }
+
+    /// `select_idle_sibling`: an idle CPU near `target` (its LLC), else `target`.
+    pub(crate) fn select_idle_sibling(
+        &self,
+        this: usize,
+        e: &mut Entity,
+        prev: usize,
+        target: usize,
+    ) -> usize {
+        let allowed = e.affinity.and(&self.online());
+        let asym = self.topo.read().asym_cpucapacity_level(target);
+        if let Some(lvl) = asym {
+            let span = self.topo.read().domain(target, lvl).map(|d| d.span).unwrap_or_default();
+            return self.select_idle_capacity(e, span.and(&allowed), target).unwrap_or(target);
+        }
+        let idle_or_sched_idle = |c: usize| self.is_idle(c) || self.sched_idle_cpu(c);
+        if idle_or_sched_idle(target) {
+            return target;
+        }
+        if prev != target && self.share_cache(prev, target) && idle_or_sched_idle(prev) {
+            return prev;
+        }
+        // (Linux also lets a per-CPU kworker waker stack with its wakee; there are no
+        // kernel threads here.)
+        let recent = e.recent_used_cpu as usize;
+        if recent != prev
+            && recent != target
+            && self.share_cache(recent, target)
+            && idle_or_sched_idle(recent)
+            && allowed.contains(recent)
+        {
+            e.recent_used_cpu = prev as u32;
+            return recent;
+        }
+        let llc = self.topo.read().llc_span(target);
+        if llc.weight() <= 1 {
+            return target;
+        }
+        if let Some(c) = self.select_idle_core(&allowed, &llc, target) {
+            return c;
+        }
+        if let Some(c) = self.select_idle_cpu(this, &allowed, &llc, target) {
+            return c;
+        }
+        if let Some(c) = self.select_idle_smt(&allowed, target) {
+            return c;
+        }
+        target
+    }
+
+    /// `select_idle_core` (SMT machines only): a core of the LLC whose threads are all idle.
+    fn select_idle_core(&self, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
+        let topo = self.topo.read();
+        let smt_level = topo.domains(target).position(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY))?;
+        let _ = smt_level;
+        let mut seen = CpuMask::EMPTY;
+        for c in llc.and(allowed).iter_wrap(target) {
+            if seen.contains(c) {
+                continue;
+            }
+            let core =
+                topo.domain(c, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)).map(|d| d.span);
+            let core = core.unwrap_or(CpuMask::single(c));
+            seen = seen.or(&core);
+            if core.iter().all(|s| self.is_idle(s)) && allowed.contains(c) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// `select_idle_smt`: an idle hardware thread sibling of `target`.
+    fn select_idle_smt(&self, allowed: &CpuMask, target: usize) -> Option<usize> {
+        let topo = self.topo.read();
+        let core = topo.domain(target, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY))?.span;
+        core.and(allowed).iter().find(|&c| c != target && self.is_idle(c))
+    }
+
+    /// `select_idle_cpu`: scan the LLC from `target` (wrapping) for an idle CPU, at most as
+    /// many probes as SIS_PROP allows from this CPU's average idle time and the LLC's average
+    /// scan cost.
+    fn select_idle_cpu(&self, this: usize, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
+        let avg_idle = self.cpus[this].rq.lock().avg_idle / 512;
+        let llc_id = llc.first().unwrap_or(target);
+        let avg_cost = self.llc_scan_cost[llc_id].load(Relaxed) + 1;
+        let span_avg = llc.weight() as u64 * avg_idle;
+        let mut nr = if span_avg > 4 * avg_cost { span_avg / avg_cost } else { 4 };
+        let t0 = self.platform.clock_ns();
+        let mut probes = 0u64;
+        let mut found = None;
+        for c in llc.and(allowed).iter_wrap(target) {
+            nr -= 1;
+            if nr == 0 {
+                return None;
+            }
+            probes += 1;
+            if self.is_idle(c) || self.sched_idle_cpu(c) {
+                found = Some(c);
+                break;
+            }
+        }
+        let cost = match (t0, self.platform.clock_ns()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => SCAN_COST_PER_CPU_NS * probes,
+        };
+        let old = self.llc_scan_cost[llc_id].load(Relaxed);
+        self.llc_scan_cost[llc_id].store(update_avg(old, cost), Relaxed);
+        found
+    }
+
+    /// `select_idle_capacity`: the first idle CPU (from `target`, wrapping) the task fits,
+    /// else the idle CPU with the most capacity.
+    fn select_idle_capacity(&self, e: &Entity, cpus: CpuMask, target: usize) -> Option<usize> {
+        let util = e.util_est();
+        let mut best: Option<(u64, usize)> = None;
+        for c in cpus.iter_wrap(target) {
+            if !self.is_idle(c) && !self.sched_idle_cpu(c) {
+                continue;
+            }
+            let cap = self.stats(c).capacity.load(Relaxed);
+            if fits_capacity(util, cap) {
+                return Some(c);
+            }
+            if best.is_none_or(|(b, _)| cap > b) {
+                best = Some((cap, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// `find_idlest_cpu`: from domain `lvl` of `this` downwards, the idlest group and its
+    /// idlest CPU; a CPU that changes continues in that CPU's smaller domains.
+    fn find_idlest_cpu(&self, this: usize, lvl: usize, e: &Entity, prev: usize, flag: SdFlags) -> usize {
+        let mut cpu = this;
+        let mut new_cpu = cpu;
+        let mut level = Some(lvl);
+        {
+            let topo = self.topo.read();
+            let span = topo.domain(this, lvl).map(|d| d.span).unwrap_or_default();
+            if !span.intersects(&e.affinity) {
+                return prev;
+            }
+        }
+        while let Some(l) = level {
+            let d = {
+                let topo = self.topo.read();
+                topo.domain(cpu, l).copied()
+            };
+            let Some(d) = d else { break };
+            let child = l.checked_sub(1);
+            if !d.flags.contains(flag) {
+                level = child;
+                continue;
+            }
+            let Some(group) = self.find_idlest_group(cpu, l, e) else {
+                level = child;
+                continue;
+            };
+            new_cpu = self.find_idlest_group_cpu(&group, e, cpu);
+            if new_cpu == cpu {
+                level = child;
+                continue;
+            }
+            // Continue below, in the new CPU's domains smaller than this one.
+            cpu = new_cpu;
+            let weight = d.span_weight;
+            let topo = self.topo.read();
+            level = None;
+            for (i, t) in topo.domains(cpu).enumerate() {
+                if weight <= t.span_weight {
+                    break;
+                }
+                if t.flags.contains(flag) {
+                    level = Some(i);
+                }
+            }
+        }
+        new_cpu
+    }
+
+    /// Per-group statistics as the task's placement sees them (`update_sg_wakeup_stats`):
+    /// the task's own contribution (if it still counts somewhere) is left out.
+    fn wakeup_stats(&self, span: &CpuMask, e: &Entity, pct: u32, asym_cap: bool, gid: usize) -> SgStats {
+        let mut s =
+            SgStats { span: *span, first_cpu: span.first().unwrap_or(0) as u32, ..SgStats::default() };
+        for c in span.iter() {
+            let st = self.stats(c);
+            // The task counts on its own CPU while runnable there, and in that CPU's PELT
+            // sums while attached there (also while blocked).
+            let counts_pelt = e.pelt_attached && e.cpu as usize == c;
+            let running_here = e.on_rq && e.cpu as usize == c;
+            let load = st.load.load(Relaxed);
+            let util_avg = st.util_avg.load(Relaxed);
+            let util_est = st.util_est.load(Relaxed);
+            let runnable = st.runnable.load(Relaxed);
+            let (load, util, runnable) = if counts_pelt {
+                let u = util_avg.saturating_sub(e.avg.util_avg);
+                let est = if running_here {
+                    util_est.saturating_sub(e.avg.util_est.task_estimate() as u64)
+                } else {
+                    util_est
+                };
+                (
+                    load.saturating_sub(e.avg.load_avg),
+                    u.max(est).min(self.topo.read().capacity_orig(c)),
+                    runnable.saturating_sub(e.avg.runnable_avg),
+                )
+            } else {
+                (load, st.util.load(Relaxed), runnable)
+            };
+            s.group_load += load;
+            s.group_util += util;
+            s.group_runnable += runnable;
+            let local = running_here as u32;
+            s.sum_h_nr_running += st.h_nr_running.load(Relaxed).saturating_sub(local);
+            let nr = st.nr_running.load(Relaxed).saturating_sub(local);
+            s.sum_nr_running += nr;
+            if nr == 0 && (st.idle.load(Relaxed) || running_here) {
+                s.idle_cpus += 1;
+            }
+        }
+        let sgc = self.sgc_of(gid);
+        s.max_capacity = sgc.max_capacity.load(Relaxed);
+        s.min_capacity = sgc.min_capacity.load(Relaxed);
+        if asym_cap && !fits_capacity(e.util_est(), s.max_capacity) {
+            s.group_misfit_task_load = 1;
+        }
+        s.group_capacity = sgc.capacity.load(Relaxed);
+        s.group_weight = span.weight() as u32;
+        s.group_type = classify(pct, sgc.imbalance.load(Relaxed), &s);
+        if matches!(s.group_type, GroupType::FullyBusy | GroupType::Overloaded) {
+            s.avg_load = s.group_load * SCHED_CAPACITY_SCALE / s.group_capacity.max(1);
+        }
+        s
+    }
+
+    /// `find_idlest_group`: the idlest non-local group of `cpu`'s domain `lvl`, if moving
+    /// there beats staying in the local group. Ties favour the local group.
+    pub(crate) fn find_idlest_group(&self, cpu: usize, lvl: usize, e: &Entity) -> Option<SgStats> {
+        let (d, groups) = {
+            let topo = self.topo.read();
+            let d = *topo.domain(cpu, lvl)?;
+            let groups: heapless::Vec<(usize, CpuMask), CPUS> =
+                topo.groups(cpu, lvl).map(|g| (g.id, g.span)).collect();
+            (d, groups)
+        };
+        let asym_cap = d.flags.contains(SdFlags::ASYM_CPUCAPACITY);
+        let mut local: Option<SgStats> = None;
+        let mut idlest: Option<SgStats> = None;
+        for (gid, span) in groups.iter() {
+            if !span.intersects(&e.affinity) {
+                continue;
+            }
+            let s = self.wakeup_stats(span, e, d.imbalance_pct, asym_cap, *gid);
+            if span.contains(cpu) {
+                local = Some(s);
+            } else if pick_idlest(idlest.as_ref(), &s) {
+                idlest = Some(s);
+            }
+        }
+        let idlest = idlest?;
+        let Some(local) = local else { return Some(idlest) };
+        if local.group_type < idlest.group_type {
+            return None;
+        }
+        if local.group_type > idlest.group_type {
+            return Some(idlest);
+        }
+        match local.group_type {
+            GroupType::Overloaded | GroupType::FullyBusy => {
+                let imb = NICE_0_WEIGHT * (d.imbalance_pct as u64 - 100) / 100;
+                if idlest.avg_load >= local.avg_load + imb {
+                    return None;
+                }
+                if 100 * local.avg_load <= d.imbalance_pct as u64 * idlest.avg_load {
+                    return None;
+                }
+            }
+            GroupType::Imbalanced | GroupType::AsymPacking => return None,
+            GroupType::MisfitTask => {
+                if local.max_capacity >= idlest.max_capacity {
+                    return None;
+                }
+            }
+            GroupType::HasSpare => {
+                // Without NUMA balancing there is no preferred node: stay on this node while
+                // it has an idle CPU.
+                if d.flags.contains(SdFlags::NUMA) && local.idle_cpus > 0 {
+                    return None;
+                }
+                if local.idle_cpus >= idlest.idle_cpus {
+                    return None;
+                }
+            }
+        }
+        Some(idlest)
+    }
+
+    /// `find_idlest_group_cpu`: a CPU running only SCHED_IDLE tasks; else the most
+    /// recently idled idle CPU (an idle CPU that never recorded an idle time is not
+    /// chosen); else the least loaded CPU (starting from `this`).
+    pub(crate) fn find_idlest_group_cpu(&self, group: &SgStats, e: &Entity, this: usize) -> usize {
+        if group.group_weight == 1 {
+            return group.first_cpu as usize;
+        }
+        let mut latest_idle = 0u64;
+        let mut shallowest: Option<usize> = None;
+        let mut min_load = u64::MAX;
+        let mut least_loaded = this;
+        for c in group.span.and(&e.affinity).iter() {
+            if self.sched_idle_cpu(c) {
+                return c;
+            }
+            let st = self.stats(c);
+            if st.idle.load(Relaxed) {
+                let stamp = st.idle_stamp.load(Relaxed);
+                if stamp > latest_idle {
+                    latest_idle = stamp;
+                    shallowest = Some(c);
+                }
+            } else if shallowest.is_none() {
+                let load = st.load.load(Relaxed);
+                if load < min_load {
+                    min_load = load;
+                    least_loaded = c;
+                }
+            }
+        }
+        shallowest.unwrap_or(least_loaded)
     }
 }
+
+/// `update_pick_idlest`: whether `cand` is idler than the current idlest group.
+fn pick_idlest(idlest: Option<&SgStats>, cand: &SgStats) -> bool {
+    let Some(i) = idlest else { return true };
+    if cand.group_type != i.group_type {
+        return cand.group_type < i.group_type;
+    }
+    match cand.group_type {
+        GroupType::Overloaded | GroupType::FullyBusy => i.avg_load > cand.avg_load,
+        GroupType::Imbalanced | GroupType::AsymPacking => false,
+        GroupType::MisfitTask => i.max_capacity < cand.max_capacity,
+        GroupType::HasSpare => i.idle_cpus < cand.idle_cpus,
+    }
+}
+
+/// Scan cost (ns) assumed per probed CPU when the platform has no clock.
+pub const SCAN_COST_PER_CPU_NS: u64 = 100;

@@ -25,6 +25,13 @@ pub trait Platform {
         self.resched_cpu(cpu);
     }
 
+    /// Kick idle CPU `cpu` to run the nohz idle balance on behalf of all tickless idle
+    /// CPUs. The core records the kick; the CPU carries it out at its next `schedule` or
+    /// `tick`, so all a platform has to do is wake it, which the default does.
+    fn kick_nohz(&self, cpu: u32) {
+        self.resched_cpu(cpu);
+    }
+
     /// A clock (ns) for measuring how long a newly-idle balance pass takes, which gates the
     /// next ones. `None` (the default) makes the core use a deterministic estimate instead.
     fn clock_ns(&self) -> Option<u64> {

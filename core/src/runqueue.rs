@@ -28,6 +28,8 @@ pub struct InvariantViolation {
     pub cpu: u32,
     /// What is wrong.
     pub what: &'static str,
+    /// The task concerned, when one is.
+    pub task: Option<TaskId>,
 }
 
 /// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
@@ -147,6 +149,10 @@ impl<const Q: usize> RunQueue<Q> {
     /// Tasks waiting on the timeline (not counting the current one).
     pub fn nr_queued(&self) -> usize {
         self.timeline.len()
+    }
+    /// Every entity held in the arena, with its node.
+    pub fn attached(&self) -> impl Iterator<Item = (NodeId, TaskId)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|e| (i as NodeId, e.id)))
     }
     /// Entities held in the arena (queued, running, or a current task still being switched out).
     pub fn nr_attached(&self) -> usize {
@@ -415,7 +421,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// holding exactly the accounted tasks, `nr_running` and the load sum matching, buddies
     /// pointing at queued tasks, and PELT averages consistent with their sums. Cost O(Q).
     pub fn check(&self) -> Result<(), InvariantViolation> {
-        let fail = |what| Err(InvariantViolation { cpu: self.cpu, what });
+        let fail = |what| Err(InvariantViolation { cpu: self.cpu, what, task: None });
         if self.timeline.check().is_err() {
             return fail("timeline structure");
         }
@@ -561,6 +567,10 @@ static SENTINEL: Entity = Entity {
     pelt_attached: false,
     on_cpu: false,
     cpu: u32::MAX,
+    wakee_flips: 0,
+    wakee_flip_decay_ts: 0,
+    last_wakee: None,
+    recent_used_cpu: 0,
 };
 
 /// What the PELT consistency check must allow for since the last recompute of the

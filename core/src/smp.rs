@@ -62,6 +62,12 @@ pub struct RqStats {
     pub misfit_task_load: AtomicU64,
     /// No task running and none queued.
     pub idle: AtomicBool,
+    /// `cfs.avg.util_avg` alone (for `cpu_util_without`).
+    pub util_avg: AtomicU64,
+    /// `cfs.avg.util_est.enqueued`.
+    pub util_est: AtomicU64,
+    /// When the CPU last went idle (ns), 0 while busy.
+    pub idle_stamp: AtomicU64,
 }
 
 impl RqStats {
@@ -76,6 +82,9 @@ impl RqStats {
             capacity: AtomicU64::new(1024),
             misfit_task_load: AtomicU64::new(0),
             idle: AtomicBool::new(true),
+            util_avg: AtomicU64::new(0),
+            util_est: AtomicU64::new(0),
+            idle_stamp: AtomicU64::new(0),
         }
     }
 
@@ -90,6 +99,9 @@ impl RqStats {
         self.capacity.store(rq.capacity(), Relaxed);
         self.misfit_task_load.store(st.misfit_task_load, Relaxed);
         self.idle.store(rq.is_idle() && rq.nr_running() == 0, Relaxed);
+        self.util_avg.store(rq.avg().util_avg, Relaxed);
+        self.util_est.store(rq.avg().util_est.enqueued as u64, Relaxed);
+        self.idle_stamp.store(st.idle_stamp, Relaxed);
     }
 }
 
@@ -212,6 +224,10 @@ pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usiz
     pub(crate) hz: u32,
     /// Monotonic check of every CPU's min_vruntime for the invariant checker.
     last_min_vruntime: [AtomicU64; CPUS],
+    /// Per LLC (indexed by its first CPU): average cost of an idle-CPU scan (ns).
+    pub(crate) llc_scan_cost: [AtomicU64; CPUS],
+    /// nohz idle-balancing state.
+    pub(crate) nohz: crate::balance::nohz::Nohz<CPUS>,
 }
 
 /// `idle` argument of a balance pass (Linux `enum cpu_idle_type`).
@@ -264,6 +280,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             features: AtomicU32::new(features.bits()),
             hz: if hz == 0 { 250 } else { hz },
             last_min_vruntime: [const { AtomicU64::new(0) }; CPUS],
+            llc_scan_cost: [const { AtomicU64::new(0) }; CPUS],
+            nohz: crate::balance::nohz::Nohz::new(),
         }
     }
 
@@ -498,8 +516,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         let affinity = params.affinity.and(&self.online());
         // Choose the CPU and check for room before changing anything, so a refused
         // creation leaves every table and runqueue as it was.
-        let template = Entity::new(TaskId::new(0, 0), nice, params.policy, affinity, cpu as u32);
-        let target = self.select_task_rq(cpu, &template, crate::placement::SelectFor::Fork, now);
+        let mut template = Entity::new(TaskId::new(0, 0), nice, params.policy, affinity, cpu as u32);
+        let (target, _) = self.select_task_rq(
+            cpu,
+            &mut template,
+            crate::placement::SelectFor::Fork,
+            WakeFlags::FORK,
+            crate::placement::Waker::default(),
+        );
         if !self.cpus[target].rq.lock().rq.has_room() {
             return Err(SchedError::RunQueueFull);
         }
@@ -516,11 +540,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             self.after_update(cpu, &mut st);
         }
         match self.activate_on(target, now, child, EnqueueFlags::empty(), WakeFlags::FORK, true) {
-            Ok(node) => {
-                if let Ok(e) = self.tasks.lock().get_mut(id) {
-                    e.state = TaskState::Runnable;
-                    e.location = Location::OnCpu { cpu: target as u32, node };
-                }
+            Ok(_) => {
                 self.emit(now, target as u32, EventKind::NewTask { task: id });
                 Ok(id)
             }
@@ -545,11 +565,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
         e.cpu = cpu as u32;
+        let id = e.id;
         let node = st.rq.insert(e).ok_or(SchedError::RunQueueFull)?;
         if new_task {
             st.rq.post_init_entity(node);
         }
         st.rq.enqueue(node, flags);
+        // Land it in the table before this runqueue's lock is released: from then on the
+        // CPU may pick it, and picking sets its state to Running.
+        if let Ok(te) = self.tasks.lock().get_mut(id) {
+            te.state = TaskState::Runnable;
+            te.location = Location::OnCpu { cpu: cpu as u32, node };
+        }
         st.rq.check_preempt_wakeup(node, wf);
         // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
         if st.idle_stamp != 0 {
@@ -631,6 +658,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                     return Ok(c as u32);
                 }
                 Location::Parked { cpu: prev, entity } => {
+                    // Refuse before changing anything if no allowed CPU has room.
+                    let allowed = entity.affinity.and(&self.online());
+                    if !allowed.iter().any(|c| self.cpus[c].rq.lock().rq.has_room()) {
+                        return Err(SchedError::RunQueueFull);
+                    }
                     // Take it out of the table for the trip.
                     {
                         let mut t = self.tasks.lock();
@@ -643,20 +675,31 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                         }
                     }
                     let mut e = entity;
-                    let target = self.select_task_rq(cpu, &e, crate::placement::SelectFor::Wake(prev), now);
+                    let waker = self.record_wakee(cpu, id, now);
+                    let (mut target, affine) =
+                        self.select_task_rq(cpu, &mut e, crate::placement::SelectFor::Wake(prev), wf, waker);
+                    if !self.cpus[target].rq.lock().rq.has_room() {
+                        // Full: the previous CPU, else any allowed CPU with room.
+                        target = core::iter::once(prev as usize)
+                            .chain(allowed.iter())
+                            .find(|&c| allowed.contains(c) && self.cpus[c].rq.lock().rq.has_room())
+                            .unwrap_or(target);
+                    }
+                    if affine {
+                        let mut st = self.cpus[cpu].rq.lock();
+                        if let Some(n) = st.rq.curr_node() {
+                            if let Some(w) = st.rq.ent_mut(n) {
+                                w.recent_used_cpu = cpu as u32;
+                            }
+                        }
+                    }
                     let mut flags = EnqueueFlags::WAKEUP;
                     if target != prev as usize {
                         self.migrate_sleeping(&mut e, prev as usize, now);
                         flags |= EnqueueFlags::MIGRATED;
                     }
                     return match self.activate_on(target, now, e, flags, wf, false) {
-                        Ok(node) => {
-                            let mut t = self.tasks.lock();
-                            if let Ok(te) = t.get_mut(id) {
-                                te.state = TaskState::Runnable;
-                                te.location = Location::OnCpu { cpu: target as u32, node };
-                            }
-                            drop(t);
+                        Ok(_) => {
                             if target != prev as usize {
                                 let reason = MigrateReason::Wakeup;
                                 self.emit(
@@ -680,6 +723,26 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                 }
             }
         }
+    }
+
+    /// `record_wakee`: the task current on `cpu` wakes `wakee`; count a flip if it is not
+    /// the one it woke last (halving the count once a second). Returns what the wakeup
+    /// path needs of the waker.
+    fn record_wakee(&self, cpu: usize, wakee: TaskId, now: u64) -> crate::placement::Waker {
+        let j = self.jiffies(now);
+        let hz = self.hz as u64;
+        let mut st = self.cpus[cpu].rq.lock();
+        let Some(n) = st.rq.curr_node() else { return crate::placement::Waker::default() };
+        let Some(w) = st.rq.ent_mut(n) else { return crate::placement::Waker::default() };
+        if j > w.wakee_flip_decay_ts + hz {
+            w.wakee_flips >>= 1;
+            w.wakee_flip_decay_ts = j;
+        }
+        if w.last_wakee != Some(wakee) {
+            w.last_wakee = Some(wakee);
+            w.wakee_flips += 1;
+        }
+        crate::placement::Waker { flips: w.wakee_flips, load: w.avg.load_avg, present: true }
     }
 
     /// `migrate_task_rq_fair` for a sleeping task leaving `prev`: its vruntime becomes
@@ -779,6 +842,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             return None;
         }
         let mut pending = self.finish_switch_locked(cpu, now, &mut self.cpus[cpu].rq.lock());
+        // A kick to balance for the tickless idle CPUs is served first.
+        self.nohz_idle_balance(cpu, now);
         // A CPU about to idle first tries to pull work (newidle balance).
         let idle_next = {
             let st = self.cpus[cpu].rq.lock();
@@ -861,7 +926,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         }
         drop(st);
         if let Some((node, e)) = evict {
-            let dst = self.select_task_rq(cpu, &e, crate::placement::SelectFor::Wake(cpu as u32), now);
+            let mut e = e;
+            let (dst, _) = self.select_task_rq(
+                cpu,
+                &mut e,
+                crate::placement::SelectFor::Wake(cpu as u32),
+                WakeFlags::empty(),
+                crate::placement::Waker::default(),
+            );
             self.move_queued_task(cpu, e.id, node, dst, now, MigrateReason::Affinity);
         }
         if push {
@@ -1000,6 +1072,23 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         if src == dst {
             return false;
         }
+        // The caller chose `dst` from the affinity it saw; if that changed meanwhile, the
+        // task goes to a CPU its current affinity allows (checked again under the locks).
+        let allowed_now = {
+            let st = self.cpus[src].rq.lock();
+            match st.rq.entity(node) {
+                Some(e) if e.id == id => e.affinity,
+                _ => return false,
+            }
+        };
+        let dst = if allowed_now.contains(dst) {
+            dst
+        } else {
+            match allowed_now.and(&self.online()).iter().find(|&c| c != src) {
+                Some(c) => c,
+                None => return false,
+            }
+        };
         let (lo, hi) = if src < dst { (src, dst) } else { (dst, src) };
         let mut a = self.cpus[lo].rq.lock();
         let mut b = self.cpus[hi].rq.lock();
@@ -1008,7 +1097,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             return false;
         }
         match s.rq.entity(node) {
-            Some(e) if e.id == id && e.on_rq && !e.on_cpu => {}
+            Some(e) if e.id == id && e.on_rq && !e.on_cpu && e.affinity.contains(dst) => {}
             _ => return false,
         }
         s.rq.update_clock(now);
@@ -1109,7 +1198,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         let guards: heapless::Vec<spin::MutexGuard<'_, CpuState<Q>>, CPUS> =
             (0..n).map(|c| self.cpus[c].rq.lock()).collect();
         let t = self.tasks.lock();
-        let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what });
+        let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what, task: None });
+        let fail_t =
+            |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu: cpu as u32, what, task: Some(t) });
         let mut attached = 0usize;
         for (c, st) in guards.iter().enumerate() {
             st.rq.check()?;
@@ -1132,7 +1223,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                         return fail(c, "table points at an empty slot");
                     };
                     if ent.id != id {
-                        return fail(c, "arena slot holds another task");
+                        return fail_t(c, "arena slot holds another task", id);
                     }
                     let is_curr = st.rq.curr_node() == Some(node);
                     let out = st.rq.switching_out_node() == Some(node);
@@ -1143,21 +1234,29 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                         TaskState::Waking => false,
                     };
                     if !ok {
-                        return fail(c, "task state disagrees with its runqueue");
+                        return fail_t(c, "task state disagrees with its runqueue", id);
                     }
                     if !ent.affinity.contains(c) && !ent.on_cpu {
-                        return fail(c, "queued task on a CPU outside its affinity");
+                        return fail_t(c, "queued task on a CPU outside its affinity", id);
                     }
                 }
                 Location::Parked { entity, cpu } => {
                     if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu || entity.id != id {
-                        return fail(cpu as usize, "parked task is not a blocked, idle entity");
+                        return fail_t(cpu as usize, "parked task is not a blocked, idle entity", id);
                     }
                 }
-                Location::InTransit { from } => return fail(from as usize, "task left in transit"),
+                Location::InTransit { from } => return fail_t(from as usize, "task left in transit", id),
             }
         }
         if on_cpu != attached {
+            for (c, st) in guards.iter().enumerate() {
+                for (node, id) in st.rq.attached() {
+                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, node: n }) if cpu as usize == c && n == node);
+                    if !placed {
+                        return fail_t(c, "runqueue holds a task the table does not place there", id);
+                    }
+                }
+            }
             return fail(0, "runqueues hold tasks the table does not place there");
         }
         Ok(())

@@ -131,6 +131,15 @@ pub struct Entity {
     pub on_cpu: bool,
     /// The CPU it last ran or was queued on.
     pub cpu: u32,
+    /// How often, recently, it woke a different task than the last one (halved every
+    /// second): many flips mark a waker serving many wakees (`wake_wide`).
+    pub wakee_flips: u32,
+    /// Jiffy when `wakee_flips` was last halved.
+    pub wakee_flip_decay_ts: u64,
+    /// The task it woke last.
+    pub last_wakee: Option<TaskId>,
+    /// A CPU it recently ran on or woke a task from, tried at its next wakeup.
+    pub recent_used_cpu: u32,
 }
 
 impl Entity {
@@ -152,6 +161,10 @@ impl Entity {
             pelt_attached: false,
             on_cpu: false,
             cpu,
+            wakee_flips: 0,
+            wakee_flip_decay_ts: 0,
+            last_wakee: None,
+            recent_used_cpu: cpu,
         }
     }
 

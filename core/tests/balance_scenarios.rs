@@ -38,9 +38,15 @@ fn machine(features: Features) -> Box<M> {
     m
 }
 
-/// Creates `n` tasks on `cpu` and makes one of them current. Returns them, running first.
+/// Creates `n` tasks on `cpu` (pinned there while created, so fork placement keeps them
+/// there, then allowed everywhere) and makes one of them current. Returns them, running
+/// first.
 fn tasks_on(m: &M, cpu: usize, n: usize) -> Vec<TaskId> {
-    let mut ids: Vec<TaskId> = (0..n).map(|_| m.create(cpu, NOW, TaskParams::default()).unwrap()).collect();
+    let pinned = TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() };
+    let mut ids: Vec<TaskId> = (0..n).map(|_| m.create(cpu, NOW, pinned).unwrap()).collect();
+    for &t in &ids {
+        m.set_affinity(NOW, t, CpuMask::ALL).unwrap();
+    }
     let run = m.schedule(cpu, NOW).unwrap();
     m.finish_switch(cpu, NOW);
     ids.sort_by_key(|&t| t != run);

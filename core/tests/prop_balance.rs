@@ -53,10 +53,20 @@ struct TaskSpec {
 }
 
 fn task() -> impl Strategy<Value = TaskSpec> {
-    (0usize..16, -5i32..6, 0u8..6, any::<bool>()).prop_map(|(cpu, nice, pin, sleeps)| TaskSpec { cpu, nice, pin, sleeps })
+    (0usize..16, -5i32..6, 0u8..6, any::<bool>()).prop_map(|(cpu, nice, pin, sleeps)| TaskSpec {
+        cpu,
+        nice,
+        pin,
+        sleeps,
+    })
 }
 
-fn run(t: Topo, tasks: Vec<TaskSpec>, passes: Vec<(usize, usize, u8)>, rule: bool) -> Result<(), TestCaseError> {
+fn run(
+    t: Topo,
+    tasks: Vec<TaskSpec>,
+    passes: Vec<(usize, usize, u8)>,
+    rule: bool,
+) -> Result<(), TestCaseError> {
     let mut f = Features::default();
     f.set(Features::UTIL_PULL_SKIPS_LONE_TASK, rule);
     let m: Box<M> = Box::new(Smp::new(Rec::default(), f, 250));
@@ -76,7 +86,9 @@ fn run(t: Topo, tasks: Vec<TaskSpec>, passes: Vec<(usize, usize, u8)>, rule: boo
             1 => CpuMask::range(cpu, cpu + 2).and(&CpuMask::first_n(n)),
             _ => CpuMask::ALL,
         };
-        if let Ok(id) = m.create(cpu, now, TaskParams { nice: s.nice, affinity: mask, ..TaskParams::default() }) {
+        if let Ok(id) =
+            m.create(cpu, now, TaskParams { nice: s.nice, affinity: mask, ..TaskParams::default() })
+        {
             affinity.insert(id, mask.and(&CpuMask::first_n(n)));
         }
     }
@@ -125,7 +137,10 @@ fn run(t: Topo, tasks: Vec<TaskSpec>, passes: Vec<(usize, usize, u8)>, rule: boo
         }
         m.check_invariants().map_err(|v| TestCaseError::fail(format!("{v:?}")))?;
         for &(task, dst) in m.platform().migrations.lock().unwrap().iter() {
-            prop_assert!(affinity[&task].contains(dst as usize), "{task:?} moved to CPU{dst} outside its affinity");
+            prop_assert!(
+                affinity[&task].contains(dst as usize),
+                "{task:?} moved to CPU{dst} outside its affinity"
+            );
         }
     }
     Ok(())

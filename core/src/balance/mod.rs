@@ -13,6 +13,7 @@
 pub mod busiest;
 pub mod imbalance;
 pub mod migrate;
+pub mod nohz;
 pub mod queue;
 pub mod stats;
 
@@ -138,6 +139,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         (ms * self.hz as u64).div_ceil(1000)
     }
 
+    pub(crate) fn ms_to_jiffies_pub(&self, ms: u64) -> u64 {
+        self.ms_to_jiffies(ms)
+    }
+
     /// `max_load_balance_interval`: HZ × CPUs / 10 jiffies.
     fn max_lb_interval(&self) -> u64 {
         (self.hz as u64 * self.nr_cpus() as u64 / 10).max(1)
@@ -160,10 +165,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             let b = self.cpus[cpu].balance.lock();
             self.jiffies(now) >= b.next_balance
         };
+        // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
+        if idle && self.nohz_idle_balance(cpu, now) {
+            return;
+        }
         if due {
             self.cpus[cpu].rq.lock().rq.update_blocked_averages();
             let idle = if idle { IdleType::Idle } else { IdleType::NotIdle };
             self.rebalance_domains(cpu, now, idle);
+        }
+        if !idle {
+            self.nohz_balancer_kick(cpu, now);
         }
     }
 
@@ -227,6 +239,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         }
         if update_next {
             bal.next_balance = next_balance;
+            if idle == IdleType::Idle {
+                self.nohz_note_next_balance(next_balance);
+            }
         }
     }
 

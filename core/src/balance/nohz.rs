@@ -1,0 +1,264 @@
+//! nohz idle balancing (spec §4): tickless idle CPUs don't balance themselves; a busy CPU's
+//! tick kicks one of them, which balances on behalf of all of them.
+//!
+//! Tickless idle is the platform's choice: it calls [`Smp::nohz_enter_idle`] when it stops
+//! an idle CPU's tick. A platform that keeps ticking on idle CPUs never calls it, no CPU is
+//! ever tickless, nobody is kicked, and each idle CPU balances itself on its own ticks.
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+
+use super::stats::check_cpu_capacity;
+use crate::platform::Platform;
+use crate::smp::{IdleType, Smp};
+use crate::topology::SdFlags;
+
+/// Kick for a full balance on behalf of the idle CPUs.
+pub const NOHZ_BALANCE_KICK: u8 = 1;
+/// Kick to refresh the idle CPUs' blocked load only.
+pub const NOHZ_STATS_KICK: u8 = 2;
+const NOHZ_KICK_MASK: u8 = NOHZ_BALANCE_KICK | NOHZ_STATS_KICK;
+
+/// Shared nohz state (`struct nohz`, plus the per-CPU kick flags and per-LLC busy counts).
+pub struct Nohz<const CPUS: usize> {
+    idle: [AtomicBool; CPUS],
+    nr_cpus: AtomicU32,
+    /// Jiffy at which some tickless CPU is next due to balance.
+    next_balance: AtomicU64,
+    has_blocked: AtomicBool,
+    next_blocked: AtomicU64,
+    flags: [AtomicU8; CPUS],
+    /// Per LLC (indexed by its first CPU): CPUs not in tickless idle.
+    nr_busy: [AtomicU32; CPUS],
+    busy: [AtomicBool; CPUS],
+    initialised: AtomicBool,
+}
+
+impl<const CPUS: usize> Nohz<CPUS> {
+    /// Nobody tickless.
+    pub const fn new() -> Self {
+        Nohz {
+            idle: [const { AtomicBool::new(false) }; CPUS],
+            nr_cpus: AtomicU32::new(0),
+            next_balance: AtomicU64::new(0),
+            has_blocked: AtomicBool::new(false),
+            next_blocked: AtomicU64::new(0),
+            flags: [const { AtomicU8::new(0) }; CPUS],
+            nr_busy: [const { AtomicU32::new(0) }; CPUS],
+            busy: [const { AtomicBool::new(true) }; CPUS],
+            initialised: AtomicBool::new(false),
+        }
+    }
+
+    /// Whether `cpu` is in tickless idle.
+    pub fn is_tickless(&self, cpu: usize) -> bool {
+        self.idle.get(cpu).is_some_and(|b| b.load(Relaxed))
+    }
+
+    /// Number of CPUs in tickless idle.
+    pub fn nr_tickless(&self) -> u32 {
+        self.nr_cpus.load(Relaxed)
+    }
+
+    /// Pending kick flags of `cpu`.
+    pub fn kick_flags(&self, cpu: usize) -> u8 {
+        self.flags.get(cpu).map_or(0, |f| f.load(Relaxed))
+    }
+}
+
+impl<const CPUS: usize> Default for Nohz<CPUS> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, CPUS, TASKS, Q> {
+    fn llc_id(&self, cpu: usize) -> usize {
+        self.topo.read().llc_span(cpu).first().unwrap_or(cpu)
+    }
+
+    fn nohz_init(&self) {
+        if self.nohz.initialised.swap(true, Relaxed) {
+            return;
+        }
+        for cpu in 0..self.nr_cpus() {
+            self.nohz.nr_busy[self.llc_id(cpu)].fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The platform stopped `cpu`'s tick while idle (`nohz_balance_enter_idle`): it no
+    /// longer balances itself; busy CPUs will kick an idle balancer instead.
+    pub fn nohz_enter_idle(&self, cpu: usize) {
+        if cpu >= self.nr_cpus() || !self.stats(cpu).idle.load(Relaxed) {
+            return;
+        }
+        self.nohz_init();
+        self.nohz.has_blocked.store(true, Relaxed);
+        if !self.nohz.idle[cpu].swap(true, Relaxed) {
+            self.nohz.nr_cpus.fetch_add(1, Relaxed);
+        }
+        if self.nohz.busy[cpu].swap(false, Relaxed) {
+            self.nohz.nr_busy[self.llc_id(cpu)].fetch_sub(1, Relaxed);
+        }
+    }
+
+    /// `nohz_balance_exit_idle`: `cpu` ticks again.
+    pub fn nohz_exit_idle(&self, cpu: usize) {
+        if cpu >= self.nr_cpus() {
+            return;
+        }
+        if self.nohz.idle[cpu].swap(false, Relaxed) {
+            self.nohz.nr_cpus.fetch_sub(1, Relaxed);
+        }
+        if self.nohz.initialised.load(Relaxed) && !self.nohz.busy[cpu].swap(true, Relaxed) {
+            self.nohz.nr_busy[self.llc_id(cpu)].fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `nohz_balancer_kick`, from a busy CPU's tick: kick the first tickless idle CPU when
+    /// there is work it could take (spec §4's conditions).
+    pub(crate) fn nohz_balancer_kick(&self, cpu: usize, now: u64) {
+        self.nohz_exit_idle(cpu);
+        if self.nohz.nr_cpus.load(Relaxed) == 0 {
+            return;
+        }
+        let j = self.jiffies(now);
+        let mut flags = 0u8;
+        if self.nohz.has_blocked.load(Relaxed) && j > self.nohz.next_blocked.load(Relaxed) {
+            flags = NOHZ_STATS_KICK;
+        }
+        if j >= self.nohz.next_balance.load(Relaxed) && self.should_kick(cpu) {
+            flags = NOHZ_KICK_MASK;
+        }
+        if flags != 0 {
+            self.kick_ilb(flags);
+        }
+    }
+
+    fn should_kick(&self, cpu: usize) -> bool {
+        let s = self.snap_for_kick(cpu);
+        if s.nr_running >= 2 {
+            return true;
+        }
+        let topo = self.topo.read();
+        if let Some(base) = topo.domain(cpu, 0) {
+            if s.h_nr_running >= 1 && check_cpu_capacity(&s, base.imbalance_pct) {
+                return true;
+            }
+        }
+        if let Some(d) = topo.domains(cpu).find(|d| d.flags.contains(SdFlags::ASYM_PACKING)) {
+            let span = d.span;
+            drop(topo);
+            if span.iter().any(|i| self.nohz.is_tickless(i) && self.asym_prefer_cpu(i, cpu)) {
+                return true;
+            }
+            return self.llc_busy(cpu);
+        }
+        if let Some(lvl) = topo.asym_cpucapacity_level(cpu) {
+            let pct = topo.domain(cpu, lvl).map_or(125, |d| d.imbalance_pct);
+            let max_cap = topo.max_capacity_orig();
+            // check_misfit_status: a misfit task that a bigger (or less loaded) CPU can help.
+            return s.misfit_task_load != 0 && (s.capacity_orig < max_cap || check_cpu_capacity(&s, pct));
+        }
+        drop(topo);
+        self.llc_busy(cpu)
+    }
+
+    fn llc_busy(&self, cpu: usize) -> bool {
+        self.nohz.nr_busy[self.llc_id(cpu)].load(Relaxed) > 1
+    }
+
+    fn snap_for_kick(&self, cpu: usize) -> super::stats::CpuSnap {
+        let s = self.stats(cpu);
+        super::stats::CpuSnap {
+            nr_running: s.nr_running.load(Relaxed),
+            h_nr_running: s.h_nr_running.load(Relaxed),
+            capacity: s.capacity.load(Relaxed),
+            capacity_orig: self.topo.read().capacity_orig(cpu),
+            misfit_task_load: s.misfit_task_load.load(Relaxed),
+            ..Default::default()
+        }
+    }
+
+    fn asym_prefer_cpu(&self, a: usize, b: usize) -> bool {
+        let t = self.topo.read();
+        t.asym_priority(a) > t.asym_priority(b)
+    }
+
+    /// `kick_ilb`: flag the first tickless idle CPU and wake it (once per kick).
+    fn kick_ilb(&self, flags: u8) {
+        let ilb = (0..self.nr_cpus()).find(|&c| self.nohz.is_tickless(c) && self.stats(c).idle.load(Relaxed));
+        let Some(ilb) = ilb else { return };
+        let old = self.nohz.flags[ilb].fetch_or(flags, Relaxed);
+        if old & NOHZ_KICK_MASK != 0 {
+            return;
+        }
+        self.platform.kick_nohz(ilb as u32);
+    }
+
+    /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)
+    /// every tickless idle CPU that is due, then itself. Returns whether a kick was served.
+    pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> bool {
+        if cpu >= self.nr_cpus() {
+            return false;
+        }
+        let flags = self.nohz.flags[cpu].swap(0, Relaxed);
+        if flags & NOHZ_KICK_MASK == 0 {
+            return false;
+        }
+        if !self.stats(cpu).idle.load(Relaxed) {
+            return false;
+        }
+        let j = self.jiffies(now);
+        if flags & NOHZ_STATS_KICK != 0 {
+            self.nohz.has_blocked.store(false, Relaxed);
+            self.nohz.next_blocked.store(j + self.ms_to_jiffies_pub(32), Relaxed);
+        }
+        let mut next_balance = j + 60 * self.hz as u64;
+        let mut has_blocked = false;
+        for other in 0..self.nr_cpus() {
+            if other == cpu || !self.nohz.is_tickless(other) || !self.stats(other).idle.load(Relaxed) {
+                continue;
+            }
+            // Abort if work arrived here meanwhile: this CPU has better things to do.
+            if self.stats(cpu).nr_running.load(Relaxed) > 0 {
+                has_blocked = true;
+                break;
+            }
+            {
+                let mut st = self.cpus[other].rq.lock();
+                st.rq.update_clock(now);
+                st.rq.update_blocked_averages();
+                has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
+                self.after_update(other, &mut st);
+            }
+            let due = self.cpus[other].balance.lock().next_balance;
+            if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
+                self.rebalance_domains(other, now, IdleType::Idle);
+            }
+            next_balance = next_balance.min(self.cpus[other].balance.lock().next_balance);
+        }
+        {
+            let mut st = self.cpus[cpu].rq.lock();
+            st.rq.update_clock(now);
+            st.rq.update_blocked_averages();
+            self.after_update(cpu, &mut st);
+        }
+        if flags & NOHZ_BALANCE_KICK != 0 {
+            self.rebalance_domains(cpu, now, IdleType::Idle);
+        }
+        if has_blocked {
+            self.nohz.has_blocked.store(true, Relaxed);
+        }
+        self.nohz.next_balance.store(next_balance, Relaxed);
+        true
+    }
+
+    /// Called by `rebalance_domains` of an idle CPU: the nohz balancer's next deadline
+    /// follows the earliest idle CPU's.
+    pub(crate) fn nohz_note_next_balance(&self, next: u64) {
+        let cur = self.nohz.next_balance.load(Relaxed);
+        if cur > next {
+            self.nohz.next_balance.store(next, Relaxed);
+        }
+    }
+}
