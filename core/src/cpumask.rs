@@ -67,10 +67,16 @@ impl CpuMask {
     /// CPUs `start..end` (clamped to `MAX_CPUS`).
     pub const fn range(start: usize, end: usize) -> CpuMask {
         let mut m = CpuMask::EMPTY;
+        let end = if end < MAX_CPUS { end } else { MAX_CPUS };
         let mut c = start;
-        while c < end && c < MAX_CPUS {
-            m.words[c / 64] |= 1 << (c % 64);
-            c += 1;
+        // Whole words at a time: online masks of 1024 CPUs are built on hot paths.
+        while c < end {
+            let w = c / 64;
+            let lo = c % 64;
+            let hi = if end - w * 64 >= 64 { 64 } else { end - w * 64 };
+            let bits = if hi - lo == 64 { u64::MAX } else { ((1u64 << (hi - lo)) - 1) << lo };
+            m.words[w] |= bits;
+            c = w * 64 + hi;
         }
         m
     }
@@ -237,6 +243,19 @@ mod tests {
         assert!(CpuMask::range(1, 3).is_subset_of(&a));
         assert!(!b.is_subset_of(&a));
         assert!(a.intersects(&b));
+    }
+
+    #[test]
+    fn ranges_match_bitwise_construction() {
+        for (a, b) in
+            [(0, 0), (0, 1), (3, 64), (0, 64), (63, 65), (5, 1000), (0, 1024), (1000, 2000), (70, 69)]
+        {
+            let mut m = CpuMask::EMPTY;
+            for c in a..b.min(MAX_CPUS) {
+                m.set(c);
+            }
+            assert_eq!(CpuMask::range(a, b), m, "{a}..{b}");
+        }
     }
 
     #[test]

@@ -1144,7 +1144,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         a.load_sum = load * div;
         a.util_est.enqueued = a.util_est.enqueued.min(util as u32);
         st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
-        self.cpus[cpu].stats.publish(&st);
+        self.after_update(cpu, &mut st);
         Ok(())
     }
 
@@ -1182,7 +1182,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
             crate::pelt::util_est_add(&mut rq.avg.util_est, &new);
         }
         st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
-        self.cpus[cpu as usize].stats.publish(&st);
+        self.after_update(cpu as usize, &mut st);
         Ok(())
     }
 

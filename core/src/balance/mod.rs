@@ -778,3 +778,93 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
 pub fn estimated_balance_cost(span: usize) -> u64 {
     2_000 + 200 * span as u64
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use std::boxed::Box;
+    use std::sync::Mutex;
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::platform::Event;
+    use crate::{Features, TaskParams};
+
+    /// A clock that advances 0.3 ms per reading, and a record of balance attempts.
+    #[derive(Default)]
+    struct Clocked {
+        t: AtomicU64,
+        records: Mutex<Vec<BalanceRecord>>,
+    }
+
+    impl Platform for Clocked {
+        fn resched_cpu(&self, _: u32) {}
+        fn clock_ns(&self) -> Option<u64> {
+            Some(self.t.fetch_add(300_000, Relaxed))
+        }
+        fn event(&self, e: &Event) {
+            if let EventKind::Balance(r) = e.kind {
+                self.records.lock().unwrap().push(r);
+            }
+        }
+    }
+
+    type M = Smp<Clocked, 8, 32, 32>;
+    const NOW: u64 = 1_000_000_000;
+
+    fn machine(avg_idle: u64, overload: bool) -> Box<M> {
+        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        let t = m.create(0, NOW, TaskParams::default()).unwrap();
+        let _ = t;
+        m.cpus[3].rq.lock().avg_idle = avg_idle;
+        {
+            let mut b = m.cpus[3].balance.lock();
+            b.domains[0].max_newidle_lb_cost = 300_000;
+            b.domains[1].max_newidle_lb_cost = 800_000;
+            b.domains[0].next_decay_max_lb_cost = u64::MAX;
+            b.domains[1].next_decay_max_lb_cost = u64::MAX;
+            b.next_balance = u64::MAX;
+        }
+        m.root.overload.store(overload, Relaxed);
+        m
+    }
+
+    fn levels_tried(m: &M) -> Vec<Level> {
+        m.platform
+            .records
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|r| r.idle == IdleType::NewlyIdle)
+            .map(|r| r.level)
+            .collect()
+    }
+
+    #[test]
+    fn s14_short_average_idle_skips_newidle_balance() {
+        let m = machine(400_000, true);
+        assert!(!m.newidle_balance(3, NOW));
+        assert!(levels_tried(&m).is_empty());
+        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX, "next_balance still updated");
+    }
+
+    #[test]
+    fn s14_no_overload_skips_newidle_balance() {
+        let m = machine(1_000_000, false);
+        m.newidle_balance(3, NOW);
+        assert!(levels_tried(&m).is_empty());
+        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX);
+    }
+
+    #[test]
+    fn s14_cost_budget_stops_at_die() {
+        let m = machine(1_000_000, true);
+        m.newidle_balance(3, NOW);
+        // MC: 0 + 0.3 ms ≤ 1 ms runs and measures 0.3 ms; DIE: 0.3 + 0.8 ms > 1 ms skipped.
+        assert_eq!(levels_tried(&m), [Level::Mc]);
+        assert_eq!(m.cpus[3].balance.lock().domains[0].max_newidle_lb_cost, 300_000);
+        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX);
+    }
+}

@@ -1,0 +1,261 @@
+//! Placement and idle-balancing scenarios of spec §6: S8 (misfit on big.LITTLE), S9 (asym
+//! packing), S15 (fork bursts on 2×4), and a wake-all-on-one-CPU burst spread by the nohz
+//! kick and periodic balancing, counted in ticks of a deterministic driver.
+
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Mutex;
+
+use sched_core::balance::{imbalance::MigrationType, stats::GroupType, BalanceRecord, Outcome};
+use sched_core::smp::IdleType;
+use sched_core::{CpuMask, Event, EventKind, Features, Platform, Smp, TaskId, TaskParams, TopologyDesc};
+
+#[derive(Default)]
+struct Rec {
+    events: Mutex<Vec<Event>>,
+    stoppers: Mutex<Vec<u32>>,
+    kicks: Mutex<Vec<u32>>,
+    resched: Vec<AtomicBool>,
+}
+
+impl Rec {
+    fn new(cpus: usize) -> Rec {
+        Rec { resched: (0..cpus).map(|_| AtomicBool::new(false)).collect(), ..Rec::default() }
+    }
+}
+
+impl Platform for Rec {
+    fn resched_cpu(&self, cpu: u32) {
+        if let Some(r) = self.resched.get(cpu as usize) {
+            r.store(true, Relaxed);
+        }
+    }
+    fn run_stopper(&self, cpu: u32) {
+        self.stoppers.lock().unwrap().push(cpu);
+        self.resched_cpu(cpu);
+    }
+    fn kick_nohz(&self, cpu: u32) {
+        self.kicks.lock().unwrap().push(cpu);
+        self.resched_cpu(cpu);
+    }
+    fn event(&self, e: &Event) {
+        self.events.lock().unwrap().push(*e);
+    }
+}
+
+type M = Smp<Rec, 8, 64, 64>;
+const MS: u64 = 1_000_000;
+const NOW: u64 = 1_000 * MS;
+
+fn last_record(m: &M) -> BalanceRecord {
+    m.platform()
+        .events
+        .lock()
+        .unwrap()
+        .iter()
+        .rev()
+        .find_map(|e| match e.kind {
+            EventKind::Balance(r) => Some(r),
+            _ => None,
+        })
+        .expect("a balance record")
+}
+
+/// Every CPU runs its idle loop once, CPU `i` at `t0 + i` ms, so each has an idle stamp
+/// (later CPUs idled more recently).
+fn idle_all(m: &M, t0: u64) {
+    for cpu in 0..m.nr_cpus() {
+        m.schedule(cpu, t0 + cpu as u64 * MS);
+        m.finish_switch(cpu, t0 + cpu as u64 * MS);
+    }
+}
+
+fn on(m: &M, cpu: usize, now: u64) -> TaskId {
+    let t =
+        m.create(cpu, now, TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() }).unwrap();
+    m.set_affinity(now, t, CpuMask::ALL).unwrap();
+    t
+}
+
+fn run_cpu(m: &M, cpu: usize, now: u64) -> Option<TaskId> {
+    let t = m.schedule(cpu, now);
+    m.finish_switch(cpu, now);
+    t
+}
+
+#[test]
+fn s8_misfit_task_moves_to_a_big_cpu() {
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    m.init_with(|t| t.init_big_little(4, 4, 446)).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    let t = on(&m, 1, NOW);
+    assert_eq!(run_cpu(&m, 1, NOW), Some(t));
+    m.inject_task_pelt(t, 600, 600, 1024).unwrap();
+    m.inject_rq_pelt(1, 446, 600, 1024).unwrap();
+    assert_eq!(m.stats(1).misfit_task_load.load(Relaxed), 1024, "600 does not fit 446");
+    m.balance_domain(4, 1, IdleType::Idle, NOW);
+    let r = last_record(&m);
+    assert_eq!((r.local, r.busiest), (Some(GroupType::HasSpare), Some(GroupType::MisfitTask)));
+    assert_eq!((r.migration, r.imbalance, r.busiest_cpu), (Some(MigrationType::Misfit), 1, Some(1)));
+    assert_eq!(r.outcome, Outcome::ActiveBalance, "voluntary: no failures needed");
+    assert_eq!(m.balance_state(4).unwrap().domains[1].balance_interval_ms, 8, "interval reset");
+    assert_eq!(*m.platform().stoppers.lock().unwrap(), [1]);
+    assert_eq!(run_cpu(&m, 1, NOW), None, "the stopper switches the task out");
+    assert_eq!(m.task_cpu(t).unwrap(), 4);
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn s8_misfit_tick_kicks_nohz_and_wakeup_picks_a_big_cpu() {
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    m.init_with(|t| t.init_big_little(4, 4, 446)).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    for cpu in [0, 2, 3, 4, 5, 6, 7] {
+        m.nohz_enter_idle(cpu);
+    }
+    let t = on(&m, 1, NOW);
+    run_cpu(&m, 1, NOW);
+    m.inject_task_pelt(t, 600, 600, 1024).unwrap();
+    m.tick(1, NOW + 4 * MS);
+    assert_eq!(*m.platform().kicks.lock().unwrap(), [0], "the first tickless idle CPU is kicked");
+    // The task sleeps; its wakeup goes to an idle CPU it fits: a big one.
+    m.block(1, NOW + 5 * MS, t).unwrap();
+    run_cpu(&m, 1, NOW + 5 * MS);
+    let cpu = m.wake(1, NOW + 6 * MS, t).unwrap();
+    assert!(cpu >= 4, "select_idle_capacity chose CPU{cpu}");
+}
+
+#[test]
+fn s9_asym_packing_moves_the_task_to_the_preferred_cpu() {
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let smt = [CpuMask::range(0, 2), CpuMask::range(2, 4)];
+    let clusters = [CpuMask::range(0, 4)];
+    let prio = [0, -1, -2, -3];
+    let desc = TopologyDesc {
+        nr_cpus: 4,
+        smt: &smt,
+        clusters: &clusters,
+        nodes: &[],
+        capacity: &[],
+        asym_packing: Some(&prio),
+    };
+    m.init(&desc).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    let t = on(&m, 2, NOW);
+    run_cpu(&m, 2, NOW);
+    let mc = m.topology().nr_levels(0) - 1;
+    m.balance_domain(0, mc, IdleType::Idle, NOW);
+    let r = last_record(&m);
+    assert_eq!(r.busiest, Some(GroupType::AsymPacking));
+    assert_eq!((r.migration, r.imbalance, r.busiest_cpu), (Some(MigrationType::Task), 1, Some(2)));
+    assert_eq!(r.outcome, Outcome::ActiveBalance);
+    assert_eq!(run_cpu(&m, 2, NOW), None);
+    assert_eq!(m.task_cpu(t).unwrap(), 0);
+}
+
+fn s15_machine(parent_util: u64) -> (Box<M>, TaskId) {
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    let parent = on(&m, 0, NOW);
+    run_cpu(&m, 0, NOW);
+    m.inject_task_pelt(parent, parent_util, parent_util as u32, 1024).unwrap();
+    m.inject_rq_pelt(0, parent_util, parent_util, 1024).unwrap();
+    (m, parent)
+}
+
+#[test]
+fn s15_fork_burst_alternates_clusters() {
+    let (m, _) = s15_machine(500);
+    let cpus: Vec<u32> = (0..8)
+        .map(|_| {
+            let c = m.create(0, NOW, TaskParams::default()).unwrap();
+            m.task_cpu(c).unwrap()
+        })
+        .collect();
+    // B (most recently idled first), A(CPU1), B, A(CPU2), B, A(CPU3), B, then CPU0.
+    assert_eq!(cpus, [7, 1, 6, 2, 5, 3, 4, 0]);
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn s15_fork_burst_with_a_fully_busy_parent_cpu() {
+    let (m, _) = s15_machine(900);
+    let last = (0..8).map(|_| m.task_cpu(m.create(0, NOW, TaskParams::default()).unwrap()).unwrap()).last();
+    assert_eq!(last, Some(1), "the 8th child goes to the first idlest CPU of A");
+}
+
+#[test]
+fn s15_children_that_block_stack_on_the_most_recently_idled_cpu() {
+    let (m, _) = s15_machine(500);
+    let mut now = NOW;
+    let mut cpus = vec![];
+    for _ in 0..8 {
+        now += MS;
+        let c = m.create(0, now, TaskParams::default()).unwrap();
+        let cpu = m.task_cpu(c).unwrap() as usize;
+        cpus.push(cpu);
+        // The child runs briefly and blocks: its CPU idles again, most recently of all.
+        assert_eq!(run_cpu(&m, cpu, now), Some(c));
+        m.block(cpu, now, c).unwrap();
+        assert_eq!(run_cpu(&m, cpu, now), None);
+    }
+    assert!(cpus.iter().all(|&c| c == cpus[0] && c >= 4), "all on one CPU of B: {cpus:?}");
+}
+
+/// Drives 8 CPUs in lockstep ticks of 4 ms (HZ=250); each CPU reschedules when asked.
+/// Returns the number of ticks until every CPU runs exactly one task.
+fn spread_ticks(tickless: bool, rule: bool) -> u32 {
+    let mut f = Features::default();
+    f.set(Features::UTIL_PULL_SKIPS_LONE_TASK, rule);
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), f, 250));
+    m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    // Eight spinners woken all on CPU0 (created there pinned, then allowed everywhere).
+    let tasks: Vec<TaskId> = (0..8).map(|_| on(&m, 0, NOW)).collect();
+    run_cpu(&m, 0, NOW);
+    if tickless {
+        for cpu in 1..8 {
+            m.nohz_enter_idle(cpu);
+        }
+    }
+    let mut now = NOW;
+    for tick in 1..=500u32 {
+        now += 4 * MS;
+        for cpu in 0..8 {
+            let idle = m.current(cpu).is_none();
+            // A tickless idle CPU gets no tick; it only runs when woken (resched/kick).
+            if !(tickless && idle) {
+                m.tick(cpu, now);
+            }
+            if m.platform().resched[cpu].swap(false, Relaxed) || m.need_resched(cpu) {
+                let next = run_cpu(&m, cpu, now);
+                if m.need_resched(cpu) {
+                    run_cpu(&m, cpu, now);
+                }
+                if tickless && next.is_none() && m.current(cpu).is_none() {
+                    m.nohz_enter_idle(cpu);
+                } else if next.is_some() {
+                    m.nohz_exit_idle(cpu);
+                }
+            }
+        }
+        let per_cpu: Vec<u32> = (0..8).map(|c| m.stats(c).nr_running.load(Relaxed)).collect();
+        if per_cpu.iter().all(|&n| n == 1) && (0..8).all(|c| m.current(c).is_some()) {
+            m.check_invariants().unwrap();
+            assert!(tasks.iter().all(|&t| m.state(t).is_ok()));
+            return tick;
+        }
+    }
+    panic!("not spread after 500 ticks");
+}
+
+#[test]
+fn wake_all_on_one_cpu_spreads_within_bounded_ticks() {
+    for (tickless, rule) in [(false, true), (true, true), (false, false), (true, false)] {
+        let ticks = spread_ticks(tickless, rule);
+        eprintln!("tickless={tickless} rule={rule}: spread after {ticks} ticks");
+        // Idle CPUs are due to balance at the first tick (or are kicked by CPU0's first
+        // tick); each pass pulls one task. 4 ticks = 16 ms at HZ=250.
+        assert!(ticks <= 4, "tickless={tickless} rule={rule}: {ticks} ticks");
+    }
+}
