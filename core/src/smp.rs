@@ -123,6 +123,9 @@ pub struct CpuState<const Q: usize> {
     pub max_idle_balance_cost: u64,
     /// Tasks that arrived here by migration.
     pub nr_migrations_in: u64,
+    /// The current task exec'd and placement chose another CPU for it: (node, CPU). It is
+    /// switched out and moved there once its context is saved (`sched_exec`).
+    pub exec_push: Option<(NodeId, u32)>,
 }
 
 /// Per-CPU, per-domain balancing state (what Linux keeps in each CPU's `sched_domain`).
@@ -259,6 +262,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
                         avg_idle: 2 * SYSCTL_MIGRATION_COST_NS,
                         max_idle_balance_cost: SYSCTL_MIGRATION_COST_NS,
                         nr_migrations_in: 0,
+                        exec_push: None,
                     }),
                     stats: RqStats::new(),
                     balance: Mutex::new(BalanceState {
@@ -855,8 +859,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         }
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
-        let curr_disallowed =
-            st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
+        let exec_leaving = st.exec_push.is_some_and(|(n, _)| st.rq.curr_node() == Some(n));
+        let curr_disallowed = exec_leaving
+            || st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
         let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
             // context is saved; the push (the balancer's, or away from a CPU its affinity
@@ -917,8 +922,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         let _ = self.finish_switch_locked(cpu, now, &mut st);
         // A task still queued here that may no longer run here leaves now that its
         // context is saved.
-        let evict = prev
-            .and_then(|n| st.rq.entity(n).filter(|e| e.on_rq && !e.affinity.contains(cpu)).map(|e| (n, *e)));
+        let exec_dst = match (st.exec_push, prev) {
+            (Some((n, dst)), Some(p)) if n == p => {
+                st.exec_push = None;
+                Some(dst as usize)
+            }
+            _ => None,
+        };
+        let evict = prev.and_then(|n| {
+            st.rq
+                .entity(n)
+                .filter(|e| e.on_rq && (exec_dst.is_some() || !e.affinity.contains(cpu)))
+                .map(|e| (n, *e))
+        });
         let push = st.active_balance;
         if evict.is_some() {
             st.rq.resched_curr();
@@ -927,14 +943,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         drop(st);
         if let Some((node, e)) = evict {
             let mut e = e;
-            let (dst, _) = self.select_task_rq(
-                cpu,
-                &mut e,
-                crate::placement::SelectFor::Wake(cpu as u32),
-                WakeFlags::empty(),
-                crate::placement::Waker::default(),
-            );
-            self.move_queued_task(cpu, e.id, node, dst, now, MigrateReason::Affinity);
+            let (dst, reason) = match exec_dst {
+                Some(d) => (d, MigrateReason::Placement),
+                None => {
+                    let (d, _) = self.select_task_rq(
+                        cpu,
+                        &mut e,
+                        crate::placement::SelectFor::Wake(cpu as u32),
+                        WakeFlags::empty(),
+                        crate::placement::Waker::default(),
+                    );
+                    (d, MigrateReason::Affinity)
+                }
+            };
+            self.move_queued_task(cpu, e.id, node, dst, now, reason);
         }
         if push {
             self.active_balance_stop(cpu, now);
@@ -957,6 +979,40 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
         drop(t);
         self.after_update(cpu, st);
         Some(())
+    }
+
+    /// The task running on `cpu` replaces its program (`sched_exec`): exec balancing may
+    /// choose another CPU for it (the slow path over BALANCE_EXEC domains); then it is
+    /// switched out and moved there. Returns the CPU it will run on.
+    pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+        self.check_cpu(cpu)?;
+        let (node, mut e) = {
+            let st = self.cpus[cpu].rq.lock();
+            match st.rq.curr_node().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
+                Some((n, e)) if e.id == id && e.on_rq => (n, e),
+                _ => {
+                    let state = self.state(id)?;
+                    return Err(SchedError::InvalidState { task: id, state });
+                }
+            }
+        };
+        let (dest, _) = self.select_task_rq(
+            cpu,
+            &mut e,
+            crate::placement::SelectFor::Exec,
+            WakeFlags::empty(),
+            crate::placement::Waker::default(),
+        );
+        if dest != cpu {
+            let mut st = self.cpus[cpu].rq.lock();
+            if st.rq.curr_node() == Some(node) {
+                st.exec_push = Some((node, dest as u32));
+                st.rq.resched_curr();
+                self.after_update(cpu, &mut st);
+            }
+        }
+        let _ = now;
+        Ok(dest as u32)
     }
 
     /// The task running on `cpu` yields once.

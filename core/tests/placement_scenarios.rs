@@ -259,3 +259,21 @@ fn wake_all_on_one_cpu_spreads_within_bounded_ticks() {
         assert!(ticks <= 4, "tickless={tickless} rule={rule}: {ticks} ticks");
     }
 }
+
+#[test]
+fn exec_balancing_moves_the_task_to_the_idlest_cpu() {
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    let a = on(&m, 0, NOW);
+    let b = on(&m, 0, NOW);
+    let first = run_cpu(&m, 0, NOW).unwrap();
+    let _ = (a, b);
+    // Exec from a CPU shared with another task: BALANCE_EXEC finds an idle CPU of B.
+    let dest = m.exec(0, NOW, first).unwrap();
+    assert!(dest >= 4, "exec placed on CPU{dest}");
+    assert!(m.need_resched(0));
+    assert_ne!(run_cpu(&m, 0, NOW), Some(first), "switched out to move");
+    assert_eq!(m.task_cpu(first).unwrap(), dest);
+    m.check_invariants().unwrap();
+}
