@@ -1,0 +1,255 @@
+//! Experiments: the seed's sysbench run with the rule on and off, spread time versus CPU
+//! count, and a generic A/B of any feature switch — each over K iterations derived from
+//! one base seed, summarised in the seed-style table.
+
+use sched_core::{CpuMask, Features};
+
+use crate::machine::{Behavior, Config, Machine, RunReport};
+use crate::rng::Rng;
+use crate::stats::{mann_whitney, median, range};
+
+/// A workload run on a fresh machine.
+#[derive(Debug, Clone, serde::Serialize)]
+pub enum Workload {
+    /// sysbench cpu: `threads` workers created by a main thread take `events` events of
+    /// `cost_ns` (± `jitter`) each from a shared counter.
+    Sysbench {
+        /// Worker threads.
+        threads: u32,
+        /// Events in total.
+        events: u64,
+        /// Work per event.
+        cost_ns: u64,
+        /// Relative jitter of the work.
+        jitter: f64,
+    },
+    /// `tasks` spinners created all on CPU0 (pinned while created, then allowed
+    /// everywhere), running for `run_ns`: spreading by balancing alone.
+    WakeAllOnOne {
+        /// Spinners.
+        tasks: u32,
+        /// How long to run.
+        run_ns: u64,
+    },
+}
+
+impl Workload {
+    /// The seed's workload: `sysbench --test=cpu --num-threads=8 --max-requests=1000`, with an
+    /// event cost that makes 1000 events on 8 CPUs take about the seed's 158 ms.
+    pub fn seed() -> Workload {
+        Workload::Sysbench { threads: 8, events: 1000, cost_ns: 1_240_000, jitter: 0.02 }
+    }
+}
+
+/// Runs one iteration of `w` on a machine built from `cfg`.
+pub fn run_once(cfg: &Config, w: &Workload) -> RunReport {
+    let cfg = cfg.clone();
+    let w = w.clone();
+    on_big_stack(move || match cfg.cpus {
+        0..=8 => run_on::<8>(cfg, &w),
+        9..=64 => run_on::<64>(cfg, &w),
+        65..=256 => run_on::<256>(cfg, &w),
+        _ => run_on::<1024>(cfg, &w),
+    })
+}
+
+/// Runs `f` on a thread with room for a machine of up to 1024 CPUs on its stack.
+pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
+    std::thread::Builder::new()
+        .stack_size(1 << 30)
+        .spawn(f)
+        .expect("spawn simulator thread")
+        .join()
+        .expect("simulator thread")
+}
+
+fn run_on<const C: usize>(cfg: Config, w: &Workload) -> RunReport {
+    let mut m = Machine::<C>::new(cfg).expect("valid topology");
+    drive(&mut m, w).0
+}
+
+/// Runs `w` on `m` to completion; returns the report and (if tracing) the machine's trace
+/// as Chrome JSON and SVG.
+pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Option<(String, String)>) {
+    let start = 10_000_000; // every CPU idle and ticking by then
+    m.run_until(start);
+    match *w {
+        Workload::Sysbench { threads, events, cost_ns, jitter } => {
+            m.set_pool(events, cost_ns, jitter, threads + 1);
+            m.spawn(0, Behavior::SysbenchMain { threads, create_ns: 30_000 }, "sysbench", CpuMask::ALL);
+            m.start(0);
+            m.run_until(start + 600_000_000_000);
+        }
+        Workload::WakeAllOnOne { tasks, run_ns } => {
+            for i in 0..tasks {
+                let t = m.spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::single(0));
+                m.smp.set_affinity(m.now(), t, CpuMask::ALL).expect("live task");
+            }
+            m.start(0);
+            m.run_until(start + run_ns);
+        }
+    }
+    let r = m.report();
+    let tr = m.trace().map(|t| {
+        let end = m.now();
+        let other = serde_json::json!({ "config": m.config(), "workload": w, "report": &r });
+        let title = format!("fairsched sim: {} CPUs, {:?}", m.config().cpus, w);
+        (t.chrome_json(other), t.svg(&title, start, end.min(start + 300_000_000)))
+    });
+    (r, tr)
+}
+
+/// One row of the table: a figure's values per iteration, for A and B.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Row {
+    /// The figure.
+    pub name: String,
+    /// Values with A.
+    pub a: Vec<f64>,
+    /// Values with B.
+    pub b: Vec<f64>,
+    /// Two-sided Mann–Whitney p-value of A vs B.
+    pub p_value: f64,
+}
+
+/// An A/B comparison over K iterations.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct AbTable {
+    /// Label of A.
+    pub a_label: String,
+    /// Label of B.
+    pub b_label: String,
+    /// Iterations per side.
+    pub iterations: usize,
+    /// The rows.
+    pub rows: Vec<Row>,
+    /// Every event done exactly once in every run.
+    pub all_events_exactly_once: bool,
+}
+
+/// Runs `w` K times with features A and K times with B, iteration i of both sides using the
+/// same derived seed (a paired design). `progress` is called after each run.
+pub fn ab(
+    base: &Config,
+    w: &Workload,
+    a: (Features, &str),
+    b: (Features, &str),
+    iterations: usize,
+    mut progress: impl FnMut(),
+) -> AbTable {
+    let mut seeds = Rng::new(base.seed);
+    let mut ra = Vec::new();
+    let mut rb = Vec::new();
+    for _ in 0..iterations {
+        let seed = seeds.next_u64();
+        for (f, out) in [(a.0, &mut ra), (b.0, &mut rb)] {
+            let cfg = Config { features: f, seed, trace: false, ..base.clone() };
+            out.push(run_once(&cfg, w));
+            progress();
+        }
+    }
+    type Figure = (&'static str, fn(&RunReport) -> f64);
+    let figures: [Figure; 7] = [
+        ("total time (ms)", |r| r.total_ns as f64 / 1e6),
+        ("per-request avg (ms)", |r| r.avg_latency_ns / 1e6),
+        ("per-request max (ms)", |r| r.max_latency_ns as f64 / 1e6),
+        ("spread time (ms)", |r| r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
+        ("migrations to spread", |r| r.migrations_to_spread as f64),
+        ("failed balances to spread", |r| r.failed_to_spread as f64),
+        ("failed balances (run)", |r| r.failed_balances as f64),
+    ];
+    let rows = figures
+        .iter()
+        .map(|(name, f)| {
+            let va: Vec<f64> = ra.iter().map(f).collect();
+            let vb: Vec<f64> = rb.iter().map(f).collect();
+            let (_, p) = mann_whitney(&va, &vb);
+            Row { name: name.to_string(), a: va, b: vb, p_value: p }
+        })
+        .collect();
+    AbTable {
+        a_label: a.1.to_string(),
+        b_label: b.1.to_string(),
+        iterations,
+        rows,
+        all_events_exactly_once: ra
+            .iter()
+            .chain(&rb)
+            .all(|r| r.events_exactly_once || r.latencies.is_empty()),
+    }
+}
+
+impl AbTable {
+    /// The seed-style table: per figure the median and [min–max] over iterations on each
+    /// side, and the p-value.
+    pub fn render(&self) -> String {
+        let mut s = format!("{:<27} {:>26} {:>26} {:>9}\n", "", self.a_label, self.b_label, "p (M-W U)");
+        for r in &self.rows {
+            let cell = |v: &[f64]| {
+                let (lo, hi) = range(v);
+                format!("{:.3} [{:.3}–{:.3}]", median(v), lo, hi)
+            };
+            s.push_str(&format!("{:<27} {:>26} {:>26} {:>9.4}\n", r.name, cell(&r.a), cell(&r.b), r.p_value));
+        }
+        s.push_str(&format!("({} iterations per side; median [min–max])\n", self.iterations));
+        s
+    }
+}
+
+/// Time to full spread of `tasks` spinners woken on CPU0, and of a fork burst, per CPU count.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SpreadPoint {
+    /// CPUs.
+    pub cpus: usize,
+    /// Burst kind.
+    pub burst: String,
+    /// Median spread time (ms) over iterations (NaN if never spread).
+    pub median_ms: f64,
+    /// Max spread time (ms).
+    pub max_ms: f64,
+    /// Median migrations until spread.
+    pub migrations: f64,
+}
+
+/// Spread time vs CPU count for a fork burst (sysbench's thread creation, endless events)
+/// and a wake-all-on-one-CPU burst.
+pub fn spread(
+    base: &Config,
+    cpu_counts: &[usize],
+    iterations: usize,
+    mut progress: impl FnMut(),
+) -> Vec<SpreadPoint> {
+    let mut out = Vec::new();
+    for &n in cpu_counts {
+        for burst in ["fork", "wake-on-one"] {
+            let mut seeds = Rng::new(base.seed);
+            let mut times = Vec::new();
+            let mut migs = Vec::new();
+            for _ in 0..iterations {
+                let cfg = Config { cpus: n, seed: seeds.next_u64(), trace: false, ..base.clone() };
+                let w = match burst {
+                    "fork" => Workload::Sysbench {
+                        threads: n as u32,
+                        events: n as u64 * 40,
+                        cost_ns: 1_240_000,
+                        jitter: 0.02,
+                    },
+                    _ => Workload::WakeAllOnOne { tasks: n as u32, run_ns: 2_000_000_000 },
+                };
+                let r = run_once(&cfg, &w);
+                times.push(r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6));
+                migs.push(r.migrations_to_spread as f64);
+                progress();
+            }
+            let (_, hi) = range(&times);
+            out.push(SpreadPoint {
+                cpus: n,
+                burst: burst.to_string(),
+                median_ms: median(&times),
+                max_ms: hi,
+                migrations: median(&migs),
+            });
+        }
+    }
+    out
+}

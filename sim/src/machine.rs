@@ -1,0 +1,823 @@
+//! The machine model: N CPUs in virtual time (ns) driving `sched_core::Smp` exactly as a
+//! kernel does — a tick per CPU at HZ with its own phase, reschedule IPIs with a latency,
+//! `schedule` + `finish_switch` around every switch — while tasks execute behaviours.
+//!
+//! Time only advances between events; within one event every core call sees the same `now`.
+//! A CPU that runs a task makes progress on that task's current step; a switch costs
+//! `switch_cost_ns` before the next task makes progress, and a task that lands on another
+//! CPU than it last ran on first pays `migration_cost_ns` of cache refill.
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
+
+use sched_core::balance::Outcome;
+use sched_core::topology::{Topology, TopologyError};
+use sched_core::{
+    CpuMask, Event, EventKind, Features, Platform, RunnableInit, Smp, TaskId, TaskParams, Tunables,
+};
+
+use crate::rng::Rng;
+use crate::trace::TraceLog;
+
+/// Task-table size of the simulated machine.
+pub const SIM_TASKS: usize = 4200;
+/// Runnable tasks per CPU.
+pub const SIM_Q: usize = 64;
+
+/// The machine's shape.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum TopologyKind {
+    /// One cluster of all CPUs (what Linux builds on QEMU virt).
+    Flat,
+    /// Clusters of this many CPUs (2×4 is the seed's octo core).
+    Clusters(usize),
+    /// First half LITTLE CPUs of this capacity, second half big (1024).
+    BigLittle(u64),
+    /// Two NUMA nodes, each with clusters of this many CPUs.
+    Numa(usize),
+}
+
+impl TopologyKind {
+    /// Parses `flat`, `2x4`-style `clusters:4`, `biglittle:446`, `numa:4`.
+    pub fn parse(s: &str) -> Option<TopologyKind> {
+        let (name, arg) = s.split_once(':').unwrap_or((s, ""));
+        match name {
+            "flat" => Some(TopologyKind::Flat),
+            "clusters" => arg.parse().ok().map(TopologyKind::Clusters),
+            "biglittle" => Some(TopologyKind::BigLittle(arg.parse().unwrap_or(446))),
+            "numa" => arg.parse().ok().map(TopologyKind::Numa),
+            _ => None,
+        }
+    }
+
+    fn build<const C: usize>(self, t: &mut Topology<C>, cpus: usize) -> Result<(), TopologyError> {
+        match self {
+            TopologyKind::Flat => t.init_flat(cpus),
+            TopologyKind::Clusters(k) => t.init_clusters(cpus / k.max(1), k.max(1)),
+            TopologyKind::BigLittle(cap) => t.init_big_little(cpus / 2, cpus - cpus / 2, cap),
+            TopologyKind::Numa(k) => t.init_numa(2, cpus / 2 / k.max(1), k.max(1)),
+        }
+    }
+}
+
+/// Parameters of a simulated machine.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Config {
+    /// Number of CPUs.
+    pub cpus: usize,
+    /// Topology.
+    pub topology: TopologyKind,
+    /// Tick rate.
+    pub hz: u32,
+    /// Scheduler features.
+    #[serde(serialize_with = "ser_features")]
+    pub features: Features,
+    /// New-task runnable initialisation (v5.7.0 or 5.7.14).
+    #[serde(skip)]
+    pub runnable_init: RunnableInit,
+    /// Reschedule IPI latency.
+    pub ipi_latency_ns: u64,
+    /// Cost of a context switch before the next task progresses.
+    pub switch_cost_ns: u64,
+    /// Cache refill paid by a task that runs on another CPU than last time.
+    pub migration_cost_ns: u64,
+    /// Idle CPUs stop their tick (nohz) and are kicked to balance.
+    pub nohz: bool,
+    /// Seed of all randomness (tick phases, workload jitter).
+    pub seed: u64,
+    /// Record a trace.
+    pub trace: bool,
+}
+
+fn ser_features<S: serde::Serializer>(f: &Features, s: S) -> Result<S::Ok, S::Error> {
+    let names: Vec<&str> = f.iter_names().map(|(n, _)| n).collect();
+    s.collect_seq(names)
+}
+
+impl Config {
+    /// The seed's machine: an octo core of 2 clusters × 4, HZ=250, features as in Linux.
+    pub fn octo(seed: u64) -> Config {
+        Config {
+            cpus: 8,
+            topology: TopologyKind::Clusters(4),
+            hz: 250,
+            features: Features::default(),
+            runnable_init: RunnableInit::CpuCapacity,
+            ipi_latency_ns: 5_000,
+            switch_cost_ns: 3_000,
+            migration_cost_ns: 30_000,
+            nohz: true,
+            seed,
+            trace: false,
+        }
+    }
+}
+
+/// What a task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behavior {
+    /// sysbench's main thread: creates `threads` workers (`create_ns` of work before each),
+    /// then sleeps until they have all exited.
+    SysbenchMain {
+        /// Workers to create.
+        threads: u32,
+        /// Work before each creation.
+        create_ns: u64,
+    },
+    /// A sysbench worker: `init_ns` of set-up, then it waits at the start barrier with the
+    /// other workers and the main thread (sysbench starts all threads together), then takes
+    /// events from the shared counter until they run out, then exits.
+    SysbenchWorker {
+        /// Set-up work.
+        init_ns: u64,
+    },
+    /// Runs forever.
+    Spinner,
+    /// Runs `run_ns`, sleeps `sleep_ns`, `repeat` times, then exits.
+    Periodic {
+        /// Work per period.
+        run_ns: u64,
+        /// Sleep per period.
+        sleep_ns: u64,
+        /// Periods.
+        repeat: u32,
+    },
+}
+
+/// Shared state of a sysbench-like run: the event counter and per-event records.
+#[derive(Debug, Clone, Default)]
+pub struct EventPool {
+    /// Events to do.
+    pub total: u64,
+    /// Next event number.
+    pub next: u64,
+    /// Work per event.
+    pub cost_ns: u64,
+    /// Relative jitter of the work per event.
+    pub jitter: f64,
+    /// Latency of each finished event (ns), indexed by event number.
+    pub latency: Vec<u64>,
+    /// Tasks that must reach the start barrier before anyone proceeds (workers + main).
+    pub barrier_parties: u32,
+    /// Tasks waiting at the barrier.
+    pub barrier_waiting: Vec<TaskId>,
+    /// The barrier has been released.
+    pub barrier_open: bool,
+    /// How many times each event was done (must be exactly once).
+    pub done: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+struct TaskSim {
+    behavior: Behavior,
+    /// Work left in the current step.
+    remaining: u64,
+    /// Steps taken so far (behaviour-specific meaning).
+    step: u32,
+    /// The event in progress and when it started.
+    event: Option<(u64, u64)>,
+    last_cpu: Option<usize>,
+    name: String,
+    parent: Option<TaskId>,
+    children_alive: u32,
+    is_worker: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Tick(usize),
+    Ipi(usize),
+    Done { cpu: usize, gen: u64 },
+    Wake(TaskId),
+}
+
+#[derive(Debug, Clone, Default)]
+struct CpuSim {
+    running: Option<TaskId>,
+    /// When the running task started making progress (after switch costs).
+    since: u64,
+    /// Bumped on every switch, to ignore stale `Done` events.
+    gen: u64,
+    ticking: bool,
+    ipi_pending: bool,
+    phase: u64,
+}
+
+/// Requests the core made of the platform during one call.
+#[derive(Debug, Default)]
+pub struct SimPlatform {
+    resched: RefCell<Vec<u32>>,
+    /// Counted migrations (all reasons).
+    pub migrations: Cell<u64>,
+    /// Balance attempts that found an imbalance and a queue but moved nothing.
+    pub failed_balances: Cell<u64>,
+    /// Active balances requested.
+    pub active_balances: Cell<u64>,
+    log: RefCell<Vec<Event>>,
+    logging: Cell<bool>,
+}
+
+impl Platform for SimPlatform {
+    fn resched_cpu(&self, cpu: u32) {
+        self.resched.borrow_mut().push(cpu);
+    }
+    fn event(&self, e: &Event) {
+        match e.kind {
+            EventKind::Migrate { .. } => self.migrations.set(self.migrations.get() + 1),
+            EventKind::Balance(r) => match r.outcome {
+                Outcome::NothingDetachable | Outcome::AllPinned => {
+                    self.failed_balances.set(self.failed_balances.get() + 1)
+                }
+                Outcome::ActiveBalance => {
+                    self.failed_balances.set(self.failed_balances.get() + 1);
+                    self.active_balances.set(self.active_balances.get() + 1)
+                }
+                _ => {}
+            },
+            _ => {}
+        }
+        if self.logging.get() {
+            self.log.borrow_mut().push(*e);
+        }
+    }
+}
+
+/// Figures of one run.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunReport {
+    /// From the first worker's creation to the last worker's exit (ns).
+    pub total_ns: u64,
+    /// Per-event latencies (ns).
+    #[serde(skip)]
+    pub latencies: Vec<u64>,
+    /// Mean per-event latency (ns).
+    pub avg_latency_ns: f64,
+    /// Max per-event latency (ns).
+    pub max_latency_ns: u64,
+    /// From the first worker's creation until every CPU ran exactly one worker (ns), if that
+    /// happened.
+    pub spread_ns: Option<u64>,
+    /// Migrations before full spread.
+    pub migrations_to_spread: u64,
+    /// Failed balance attempts before full spread.
+    pub failed_to_spread: u64,
+    /// Migrations in the whole run.
+    pub migrations: u64,
+    /// Failed balance attempts in the whole run.
+    pub failed_balances: u64,
+    /// Active balances requested.
+    pub active_balances: u64,
+    /// Every event done exactly once.
+    pub events_exactly_once: bool,
+    /// Simulated CPU-ticks processed.
+    pub ticks: u64,
+}
+
+/// The simulated machine.
+pub struct Machine<const C: usize> {
+    /// The scheduler under test.
+    pub smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>>,
+    cfg: Config,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    cpus: Vec<CpuSim>,
+    tasks: HashMap<TaskId, TaskSim>,
+    /// The shared event pool of sysbench-like workloads.
+    pub pool: EventPool,
+    rng: Rng,
+    tick_ns: u64,
+    trace: Option<TraceLog>,
+    first_worker_at: Option<u64>,
+    last_worker_exit: Option<u64>,
+    spread_at: Option<(u64, u64, u64)>,
+    workers: u32,
+    ticks: u64,
+    spread_check: bool,
+}
+
+impl<const C: usize> Machine<C> {
+    /// Builds a machine (call on a thread with a large stack for big `C`).
+    pub fn new(cfg: Config) -> Result<Machine<C>, TopologyError> {
+        let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>> =
+            Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
+        smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
+        let mut t = Tunables::for_cpus(cfg.cpus);
+        t.runnable_init = cfg.runnable_init;
+        smp.set_tunables(t);
+        smp.platform().logging.set(cfg.trace);
+        let mut rng = Rng::new(cfg.seed);
+        let tick_ns = 1_000_000_000 / cfg.hz.max(1) as u64;
+        let n = smp.nr_cpus();
+        let mut cpus = vec![CpuSim::default(); n];
+        for c in cpus.iter_mut() {
+            c.phase = rng.below(tick_ns);
+        }
+        let mut m = Machine {
+            smp,
+            trace: cfg.trace.then(|| TraceLog::new(n)),
+            cfg,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            cpus,
+            tasks: HashMap::new(),
+            pool: EventPool::default(),
+            rng,
+            tick_ns,
+            first_worker_at: None,
+            last_worker_exit: None,
+            spread_at: None,
+            workers: 0,
+            ticks: 0,
+            spread_check: false,
+        };
+        // Every CPU starts in its idle loop with its tick running.
+        for cpu in 0..n {
+            let at = m.cpus[cpu].phase;
+            m.smp.schedule(cpu, at.max(1));
+            m.smp.finish_switch(cpu, at.max(1));
+            m.cpus[cpu].ticking = true;
+            m.push(at + m.tick_ns, Ev::Tick(cpu));
+        }
+        Ok(m)
+    }
+
+    /// Virtual time now (ns).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The trace recorded so far, if tracing.
+    pub fn trace(&self) -> Option<&TraceLog> {
+        self.trace.as_ref()
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse((at, self.seq, ev)));
+    }
+
+    /// Creates a task from `cpu` (its parent being the task running there) now. If `cpu`
+    /// itself must reschedule, it gets a reschedule IPI.
+    pub fn spawn(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {
+        let id = self.spawn_inner(cpu, behavior, name, affinity);
+        if self.smp.need_resched(cpu) && !self.cpus[cpu].ipi_pending {
+            self.cpus[cpu].ipi_pending = true;
+            self.push(self.now, Ev::Ipi(cpu));
+        }
+        id
+    }
+
+    /// Creates a task from inside the event loop (the caller reschedules `cpu` if asked).
+    fn spawn_inner(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {
+        self.now = self.now.max(1);
+        let id = self
+            .smp
+            .create(cpu, self.now, TaskParams { affinity, ..TaskParams::default() })
+            .expect("the simulated machine has room for its tasks");
+        let parent = self.cpus[cpu].running;
+        let is_worker = matches!(behavior, Behavior::SysbenchWorker { .. } | Behavior::Spinner);
+        let remaining = self.first_work(&behavior);
+        self.tasks.insert(
+            id,
+            TaskSim {
+                behavior,
+                remaining,
+                step: 0,
+                event: None,
+                last_cpu: None,
+                name: name.replace([' ', '='], "_"),
+                parent,
+                children_alive: 0,
+                is_worker,
+            },
+        );
+        if let Some(p) = parent.and_then(|p| self.tasks.get_mut(&p)) {
+            p.children_alive += 1;
+        }
+        if is_worker {
+            self.workers += 1;
+            self.first_worker_at.get_or_insert(self.now);
+            self.spread_check = true;
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let target = self.smp.task_cpu(id).unwrap_or(0) as usize;
+            t.waking(self.now, target, id, name);
+        }
+        self.after_core_call(cpu);
+        id
+    }
+
+    /// Makes `cpu` act on a pending reschedule request (after setting work up from
+    /// outside the event loop).
+    pub fn start(&mut self, cpu: usize) {
+        if self.smp.need_resched(cpu) || self.cpus[cpu].running.is_none() {
+            self.reschedule(cpu);
+        }
+    }
+
+    fn first_work(&mut self, b: &Behavior) -> u64 {
+        match *b {
+            Behavior::SysbenchMain { create_ns, .. } => create_ns,
+            Behavior::SysbenchWorker { init_ns } => init_ns.max(1),
+            Behavior::Spinner => u64::MAX / 4,
+            Behavior::Periodic { run_ns, .. } => run_ns.max(1),
+        }
+    }
+
+    /// Runs until no task is left or `until` (ns) is reached. Returns whether tasks remain.
+    pub fn run_until(&mut self, until: u64) -> bool {
+        while let Some(Reverse((at, _, ev))) = self.queue.pop() {
+            if at > until {
+                self.queue.push(Reverse((at, 0, ev)));
+                self.now = until;
+                return true;
+            }
+            self.now = at;
+            match ev {
+                Ev::Tick(cpu) => self.on_tick(cpu),
+                Ev::Ipi(cpu) => {
+                    self.cpus[cpu].ipi_pending = false;
+                    self.reschedule(cpu);
+                }
+                Ev::Done { cpu, gen } => {
+                    if self.cpus[cpu].gen == gen {
+                        self.on_done(cpu);
+                    }
+                }
+                Ev::Wake(t) => self.on_wake(t),
+            }
+            if self.tasks.is_empty() {
+                return false;
+            }
+        }
+        // Nothing left to happen before `until`.
+        self.now = self.now.max(until);
+        !self.tasks.is_empty()
+    }
+
+    fn on_tick(&mut self, cpu: usize) {
+        self.ticks += 1;
+        let idle = self.cpus[cpu].running.is_none();
+        if idle && self.cfg.nohz {
+            // The tick stops on an idle CPU; it restarts when the CPU gets work.
+            self.cpus[cpu].ticking = false;
+            self.smp.nohz_enter_idle(cpu);
+            // A kick that arrived meanwhile is served when the CPU wakes.
+            return;
+        }
+        self.account(cpu);
+        self.smp.tick(cpu, self.now);
+        self.after_core_call(cpu);
+        if let Some(tr) = self.trace.as_mut() {
+            let s = self.smp.stats(cpu);
+            let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+            tr.counter(self.now, cpu, load(&s.util), load(&s.load));
+        }
+        if self.smp.need_resched(cpu) {
+            self.reschedule(cpu);
+        } else {
+            self.arm_done(cpu);
+        }
+        self.push(self.now + self.tick_ns, Ev::Tick(cpu));
+    }
+
+    /// Charges the running task for the time since it last made progress.
+    fn account(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        if let Some(t) = c.running {
+            if self.now > c.since {
+                let ran = self.now - c.since;
+                if let Some(ts) = self.tasks.get_mut(&t) {
+                    ts.remaining = ts.remaining.saturating_sub(ran);
+                }
+                c.since = self.now;
+            }
+        }
+    }
+
+    /// (Re)arms the completion event of the running task's current step.
+    fn arm_done(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        c.gen += 1;
+        let gen = c.gen;
+        if let Some(t) = c.running {
+            let start = c.since.max(self.now);
+            if let Some(ts) = self.tasks.get(&t) {
+                let at = start + ts.remaining;
+                self.push(at, Ev::Done { cpu, gen });
+            }
+        }
+    }
+
+    /// Passes the core's reschedule requests on as IPIs.
+    fn after_core_call(&mut self, this: usize) {
+        let reqs: Vec<u32> = std::mem::take(&mut *self.smp.platform().resched.borrow_mut());
+        for c in reqs {
+            let c = c as usize;
+            if c == this || c >= self.cpus.len() || self.cpus[c].ipi_pending {
+                continue;
+            }
+            self.cpus[c].ipi_pending = true;
+            self.push(self.now + self.cfg.ipi_latency_ns, Ev::Ipi(c));
+        }
+    }
+
+    /// `schedule` + `finish_switch` on `cpu` (as often as the core asks), then start the
+    /// next task's progress after the switch costs.
+    fn reschedule(&mut self, cpu: usize) {
+        self.account(cpu);
+        let prev = self.cpus[cpu].running;
+        let mut next = None;
+        for _ in 0..4 {
+            next = self.smp.schedule(cpu, self.now);
+            self.smp.finish_switch(cpu, self.now);
+            self.after_core_call(cpu);
+            if !self.smp.need_resched(cpu) {
+                break;
+            }
+        }
+        let c = &mut self.cpus[cpu];
+        c.running = next;
+        if next != prev {
+            c.since = self.now + self.cfg.switch_cost_ns;
+            if let Some(t) = next {
+                if let Some(ts) = self.tasks.get_mut(&t) {
+                    if ts.last_cpu.is_some_and(|l| l != cpu) {
+                        ts.remaining = ts.remaining.saturating_add(self.cfg.migration_cost_ns);
+                    }
+                    ts.last_cpu = Some(cpu);
+                }
+            }
+            if let Some(tr) = self.trace.as_mut() {
+                let name = |t: Option<TaskId>| t.and_then(|t| self.tasks.get(&t)).map(|s| s.name.clone());
+                tr.switch(
+                    self.now,
+                    cpu,
+                    prev,
+                    name(prev),
+                    next,
+                    name(next),
+                    prev.map(|p| self.smp.state(p).ok()),
+                );
+            }
+        }
+        if next.is_some() && !self.cpus[cpu].ticking {
+            self.smp.nohz_exit_idle(cpu);
+            self.cpus[cpu].ticking = true;
+            // Back on the CPU's tick grid.
+            let k = (self.now.saturating_sub(self.cpus[cpu].phase)) / self.tick_ns + 1;
+            self.push(self.cpus[cpu].phase + k * self.tick_ns, Ev::Tick(cpu));
+        }
+        self.arm_done(cpu);
+        self.check_spread();
+    }
+
+    fn check_spread(&mut self) {
+        if !self.spread_check || self.spread_at.is_some() || self.workers < self.cpus.len() as u32 {
+            return;
+        }
+        let all_one = (0..self.cpus.len()).all(|c| {
+            self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker)
+                && self.smp.stats(c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1
+        });
+        if all_one {
+            let p = self.smp.platform();
+            self.spread_at = Some((self.now, p.migrations.get(), p.failed_balances.get()));
+        }
+    }
+
+    /// The running task finished its current step.
+    fn on_done(&mut self, cpu: usize) {
+        self.account(cpu);
+        let Some(t) = self.cpus[cpu].running else { return };
+        let Some(ts) = self.tasks.get(&t).cloned() else { return };
+        if ts.remaining > 0 {
+            self.arm_done(cpu);
+            return;
+        }
+        match ts.behavior {
+            Behavior::SysbenchMain { threads, create_ns } => {
+                if ts.step < threads {
+                    let name = format!("worker{}", ts.step);
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step += 1;
+                    }
+                    self.spawn_inner(cpu, Behavior::SysbenchWorker { init_ns: 20_000 }, &name, CpuMask::ALL);
+                    let left = self.tasks.get(&t).map_or(0, |s| s.step);
+                    if left < threads {
+                        if let Some(s) = self.tasks.get_mut(&t) {
+                            s.remaining = create_ns;
+                        }
+                        if self.smp.need_resched(cpu) {
+                            self.reschedule(cpu);
+                        } else {
+                            self.arm_done(cpu);
+                        }
+                        return;
+                    }
+                }
+                // All created: meet the workers at the start barrier (once), then wait for
+                // them to finish (woken by the last one's exit).
+                if !self.pool.barrier_open && self.tasks.get(&t).is_some_and(|s| s.step == threads) {
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step += 1;
+                    }
+                    if !self.arrive_at_barrier(cpu, t) {
+                        return;
+                    }
+                }
+                if ts.children_alive > 0 || self.tasks.get(&t).is_some_and(|s| s.children_alive > 0) {
+                    self.smp.block(cpu, self.now, t).expect("main runs");
+                    self.after_core_call(cpu);
+                    self.reschedule(cpu);
+                } else {
+                    self.finish_task(cpu, t);
+                }
+            }
+            Behavior::SysbenchWorker { .. } => {
+                if ts.step == 0 {
+                    // Set-up done: the start barrier.
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step = 1;
+                    }
+                    if !self.arrive_at_barrier(cpu, t) {
+                        return;
+                    }
+                }
+                if let Some((ev, start)) = ts.event {
+                    self.pool.latency[ev as usize] = self.now - start;
+                    self.pool.done[ev as usize] += 1;
+                }
+                if self.pool.next < self.pool.total {
+                    let ev = self.pool.next;
+                    self.pool.next += 1;
+                    let cost = self.rng.jitter(self.pool.cost_ns, self.pool.jitter).max(1);
+                    let now = self.now;
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.event = Some((ev, now));
+                        s.remaining = cost;
+                    }
+                    self.arm_done(cpu);
+                } else {
+                    self.finish_task(cpu, t);
+                }
+            }
+            Behavior::Spinner => {
+                if let Some(s) = self.tasks.get_mut(&t) {
+                    s.remaining = u64::MAX / 4;
+                }
+                self.arm_done(cpu);
+            }
+            Behavior::Periodic { run_ns, sleep_ns, repeat } => {
+                let step = ts.step + 1;
+                if step >= repeat {
+                    self.finish_task(cpu, t);
+                } else {
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step = step;
+                        s.remaining = run_ns.max(1);
+                    }
+                    self.smp.block(cpu, self.now, t).expect("periodic task runs");
+                    self.after_core_call(cpu);
+                    self.push(self.now + sleep_ns, Ev::Wake(t));
+                    self.reschedule(cpu);
+                }
+            }
+        }
+    }
+
+    /// `t` (running on `cpu`) reaches the start barrier. The last party releases everyone
+    /// (waking them from this CPU) and goes on: returns true. Others block: false.
+    fn arrive_at_barrier(&mut self, cpu: usize, t: TaskId) -> bool {
+        if self.pool.barrier_open || self.pool.barrier_parties == 0 {
+            return true;
+        }
+        if (self.pool.barrier_waiting.len() as u32) + 1 < self.pool.barrier_parties {
+            self.pool.barrier_waiting.push(t);
+            self.smp.block(cpu, self.now, t).expect("the arriving task runs");
+            self.after_core_call(cpu);
+            self.reschedule(cpu);
+            return false;
+        }
+        self.pool.barrier_open = true;
+        for w in std::mem::take(&mut self.pool.barrier_waiting) {
+            // They blocked in place; a worker whose CPU has not switched away yet is woken
+            // there.
+            let target = self.smp.wake(cpu, self.now, w).expect("a waiter sleeps") as usize;
+            if let Some(tr) = self.trace.as_mut() {
+                let name = self.tasks.get(&w).map(|s| s.name.clone()).unwrap_or_default();
+                tr.waking(self.now, target, w, &name);
+            }
+            self.after_core_call(cpu);
+        }
+        if self.smp.need_resched(cpu) {
+            self.reschedule(cpu);
+        }
+        true
+    }
+
+    fn finish_task(&mut self, cpu: usize, t: TaskId) {
+        let ts = self.tasks.remove(&t);
+        self.smp.exit(self.now, t).expect("a live task exits");
+        self.after_core_call(cpu);
+        if let Some(ts) = ts {
+            if ts.is_worker {
+                self.last_worker_exit = Some(self.now);
+            }
+            if let Some(p) = ts.parent {
+                let wake = match self.tasks.get_mut(&p) {
+                    Some(ps) => {
+                        ps.children_alive = ps.children_alive.saturating_sub(1);
+                        ps.children_alive == 0 && self.smp.state(p) == Ok(sched_core::TaskState::Blocked)
+                    }
+                    None => false,
+                };
+                if wake {
+                    self.smp.wake(cpu, self.now, p).expect("the parent sleeps");
+                    self.after_core_call(cpu);
+                }
+            }
+        }
+        self.reschedule(cpu);
+    }
+
+    fn on_wake(&mut self, t: TaskId) {
+        if !self.tasks.contains_key(&t) {
+            return;
+        }
+        // A timer wakeup fires on the CPU the task slept on.
+        let waker = self.smp.task_cpu(t).unwrap_or(0) as usize;
+        let target = self.smp.wake(waker, self.now, t).expect("sleeper wakes") as usize;
+        if let Some(tr) = self.trace.as_mut() {
+            let name = self.tasks.get(&t).map(|s| s.name.clone()).unwrap_or_default();
+            tr.waking(self.now, target, t, &name);
+        }
+        self.after_core_call(waker);
+        if self.smp.need_resched(waker) {
+            self.reschedule(waker);
+        }
+    }
+
+    /// The main task of a sysbench-like run ended: the sysbench figures.
+    pub fn report(&self) -> RunReport {
+        let p = self.smp.platform();
+        let lat: Vec<u64> = self.pool.latency.clone();
+        let total = match (self.first_worker_at, self.last_worker_exit) {
+            (Some(a), Some(b)) => b - a,
+            _ => 0,
+        };
+        let n = lat.len().max(1) as f64;
+        RunReport {
+            total_ns: total,
+            avg_latency_ns: lat.iter().sum::<u64>() as f64 / n,
+            max_latency_ns: lat.iter().copied().max().unwrap_or(0),
+            latencies: lat,
+            spread_ns: self.spread_at.map(|(t, _, _)| t - self.first_worker_at.unwrap_or(0)),
+            migrations_to_spread: self.spread_at.map_or(p.migrations.get(), |s| s.1),
+            failed_to_spread: self.spread_at.map_or(p.failed_balances.get(), |s| s.2),
+            migrations: p.migrations.get(),
+            failed_balances: p.failed_balances.get(),
+            active_balances: p.active_balances.get(),
+            events_exactly_once: !self.pool.done.is_empty() && self.pool.done.iter().all(|&d| d == 1),
+            ticks: self.ticks,
+        }
+    }
+
+    /// Sets up a sysbench-like pool of `events` of `cost_ns` (± `jitter`).
+    pub fn set_pool(&mut self, events: u64, cost_ns: u64, jitter: f64, barrier_parties: u32) {
+        self.pool = EventPool {
+            total: events,
+            next: 0,
+            cost_ns,
+            jitter,
+            latency: vec![0; events as usize],
+            done: vec![0; events as usize],
+            barrier_parties,
+            barrier_waiting: Vec::new(),
+            barrier_open: false,
+        };
+    }
+
+    /// The core's scheduler events recorded while tracing.
+    pub fn core_events(&self) -> Vec<Event> {
+        self.smp.platform().log.borrow().clone()
+    }
+
+    /// Simulated CPU-ticks so far.
+    pub fn ticks(&self) -> u64 {
+        self.ticks
+    }
+
+    /// Every task's CPU right now (for spread checks).
+    pub fn running(&self) -> Vec<Option<TaskId>> {
+        self.cpus.iter().map(|c| c.running).collect()
+    }
+}

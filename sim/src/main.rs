@@ -1,0 +1,233 @@
+//! `cargo xsim`: experiments on the simulated machine.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use indicatif::{ProgressBar, ProgressStyle};
+use sched_core::Features;
+use sched_sim::experiments::{ab, drive, on_big_stack, spread, Workload};
+use sched_sim::machine::{Config, Machine, TopologyKind};
+
+#[derive(Parser)]
+#[command(name = "xsim", about = "Experiments with sched-core on a simulated multi-CPU machine")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Mode {
+    /// Idle CPUs stop their tick and are kicked (nohz).
+    Tickless,
+    /// Idle CPUs keep ticking and balance themselves.
+    Ticking,
+}
+
+#[derive(clap::Args, Clone)]
+struct MachineArgs {
+    /// Number of CPUs (up to 1024).
+    #[arg(long, default_value_t = 8)]
+    cpus: usize,
+    /// Topology: flat, clusters:K, biglittle:CAP, numa:K.
+    #[arg(long, default_value = "clusters:4")]
+    topology: String,
+    /// Tick rate.
+    #[arg(long, default_value_t = 250)]
+    hz: u32,
+    /// Base seed; iteration i uses the i-th seed derived from it.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Idle-CPU tick mode.
+    #[arg(long, value_enum, default_value_t = Mode::Tickless)]
+    mode: Mode,
+    /// Extra feature switches applied to both sides, e.g. "NO_UTIL_EST".
+    #[arg(long, default_value = "")]
+    features: String,
+    /// Print JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Folder for the trace (.json for Perfetto) and the SVG timeline of one run.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// The seed's experiment: sysbench-like threads with the seed's rule on and off.
+    Sysbench {
+        #[command(flatten)]
+        m: MachineArgs,
+        /// Iterations per side.
+        #[arg(long, default_value_t = 15)]
+        iterations: usize,
+        /// Worker threads.
+        #[arg(long, default_value_t = 8)]
+        threads: u32,
+        /// Events in total.
+        #[arg(long, default_value_t = 1000)]
+        events: u64,
+        /// Work per event (µs).
+        #[arg(long, default_value_t = 1240)]
+        event_us: u64,
+        /// Relative jitter of the work per event.
+        #[arg(long, default_value_t = 0.02)]
+        jitter: f64,
+    },
+    /// Time to full spread for a fork burst and a wake-all-on-one-CPU burst vs CPU count.
+    Spread {
+        #[command(flatten)]
+        m: MachineArgs,
+        /// CPU counts.
+        #[arg(long, value_delimiter = ',', default_value = "8,64,256,1024")]
+        cpu_counts: Vec<usize>,
+        /// Iterations per point.
+        #[arg(long, default_value_t = 3)]
+        iterations: usize,
+    },
+    /// Any feature switch A vs B on the sysbench workload, same table.
+    Ab {
+        #[command(flatten)]
+        m: MachineArgs,
+        /// Features of A on top of the defaults, e.g. "NO_UTIL_EST".
+        #[arg(long)]
+        a: String,
+        /// Features of B on top of the defaults.
+        #[arg(long)]
+        b: String,
+        /// Iterations per side.
+        #[arg(long, default_value_t = 15)]
+        iterations: usize,
+        /// Worker threads.
+        #[arg(long, default_value_t = 8)]
+        threads: u32,
+        /// Events in total.
+        #[arg(long, default_value_t = 1000)]
+        events: u64,
+    },
+}
+
+fn features(list: &str) -> Features {
+    Features::default().parse_list(list).unwrap_or_else(|_| {
+        eprintln!("xsim: unknown feature in {list:?}; known: {:?}", Features::all());
+        std::process::exit(2)
+    })
+}
+
+fn config(m: &MachineArgs) -> Config {
+    let topology = TopologyKind::parse(&m.topology).unwrap_or_else(|| {
+        eprintln!("xsim: unknown topology {:?} (flat, clusters:K, biglittle:CAP, numa:K)", m.topology);
+        std::process::exit(2)
+    });
+    if m.cpus == 0 || m.cpus > 1024 {
+        eprintln!("xsim: --cpus must be 1..=1024");
+        std::process::exit(2)
+    }
+    Config {
+        cpus: m.cpus,
+        topology,
+        hz: m.hz,
+        features: features(&m.features),
+        nohz: matches!(m.mode, Mode::Tickless),
+        seed: m.seed,
+        ..Config::octo(m.seed)
+    }
+}
+
+fn bar(n: u64) -> ProgressBar {
+    let pb = ProgressBar::new(n);
+    pb.set_style(
+        ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs {elapsed}")
+            .unwrap_or(ProgressStyle::default_bar()),
+    );
+    pb
+}
+
+fn write_trace(m: &MachineArgs, cfg: &Config, w: &Workload) {
+    let Some(dir) = &m.out else { return };
+    let cfg = Config { trace: true, ..cfg.clone() };
+    let w2 = w.clone();
+    let traced = on_big_stack(move || {
+        let mut mach = Machine::<8>::new(cfg).expect("valid topology");
+        drive(&mut mach, &w2).1
+    });
+    if let Some((json, svg)) = traced {
+        let _ = std::fs::create_dir_all(dir);
+        let (j, s) = (dir.join("sim-trace.json"), dir.join("sim-timeline.svg"));
+        if std::fs::write(&j, json).is_ok() && std::fs::write(&s, svg).is_ok() {
+            eprintln!("xsim: wrote {} (open in ui.perfetto.dev) and {}", j.display(), s.display());
+        }
+    }
+}
+
+fn main() {
+    match Cli::parse().cmd {
+        Cmd::Sysbench { m, iterations, threads, events, event_us, jitter } => {
+            let cfg = config(&m);
+            let w = Workload::Sysbench { threads, events, cost_ns: event_us * 1000, jitter };
+            let on = cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK;
+            let off = cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK;
+            let pb = bar(2 * iterations as u64);
+            pb.set_message("sysbench");
+            let t = ab(
+                &cfg,
+                &w,
+                (off, "without rule (pre-patch)"),
+                (on, "with rule (c32b4308)"),
+                iterations,
+                || pb.inc(1),
+            );
+            pb.finish_and_clear();
+            if m.json {
+                println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
+            } else {
+                println!(
+                    "sysbench-like: {threads} threads, {events} events of {event_us} µs ±{:.0}%, {} CPUs ({}), HZ={}, {}",
+                    jitter * 100.0,
+                    cfg.cpus,
+                    m.topology,
+                    cfg.hz,
+                    if cfg.nohz { "tickless idle" } else { "idle CPUs ticking" }
+                );
+                print!("{}", t.render());
+                println!("every event done exactly once: {}", t.all_events_exactly_once);
+            }
+            if m.out.is_some() && cfg.cpus <= 8 {
+                write_trace(&m, &Config { features: on, ..cfg }, &w);
+            }
+        }
+        Cmd::Spread { m, cpu_counts, iterations } => {
+            let cfg = config(&m);
+            let pb = bar((cpu_counts.len() * 2 * iterations) as u64);
+            pb.set_message("spread");
+            let pts = spread(&cfg, &cpu_counts, iterations, || pb.inc(1));
+            pb.finish_and_clear();
+            if m.json {
+                println!("{}", serde_json::to_string_pretty(&pts).unwrap_or_default());
+            } else {
+                println!(
+                    "{:>6} {:>12} {:>12} {:>10} {:>11}",
+                    "CPUs", "burst", "median ms", "max ms", "migrations"
+                );
+                for p in pts {
+                    println!(
+                        "{:>6} {:>12} {:>12.3} {:>10.3} {:>11.0}",
+                        p.cpus, p.burst, p.median_ms, p.max_ms, p.migrations
+                    );
+                }
+            }
+        }
+        Cmd::Ab { m, a, b, iterations, threads, events } => {
+            let cfg = config(&m);
+            let w = Workload::Sysbench { threads, events, cost_ns: 1_240_000, jitter: 0.02 };
+            let pb = bar(2 * iterations as u64);
+            pb.set_message("ab");
+            let t = ab(&cfg, &w, (features(&a), &a), (features(&b), &b), iterations, || pb.inc(1));
+            pb.finish_and_clear();
+            if m.json {
+                println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
+            } else {
+                print!("{}", t.render());
+            }
+        }
+    }
+}

@@ -1,0 +1,100 @@
+//! The simulator: determinism (same seed → byte-identical results and trace), correctness of
+//! the sysbench-like workload (every event exactly once), and a Perfetto-valid trace.
+
+use sched_core::{CpuMask, Features};
+use sched_sim::experiments::{drive, on_big_stack, run_once, Workload};
+use sched_sim::machine::{Behavior, Config, Machine, TopologyKind};
+
+fn traced(seed: u64) -> (String, String, String) {
+    on_big_stack(move || {
+        let cfg = Config { trace: true, ..Config::octo(seed) };
+        let mut m = Machine::<8>::new(cfg).unwrap();
+        let (r, tr) = drive(&mut m, &Workload::seed());
+        let (json, svg) = tr.unwrap();
+        (serde_json::to_string(&r).unwrap(), json, svg)
+    })
+}
+
+#[test]
+fn same_seed_same_bytes() {
+    let a = traced(42);
+    let b = traced(42);
+    assert_eq!(a, b, "results, trace and SVG are byte-identical for one seed");
+    let c = traced(43);
+    assert_ne!(a.1, c.1, "another seed gives another run");
+}
+
+#[test]
+fn sysbench_does_every_event_exactly_once() {
+    for rule in [true, false] {
+        let mut f = Features::default();
+        f.set(Features::UTIL_PULL_SKIPS_LONE_TASK, rule);
+        let r = run_once(&Config { features: f, ..Config::octo(7) }, &Workload::seed());
+        assert!(r.events_exactly_once);
+        assert_eq!(r.latencies.len(), 1000);
+        // 1000 events of 1.24 ms on 8 CPUs cannot finish faster than 155 ms.
+        assert!(r.total_ns >= 1000 * 1_240_000 * 98 / 100 / 8, "{}", r.total_ns);
+        assert!(r.spread_ns.is_some(), "8 workers end up one per CPU");
+    }
+}
+
+#[test]
+fn trace_passes_the_perfetto_checker() {
+    let (_, json, svg) = traced(5);
+    let dir = std::env::temp_dir().join(format!("sched-sim-trace-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("t.json");
+    std::fs::write(&path, &json).unwrap();
+    assert!(svg.contains("CPU7"));
+    let checker =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/check-perfetto-trace.py");
+    if checker.exists() {
+        let out = std::process::Command::new("python3")
+            .arg(&checker)
+            .arg(&path)
+            .args(["--cpus", "8"])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "checker: {text}");
+        assert!(text.starts_with("OK"), "{text}");
+    } else {
+        // Without the shared checker, check its key facts directly.
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert!(v["systemTraceEvents"].as_str().unwrap().contains("sched_switch"));
+    }
+}
+
+#[test]
+fn periodic_tasks_and_pinning_on_bigger_machines() {
+    on_big_stack(|| {
+        let cfg = Config { cpus: 64, topology: TopologyKind::Clusters(8), ..Config::octo(3) };
+        let mut m = Machine::<64>::new(cfg).unwrap();
+        m.run_until(5_000_000);
+        let pinned = m.spawn(
+            0,
+            Behavior::Periodic { run_ns: 300_000, sleep_ns: 700_000, repeat: 50 },
+            "pinned",
+            CpuMask::single(5),
+        );
+        for i in 0..100 {
+            m.spawn(
+                i % 64,
+                Behavior::Periodic { run_ns: 500_000, sleep_ns: 500_000, repeat: 40 },
+                "p",
+                CpuMask::ALL,
+            );
+        }
+        m.start(0);
+        let mut left = true;
+        while left && m.now() < 10_000_000_000 {
+            let t = m.now() + 1_000_000;
+            left = m.run_until(t);
+            if let Ok(cpu) = m.smp.task_cpu(pinned) {
+                assert_eq!(cpu, 5, "a pinned task never leaves its CPU");
+            }
+            m.smp.check_invariants().unwrap();
+        }
+        assert!(!left, "all periodic tasks finished by {} ms", m.now() / 1_000_000);
+    });
+}
