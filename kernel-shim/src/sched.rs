@@ -1,0 +1,506 @@
+//! The glue between the machine and `sched_core::Smp`: the platform object, the kernel
+//! thread pool, the `TaskId` → thread map, and the one path every interrupt and syscall
+//! leaves through, where a CPU switches to whatever the core picked.
+//!
+//! Every call into the core happens with IRQs masked on the calling CPU (inside an
+//! exception handler, or during boot), so an interrupt can never spin on a runqueue lock
+//! its own CPU holds.
+
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+
+use sched_core::{
+    CpuMask, Event, EventKind, Features, MigrateReason, Platform, Policy, SchedError, Smp, TaskId, TaskParams,
+};
+
+use sched_core::balance::Outcome;
+
+use crate::arch::{self, ExcKind, Frame, MAX_CPUS, MAX_THREADS};
+
+/// Task-table size of the core.
+pub const TASKS: usize = 256;
+/// Runnable tasks per CPU.
+pub const QLEN: usize = 64;
+/// The scheduler type this kernel runs.
+pub type Kernel = Smp<KPlatform, MAX_CPUS, TASKS, QLEN>;
+
+/// SGI asking a CPU to reschedule.
+pub const SGI_RESCHED: u32 = 0;
+/// SGI of the boot scenario's round trip (to the target CPU).
+pub const SGI_PING: u32 = 1;
+/// SGI answering a ping (back to CPU 0).
+pub const SGI_PONG: u32 = 2;
+/// SGIs every CPU enables.
+pub const SGIS: [u32; 3] = [SGI_RESCHED, SGI_PING, SGI_PONG];
+
+const NONE: usize = usize::MAX;
+
+/// The platform the core calls back into.
+pub struct KPlatform;
+
+/// Counters of one CPU, for reports.
+pub struct CpuCounters {
+    /// Timer ticks handled.
+    pub ticks: AtomicU64,
+    /// Reschedule SGIs received.
+    pub resched_sgis: AtomicU64,
+    /// Reschedule SGIs sent to this CPU.
+    pub resched_sent: AtomicU64,
+    /// Ping SGIs received.
+    pub pings: AtomicU64,
+    /// Context switches (to a different thread or idle).
+    pub switches: AtomicU64,
+    /// Tasks that migrated to this CPU.
+    pub migrations_in: AtomicU64,
+    /// Load-balance attempts made by this CPU.
+    pub balance_runs: AtomicU64,
+    /// Tasks those attempts moved.
+    pub balance_moved: AtomicU64,
+    /// Attempts by outcome: not designated, balanced, moved, nothing detachable, all
+    /// pinned, active balance requested.
+    pub balance_outcomes: [AtomicU64; 6],
+    /// When the CPU came online (ns), 0 while offline.
+    pub online_ns: AtomicU64,
+    /// Time spent in the exception handler (IRQs, syscalls, switches), total (ns).
+    pub handler_ns: AtomicU64,
+    /// Longest single handler run (ns).
+    pub handler_max_ns: AtomicU64,
+}
+
+/// Per-CPU counters.
+pub static CPU: [CpuCounters; MAX_CPUS] = [const {
+    CpuCounters {
+        ticks: AtomicU64::new(0),
+        resched_sgis: AtomicU64::new(0),
+        resched_sent: AtomicU64::new(0),
+        pings: AtomicU64::new(0),
+        switches: AtomicU64::new(0),
+        migrations_in: AtomicU64::new(0),
+        balance_runs: AtomicU64::new(0),
+        balance_moved: AtomicU64::new(0),
+        balance_outcomes: [const { AtomicU64::new(0) }; 6],
+        online_ns: AtomicU64::new(0),
+        handler_ns: AtomicU64::new(0),
+        handler_max_ns: AtomicU64::new(0),
+    }
+}; MAX_CPUS];
+
+/// All migrations so far.
+pub static MIGRATIONS: AtomicU64 = AtomicU64::new(0);
+/// Migrations by reason: wakeup, placement, balance, active balance, affinity.
+pub static MIGRATIONS_BY_REASON: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+/// Pong SGIs CPU 0 received.
+pub static PONGS: AtomicU64 = AtomicU64::new(0);
+/// CPUs online.
+pub static ONLINE: AtomicUsize = AtomicUsize::new(0);
+
+static MPIDR: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+static IN_HANDLER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
+static IDLE_FRAME: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+static PENDING_FREE: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
+/// Idle CPUs stop their tick (`nohz=on`).
+static NOHZ: AtomicBool = AtomicBool::new(false);
+/// This CPU's tick is stopped.
+static TICKLESS: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+
+/// Whether idle CPUs stop their tick.
+pub fn nohz() -> bool {
+    NOHZ.load(Relaxed)
+}
+
+/// Turns tickless idle on or off (boot, before the CPUs idle).
+pub fn set_nohz(on: bool) {
+    NOHZ.store(on, Relaxed);
+}
+
+static T_USED: [AtomicBool; MAX_THREADS] = [const { AtomicBool::new(false) }; MAX_THREADS];
+static T_FRAME: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
+static T_TASK: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+static T_KIND: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
+
+/// Park state of each thread: an unpark that found it running (`token`), or it is blocked
+/// in the core waiting for one (`parked`). The lock is taken before any core lock.
+#[derive(Clone, Copy)]
+struct Park {
+    token: bool,
+    parked: bool,
+}
+
+static PARK: [arch::Lock<Park>; MAX_THREADS] =
+    [const { arch::Lock::new(Park { token: false, parked: false }) }; MAX_THREADS];
+
+/// Task-table slot → the raw id of the task that owns it now, and its thread.
+static MAP_ID: [AtomicU64; TASKS] = [const { AtomicU64::new(u64::MAX) }; TASKS];
+static MAP_THREAD: [AtomicUsize; TASKS] = [const { AtomicUsize::new(NONE) }; TASKS];
+
+/// The HZ values a kernel can be booted with (Linux's CONFIG_HZ choices): the core takes
+/// HZ in its `const` constructor, so there is one scheduler static per choice and boot
+/// selects one.
+pub const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
+static SMP_100: Kernel = Smp::new(KPlatform, Features::DEFAULT, 100);
+static SMP_250: Kernel = Smp::new(KPlatform, Features::DEFAULT, 250);
+static SMP_300: Kernel = Smp::new(KPlatform, Features::DEFAULT, 300);
+static SMP_1000: Kernel = Smp::new(KPlatform, Features::DEFAULT, 1000);
+static HZ_INDEX: AtomicUsize = AtomicUsize::new(1);
+
+/// Selects the scheduler for `hz` (one of [`HZ_CHOICES`]); false if unsupported.
+pub fn select_hz(hz: u32) -> bool {
+    match HZ_CHOICES.iter().position(|&h| h == hz) {
+        Some(i) => {
+            HZ_INDEX.store(i, Relaxed);
+            true
+        }
+        None => false,
+    }
+}
+
+/// The tick rate.
+pub fn hz() -> u32 {
+    HZ_CHOICES[HZ_INDEX.load(Relaxed) % HZ_CHOICES.len()]
+}
+
+/// The machine's scheduler.
+pub fn smp() -> &'static Kernel {
+    match HZ_INDEX.load(Relaxed) {
+        0 => &SMP_100,
+        2 => &SMP_300,
+        3 => &SMP_1000,
+        _ => &SMP_250,
+    }
+}
+
+impl Platform for KPlatform {
+    fn resched_cpu(&self, cpu: u32) {
+        let c = cpu as usize;
+        if c >= MAX_CPUS {
+            return;
+        }
+        let me = arch::cpu_id();
+        // On the way out of this CPU's handler `need_resched` is checked anyway.
+        if c == me && IN_HANDLER[me].load(Relaxed) {
+            return;
+        }
+        CPU[c].resched_sent.fetch_add(1, Relaxed);
+        arch::send_sgi(SGI_RESCHED, MPIDR[c].load(Relaxed));
+    }
+
+    fn clock_ns(&self) -> Option<u64> {
+        Some(arch::now_ns())
+    }
+
+    fn event(&self, event: &Event) {
+        let c = (event.cpu as usize).min(MAX_CPUS - 1);
+        match event.kind {
+            EventKind::Migrate { reason, .. } => {
+                CPU[c].migrations_in.fetch_add(1, Relaxed);
+                MIGRATIONS.fetch_add(1, Relaxed);
+                let r = match reason {
+                    MigrateReason::Wakeup => 0,
+                    MigrateReason::Placement => 1,
+                    MigrateReason::Balance => 2,
+                    MigrateReason::ActiveBalance => 3,
+                    MigrateReason::Affinity => 4,
+                };
+                MIGRATIONS_BY_REASON[r].fetch_add(1, Relaxed);
+            }
+            EventKind::Balance(r) => {
+                let b = (r.cpu as usize).min(MAX_CPUS - 1);
+                CPU[b].balance_runs.fetch_add(1, Relaxed);
+                CPU[b].balance_moved.fetch_add(r.moved as u64, Relaxed);
+                let o = match r.outcome {
+                    Outcome::NotDesignated => 0,
+                    Outcome::Balanced => 1,
+                    Outcome::Moved => 2,
+                    Outcome::NothingDetachable => 3,
+                    Outcome::AllPinned => 4,
+                    Outcome::ActiveBalance => 5,
+                };
+                CPU[b].balance_outcomes[o].fetch_add(1, Relaxed);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// Records the affinity (MPIDR) of every CPU from the device tree, for SGIs.
+pub fn set_mpidrs(mpidrs: &[u64]) {
+    for (m, &v) in MPIDR.iter().zip(mpidrs) {
+        m.store(v, Relaxed);
+    }
+}
+
+/// Marks this CPU online: records its affinity for SGIs and the time.
+pub fn cpu_online(cpu: usize) {
+    MPIDR[cpu].store(arch::mpidr(), Relaxed);
+    CPU[cpu].online_ns.store(arch::now_ns().max(1), Relaxed);
+    ONLINE.fetch_add(1, Release);
+}
+
+/// Sends SGI `sgi` to `cpu`.
+pub fn send_sgi(sgi: u32, cpu: usize) {
+    arch::send_sgi(sgi, MPIDR[cpu.min(MAX_CPUS - 1)].load(Relaxed));
+}
+
+/// Why a thread could not be created.
+#[derive(Debug, Clone, Copy)]
+pub enum SpawnError {
+    /// All kernel thread slots are in use.
+    NoThreadSlot,
+    /// The core refused the task.
+    Core(SchedError),
+}
+
+/// Creates a kernel thread running `crate::scenario::thread_main(kind, arg)` and makes it a
+/// task of the core, created by the task running on `cpu`. Call with IRQs masked.
+pub fn spawn(
+    cpu: usize,
+    now: u64,
+    kind: usize,
+    arg: usize,
+    nice: i32,
+    affinity: u64,
+) -> Result<usize, SpawnError> {
+    let slot = (0..MAX_THREADS)
+        .find(|&i| T_USED[i].compare_exchange(false, true, Acquire, Relaxed).is_ok())
+        .ok_or(SpawnError::NoThreadSlot)?;
+    let frame = arch::init_thread_frame(slot, thread_start, kind, arg);
+    T_FRAME[slot].store(frame, Release);
+    T_KIND[slot].store(kind, Relaxed);
+    *PARK[slot].lock() = Park { token: false, parked: false };
+    let mut mask = CpuMask::first_n(0);
+    for c in (0..MAX_CPUS).filter(|c| affinity >> c & 1 != 0) {
+        mask = mask.with(c);
+    }
+    let params = TaskParams { nice, policy: Policy::Normal, affinity: mask };
+    match smp().create(cpu, now, params) {
+        Ok(id) => {
+            T_TASK[slot].store(id.to_raw(), Relaxed);
+            if let (Some(t), Some(m)) = (MAP_THREAD.get(id.slot()), MAP_ID.get(id.slot())) {
+                t.store(slot, Relaxed);
+                m.store(id.to_raw(), Release);
+            }
+            Ok(slot)
+        }
+        Err(e) => {
+            T_USED[slot].store(false, Release);
+            Err(SpawnError::Core(e))
+        }
+    }
+}
+
+/// The thread behind a task the core picked. A CPU may pick a task a moment before its
+/// creator has published it here; the wait is bounded by that publication.
+fn thread_of(id: TaskId) -> usize {
+    let raw = id.to_raw();
+    let (Some(m), Some(t)) = (MAP_ID.get(id.slot()), MAP_THREAD.get(id.slot())) else {
+        panic!("core picked task {:?} outside the thread map", id);
+    };
+    for _ in 0..100_000_000u64 {
+        if m.load(Acquire) == raw {
+            return t.load(Relaxed);
+        }
+        arch::relax();
+    }
+    panic!("core picked task {:?} that no thread backs", id);
+}
+
+fn free_thread(t: usize) {
+    let raw = T_TASK[t].load(Relaxed);
+    let id = TaskId::from_raw(raw);
+    if let Some(m) = MAP_ID.get(id.slot()) {
+        let _ = m.compare_exchange(raw, u64::MAX, AcqRel, Relaxed);
+    }
+    T_USED[t].store(false, Release);
+}
+
+/// The kind of the thread running on `cpu` (`None`: idle).
+pub fn current_kind(cpu: usize) -> Option<usize> {
+    match CURRENT[cpu.min(MAX_CPUS - 1)].load(Relaxed) {
+        NONE => None,
+        t => Some(T_KIND[t].load(Relaxed)),
+    }
+}
+
+extern "C" fn thread_start(kind: usize, arg: usize) -> ! {
+    crate::scenario::thread_main(kind, arg);
+    arch::sys_exit()
+}
+
+/// Every exception ends here (IRQs masked). Returns the address of the frame to resume.
+pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
+    let cpu = arch::cpu_id();
+    let entered = arch::now_ns();
+    IN_HANDLER[cpu].store(true, Relaxed);
+    match kind {
+        ExcKind::Irq => handle_irqs(cpu),
+        ExcKind::Svc(nr) => syscall(cpu, frame, nr),
+        ExcKind::Fault => {
+            let (esr, far, elr) = arch::fault_info(frame);
+            panic!("unhandled synchronous exception: ESR {:#x} FAR {:#x} ELR {:#x}", esr, far, elr);
+        }
+        ExcKind::Unexpected(k) => panic!("unexpected exception (vector entry {})", k),
+    }
+    let next = reschedule(cpu, addr);
+    if !arch::cpu_stacks_intact(cpu) {
+        panic!("stack overflow: CPU {}'s exception or boot stack", cpu);
+    }
+    IN_HANDLER[cpu].store(false, Relaxed);
+    let spent = arch::now_ns().saturating_sub(entered);
+    CPU[cpu].handler_ns.fetch_add(spent, Relaxed);
+    CPU[cpu].handler_max_ns.fetch_max(spent, Relaxed);
+    next
+}
+
+fn handle_irqs(cpu: usize) {
+    while let Some(irq) = arch::irq_ack() {
+        if irq.is_timer() {
+            arch::timer_arm(hz());
+            CPU[cpu].ticks.fetch_add(1, Relaxed);
+            let now = arch::now_ns();
+            smp().tick(cpu, now);
+            crate::scenario::on_tick(cpu, now);
+        } else {
+            match irq.sgi() {
+                Some(SGI_RESCHED) => {
+                    CPU[cpu].resched_sgis.fetch_add(1, Relaxed);
+                    if TICKLESS[cpu].load(Relaxed) {
+                        // Maybe a kick to balance for all tickless CPUs; the core ignores
+                        // the call if there is none.
+                        smp().nohz_idle_balance(cpu, arch::now_ns());
+                    }
+                }
+                Some(SGI_PING) => {
+                    CPU[cpu].pings.fetch_add(1, Relaxed);
+                    send_sgi(SGI_PONG, 0);
+                }
+                Some(SGI_PONG) => {
+                    PONGS.fetch_add(1, Release);
+                }
+                _ => crate::kprintln!("spurious interrupt {}", irq.intid()),
+            }
+        }
+        arch::irq_eoi(irq);
+    }
+}
+
+fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
+    let now = arch::now_ns();
+    match nr {
+        arch::SYS_SPAWN => {
+            let r = spawn(cpu, now, frame.x[0] as usize, frame.x[1] as usize, frame.x[2] as i32, frame.x[3]);
+            frame.x[0] = match r {
+                Ok(slot) => slot as u64,
+                Err(e) => {
+                    defmt::error!("spawn failed: {}", defmt::Debug2Format(&e));
+                    u64::MAX
+                }
+            };
+        }
+        arch::SYS_YIELD => smp().yield_now(cpu, now),
+        arch::SYS_EXIT => {
+            let t = CURRENT[cpu].load(Relaxed);
+            if t != NONE {
+                let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+                if let Err(e) = smp().exit(now, id) {
+                    panic!("exit of {:?} refused: {:?}", id, e);
+                }
+                PENDING_FREE[cpu].store(t, Relaxed);
+            }
+        }
+        arch::SYS_PARK => {
+            let t = CURRENT[cpu].load(Relaxed);
+            if t != NONE {
+                let mut p = PARK[t].lock();
+                if p.token {
+                    p.token = false;
+                } else {
+                    let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+                    if let Err(e) = smp().block(cpu, now, id) {
+                        panic!("block of {:?} refused: {:?}", id, e);
+                    }
+                    p.parked = true;
+                }
+            }
+        }
+        arch::SYS_UNPARK => {
+            let t = frame.x[0] as usize;
+            frame.x[0] = u64::MAX;
+            if t < MAX_THREADS && T_USED[t].load(Acquire) {
+                let mut p = PARK[t].lock();
+                if p.parked {
+                    p.parked = false;
+                    let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+                    if let Err(e) = smp().wake(cpu, now, id) {
+                        panic!("wake of {:?} refused: {:?}", id, e);
+                    }
+                } else {
+                    p.token = true;
+                }
+                frame.x[0] = 0;
+            }
+        }
+        _ => frame.x[0] = u64::MAX,
+    }
+}
+
+/// If the core wants this CPU to reschedule: let it pick, store the interrupted context
+/// (`frame`) as prev's, and return next's. `finish_switch` comes after prev's frame is
+/// stored, and this handler runs on the CPU's exception stack, so prev may resume on
+/// another CPU from then on.
+fn reschedule(cpu: usize, frame: usize) -> usize {
+    let smp = smp();
+    let mut cur = frame;
+    for _ in 0..8 {
+        if !smp.need_resched(cpu) {
+            break;
+        }
+        let now = arch::now_ns();
+        let prev = CURRENT[cpu].load(Relaxed);
+        let next = smp.schedule(cpu, now).map(thread_of).unwrap_or(NONE);
+        if prev != NONE {
+            if !arch::thread_stack_intact(prev) {
+                panic!("stack overflow: thread {} (kind {})", prev, T_KIND[prev].load(Relaxed));
+            }
+            T_FRAME[prev].store(cur, Release);
+        } else {
+            IDLE_FRAME[cpu].store(cur, Relaxed);
+        }
+        cur = if next != NONE { T_FRAME[next].load(Acquire) } else { IDLE_FRAME[cpu].load(Relaxed) };
+        CURRENT[cpu].store(next, Relaxed);
+        if next != prev {
+            CPU[cpu].switches.fetch_add(1, Relaxed);
+        }
+        smp.finish_switch(cpu, now);
+        let f = PENDING_FREE[cpu].swap(NONE, Relaxed);
+        if f != NONE {
+            free_thread(f);
+        }
+        crate::scenario::on_switch(cpu, now, current_kind(cpu));
+    }
+    if NOHZ.load(Relaxed) {
+        update_tickless(cpu);
+    }
+    cur
+}
+
+/// With `nohz=on`: an idle CPU stops its tick and tells the core (`nohz_enter_idle`, after
+/// which busy CPUs kick it to balance for all tickless CPUs); a CPU with work ticks again.
+fn update_tickless(cpu: usize) {
+    let smp = smp();
+    let idle = CURRENT[cpu].load(Relaxed) == NONE && smp.stats(cpu).idle.load(Relaxed);
+    let tickless = TICKLESS[cpu].load(Relaxed);
+    if idle && !tickless {
+        smp.nohz_enter_idle(cpu);
+        arch::timer_stop();
+        TICKLESS[cpu].store(true, Relaxed);
+    } else if !idle && tickless {
+        smp.nohz_exit_idle(cpu);
+        arch::timer_arm(hz());
+        TICKLESS[cpu].store(false, Relaxed);
+    }
+}
+
+/// Tasks on `cpu`'s runqueue (running and queued), as the core publishes it.
+pub fn nr_running(cpu: usize) -> u32 {
+    smp().stats(cpu).nr_running.load(Relaxed)
+}
