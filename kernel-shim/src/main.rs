@@ -70,7 +70,9 @@ pub fn kmain() -> ! {
     };
     sched::select_hz(cfg.hz);
     let smp = sched::smp();
-    if let Err(e) = smp.init_with(|t| t.init_flat(n)) {
+    let k = cfg.clusters as usize;
+    let topo = smp.init_with(|t| if k == 0 || k >= n { t.init_flat(n) } else { t.init_clusters(n / k, k) });
+    if let Err(e) = topo {
         defmt::error!("error: topology for {} CPUs: {}", n, defmt::Debug2Format(&e));
         arch::exit(EXIT_MACHINE);
     }

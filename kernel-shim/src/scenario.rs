@@ -106,6 +106,9 @@ pub struct Config {
     pub features: Features,
     /// Idle CPUs stop their tick.
     pub nohz: bool,
+    /// Cluster size for the scheduler's topology (`clusters=K`); 0: one cluster of all CPUs,
+    /// which is what Linux builds on QEMU virt. `clusters=4` on 8 CPUs gives the seed's 2×4.
+    pub clusters: u32,
 }
 
 fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
@@ -116,7 +119,7 @@ fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
 }
 
 fn key_name(key: &str) -> &'static str {
-    ["threads", "events", "maxprime", "cpu", "hz", "pairs", "rounds"]
+    ["threads", "events", "maxprime", "cpu", "hz", "pairs", "rounds", "seed", "clusters"]
         .into_iter()
         .find(|k| *k == key)
         .unwrap_or("?")
@@ -157,7 +160,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime pairs rounds cpu fault hz nohz features)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault hz nohz features)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -166,7 +169,7 @@ impl core::fmt::Display for ArgError {
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
-            ArgError::Nohz => write!(f, "nohz must be on or off"),
+            ArgError::Nohz => write!(f, "nohz and barrier must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
         }
     }
@@ -181,6 +184,7 @@ impl Config {
         let mut hz = 250;
         let mut features = Features::DEFAULT;
         let mut nohz = false;
+        let mut clusters = 0;
         let mut fault = Fault::Udf;
         for word in bootargs.split_ascii_whitespace() {
             *bad = word;
@@ -190,6 +194,8 @@ impl Config {
                 "threads" => threads = number(k, v, 1, MAX_SPINNERS)?,
                 "events" => events = number(k, v, 1, MAX_EVENTS)?,
                 "maxprime" => maxprime = number(k, v, 3, 10_000_000)?,
+                "seed" => SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed),
+                "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
                 "cpu" => cpu = number(k, v, 0, MAX_CPUS as u32 - 1)?,
                 "pairs" => pairs = number(k, v, 1, MAX_PAIRS)?,
                 "rounds" => rounds = number(k, v, 1, 1_000_000)?,
@@ -205,6 +211,16 @@ impl Config {
                         "stack" => Fault::Stack,
                         _ => return Err(ArgError::Fault),
                     }
+                }
+                "barrier" => {
+                    SB_BARRIER.store(
+                        match v {
+                            "on" => true,
+                            "off" => false,
+                            _ => return Err(ArgError::Nohz),
+                        },
+                        Relaxed,
+                    );
                 }
                 "nohz" => {
                     nohz = match v {
@@ -229,7 +245,7 @@ impl Config {
             }
         };
         *bad = "";
-        Ok(Config { scenario, hz, features, nohz })
+        Ok(Config { scenario, hz, features, nohz, clusters })
     }
 }
 
@@ -384,8 +400,47 @@ fn boot() {
 static SB_THREADS: AtomicU32 = AtomicU32::new(0);
 static SB_EVENTS: AtomicU32 = AtomicU32::new(0);
 static SB_MAXPRIME: AtomicU32 = AtomicU32::new(0);
+/// Workload jitter seed (`seed=`): with a non-zero seed each sysbench thread first does a
+/// seed-dependent amount of warm-up work, so deterministic runs differ per seed the way real
+/// thread start times do. 0: no warm-up.
+static SB_SEED: AtomicU32 = AtomicU32::new(0);
+
+/// SplitMix64 step, for the warm-up amounts.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
 static SB_PRIMES: AtomicU32 = AtomicU32::new(0);
 static NEXT_EVENT: AtomicU32 = AtomicU32::new(0);
+/// sysbench starts its threads together: each waits at a start barrier until all have
+/// arrived (`barrier=on`, the default). Threads that block right after creation leave their
+/// CPU idle again, which is what lets fork placement stack them (spec §5).
+static SB_BARRIER: AtomicBool = AtomicBool::new(true);
+static SB_SLOTS: [AtomicU32; MAX_SPINNERS as usize] =
+    [const { AtomicU32::new(u32::MAX) }; MAX_SPINNERS as usize];
+static SB_SLOTS_READY: AtomicBool = AtomicBool::new(false);
+static SB_ARRIVED: AtomicU32 = AtomicU32::new(0);
+static SB_OPEN: AtomicBool = AtomicBool::new(false);
+
+/// The start barrier: the last thread to arrive wakes the others.
+fn start_barrier() {
+    let threads = SB_THREADS.load(Relaxed);
+    if SB_ARRIVED.fetch_add(1, AcqRel) + 1 == threads {
+        while !SB_SLOTS_READY.load(Acquire) {
+            arch::relax();
+        }
+        SB_OPEN.store(true, Release);
+        for s in SB_SLOTS.iter().take(threads as usize) {
+            arch::sys_unpark(s.load(Relaxed) as usize);
+        }
+    } else {
+        while !SB_OPEN.load(Acquire) {
+            arch::sys_park();
+        }
+    }
+}
 static EVENT_DONE: [AtomicU8; MAX_EVENTS as usize] = [const { AtomicU8::new(0) }; MAX_EVENTS as usize];
 static THREAD_EVENTS: [AtomicU32; MAX_SPINNERS as usize] =
     [const { AtomicU32::new(0) }; MAX_SPINNERS as usize];
@@ -542,17 +597,30 @@ fn sysbench_main(threads: u32, events: u32, maxprime: u32) {
     T0.store(arch::now_ns(), Release);
     ACTIVE.store(true, Release);
     for i in 0..threads {
-        if arch::sys_spawn(KIND_SPINNER, i as usize, 0, u64::MAX) < 0 {
+        let slot = arch::sys_spawn(KIND_SPINNER, i as usize, 0, u64::MAX);
+        if slot < 0 {
             defmt::error!("sysbench: FAIL cannot create thread {}", i);
             arch::exit(EXIT_FAILED);
         }
+        SB_SLOTS[i as usize].store(slot as u32, Relaxed);
     }
+    SB_SLOTS_READY.store(true, Release);
 }
 
 fn spinner(i: usize) {
     let events = SB_EVENTS.load(Relaxed);
     let maxprime = SB_MAXPRIME.load(Relaxed);
     let primes = SB_PRIMES.load(Relaxed);
+    if SB_BARRIER.load(Relaxed) {
+        start_barrier();
+    }
+    let seed = SB_SEED.load(Relaxed);
+    if seed != 0 {
+        // Start offset: 0..3 quarter-events of work before the first event.
+        for _ in 0..mix(seed as u64 ^ (i as u64) << 32) % 4 {
+            core::hint::black_box(count_primes(maxprime / 4));
+        }
+    }
     loop {
         let e = NEXT_EVENT.fetch_add(1, Relaxed);
         if e >= events {
