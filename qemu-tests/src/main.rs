@@ -1,7 +1,13 @@
-//! `cargo xtest`: runs every host crate's tests, checks that the `no_std` core builds for
-//! the bare-metal aarch64 target, and reports one summary line `N passed, N failed`.
+//! The host runner.
 //!
-//! The QEMU suite joins this runner when the kernel shim lands.
+//! - `cargo xtest` (`qemu-tests test`): every host crate's tests, the bare-metal build check of
+//!   the core, then the QEMU suite on the aarch64 kernel; one summary line `N passed, N failed`.
+//! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
+//!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
+
+mod qemu;
+mod suite;
+mod xrun;
 
 use std::process::{Command, ExitCode, Stdio};
 
@@ -11,8 +17,9 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
         Some("test") => run_tests(&args[1..]),
+        Some("run") => xrun::main(&args[1..]),
         _ => {
-            eprintln!("usage: qemu-tests test [extra cargo test args]");
+            eprintln!("usage: qemu-tests test [cargo test args] | qemu-tests run [--help]");
             ExitCode::from(2)
         }
     }
@@ -65,7 +72,7 @@ fn run_capture(cmd: &mut Command) -> (bool, String) {
 
 /// Makes sure the bare-metal target's standard library is installed; the toolchain file
 /// lists it, but rustup only installs listed targets when it installs the toolchain itself.
-fn ensure_target(target: &str) -> bool {
+pub(crate) fn ensure_target(target: &str) -> bool {
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
@@ -84,7 +91,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
 
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
-    eprintln!("xtest: [1/2] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
+    eprintln!("xtest: [1/3] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
     let (ok, text) = run_capture(
         cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--all-targets"]).args(extra),
     );
@@ -99,7 +106,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
         steps_failed.push("doc tests");
     }
 
-    eprintln!("xtest: [2/2] sched-core builds for {BARE_METAL_TARGET} (no_std, no alloc)");
+    eprintln!("xtest: [2/3] sched-core builds for {BARE_METAL_TARGET} (no_std, no alloc)");
     let built = ensure_target(BARE_METAL_TARGET)
         && cargo()
             .args(["build", "-p", "sched-core", "--target", BARE_METAL_TARGET, "--release"])
@@ -111,6 +118,14 @@ fn run_tests(extra: &[String]) -> ExitCode {
     } else {
         tally.failed += 1;
         steps_failed.push("bare-metal build of sched-core");
+    }
+
+    eprintln!("xtest: [3/3] the QEMU suite (kernel-shim on 8 vCPUs)");
+    let (p, f) = suite::run();
+    tally.passed += p;
+    tally.failed += f;
+    if f > 0 {
+        steps_failed.push("QEMU suite");
     }
 
     if !steps_failed.is_empty() {

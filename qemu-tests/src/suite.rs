@@ -1,0 +1,173 @@
+//! The QEMU suite: one boot per scenario, judged on the kernel's exit code and its decoded
+//! report. Timing is asserted only in deterministic mode; parallel mode hunts races.
+
+use std::time::Duration;
+
+use crate::qemu::{self, Boot, Mode};
+
+struct Case {
+    name: &'static str,
+    args: &'static str,
+    mode: Mode,
+    judge: fn(&Boot) -> Result<(), String>,
+}
+
+fn exit_is(b: &Boot, code: i32) -> Result<(), String> {
+    if b.timed_out {
+        return Err("timed out".into());
+    }
+    match b.code {
+        Some(c) if c == code => Ok(()),
+        c => Err(format!("exit code {c:?}, expected {code}")),
+    }
+}
+
+fn has(b: &Boot, needle: &str) -> Result<(), String> {
+    b.line(needle).map(|_| ()).ok_or_else(|| format!("no line containing {needle:?}"))
+}
+
+fn sysbench_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "exactly-once check")?;
+    let l = b.line("exactly-once check").unwrap_or_default();
+    if !l.ends_with("OK") {
+        return Err(format!("exactly-once check failed: {l}"));
+    }
+    has(b, "scheduler invariants hold")
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "boot: 8 CPUs online, ticking, SGIs both ways",
+        args: "scenario=boot",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "boot: OK (8 CPUs")
+        },
+    },
+    Case {
+        name: "boot (parallel)",
+        args: "scenario=boot",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "boot: OK (8 CPUs")
+        },
+    },
+    Case {
+        name: "spread: 8 spinners end up one per CPU, spread time recorded",
+        args: "scenario=sysbench threads=8 events=1000 seed=1",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            sysbench_ok(b)?;
+            has(b, "spread time")
+        },
+    },
+    Case {
+        name: "sysbench-like on the 2x4 octo core, rule off",
+        args:
+            "scenario=sysbench threads=8 events=1000 clusters=4 seed=1 features=NO_UTIL_PULL_SKIPS_LONE_TASK",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            sysbench_ok(b)?;
+            has(b, "spread time")
+        },
+    },
+    Case {
+        name: "sysbench-like (parallel)",
+        args: "scenario=sysbench threads=8 events=1000",
+        mode: Mode::Parallel,
+        judge: sysbench_ok,
+    },
+    Case {
+        name: "oversubscription: 24 spinners, every event once",
+        args: "scenario=sysbench threads=24 events=3000",
+        mode: Mode::Parallel,
+        judge: sysbench_ok,
+    },
+    Case {
+        name: "tickless idle with nohz kicks",
+        args: "scenario=sysbench threads=8 events=1000 nohz=on",
+        mode: Mode::Deterministic,
+        judge: sysbench_ok,
+    },
+    Case {
+        name: "sleep/wake ping-pong: no lost wakeups",
+        args: "scenario=pingpong pairs=4 rounds=1000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: OK")
+        },
+    },
+    Case {
+        name: "sleep/wake ping-pong (parallel)",
+        args: "scenario=pingpong pairs=12 rounds=2000",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: OK")
+        },
+    },
+    Case {
+        name: "panic on CPU 5 is reported and fails the run",
+        args: "scenario=panic cpu=5",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 101)?;
+            has(b, "PANIC on CPU 5")
+        },
+    },
+    Case {
+        name: "a bad boot parameter is one clear error and a distinct exit code",
+        args: "scenario=sysbench threads=0",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 3)?;
+            has(b, r#"error: bad argument "threads=0""#)
+        },
+    },
+];
+
+/// Runs the suite. Returns (passed, failed).
+pub fn run() -> (u64, u64) {
+    let qemu_bin = match qemu::find_or_install() {
+        Ok(p) => p,
+        Err(line) => {
+            eprintln!("xtest: {line}");
+            return (0, 1);
+        }
+    };
+    let elf = match qemu::build_kernel() {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("xtest: {e}");
+            return (0, 1);
+        }
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for (i, c) in CASES.iter().enumerate() {
+        eprint!("xtest: qemu [{}/{}] {} ({}) ... ", i + 1, CASES.len(), c.name, c.mode.name());
+        let b = qemu::boot(&qemu_bin, &elf, c.args, c.mode, Duration::from_secs(60));
+        match (c.judge)(&b) {
+            Ok(()) => {
+                passed += 1;
+                eprintln!("ok ({:.1} s)", b.wall.as_secs_f64());
+            }
+            Err(why) => {
+                failed += 1;
+                eprintln!("FAILED: {why}");
+                eprintln!("  command line: {}", c.args);
+                for l in b.lines.iter().filter(|l| l.contains("PANIC") || l.contains("error")).take(5) {
+                    eprintln!("  {l}");
+                }
+                eprintln!("  last log lines:");
+                for l in b.lines.iter().rev().take(12).collect::<Vec<_>>().into_iter().rev() {
+                    eprintln!("    {l}");
+                }
+            }
+        }
+    }
+    (passed, failed)
+}
