@@ -401,7 +401,7 @@ static SB_THREADS: AtomicU32 = AtomicU32::new(0);
 static SB_EVENTS: AtomicU32 = AtomicU32::new(0);
 static SB_MAXPRIME: AtomicU32 = AtomicU32::new(0);
 /// Workload jitter seed (`seed=`): with a non-zero seed each sysbench thread first does a
-/// seed-dependent amount of warm-up work, so deterministic runs differ per seed the way real
+/// seed-dependent amount of warm-up work (0..7 events' worth, before the start barrier), so deterministic runs differ per seed the way real
 /// thread start times do. 0: no warm-up.
 static SB_SEED: AtomicU32 = AtomicU32::new(0);
 
@@ -611,15 +611,16 @@ fn spinner(i: usize) {
     let events = SB_EVENTS.load(Relaxed);
     let maxprime = SB_MAXPRIME.load(Relaxed);
     let primes = SB_PRIMES.load(Relaxed);
-    if SB_BARRIER.load(Relaxed) {
-        start_barrier();
-    }
     let seed = SB_SEED.load(Relaxed);
     if seed != 0 {
-        // Start offset: 0..3 quarter-events of work before the first event.
-        for _ in 0..mix(seed as u64 ^ (i as u64) << 32) % 4 {
-            core::hint::black_box(count_primes(maxprime / 4));
+        // Start offset: 0..7 events of work before the thread reaches the barrier,
+        // as real threads start at different times.
+        for _ in 0..mix(seed as u64 ^ (i as u64) << 32) % 8 {
+            core::hint::black_box(count_primes(maxprime));
         }
+    }
+    if SB_BARRIER.load(Relaxed) {
+        start_barrier();
     }
     loop {
         let e = NEXT_EVENT.fetch_add(1, Relaxed);

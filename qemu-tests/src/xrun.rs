@@ -34,6 +34,10 @@ struct Args {
     /// Scheduler topology on the 8 vCPUs: cluster size (4 = the seed's 2x4; 0 = flat 1x8).
     #[arg(long, default_value_t = 4)]
     clusters: u32,
+    /// Keep the tick on idle CPUs (default: idle CPUs go tickless and busy CPUs kick an idle
+    /// balancer, as Linux's NO_HZ_IDLE does).
+    #[arg(long)]
+    ticking: bool,
     /// Extra feature switches for both sides (e.g. NO_UTIL_EST).
     #[arg(long, default_value = "")]
     features: String,
@@ -132,8 +136,12 @@ pub fn main(args: &[String]) -> ExitCode {
         for (rule, out) in [(true, &mut on), (false, &mut off)] {
             let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
             let cmd = format!(
-                "scenario=sysbench threads={} events={} hz={} clusters={} seed={seed} features={extra}{flag}",
-                a.threads, a.events, a.hz, a.clusters
+                "scenario=sysbench threads={} events={} hz={} clusters={} nohz={} seed={seed} features={extra}{flag}",
+                a.threads,
+                a.events,
+                a.hz,
+                a.clusters,
+                if a.ticking { "off" } else { "on" }
             );
             eprint!(
                 "\rxrun: QEMU {} run {}/{} (rule {})   ",
@@ -158,9 +166,10 @@ pub fn main(args: &[String]) -> ExitCode {
     eprintln!();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "QEMU virt, 8 vCPUs, {} mode, HZ={}, scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
+        "QEMU virt, 8 vCPUs, {} mode, HZ={} ({}), scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
         mode.name(),
         a.hz,
+        if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
         if a.clusters == 0 { "flat 1x8".to_string() } else { format!("clusters of {}", a.clusters) },
         a.threads,
         a.events,
