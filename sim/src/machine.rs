@@ -88,6 +88,9 @@ pub struct Config {
     pub seed: u64,
     /// Record a trace.
     pub trace: bool,
+    /// Run the core's invariant checker after every event (stress tests; slow).
+    #[serde(skip)]
+    pub check_every_event: bool,
 }
 
 fn ser_features<S: serde::Serializer>(f: &Features, s: S) -> Result<S::Ok, S::Error> {
@@ -110,6 +113,7 @@ impl Config {
             nohz: true,
             seed,
             trace: false,
+            check_every_event: false,
         }
     }
 }
@@ -375,6 +379,17 @@ impl<const C: usize> Machine<C> {
         id
     }
 
+    /// Changes a live task's nice value (experiments and stress).
+    pub fn set_nice(&mut self, t: TaskId, nice: i32) -> bool {
+        let ok = self.smp.set_nice(self.now, t, nice).is_ok();
+        let cpu = self.smp.task_cpu(t).unwrap_or(0) as usize;
+        if self.smp.need_resched(cpu) && !self.cpus[cpu].ipi_pending {
+            self.cpus[cpu].ipi_pending = true;
+            self.push(self.now, Ev::Ipi(cpu));
+        }
+        ok
+    }
+
     /// Creates a task from inside the event loop (the caller reschedules `cpu` if asked).
     fn spawn_inner(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {
         self.now = self.now.max(1);
@@ -453,6 +468,11 @@ impl<const C: usize> Machine<C> {
                     }
                 }
                 Ev::Wake(t) => self.on_wake(t),
+            }
+            if self.cfg.check_every_event {
+                if let Err(v) = self.smp.check_invariants() {
+                    panic!("invariant broken at {} ns after {:?}: {:?}", self.now, ev, v);
+                }
             }
             if self.tasks.is_empty() {
                 return false;

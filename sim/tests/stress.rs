@@ -1,0 +1,91 @@
+//! Stress: many random scenarios — topologies, task mixes (spinners, periodic sleepers,
+//! sysbench pools), affinities, nice levels, churn — with the core's invariant checker after
+//! every simulated event: no task lost, duplicated or misplaced; every pinned task where its
+//! affinity allows.
+
+use proptest::prelude::*;
+use sched_core::CpuMask;
+use sched_sim::experiments::on_big_stack;
+use sched_sim::machine::{Behavior, Config, Machine, TopologyKind};
+
+#[derive(Debug, Clone)]
+struct Spec {
+    topo: u8,
+    nohz: bool,
+    tasks: Vec<(u8, u8, u16, u16, u8, i8)>,
+    renice: Vec<(u8, i8)>,
+    seed: u64,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        0u8..4,
+        any::<bool>(),
+        prop::collection::vec((0u8..3, 0u8..8, 1u16..400, 0u16..400, 0u8..4, -5i8..6), 1..24),
+        prop::collection::vec((0u8..24, -10i8..10), 0..6),
+        any::<u64>(),
+    )
+        .prop_map(|(topo, nohz, tasks, renice, seed)| Spec { topo, nohz, tasks, renice, seed })
+}
+
+fn run(s: Spec) {
+    let topology = match s.topo {
+        0 => TopologyKind::Flat,
+        1 => TopologyKind::Clusters(4),
+        2 => TopologyKind::BigLittle(446),
+        _ => TopologyKind::Numa(2),
+    };
+    let cfg =
+        Config { topology, nohz: s.nohz, seed: s.seed, check_every_event: true, ..Config::octo(s.seed) };
+    let mut m = Machine::<8>::new(cfg).unwrap();
+    m.run_until(5_000_000);
+    let mut ids = vec![];
+    for (i, &(kind, cpu, run_us, sleep_us, pin, nice)) in s.tasks.iter().enumerate() {
+        let behavior = match kind {
+            0 => Behavior::Periodic {
+                run_ns: run_us as u64 * 1000,
+                sleep_ns: sleep_us as u64 * 1000,
+                repeat: 20,
+            },
+            1 => Behavior::Spinner,
+            _ => Behavior::Periodic { run_ns: 50_000, sleep_ns: 10_000, repeat: 200 },
+        };
+        let cpu = cpu as usize % 8;
+        let affinity = match pin {
+            0 => CpuMask::single(cpu),
+            1 => CpuMask::range(cpu & !1, (cpu & !1) + 2),
+            _ => CpuMask::ALL,
+        };
+        let t = m.spawn(cpu, behavior, &format!("t{i}"), affinity);
+        m.set_nice(t, nice as i32);
+        ids.push((t, affinity));
+    }
+    for step in 0..40u64 {
+        let until = m.now() + 2_000_000;
+        m.run_until(until);
+        if let Some(&(i, n)) = s.renice.get(step as usize) {
+            if let Some(&(t, _)) = ids.get(i as usize % ids.len().max(1)) {
+                m.set_nice(t, n as i32);
+            }
+        }
+        for &(t, mask) in &ids {
+            if let Ok(cpu) = m.smp.task_cpu(t) {
+                let e = m.smp.entity(t).unwrap();
+                assert!(mask.contains(cpu as usize) || e.on_cpu, "{t:?} on CPU{cpu} outside {mask:?}");
+            }
+        }
+    }
+}
+
+proptest! {
+    // 120 scenarios in `cargo xtest`; `STRESS_CASES=2000 cargo test --release -p sched-sim
+    // --test stress` for a long run.
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("STRESS_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(120)
+    ))]
+
+    #[test]
+    fn random_scenarios_keep_every_invariant(s in spec()) {
+        on_big_stack(move || run(s));
+    }
+}
