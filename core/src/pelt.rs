@@ -79,6 +79,9 @@ pub struct UtilEst {
 }
 
 impl UtilEst {
+    /// No estimate (usable in `const` contexts).
+    pub const ZERO: UtilEst = UtilEst { enqueued: 0, ewma: 0 };
+
     /// `max(ewma, enqueued) | UTIL_AVG_UNCHANGED`: what a task adds to its runqueue's sum.
     pub fn task_estimate(&self) -> u32 {
         self.ewma.max(self.enqueued) | UTIL_AVG_UNCHANGED
@@ -110,6 +113,19 @@ pub struct SchedAvg {
 }
 
 impl SchedAvg {
+    /// All signals zero (usable in `const` contexts).
+    pub const ZERO: SchedAvg = SchedAvg {
+        last_update_time: 0,
+        load_sum: 0,
+        runnable_sum: 0,
+        util_sum: 0,
+        period_contrib: 0,
+        load_avg: 0,
+        runnable_avg: 0,
+        util_avg: 0,
+        util_est: UtilEst::ZERO,
+    };
+
     /// `LOAD_AVG_MAX - 1024 + period_contrib`: the maximum the sums can hold right now.
     pub fn divider(&self) -> u64 {
         LOAD_AVG_MAX - 1024 + self.period_contrib

@@ -21,6 +21,7 @@ use crate::smp::{fits_capacity, update_avg, Smp};
 use crate::task::Entity;
 use crate::topology::SdFlags;
 use crate::weights::NICE_0_WEIGHT;
+use spin::RelaxStrategy;
 
 /// Why a CPU is being chosen.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +45,9 @@ pub struct Waker {
     pub present: bool,
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, CPUS, TASKS, Q> {
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
     /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`. Always
     /// returns a CPU `e`'s affinity allows (callers validated that it allows one). The
     /// flag says whether the wakeup went the affine fast path (then the waker's

@@ -11,7 +11,7 @@
 
 use crate::cpumask::CpuMask;
 use crate::features::{Features, Tunables};
-use crate::pelt::{Removed, SchedAvg, UtilEst, LOAD_AVG_MAX, SCHED_CAPACITY_SCALE};
+use crate::pelt::{Removed, SchedAvg, LOAD_AVG_MAX, SCHED_CAPACITY_SCALE};
 use crate::task::{Entity, Policy, TaskId};
 use crate::timeline::Timeline;
 use crate::weights::LoadWeight;
@@ -112,17 +112,7 @@ impl<const Q: usize> RunQueue<Q> {
             next: None,
             last: None,
             skip: None,
-            avg: SchedAvg {
-                last_update_time: 0,
-                load_sum: 0,
-                runnable_sum: 0,
-                util_sum: 0,
-                period_contrib: 0,
-                load_avg: 0,
-                runnable_avg: 0,
-                util_avg: 0,
-                util_est: UtilEst { enqueued: 0, ewma: 0 },
-            },
+            avg: SchedAvg::ZERO,
             removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
             need_resched: false,
             nr_switches: 0,
@@ -552,17 +542,7 @@ static SENTINEL: Entity = Entity {
     exec_start: 0,
     sum_exec_runtime: 0,
     prev_sum_exec_runtime: 0,
-    avg: SchedAvg {
-        last_update_time: 0,
-        load_sum: 0,
-        runnable_sum: 0,
-        util_sum: 0,
-        period_contrib: 0,
-        load_avg: 0,
-        runnable_avg: 0,
-        util_avg: 0,
-        util_est: UtilEst { enqueued: 0, ewma: 0 },
-    },
+    avg: SchedAvg::ZERO,
     on_rq: false,
     pelt_attached: false,
     on_cpu: false,

@@ -12,6 +12,10 @@
 //!
 //! The topology is written once by [`Smp::init`] before any other call and only read after.
 //!
+//! The locks spin with the relax strategy `R` (default [`spin::Spin`], i.e.
+//! `core::hint::spin_loop()`); a platform can supply its own, e.g. one that executes aarch64
+//! `yield` so a spinning vCPU hands its slot to the lock holder under QEMU's icount mode.
+//!
 //! ## Read without a lock
 //!
 //! Each runqueue's owner publishes a few figures ([`RqStats`]: task counts, PELT averages,
@@ -28,7 +32,9 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use spin::{Mutex, RwLock};
+use spin::mutex::{Mutex, MutexGuard};
+use spin::rwlock::RwLock;
+use spin::{RelaxStrategy, Spin};
 
 use crate::cpumask::CpuMask;
 use crate::error::SchedError;
@@ -180,13 +186,13 @@ impl GroupCapacity {
 }
 
 /// One CPU: its runqueue lock, its published figures and its balance state.
-pub struct CpuCell<const Q: usize> {
+pub struct CpuCell<const Q: usize, R = Spin> {
     /// The runqueue and per-CPU scheduling state.
-    pub rq: Mutex<CpuState<Q>>,
+    pub rq: Mutex<CpuState<Q>, R>,
     /// Figures for lock-free readers.
     pub stats: RqStats,
     /// Balancing state.
-    pub balance: Mutex<BalanceState>,
+    pub balance: Mutex<BalanceState, R>,
 }
 
 /// The root domain's flags, written by root-level balancing and by enqueues.
@@ -215,11 +221,11 @@ pub struct RootDomain {
 /// smp.finish_switch(0, 0);
 /// smp.check_invariants().unwrap();
 /// ```
-pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> {
+pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
     pub(crate) platform: P,
-    pub(crate) topo: RwLock<Topology<CPUS>>,
-    pub(crate) cpus: [CpuCell<Q>; CPUS],
-    pub(crate) tasks: Mutex<TaskTable<TASKS>>,
+    pub(crate) topo: RwLock<Topology<CPUS>, R>,
+    pub(crate) cpus: [CpuCell<Q, R>; CPUS],
+    pub(crate) tasks: Mutex<TaskTable<TASKS>, R>,
     pub(crate) sgc: [[GroupCapacity; CPUS]; MAX_LEVELS],
     pub(crate) root: RootDomain,
     nr_cpus: AtomicU32,
@@ -244,7 +250,9 @@ pub enum IdleType {
     NewlyIdle,
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, CPUS, TASKS, Q> {
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
     /// A machine with no CPUs yet; call [`Smp::init`] (or [`Smp::init_with`]) next. `const`
     /// so a kernel can place it in a static and initialise it in place.
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
@@ -382,7 +390,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
     }
 
     /// Read access to the topology.
-    pub fn topology(&self) -> spin::RwLockReadGuard<'_, Topology<CPUS>> {
+    pub fn topology(&self) -> spin::RwLockReadGuard<'_, Topology<CPUS>, R> {
         self.topo.read()
     }
 
@@ -392,7 +400,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
     }
 
     /// Runs `f` with a CPU's state locked (for platforms, tests and reports).
-    pub fn with_cpu<R>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> R) -> Result<R, SchedError> {
+    pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> T) -> Result<T, SchedError> {
         self.check_cpu(cpu)?;
         Ok(f(&self.cpus[cpu].rq.lock()))
     }
@@ -1251,7 +1259,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, 
     /// lock in order; meant for tests and stress runs.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         let n = self.nr_cpus();
-        let guards: heapless::Vec<spin::MutexGuard<'_, CpuState<Q>>, CPUS> =
+        let guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
             (0..n).map(|c| self.cpus[c].rq.lock()).collect();
         let t = self.tasks.lock();
         let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what, task: None });

@@ -31,6 +31,7 @@ use crate::smp::{BalanceState, IdleType, Smp};
 use crate::table::Location;
 use crate::task::Entity;
 use crate::topology::{Level, SdFlags};
+use spin::RelaxStrategy;
 
 /// What one balance attempt came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,7 +95,9 @@ struct DomainView {
     has_parent: bool,
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, CPUS, TASKS, Q> {
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
     fn snap(&self, cpu: usize) -> CpuSnap {
         let s = self.stats(cpu);
         CpuSnap {

@@ -11,6 +11,7 @@ use super::stats::check_cpu_capacity;
 use crate::platform::Platform;
 use crate::smp::{IdleType, Smp};
 use crate::topology::SdFlags;
+use spin::RelaxStrategy;
 
 /// Kick for a full balance on behalf of the idle CPUs.
 pub const NOHZ_BALANCE_KICK: u8 = 1;
@@ -71,7 +72,9 @@ impl<const CPUS: usize> Default for Nohz<CPUS> {
     }
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize> Smp<P, CPUS, TASKS, Q> {
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
     fn llc_id(&self, cpu: usize) -> usize {
         self.topo.read().llc_span(cpu).first().unwrap_or(cpu)
     }
