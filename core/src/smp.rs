@@ -853,7 +853,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if cpu >= self.nr_cpus() {
             return None;
         }
-        let mut pending = self.finish_switch_locked(cpu, now, &mut self.cpus[cpu].rq.lock());
+        // A platform that did not call finish_switch after the previous switch has saved that
+        // context by now (it is calling schedule again on this CPU).
+        let _ = self.finish_switch_locked(cpu, now, &mut self.cpus[cpu].rq.lock());
         // A kick to balance for the tickless idle CPUs is served first.
         self.nohz_idle_balance(cpu, now);
         // A CPU about to idle first tries to pull work (newidle balance).
@@ -914,7 +916,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             };
             self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
-        pending.take();
         ids.1
     }
 
