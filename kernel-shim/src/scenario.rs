@@ -11,6 +11,16 @@
 //! * `scenario=fault fault=udf|stack cpu=C`: a thread pinned to CPU C executes an undefined
 //!   instruction, or overflows its stack; the kernel reports it and exits 101.
 //!
+//! * `scenario=wakeone threads=N events=M`: sysbench workers created pinned to CPU 0, then
+//!   widened to all CPUs: only the load balancer spreads them; spread time, exactly-once.
+//! * `scenario=affinity`: 4 threads pinned to CPU 1, 2 to CPU 6, 8 free; no thread may be
+//!   switched in outside its affinity, and every CPU must run a scenario thread.
+//! * `scenario=nice threads=N nice=K events=M`: half the threads at nice 0, half at nice K,
+//!   all on one CPU; their CPU-time ratio must be within 25 % of the weight ratio.
+//! * `scenario=churn ops=N seed=S`: random spawn/exit/park/unpark/yield/sleep until N
+//!   operations; every thread must start and exit exactly once.
+//! * `scenario=hang cpu=C`: a thread on CPU C spins with IRQs masked; the watchdog exits 5.
+//!
 //! Every scenario that finishes also runs the core's `check_invariants` before exiting.
 //! Common keys: `hz=` (100, 250, 300, 1000), `nohz=on|off` (idle CPUs stop their tick;
 //! default off), `features=` (comma-separated core feature
@@ -43,6 +53,14 @@ pub const KIND_PING: usize = 3;
 pub const KIND_PONG: usize = 4;
 /// The thread that faults on purpose (arg: 0 udf, 1 stack overflow).
 pub const KIND_FAULT: usize = 5;
+/// A spinner pinned to one CPU (`scenario=affinity`); works like a sysbench worker.
+pub const KIND_PINNED: usize = 6;
+/// A churn thread (arg: its serial number).
+pub const KIND_CHURN: usize = 7;
+/// The thread that masks IRQs and spins forever (`scenario=hang`).
+pub const KIND_HANG: usize = 8;
+/// A thread that keeps its CPU busy (and ticking) with yields (`scenario=hang`).
+pub const KIND_BUSY: usize = 9;
 
 /// Most events a sysbench run may ask for (one done-flag each).
 pub const MAX_EVENTS: u32 = 65_536;
@@ -84,6 +102,44 @@ pub enum Scenario {
         /// The CPU.
         cpu: u32,
     },
+    /// sysbench workers all created on CPU 0 (pinned there, then widened): only the load
+    /// balancer spreads them.
+    Wakeone {
+        /// Worker threads.
+        threads: u32,
+        /// Events in total.
+        events: u32,
+        /// Count primes up to this per event.
+        maxprime: u32,
+    },
+    /// Pinned spinners (4 on CPU 1, 2 on CPU 6) and 8 free ones sharing the events.
+    Affinity {
+        /// Events in total.
+        events: u32,
+        /// Count primes up to this per event.
+        maxprime: u32,
+    },
+    /// Two groups of spinners (nice 0 and nice `nice`) on one CPU; CPU-time ratio.
+    Nice {
+        /// Threads in all (half at nice 0).
+        threads: u32,
+        /// Nice value of the second group.
+        nice: u32,
+        /// Events in total.
+        events: u32,
+        /// Count primes up to this per event.
+        maxprime: u32,
+    },
+    /// Threads that spawn, exit, park/unpark, yield and sleep at random.
+    Churn {
+        /// Operations to do before stopping.
+        ops: u32,
+    },
+    /// A thread on `cpu` spins with IRQs masked; the watchdog must exit 5.
+    Hang {
+        /// The CPU.
+        cpu: u32,
+    },
 }
 
 /// The faults of `scenario=fault`.
@@ -119,10 +175,13 @@ fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
 }
 
 fn key_name(key: &str) -> &'static str {
-    ["threads", "events", "maxprime", "cpu", "hz", "pairs", "rounds", "seed", "clusters"]
-        .into_iter()
-        .find(|k| *k == key)
-        .unwrap_or("?")
+    [
+        "threads", "events", "maxprime", "cpu", "hz", "pairs", "rounds", "seed", "clusters", "nice", "ops",
+        "watchdog",
+    ]
+    .into_iter()
+    .find(|k| *k == key)
+    .unwrap_or("?")
 }
 
 /// A command-line error.
@@ -160,11 +219,11 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault hz nohz features)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz features)"
                 )
             }
             ArgError::UnknownScenario => {
-                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault)")
+                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang)")
             }
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
@@ -180,25 +239,33 @@ impl Config {
     pub fn parse<'a>(bootargs: &'a str, bad: &mut &'a str) -> Result<Config, ArgError> {
         let mut scenario = "boot";
         let (mut threads, mut events, mut maxprime, mut cpu) = (8, 1000, 2000, 0);
+        let mut events_set = false;
         let (mut pairs, mut rounds) = (4, 1000);
         let mut hz = 250;
         let mut features = Features::DEFAULT;
         let mut nohz = false;
         let mut clusters = 0;
         let mut fault = Fault::Udf;
+        let (mut nice, mut ops) = (5, 10_000);
         for word in bootargs.split_ascii_whitespace() {
             *bad = word;
             let (k, v) = word.split_once('=').ok_or(ArgError::NotKeyValue)?;
             match k {
                 "scenario" => scenario = v,
                 "threads" => threads = number(k, v, 1, MAX_SPINNERS)?,
-                "events" => events = number(k, v, 1, MAX_EVENTS)?,
+                "events" => {
+                    events = number(k, v, 1, MAX_EVENTS)?;
+                    events_set = true;
+                }
                 "maxprime" => maxprime = number(k, v, 3, 10_000_000)?,
                 "seed" => SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed),
                 "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
                 "cpu" => cpu = number(k, v, 0, MAX_CPUS as u32 - 1)?,
                 "pairs" => pairs = number(k, v, 1, MAX_PAIRS)?,
                 "rounds" => rounds = number(k, v, 1, 1_000_000)?,
+                "nice" => nice = number(k, v, 1, 19)?,
+                "ops" => ops = number(k, v, 1, 1_000_000)?,
+                "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, 100_000)?),
                 "hz" => {
                     hz = number(k, v, 1, 10_000)?;
                     if !sched::HZ_CHOICES.contains(&hz) {
@@ -239,6 +306,23 @@ impl Config {
             "panic" => Scenario::Panic { cpu },
             "pingpong" => Scenario::Pingpong { pairs, rounds },
             "fault" => Scenario::Fault { fault, cpu },
+            "wakeone" => Scenario::Wakeone { threads, events, maxprime },
+            "affinity" => {
+                // Long enough for the balancer to act (about 0.2 s on 8 CPUs).
+                let events = if events_set { events } else { AFF_EVENTS };
+                Scenario::Affinity { events, maxprime }
+            }
+            "nice" => {
+                if threads < 2 {
+                    *bad = "threads";
+                    return Err(ArgError::Range { key: "threads", min: 2, max: MAX_SPINNERS });
+                }
+                // Long enough for many scheduling periods (about 0.5 s on one CPU).
+                let events = if events_set { events } else { NICE_EVENTS };
+                Scenario::Nice { threads, nice, events, maxprime }
+            }
+            "churn" => Scenario::Churn { ops },
+            "hang" => Scenario::Hang { cpu },
             other => {
                 *bad = other;
                 return Err(ArgError::UnknownScenario);
@@ -256,11 +340,15 @@ static NCPUS: AtomicU32 = AtomicU32::new(1);
 pub fn start(cfg: &Config, ncpus: usize) {
     SCENARIO.call_once(|| cfg.scenario);
     NCPUS.store(ncpus as u32, Relaxed);
-    if let Scenario::Panic { cpu } | Scenario::Fault { cpu, .. } = cfg.scenario {
+    if let Scenario::Panic { cpu } | Scenario::Fault { cpu, .. } | Scenario::Hang { cpu } = cfg.scenario {
         if cpu as usize >= ncpus {
             defmt::error!("error: bad argument cpu={}: this machine has CPUs 0..{}", cpu, ncpus - 1);
             arch::exit(EXIT_BAD_ARGS);
         }
+    }
+    if matches!(cfg.scenario, Scenario::Hang { .. }) && ncpus < 2 {
+        defmt::error!("error: bad argument scenario=hang: needs 2 CPUs (one hangs, one watches)");
+        arch::exit(EXIT_BAD_ARGS);
     }
     if let Err(e) = sched::spawn(0, arch::now_ns(), KIND_MAIN, 0, 0, u64::MAX) {
         defmt::error!("error: cannot create the main thread: {}", defmt::Debug2Format(&e));
@@ -274,14 +362,30 @@ pub fn thread_main(kind: usize, arg: usize) {
         KIND_MAIN => match SCENARIO.get() {
             Some(Scenario::Boot) => boot(),
             Some(&Scenario::Sysbench { threads, events, maxprime }) => {
-                sysbench_main(threads, events, maxprime)
+                bench_main(Mode::Sysbench, threads, events, maxprime, 0)
             }
+            Some(&Scenario::Wakeone { threads, events, maxprime }) => {
+                bench_main(Mode::Wakeone, threads, events, maxprime, 0)
+            }
+            Some(&Scenario::Affinity { events, maxprime }) => {
+                bench_main(Mode::Affinity, AFF_FREE, events, maxprime, 0)
+            }
+            Some(&Scenario::Nice { threads, nice, events, maxprime }) => {
+                bench_main(Mode::Nice, threads, events, maxprime, nice)
+            }
+            Some(&Scenario::Churn { ops }) => churn_main(ops),
+            Some(&Scenario::Hang { cpu }) => hang_main(cpu),
             Some(&Scenario::Panic { cpu }) => pinned_main(KIND_PANIC, cpu as usize, cpu),
             Some(&Scenario::Fault { fault, cpu }) => pinned_main(KIND_FAULT, fault as usize, cpu),
             Some(&Scenario::Pingpong { pairs, rounds }) => pingpong_main(pairs, rounds),
             None => {}
         },
-        KIND_SPINNER => spinner(arg),
+        KIND_SPINNER | KIND_PINNED => spinner(arg),
+        KIND_CHURN => churn_child(arg),
+        KIND_HANG => hang(),
+        KIND_BUSY => loop {
+            arch::sys_yield();
+        },
         KIND_PING => ping(arg),
         KIND_FAULT => fault(arg),
         KIND_PONG => pong(arg),
@@ -431,6 +535,10 @@ fn start_barrier() {
         while !SB_SLOTS_READY.load(Acquire) {
             arch::relax();
         }
+        if mode() == Mode::Nice {
+            NICE_START_AT.store(since_t0(), Relaxed);
+            snapshot_cpu_times(&NICE_START);
+        }
         SB_OPEN.store(true, Release);
         for s in SB_SLOTS.iter().take(threads as usize) {
             arch::sys_unpark(s.load(Relaxed) as usize);
@@ -578,14 +686,101 @@ fn count_primes(max: u32) -> u32 {
     n
 }
 
-fn sysbench_main(threads: u32, events: u32, maxprime: u32) {
-    SB_THREADS.store(threads, Relaxed);
+/// The scenarios built on the sysbench workers.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Sysbench = 0,
+    Wakeone = 1,
+    Affinity = 2,
+    Nice = 3,
+}
+
+static MODE: AtomicU8 = AtomicU8::new(0);
+
+fn mode() -> Mode {
+    match MODE.load(Relaxed) {
+        1 => Mode::Wakeone,
+        2 => Mode::Affinity,
+        3 => Mode::Nice,
+        _ => Mode::Sysbench,
+    }
+}
+
+fn tag() -> &'static str {
+    match mode() {
+        Mode::Sysbench => "sysbench",
+        Mode::Wakeone => "wakeone",
+        Mode::Affinity => "affinity",
+        Mode::Nice => "nice",
+    }
+}
+
+/// `scenario=affinity`: free spinners, and pinned ones: (CPU, count).
+const AFF_FREE: u32 = 8;
+const AFF_PINNED: [(usize, u32); 2] = [(1, 4), (6, 2)];
+/// `scenario=affinity`: events unless `events=` is given.
+const AFF_EVENTS: u32 = 4000;
+/// `scenario=nice`: the accepted deviation of the measured CPU-time ratio from the weight
+/// ratio, in percent.
+const NICE_MARGIN_PCT: u64 = 25;
+/// `scenario=nice`: events unless `events=` is given.
+const NICE_EVENTS: u32 = 4000;
+static NICE_LEVEL: AtomicU32 = AtomicU32::new(0);
+static NICE_CPU: AtomicU32 = AtomicU32::new(0);
+/// Each thread's CPU time when the first thread found the events used up (the end of the
+/// window in which all threads compete).
+static NICE_SNAP: [AtomicU64; MAX_SPINNERS as usize] = [const { AtomicU64::new(0) }; MAX_SPINNERS as usize];
+static NICE_SNAPPED: AtomicBool = AtomicBool::new(false);
+/// Each thread's CPU time when the start barrier opened (the start of the window).
+static NICE_START: [AtomicU64; MAX_SPINNERS as usize] = [const { AtomicU64::new(0) }; MAX_SPINNERS as usize];
+static NICE_START_AT: AtomicU64 = AtomicU64::new(0);
+
+/// Each worker's CPU time now, into `into`.
+fn snapshot_cpu_times(into: &[AtomicU64]) {
+    for (t, snap) in into.iter().enumerate().take(SB_THREADS.load(Relaxed) as usize) {
+        snap.store(sched::thread_cpu_ns_now(SB_SLOTS[t].load(Relaxed) as usize), Relaxed);
+    }
+}
+static NICE_SNAP_AT: AtomicU64 = AtomicU64::new(0);
+/// Spinners that take part in the spread measurement (the free ones).
+static SB_FREE: AtomicU32 = AtomicU32::new(0);
+/// CPUs that ran any scenario thread (not the main thread), and when first (ns after T0).
+static FIRST_ANY: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+fn all_cpus() -> u64 {
+    (1u64 << ncpus()) - 1
+}
+
+/// Spawns worker `i` (the sysbench worker loop) and records its slot.
+fn spawn_worker(i: u32, kind: usize, nice: i32, affinity: u64) {
+    let slot = arch::sys_spawn(kind, i as usize, nice, affinity);
+    if slot < 0 {
+        defmt::error!("{}: FAIL cannot create thread {}", tag(), i);
+        arch::exit(EXIT_FAILED);
+    }
+    SB_SLOTS[i as usize].store(slot as u32, Relaxed);
+}
+
+fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, nice: u32) {
+    MODE.store(mode as u8, Relaxed);
+    let n = ncpus();
+    let total = match mode {
+        Mode::Affinity => threads + AFF_PINNED.iter().map(|p| p.1).sum::<u32>(),
+        _ => threads,
+    };
+    SB_THREADS.store(total, Relaxed);
+    SB_FREE.store(if mode == Mode::Nice { 0 } else { threads }, Relaxed);
     SB_EVENTS.store(events, Relaxed);
     SB_MAXPRIME.store(maxprime, Relaxed);
     SB_PRIMES.store(count_primes(maxprime), Relaxed);
+    if mode == Mode::Wakeone {
+        // No start barrier: its wakeups would spread the threads by wakeup placement.
+        SB_BARRIER.store(false, Relaxed);
+    }
     kprintln!(
-        "sysbench: {} threads, {} events, maxprime {} ({} primes per event), {} CPUs, hz={}, features {}",
-        threads,
+        "{}: {} threads, {} events, maxprime {} ({} primes per event), {} CPUs, hz={}, features {}",
+        tag(),
+        total,
         events,
         maxprime,
         SB_PRIMES.load(Relaxed),
@@ -596,15 +791,54 @@ fn sysbench_main(threads: u32, events: u32, maxprime: u32) {
     MIGRATIONS_AT_T0.store(sched::MIGRATIONS.load(Relaxed), Relaxed);
     T0.store(arch::now_ns(), Release);
     ACTIVE.store(true, Release);
-    for i in 0..threads {
-        let slot = arch::sys_spawn(KIND_SPINNER, i as usize, 0, u64::MAX);
-        if slot < 0 {
-            defmt::error!("sysbench: FAIL cannot create thread {}", i);
-            arch::exit(EXIT_FAILED);
+    match mode {
+        Mode::Sysbench => (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, u64::MAX)),
+        Mode::Wakeone => {
+            kprintln!("wakeone: creating the threads pinned to CPU 0, then widening them to all CPUs");
+            (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, 1));
+            for i in 0..threads {
+                let slot = SB_SLOTS[i as usize].load(Relaxed) as usize;
+                if !arch::sys_set_affinity(slot, all_cpus()) {
+                    defmt::error!("wakeone: FAIL set_affinity of thread {} refused", i);
+                    arch::exit(EXIT_FAILED);
+                }
+            }
+            kprintln!("wakeone: all {} threads widened at {} us", threads, since_t0() / 1000);
         }
-        SB_SLOTS[i as usize].store(slot as u32, Relaxed);
+        Mode::Affinity => {
+            (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, u64::MAX));
+            let mut i = threads;
+            for &(cpu, count) in AFF_PINNED.iter() {
+                let cpu = cpu.min(n - 1);
+                kprintln!("affinity: {} threads pinned to CPU {}", count, cpu);
+                for _ in 0..count {
+                    spawn_worker(i, KIND_PINNED, 0, 1 << cpu);
+                    i += 1;
+                }
+            }
+        }
+        Mode::Nice => {
+            let cpu = n - 1;
+            NICE_LEVEL.store(nice, Relaxed);
+            NICE_CPU.store(cpu as u32, Relaxed);
+            let half = threads / 2;
+            kprintln!(
+                "nice: {} threads at nice 0 and {} at nice {}, all pinned to CPU {}",
+                half,
+                threads - half,
+                nice,
+                cpu
+            );
+            for i in 0..threads {
+                spawn_worker(i, KIND_SPINNER, if i < half { 0 } else { nice as i32 }, 1 << cpu);
+            }
+        }
     }
     SB_SLOTS_READY.store(true, Release);
+}
+
+fn since_t0() -> u64 {
+    arch::now_ns().saturating_sub(T0.load(Relaxed))
 }
 
 fn spinner(i: usize) {
@@ -636,6 +870,10 @@ fn spinner(i: usize) {
         THREAD_EVENTS[i].fetch_add(1, Relaxed);
         record_latency(lat);
     }
+    if mode() == Mode::Nice && !NICE_SNAPPED.swap(true, AcqRel) {
+        NICE_SNAP_AT.store(since_t0(), Relaxed);
+        snapshot_cpu_times(&NICE_SNAP);
+    }
     THREAD_END[i].store(arch::now_ns() - T0.load(Relaxed), Relaxed);
     if FINISHED.fetch_add(1, AcqRel) + 1 == SB_THREADS.load(Relaxed) {
         sysbench_report();
@@ -643,6 +881,7 @@ fn spinner(i: usize) {
 }
 
 fn sysbench_report() -> ! {
+    let tag = tag();
     let n = ncpus();
     let threads = SB_THREADS.load(Relaxed) as usize;
     let events = SB_EVENTS.load(Relaxed);
@@ -662,19 +901,24 @@ fn sysbench_report() -> ! {
     if missing != 0 || duplicated != 0 || extra != 0 || sum != events || bad != 0 {
         ok = false;
     }
-    ok &= check_invariants("sysbench");
-    kprintln!("sysbench: total time {} us for {} events", total / 1000, events);
-    report_latency("sysbench", "event", events);
+    ok &= check_invariants(tag);
+    kprintln!("{}: total time {} us for {} events", tag, total / 1000, events);
+    report_latency(tag, "event", events);
     for i in 0..threads {
+        let slot = SB_SLOTS[i].load(Relaxed) as usize;
         kprintln!(
-            "sysbench: thread {} did {} events, finished at {} us",
+            "{}: thread {} did {} events, cpu time {} us, ran on CPUs {=u64:#010b}, finished at {} us",
+            tag,
             i,
             THREAD_EVENTS[i].load(Relaxed),
+            sched::thread_cpu_ns(slot) / 1000,
+            sched::thread_ran_on(slot),
             THREAD_END[i].load(Relaxed) / 1000
         );
     }
     kprintln!(
-        "sysbench: exactly-once check: {} events, {} missing, {} done twice or more, {} beyond the range, thread sum {}, wrong results {} -> {}",
+        "{}: exactly-once check: {} events, {} missing, {} done twice or more, {} beyond the range, thread sum {}, wrong results {} -> {}",
+        tag,
         events,
         missing,
         duplicated,
@@ -683,6 +927,92 @@ fn sysbench_report() -> ! {
         bad,
         if ok { "OK" } else { "FAIL" }
     );
+    match mode() {
+        Mode::Affinity => ok &= affinity_check(n),
+        Mode::Nice => ok &= nice_check(threads),
+        Mode::Sysbench | Mode::Wakeone => {}
+    }
+    let threads = SB_FREE.load(Relaxed) as usize;
+    if threads != 0 {
+        report_spread(tag, threads, n);
+    }
+    report_cpus(tag, n);
+    kprintln!("{}: {}", tag, if ok { "OK" } else { "FAIL" });
+    arch::exit(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// `scenario=affinity`: no thread ever switched in outside its affinity, and every CPU ran
+/// a scenario thread.
+fn affinity_check(n: usize) -> bool {
+    let v = sched::AFFINITY_VIOLATIONS.load(Relaxed);
+    let mut ok = v == 0;
+    match sched::FIRST_VIOLATION.load(Relaxed) {
+        0 => kprintln!("affinity: no thread ran outside its affinity (checked on every switch-in)"),
+        f => defmt::error!(
+            "affinity: FAIL {} switch-ins outside the affinity, the first: thread slot {} on CPU {}",
+            v,
+            (f - 1) >> 8,
+            (f - 1) & 0xff
+        ),
+    }
+    for (c, f) in FIRST_ANY.iter().enumerate().take(n) {
+        let f = f.load(Relaxed);
+        if f == 0 {
+            defmt::error!("affinity: FAIL cpu {} never ran a scenario thread", c);
+            ok = false;
+        } else {
+            kprintln!("affinity: cpu {} first ran a scenario thread at {} us", c, f / 1000);
+        }
+    }
+    ok
+}
+
+/// `scenario=nice`: CPU time per group against the weight ratio.
+fn nice_check(threads: usize) -> bool {
+    let nice = NICE_LEVEL.load(Relaxed) as usize;
+    let half = threads / 2;
+    let cpu_of = |i: usize| NICE_SNAP[i].load(Relaxed).saturating_sub(NICE_START[i].load(Relaxed));
+    let g0: u64 = (0..half).map(cpu_of).sum::<u64>() / half as u64;
+    let g1: u64 = (half..threads).map(cpu_of).sum::<u64>() / (threads - half) as u64;
+    for i in 0..threads {
+        kprintln!(
+            "nice: thread {} (nice {}) CPU time {} us from the barrier until the events ran out",
+            i,
+            if i < half { 0 } else { nice },
+            cpu_of(i) / 1000
+        );
+    }
+    let w = sched_core::weights::PRIO_TO_WEIGHT[20 + nice] as u64;
+    // Ratios ×1000.
+    let expected = 1024 * 1000 / w;
+    let measured = g0 * 1000 / g1.max(1);
+    let dev = measured.abs_diff(expected) * 100 / expected;
+    let ok = dev <= NICE_MARGIN_PCT;
+    kprintln!(
+        "nice: CPU {}, window of competition {}..{} us: mean CPU time per thread: nice 0 {} us, nice {} {} us",
+        NICE_CPU.load(Relaxed),
+        NICE_START_AT.load(Relaxed) / 1000,
+        NICE_SNAP_AT.load(Relaxed) / 1000,
+        g0 / 1000,
+        nice,
+        g1 / 1000
+    );
+    kprintln!(
+        "nice: CPU-time ratio nice 0 / nice {} = {}.{=u64:03}, expected 1024/{} = {}.{=u64:03}, off by {} % (margin {} %) -> {}",
+        nice,
+        measured / 1000,
+        measured % 1000,
+        w,
+        expected / 1000,
+        expected % 1000,
+        dev,
+        NICE_MARGIN_PCT,
+        if ok { "OK" } else { "FAIL" }
+    );
+    ok
+}
+
+fn report_spread(tag: &str, threads: usize, n: usize) {
     let spread_goal = if threads < n {
         "each of as many CPUs as threads runs exactly one spinner"
     } else if threads == n {
@@ -691,9 +1021,10 @@ fn sysbench_report() -> ! {
         "every CPU runs a spinner"
     };
     match SPREAD.load(Acquire) {
-        0 => kprintln!("sysbench: spread never reached ({})", spread_goal),
+        0 => kprintln!("{}: spread never reached ({})", tag, spread_goal),
         s => kprintln!(
-            "sysbench: spread time {} us (first spinner created -> {}), {} migrations before it",
+            "{}: spread time {} us (first spinner created -> {}), {} migrations before it",
+            tag,
             s / 1000,
             spread_goal,
             SPREAD_MIGRATIONS.load(Relaxed)
@@ -701,16 +1032,13 @@ fn sysbench_report() -> ! {
     }
     for (c, f) in FIRST_SPINNER.iter().enumerate().take(n) {
         let f = f.load(Relaxed);
-        kprintln!("sysbench: cpu {} first spinner at {} us", c, if f == 0 { -1 } else { (f / 1000) as i64 });
+        kprintln!("{}: cpu {} first spinner at {} us", tag, c, if f == 0 { -1 } else { (f / 1000) as i64 });
     }
-    report_cpus("sysbench", n);
-    kprintln!("sysbench: {}", if ok { "OK" } else { "FAIL" });
-    arch::exit(if ok { 0 } else { EXIT_FAILED })
 }
 
 fn check_spread(now: u64) {
-    let threads = SB_THREADS.load(Relaxed);
-    if SPREAD.load(Relaxed) != 0 {
+    let threads = SB_FREE.load(Relaxed);
+    if threads == 0 || SPREAD.load(Relaxed) != 0 {
         return;
     }
     let n = ncpus();
@@ -734,6 +1062,9 @@ pub fn on_switch(cpu: usize, now: u64, kind: Option<usize>) {
     }
     let spinner = kind == Some(KIND_SPINNER);
     RUNS_SPINNER[cpu].store(spinner, Relaxed);
+    if kind.is_some_and(|k| k != KIND_MAIN) && FIRST_ANY[cpu].load(Relaxed) == 0 {
+        FIRST_ANY[cpu].store(now.saturating_sub(T0.load(Relaxed)).max(1), Relaxed);
+    }
     if spinner && FIRST_SPINNER[cpu].load(Relaxed) == 0 {
         FIRST_SPINNER[cpu].store(now.saturating_sub(T0.load(Relaxed)).max(1), Relaxed);
     }
@@ -836,4 +1167,291 @@ fn pingpong_finished() {
     report_cpus("pingpong", ncpus());
     kprintln!("pingpong: {}", if ok { "OK" } else { "FAIL" });
     arch::exit(if ok { 0 } else { EXIT_FAILED })
+}
+
+// ---- churn --------------------------------------------------------------------------------
+
+/// Most churn threads that may ever be spawned (one serial number each).
+const CH_SERIALS: usize = 16_384;
+/// Most churn threads alive at once (the pool has 64 slots).
+const CH_LIVE_MAX: u32 = 32;
+/// Operation kinds, as counted.
+const CH_OP_NAMES: [&str; 7] = ["spawn", "exit", "park", "unpark", "unpark (none parked)", "yield", "sleep"];
+const OP_SPAWN: usize = 0;
+const OP_EXIT: usize = 1;
+const OP_PARK: usize = 2;
+const OP_UNPARK: usize = 3;
+const OP_UNPARK_NONE: usize = 4;
+const OP_YIELD: usize = 5;
+const OP_SLEEP: usize = 6;
+
+static CH_TARGET: AtomicU32 = AtomicU32::new(0);
+static CH_OPS: AtomicU32 = AtomicU32::new(0);
+static CH_COUNT: [AtomicU32; 7] = [const { AtomicU32::new(0) }; 7];
+static CH_SPAWN_FAILED: AtomicU32 = AtomicU32::new(0);
+static CH_EXIT_AT_STOP: AtomicU32 = AtomicU32::new(0);
+static CH_NEXT_SERIAL: AtomicU32 = AtomicU32::new(0);
+static CH_STARTED: [AtomicU8; CH_SERIALS] = [const { AtomicU8::new(0) }; CH_SERIALS];
+static CH_EXITED: [AtomicU8; CH_SERIALS] = [const { AtomicU8::new(0) }; CH_SERIALS];
+static CH_FAILED: [AtomicBool; CH_SERIALS] = [const { AtomicBool::new(false) }; CH_SERIALS];
+/// Churn children alive or being spawned.
+static CH_LIVE: AtomicU32 = AtomicU32::new(0);
+/// Thread slot → parked (set by the thread before it parks; cleared by whoever unparks it).
+static CH_PARKED: [AtomicBool; arch::MAX_THREADS] = [const { AtomicBool::new(false) }; arch::MAX_THREADS];
+static CH_STOP: AtomicBool = AtomicBool::new(false);
+
+/// xorshift64.
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64, stream: u64) -> Rng {
+        Rng(mix(seed ^ stream.wrapping_mul(0x9E37_79B9)) | 1)
+    }
+
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+/// Counts one operation; the one that reaches the target stops the run.
+fn churn_op(kind: usize) {
+    CH_COUNT[kind].fetch_add(1, Relaxed);
+    if CH_OPS.fetch_add(1, AcqRel) + 1 >= CH_TARGET.load(Relaxed) {
+        CH_STOP.store(true, SeqCst);
+    }
+}
+
+/// Spawns a churn child, unless too many are alive or the serials are used up.
+fn churn_spawn() -> bool {
+    if CH_LIVE.fetch_add(1, AcqRel) >= CH_LIVE_MAX {
+        CH_LIVE.fetch_sub(1, AcqRel);
+        return false;
+    }
+    let serial = CH_NEXT_SERIAL.fetch_add(1, AcqRel) as usize;
+    if serial >= CH_SERIALS {
+        CH_LIVE.fetch_sub(1, AcqRel);
+        return false;
+    }
+    if arch::sys_spawn(KIND_CHURN, serial, 0, u64::MAX) < 0 {
+        CH_FAILED[serial].store(true, Relaxed);
+        CH_SPAWN_FAILED.fetch_add(1, Relaxed);
+        CH_LIVE.fetch_sub(1, AcqRel);
+        return false;
+    }
+    churn_op(OP_SPAWN);
+    true
+}
+
+/// Unparks one parked churn thread, searching from a random slot.
+fn churn_unpark(rng: &mut Rng) {
+    let start = (rng.next() % arch::MAX_THREADS as u64) as usize;
+    for k in 0..arch::MAX_THREADS {
+        let s = (start + k) % arch::MAX_THREADS;
+        if CH_PARKED[s].compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+            if !arch::sys_unpark(s) {
+                defmt::error!("churn: FAIL parked thread slot {} is not a live thread", s);
+                arch::exit(EXIT_FAILED);
+            }
+            churn_op(OP_UNPARK);
+            return;
+        }
+    }
+    churn_op(OP_UNPARK_NONE);
+}
+
+/// Unparks every parked churn thread (after the stop).
+fn churn_unpark_all() {
+    for (s, p) in CH_PARKED.iter().enumerate() {
+        if p.compare_exchange(true, false, SeqCst, Relaxed).is_ok() {
+            arch::sys_unpark(s);
+        }
+    }
+}
+
+fn churn_sleep(rng: &mut Rng) {
+    arch::sys_sleep(rng.next() % 2_000_000 + 1);
+    churn_op(OP_SLEEP);
+}
+
+fn churn_main(ops: u32) {
+    CH_TARGET.store(ops, Relaxed);
+    let seed = SB_SEED.load(Relaxed) as u64;
+    kprintln!(
+        "churn: {} operations, seed {}, at most {} threads alive, {} CPUs, hz={}",
+        ops,
+        seed,
+        CH_LIVE_MAX,
+        ncpus(),
+        sched::hz()
+    );
+    T0.store(arch::now_ns(), Release);
+    let mut rng = Rng::new(seed, u64::MAX);
+    // The main thread never parks or exits before the stop: it keeps the population alive
+    // and unparks, so the run cannot deadlock with every thread parked.
+    while !CH_STOP.load(SeqCst) {
+        if CH_LIVE.load(Relaxed) < 4 {
+            churn_spawn();
+            continue;
+        }
+        match rng.next() % 10 {
+            0..=2 => {
+                churn_spawn();
+            }
+            3..=6 => churn_unpark(&mut rng),
+            7..=8 => {
+                arch::sys_yield();
+                churn_op(OP_YIELD);
+            }
+            _ => churn_sleep(&mut rng),
+        }
+    }
+    let stopped = since_t0();
+    kprintln!("churn: {} operations reached at {} us; waiting for every thread to exit", ops, stopped / 1000);
+    let deadline = arch::now_ns() + 20_000_000_000;
+    while CH_LIVE.load(Acquire) != 0 {
+        churn_unpark_all();
+        if arch::now_ns() > deadline {
+            defmt::error!("churn: FAIL {} threads still alive 20 s after the stop", CH_LIVE.load(Acquire));
+            arch::exit(EXIT_FAILED);
+        }
+        arch::sys_yield();
+    }
+    // The last exits free their slots when their CPUs switch away from them.
+    let me = 1;
+    let settled = wait_until(arch::now_ns() + 1_000_000_000, || {
+        sched::threads_in_use() == me && sched::smp().nr_tasks() == me
+    });
+    churn_report(settled)
+}
+
+fn churn_child(serial: usize) {
+    CH_STARTED[serial].fetch_add(1, Relaxed);
+    let me = sched::current_thread().unwrap_or(usize::MAX);
+    let mut rng = Rng::new(SB_SEED.load(Relaxed) as u64, serial as u64);
+    let mut exited = false;
+    while !CH_STOP.load(SeqCst) {
+        core::hint::black_box(count_primes(20 + (rng.next() % 200) as u32));
+        match rng.next() % 100 {
+            0..=9 => {
+                if !churn_spawn() {
+                    arch::sys_yield();
+                    churn_op(OP_YIELD);
+                }
+            }
+            10..=19 => {
+                exited = true;
+                break;
+            }
+            20..=39 => {
+                let Some(p) = CH_PARKED.get(me) else { continue };
+                p.store(true, SeqCst);
+                if CH_STOP.load(SeqCst) {
+                    // Whoever already claimed the flag unparks us; the token is harmless.
+                    let _ = p.compare_exchange(true, false, SeqCst, Relaxed);
+                    break;
+                }
+                arch::sys_park();
+                churn_op(OP_PARK);
+            }
+            40..=59 => churn_unpark(&mut rng),
+            60..=79 => {
+                arch::sys_yield();
+                churn_op(OP_YIELD);
+            }
+            _ => churn_sleep(&mut rng),
+        }
+    }
+    if exited {
+        churn_op(OP_EXIT);
+    } else {
+        CH_EXIT_AT_STOP.fetch_add(1, Relaxed);
+    }
+    CH_EXITED[serial].fetch_add(1, Relaxed);
+    CH_LIVE.fetch_sub(1, AcqRel);
+}
+
+fn churn_report(settled: bool) -> ! {
+    let serials = (CH_NEXT_SERIAL.load(Relaxed) as usize).min(CH_SERIALS);
+    let (mut spawned, mut lost, mut twice) = (0u32, 0u32, 0u32);
+    for s in 0..serials {
+        if CH_FAILED[s].load(Relaxed) {
+            continue;
+        }
+        spawned += 1;
+        let (st, ex) = (CH_STARTED[s].load(Relaxed), CH_EXITED[s].load(Relaxed));
+        if st == 0 || ex == 0 {
+            lost += 1;
+        }
+        if st > 1 || ex > 1 {
+            twice += 1;
+        }
+    }
+    let exits = CH_COUNT[OP_EXIT].load(Relaxed) + CH_EXIT_AT_STOP.load(Relaxed);
+    let total = CH_OPS.load(Relaxed);
+    kprintln!("churn: {} operations in {} us", total, since_t0() / 1000);
+    for (name, c) in CH_OP_NAMES.iter().zip(CH_COUNT.iter()) {
+        kprintln!("churn: {} {}", name, c.load(Relaxed));
+    }
+    kprintln!(
+        "churn: threads spawned {}, spawn refused {}, exited {} ({} by choice, {} at the stop), sleeps pending {}",
+        spawned,
+        CH_SPAWN_FAILED.load(Relaxed),
+        exits,
+        CH_COUNT[OP_EXIT].load(Relaxed),
+        CH_EXIT_AT_STOP.load(Relaxed),
+        sched::sleepers()
+    );
+    let mut ok = lost == 0 && twice == 0 && exits == spawned && CH_SPAWN_FAILED.load(Relaxed) == 0;
+    kprintln!(
+        "churn: exactly-once check: {} threads, {} never started or never exited, {} started or exited twice, exits {} = spawns {} -> {}",
+        spawned,
+        lost,
+        twice,
+        exits,
+        spawned,
+        if ok { "OK" } else { "FAIL" }
+    );
+    kprintln!(
+        "churn: kernel threads in use {}, core tasks {} (expected 1 each: the main thread) -> {}",
+        sched::threads_in_use(),
+        sched::smp().nr_tasks(),
+        if settled { "OK" } else { "FAIL" }
+    );
+    ok &= settled;
+    ok &= check_invariants("churn");
+    report_cpus("churn", ncpus());
+    kprintln!("churn: {}", if ok { "OK" } else { "FAIL" });
+    arch::exit(if ok { 0 } else { EXIT_FAILED })
+}
+
+// ---- hang ---------------------------------------------------------------------------------
+
+fn hang_main(cpu: u32) {
+    let n = ncpus() as u32;
+    let other = (cpu + 1) % n;
+    kprintln!(
+        "hang: a thread on CPU {} masks IRQs and spins; a busy thread keeps CPU {} ticking; the watchdog must exit {}",
+        cpu,
+        other,
+        sched::EXIT_WATCHDOG
+    );
+    if arch::sys_spawn(KIND_BUSY, 0, 0, 1 << other) < 0 || arch::sys_spawn(KIND_HANG, 0, 0, 1 << cpu) < 0 {
+        defmt::error!("hang: FAIL cannot create the threads");
+        arch::exit(EXIT_FAILED);
+    }
+}
+
+/// Masks IRQs and spins forever: this CPU stops ticking.
+fn hang() {
+    kprintln!("hang: CPU {} masks IRQs now", arch::cpu_id());
+    let _irq = arch::IrqGuard::mask();
+    loop {
+        // `yield`, not `isb`: under icount an isb-spin makes guest time crawl.
+        arch::relax();
+    }
 }

@@ -21,7 +21,8 @@ pub const TASKS: usize = 256;
 /// Runnable tasks per CPU.
 pub const QLEN: usize = 64;
 /// The scheduler type this kernel runs.
-pub type Kernel = Smp<KPlatform, MAX_CPUS, TASKS, QLEN>;
+/// The scheduler, its locks spinning with `yield` (see `arch::YieldRelax`).
+pub type Kernel = Smp<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>;
 
 /// SGI asking a CPU to reschedule.
 pub const SGI_RESCHED: u32 = 0;
@@ -117,6 +118,38 @@ static T_USED: [AtomicBool; MAX_THREADS] = [const { AtomicBool::new(false) }; MA
 static T_FRAME: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
 static T_TASK: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
 static T_KIND: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
+/// Allowed CPUs of each thread as the kernel asked the core (bit per CPU); during an
+/// affinity change, the intersection of the old and the new mask.
+static T_AFF: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// CPUs each thread was switched in on (bit per CPU), since its creation.
+static T_RAN_ON: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// CPU time of each thread (ns): switch-in to switch-out, counter time, since its creation.
+static T_CPU_NS: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// Wake-up deadline (ns) of a thread blocked in `sys_sleep`; 0 when not sleeping.
+static T_SLEEP_UNTIL: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// Threads blocked in `sys_sleep`.
+static SLEEPERS: AtomicUsize = AtomicUsize::new(0);
+/// When the thread running on each CPU was switched in (ns).
+static SWITCH_IN: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Switch-ins of a thread on a CPU outside its affinity.
+pub static AFFINITY_VIOLATIONS: AtomicU64 = AtomicU64::new(0);
+/// The first such switch-in: `thread << 8 | cpu`, plus 1; 0 if none.
+pub static FIRST_VIOLATION: AtomicU64 = AtomicU64::new(0);
+
+/// Watchdog: a CPU whose tick is running must tick within this many ticks (0: off).
+static WATCHDOG_TICKS: AtomicU64 = AtomicU64::new(250);
+/// Each CPU's last tick (ns), its heartbeat; set when it comes online, 0 before.
+static HEARTBEAT_NS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+static WATCHDOG_FIRED: AtomicBool = AtomicBool::new(false);
+/// When each CPU entered the exception handler it is in (ns); 0 outside.
+static HANDLER_SINCE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Exit code when the watchdog finds a hung CPU.
+pub const EXIT_WATCHDOG: u32 = 5;
+
+/// Sets the watchdog period in ticks (0 turns it off); boot, before the CPUs tick.
+pub fn set_watchdog_ticks(ticks: u32) {
+    WATCHDOG_TICKS.store(ticks as u64, Relaxed);
+}
 
 /// Park state of each thread: an unpark that found it running (`token`), or it is blocked
 /// in the core waiting for one (`parked`). The lock is taken before any core lock.
@@ -233,6 +266,9 @@ pub fn set_mpidrs(mpidrs: &[u64]) {
 pub fn cpu_online(cpu: usize) {
     MPIDR[cpu].store(arch::mpidr(), Relaxed);
     CPU[cpu].online_ns.store(arch::now_ns().max(1), Relaxed);
+    // Its timer is armed: from now on it must tick (a CPU that hangs before its first tick
+    // is watched too).
+    HEARTBEAT_NS[cpu].store(arch::now_ns().max(1), Release);
     ONLINE.fetch_add(1, Release);
 }
 
@@ -266,12 +302,12 @@ pub fn spawn(
     let frame = arch::init_thread_frame(slot, thread_start, kind, arg);
     T_FRAME[slot].store(frame, Release);
     T_KIND[slot].store(kind, Relaxed);
+    T_AFF[slot].store(affinity, Relaxed);
+    T_RAN_ON[slot].store(0, Relaxed);
+    T_CPU_NS[slot].store(0, Relaxed);
+    T_SLEEP_UNTIL[slot].store(0, Relaxed);
     *PARK[slot].lock() = Park { token: false, parked: false };
-    let mut mask = CpuMask::first_n(0);
-    for c in (0..MAX_CPUS).filter(|c| affinity >> c & 1 != 0) {
-        mask = mask.with(c);
-    }
-    let params = TaskParams { nice, policy: Policy::Normal, affinity: mask };
+    let params = TaskParams { nice, policy: Policy::Normal, affinity: cpu_mask(affinity) };
     match smp().create(cpu, now, params) {
         Ok(id) => {
             T_TASK[slot].store(id.to_raw(), Relaxed);
@@ -286,6 +322,14 @@ pub fn spawn(
             Err(SpawnError::Core(e))
         }
     }
+}
+
+fn cpu_mask(bits: u64) -> CpuMask {
+    let mut mask = CpuMask::first_n(0);
+    for c in (0..MAX_CPUS).filter(|c| bits >> c & 1 != 0) {
+        mask = mask.with(c);
+    }
+    mask
 }
 
 /// The thread behind a task the core picked. A CPU may pick a task a moment before its
@@ -313,6 +357,46 @@ fn free_thread(t: usize) {
     T_USED[t].store(false, Release);
 }
 
+/// The calling thread's slot (`None` outside a thread).
+pub fn current_thread() -> Option<usize> {
+    // Masked, the thread cannot move between reading the CPU id and that CPU's current.
+    let _irq = arch::IrqGuard::mask();
+    match CURRENT[arch::cpu_id()].load(Relaxed) {
+        NONE => None,
+        t => Some(t),
+    }
+}
+
+/// Kernel threads in use (slots taken).
+pub fn threads_in_use() -> usize {
+    T_USED.iter().filter(|u| u.load(Acquire)).count()
+}
+
+/// CPU time of thread `slot` (ns) up to its last switch-out.
+pub fn thread_cpu_ns(slot: usize) -> u64 {
+    T_CPU_NS.get(slot).map_or(0, |t| t.load(Relaxed))
+}
+
+/// CPU time of thread `slot` (ns) including the current stint if it is running now. Not
+/// atomic: a switch-out between the reads can count up to that stint twice.
+pub fn thread_cpu_ns_now(slot: usize) -> u64 {
+    let _irq = arch::IrqGuard::mask();
+    let now = arch::now_ns();
+    let running = (0..MAX_CPUS).find(|&c| CURRENT[c].load(Relaxed) == slot);
+    let stint = running.map_or(0, |c| now.saturating_sub(SWITCH_IN[c].load(Relaxed)));
+    thread_cpu_ns(slot) + stint
+}
+
+/// The CPUs thread `slot` was switched in on (bit per CPU).
+pub fn thread_ran_on(slot: usize) -> u64 {
+    T_RAN_ON.get(slot).map_or(0, |t| t.load(Relaxed))
+}
+
+/// Threads blocked in `sys_sleep`.
+pub fn sleepers() -> usize {
+    SLEEPERS.load(Relaxed)
+}
+
 /// The kind of the thread running on `cpu` (`None`: idle).
 pub fn current_kind(cpu: usize) -> Option<usize> {
     match CURRENT[cpu.min(MAX_CPUS - 1)].load(Relaxed) {
@@ -331,6 +415,7 @@ pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
     let cpu = arch::cpu_id();
     let entered = arch::now_ns();
     IN_HANDLER[cpu].store(true, Relaxed);
+    HANDLER_SINCE[cpu].store(entered.max(1), Relaxed);
     match kind {
         ExcKind::Irq => handle_irqs(cpu),
         ExcKind::Svc(nr) => syscall(cpu, frame, nr),
@@ -345,6 +430,7 @@ pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
         panic!("stack overflow: CPU {}'s exception or boot stack", cpu);
     }
     IN_HANDLER[cpu].store(false, Relaxed);
+    HANDLER_SINCE[cpu].store(0, Relaxed);
     let spent = arch::now_ns().saturating_sub(entered);
     CPU[cpu].handler_ns.fetch_add(spent, Relaxed);
     CPU[cpu].handler_max_ns.fetch_max(spent, Relaxed);
@@ -357,6 +443,11 @@ fn handle_irqs(cpu: usize) {
             arch::timer_arm(hz());
             CPU[cpu].ticks.fetch_add(1, Relaxed);
             let now = arch::now_ns();
+            HEARTBEAT_NS[cpu].store(now, Release);
+            watchdog_check(cpu, now);
+            if SLEEPERS.load(Acquire) != 0 {
+                wake_sleepers(cpu, now);
+            }
             smp().tick(cpu, now);
             crate::scenario::on_tick(cpu, now);
         } else {
@@ -380,6 +471,68 @@ fn handle_irqs(cpu: usize) {
             }
         }
         arch::irq_eoi(irq);
+    }
+}
+
+/// Wakes every thread whose `sys_sleep` deadline passed (on any CPU's tick).
+fn wake_sleepers(cpu: usize, now: u64) {
+    for (t, until) in T_SLEEP_UNTIL.iter().enumerate() {
+        let d = until.load(Acquire);
+        if d != 0 && d <= now && until.compare_exchange(d, 0, AcqRel, Relaxed).is_ok() {
+            SLEEPERS.fetch_sub(1, Release);
+            let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+            if let Err(e) = smp().wake(cpu, now, id) {
+                panic!("wake of sleeping {:?} refused: {:?}", id, e);
+            }
+        }
+    }
+}
+
+/// On every tick: checks that every other CPU whose tick runs (online, not tickless) ticked
+/// within the watchdog period; if not, logs the hung CPU and exits with [`EXIT_WATCHDOG`].
+fn watchdog_check(cpu: usize, now: u64) {
+    let ticks = WATCHDOG_TICKS.load(Relaxed);
+    if ticks == 0 {
+        return;
+    }
+    let limit = ticks * 1_000_000_000 / hz() as u64;
+    for c in (0..MAX_CPUS).filter(|&c| c != cpu) {
+        // A CPU leaving tickless idle stores its heartbeat before clearing TICKLESS.
+        if TICKLESS[c].load(Acquire) {
+            continue;
+        }
+        let hb = HEARTBEAT_NS[c].load(Acquire);
+        if hb == 0 || now <= hb || now - hb <= limit {
+            continue;
+        }
+        if WATCHDOG_FIRED.swap(true, AcqRel) {
+            return;
+        }
+        defmt::error!(
+            "watchdog: CPU {} hung (last heartbeat at {} us, {} us ago, limit {} ticks = {} us; noticed by CPU {})",
+            c,
+            hb / 1000,
+            (now - hb) / 1000,
+            ticks,
+            limit / 1000,
+            cpu
+        );
+        for (o, since) in
+            HANDLER_SINCE.iter().enumerate().filter(|&(o, _)| HEARTBEAT_NS[o].load(Relaxed) != 0)
+        {
+            let since = since.load(Relaxed);
+            let t = CURRENT[o].load(Relaxed);
+            defmt::error!(
+                "watchdog: cpu {}: last tick {} us ago, {}, in a handler for {} us (0: not in one), thread {} kind {}",
+                o,
+                now.saturating_sub(HEARTBEAT_NS[o].load(Relaxed)) / 1000,
+                if TICKLESS[o].load(Relaxed) { "tickless" } else { "ticking" },
+                if since == 0 { 0 } else { now.saturating_sub(since) / 1000 },
+                if t == NONE { -1 } else { t as i64 },
+                if t == NONE { -1 } else { T_KIND[t].load(Relaxed) as i64 }
+            );
+        }
+        arch::exit(EXIT_WATCHDOG);
     }
 }
 
@@ -439,6 +592,37 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 frame.x[0] = 0;
             }
         }
+        arch::SYS_SET_AFFINITY => {
+            let (t, bits) = (frame.x[0] as usize, frame.x[1]);
+            frame.x[0] = u64::MAX;
+            if t < MAX_THREADS && T_USED[t].load(Acquire) {
+                let old = T_AFF[t].load(Relaxed);
+                // While the core changes it, either mask may be in force.
+                T_AFF[t].store(old & bits, Relaxed);
+                let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+                match smp().set_affinity(now, id, cpu_mask(bits)) {
+                    Ok(()) => {
+                        T_AFF[t].store(bits, Relaxed);
+                        frame.x[0] = 0;
+                    }
+                    Err(_) => T_AFF[t].store(old, Relaxed),
+                }
+            }
+        }
+        arch::SYS_SLEEP => {
+            let t = CURRENT[cpu].load(Relaxed);
+            let ns = frame.x[0];
+            if ns == 0 || t == NONE {
+                smp().yield_now(cpu, now);
+            } else {
+                let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+                if let Err(e) = smp().block(cpu, now, id) {
+                    panic!("block of sleeping {:?} refused: {:?}", id, e);
+                }
+                SLEEPERS.fetch_add(1, AcqRel);
+                T_SLEEP_UNTIL[t].store(now.saturating_add(ns).max(1), Release);
+            }
+        }
         _ => frame.x[0] = u64::MAX,
     }
 }
@@ -457,6 +641,22 @@ fn reschedule(cpu: usize, frame: usize) -> usize {
         let now = arch::now_ns();
         let prev = CURRENT[cpu].load(Relaxed);
         let next = smp.schedule(cpu, now).map(thread_of).unwrap_or(NONE);
+        let since = SWITCH_IN[cpu].swap(now, Relaxed);
+        if prev != NONE {
+            T_CPU_NS[prev].fetch_add(now.saturating_sub(since), Relaxed);
+        }
+        if next != NONE && next != prev {
+            T_RAN_ON[next].fetch_or(1 << cpu, Relaxed);
+            if T_AFF[next].load(Relaxed) >> cpu & 1 == 0 {
+                AFFINITY_VIOLATIONS.fetch_add(1, Relaxed);
+                let _ = FIRST_VIOLATION.compare_exchange(
+                    0,
+                    ((next as u64) << 8 | cpu as u64) + 1,
+                    Relaxed,
+                    Relaxed,
+                );
+            }
+        }
         if prev != NONE {
             if !arch::thread_stack_intact(prev) {
                 panic!("stack overflow: thread {} (kind {})", prev, T_KIND[prev].load(Relaxed));
@@ -487,16 +687,21 @@ fn reschedule(cpu: usize, frame: usize) -> usize {
 /// which busy CPUs kick it to balance for all tickless CPUs); a CPU with work ticks again.
 fn update_tickless(cpu: usize) {
     let smp = smp();
-    let idle = CURRENT[cpu].load(Relaxed) == NONE && smp.stats(cpu).idle.load(Relaxed);
+    // A CPU keeps ticking while threads sleep: sleepers are woken from ticks.
+    let idle = CURRENT[cpu].load(Relaxed) == NONE
+        && smp.stats(cpu).idle.load(Relaxed)
+        && SLEEPERS.load(Acquire) == 0;
     let tickless = TICKLESS[cpu].load(Relaxed);
     if idle && !tickless {
         smp.nohz_enter_idle(cpu);
         arch::timer_stop();
-        TICKLESS[cpu].store(true, Relaxed);
+        TICKLESS[cpu].store(true, Release);
     } else if !idle && tickless {
         smp.nohz_exit_idle(cpu);
         arch::timer_arm(hz());
-        TICKLESS[cpu].store(false, Relaxed);
+        // The watchdog reads TICKLESS, then the heartbeat: restart the heartbeat first.
+        HEARTBEAT_NS[cpu].store(arch::now_ns(), Release);
+        TICKLESS[cpu].store(false, Release);
     }
 }
 

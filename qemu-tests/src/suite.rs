@@ -111,6 +111,70 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "spread from one CPU: 8 spinners woken on CPU 0 end one per CPU",
+        args: "scenario=wakeone threads=8 events=1000 nohz=on",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "spread time")?;
+            has(b, "wakeone: OK")
+        },
+    },
+    Case {
+        name: "affinity: pinned threads never leave their CPUs, the rest spread",
+        args: "scenario=affinity",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "affinity: OK")
+        },
+    },
+    Case {
+        name: "affinity (parallel)",
+        args: "scenario=affinity",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "affinity: OK")
+        },
+    },
+    Case {
+        name: "nice: two nice levels share one CPU in the weight ratio",
+        args: "scenario=nice",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "nice: OK")
+        },
+    },
+    Case {
+        name: "churn: 10000 spawn/exit/park/wake/yield operations, nothing lost",
+        args: "scenario=churn ops=10000 seed=1",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "churn (deterministic)",
+        args: "scenario=churn ops=10000 seed=2",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "a hung CPU is caught by the watchdog",
+        args: "scenario=hang cpu=3",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 5)?;
+            has(b, "watchdog: CPU 3 hung")
+        },
+    },
+    Case {
         name: "panic on CPU 5 is reported and fails the run",
         args: "scenario=panic cpu=5",
         mode: Mode::Deterministic,

@@ -48,6 +48,10 @@ pub const SYS_EXIT: u64 = 3;
 pub const SYS_PARK: u64 = 4;
 /// Unpark a thread (by slot).
 pub const SYS_UNPARK: u64 = 5;
+/// Set a thread's allowed CPUs (by slot).
+pub const SYS_SET_AFFINITY: u64 = 6;
+/// Block for at least the given number of nanoseconds (woken from a tick).
+pub const SYS_SLEEP: u64 = 7;
 
 global_asm!(
     r#"
@@ -467,6 +471,18 @@ pub fn sys_park() {
 /// Returns false if `slot` is not a live thread.
 pub fn sys_unpark(slot: usize) -> bool {
     svc(SYS_UNPARK, slot as u64, 0, 0, 0) == 0
+}
+
+/// Sets the allowed CPUs (bit per CPU) of thread `slot` (the core's `set_affinity`).
+/// Returns false if `slot` is not a live thread or the core refused the mask.
+pub fn sys_set_affinity(slot: usize, affinity: u64) -> bool {
+    svc(SYS_SET_AFFINITY, slot as u64, affinity, 0, 0) == 0
+}
+
+/// Blocks the calling thread for at least `ns` nanoseconds (it is woken by the first tick
+/// of any CPU after the deadline, so up to one tick period later); `ns == 0` yields.
+pub fn sys_sleep(ns: u64) {
+    svc(SYS_SLEEP, ns, 0, 0, 0);
 }
 
 /// Ends the calling thread.
