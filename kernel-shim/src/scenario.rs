@@ -835,6 +835,20 @@ fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, nice: u32) {
         }
     }
     SB_SLOTS_READY.store(true, Release);
+    // Like sysbench's main thread: wait for every worker, then report.
+    let threads = SB_THREADS.load(Relaxed) as usize;
+    let slots = SB_SLOTS.iter().take(threads).fold(0u64, |m, s| m | 1u64 << (s.load(Relaxed) as u64 & 63));
+    sched::wait_threads(slots);
+    if FINISHED.load(Acquire) as usize != threads {
+        defmt::error!(
+            "{}: FAIL the main thread woke with {} of {} workers finished",
+            tag(),
+            FINISHED.load(Acquire),
+            threads
+        );
+        arch::exit(EXIT_FAILED);
+    }
+    sysbench_report();
 }
 
 fn since_t0() -> u64 {
@@ -875,9 +889,7 @@ fn spinner(i: usize) {
         snapshot_cpu_times(&NICE_SNAP);
     }
     THREAD_END[i].store(arch::now_ns() - T0.load(Relaxed), Relaxed);
-    if FINISHED.fetch_add(1, AcqRel) + 1 == SB_THREADS.load(Relaxed) {
-        sysbench_report();
-    }
+    FINISHED.fetch_add(1, AcqRel);
 }
 
 fn sysbench_report() -> ! {

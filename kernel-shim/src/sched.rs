@@ -127,6 +127,11 @@ static T_RAN_ON: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_TH
 static T_CPU_NS: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
 /// Wake-up deadline (ns) of a thread blocked in `sys_sleep`; 0 when not sleeping.
 static T_SLEEP_UNTIL: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// Per slot: bumped when a thread is created in it and when it exits, so it is odd while the
+/// slot's thread lives; a waiter compares against the value it saw.
+static T_EPOCH: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+/// Per slot: the thread waiting for this one to exit (`NONE`: nobody).
+static T_JOINER: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(NONE) }; MAX_THREADS];
 /// Threads blocked in `sys_sleep`.
 static SLEEPERS: AtomicUsize = AtomicUsize::new(0);
 /// When the thread running on each CPU was switched in (ns).
@@ -307,6 +312,8 @@ pub fn spawn(
     T_CPU_NS[slot].store(0, Relaxed);
     T_SLEEP_UNTIL[slot].store(0, Relaxed);
     *PARK[slot].lock() = Park { token: false, parked: false };
+    T_JOINER[slot].store(NONE, SeqCst);
+    T_EPOCH[slot].fetch_add(1, SeqCst);
     let params = TaskParams { nice, policy: Policy::Normal, affinity: cpu_mask(affinity) };
     match smp().create(cpu, now, params) {
         Ok(id) => {
@@ -318,10 +325,50 @@ pub fn spawn(
             Ok(slot)
         }
         Err(e) => {
+            T_EPOCH[slot].fetch_add(1, SeqCst);
             T_USED[slot].store(false, Release);
             Err(SpawnError::Core(e))
         }
     }
+}
+
+/// Blocks the calling thread until every live thread in `slots` (a bit per slot) has
+/// exited. Threads that already exited, or slots with no thread, count as done.
+pub fn wait_threads(slots: u64) {
+    let Some(me) = current_thread() else { return };
+    let mut seen = [0u64; MAX_THREADS];
+    let mut waiting = 0u64;
+    for s in (0..MAX_THREADS).filter(|s| slots >> s & 1 != 0) {
+        let e = T_EPOCH[s].load(SeqCst);
+        if e % 2 == 1 && s != me {
+            seen[s] = e;
+            waiting |= 1 << s;
+            T_JOINER[s].store(me, SeqCst);
+        }
+    }
+    // An exit between the snapshot and the registration is caught by the epoch check; one
+    // after it unparks us (or leaves a token, so the park returns at once).
+    while (0..MAX_THREADS).any(|s| waiting >> s & 1 != 0 && T_EPOCH[s].load(SeqCst) == seen[s]) {
+        arch::sys_park();
+    }
+}
+
+/// Makes thread `t` runnable if parked, else leaves it a token. False if `t` is no thread.
+fn unpark(cpu: usize, now: u64, t: usize) -> bool {
+    if t >= MAX_THREADS || !T_USED[t].load(Acquire) {
+        return false;
+    }
+    let mut p = PARK[t].lock();
+    if p.parked {
+        p.parked = false;
+        let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
+        if let Err(e) = smp().wake(cpu, now, id) {
+            panic!("wake of {:?} refused: {:?}", id, e);
+        }
+    } else {
+        p.token = true;
+    }
+    true
 }
 
 fn cpu_mask(bits: u64) -> CpuMask {
@@ -557,6 +604,11 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 if let Err(e) = smp().exit(now, id) {
                     panic!("exit of {:?} refused: {:?}", id, e);
                 }
+                T_EPOCH[t].fetch_add(1, SeqCst);
+                let joiner = T_JOINER[t].swap(NONE, SeqCst);
+                if joiner != NONE {
+                    unpark(cpu, now, joiner);
+                }
                 PENDING_FREE[cpu].store(t, Relaxed);
             }
         }
@@ -577,20 +629,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
         }
         arch::SYS_UNPARK => {
             let t = frame.x[0] as usize;
-            frame.x[0] = u64::MAX;
-            if t < MAX_THREADS && T_USED[t].load(Acquire) {
-                let mut p = PARK[t].lock();
-                if p.parked {
-                    p.parked = false;
-                    let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                    if let Err(e) = smp().wake(cpu, now, id) {
-                        panic!("wake of {:?} refused: {:?}", id, e);
-                    }
-                } else {
-                    p.token = true;
-                }
-                frame.x[0] = 0;
-            }
+            frame.x[0] = if unpark(cpu, now, t) { 0 } else { u64::MAX };
         }
         arch::SYS_SET_AFFINITY => {
             let (t, bits) = (frame.x[0] as usize, frame.x[1]);
