@@ -218,6 +218,12 @@ pub struct SimPlatform {
     pub failed_balances: Cell<u64>,
     /// Active balances requested.
     pub active_balances: Cell<u64>,
+    /// Σ tasks moved over balance records.
+    pub balance_moved: Cell<u64>,
+    /// Migrations the balancer's detach/attach reported (reason Balance).
+    pub balance_migrations: Cell<u64>,
+    /// Balance records whose outcome disagrees with what they say moved.
+    pub inconsistent_records: Cell<u64>,
     log: RefCell<Vec<Event>>,
     logging: Cell<bool>,
 }
@@ -228,17 +234,35 @@ impl Platform for SimPlatform {
     }
     fn event(&self, e: &Event) {
         match e.kind {
-            EventKind::Migrate { .. } => self.migrations.set(self.migrations.get() + 1),
-            EventKind::Balance(r) => match r.outcome {
-                Outcome::NothingDetachable | Outcome::AllPinned => {
-                    self.failed_balances.set(self.failed_balances.get() + 1)
+            EventKind::Migrate { reason, .. } => {
+                self.migrations.set(self.migrations.get() + 1);
+                if reason == sched_core::MigrateReason::Balance {
+                    self.balance_migrations.set(self.balance_migrations.get() + 1);
                 }
-                Outcome::ActiveBalance => {
-                    self.failed_balances.set(self.failed_balances.get() + 1);
-                    self.active_balances.set(self.active_balances.get() + 1)
+            }
+            EventKind::Balance(r) => {
+                self.balance_moved.set(self.balance_moved.get() + r.moved as u64);
+                // A record is consistent when "moved" is the outcome exactly when tasks moved,
+                // and an attempt that found a queue names it.
+                let consistent = (r.outcome == Outcome::Moved) == (r.moved > 0)
+                    && (!matches!(
+                        r.outcome,
+                        Outcome::Moved | Outcome::NothingDetachable | Outcome::ActiveBalance
+                    ) || r.busiest_cpu.is_some());
+                if !consistent {
+                    self.inconsistent_records.set(self.inconsistent_records.get() + 1);
                 }
-                _ => {}
-            },
+                match r.outcome {
+                    Outcome::NothingDetachable | Outcome::AllPinned => {
+                        self.failed_balances.set(self.failed_balances.get() + 1)
+                    }
+                    Outcome::ActiveBalance => {
+                        self.failed_balances.set(self.failed_balances.get() + 1);
+                        self.active_balances.set(self.active_balances.get() + 1)
+                    }
+                    _ => {}
+                }
+            }
             _ => {}
         }
         if self.logging.get() {

@@ -68,6 +68,11 @@ fn run(s: Spec) {
                 m.set_nice(t, n as i32);
             }
         }
+        // Every balance decision agrees with its event, and the tasks its records say moved
+        // are exactly the migrations the balancer performed.
+        let p = m.smp.platform();
+        assert_eq!(p.inconsistent_records.get(), 0, "a balance record contradicts itself");
+        assert_eq!(p.balance_moved.get(), p.balance_migrations.get(), "records vs migrations");
         for &(t, mask) in &ids {
             if let Ok(cpu) = m.smp.task_cpu(t) {
                 let e = m.smp.entity(t).unwrap();
