@@ -219,7 +219,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz features)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -228,7 +228,7 @@ impl core::fmt::Display for ArgError {
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
-            ArgError::Nohz => write!(f, "nohz and barrier must be on or off"),
+            ArgError::Nohz => write!(f, "nohz, barrier and trace must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
         }
     }
@@ -278,6 +278,13 @@ impl Config {
                         "stack" => Fault::Stack,
                         _ => return Err(ArgError::Fault),
                     }
+                }
+                "trace" => {
+                    sched::set_trace(match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(ArgError::Nohz),
+                    });
                 }
                 "barrier" => {
                     SB_BARRIER.store(

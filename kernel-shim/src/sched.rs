@@ -114,6 +114,14 @@ pub fn set_nohz(on: bool) {
     NOHZ.store(on, Relaxed);
 }
 
+/// `trace=on`: log every context switch (`trace: switch ...`), for the host's trace writer.
+static TRACE: AtomicBool = AtomicBool::new(false);
+
+/// Turns switch tracing on or off.
+pub fn set_trace(on: bool) {
+    TRACE.store(on, Relaxed);
+}
+
 static T_USED: [AtomicBool; MAX_THREADS] = [const { AtomicBool::new(false) }; MAX_THREADS];
 static T_FRAME: [AtomicUsize; MAX_THREADS] = [const { AtomicUsize::new(0) }; MAX_THREADS];
 static T_TASK: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
@@ -708,6 +716,27 @@ fn reschedule(cpu: usize, frame: usize) -> usize {
         CURRENT[cpu].store(next, Relaxed);
         if next != prev {
             CPU[cpu].switches.fetch_add(1, Relaxed);
+            if TRACE.load(Relaxed) {
+                // pid = slot + 1 (0 is idle); state: R runnable, S blocked, X exited.
+                let state = if prev == NONE {
+                    b'R'
+                } else {
+                    match smp.state(TaskId::from_raw(T_TASK[prev].load(Relaxed))) {
+                        Ok(sched_core::TaskState::Blocked) => b'S',
+                        Ok(sched_core::TaskState::Exiting) | Err(_) => b'X',
+                        Ok(_) => b'R',
+                    }
+                };
+                let pid = |t: usize| if t == NONE { 0 } else { t as u32 + 1 };
+                defmt::info!(
+                    "trace: switch cpu={=usize} t={=u64} prev={=u32} state={=u8} next={=u32}",
+                    cpu,
+                    now,
+                    pid(prev),
+                    state,
+                    pid(next)
+                );
+            }
         }
         smp.finish_switch(cpu, now);
         let f = PENDING_FREE[cpu].swap(NONE, Relaxed);

@@ -175,6 +175,24 @@ const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "switch tracing logs every context switch on every CPU",
+        args: "scenario=sysbench threads=8 events=500 trace=on",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            sysbench_ok(b)?;
+            let cpus: std::collections::BTreeSet<&str> = b
+                .lines
+                .iter()
+                .filter_map(|l| l.split("trace: switch cpu=").nth(1)?.split_whitespace().next())
+                .collect();
+            if cpus.len() == 8 {
+                Ok(())
+            } else {
+                Err(format!("switches traced on {} CPUs, want 8", cpus.len()))
+            }
+        },
+    },
+    Case {
         name: "panic on CPU 5 is reported and fails the run",
         args: "scenario=panic cpu=5",
         mode: Mode::Deterministic,

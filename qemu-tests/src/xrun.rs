@@ -217,22 +217,65 @@ pub fn main(args: &[String]) -> ExitCode {
         || {},
     );
     print!("{}", t.render());
-    // A trace of one simulated run (the kernel does not log every switch).
+    let _ = std::fs::create_dir_all(&a.out);
+    // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
+    let cmd = format!(
+        "scenario=sysbench threads={} events={} hz={} clusters={} nohz={} seed=1 trace=on features={extra}UTIL_PULL_SKIPS_LONE_TASK",
+        a.threads,
+        a.events,
+        a.hz,
+        a.clusters,
+        if a.ticking { "off" } else { "on" }
+    );
+    let b = qemu::boot(&qemu_bin, &elf, &cmd, mode, Duration::from_secs(120));
+    let log = qemu_trace(&b);
+    if !log.switches.is_empty() {
+        let end = log.switches.last().map_or(0, |s| s.time);
+        let other = serde_json::json!({ "source": "kernel-shim under QEMU", "command_line": cmd, "mode": mode.name() });
+        let (j, s) = (a.out.join("qemu-trace.json"), a.out.join("qemu-timeline.svg"));
+        let svg = log.svg(&format!("kernel-shim on QEMU ({} mode): {cmd}", mode.name()), 0, end);
+        if std::fs::write(&j, log.chrome_json(other)).is_ok() && std::fs::write(&s, svg).is_ok() {
+            println!(
+                "trace of one QEMU run (rule on): {} (open in ui.perfetto.dev), timeline: {}",
+                j.display(),
+                s.display()
+            );
+        }
+    }
+    // And one simulated run.
     let traced = sched_sim::experiments::on_big_stack(|| {
         let cfg = sched_sim::Config { trace: true, ..sched_sim::Config::octo(1) };
         let mut m = sched_sim::Machine::<8>::new(cfg).ok()?;
         sched_sim::experiments::drive(&mut m, &sched_sim::Workload::seed()).1
     });
     if let Some((json, svg)) = traced {
-        let _ = std::fs::create_dir_all(&a.out);
-        let (j, s) = (a.out.join("trace.json"), a.out.join("timeline.svg"));
+        let (j, s) = (a.out.join("sim-trace.json"), a.out.join("sim-timeline.svg"));
         if std::fs::write(&j, json).is_ok() && std::fs::write(&s, svg).is_ok() {
-            println!(
-                "trace of one simulated run (rule on): {} (open in ui.perfetto.dev), timeline: {}",
-                j.display(),
-                s.display()
-            );
+            println!("trace of one simulated run (rule on): {} , timeline: {}", j.display(), s.display());
         }
     }
     ExitCode::SUCCESS
+}
+
+/// Builds a trace from the kernel's `trace: switch cpu=C t=NS prev=P state=S next=N` lines
+/// (pid = thread slot + 1, 0 = idle; state R/S/X as a byte).
+fn qemu_trace(b: &Boot) -> sched_sim::trace::TraceLog {
+    let mut log = sched_sim::trace::TraceLog::new(8);
+    for l in &b.lines {
+        let Some(rest) = l.split("trace: switch ").nth(1) else { continue };
+        let mut f = [0u64; 5];
+        for (i, kv) in rest.split_whitespace().take(5).enumerate() {
+            f[i] = kv.split_once('=').and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
+        }
+        let [cpu, t, prev, state, next] = f;
+        let id = |pid: u64| (pid > 0).then(|| sched_core::TaskId::new(pid as u32 - 1, 0));
+        let name = |pid: u64| (pid > 0).then(|| format!("thread{}", pid - 1));
+        let st = match state as u8 {
+            b'S' => Some(sched_core::TaskState::Blocked),
+            b'X' => Some(sched_core::TaskState::Exiting),
+            _ => Some(sched_core::TaskState::Runnable),
+        };
+        log.switch(t, cpu as usize, id(prev), name(prev), id(next), name(next), Some(st));
+    }
+    log
 }
