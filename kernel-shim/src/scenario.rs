@@ -454,6 +454,19 @@ fn wait_until(deadline_ns: u64, cond: impl Fn() -> bool) -> bool {
     }
 }
 
+/// Like [`wait_until`] for a thread that may sleep between checks (one tick at a time).
+fn wait_until_sleeping(deadline_ns: u64, cond: impl Fn() -> bool) -> bool {
+    loop {
+        if cond() {
+            return true;
+        }
+        if arch::now_ns() > deadline_ns {
+            return false;
+        }
+        arch::sys_sleep(1_000_000);
+    }
+}
+
 // ---- boot ---------------------------------------------------------------------------------
 
 fn boot() {
@@ -1338,11 +1351,13 @@ fn churn_main(ops: u32) {
             defmt::error!("churn: FAIL {} threads still alive 20 s after the stop", CH_LIVE.load(Acquire));
             arch::exit(EXIT_FAILED);
         }
-        arch::sys_yield();
+        // Sleep, not spin: under icount a vCPU that spins (even with `yield`) while every
+        // other one waits in WFI can hold back their timer interrupts for a long time.
+        arch::sys_sleep(1_000_000);
     }
     // The last exits free their slots when their CPUs switch away from them.
     let me = 1;
-    let settled = wait_until(arch::now_ns() + 1_000_000_000, || {
+    let settled = wait_until_sleeping(arch::now_ns() + 1_000_000_000, || {
         sched::threads_in_use() == me && sched::smp().nr_tasks() == me
     });
     churn_report(settled)
