@@ -580,6 +580,8 @@ static LAT_SUM: AtomicU64 = AtomicU64::new(0);
 /// Latency histogram: bucket i counts events of [2^i, 2^(i+1)) µs (bucket 0 also < 1 µs).
 static LAT_HIST: [AtomicU32; 24] = [const { AtomicU32::new(0) }; 24];
 static FINISHED: AtomicU32 = AtomicU32::new(0);
+/// Runqueue lengths when half the events were taken.
+static HALF_NR: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static T0: AtomicU64 = AtomicU64::new(0);
 static FIRST_SPINNER: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
@@ -871,6 +873,15 @@ fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, nice: u32) {
     sysbench_report();
 }
 
+/// The half-way runqueue lengths as plain numbers for logging.
+fn half_nr_snapshot(h: &[AtomicU32; MAX_CPUS], n: usize) -> [u32; MAX_CPUS] {
+    let mut out = [0u32; MAX_CPUS];
+    for (o, v) in out.iter_mut().zip(h.iter()).take(n) {
+        *o = v.load(Relaxed);
+    }
+    out
+}
+
 fn since_t0() -> u64 {
     arch::now_ns().saturating_sub(T0.load(Relaxed))
 }
@@ -894,6 +905,12 @@ fn spinner(i: usize) {
         let e = NEXT_EVENT.fetch_add(1, Relaxed);
         if e >= events {
             break;
+        }
+        if e == events / 2 {
+            // Steady state: every thread is busy; how evenly are they spread?
+            for (c, h) in HALF_NR.iter().enumerate().take(ncpus()) {
+                h.store(sched::smp().stats(c).nr_running.load(Relaxed), Relaxed);
+            }
         }
         let t = arch::now_ns();
         if count_primes(maxprime) != primes {
@@ -948,6 +965,34 @@ fn sysbench_report() -> ! {
             THREAD_END[i].load(Relaxed) / 1000
         );
     }
+    // Fair shares: CPU time per thread over the run, and runqueue lengths at half-way.
+    let (mut lo, mut hi, mut sum_ns) = (u64::MAX, 0u64, 0u64);
+    for i in 0..threads {
+        let c = sched::thread_cpu_ns(SB_SLOTS[i].load(Relaxed) as usize);
+        lo = lo.min(c);
+        hi = hi.max(c);
+        sum_ns += c;
+    }
+    kprintln!(
+        "{}: cpu time per thread min {} us max {} us mean {} us, max/min x1000 = {}",
+        tag,
+        lo / 1000,
+        hi / 1000,
+        sum_ns / threads.max(1) as u64 / 1000,
+        hi * 1000 / lo.max(1)
+    );
+    let (mut qlo, mut qhi) = (u32::MAX, 0u32);
+    for h in HALF_NR.iter().take(n) {
+        let v = h.load(Relaxed);
+        qlo = qlo.min(v);
+        qhi = qhi.max(v);
+    }
+    kprintln!(
+        "{}: runqueue lengths at half-way {=[?]}, max-min = {}",
+        tag,
+        &half_nr_snapshot(&HALF_NR, n)[..n],
+        qhi - qlo
+    );
     kprintln!(
         "{}: exactly-once check: {} events, {} missing, {} done twice or more, {} beyond the range, thread sum {}, wrong results {} -> {}",
         tag,

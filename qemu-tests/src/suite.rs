@@ -92,6 +92,25 @@ const CASES: &[Case] = &[
         judge: sysbench_ok,
     },
     Case {
+        name: "oversubscription: 16 spinners get fair shares, runqueues within 1 at steady state",
+        args: "scenario=sysbench threads=16 events=3000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            sysbench_ok(b)?;
+            // Margins are ratios within this run: CPU time per thread max/min ≤ 1.5 (measured
+            // 1.24), runqueue lengths at half-way differ by at most 1.
+            let ratio = b.number_after("max/min x1000 =").ok_or("no CPU time line")?;
+            if ratio > 1500.0 {
+                return Err(format!("CPU time per thread max/min = {:.3} > 1.5", ratio / 1000.0));
+            }
+            let spread = b.number_after("max-min =").ok_or("no runqueue line")?;
+            if spread > 1.0 {
+                return Err(format!("runqueue lengths at half-way differ by {spread}"));
+            }
+            Ok(())
+        },
+    },
+    Case {
         name: "tickless idle with nohz kicks",
         args: "scenario=sysbench threads=8 events=1000 nohz=on",
         mode: Mode::Deterministic,
