@@ -401,7 +401,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 };
                 (
                     load.saturating_sub(e.avg.load_avg),
-                    u.max(est).min(self.topo.read().capacity_orig(c)),
+                    u.max(est).min(st.capacity_orig.load(Relaxed)),
                     runnable.saturating_sub(e.avg.runnable_avg),
                 )
             } else {

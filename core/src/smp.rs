@@ -64,6 +64,8 @@ pub struct RqStats {
     pub util: AtomicU64,
     /// `capacity_of`.
     pub capacity: AtomicU64,
+    /// `capacity_orig_of` (fixed after `init`; published so readers need no topology lock).
+    pub capacity_orig: AtomicU64,
     /// `rq->misfit_task_load`: load of a running task too big for this CPU, else 0.
     pub misfit_task_load: AtomicU64,
     /// No task running and none queued.
@@ -86,6 +88,7 @@ impl RqStats {
             runnable: AtomicU64::new(0),
             util: AtomicU64::new(0),
             capacity: AtomicU64::new(1024),
+            capacity_orig: AtomicU64::new(1024),
             misfit_task_load: AtomicU64::new(0),
             idle: AtomicBool::new(true),
             util_avg: AtomicU64::new(0),
@@ -103,6 +106,7 @@ impl RqStats {
         self.runnable.store(rq.cpu_runnable(), Relaxed);
         self.util.store(rq.cpu_util(), Relaxed);
         self.capacity.store(rq.capacity(), Relaxed);
+        self.capacity_orig.store(rq.capacity_orig(), Relaxed);
         self.misfit_task_load.store(st.misfit_task_load, Relaxed);
         self.idle.store(rq.is_idle() && rq.nr_running() == 0, Relaxed);
         self.util_avg.store(rq.avg().util_avg, Relaxed);
@@ -129,6 +133,9 @@ pub struct CpuState<const Q: usize> {
     pub max_idle_balance_cost: u64,
     /// Tasks that arrived here by migration.
     pub nr_migrations_in: u64,
+    /// This CPU has a domain with asymmetric capacities (misfit tracking applies); set by
+    /// `init` so the hot path does not consult the topology.
+    pub asym_capacity: bool,
     /// The current task exec'd and placement chose another CPU for it: (node, CPU). It is
     /// switched out and moved there once its context is saved (`sched_exec`).
     pub exec_push: Option<(NodeId, u32)>,
@@ -270,6 +277,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         avg_idle: 2 * SYSCTL_MIGRATION_COST_NS,
                         max_idle_balance_cost: SYSCTL_MIGRATION_COST_NS,
                         nr_migrations_in: 0,
+                        asym_capacity: false,
                         exec_push: None,
                     }),
                     stats: RqStats::new(),
@@ -318,6 +326,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let cap = topo.capacity_orig(cpu);
             let mut st = self.cpus[cpu].rq.lock();
             st.rq = RunQueue::new(cpu as u32, cap, tunables, features);
+            st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
             self.cpus[cpu].stats.publish(&st);
             self.last_min_vruntime[cpu].store(st.rq.min_vruntime(), Relaxed);
             let mut b = self.cpus[cpu].balance.lock();
@@ -503,8 +512,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
     /// does not fit this CPU's capacity.
     fn update_misfit_status(&self, st: &mut CpuState<Q>) {
-        let asym = self.topo.read().asym_cpucapacity_level(st.rq.cpu() as usize).is_some();
-        st.misfit_task_load = match (asym, st.rq.curr_node()) {
+        st.misfit_task_load = match (st.asym_capacity, st.rq.curr_node()) {
             (true, Some(n)) => {
                 let e = st.rq.ent(n);
                 if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {

@@ -108,7 +108,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             runnable: s.runnable.load(Relaxed),
             util: s.util.load(Relaxed),
             capacity: s.capacity.load(Relaxed),
-            capacity_orig: self.topo.read().capacity_orig(cpu),
+            capacity_orig: s.capacity_orig.load(Relaxed),
             misfit_task_load: s.misfit_task_load.load(Relaxed),
             idle: s.idle.load(Relaxed),
         }

@@ -176,7 +176,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             nr_running: s.nr_running.load(Relaxed),
             h_nr_running: s.h_nr_running.load(Relaxed),
             capacity: s.capacity.load(Relaxed),
-            capacity_orig: self.topo.read().capacity_orig(cpu),
+            capacity_orig: s.capacity_orig.load(Relaxed),
             misfit_task_load: s.misfit_task_load.load(Relaxed),
             ..Default::default()
         }
