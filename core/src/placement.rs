@@ -250,8 +250,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `select_idle_core` (SMT machines only): a core of the LLC whose threads are all idle.
     fn select_idle_core(&self, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
         let topo = self.topo.read();
-        let smt_level = topo.domains(target).position(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY))?;
-        let _ = smt_level;
+        if !topo.domains(target).any(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)) {
+            return None;
+        }
         let mut seen = CpuMask::EMPTY;
         for c in llc.and(allowed).iter_wrap(target) {
             if seen.contains(c) {

@@ -336,8 +336,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
         }
         for cpu in 0..n {
-            for (lvl, d) in topo.domains(cpu).enumerate() {
-                let _ = d;
+            for lvl in 0..topo.nr_levels(cpu) {
                 for g in topo.groups(cpu, lvl) {
                     let sgc = self.sgc_of(g.id);
                     sgc.capacity.store(g.capacity, Relaxed);
@@ -715,7 +714,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     let mut flags = EnqueueFlags::WAKEUP;
                     if target != prev as usize {
-                        self.migrate_sleeping(&mut e, prev as usize, now);
+                        self.migrate_sleeping(&mut e, prev as usize);
                         flags |= EnqueueFlags::MIGRATED;
                     }
                     return match self.activate_on(target, now, e, flags, wf, false) {
@@ -768,7 +767,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `migrate_task_rq_fair` for a sleeping task leaving `prev`: its vruntime becomes
     /// relative to prev's min_vruntime, its PELT signals leave prev through the lazily
     /// applied "removed" path, and it is no longer cache hot.
-    fn migrate_sleeping(&self, e: &mut Entity, prev: usize, _now: u64) {
+    fn migrate_sleeping(&self, e: &mut Entity, prev: usize) {
         let mut st = self.cpus[prev].rq.lock();
         e.vruntime = e.vruntime.wrapping_sub(st.rq.min_vruntime());
         if e.pelt_attached {
@@ -863,7 +862,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         // A platform that did not call finish_switch after the previous switch has saved that
         // context by now (it is calling schedule again on this CPU).
-        let _ = self.finish_switch_locked(cpu, now, &mut self.cpus[cpu].rq.lock());
+        self.finish_switch_locked(cpu, &mut self.cpus[cpu].rq.lock());
         // A kick to balance for the tickless idle CPUs is served first.
         self.nohz_idle_balance(cpu, now);
         // A CPU about to idle first tries to pull work (newidle balance).
@@ -936,7 +935,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut st = self.cpus[cpu].rq.lock();
         let prev = st.rq.switching_out_node();
-        let _ = self.finish_switch_locked(cpu, now, &mut st);
+        self.finish_switch_locked(cpu, &mut st);
         // A task still queued here that may no longer run here leaves now that its
         // context is saved.
         let exec_dst = match (st.exec_push, prev) {
@@ -980,9 +979,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    fn finish_switch_locked(&self, cpu: usize, now: u64, st: &mut CpuState<Q>) -> Option<()> {
-        let _ = now;
-        let mut e = st.rq.finish_switch()?;
+    fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) {
+        let Some(mut e) = st.rq.finish_switch() else { return };
         let mut t = self.tasks.lock();
         let state = t.get(e.id).map(|x| x.state).ok();
         if state == Some(TaskState::Exiting) {
@@ -995,7 +993,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         drop(t);
         self.after_update(cpu, st);
-        Some(())
     }
 
     /// The task running on `cpu` replaces its program (`sched_exec`): exec balancing may
@@ -1023,12 +1020,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if dest != cpu {
             let mut st = self.cpus[cpu].rq.lock();
             if st.rq.curr_node() == Some(node) {
+                st.rq.update_clock(now);
                 st.exec_push = Some((node, dest as u32));
                 st.rq.resched_curr();
                 self.after_update(cpu, &mut st);
             }
         }
-        let _ = now;
         Ok(dest as u32)
     }
 
@@ -1045,6 +1042,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         st.rq.yield_curr();
         st.rq.resched_curr();
         self.after_update(cpu, &mut st);
+    }
+
+    /// Locks the runqueue of `cpu`, where the table placed task `id` at `loc`; `None` if the
+    /// task moved before the lock was held (callers look it up again).
+    fn lock_placed(&self, id: TaskId, loc: Location, cpu: usize) -> Option<MutexGuard<'_, CpuState<Q>, R>> {
+        let st = self.cpus[cpu].rq.lock();
+        (self.tasks.lock().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
     }
 
     /// Changes a task's nice value, wherever it is.
@@ -1065,10 +1069,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 Location::OnCpu { cpu, node } => {
                     let c = cpu as usize;
-                    let mut st = self.cpus[c].rq.lock();
-                    if self.tasks.lock().get(id).map(|e| e.location) != Ok(entry.location) {
-                        continue;
-                    }
+                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
                     st.rq.change_nice(node, nice);
                     self.after_update(c, &mut st);
@@ -1096,10 +1097,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 Location::OnCpu { cpu, node } => {
                     let c = cpu as usize;
-                    let mut st = self.cpus[c].rq.lock();
-                    if self.tasks.lock().get(id).map(|e| e.location) != Ok(entry.location) {
-                        continue;
-                    }
+                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     let Some(e) = st.rq.ent_mut(node) else { continue };
                     e.affinity = mask;
                     let (on_cpu, on_rq) = (e.on_cpu, e.on_rq);

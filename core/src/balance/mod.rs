@@ -138,12 +138,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now / (1_000_000_000 / self.hz as u64)
     }
 
-    fn ms_to_jiffies(&self, ms: u64) -> u64 {
+    pub(crate) fn ms_to_jiffies(&self, ms: u64) -> u64 {
         (ms * self.hz as u64).div_ceil(1000)
-    }
-
-    pub(crate) fn ms_to_jiffies_pub(&self, ms: u64) -> u64 {
-        self.ms_to_jiffies(ms)
     }
 
     /// `max_load_balance_interval`: HZ × CPUs / 10 jiffies.
@@ -819,8 +815,7 @@ mod tests {
     fn machine(avg_idle: u64, overload: bool) -> Box<M> {
         let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
         m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-        let t = m.create(0, NOW, TaskParams::default()).unwrap();
-        let _ = t;
+        m.create(0, NOW, TaskParams::default()).unwrap();
         m.cpus[3].rq.lock().avg_idle = avg_idle;
         {
             let mut b = m.cpus[3].balance.lock();

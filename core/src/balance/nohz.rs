@@ -214,7 +214,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let j = self.jiffies(now);
         if flags & NOHZ_STATS_KICK != 0 {
             self.nohz.has_blocked.store(false, Relaxed);
-            self.nohz.next_blocked.store(j + self.ms_to_jiffies_pub(32), Relaxed);
+            self.nohz.next_blocked.store(j + self.ms_to_jiffies(32), Relaxed);
         }
         let mut next_balance = j + 60 * self.hz as u64;
         let mut has_blocked = false;
