@@ -42,6 +42,12 @@ impl Rng {
     }
 }
 
+/// A random task of those ever created (it may have exited: callers tolerate refusals).
+fn any_task(all: &Mutex<Vec<TaskId>>, rng: &mut Rng) -> Option<TaskId> {
+    let a = all.lock().unwrap();
+    (!a.is_empty()).then(|| a[rng.below(a.len() as u64) as usize])
+}
+
 #[derive(Default)]
 struct Books {
     created: AtomicU64,
@@ -144,27 +150,13 @@ fn stress<const CPUS: usize>(
                             }
                         }
                         60..=64 => {
-                            let t = {
-                                let a = all.lock().unwrap();
-                                if a.is_empty() {
-                                    None
-                                } else {
-                                    Some(a[rng.below(a.len() as u64) as usize])
-                                }
-                            };
+                            let t = any_task(&all, &mut rng);
                             if let Some(t) = t {
                                 let _ = m.set_nice(now(), t, rng.below(40) as i32 - 20);
                             }
                         }
                         65..=69 => {
-                            let t = {
-                                let a = all.lock().unwrap();
-                                if a.is_empty() {
-                                    None
-                                } else {
-                                    Some(a[rng.below(a.len() as u64) as usize])
-                                }
-                            };
+                            let t = any_task(&all, &mut rng);
                             if let Some(t) = t {
                                 let lo = rng.below(CPUS as u64) as usize;
                                 let mask = CpuMask::range(lo, lo + 1 + rng.below(4) as usize);
