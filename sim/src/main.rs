@@ -51,27 +51,45 @@ struct MachineArgs {
     out: Option<PathBuf>,
 }
 
+/// The sysbench-like workload and how often to run it.
+#[derive(clap::Args, Clone)]
+struct SysbenchArgs {
+    /// Iterations per side.
+    #[arg(long, default_value_t = 15)]
+    iterations: usize,
+    /// Worker threads.
+    #[arg(long, default_value_t = 8)]
+    threads: u32,
+    /// Events in total.
+    #[arg(long, default_value_t = 1000)]
+    events: u64,
+    /// Work per event (µs).
+    #[arg(long, default_value_t = 1240)]
+    event_us: u64,
+    /// Relative jitter of the work per event.
+    #[arg(long, default_value_t = 0.02)]
+    jitter: f64,
+}
+
+impl SysbenchArgs {
+    fn workload(&self) -> Workload {
+        Workload::Sysbench {
+            threads: self.threads,
+            events: self.events,
+            cost_ns: self.event_us * 1000,
+            jitter: self.jitter,
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// The seed's experiment: sysbench-like threads with the seed's rule on and off.
     Sysbench {
         #[command(flatten)]
         m: MachineArgs,
-        /// Iterations per side.
-        #[arg(long, default_value_t = 15)]
-        iterations: usize,
-        /// Worker threads.
-        #[arg(long, default_value_t = 8)]
-        threads: u32,
-        /// Events in total.
-        #[arg(long, default_value_t = 1000)]
-        events: u64,
-        /// Work per event (µs).
-        #[arg(long, default_value_t = 1240)]
-        event_us: u64,
-        /// Relative jitter of the work per event.
-        #[arg(long, default_value_t = 0.02)]
-        jitter: f64,
+        #[command(flatten)]
+        w: SysbenchArgs,
     },
     /// Time to full spread for a fork burst and a wake-all-on-one-CPU burst vs CPU count.
     Spread {
@@ -94,15 +112,8 @@ enum Cmd {
         /// Features of B on top of the defaults.
         #[arg(long)]
         b: String,
-        /// Iterations per side.
-        #[arg(long, default_value_t = 15)]
-        iterations: usize,
-        /// Worker threads.
-        #[arg(long, default_value_t = 8)]
-        threads: u32,
-        /// Events in total.
-        #[arg(long, default_value_t = 1000)]
-        events: u64,
+        #[command(flatten)]
+        w: SysbenchArgs,
     },
 }
 
@@ -142,6 +153,22 @@ fn bar(n: u64) -> ProgressBar {
     pb
 }
 
+/// An A/B run of K iterations per side with a progress bar.
+fn run_ab(
+    cfg: &Config,
+    w: &Workload,
+    a: (Features, &str),
+    b: (Features, &str),
+    iterations: usize,
+    label: &'static str,
+) -> sched_sim::AbTable {
+    let pb = bar(2 * iterations as u64);
+    pb.set_message(label);
+    let t = ab(cfg, w, a, b, iterations, || pb.inc(1));
+    pb.finish_and_clear();
+    t
+}
+
 fn write_trace(m: &MachineArgs, cfg: &Config, w: &Workload) {
     let Some(dir) = &m.out else { return };
     let cfg = Config { trace: true, ..cfg.clone() };
@@ -161,28 +188,28 @@ fn write_trace(m: &MachineArgs, cfg: &Config, w: &Workload) {
 
 fn main() {
     match Cli::parse().cmd {
-        Cmd::Sysbench { m, iterations, threads, events, event_us, jitter } => {
+        Cmd::Sysbench { m, w: args } => {
             let cfg = config(&m);
-            let w = Workload::Sysbench { threads, events, cost_ns: event_us * 1000, jitter };
+            let w = args.workload();
             let on = cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK;
             let off = cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK;
-            let pb = bar(2 * iterations as u64);
-            pb.set_message("sysbench");
-            let t = ab(
+            let t = run_ab(
                 &cfg,
                 &w,
                 (off, "without rule (pre-patch)"),
                 (on, "with rule (c32b4308)"),
-                iterations,
-                || pb.inc(1),
+                args.iterations,
+                "sysbench",
             );
-            pb.finish_and_clear();
             if m.json {
                 println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             } else {
                 println!(
-                    "sysbench-like: {threads} threads, {events} events of {event_us} µs ±{:.0}%, {} CPUs ({}), HZ={}, {}",
-                    jitter * 100.0,
+                    "sysbench-like: {} threads, {} events of {} µs ±{:.0}%, {} CPUs ({}), HZ={}, {}",
+                    args.threads,
+                    args.events,
+                    args.event_us,
+                    args.jitter * 100.0,
                     cfg.cpus,
                     m.topology,
                     cfg.hz,
@@ -216,13 +243,10 @@ fn main() {
                 }
             }
         }
-        Cmd::Ab { m, a, b, iterations, threads, events } => {
+        Cmd::Ab { m, a, b, w: args } => {
             let cfg = config(&m);
-            let w = Workload::Sysbench { threads, events, cost_ns: 1_240_000, jitter: 0.02 };
-            let pb = bar(2 * iterations as u64);
-            pb.set_message("ab");
-            let t = ab(&cfg, &w, (features(&a), &a), (features(&b), &b), iterations, || pb.inc(1));
-            pb.finish_and_clear();
+            let t =
+                run_ab(&cfg, &args.workload(), (features(&a), &a), (features(&b), &b), args.iterations, "ab");
             if m.json {
                 println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             } else {
