@@ -114,8 +114,22 @@ pub fn set_nohz(on: bool) {
     NOHZ.store(on, Relaxed);
 }
 
-/// `trace=on`: log every context switch (`trace: switch ...`), for the host's trace writer.
+/// `trace=on`: log every context switch (`trace: switch ...`), wakeup (`trace: waking ...`),
+/// new-task placement (`trace: new ...`) and migration (`trace: migrate ...`), for the host's
+/// trace writer and for reading placement decisions.
 static TRACE: AtomicBool = AtomicBool::new(false);
+
+/// Per CPU: the thread slot being created by this CPU's `spawn`, so the core's `NewTask`
+/// event (emitted inside `create`, before the thread map knows the task) can name it.
+static SPAWNING: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
+
+/// The pid of a task in trace lines (thread slot + 1), or 0 if no thread backs it yet.
+fn trace_pid(id: TaskId) -> u32 {
+    match (MAP_ID.get(id.slot()), MAP_THREAD.get(id.slot())) {
+        (Some(m), Some(t)) if m.load(Acquire) == id.to_raw() => t.load(Relaxed) as u32 + 1,
+        _ => 0,
+    }
+}
 
 /// Turns switch tracing on or off.
 pub fn set_trace(on: bool) {
@@ -236,6 +250,9 @@ impl Platform for KPlatform {
 
     fn event(&self, event: &Event) {
         let c = (event.cpu as usize).min(MAX_CPUS - 1);
+        if TRACE.load(Relaxed) {
+            trace_event(event);
+        }
         match event.kind {
             EventKind::Migrate { reason, .. } => {
                 CPU[c].migrations_in.fetch_add(1, Relaxed);
@@ -268,6 +285,46 @@ impl Platform for KPlatform {
     }
 }
 
+/// Logs a wakeup, new task or migration for `trace=on` (`by` = the CPU that decided).
+fn trace_event(event: &Event) {
+    let by = arch::cpu_id();
+    match event.kind {
+        EventKind::Waking { task } => defmt::info!(
+            "trace: waking cpu={=u32} t={=u64} pid={=u32} by={=usize}",
+            event.cpu,
+            event.time,
+            trace_pid(task),
+            by
+        ),
+        EventKind::NewTask { .. } => {
+            let slot = SPAWNING[by.min(MAX_CPUS - 1)].load(Relaxed);
+            let pid = if slot == NONE { 0 } else { slot as u32 + 1 };
+            defmt::info!(
+                "trace: new cpu={=u32} t={=u64} pid={=u32} by={=usize}",
+                event.cpu,
+                event.time,
+                pid,
+                by
+            )
+        }
+        EventKind::Migrate { task, from, reason } => defmt::info!(
+            "trace: migrate cpu={=u32} t={=u64} pid={=u32} from={=u32} reason={=str}",
+            event.cpu,
+            event.time,
+            trace_pid(task),
+            from,
+            match reason {
+                MigrateReason::Wakeup => "wakeup",
+                MigrateReason::Placement => "placement",
+                MigrateReason::Balance => "balance",
+                MigrateReason::ActiveBalance => "active",
+                MigrateReason::Affinity => "affinity",
+            }
+        ),
+        _ => {}
+    }
+}
+
 /// Records the affinity (MPIDR) of every CPU from the device tree, for SGIs.
 pub fn set_mpidrs(mpidrs: &[u64]) {
     for (m, &v) in MPIDR.iter().zip(mpidrs) {
@@ -282,6 +339,15 @@ pub fn cpu_online(cpu: usize) {
     // Its timer is armed: from now on it must tick (a CPU that hangs before its first tick
     // is watched too).
     HEARTBEAT_NS[cpu].store(arch::now_ns().max(1), Release);
+    // The CPU's idle loop passes through the scheduler once, as a booting Linux CPU does
+    // when its first kthreads go to sleep: that stamps when it went idle. Fork placement
+    // chooses among idle CPUs by that stamp and never picks one that has none, so without
+    // this pass every fork stayed in the parent's cluster. No task exists before all CPUs
+    // are online (the scenario starts after that), so there is nothing to pick.
+    let now = arch::now_ns();
+    let next = smp().schedule(cpu, now);
+    assert!(next.is_none(), "CPU {} found a task before the boot finished", cpu);
+    smp().finish_switch(cpu, now);
     ONLINE.fetch_add(1, Release);
 }
 
@@ -323,7 +389,10 @@ pub fn spawn(
     T_JOINER[slot].store(NONE, SeqCst);
     T_EPOCH[slot].fetch_add(1, SeqCst);
     let params = TaskParams { nice, policy: Policy::Normal, affinity: cpu_mask(affinity) };
-    match smp().create(cpu, now, params) {
+    SPAWNING[cpu].store(slot, Relaxed);
+    let created = smp().create(cpu, now, params);
+    SPAWNING[cpu].store(NONE, Relaxed);
+    match created {
         Ok(id) => {
             T_TASK[slot].store(id.to_raw(), Relaxed);
             if let (Some(t), Some(m)) = (MAP_THREAD.get(id.slot()), MAP_ID.get(id.slot())) {
