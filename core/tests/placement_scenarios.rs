@@ -277,3 +277,55 @@ fn exec_balancing_moves_the_task_to_the_idlest_cpu() {
     assert_eq!(m.task_cpu(first).unwrap(), dest);
     m.check_invariants().unwrap();
 }
+
+/// A lone tickless CPU must keep being kicked. When the idle balancer finds no other
+/// tickless CPU to serve, it still has to publish its own next balance time: publishing
+/// "nothing due for a minute" silenced every later kick, and a CPU stayed idle while a
+/// neighbour ran two spinners for the whole run (seen in QEMU, deterministic mode).
+#[test]
+fn lone_tickless_cpu_is_kicked_again_when_work_appears() {
+    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+    idle_all(&m, NOW - 100 * MS);
+    // Seven CPUs run one spinner each; CPU3 is idle and tickless.
+    for cpu in (0..8).filter(|&c| c != 3) {
+        on(&m, cpu, NOW);
+        run_cpu(&m, cpu, NOW);
+    }
+    m.nohz_enter_idle(3);
+    let mut now = NOW;
+    let mut tick_all = |m: &M, now: u64| {
+        for cpu in 0..8 {
+            if cpu != 3 || m.current(3).is_some() {
+                m.tick(cpu, now);
+            }
+            if m.platform().resched[cpu].swap(false, Relaxed) || m.need_resched(cpu) {
+                if run_cpu(m, cpu, now).is_some() {
+                    m.nohz_exit_idle(cpu);
+                }
+            }
+        }
+    };
+    // Busy CPUs' ticks kick CPU3 to refresh blocked load; it is the only tickless CPU.
+    for _ in 0..20 {
+        now += 4 * MS;
+        tick_all(&m, now);
+    }
+    assert!(!m.platform().kicks.lock().unwrap().is_empty(), "CPU3 was kicked for blocked load");
+    assert_eq!(m.current(3), None, "nothing to pull yet");
+    // Now CPU6 gets a second spinner: CPU3 must be kicked and pull it within a few ticks.
+    on(&m, 6, now);
+    let mut ticks = 0;
+    while m.current(3).is_none() {
+        ticks += 1;
+        assert!(
+            ticks <= 10,
+            "CPU3 still idle after {ticks} ticks; kicks {:?}",
+            m.platform().kicks.lock().unwrap()
+        );
+        now += 4 * MS;
+        tick_all(&m, now);
+    }
+    assert!((0..8).all(|c| m.stats(c).nr_running.load(Relaxed) == 1));
+    m.check_invariants().unwrap();
+}

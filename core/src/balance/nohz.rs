@@ -198,6 +198,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.platform.kick_nohz(ilb as u32);
     }
 
+    /// The nohz idle-balancing state (which CPUs are tickless, pending kicks), for reports.
+    pub fn nohz(&self) -> &Nohz<CPUS> {
+        &self.nohz
+    }
+
     /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)
     /// every tickless idle CPU that is due, then itself. Returns whether a kick was served.
     pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> bool {
@@ -216,8 +221,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.nohz.has_blocked.store(false, Relaxed);
             self.nohz.next_blocked.store(j + self.ms_to_jiffies(32), Relaxed);
         }
-        let mut next_balance = j + 60 * self.hz as u64;
+        // The earliest balance due among the tickless CPUs served here, this one included:
+        // it becomes the kick gate, so it must not leave out anyone still tickless.
+        let mut next_balance: Option<u64> = None;
         let mut has_blocked = false;
+        let mut aborted = false;
         for other in 0..self.nr_cpus() {
             if other == cpu || !self.nohz.is_tickless(other) || !self.stats(other).idle.load(Relaxed) {
                 continue;
@@ -225,6 +233,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // Abort if work arrived here meanwhile: this CPU has better things to do.
             if self.stats(cpu).nr_running.load(Relaxed) > 0 {
                 has_blocked = true;
+                aborted = true;
                 break;
             }
             {
@@ -238,21 +247,30 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(other, now, IdleType::Idle);
             }
-            next_balance = next_balance.min(self.cpus[other].balance.lock().next_balance);
+            let nb = self.cpus[other].balance.lock().next_balance;
+            next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
-        {
-            let mut st = self.cpus[cpu].rq.lock();
-            st.rq.update_clock(now);
-            st.rq.update_blocked_averages();
-            self.after_update(cpu, &mut st);
-        }
-        if flags & NOHZ_BALANCE_KICK != 0 {
-            self.rebalance_domains(cpu, now, IdleType::Idle);
+        if !aborted {
+            {
+                let mut st = self.cpus[cpu].rq.lock();
+                st.rq.update_clock(now);
+                st.rq.update_blocked_averages();
+                self.after_update(cpu, &mut st);
+            }
+            if flags & NOHZ_BALANCE_KICK != 0 {
+                self.rebalance_domains(cpu, now, IdleType::Idle);
+            }
+            let nb = self.cpus[cpu].balance.lock().next_balance;
+            next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if has_blocked {
             self.nohz.has_blocked.store(true, Relaxed);
         }
-        self.nohz.next_balance.store(next_balance, Relaxed);
+        // Unchanged if nobody was served (an abort before the first CPU): a gate in the
+        // past only means the next busy tick kicks again.
+        if let Some(nb) = next_balance {
+            self.nohz.next_balance.store(nb, Relaxed);
+        }
         true
     }
 
