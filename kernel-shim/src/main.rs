@@ -83,7 +83,8 @@ pub fn kmain() -> ! {
         arch::exit(EXIT_MACHINE);
     }
     sched::set_mpidrs(&mpidrs[..n]);
-    arch::timer_arm(cfg.hz);
+    sched::set_skew(cfg.skew, n);
+    sched::arm_tick(0);
     sched::cpu_online(0);
     for (i, &mpidr) in mpidrs.iter().enumerate().take(n).skip(1) {
         if let Err(e) = arch::psci_cpu_on(use_smc, mpidr, i) {
@@ -123,7 +124,7 @@ pub fn secondary_main(cpu: usize) -> ! {
         defmt::error!("error: GIC on CPU {}: {}", cpu, e);
         arch::exit(EXIT_MACHINE);
     }
-    arch::timer_arm(sched::hz());
+    sched::arm_tick(cpu);
     sched::cpu_online(cpu);
     idle()
 }

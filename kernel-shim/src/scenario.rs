@@ -165,6 +165,8 @@ pub struct Config {
     /// Cluster size for the scheduler's topology (`clusters=K`); 0: one cluster of all CPUs,
     /// which is what Linux builds on QEMU virt. `clusters=4` on 8 CPUs gives the seed's 2×4.
     pub clusters: u32,
+    /// CPUs' ticks are staggered over the period (`skew=on`, the default); see `sched::set_skew`.
+    pub skew: bool,
 }
 
 fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
@@ -219,7 +221,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz features trace)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz skew features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -228,7 +230,7 @@ impl core::fmt::Display for ArgError {
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
-            ArgError::Nohz => write!(f, "nohz, barrier and trace must be on or off"),
+            ArgError::Nohz => write!(f, "nohz, skew, barrier and trace must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
         }
     }
@@ -244,6 +246,7 @@ impl Config {
         let mut hz = 250;
         let mut features = Features::DEFAULT;
         let mut nohz = false;
+        let mut skew = true;
         let mut clusters = 0;
         let mut fault = Fault::Udf;
         let (mut nice, mut ops) = (5, 10_000);
@@ -303,6 +306,13 @@ impl Config {
                         _ => return Err(ArgError::Nohz),
                     }
                 }
+                "skew" => {
+                    skew = match v {
+                        "on" => true,
+                        "off" => false,
+                        _ => return Err(ArgError::Nohz),
+                    }
+                }
                 "features" => features = features.parse_list(v).map_err(|_| ArgError::Feature)?,
                 _ => return Err(ArgError::UnknownKey),
             }
@@ -336,7 +346,7 @@ impl Config {
             }
         };
         *bad = "";
-        Ok(Config { scenario, hz, features, nohz, clusters })
+        Ok(Config { scenario, hz, features, nohz, clusters, skew })
     }
 }
 
@@ -655,6 +665,16 @@ fn report_cpus(tag: &str, n: usize) {
             cc.handler_ns.load(Relaxed) / 1000,
             cc.handler_max_ns.load(Relaxed) / 1000
         );
+        kprintln!(
+            "{}: cpu {} nohz: tickless (core {}, kernel {}), pending kick {}, next balance jiffy {}, now jiffy {}",
+            tag,
+            c,
+            sched::smp().nohz().is_tickless(c),
+            sched::is_tickless(c),
+            sched::smp().nohz().kick_flags(c),
+            sched::smp().balance_state(c).map_or(0, |b| b.next_balance),
+            arch::now_ns() / (1_000_000_000 / sched::hz() as u64)
+        );
         let o = &cc.balance_outcomes;
         kprintln!(
             "{}: cpu {} balance outcomes: not designated {} balanced {} moved {} nothing detachable {} all pinned {} active balance {}",
@@ -967,8 +987,8 @@ fn sysbench_report() -> ! {
     }
     // Fair shares: CPU time per thread over the run, and runqueue lengths at half-way.
     let (mut lo, mut hi, mut sum_ns) = (u64::MAX, 0u64, 0u64);
-    for i in 0..threads {
-        let c = sched::thread_cpu_ns(SB_SLOTS[i].load(Relaxed) as usize);
+    for slot in SB_SLOTS.iter().take(threads) {
+        let c = sched::thread_cpu_ns(slot.load(Relaxed) as usize);
         lo = lo.min(c);
         hi = hi.max(c);
         sum_ns += c;

@@ -214,6 +214,34 @@ pub fn select_hz(hz: u32) -> bool {
     }
 }
 
+/// `skew=on` (the default): CPU c's ticks are offset by c/n of a period, so the n CPUs'
+/// ticks never fall on the same instant (Linux's `skew_tick=1` offsets by c/n of half a
+/// period). Besides spreading the tick work, this matters under QEMU's deterministic mode,
+/// where one host thread runs the vCPUs in turn and a busy vCPU keeps running until the next
+/// timer deadline of any vCPU: with aligned ticks there is one deadline per period, so a
+/// vCPU that was just sent work waits whole ticks for its turn (one more vCPU starts per
+/// tick); with skewed ticks there are n deadlines per period.
+static SKEW: AtomicBool = AtomicBool::new(true);
+/// CPUs the ticks are skewed over.
+static SKEW_CPUS: AtomicUsize = AtomicUsize::new(1);
+
+/// Sets tick skew (boot, before any CPU arms its tick) for `ncpus` CPUs.
+pub fn set_skew(on: bool, ncpus: usize) {
+    SKEW.store(on, Relaxed);
+    SKEW_CPUS.store(ncpus.max(1), Relaxed);
+}
+
+/// Arms `cpu`'s tick for the next point of its tick grid after now. Every CPU's ticks lie on
+/// one grid (period 1/HZ, plus the CPU's skew), whether it ticked last period or leaves
+/// tickless idle, so handler latency never makes the ticks drift apart or together.
+pub fn arm_tick(cpu: usize) {
+    let period = (arch::counter_freq() / hz() as u64).max(1);
+    let offset = if SKEW.load(Relaxed) { period * cpu as u64 / SKEW_CPUS.load(Relaxed) as u64 } else { 0 };
+    let now = arch::counter();
+    let next = if now < offset { offset } else { ((now - offset) / period + 1) * period + offset };
+    arch::timer_arm_at(next);
+}
+
 /// The tick rate.
 pub fn hz() -> u32 {
     HZ_CHOICES[HZ_INDEX.load(Relaxed) % HZ_CHOICES.len()]
@@ -564,7 +592,7 @@ pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
 fn handle_irqs(cpu: usize) {
     while let Some(irq) = arch::irq_ack() {
         if irq.is_timer() {
-            arch::timer_arm(hz());
+            arm_tick(cpu);
             CPU[cpu].ticks.fetch_add(1, Relaxed);
             let now = arch::now_ns();
             HEARTBEAT_NS[cpu].store(now, Release);
@@ -835,11 +863,16 @@ fn update_tickless(cpu: usize) {
         TICKLESS[cpu].store(true, Release);
     } else if !idle && tickless {
         smp.nohz_exit_idle(cpu);
-        arch::timer_arm(hz());
+        arm_tick(cpu);
         // The watchdog reads TICKLESS, then the heartbeat: restart the heartbeat first.
         HEARTBEAT_NS[cpu].store(arch::now_ns(), Release);
         TICKLESS[cpu].store(false, Release);
     }
+}
+
+/// Whether `cpu` stopped its tick (tickless idle).
+pub fn is_tickless(cpu: usize) -> bool {
+    TICKLESS[cpu.min(MAX_CPUS - 1)].load(Relaxed)
 }
 
 /// Tasks on `cpu`'s runqueue (running and queued), as the core publishes it.

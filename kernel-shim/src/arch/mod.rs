@@ -9,7 +9,7 @@ use core::ptr::NonNull;
 use core::sync::atomic::{AtomicUsize, Ordering};
 
 use aarch64_cpu::registers::{
-    Readable, Writeable, CNTFRQ_EL0, CNTVCT_EL0, CNTV_CTL_EL0, CNTV_TVAL_EL0, ESR_EL1, FAR_EL1, MPIDR_EL1,
+    Readable, Writeable, CNTFRQ_EL0, CNTVCT_EL0, CNTV_CTL_EL0, CNTV_CVAL_EL0, ESR_EL1, FAR_EL1, MPIDR_EL1,
     TPIDR_EL1,
 };
 use arm_gic::gicv3::registers::{Gicd, GicrSgi};
@@ -507,10 +507,14 @@ pub fn now_ns() -> u64 {
     (cnt * 1_000_000_000 / counter_freq() as u128) as u64
 }
 
-/// Arms the virtual timer to fire after `1/hz` s.
-pub fn timer_arm(hz: u32) {
-    let ticks = counter_freq() / hz.max(1) as u64;
-    CNTV_TVAL_EL0.set(ticks.max(1));
+/// The virtual counter (ticks at [`counter_freq`]).
+pub fn counter() -> u64 {
+    CNTVCT_EL0.get()
+}
+
+/// Arms the virtual timer to fire when the counter reaches `at` (at once if it has).
+pub fn timer_arm_at(at: u64) {
+    CNTV_CVAL_EL0.set(at);
     CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::SET + CNTV_CTL_EL0::IMASK::CLEAR);
 }
 
