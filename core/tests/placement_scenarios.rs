@@ -294,15 +294,14 @@ fn lone_tickless_cpu_is_kicked_again_when_work_appears() {
     }
     m.nohz_enter_idle(3);
     let mut now = NOW;
-    let mut tick_all = |m: &M, now: u64| {
+    let tick_all = |m: &M, now: u64| {
         for cpu in 0..8 {
             if cpu != 3 || m.current(3).is_some() {
                 m.tick(cpu, now);
             }
-            if m.platform().resched[cpu].swap(false, Relaxed) || m.need_resched(cpu) {
-                if run_cpu(m, cpu, now).is_some() {
-                    m.nohz_exit_idle(cpu);
-                }
+            let woken = m.platform().resched[cpu].swap(false, Relaxed) || m.need_resched(cpu);
+            if woken && run_cpu(m, cpu, now).is_some() {
+                m.nohz_exit_idle(cpu);
             }
         }
     };
