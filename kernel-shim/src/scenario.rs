@@ -221,7 +221,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz skew features trace)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz skew idle_yield features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -230,7 +230,7 @@ impl core::fmt::Display for ArgError {
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
-            ArgError::Nohz => write!(f, "nohz, skew, barrier and trace must be on or off"),
+            ArgError::Nohz => write!(f, "nohz, skew, idle_yield, barrier and trace must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
         }
     }
@@ -306,6 +306,11 @@ impl Config {
                         _ => return Err(ArgError::Nohz),
                     }
                 }
+                "idle_yield" => sched::set_idle_exit_yield(match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => return Err(ArgError::Nohz),
+                }),
                 "skew" => {
                     skew = match v {
                         "on" => true,
@@ -534,12 +539,17 @@ fn boot() {
 static SB_THREADS: AtomicU32 = AtomicU32::new(0);
 static SB_EVENTS: AtomicU32 = AtomicU32::new(0);
 static SB_MAXPRIME: AtomicU32 = AtomicU32::new(0);
-/// Workload jitter seed (`seed=`): with a non-zero seed each sysbench thread first does a
-/// seed-dependent amount of warm-up work (0..7 events' worth, before the start barrier), so deterministic runs differ per seed the way real
-/// thread start times do. 0: no warm-up.
+/// Workload jitter seed (`seed=`): with a non-zero seed each sysbench thread starts with a
+/// seed-dependent offset of busy work (0..7 × 16 µs, before the start barrier), so
+/// deterministic runs differ per seed the way real thread start times do. 0: no offset.
 static SB_SEED: AtomicU32 = AtomicU32::new(0);
 
-/// SplitMix64 step, for the warm-up amounts.
+/// Unit of the seed's thread start offsets.
+const START_OFFSET_UNIT_NS: u64 = 16_000;
+/// A small piece of work (about 1 µs) for the start offsets' busy wait.
+const START_OFFSET_PRIMES: u32 = 60;
+
+/// SplitMix64 step, for the start offsets.
 fn mix(x: u64) -> u64 {
     let mut z = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
     z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -558,10 +568,15 @@ static SB_SLOTS_READY: AtomicBool = AtomicBool::new(false);
 static SB_ARRIVED: AtomicU32 = AtomicU32::new(0);
 static SB_OPEN: AtomicBool = AtomicBool::new(false);
 
-/// The start barrier: the last thread to arrive wakes the others.
+/// The main thread's slot, so the barrier can wake it.
+static SB_MAIN_SLOT: AtomicU32 = AtomicU32::new(u32::MAX);
+
+/// The start barrier: the workers and the main thread wait at it, as in sysbench (whose
+/// start barrier counts the workers plus the main thread); the last to arrive wakes the
+/// others. The main thread arrives after creating every worker, so the slots are known.
 fn start_barrier() {
-    let threads = SB_THREADS.load(Relaxed);
-    if SB_ARRIVED.fetch_add(1, AcqRel) + 1 == threads {
+    let parties = SB_THREADS.load(Relaxed) + 1;
+    if SB_ARRIVED.fetch_add(1, AcqRel) + 1 == parties {
         while !SB_SLOTS_READY.load(Acquire) {
             arch::relax();
         }
@@ -570,8 +585,9 @@ fn start_barrier() {
             snapshot_cpu_times(&NICE_START);
         }
         SB_OPEN.store(true, Release);
-        for s in SB_SLOTS.iter().take(threads as usize) {
-            arch::sys_unpark(s.load(Relaxed) as usize);
+        let main = SB_MAIN_SLOT.load(Relaxed);
+        for s in SB_SLOTS.iter().take(parties as usize - 1).map(|s| s.load(Relaxed)).chain([main]) {
+            arch::sys_unpark(s as usize);
         }
     } else {
         while !SB_OPEN.load(Acquire) {
@@ -877,6 +893,11 @@ fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, nice: u32) {
         }
     }
     SB_SLOTS_READY.store(true, Release);
+    if SB_BARRIER.load(Relaxed) {
+        // Like sysbench's main thread: wait at the start barrier too, then join.
+        SB_MAIN_SLOT.store(sched::current_thread().map_or(u32::MAX, |s| s as u32), Relaxed);
+        start_barrier();
+    }
     // Like sysbench's main thread: wait for every worker, then report.
     let threads = SB_THREADS.load(Relaxed) as usize;
     let slots = SB_SLOTS.iter().take(threads).fold(0u64, |m, s| m | 1u64 << (s.load(Relaxed) as u64 & 63));
@@ -912,10 +933,12 @@ fn spinner(i: usize) {
     let primes = SB_PRIMES.load(Relaxed);
     let seed = SB_SEED.load(Relaxed);
     if seed != 0 {
-        // Start offset: 0..7 events of work before the thread reaches the barrier,
-        // as real threads start at different times.
-        for _ in 0..mix(seed as u64 ^ (i as u64) << 32) % 8 {
-            core::hint::black_box(count_primes(maxprime));
+        // Start offset: 0..7 × 16 µs of work before the thread reaches the barrier, as
+        // real threads start at different times (a Linux thread's clone-to-run latency is
+        // tens of µs). Busy, not asleep, so it is the same in both QEMU modes.
+        let until = arch::now_ns() + mix(seed as u64 ^ (i as u64) << 32) % 8 * START_OFFSET_UNIT_NS;
+        while arch::now_ns() < until {
+            core::hint::black_box(count_primes(START_OFFSET_PRIMES));
         }
     }
     if SB_BARRIER.load(Relaxed) {

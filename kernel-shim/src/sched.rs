@@ -119,6 +119,19 @@ pub fn set_nohz(on: bool) {
 /// trace writer and for reading placement decisions.
 static TRACE: AtomicBool = AtomicBool::new(false);
 
+/// `idle_yield=on` (the default): a CPU that leaves idle for a task executes one `yield`
+/// before resuming it. On hardware this hint costs nothing. Under QEMU's deterministic
+/// mode one host thread runs the vCPUs in turn and a busy vCPU keeps it until the next
+/// timer deadline, so when one CPU wakes tasks onto several idle CPUs, each of those would
+/// start only at a later deadline, one per deadline; with the yield the woken vCPUs all
+/// start in one pass, as they would on parallel hardware.
+static IDLE_EXIT_YIELD: AtomicBool = AtomicBool::new(true);
+
+/// Sets `idle_yield` (boot).
+pub fn set_idle_exit_yield(on: bool) {
+    IDLE_EXIT_YIELD.store(on, Relaxed);
+}
+
 /// Per CPU: the thread slot being created by this CPU's `spawn`, so the core's `NewTask`
 /// event (emitted inside `create`, before the thread map knows the task) can name it.
 static SPAWNING: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
@@ -778,6 +791,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
 fn reschedule(cpu: usize, frame: usize) -> usize {
     let smp = smp();
     let mut cur = frame;
+    let was_idle = CURRENT[cpu].load(Relaxed) == NONE;
     for _ in 0..8 {
         if !smp.need_resched(cpu) {
             break;
@@ -844,6 +858,10 @@ fn reschedule(cpu: usize, frame: usize) -> usize {
     }
     if NOHZ.load(Relaxed) {
         update_tickless(cpu);
+    }
+    if was_idle && CURRENT[cpu].load(Relaxed) != NONE && IDLE_EXIT_YIELD.load(Relaxed) {
+        // Leaving idle for a task: hand the host CPU on once (see IDLE_EXIT_YIELD).
+        arch::relax();
     }
     cur
 }
