@@ -787,8 +787,12 @@ static NICE_LEVEL: AtomicU32 = AtomicU32::new(0);
 static NICE_CPU: AtomicU32 = AtomicU32::new(0);
 /// Each thread's CPU time when the first thread found the events used up (the end of the
 /// window in which all threads compete).
-static NICE_SNAP: [AtomicU64; MAX_SPINNERS as usize] = [const { AtomicU64::new(0) }; MAX_SPINNERS as usize];
-static NICE_SNAPPED: AtomicBool = AtomicBool::new(false);
+static END_CPU: [AtomicU64; MAX_SPINNERS as usize] = [const { AtomicU64::new(0) }; MAX_SPINNERS as usize];
+static END_SNAPPED: AtomicBool = AtomicBool::new(false);
+/// Each thread's CPU time when half the events were taken (start of the steady-state
+/// window, which ends at the `END_CPU` snapshot).
+static HALF_CPU: [AtomicU64; MAX_SPINNERS as usize] = [const { AtomicU64::new(0) }; MAX_SPINNERS as usize];
+static HALF_AT: AtomicU64 = AtomicU64::new(0);
 /// Each thread's CPU time when the start barrier opened (the start of the window).
 static NICE_START: [AtomicU64; MAX_SPINNERS as usize] = [const { AtomicU64::new(0) }; MAX_SPINNERS as usize];
 static NICE_START_AT: AtomicU64 = AtomicU64::new(0);
@@ -799,7 +803,7 @@ fn snapshot_cpu_times(into: &[AtomicU64]) {
         snap.store(sched::thread_cpu_ns_now(SB_SLOTS[t].load(Relaxed) as usize), Relaxed);
     }
 }
-static NICE_SNAP_AT: AtomicU64 = AtomicU64::new(0);
+static END_AT: AtomicU64 = AtomicU64::new(0);
 /// Spinners that take part in the spread measurement (the free ones).
 static SB_FREE: AtomicU32 = AtomicU32::new(0);
 /// CPUs that ran any scenario thread (not the main thread), and when first (ns after T0).
@@ -954,6 +958,8 @@ fn spinner(i: usize) {
             for (c, h) in HALF_NR.iter().enumerate().take(ncpus()) {
                 h.store(sched::smp().stats(c).nr_running.load(Relaxed), Relaxed);
             }
+            HALF_AT.store(since_t0(), Relaxed);
+            snapshot_cpu_times(&HALF_CPU);
         }
         let t = arch::now_ns();
         if count_primes(maxprime) != primes {
@@ -964,9 +970,9 @@ fn spinner(i: usize) {
         THREAD_EVENTS[i].fetch_add(1, Relaxed);
         record_latency(lat);
     }
-    if mode() == Mode::Nice && !NICE_SNAPPED.swap(true, AcqRel) {
-        NICE_SNAP_AT.store(since_t0(), Relaxed);
-        snapshot_cpu_times(&NICE_SNAP);
+    if !END_SNAPPED.swap(true, AcqRel) {
+        END_AT.store(since_t0(), Relaxed);
+        snapshot_cpu_times(&END_CPU);
     }
     THREAD_END[i].store(arch::now_ns() - T0.load(Relaxed), Relaxed);
     FINISHED.fetch_add(1, AcqRel);
@@ -1023,6 +1029,23 @@ fn sysbench_report() -> ! {
         hi / 1000,
         sum_ns / threads.max(1) as u64 / 1000,
         hi * 1000 / lo.max(1)
+    );
+    // The same at steady state: from half-way until the first thread ran out of events,
+    // after the start-up transient (fork placement, first balance passes).
+    let (mut slo, mut shi) = (u64::MAX, 0u64);
+    for (end, half) in END_CPU.iter().zip(HALF_CPU.iter()).take(threads) {
+        let c = end.load(Relaxed).saturating_sub(half.load(Relaxed));
+        slo = slo.min(c);
+        shi = shi.max(c);
+    }
+    kprintln!(
+        "{}: steady state ({} us to {} us): cpu time per thread min {} us max {} us, steady max/min x1000 = {}",
+        tag,
+        HALF_AT.load(Relaxed) / 1000,
+        END_AT.load(Relaxed) / 1000,
+        slo / 1000,
+        shi / 1000,
+        shi * 1000 / slo.max(1)
     );
     let (mut qlo, mut qhi) = (u32::MAX, 0u32);
     for h in HALF_NR.iter().take(n) {
@@ -1091,7 +1114,7 @@ fn affinity_check(n: usize) -> bool {
 fn nice_check(threads: usize) -> bool {
     let nice = NICE_LEVEL.load(Relaxed) as usize;
     let half = threads / 2;
-    let cpu_of = |i: usize| NICE_SNAP[i].load(Relaxed).saturating_sub(NICE_START[i].load(Relaxed));
+    let cpu_of = |i: usize| END_CPU[i].load(Relaxed).saturating_sub(NICE_START[i].load(Relaxed));
     let g0: u64 = (0..half).map(cpu_of).sum::<u64>() / half as u64;
     let g1: u64 = (half..threads).map(cpu_of).sum::<u64>() / (threads - half) as u64;
     for i in 0..threads {
@@ -1112,7 +1135,7 @@ fn nice_check(threads: usize) -> bool {
         "nice: CPU {}, window of competition {}..{} us: mean CPU time per thread: nice 0 {} us, nice {} {} us",
         NICE_CPU.load(Relaxed),
         NICE_START_AT.load(Relaxed) / 1000,
-        NICE_SNAP_AT.load(Relaxed) / 1000,
+        END_AT.load(Relaxed) / 1000,
         g0 / 1000,
         nice,
         g1 / 1000
@@ -1282,6 +1305,13 @@ fn pingpong_finished() {
         }
     }
     kprintln!("pingpong: {} round trips in {} us", pairs * rounds, total / 1000);
+    // Wakee placement: where the core put each woken thread.
+    kprintln!(
+        "pingpong: wakee placement: {} wakeups, {} onto an idle CPU, {} moved to another CPU",
+        sched::WAKEUPS.load(Relaxed),
+        sched::WAKEUPS_ONTO_IDLE.load(Relaxed),
+        sched::MIGRATIONS_BY_REASON[0].load(Relaxed)
+    );
     report_latency("pingpong", "round trip", pairs * rounds);
     ok &= check_invariants("pingpong");
     report_cpus("pingpong", ncpus());

@@ -89,6 +89,11 @@ pub static CPU: [CpuCounters; MAX_CPUS] = [const {
 pub static MIGRATIONS: AtomicU64 = AtomicU64::new(0);
 /// Migrations by reason: wakeup, placement, balance, active balance, affinity.
 pub static MIGRATIONS_BY_REASON: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+/// Wakeups of blocked threads so far, and how many of them the core placed on a CPU that
+/// had nothing else queued or running (the wakee found an idle CPU).
+pub static WAKEUPS: AtomicU64 = AtomicU64::new(0);
+/// See [`WAKEUPS`].
+pub static WAKEUPS_ONTO_IDLE: AtomicU64 = AtomicU64::new(0);
 /// Pong SGIs CPU 0 received.
 pub static PONGS: AtomicU64 = AtomicU64::new(0);
 /// CPUs online.
@@ -295,6 +300,13 @@ impl Platform for KPlatform {
             trace_event(event);
         }
         match event.kind {
+            EventKind::Waking { .. } => {
+                WAKEUPS.fetch_add(1, Relaxed);
+                // Published right after the enqueue: 1 means the wakee is alone there.
+                if smp().stats(c).nr_running.load(Relaxed) == 1 {
+                    WAKEUPS_ONTO_IDLE.fetch_add(1, Relaxed);
+                }
+            }
             EventKind::Migrate { reason, .. } => {
                 CPU[c].migrations_in.fetch_add(1, Relaxed);
                 MIGRATIONS.fetch_add(1, Relaxed);
