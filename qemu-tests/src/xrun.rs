@@ -259,10 +259,25 @@ pub fn main(args: &[String]) -> ExitCode {
 }
 
 /// Builds a trace from the kernel's `trace: switch cpu=C t=NS prev=P state=S next=N` lines
-/// (pid = thread slot + 1, 0 = idle; state R/S/X as a byte).
+/// (pid = thread slot + 1, 0 = idle; state R/S/X as a byte) and its `trace: waking` lines.
 fn qemu_trace(b: &Boot) -> sched_sim::trace::TraceLog {
     let mut log = sched_sim::trace::TraceLog::new(8);
     for l in &b.lines {
+        if let Some(rest) = l.split("trace: waking ").nth(1) {
+            // `waking cpu=C t=NS pid=P by=B`: a wakeup of P onto C.
+            let f: Vec<u64> = rest
+                .split_whitespace()
+                .take(3)
+                .map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse().ok()).unwrap_or(0))
+                .collect();
+            if let [cpu, t, pid] = f[..] {
+                if pid > 0 {
+                    let id = sched_core::TaskId::new(pid as u32 - 1, 0);
+                    log.waking(t, cpu as usize, id, &format!("thread{}", pid - 1));
+                }
+            }
+            continue;
+        }
         let Some(rest) = l.split("trace: switch ").nth(1) else { continue };
         let mut f = [0u64; 5];
         for (i, kv) in rest.split_whitespace().take(5).enumerate() {
