@@ -169,6 +169,15 @@ pub struct Config {
     pub skew: bool,
 }
 
+/// An `on`/`off` switch.
+fn on_off(v: &str) -> Result<bool, ArgError> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(ArgError::OnOff),
+    }
+}
+
 fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
     match v.parse::<u32>() {
         Ok(n) if (min..=max).contains(&n) => Ok(n),
@@ -208,8 +217,8 @@ pub enum ArgError {
     Hz,
     /// `features=` names a switch the core does not know.
     Feature,
-    /// `nohz=` is not `on` or `off`.
-    Nohz,
+    /// A switch (`nohz`, `skew`, `idle_yield`, `barrier`, `trace`) is not `on` or `off`.
+    OnOff,
     /// `fault=` is not `udf` or `stack`.
     Fault,
 }
@@ -230,7 +239,7 @@ impl core::fmt::Display for ArgError {
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
-            ArgError::Nohz => write!(f, "nohz, skew, idle_yield, barrier and trace must be on or off"),
+            ArgError::OnOff => write!(f, "nohz, skew, idle_yield, barrier and trace must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
         }
     }
@@ -282,42 +291,11 @@ impl Config {
                         _ => return Err(ArgError::Fault),
                     }
                 }
-                "trace" => {
-                    sched::set_trace(match v {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(ArgError::Nohz),
-                    });
-                }
-                "barrier" => {
-                    SB_BARRIER.store(
-                        match v {
-                            "on" => true,
-                            "off" => false,
-                            _ => return Err(ArgError::Nohz),
-                        },
-                        Relaxed,
-                    );
-                }
-                "nohz" => {
-                    nohz = match v {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(ArgError::Nohz),
-                    }
-                }
-                "idle_yield" => sched::set_idle_exit_yield(match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => return Err(ArgError::Nohz),
-                }),
-                "skew" => {
-                    skew = match v {
-                        "on" => true,
-                        "off" => false,
-                        _ => return Err(ArgError::Nohz),
-                    }
-                }
+                "trace" => sched::set_trace(on_off(v)?),
+                "barrier" => SB_BARRIER.store(on_off(v)?, Relaxed),
+                "nohz" => nohz = on_off(v)?,
+                "idle_yield" => sched::set_idle_exit_yield(on_off(v)?),
+                "skew" => skew = on_off(v)?,
                 "features" => features = features.parse_list(v).map_err(|_| ArgError::Feature)?,
                 _ => return Err(ArgError::UnknownKey),
             }
