@@ -181,7 +181,7 @@ impl SchedAvg {
     /// (or 1 for a runqueue, whose load argument is already weighted).
     pub fn update_avg(&mut self, load_factor: u64) {
         let divider = self.divider();
-        self.load_avg = (load_factor as u128 * self.load_sum as u128 / divider as u128) as u64;
+        self.load_avg = mul_div(load_factor, self.load_sum, divider);
         self.runnable_avg = self.runnable_sum / divider;
         self.util_avg = self.util_sum / divider;
     }
@@ -343,6 +343,16 @@ pub fn util_est_sample(ue: &mut UtilEst, task_util: u64, capacity_orig: u64, fas
     }
     new.ewma = ((((new.ewma as i64) << UTIL_EST_WEIGHT_SHIFT) + diff) >> UTIL_EST_WEIGHT_SHIFT) as u32;
     *ue = new;
+}
+
+/// `a * b / d` without overflow, in 64-bit arithmetic whenever the product fits (it does
+/// for every realistic weight and sum; the 128-bit division is a slow library call).
+fn mul_div(a: u64, b: u64, d: u64) -> u64 {
+    let d = d.max(1);
+    match a.checked_mul(b) {
+        Some(p) => p / d,
+        None => (a as u128 * b as u128 / d as u128) as u64,
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@
 
 use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 use sched_core::balance::Outcome;
 use sched_core::topology::{Topology, TopologyError};
@@ -196,13 +196,70 @@ enum Ev {
     Wake(TaskId),
 }
 
+/// The simulated tasks by core task id. The core's ids are table slots with a generation,
+/// so a slot-indexed table does what a hash map did without hashing on every event.
+#[derive(Debug, Default)]
+struct TaskMap {
+    slots: Vec<Option<(TaskId, TaskSim)>>,
+    len: usize,
+}
+
+impl TaskMap {
+    fn get(&self, id: &TaskId) -> Option<&TaskSim> {
+        match self.slots.get(id.slot())? {
+            Some((k, v)) if k == id => Some(v),
+            _ => None,
+        }
+    }
+
+    fn get_mut(&mut self, id: &TaskId) -> Option<&mut TaskSim> {
+        match self.slots.get_mut(id.slot())? {
+            Some((k, v)) if k == id => Some(v),
+            _ => None,
+        }
+    }
+
+    fn contains_key(&self, id: &TaskId) -> bool {
+        self.get(id).is_some()
+    }
+
+    fn insert(&mut self, id: TaskId, v: TaskSim) {
+        let i = id.slot();
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace((id, v)).is_none() {
+            self.len += 1;
+        }
+    }
+
+    fn remove(&mut self, id: &TaskId) -> Option<TaskSim> {
+        let slot = self.slots.get_mut(id.slot())?;
+        if !matches!(slot, Some((k, _)) if k == id) {
+            return None;
+        }
+        self.len -= 1;
+        slot.take().map(|(_, v)| v)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+/// Completion times from here on are never reached (a spinner's endless work).
+const NEVER_NS: u64 = u64::MAX / 8;
+
 #[derive(Debug, Clone, Default)]
 struct CpuSim {
     running: Option<TaskId>,
     /// When the running task started making progress (after switch costs).
     since: u64,
-    /// Bumped on every switch, to ignore stale `Done` events.
+    /// Bumped whenever the pending `Done` event is replaced, to ignore stale ones.
     gen: u64,
+    /// The pending `Done` event (time, task). Re-arming with the same one changes nothing,
+    /// so a task that keeps running does not leave one stale event per tick in the queue.
+    armed: Option<(u64, TaskId)>,
     ticking: bool,
     ipi_pending: bool,
     phase: u64,
@@ -311,7 +368,7 @@ pub struct Machine<const C: usize> {
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
     cpus: Vec<CpuSim>,
-    tasks: HashMap<TaskId, TaskSim>,
+    tasks: TaskMap,
     /// The shared event pool of sysbench-like workloads.
     pub pool: EventPool,
     rng: Rng,
@@ -350,7 +407,7 @@ impl<const C: usize> Machine<C> {
             seq: 0,
             queue: BinaryHeap::new(),
             cpus,
-            tasks: HashMap::new(),
+            tasks: TaskMap::default(),
             pool: EventPool::default(),
             rng,
             tick_ns,
@@ -488,6 +545,7 @@ impl<const C: usize> Machine<C> {
                 }
                 Ev::Done { cpu, gen } => {
                     if self.cpus[cpu].gen == gen {
+                        self.cpus[cpu].armed = None;
                         self.on_done(cpu);
                     }
                 }
@@ -547,30 +605,39 @@ impl<const C: usize> Machine<C> {
         }
     }
 
-    /// (Re)arms the completion event of the running task's current step.
+    /// (Re)arms the completion event of the running task's current step. Work that never
+    /// ends (a spinner's) gets no event at all.
     fn arm_done(&mut self, cpu: usize) {
+        let c = &self.cpus[cpu];
+        let want = c.running.and_then(|t| {
+            let at = c.since.max(self.now).saturating_add(self.tasks.get(&t)?.remaining);
+            Some((at, t))
+        });
+        if want.is_some() && want == c.armed {
+            return;
+        }
         let c = &mut self.cpus[cpu];
         c.gen += 1;
+        c.armed = None;
         let gen = c.gen;
-        if let Some(t) = c.running {
-            let start = c.since.max(self.now);
-            if let Some(ts) = self.tasks.get(&t) {
-                let at = start + ts.remaining;
-                self.push(at, Ev::Done { cpu, gen });
-            }
+        if let Some((at, t)) = want.filter(|&(at, _)| at < NEVER_NS) {
+            c.armed = Some((at, t));
+            self.push(at, Ev::Done { cpu, gen });
         }
     }
 
     /// Passes the core's reschedule requests on as IPIs.
     fn after_core_call(&mut self, this: usize) {
-        let reqs: Vec<u32> = std::mem::take(&mut *self.smp.platform().resched.borrow_mut());
-        for c in reqs {
+        // Drained in place: the request buffer keeps its capacity from call to call.
+        let mut reqs = self.smp.platform().resched.borrow_mut();
+        for c in reqs.drain(..) {
             let c = c as usize;
             if c == this || c >= self.cpus.len() || self.cpus[c].ipi_pending {
                 continue;
             }
             self.cpus[c].ipi_pending = true;
-            self.push(self.now + self.cfg.ipi_latency_ns, Ev::Ipi(c));
+            self.seq += 1;
+            self.queue.push(Reverse((self.now + self.cfg.ipi_latency_ns, self.seq, Ev::Ipi(c))));
         }
     }
 
