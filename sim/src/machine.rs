@@ -367,6 +367,10 @@ pub struct Machine<const C: usize> {
     now: u64,
     seq: u64,
     queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    /// Pending ticks `(time, seq, cpu)` in time order, kept apart from `queue`: a CPU's
+    /// next tick is one period after its current one, so it almost always goes to the back,
+    /// and the most frequent event costs no heap operation.
+    tick_queue: std::collections::VecDeque<(u64, u64, usize)>,
     cpus: Vec<CpuSim>,
     tasks: TaskMap,
     /// The shared event pool of sysbench-like workloads.
@@ -406,6 +410,7 @@ impl<const C: usize> Machine<C> {
             now: 0,
             seq: 0,
             queue: BinaryHeap::new(),
+            tick_queue: std::collections::VecDeque::new(),
             cpus,
             tasks: TaskMap::default(),
             pool: EventPool::default(),
@@ -446,7 +451,18 @@ impl<const C: usize> Machine<C> {
 
     fn push(&mut self, at: u64, ev: Ev) {
         self.seq += 1;
-        self.queue.push(Reverse((at, self.seq, ev)));
+        match ev {
+            Ev::Tick(cpu) => {
+                let e = (at, self.seq, cpu);
+                if self.tick_queue.back().is_none_or(|b| *b <= e) {
+                    self.tick_queue.push_back(e);
+                } else {
+                    let i = self.tick_queue.partition_point(|x| *x <= e);
+                    self.tick_queue.insert(i, e);
+                }
+            }
+            _ => self.queue.push(Reverse((at, self.seq, ev))),
+        }
     }
 
     /// Creates a task from `cpu` (its parent being the task running there) now. If `cpu`
@@ -530,12 +546,26 @@ impl<const C: usize> Machine<C> {
 
     /// Runs until no task is left or `until` (ns) is reached. Returns whether tasks remain.
     pub fn run_until(&mut self, until: u64) -> bool {
-        while let Some(Reverse((at, _, ev))) = self.queue.pop() {
+        loop {
+            // The earliest event of the two queues, ties in push order.
+            let heap = self.queue.peek().map(|Reverse((at, seq, _))| (*at, *seq));
+            let tick = self.tick_queue.front().map(|&(at, seq, _)| (at, seq));
+            let from_ticks = match (heap, tick) {
+                (None, None) => break,
+                (Some(h), Some(t)) => t < h,
+                (h, _) => h.is_none(),
+            };
+            let at = if from_ticks { tick.map_or(0, |t| t.0) } else { heap.map_or(0, |h| h.0) };
             if at > until {
-                self.queue.push(Reverse((at, 0, ev)));
                 self.now = until;
                 return true;
             }
+            let ev = if from_ticks {
+                self.tick_queue.pop_front().map(|(_, _, cpu)| Ev::Tick(cpu))
+            } else {
+                self.queue.pop().map(|Reverse((_, _, ev))| ev)
+            };
+            let Some(ev) = ev else { break };
             self.now = at;
             match ev {
                 Ev::Tick(cpu) => self.on_tick(cpu),
