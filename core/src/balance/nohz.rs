@@ -266,9 +266,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if has_blocked {
             self.nohz.has_blocked.store(true, Relaxed);
         }
-        // Unchanged if nobody was served (an abort before the first CPU): a gate in the
-        // past only means the next busy tick kicks again.
-        if let Some(nb) = next_balance {
+        // An aborted pass did not see every tickless CPU, so it leaves the gate as it was
+        // (at worst in the past: the next busy tick kicks again).
+        if let (false, Some(nb)) = (aborted, next_balance) {
             self.nohz.next_balance.store(nb, Relaxed);
         }
         true
