@@ -962,3 +962,39 @@ impl<const C: usize> Machine<C> {
         self.cpus.iter().map(|c| c.running).collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(step: u32) -> TaskSim {
+        TaskSim {
+            behavior: Behavior::Spinner,
+            remaining: 0,
+            step,
+            event: None,
+            last_cpu: None,
+            name: String::new(),
+            parent: None,
+            children_alive: 0,
+            is_worker: false,
+        }
+    }
+
+    #[test]
+    fn task_map_tells_generations_of_a_slot_apart() {
+        let mut m = TaskMap::default();
+        let old = TaskId::new(3, 0);
+        let new = TaskId::new(3, 1);
+        m.insert(old, task(1));
+        assert!(m.contains_key(&old) && !m.contains_key(&new));
+        assert!(m.remove(&new).is_none(), "a different generation removes nothing");
+        assert_eq!(m.remove(&old).map(|t| t.step), Some(1));
+        assert!(m.is_empty());
+        m.insert(new, task(2));
+        assert!(m.get(&old).is_none(), "a stale id finds nothing in its reused slot");
+        assert_eq!(m.get(&new).map(|t| t.step), Some(2));
+        assert!(m.get(&TaskId::new(40, 0)).is_none(), "beyond the table");
+        assert!(!m.is_empty());
+    }
+}
