@@ -860,17 +860,23 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if cpu >= self.nr_cpus() {
             return None;
         }
-        // A platform that did not call finish_switch after the previous switch has saved that
-        // context by now (it is calling schedule again on this CPU).
-        self.finish_switch_locked(cpu, &mut self.cpus[cpu].rq.lock());
-        // A kick to balance for the tickless idle CPUs is served first.
-        self.nohz_idle_balance(cpu, now);
-        // A CPU about to idle first tries to pull work (newidle balance).
-        let idle_next = {
-            let st = self.cpus[cpu].rq.lock();
+        // Nothing to run: the CPU is about to idle.
+        let goes_idle = |st: &CpuState<Q>| {
             let curr_runnable = st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq);
             st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
         };
+        // A platform that did not call finish_switch after the previous switch has saved that
+        // context by now (it is calling schedule again on this CPU).
+        let mut idle_next = {
+            let mut st = self.cpus[cpu].rq.lock();
+            self.finish_switch_locked(cpu, &mut st);
+            goes_idle(&st)
+        };
+        // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
+        if self.nohz_idle_balance(cpu, now) {
+            idle_next = goes_idle(&self.cpus[cpu].rq.lock());
+        }
+        // A CPU about to idle first tries to pull work (newidle balance).
         if idle_next {
             self.newidle_balance(cpu, now);
         }
@@ -896,13 +902,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if next.is_none() && st.idle_stamp == 0 {
             st.idle_stamp = now.max(1);
         }
-        {
+        // The switch's bookkeeping, and prev's state for the event, under one table lock.
+        let prev_state = {
             let mut t = self.tasks.lock();
+            let mut prev_state = None;
             if let (Some(p), true) = (ids.0, prev != next) {
                 if let Ok(e) = t.get_mut(p) {
                     if e.state == TaskState::Running {
                         e.state = TaskState::Runnable;
                     }
+                    prev_state = Some(e.state);
                 }
             }
             if let Some(n) = ids.1 {
@@ -910,17 +919,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     e.state = TaskState::Running;
                 }
             }
-        }
+            prev_state
+        };
         self.after_update(cpu, &mut st);
         drop(st);
         if prev != next {
-            let prev_state = match ids.0 {
-                Some(p) => self.tasks.lock().get(p).ok().map(|e| match e.state {
-                    TaskState::Running => TaskState::Runnable,
-                    s => s,
-                }),
-                None => None,
-            };
             self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
         ids.1
