@@ -401,9 +401,10 @@ impl<const Q: usize> RunQueue<Q> {
     /// The runqueue part of `__schedule`: the current task is put back (or, if it blocked,
     /// left aside), the next one is picked and made current. Returns (prev, next). If
     /// they differ, `prev` stays marked `on_cpu` as the task being switched out until
-    /// [`RunQueue::finish_switch`]; an earlier switch still pending is finished first.
+    /// [`RunQueue::finish_switch`], which the caller must have called for the previous
+    /// switch (it returns the entity of a task that blocked, which only the caller can file).
     pub fn schedule_pick(&mut self) -> (Option<NodeId>, Option<NodeId>) {
-        let _ = self.finish_switch();
+        debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
         let prev = self.put_prev();
         let next = self.pick_next_entity();
         if let Some(n) = next {
@@ -617,8 +618,8 @@ impl<const Q: usize> RunQueue<Q> {
             Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(node) => {}
             _ => return None,
         }
+        // `dequeue` brought its PELT signals up to date.
         self.dequeue(node, DequeueFlags::empty());
-        self.update_load_avg(node, PeltFlags::empty());
         let se = self.slots.get_mut(node as usize).and_then(|s| s.as_mut())?;
         if se.pelt_attached {
             let w = se.weight();

@@ -397,7 +397,12 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// Records the signals of a task that left this runqueue while blocked (it woke on
     /// another CPU or exited). They are subtracted at the next update of this runqueue.
+    /// The entity is detached afterwards; one that is not attached changes nothing.
     pub fn remove_entity_load(&mut self, e: &mut Entity) {
+        if !e.pelt_attached {
+            return;
+        }
+        e.pelt_attached = false;
         // Sync the task's blocked decay to this runqueue's last update first.
         let t = self.avg.last_update_time;
         e.avg.update_blocked_task(t, e.weight());

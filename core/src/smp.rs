@@ -770,10 +770,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     fn migrate_sleeping(&self, e: &mut Entity, prev: usize) {
         let mut st = self.cpus[prev].rq.lock();
         e.vruntime = e.vruntime.wrapping_sub(st.rq.min_vruntime());
-        if e.pelt_attached {
-            st.rq.remove_entity_load(e);
-        }
-        e.pelt_attached = false;
+        st.rq.remove_entity_load(e);
         e.exec_start = 0;
     }
 
@@ -793,9 +790,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if t.get(id).copied() != Ok(entry) {
                         continue;
                     }
-                    if entity.pelt_attached {
-                        st.rq.remove_entity_load(&mut entity);
-                    }
+                    st.rq.remove_entity_load(&mut entity);
                     t.remove(id)?;
                     drop(t);
                     self.after_update(cpu as usize, &mut st);
@@ -987,9 +982,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut t = self.tasks.lock();
         let state = t.get(e.id).map(|x| x.state).ok();
         if state == Some(TaskState::Exiting) {
-            if e.pelt_attached {
-                st.rq.remove_entity_load(&mut e);
-            }
+            st.rq.remove_entity_load(&mut e);
             let _ = t.remove(e.id);
         } else if let Ok(te) = t.get_mut(e.id) {
             te.location = Location::Parked { cpu: cpu as u32, entity: e };

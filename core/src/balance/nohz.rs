@@ -76,7 +76,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     Smp<P, CPUS, TASKS, Q, R>
 {
     fn llc_id(&self, cpu: usize) -> usize {
-        self.topo.read().llc_span(cpu).first().unwrap_or(cpu)
+        self.topo.read().llc_id(cpu).unwrap_or(cpu)
     }
 
     fn nohz_init(&self) {
@@ -109,10 +109,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if cpu >= self.nr_cpus() {
             return;
         }
-        if self.nohz.idle[cpu].swap(false, Relaxed) {
+        // Called from every busy tick: read first, so a CPU that is already busy does not
+        // write the shared flag lines.
+        if self.nohz.idle[cpu].load(Relaxed) && self.nohz.idle[cpu].swap(false, Relaxed) {
             self.nohz.nr_cpus.fetch_sub(1, Relaxed);
         }
-        if self.nohz.initialised.load(Relaxed) && !self.nohz.busy[cpu].swap(true, Relaxed) {
+        if self.nohz.initialised.load(Relaxed)
+            && !self.nohz.busy[cpu].load(Relaxed)
+            && !self.nohz.busy[cpu].swap(true, Relaxed)
+        {
             self.nohz.nr_busy[self.llc_id(cpu)].fetch_add(1, Relaxed);
         }
     }
@@ -143,18 +148,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             return true;
         }
         let topo = self.topo.read();
+        let llc_busy = self.nohz.nr_busy[topo.llc_id(cpu).unwrap_or(cpu)].load(Relaxed) > 1;
         if let Some(base) = topo.domain(cpu, 0) {
             if s.h_nr_running >= 1 && check_cpu_capacity(&s, base.imbalance_pct) {
                 return true;
             }
         }
         if let Some(d) = topo.domains(cpu).find(|d| d.flags.contains(SdFlags::ASYM_PACKING)) {
-            let span = d.span;
-            drop(topo);
-            if span.iter().any(|i| self.nohz.is_tickless(i) && self.asym_prefer_cpu(i, cpu)) {
-                return true;
-            }
-            return self.llc_busy(cpu);
+            let mine = topo.asym_priority(cpu);
+            return d.span.iter().any(|i| self.nohz.is_tickless(i) && topo.asym_priority(i) > mine)
+                || llc_busy;
         }
         if let Some(lvl) = topo.asym_cpucapacity_level(cpu) {
             let pct = topo.domain(cpu, lvl).map_or(125, |d| d.imbalance_pct);
@@ -162,12 +165,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // check_misfit_status: a misfit task that a bigger (or less loaded) CPU can help.
             return s.misfit_task_load != 0 && (s.capacity_orig < max_cap || check_cpu_capacity(&s, pct));
         }
-        drop(topo);
-        self.llc_busy(cpu)
-    }
-
-    fn llc_busy(&self, cpu: usize) -> bool {
-        self.nohz.nr_busy[self.llc_id(cpu)].load(Relaxed) > 1
+        llc_busy
     }
 
     fn snap_for_kick(&self, cpu: usize) -> super::stats::CpuSnap {
@@ -180,11 +178,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             misfit_task_load: s.misfit_task_load.load(Relaxed),
             ..Default::default()
         }
-    }
-
-    fn asym_prefer_cpu(&self, a: usize, b: usize) -> bool {
-        let t = self.topo.read();
-        t.asym_priority(a) > t.asym_priority(b)
     }
 
     /// `kick_ilb`: flag the first tickless idle CPU and wake it (once per kick).
