@@ -1058,7 +1058,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let mut st = self.cpus[cpu as usize].rq.lock();
                     let mut t = self.tasks.lock();
                     let Ok(te) = t.get_mut(id) else { continue };
-                    let Location::Parked { entity, .. } = &mut te.location else { continue };
+                    // It may have woken and slept again elsewhere since the first look: only
+                    // the runqueue it sleeps on may be adjusted.
+                    let Location::Parked { cpu: now_on, entity } = &mut te.location else { continue };
+                    if *now_on != cpu {
+                        continue;
+                    }
                     st.rq.update_clock(now);
                     st.rq.reweight_parked(entity, nice);
                     return Ok(());
