@@ -463,7 +463,8 @@ mod tests {
         let mut rq = SchedAvg { util_avg: 100, util_sum: 100 * 46718, load_avg: 50, ..Default::default() };
         let mut removed = Removed::default();
         removed.add(&SchedAvg { util_avg: 300, load_avg: 20, ..Default::default() });
-        assert_eq!(rq.util_avg, 100, "nothing happens until the owner applies it");
+        // Recording a departure only accumulates it; the owner applies it later.
+        assert_eq!(removed, Removed { nr: 1, load_avg: 20, util_avg: 300, runnable_avg: 0 });
         assert!(rq.apply_removed(&mut removed));
         assert_eq!(rq.util_avg, 0);
         assert_eq!(rq.util_sum, 0);

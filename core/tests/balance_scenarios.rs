@@ -291,7 +291,7 @@ fn s7_local_fully_busy_pulls_load() {
 }
 
 #[test]
-fn s13_interval_backs_off_to_max_and_busy_factor_applies() {
+fn s13_interval_backs_off_to_max() {
     let m = machine(Features::default());
     for cpu in 0..8 {
         tasks_on(&m, cpu, 1);
@@ -305,7 +305,59 @@ fn s13_interval_backs_off_to_max_and_busy_factor_applies() {
         intervals.push(m.balance_state(4).unwrap().domains[DIE].balance_interval_ms);
     }
     assert_eq!(intervals, [16, 16, 16, 16], "8 → 16 (max_interval) and stays");
-    let _ = CpuMask::EMPTY;
+}
+
+fn balance_records(m: &M) -> Vec<BalanceRecord> {
+    let ev = m.platform().events.lock().unwrap();
+    let ev = ev.borrow();
+    ev.iter()
+        .filter_map(|e| match e.kind {
+            EventKind::Balance(r) => Some(r),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn s13_busy_factor_applies_on_the_periodic_path() {
+    // get_sd_balance_interval: the domain's interval, × busy_factor (32) on a busy CPU, in
+    // jiffies at HZ = 250 (rounded up), capped by max_load_balance_interval = HZ × 8 CPUs /
+    // 10 = 200 jiffies.
+    const JIFFY: u64 = 4_000_000;
+    let interval = |ms: u64, busy: bool| (if busy { ms * 32 } else { ms } * 250).div_ceil(1000).min(200);
+    // A busy machine (one task on every CPU) and an idle one (no task at all): CPU4's tick
+    // at NOW (jiffy 250) finds its first balance due and runs rebalance_domains, NotIdle
+    // resp. Idle. Both levels are balanced, so MC backs off 4 → 8 ms and DIE 8 → 16 ms; the
+    // next balance is due when the MC interval (the shorter) expires: 8 × 32 = 256 ms = 64
+    // jiffies on the busy CPU, 8 ms = 2 jiffies on the idle one.
+    let busy = machine(Features::default());
+    for cpu in 0..8 {
+        tasks_on(&busy, cpu, 1);
+        busy.inject_rq_pelt(cpu, 1000, 1000, 1024).unwrap();
+    }
+    let idle = machine(Features::default());
+    let j = NOW / JIFFY;
+    for (m, is_busy, after) in [(&busy, true, 64), (&idle, false, 2)] {
+        m.tick(4, NOW);
+        let recs = balance_records(m);
+        let kind = if is_busy { IdleType::NotIdle } else { IdleType::Idle };
+        let got: Vec<_> = recs.iter().map(|r| (r.cpu, r.level, r.idle, r.outcome)).collect();
+        assert_eq!(got, [(4, Level::Mc, kind, Outcome::Balanced), (4, Level::Die, kind, Outcome::Balanced)]);
+        let b = m.balance_state(4).unwrap();
+        assert_eq!((b.domains[MC].balance_interval_ms, b.domains[DIE].balance_interval_ms), (8, 16));
+        assert_eq!((b.domains[MC].last_balance, b.domains[DIE].last_balance), (j, j));
+        assert_eq!(interval(8, is_busy).min(interval(16, is_busy)), after);
+        assert_eq!(b.next_balance, j + after, "busy: {is_busy}");
+        // The periodic path honours it: no balance one jiffy early, MC balances when due.
+        m.tick(4, (j + after - 1) * JIFFY);
+        assert_eq!(balance_records(m).len(), 2, "busy: {is_busy}");
+        m.tick(4, (j + after) * JIFFY);
+        let recs = balance_records(m);
+        assert_eq!(recs.len(), 3, "busy: {is_busy}");
+        assert_eq!((recs[2].level, recs[2].idle), (Level::Mc, kind));
+        // MC (last balanced now) and DIE (its interval twice MC's) are then due together.
+        assert_eq!(m.balance_state(4).unwrap().next_balance, j + 2 * after);
+    }
 }
 
 #[test]

@@ -73,9 +73,8 @@ fn batch_and_idle_policies() {
     let a = d.spawn(0);
     let b = d.s.create(d.now, TaskParams { policy: Policy::Batch, ..TaskParams::default() }).unwrap();
     d.resched_if_needed();
-    while d.s.current() != Some(b) {
-        d.run(MS);
-    }
+    // Two equal tasks: each runs once per 24 ms period.
+    d.run_until_current(b, MS, 24 * MS);
     d.s.block(d.now, b).unwrap();
     d.resched_if_needed();
     d.run(500 * MS);

@@ -26,9 +26,8 @@ fn s17_woken_sleeper_gets_half_latency_credit() {
     if d.s.current() != Some(b) {
         d.s.yield_now(d.now);
         d.s.schedule(d.now);
-        while d.s.current() != Some(b) {
-            d.run(MS);
-        }
+        // Two equal tasks: each runs once per 24 ms period.
+        d.run_until_current(b, MS, 24 * MS);
     }
     d.s.block(d.now, b).unwrap();
     d.resched_if_needed();
@@ -70,12 +69,9 @@ fn s17_wakeup_preemption_needs_more_than_4ms_lead() {
         let b = d.spawn(0);
         d.run(50 * MS);
         let vr = |d: &Driver, t| d.s.entity(t).unwrap().vruntime;
-        while d.s.current() != Some(a) {
-            d.run(MS / 4);
-        }
-        while d.s.current() != Some(b) {
-            d.run(MS / 4);
-        }
+        // Two equal tasks: each runs once per 24 ms period.
+        d.run_until_current(a, MS / 4, 24 * MS);
+        d.run_until_current(b, MS / 4, 24 * MS);
         d.run(47 * MS / 4);
         assert_eq!(d.s.current(), Some(b));
         d.s.block(d.now, b).unwrap();
@@ -95,27 +91,68 @@ fn s17_wakeup_preemption_needs_more_than_4ms_lead() {
 #[test]
 fn s17_tick_preempts_after_12ms_slice_with_two_tasks() {
     let mut d = Driver::new(8, MS);
-    d.spawn(0);
-    d.spawn(0);
+    let a = d.spawn(0);
+    let b = d.spawn(0);
     d.run(200 * MS);
     let sw = d.switches();
-    assert!(sw.len() >= 10);
-    // After the first pick, every slice is exactly 12 ms (1 ms ticks; the fixed-point
-    // slice is a few ns under 12 ms, so the 12 ms tick is the first to exceed it).
-    for w in sw.windows(2) {
-        assert_eq!(w[1].0 - w[0].0, 12 * MS, "{sw:?}");
-    }
+    // The first pick at 0, then every slice is exactly 12 ms (1 ms ticks; the fixed-point
+    // slice is a few ns under 12 ms, so the 12 ms tick is the first to exceed it) up to the
+    // last switch at 192 ms: 17 switches in 200 ms, alternating between the two tasks.
+    let want: Vec<_> = (0..17u64).map(|k| (12 * MS * k, Some(if k % 2 == 0 { a } else { b }))).collect();
+    assert_eq!(sw, want);
+    assert_eq!(sw.last().unwrap().0, 192 * MS);
 }
 
 #[test]
 fn s17_min_granularity_holds_back_vruntime_preemption() {
-    // With 2 tasks the slice is 12 ms; a task never gets preempted before 3 ms of running
-    // even if it is behind... and by the vruntime test only when its lead exceeds the slice.
-    let mut d = Driver::new(8, MS);
-    d.spawn(0);
-    d.spawn(0);
-    d.run(100 * MS);
-    for w in d.switches().windows(2) {
-        assert!(w[1].0 - w[0].0 >= 3 * MS);
+    // check_preempt_tick preempts a task that leads the leftmost by more than its ideal
+    // slice, but only once it has run min_granularity (3 ms) since it was picked. Build a
+    // task that is picked while already leading by more than its slice: `h` (nice 0) and
+    // `l` (nice 19, weight 15) share the CPU; `l` yields as soon as it is picked, so it is
+    // the leftmost skip buddy and `h` is picked instead (its lead is within l's wakeup
+    // granularity, 4 ms × 1024 / 15 = 273 ms of virtual time). Every later tick preemption
+    // of `h` picks `h` again for the same reason, starting a new slice with a larger lead.
+    let mut d = Driver::new(8, MS / 4);
+    let h = d.spawn(0);
+    let l = d.spawn(19);
+    assert_eq!(d.s.current(), Some(h));
+    // h's slice: 24 ms × 1024 / (1024 + 15) = 23.65 ms, so the 23.75 ms tick preempts it.
+    d.run_until_current(l, MS / 4, 24 * MS);
+    assert_eq!(d.now, 95 * MS / 4);
+    let ideal = {
+        let e = d.s.entity(h).unwrap();
+        d.s.rq().sched_slice_of(&e)
+    };
+    assert_eq!(ideal, 23_653_512);
+    d.s.yield_now(d.now);
+    d.resched_if_needed();
+    assert_eq!(d.s.current(), Some(h));
+    let lead = |d: &Driver| {
+        let vr = |t| d.s.entity(t).unwrap().vruntime;
+        vr(h).wrapping_sub(vr(l)) as i64
+    };
+    for round in 0..10 {
+        let picked = d.now;
+        let e = d.s.entity(h).unwrap();
+        assert_eq!(e.sum_exec_runtime, e.prev_sum_exec_runtime, "round {round}: a new slice");
+        assert!(lead(&d) > ideal as i64, "round {round}: picked {} ahead", lead(&d));
+        // Leading by more than the slice from the start, it is held only by the gate: no
+        // tick before 3 ms of running preempts it, the 3 ms tick does.
+        loop {
+            d.now += d.tick;
+            let preempt = d.s.tick(d.now);
+            assert!(lead(&d) > ideal as i64);
+            assert_eq!(preempt, d.now - picked >= 3 * MS, "round {round}: {} ns in", d.now - picked);
+            if preempt {
+                break;
+            }
+        }
+        assert_eq!(d.now - picked, 3 * MS);
+        d.resched_if_needed();
+        assert_eq!(d.s.current(), Some(h), "round {round}: l is still the skipped leftmost");
     }
+    // The only switches: h at 0, l at 23.75 ms and back to h at its yield; picking h again
+    // after each preemption is no switch.
+    let sw = d.switches();
+    assert_eq!(sw, [(0, Some(h)), (95 * MS / 4, Some(l)), (95 * MS / 4, Some(h))]);
 }

@@ -64,6 +64,21 @@ impl Driver {
         }
     }
 
+    /// Runs `step` at a time until `id` is the current task; panics if it is not picked
+    /// within `max`, so a task that is never scheduled fails the test instead of hanging.
+    pub fn run_until_current(&mut self, id: TaskId, step: u64, max: u64) {
+        let start = self.now;
+        while self.s.current() != Some(id) {
+            assert!(
+                self.now - start < max,
+                "{id:?} not picked within {max} ns (from {start} to {}; current {:?})",
+                self.now,
+                self.s.current()
+            );
+            self.run(step);
+        }
+    }
+
     pub fn runtime(&self, id: TaskId) -> u64 {
         self.s.entity(id).unwrap().sum_exec_runtime
     }
