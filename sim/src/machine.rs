@@ -281,8 +281,6 @@ pub struct SimPlatform {
     pub balance_migrations: Cell<u64>,
     /// Balance records whose outcome disagrees with what they say moved.
     pub inconsistent_records: Cell<u64>,
-    log: RefCell<Vec<Event>>,
-    logging: Cell<bool>,
 }
 
 impl Platform for SimPlatform {
@@ -321,9 +319,6 @@ impl Platform for SimPlatform {
                 }
             }
             _ => {}
-        }
-        if self.logging.get() {
-            self.log.borrow_mut().push(*e);
         }
     }
 }
@@ -383,7 +378,6 @@ pub struct Machine<const C: usize> {
     spread_at: Option<(u64, u64, u64)>,
     workers: u32,
     ticks: u64,
-    spread_check: bool,
 }
 
 impl<const C: usize> Machine<C> {
@@ -395,7 +389,6 @@ impl<const C: usize> Machine<C> {
         let mut t = Tunables::for_cpus(cfg.cpus);
         t.runnable_init = cfg.runnable_init;
         smp.set_tunables(t);
-        smp.platform().logging.set(cfg.trace);
         let mut rng = Rng::new(cfg.seed);
         let tick_ns = 1_000_000_000 / cfg.hz.max(1) as u64;
         let n = smp.nr_cpus();
@@ -421,7 +414,6 @@ impl<const C: usize> Machine<C> {
             spread_at: None,
             workers: 0,
             ticks: 0,
-            spread_check: false,
         };
         // Every CPU starts in its idle loop with its tick running.
         for cpu in 0..n {
@@ -469,10 +461,7 @@ impl<const C: usize> Machine<C> {
     /// itself must reschedule, it gets a reschedule IPI.
     pub fn spawn(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {
         let id = self.spawn_inner(cpu, behavior, name, affinity);
-        if self.smp.need_resched(cpu) && !self.cpus[cpu].ipi_pending {
-            self.cpus[cpu].ipi_pending = true;
-            self.push(self.now, Ev::Ipi(cpu));
-        }
+        self.ipi_self_if_resched(cpu);
         id
     }
 
@@ -480,11 +469,17 @@ impl<const C: usize> Machine<C> {
     pub fn set_nice(&mut self, t: TaskId, nice: i32) -> bool {
         let ok = self.smp.set_nice(self.now, t, nice).is_ok();
         let cpu = self.smp.task_cpu(t).unwrap_or(0) as usize;
+        self.ipi_self_if_resched(cpu);
+        ok
+    }
+
+    /// If `cpu` must reschedule, sends it a reschedule IPI that arrives now (unless one is
+    /// already pending).
+    fn ipi_self_if_resched(&mut self, cpu: usize) {
         if self.smp.need_resched(cpu) && !self.cpus[cpu].ipi_pending {
             self.cpus[cpu].ipi_pending = true;
             self.push(self.now, Ev::Ipi(cpu));
         }
-        ok
     }
 
     /// Creates a task from inside the event loop (the caller reschedules `cpu` if asked).
@@ -517,7 +512,6 @@ impl<const C: usize> Machine<C> {
         if is_worker {
             self.workers += 1;
             self.first_worker_at.get_or_insert(self.now);
-            self.spread_check = true;
         }
         if let Some(t) = self.trace.as_mut() {
             let target = self.smp.task_cpu(id).unwrap_or(0) as usize;
@@ -606,14 +600,16 @@ impl<const C: usize> Machine<C> {
             return;
         }
         self.account(cpu);
-        self.smp.tick(cpu, self.now);
+        // Read after balancing; what follows (passing requests on as IPIs, the trace's
+        // counters) does not touch the core's runqueues.
+        let resched = self.smp.tick(cpu, self.now);
         self.after_core_call(cpu);
         if let Some(tr) = self.trace.as_mut() {
             let s = self.smp.stats(cpu);
             let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
             tr.counter(self.now, cpu, load(&s.util), load(&s.load));
         }
-        if self.smp.need_resched(cpu) {
+        if resched {
             self.reschedule(cpu);
         } else {
             self.arm_done(cpu);
@@ -722,7 +718,7 @@ impl<const C: usize> Machine<C> {
     }
 
     fn check_spread(&mut self) {
-        if !self.spread_check || self.spread_at.is_some() || self.workers < self.cpus.len() as u32 {
+        if self.workers == 0 || self.spread_at.is_some() || self.workers < self.cpus.len() as u32 {
             return;
         }
         let all_one = (0..self.cpus.len()).all(|c| {
@@ -739,21 +735,23 @@ impl<const C: usize> Machine<C> {
     fn on_done(&mut self, cpu: usize) {
         self.account(cpu);
         let Some(t) = self.cpus[cpu].running else { return };
-        let Some(ts) = self.tasks.get(&t).cloned() else { return };
-        if ts.remaining > 0 {
+        // Only the Copy fields: no clone of the name on every event.
+        let Some(&TaskSim { behavior, remaining, step, event, .. }) = self.tasks.get(&t) else { return };
+        if remaining > 0 {
             self.arm_done(cpu);
             return;
         }
-        match ts.behavior {
+        match behavior {
             Behavior::SysbenchMain { threads, create_ns } => {
-                if ts.step < threads {
-                    let name = format!("worker{}", ts.step);
+                if step < threads {
+                    let name = format!("worker{step}");
                     if let Some(s) = self.tasks.get_mut(&t) {
                         s.step += 1;
                     }
                     self.spawn_inner(cpu, Behavior::SysbenchWorker { init_ns: 20_000 }, &name, CpuMask::ALL);
-                    let left = self.tasks.get(&t).map_or(0, |s| s.step);
-                    if left < threads {
+                    // spawn_inner changes only the new task's entry and this one's
+                    // children_alive, so the step is still the one just set.
+                    if step + 1 < threads {
                         if let Some(s) = self.tasks.get_mut(&t) {
                             s.remaining = create_ns;
                         }
@@ -775,7 +773,9 @@ impl<const C: usize> Machine<C> {
                         return;
                     }
                 }
-                if ts.children_alive > 0 || self.tasks.get(&t).is_some_and(|s| s.children_alive > 0) {
+                // Children only exit in their own Done events, so none has exited since this
+                // event began: the live count is the one to read.
+                if self.tasks.get(&t).is_some_and(|s| s.children_alive > 0) {
                     self.smp.block(cpu, self.now, t).expect("main runs");
                     self.after_core_call(cpu);
                     self.reschedule(cpu);
@@ -784,7 +784,7 @@ impl<const C: usize> Machine<C> {
                 }
             }
             Behavior::SysbenchWorker { .. } => {
-                if ts.step == 0 {
+                if step == 0 {
                     // Set-up done: the start barrier.
                     if let Some(s) = self.tasks.get_mut(&t) {
                         s.step = 1;
@@ -793,7 +793,7 @@ impl<const C: usize> Machine<C> {
                         return;
                     }
                 }
-                if let Some((ev, start)) = ts.event {
+                if let Some((ev, start)) = event {
                     self.pool.latency[ev as usize] = self.now - start;
                     self.pool.done[ev as usize] += 1;
                 }
@@ -818,7 +818,7 @@ impl<const C: usize> Machine<C> {
                 self.arm_done(cpu);
             }
             Behavior::Periodic { run_ns, sleep_ns, repeat } => {
-                let step = ts.step + 1;
+                let step = step + 1;
                 if step >= repeat {
                     self.finish_task(cpu, t);
                 } else {
@@ -852,17 +852,23 @@ impl<const C: usize> Machine<C> {
         for w in std::mem::take(&mut self.pool.barrier_waiting) {
             // They blocked in place; a worker whose CPU has not switched away yet is woken
             // there.
-            let target = self.smp.wake(cpu, self.now, w).expect("a waiter sleeps") as usize;
-            if let Some(tr) = self.trace.as_mut() {
-                let name = self.tasks.get(&w).map(|s| s.name.clone()).unwrap_or_default();
-                tr.waking(self.now, target, w, &name);
-            }
-            self.after_core_call(cpu);
+            self.wake_traced(cpu, w, "a waiter sleeps");
         }
         if self.smp.need_resched(cpu) {
             self.reschedule(cpu);
         }
         true
+    }
+
+    /// Wakes the sleeping `t` from `waker`, records the waking in the trace and passes the
+    /// core's reschedule requests on. `sleeping` is the panic message if `t` does not sleep.
+    fn wake_traced(&mut self, waker: usize, t: TaskId, sleeping: &str) {
+        let target = self.smp.wake(waker, self.now, t).expect(sleeping) as usize;
+        if let Some(tr) = self.trace.as_mut() {
+            let name = self.tasks.get(&t).map_or("", |s| s.name.as_str());
+            tr.waking(self.now, target, t, name);
+        }
+        self.after_core_call(waker);
     }
 
     fn finish_task(&mut self, cpu: usize, t: TaskId) {
@@ -896,12 +902,7 @@ impl<const C: usize> Machine<C> {
         }
         // A timer wakeup fires on the CPU the task slept on.
         let waker = self.smp.task_cpu(t).unwrap_or(0) as usize;
-        let target = self.smp.wake(waker, self.now, t).expect("sleeper wakes") as usize;
-        if let Some(tr) = self.trace.as_mut() {
-            let name = self.tasks.get(&t).map(|s| s.name.clone()).unwrap_or_default();
-            tr.waking(self.now, target, t, &name);
-        }
-        self.after_core_call(waker);
+        self.wake_traced(waker, t, "sleeper wakes");
         if self.smp.need_resched(waker) {
             self.reschedule(waker);
         }
@@ -945,21 +946,6 @@ impl<const C: usize> Machine<C> {
             barrier_waiting: Vec::new(),
             barrier_open: false,
         };
-    }
-
-    /// The core's scheduler events recorded while tracing.
-    pub fn core_events(&self) -> Vec<Event> {
-        self.smp.platform().log.borrow().clone()
-    }
-
-    /// Simulated CPU-ticks so far.
-    pub fn ticks(&self) -> u64 {
-        self.ticks
-    }
-
-    /// Every task's CPU right now (for spread checks).
-    pub fn running(&self) -> Vec<Option<TaskId>> {
-        self.cpus.iter().map(|c| c.running).collect()
     }
 }
 

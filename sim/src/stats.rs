@@ -20,15 +20,6 @@ pub fn range(xs: &[f64]) -> (f64, f64) {
     xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
 }
 
-/// Mean.
-pub fn mean(xs: &[f64]) -> f64 {
-    if xs.is_empty() {
-        f64::NAN
-    } else {
-        xs.iter().sum::<f64>() / xs.len() as f64
-    }
-}
-
 /// The Mann–Whitney U test of two independent samples: (U of `a`, two-sided p-value by the
 /// normal approximation with tie correction and continuity correction). Small p: the two
 /// distributions differ.
