@@ -435,20 +435,13 @@ fn ncpus() -> usize {
     NCPUS.load(Relaxed) as usize
 }
 
+/// Waits until `cond` holds (true) or the deadline passes (false), spinning with `yield`.
 fn wait_until(deadline_ns: u64, cond: impl Fn() -> bool) -> bool {
-    loop {
-        if cond() {
-            return true;
-        }
-        if arch::now_ns() > deadline_ns {
-            return false;
-        }
-        arch::relax();
-    }
+    wait_with(deadline_ns, cond, arch::relax)
 }
 
-/// Like [`wait_until`] for a thread that may sleep between checks (one tick at a time).
-fn wait_until_sleeping(deadline_ns: u64, cond: impl Fn() -> bool) -> bool {
+/// Waits until `cond` holds or the deadline passes, calling `pause` between checks.
+fn wait_with(deadline_ns: u64, cond: impl Fn() -> bool, pause: fn()) -> bool {
     loop {
         if cond() {
             return true;
@@ -456,19 +449,15 @@ fn wait_until_sleeping(deadline_ns: u64, cond: impl Fn() -> bool) -> bool {
         if arch::now_ns() > deadline_ns {
             return false;
         }
-        arch::sys_sleep(1_000_000);
+        pause();
     }
 }
 
 // ---- boot ---------------------------------------------------------------------------------
 
 fn boot() {
+    // kmain starts scenarios only once every CPU is online.
     let n = ncpus();
-    let start = arch::now_ns();
-    if !wait_until(start + 2_000_000_000, || sched::ONLINE.load(Acquire) >= n) {
-        defmt::error!("boot: FAIL only {} of {} CPUs online after 2 s", sched::ONLINE.load(Acquire), n);
-        arch::exit(EXIT_FAILED);
-    }
     let all_online = (0..n).map(|c| CPU[c].online_ns.load(Relaxed)).max().unwrap_or(0);
     kprintln!("boot: all {} CPUs online, the last at {} us", n, all_online / 1000);
     let t = arch::now_ns();
@@ -757,8 +746,10 @@ const AFF_PINNED: [(usize, u32); 2] = [(1, 4), (6, 2)];
 /// `scenario=affinity`: events unless `events=` is given.
 const AFF_EVENTS: u32 = 4000;
 /// `scenario=nice`: the accepted deviation of the measured CPU-time ratio from the weight
-/// ratio, in percent.
-const NICE_MARGIN_PCT: u64 = 25;
+/// ratio, in percent. Measured: nice 5 off by 8 % and nice 10 by 2 % in deterministic mode,
+/// 2–12 % under multi-threaded TCG; the error comes from whole ticks (4 ms) of a 0.5 s
+/// window shared by 8 threads on one CPU.
+const NICE_MARGIN_PCT: u64 = 15;
 /// `scenario=nice`: events unless `events=` is given.
 const NICE_EVENTS: u32 = 4000;
 static NICE_LEVEL: AtomicU32 = AtomicU32::new(0);
@@ -934,7 +925,7 @@ fn spinner(i: usize) {
         if e == events / 2 {
             // Steady state: every thread is busy; how evenly are they spread?
             for (c, h) in HALF_NR.iter().enumerate().take(ncpus()) {
-                h.store(sched::smp().stats(c).nr_running.load(Relaxed), Relaxed);
+                h.store(sched::nr_running(c), Relaxed);
             }
             HALF_AT.store(since_t0(), Relaxed);
             snapshot_cpu_times(&HALF_CPU);
@@ -1453,9 +1444,12 @@ fn churn_main(ops: u32) {
     }
     // The last exits free their slots when their CPUs switch away from them.
     let me = 1;
-    let settled = wait_until_sleeping(arch::now_ns() + 1_000_000_000, || {
-        sched::threads_in_use() == me && sched::smp().nr_tasks() == me
-    });
+    // This thread may sleep between checks (one tick at a time).
+    let settled = wait_with(
+        arch::now_ns() + 1_000_000_000,
+        || sched::threads_in_use() == me && sched::smp().nr_tasks() == me,
+        || arch::sys_sleep(1_000_000),
+    );
     churn_report(settled)
 }
 

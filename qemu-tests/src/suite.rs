@@ -28,8 +28,7 @@ fn has(b: &Boot, needle: &str) -> Result<(), String> {
 
 fn sysbench_ok(b: &Boot) -> Result<(), String> {
     exit_is(b, 0)?;
-    has(b, "exactly-once check")?;
-    let l = b.line("exactly-once check").unwrap_or_default();
+    let l = b.line("exactly-once check").ok_or("no exactly-once check line")?;
     if !l.ends_with("OK") {
         return Err(format!("exactly-once check failed: {l}"));
     }
@@ -39,16 +38,19 @@ fn sysbench_ok(b: &Boot) -> Result<(), String> {
 // Parallel-mode cases give the kernel's watchdog 10 s of guest time (watchdog=2500 ticks): 8
 // vCPU threads share this host's 2 cores, and a descheduled vCPU must not pass for a hung one.
 // The per-case time limit still catches a real hang.
-/// Margins are ratios within one run: CPU time per thread max/min ≤ 1.5 (measured 1.24 with
-/// 16 and 1.29 with 24 spinners), and runqueue lengths at half-way differ by at most 1.
+/// Margins are ratios within one run. CPU time per thread at steady state, max/min ≤ 1.10:
+/// measured 1.024 (16 spinners) and 1.032 (24); each thread gets ≈ 240–360 ms of CPU in the
+/// window, and a slice of a few ms plus the odd migration is the expected error, so 1.10 is
+/// about three times the measured spread. Runqueue lengths at half-way differ by at most 1
+/// (the bound; measured 0).
 fn fair_shares(b: &Boot) -> Result<(), String> {
     sysbench_ok(b)?;
     // Judged at steady state (half-way to the first thread's end): the start-up transient,
     // where fork placement stacks threads until the balancer spreads them (spec §5), is
     // reported over the whole run but is not what fair shares mean.
     let ratio = b.number_after("steady max/min x1000 =").ok_or("no steady-state CPU time line")?;
-    if ratio > 1500.0 {
-        return Err(format!("CPU time per thread at steady state max/min = {:.3} > 1.5", ratio / 1000.0));
+    if ratio > 1100.0 {
+        return Err(format!("CPU time per thread at steady state max/min = {:.3} > 1.10", ratio / 1000.0));
     }
     let spread = b.number_after("max-min =").ok_or("no runqueue line")?;
     if spread > 1.0 {
@@ -127,7 +129,11 @@ const CASES: &[Case] = &[
         name: "tickless idle with nohz kicks",
         args: "scenario=sysbench threads=8 events=1000 nohz=on",
         mode: Mode::Deterministic,
-        judge: sysbench_ok,
+        judge: |b| {
+            sysbench_ok(b)?;
+            // Every CPU ended up running one spinner although idle CPUs only balance when kicked.
+            has(b, "spread time")
+        },
     },
     Case {
         name: "sleep/wake ping-pong: no lost wakeups, wakees placed on idle CPUs",
@@ -137,17 +143,17 @@ const CASES: &[Case] = &[
             exit_is(b, 0)?;
             has(b, "pingpong: OK")?;
             // 8 threads, at most 4 runnable, on 8 CPUs: the wakeup fast path (wake_affine,
-            // select_idle_sibling) should find every wakee an idle CPU, its previous one,
-            // without moving it.
-            let line =
-                b.lines.iter().find(|l| l.contains("wakee placement:")).ok_or("no wakee placement line")?;
-            let nums: Vec<f64> =
+            // select_idle_sibling) must find every wakee an idle CPU, its previous one,
+            // without moving it (measured: 7997 of 7997, 0 moved). Of the 8000 unparks a few
+            // find the partner not parked yet and leave a token instead of waking it.
+            let line = b.line("wakee placement:").ok_or("no wakee placement line")?;
+            let nums: Vec<u64> =
                 line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
             let [.., wakeups, idle, moved] = nums[..] else { return Err(format!("bad line: {line}")) };
-            if wakeups < 4.0 * 1000.0 {
-                return Err(format!("only {wakeups} wakeups"));
+            if wakeups < 7900 {
+                return Err(format!("only {wakeups} wakeups of 8000 unparks"));
             }
-            if idle < 0.95 * wakeups || moved > 0.05 * wakeups {
+            if idle != wakeups || moved != 0 {
                 return Err(format!("{wakeups} wakeups: {idle} onto an idle CPU, {moved} moved"));
             }
             Ok(())
