@@ -207,31 +207,37 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         target: usize,
     ) -> usize {
         let allowed = e.affinity.and(&self.online());
-        let asym = self.topo.read().asym_cpucapacity_level(target);
-        if let Some(lvl) = asym {
-            let span = self.topo.read().domain(target, lvl).map(|d| d.span).unwrap_or_default();
+        let recent = e.recent_used_cpu as usize;
+        // Everything this wakeup needs from the topology, under one read lock.
+        let (asym_span, llc, prev_shares, recent_shares) = {
+            let topo = self.topo.read();
+            let asym_span = topo
+                .asym_cpucapacity_level(target)
+                .map(|lvl| topo.domain(target, lvl).map(|d| d.span).unwrap_or_default());
+            let shares = |c: usize| topo.llc_span(c).contains(target);
+            (asym_span, topo.llc_span(target), shares(prev), shares(recent))
+        };
+        if let Some(span) = asym_span {
             return self.select_idle_capacity(e, span.and(&allowed), target).unwrap_or(target);
         }
         let idle_or_sched_idle = |c: usize| self.is_idle(c) || self.sched_idle_cpu(c);
         if idle_or_sched_idle(target) {
             return target;
         }
-        if prev != target && self.share_cache(prev, target) && idle_or_sched_idle(prev) {
+        if prev != target && prev_shares && idle_or_sched_idle(prev) {
             return prev;
         }
         // (Linux also lets a per-CPU kworker waker stack with its wakee; there are no
         // kernel threads here.)
-        let recent = e.recent_used_cpu as usize;
         if recent != prev
             && recent != target
-            && self.share_cache(recent, target)
+            && recent_shares
             && idle_or_sched_idle(recent)
             && allowed.contains(recent)
         {
             e.recent_used_cpu = prev as u32;
             return recent;
         }
-        let llc = self.topo.read().llc_span(target);
         if llc.weight() <= 1 {
             return target;
         }

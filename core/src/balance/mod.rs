@@ -93,6 +93,8 @@ struct DomainView {
     max_interval_ms: u64,
     prefer_sibling: bool,
     has_parent: bool,
+    /// The span of the balancing CPU's own group at this level (empty if it has none).
+    local_span: CpuMask,
 }
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
@@ -130,6 +132,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             max_interval_ms: d.max_interval_ms,
             prefer_sibling: child_prefer,
             has_parent: lvl + 1 < topo.nr_levels(cpu),
+            local_span: topo.groups(cpu, lvl).next().map(|g| g.span).unwrap_or_default(),
         })
     }
 
@@ -214,7 +217,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let busy = idle != IdleType::Idle;
             let mut interval = self.sd_interval(bal.domains[lvl].balance_interval_ms, d.busy_factor, busy);
             if j >= bal.domains[lvl].last_balance + interval {
-                let (moved, cont) = self.load_balance(&mut bal, cpu, lvl, idle, now);
+                let (moved, cont) = self.load_balance_in(&mut bal, cpu, lvl, &d, idle, now);
                 continue_balancing = cont;
                 if moved > 0 {
                     idle = if self.snap(cpu).idle { IdleType::Idle } else { IdleType::NotIdle };
@@ -244,16 +247,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    /// `should_we_balance`: at each level only one CPU of the local group balances: the
-    /// first idle one, or the group's first CPU if none is idle.
-    fn should_we_balance(&self, cpu: usize, lvl: usize, idle: IdleType, cpus: &CpuMask) -> bool {
+    /// `should_we_balance`: at each level only one CPU of the local group (`span`) balances:
+    /// the first idle one, or the group's first CPU if none is idle.
+    fn should_we_balance(&self, cpu: usize, span: &CpuMask, idle: IdleType, cpus: &CpuMask) -> bool {
         if idle == IdleType::NewlyIdle {
             return true;
         }
-        let topo = self.topo.read();
-        let Some(local) = topo.groups(cpu, lvl).next() else { return false };
-        let span = local.span;
-        drop(topo);
         let candidates = span.and(cpus);
         let balance_cpu = candidates.iter().find(|&c| self.snap(c).idle).or_else(|| span.first());
         balance_cpu == Some(cpu)
@@ -368,6 +367,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now: u64,
     ) -> (u32, bool) {
         let Some(d) = self.domain_view(cpu, lvl) else { return (0, true) };
+        self.load_balance_in(bal, cpu, lvl, &d, idle, now)
+    }
+
+    /// [`Smp::load_balance`] with the domain already looked up.
+    fn load_balance_in(
+        &self,
+        bal: &mut BalanceState,
+        cpu: usize,
+        lvl: usize,
+        d: &DomainView,
+        idle: IdleType,
+        now: u64,
+    ) -> (u32, bool) {
         let features = self.features();
         let tunables = *self.cpus[cpu].rq.lock().rq.tunables();
         let mut rec = BalanceRecord {
@@ -384,7 +396,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             nr_balance_failed: 0,
         };
         let mut cpus = d.span.and(&self.online());
-        let dst_grpmask = self.topo.read().groups(cpu, lvl).next().map(|g| g.span).unwrap_or_default();
+        let dst_grpmask = d.local_span;
         let mut dst_cpu = cpu;
         let mut flags = LbfFlags::empty();
         let mut moved = 0u32;
@@ -401,13 +413,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
 
         let exit = 'redo: loop {
-            if !self.should_we_balance(cpu, lvl, idle, &cpus) {
+            if !self.should_we_balance(cpu, &dst_grpmask, idle, &cpus) {
                 continue_balancing = false;
                 rec.outcome = Outcome::NotDesignated;
                 break 'redo Exit::Balanced;
             }
             let interval_ms = bal.domains[lvl].balance_interval_ms;
-            let mut sds = self.sd_stats(cpu, lvl, &d, idle, &cpus, interval_ms, now);
+            let mut sds = self.sd_stats(cpu, lvl, d, idle, &cpus, interval_ms, now);
             rec.local = Some(sds.local.group_type);
             rec.busiest = sds.busiest.map(|b| b.group_type);
             let denv = DomainEnv {
@@ -503,7 +515,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if idle != IdleType::NewlyIdle {
                     db.nr_balance_failed += 1;
                 }
-                let voluntary = self.voluntary_active_balance(&d, idle, imb.kind, busiest_cpu, cpu);
+                let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, cpu);
                 if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
                     let mut st = self.cpus[busiest_cpu].rq.lock();
                     let curr_allowed = st.rq.curr_node().is_none_or(|n| st.rq.ent(n).affinity.contains(cpu));
@@ -530,7 +542,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 rec.outcome = Outcome::Moved;
                 db.nr_balance_failed = 0;
             }
-            if !active || self.voluntary_active_balance(&d, idle, imb.kind, busiest_cpu, cpu) {
+            if !active || self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, cpu) {
                 db.balance_interval_ms = d.min_interval_ms;
             } else if db.balance_interval_ms < d.max_interval_ms {
                 db.balance_interval_ms *= 2;
@@ -738,7 +750,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 if d.flags.contains(SdFlags::BALANCE_NEWIDLE) {
                     let t0 = self.platform.clock_ns();
-                    let (moved, _) = self.load_balance(&mut bal, cpu, lvl, IdleType::NewlyIdle, now);
+                    let (moved, _) = self.load_balance_in(&mut bal, cpu, lvl, &d, IdleType::NewlyIdle, now);
                     let cost = match (t0, self.platform.clock_ns()) {
                         (Some(a), Some(b)) => b.saturating_sub(a),
                         _ => estimated_balance_cost(d.span.weight()),
