@@ -88,6 +88,12 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
+/// Everything a QEMU run needs: the emulator (found or installed) and the kernel ELF
+/// (built). The error is one line for the user.
+pub fn prepare() -> Result<(PathBuf, PathBuf), String> {
+    Ok((find_or_install()?, build_kernel()?))
+}
+
 /// Builds the kernel (release) from its folder, installing the target if needed, and
 /// returns the ELF.
 pub fn build_kernel() -> Result<PathBuf, String> {

@@ -283,17 +283,10 @@ const CASES: &[Case] = &[
 
 /// Runs the suite. Returns (passed, failed).
 pub fn run() -> (u64, u64) {
-    let qemu_bin = match qemu::find_or_install() {
+    let (qemu_bin, elf) = match qemu::prepare() {
         Ok(p) => p,
         Err(line) => {
             eprintln!("xtest: {line}");
-            return (0, 1);
-        }
-    };
-    let elf = match qemu::build_kernel() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("xtest: {e}");
             return (0, 1);
         }
     };

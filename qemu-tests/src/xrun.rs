@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use sched_core::Features;
-use sched_sim::stats::{mann_whitney, median, range};
+use sched_sim::stats::{mann_whitney, summary};
 
 use crate::qemu::{self, Boot, Mode};
 
@@ -95,6 +95,22 @@ fn figures(b: &Boot) -> Option<Figures> {
     })
 }
 
+/// The kernel command line of one run: the workload, seed, optional switch tracing, and the
+/// features with the seed's rule switched on or off.
+fn sysbench_cmd(a: &Args, seed: u64, trace: bool, rule: bool) -> String {
+    let extra = if a.features.is_empty() { String::new() } else { format!("{},", a.features) };
+    let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
+    format!(
+        "scenario=sysbench threads={} events={} hz={} clusters={} nohz={} seed={seed}{} features={extra}{flag}",
+        a.threads,
+        a.events,
+        a.hz,
+        a.clusters,
+        if a.ticking { "off" } else { "on" },
+        if trace { " trace=on" } else { "" }
+    )
+}
+
 pub fn main(args: &[String]) -> ExitCode {
     let a = match Args::try_parse_from(std::iter::once("xrun".to_string()).chain(args.iter().cloned())) {
         Ok(a) => a,
@@ -115,35 +131,19 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let qemu_bin = match qemu::find_or_install() {
+    let (qemu_bin, elf) = match qemu::prepare() {
         Ok(p) => p,
         Err(line) => {
             eprintln!("xrun: {line}");
             return ExitCode::FAILURE;
         }
     };
-    let elf = match qemu::build_kernel() {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("xrun: {e}");
-            return ExitCode::FAILURE;
-        }
-    };
-    let extra = if a.features.is_empty() { String::new() } else { format!("{},", a.features) };
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..a.iterations {
         let seed = 1 + i as u64;
         for (rule, out) in [(true, &mut on), (false, &mut off)] {
-            let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
-            let cmd = format!(
-                "scenario=sysbench threads={} events={} hz={} clusters={} nohz={} seed={seed} features={extra}{flag}",
-                a.threads,
-                a.events,
-                a.hz,
-                a.clusters,
-                if a.ticking { "off" } else { "on" }
-            );
+            let cmd = sysbench_cmd(&a, seed, false, rule);
             eprint!(
                 "\rxrun: QEMU {} run {}/{} (rule {})   ",
                 mode.name(),
@@ -195,12 +195,8 @@ pub fn main(args: &[String]) -> ExitCode {
     for (name, get) in rows {
         let va: Vec<f64> = off.iter().map(get).collect();
         let vb: Vec<f64> = on.iter().map(get).collect();
-        let cell = |v: &[f64]| {
-            let (lo, hi) = range(v);
-            format!("{:.3} [{:.3}–{:.3}]", median(v), lo, hi)
-        };
         let (_, p) = mann_whitney(&va, &vb);
-        println!("{name:<26} {:>28} {:>28} {p:>9.4}", cell(&va), cell(&vb));
+        println!("{name:<26} {:>28} {:>28} {p:>9.4}", summary(&va), summary(&vb));
     }
     println!("(median [min–max]; a spread never reached counts as the whole run, with all its migrations)");
     println!("Linux 6.1 on the same QEMU, deterministic mode: spread 5.5 / 6.4 / 13.4 ms (min/median/max of 15), 0–2 migrations, total 873 ms; parallel mode on this host: 33 / 47 / 94 ms.");
@@ -220,14 +216,7 @@ pub fn main(args: &[String]) -> ExitCode {
     print!("{}", t.render());
     let _ = std::fs::create_dir_all(&a.out);
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
-    let cmd = format!(
-        "scenario=sysbench threads={} events={} hz={} clusters={} nohz={} seed=1 trace=on features={extra}UTIL_PULL_SKIPS_LONE_TASK",
-        a.threads,
-        a.events,
-        a.hz,
-        a.clusters,
-        if a.ticking { "off" } else { "on" }
-    );
+    let cmd = sysbench_cmd(&a, 1, true, true);
     let b = qemu::boot(&qemu_bin, &elf, &cmd, mode, Duration::from_secs(120));
     let log = qemu_trace(&b);
     if !log.switches.is_empty() {

@@ -6,7 +6,7 @@ use sched_core::{CpuMask, Features};
 
 use crate::machine::{Behavior, Config, Machine, RunReport};
 use crate::rng::Rng;
-use crate::stats::{mann_whitney, median, range};
+use crate::stats::{mann_whitney, median, range, summary};
 
 /// A workload run on a fresh machine.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -185,11 +185,13 @@ impl AbTable {
     pub fn render(&self) -> String {
         let mut s = format!("{:<27} {:>26} {:>26} {:>9}\n", "", self.a_label, self.b_label, "p (M-W U)");
         for r in &self.rows {
-            let cell = |v: &[f64]| {
-                let (lo, hi) = range(v);
-                format!("{:.3} [{:.3}–{:.3}]", median(v), lo, hi)
-            };
-            s.push_str(&format!("{:<27} {:>26} {:>26} {:>9.4}\n", r.name, cell(&r.a), cell(&r.b), r.p_value));
+            s.push_str(&format!(
+                "{:<27} {:>26} {:>26} {:>9.4}\n",
+                r.name,
+                summary(&r.a),
+                summary(&r.b),
+                r.p_value
+            ));
         }
         s.push_str(&format!("({} iterations per side; median [min–max])\n", self.iterations));
         s

@@ -20,6 +20,12 @@ pub fn range(xs: &[f64]) -> (f64, f64) {
     xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
 }
 
+/// A table cell: `median [min–max]` with three decimals.
+pub fn summary(xs: &[f64]) -> String {
+    let (lo, hi) = range(xs);
+    format!("{:.3} [{:.3}–{:.3}]", median(xs), lo, hi)
+}
+
 /// The Mann–Whitney U test of two independent samples: (U of `a`, two-sided p-value by the
 /// normal approximation with tie correction and continuity correction). Small p: the two
 /// distributions differ.
