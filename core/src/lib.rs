@@ -54,6 +54,7 @@
 #![deny(missing_docs)]
 
 pub mod balance;
+pub mod capacity;
 pub mod cpumask;
 pub mod error;
 pub mod fair;
@@ -70,6 +71,7 @@ pub mod timeline;
 pub mod topology;
 pub mod weights;
 
+pub use balance::IdleType;
 pub use cpumask::{CpuMask, MAX_CPUS};
 pub use error::SchedError;
 pub use fair::{DequeueFlags, EnqueueFlags, WakeFlags};
@@ -77,7 +79,7 @@ pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeat
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform};
 pub use runqueue::{InvariantViolation, NodeId, RunQueue};
 pub use scheduler::Scheduler;
-pub use smp::{IdleType, Smp};
+pub use smp::Smp;
 pub use table::{Location, TaskEntry, TaskTable};
 pub use task::{Entity, Policy, TaskId, TaskParams, TaskState};
 pub use timeline::Timeline;

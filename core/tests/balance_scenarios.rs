@@ -1,68 +1,34 @@
 //! The load-balancing scenarios of spec §6 (S1–S7, S13) on the 2×4 topology, with PELT
 //! values injected as the spec gives them, asserting the balancer's exact decisions.
 
-use std::cell::RefCell;
-use std::sync::Mutex;
-
 use sched_core::balance::{imbalance::MigrationType, stats::GroupType, BalanceRecord, Outcome};
-use sched_core::smp::IdleType;
 use sched_core::topology::Level;
-use sched_core::{CpuMask, Event, EventKind, Features, Platform, Smp, TaskId, TaskParams};
+use sched_core::IdleType;
+use sched_core::{CpuMask, Features, Smp, TaskId, TaskParams};
+use sched_testkit::{self as testkit, run_cpu, spawn_on, Recorder};
 
-/// Records events and stopper requests.
-#[derive(Default)]
-struct Rec {
-    events: Mutex<RefCell<Vec<Event>>>,
-    stoppers: Mutex<Vec<u32>>,
-}
-
-impl Platform for Rec {
-    fn resched_cpu(&self, _cpu: u32) {}
-    fn run_stopper(&self, cpu: u32) {
-        self.stoppers.lock().unwrap().push(cpu);
-    }
-    fn event(&self, e: &Event) {
-        self.events.lock().unwrap().borrow_mut().push(*e);
-    }
-}
-
-type M = Smp<Rec, 8, 64, 64>;
+type M = Smp<Recorder, 8, 64, 64>;
 
 const NOW: u64 = 1_000_000_000;
 const MC: usize = 0;
 const DIE: usize = 1;
 
 fn machine(features: Features) -> Box<M> {
-    let m: Box<M> = Box::new(Smp::new(Rec::default(), features, 250));
-    m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-    m
+    testkit::machine(features, |t| t.init_clusters(2, 4))
 }
 
 /// Creates `n` tasks on `cpu` (pinned there while created, so fork placement keeps them
 /// there, then allowed everywhere) and makes one of them current. Returns them, running
 /// first.
 fn tasks_on(m: &M, cpu: usize, n: usize) -> Vec<TaskId> {
-    let pinned = TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() };
-    let mut ids: Vec<TaskId> = (0..n).map(|_| m.create(cpu, NOW, pinned).unwrap()).collect();
-    for &t in &ids {
-        m.set_affinity(NOW, t, CpuMask::ALL).unwrap();
-    }
-    let run = m.schedule(cpu, NOW).unwrap();
-    m.finish_switch(cpu, NOW);
+    let mut ids: Vec<TaskId> = (0..n).map(|_| spawn_on(m, cpu, NOW)).collect();
+    let run = run_cpu(m, cpu, NOW).unwrap();
     ids.sort_by_key(|&t| t != run);
     ids
 }
 
 fn last_record(m: &M) -> BalanceRecord {
-    let ev = m.platform().events.lock().unwrap();
-    let ev = ev.borrow();
-    ev.iter()
-        .rev()
-        .find_map(|e| match e.kind {
-            EventKind::Balance(r) => Some(r),
-            _ => None,
-        })
-        .expect("a balance record")
+    m.platform().last_balance()
 }
 
 fn nr(m: &M, cpu: usize) -> u32 {
@@ -124,13 +90,13 @@ fn s1_without_the_rule_fails_three_times_then_active_balances() {
         assert_eq!(r.nr_balance_failed, pass);
         assert_eq!(m.balance_state(7).unwrap().domains[DIE].balance_interval_ms, 8, "reset each time");
     }
-    assert!(m.platform().stoppers.lock().unwrap().is_empty());
+    assert!(m.platform().stoppers().is_empty());
     // 4th pass: failures exceed cache_nice_tries + 2 → the stopper pushes the running T0.
     m.balance_domain(7, DIE, IdleType::Idle, NOW);
     let r = last_record(&m);
     assert_eq!(r.outcome, Outcome::ActiveBalance);
     assert_eq!(r.nr_balance_failed, 2, "kicked: failures set to cache_nice_tries + 1");
-    assert_eq!(*m.platform().stoppers.lock().unwrap(), [0]);
+    assert_eq!(m.platform().stoppers(), [0]);
     assert_eq!(m.balance_state(7).unwrap().domains[DIE].balance_interval_ms, 16, "doubled");
     // CPU0 runs its stopper: the running task is switched out, then pushed.
     assert_eq!(m.schedule(0, NOW), None);
@@ -149,7 +115,7 @@ fn s1_without_the_rule_newly_idle_never_counts_or_pushes() {
         let r = last_record(&m);
         assert_eq!((r.busiest_cpu, r.outcome, r.nr_balance_failed), (Some(0), Outcome::NothingDetachable, 0));
     }
-    assert!(m.platform().stoppers.lock().unwrap().is_empty());
+    assert!(m.platform().stoppers().is_empty());
 }
 
 #[test]
@@ -238,7 +204,7 @@ fn s4_fully_busy_busiest() {
         let want = if pass <= 3 { Outcome::NothingDetachable } else { Outcome::ActiveBalance };
         assert_eq!(r.outcome, want);
     }
-    let pushed_from = m.platform().stoppers.lock().unwrap()[0] as usize;
+    let pushed_from = m.platform().stoppers()[0] as usize;
     assert_eq!(m.schedule(pushed_from, NOW), None);
     m.finish_switch(pushed_from, NOW);
     let a: u32 = (0..4).map(|c| nr(&m, c)).sum();
@@ -308,14 +274,7 @@ fn s13_interval_backs_off_to_max() {
 }
 
 fn balance_records(m: &M) -> Vec<BalanceRecord> {
-    let ev = m.platform().events.lock().unwrap();
-    let ev = ev.borrow();
-    ev.iter()
-        .filter_map(|e| match e.kind {
-            EventKind::Balance(r) => Some(r),
-            _ => None,
-        })
-        .collect()
+    m.platform().balance_records()
 }
 
 #[test]

@@ -1,9 +1,8 @@
 //! Long-run fairness on one CPU: equal nice levels share equally; nice levels share in
 //! the ratio of their weights.
 
-mod common;
-use common::{Driver, MS};
 use sched_core::Nice;
+use sched_testkit::{Driver, MS};
 
 #[test]
 fn equal_spinners_get_equal_cpu_within_one_slice() {

@@ -1,9 +1,8 @@
 //! PELT through the scheduler API: new-task initialisation, ramp-up, blocked decay,
 //! util_est sampling, and the lazily removed load of an exited task.
 
-mod common;
-use common::{Driver, MS};
 use sched_core::{Features, RunnableInit, TaskParams, Tunables};
+use sched_testkit::{Driver, MS};
 
 #[test]
 fn new_tasks_get_half_the_spare_capacity() {

@@ -2,92 +2,26 @@
 //! packing), S15 (fork bursts on 2×4), and a wake-all-on-one-CPU burst spread by the nohz
 //! kick and periodic balancing, counted in ticks of a deterministic driver.
 
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::atomic::Ordering::Relaxed;
 
 use sched_core::balance::{imbalance::MigrationType, stats::GroupType, BalanceRecord, Outcome};
-use sched_core::smp::IdleType;
-use sched_core::{CpuMask, Event, EventKind, Features, Platform, Smp, TaskId, TaskParams, TopologyDesc};
+use sched_core::IdleType;
+use sched_core::{CpuMask, Features, Smp, TaskId, TaskParams, TopologyDesc};
+use sched_testkit::{idle_all, run_cpu, spawn_on, Recorder, MS};
 
-#[derive(Default)]
-struct Rec {
-    events: Mutex<Vec<Event>>,
-    stoppers: Mutex<Vec<u32>>,
-    kicks: Mutex<Vec<u32>>,
-    resched: Vec<AtomicBool>,
-}
-
-impl Rec {
-    fn new(cpus: usize) -> Rec {
-        Rec { resched: (0..cpus).map(|_| AtomicBool::new(false)).collect(), ..Rec::default() }
-    }
-}
-
-impl Platform for Rec {
-    fn resched_cpu(&self, cpu: u32) {
-        if let Some(r) = self.resched.get(cpu as usize) {
-            r.store(true, Relaxed);
-        }
-    }
-    fn run_stopper(&self, cpu: u32) {
-        self.stoppers.lock().unwrap().push(cpu);
-        self.resched_cpu(cpu);
-    }
-    fn kick_nohz(&self, cpu: u32) {
-        self.kicks.lock().unwrap().push(cpu);
-        self.resched_cpu(cpu);
-    }
-    fn event(&self, e: &Event) {
-        self.events.lock().unwrap().push(*e);
-    }
-}
-
-type M = Smp<Rec, 8, 64, 64>;
-const MS: u64 = 1_000_000;
+type M = Smp<Recorder, 8, 64, 64>;
 const NOW: u64 = 1_000 * MS;
 
 fn last_record(m: &M) -> BalanceRecord {
-    m.platform()
-        .events
-        .lock()
-        .unwrap()
-        .iter()
-        .rev()
-        .find_map(|e| match e.kind {
-            EventKind::Balance(r) => Some(r),
-            _ => None,
-        })
-        .expect("a balance record")
-}
-
-/// Every CPU runs its idle loop once, CPU `i` at `t0 + i` ms, so each has an idle stamp
-/// (later CPUs idled more recently).
-fn idle_all(m: &M, t0: u64) {
-    for cpu in 0..m.nr_cpus() {
-        m.schedule(cpu, t0 + cpu as u64 * MS);
-        m.finish_switch(cpu, t0 + cpu as u64 * MS);
-    }
-}
-
-fn on(m: &M, cpu: usize, now: u64) -> TaskId {
-    let t =
-        m.create(cpu, now, TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() }).unwrap();
-    m.set_affinity(now, t, CpuMask::ALL).unwrap();
-    t
-}
-
-fn run_cpu(m: &M, cpu: usize, now: u64) -> Option<TaskId> {
-    let t = m.schedule(cpu, now);
-    m.finish_switch(cpu, now);
-    t
+    m.platform().last_balance()
 }
 
 #[test]
 fn s8_misfit_task_moves_to_a_big_cpu() {
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), Features::default(), 250));
     m.init_with(|t| t.init_big_little(4, 4, 446)).unwrap();
     idle_all(&m, NOW - 100 * MS);
-    let t = on(&m, 1, NOW);
+    let t = spawn_on(&m, 1, NOW);
     assert_eq!(run_cpu(&m, 1, NOW), Some(t));
     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
     m.inject_rq_pelt(1, 446, 600, 1024).unwrap();
@@ -98,7 +32,7 @@ fn s8_misfit_task_moves_to_a_big_cpu() {
     assert_eq!((r.migration, r.imbalance, r.busiest_cpu), (Some(MigrationType::Misfit), 1, Some(1)));
     assert_eq!(r.outcome, Outcome::ActiveBalance, "voluntary: no failures needed");
     assert_eq!(m.balance_state(4).unwrap().domains[1].balance_interval_ms, 8, "interval reset");
-    assert_eq!(*m.platform().stoppers.lock().unwrap(), [1]);
+    assert_eq!(m.platform().stoppers(), [1]);
     assert_eq!(run_cpu(&m, 1, NOW), None, "the stopper switches the task out");
     assert_eq!(m.task_cpu(t).unwrap(), 4);
     m.check_invariants().unwrap();
@@ -106,17 +40,17 @@ fn s8_misfit_task_moves_to_a_big_cpu() {
 
 #[test]
 fn s8_misfit_tick_kicks_nohz_and_wakeup_picks_a_big_cpu() {
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), Features::default(), 250));
     m.init_with(|t| t.init_big_little(4, 4, 446)).unwrap();
     idle_all(&m, NOW - 100 * MS);
     for cpu in [0, 2, 3, 4, 5, 6, 7] {
         m.nohz_enter_idle(cpu);
     }
-    let t = on(&m, 1, NOW);
+    let t = spawn_on(&m, 1, NOW);
     run_cpu(&m, 1, NOW);
     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
     m.tick(1, NOW + 4 * MS);
-    assert_eq!(*m.platform().kicks.lock().unwrap(), [0], "the first tickless idle CPU is kicked");
+    assert_eq!(m.platform().kicks(), [0], "the first tickless idle CPU is kicked");
     // The task sleeps; its wakeup goes to an idle CPU it fits: a big one.
     m.block(1, NOW + 5 * MS, t).unwrap();
     run_cpu(&m, 1, NOW + 5 * MS);
@@ -126,7 +60,7 @@ fn s8_misfit_tick_kicks_nohz_and_wakeup_picks_a_big_cpu() {
 
 #[test]
 fn s9_asym_packing_moves_the_task_to_the_preferred_cpu() {
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), Features::default(), 250));
     let smt = [CpuMask::range(0, 2), CpuMask::range(2, 4)];
     let clusters = [CpuMask::range(0, 4)];
     let prio = [0, -1, -2, -3];
@@ -140,7 +74,7 @@ fn s9_asym_packing_moves_the_task_to_the_preferred_cpu() {
     };
     m.init(&desc).unwrap();
     idle_all(&m, NOW - 100 * MS);
-    let t = on(&m, 2, NOW);
+    let t = spawn_on(&m, 2, NOW);
     run_cpu(&m, 2, NOW);
     let mc = m.topology().nr_levels(0) - 1;
     m.balance_domain(0, mc, IdleType::Idle, NOW);
@@ -153,10 +87,10 @@ fn s9_asym_packing_moves_the_task_to_the_preferred_cpu() {
 }
 
 fn s15_machine(parent_util: u64) -> (Box<M>, TaskId) {
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), Features::default(), 250));
     m.init_with(|t| t.init_clusters(2, 4)).unwrap();
     idle_all(&m, NOW - 100 * MS);
-    let parent = on(&m, 0, NOW);
+    let parent = spawn_on(&m, 0, NOW);
     run_cpu(&m, 0, NOW);
     m.inject_task_pelt(parent, parent_util, parent_util as u32, 1024).unwrap();
     m.inject_rq_pelt(0, parent_util, parent_util, 1024).unwrap();
@@ -207,11 +141,11 @@ fn s15_children_that_block_stack_on_the_most_recently_idled_cpu() {
 fn spread_ticks(tickless: bool, rule: bool) -> u32 {
     let mut f = Features::default();
     f.set(Features::UTIL_PULL_SKIPS_LONE_TASK, rule);
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), f, 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), f, 250));
     m.init_with(|t| t.init_clusters(2, 4)).unwrap();
     idle_all(&m, NOW - 100 * MS);
     // Eight spinners woken all on CPU0 (created there pinned, then allowed everywhere).
-    let tasks: Vec<TaskId> = (0..8).map(|_| on(&m, 0, NOW)).collect();
+    let tasks: Vec<TaskId> = (0..8).map(|_| spawn_on(&m, 0, NOW)).collect();
     run_cpu(&m, 0, NOW);
     if tickless {
         for cpu in 1..8 {
@@ -227,7 +161,7 @@ fn spread_ticks(tickless: bool, rule: bool) -> u32 {
             if !(tickless && idle) {
                 m.tick(cpu, now);
             }
-            if m.platform().resched[cpu].swap(false, Relaxed) || m.need_resched(cpu) {
+            if m.platform().take_resched(cpu) || m.need_resched(cpu) {
                 let next = run_cpu(&m, cpu, now);
                 if m.need_resched(cpu) {
                     run_cpu(&m, cpu, now);
@@ -269,11 +203,11 @@ fn wake_all_on_one_cpu_spreads_within_bounded_ticks() {
 
 #[test]
 fn exec_balancing_moves_the_task_to_the_idlest_cpu() {
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), Features::default(), 250));
     m.init_with(|t| t.init_clusters(2, 4)).unwrap();
     idle_all(&m, NOW - 100 * MS);
-    let a = on(&m, 0, NOW);
-    let b = on(&m, 0, NOW);
+    let a = spawn_on(&m, 0, NOW);
+    let b = spawn_on(&m, 0, NOW);
     let first = run_cpu(&m, 0, NOW).unwrap();
     let _ = (a, b);
     // Exec from a CPU shared with another task: BALANCE_EXEC finds an idle CPU of B.
@@ -291,12 +225,12 @@ fn exec_balancing_moves_the_task_to_the_idlest_cpu() {
 /// neighbour ran two spinners for the whole run (seen in QEMU, deterministic mode).
 #[test]
 fn lone_tickless_cpu_is_kicked_again_when_work_appears() {
-    let m: Box<M> = Box::new(Smp::new(Rec::new(8), Features::default(), 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(8), Features::default(), 250));
     m.init_with(|t| t.init_clusters(2, 4)).unwrap();
     idle_all(&m, NOW - 100 * MS);
     // Seven CPUs run one spinner each; CPU3 is idle and tickless.
     for cpu in (0..8).filter(|&c| c != 3) {
-        on(&m, cpu, NOW);
+        spawn_on(&m, cpu, NOW);
         run_cpu(&m, cpu, NOW);
     }
     m.nohz_enter_idle(3);
@@ -306,7 +240,7 @@ fn lone_tickless_cpu_is_kicked_again_when_work_appears() {
             if cpu != 3 || m.current(3).is_some() {
                 m.tick(cpu, now);
             }
-            let woken = m.platform().resched[cpu].swap(false, Relaxed) || m.need_resched(cpu);
+            let woken = m.platform().take_resched(cpu) || m.need_resched(cpu);
             if woken && run_cpu(m, cpu, now).is_some() {
                 m.nohz_exit_idle(cpu);
             }
@@ -317,27 +251,23 @@ fn lone_tickless_cpu_is_kicked_again_when_work_appears() {
         now += 4 * MS;
         tick_all(&m, now);
     }
-    assert!(!m.platform().kicks.lock().unwrap().is_empty(), "CPU3 was kicked for blocked load");
+    assert!(!m.platform().kicks().is_empty(), "CPU3 was kicked for blocked load");
     assert_eq!(m.current(3), None, "nothing to pull yet");
     // Now CPU6 gets a second spinner. The next round of ticks kicks CPU3 once more, and
     // its pass pulls the queued new spinner at once (it never ran, so it is not cache
     // hot): one tick.
-    let kicks = m.platform().kicks.lock().unwrap().len();
-    on(&m, 6, now);
+    let kicks = m.platform().kicks().len();
+    spawn_on(&m, 6, now);
     let mut ticks = 0;
     while m.current(3).is_none() {
         ticks += 1;
-        assert!(
-            ticks <= 1,
-            "CPU3 still idle after {ticks} ticks; kicks {:?}",
-            m.platform().kicks.lock().unwrap()
-        );
+        assert!(ticks <= 1, "CPU3 still idle after {ticks} ticks; kicks {:?}", m.platform().kicks());
         now += 4 * MS;
         tick_all(&m, now);
     }
-    eprintln!("CPU3 runs after {ticks} ticks; kicks {:?}", m.platform().kicks.lock().unwrap());
+    eprintln!("CPU3 runs after {ticks} ticks; kicks {:?}", m.platform().kicks());
     assert_eq!(ticks, 1);
-    assert_eq!(m.platform().kicks.lock().unwrap().len(), kicks + 1);
+    assert_eq!(m.platform().kicks().len(), kicks + 1);
     assert!((0..8).all(|c| m.stats(c).nr_running.load(Relaxed) == 1));
     m.check_invariants().unwrap();
 }

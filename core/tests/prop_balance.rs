@@ -4,30 +4,13 @@
 //! hold and no migration ever went to a CPU outside the task's affinity.
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 
 use proptest::prelude::*;
-use sched_core::smp::IdleType;
-use sched_core::{CpuMask, Event, EventKind, Features, Platform, Smp, TaskId, TaskParams};
+use sched_core::IdleType;
+use sched_core::{CpuMask, Features, Smp, TaskId, TaskParams};
+use sched_testkit::Recorder;
 
-#[derive(Default)]
-struct Rec {
-    migrations: Mutex<Vec<(TaskId, u32)>>,
-    kicked: Mutex<Vec<u32>>,
-}
-
-impl Platform for Rec {
-    fn resched_cpu(&self, cpu: u32) {
-        self.kicked.lock().unwrap().push(cpu);
-    }
-    fn event(&self, e: &Event) {
-        if let EventKind::Migrate { task, .. } = e.kind {
-            self.migrations.lock().unwrap().push((task, e.cpu));
-        }
-    }
-}
-
-type M = Smp<Rec, 16, 96, 48>;
+type M = Smp<Recorder, 16, 96, 48>;
 
 #[derive(Debug, Clone)]
 enum Topo {
@@ -69,7 +52,7 @@ fn run(
 ) -> Result<(), TestCaseError> {
     let mut f = Features::default();
     f.set(Features::UTIL_PULL_SKIPS_LONE_TASK, rule);
-    let m: Box<M> = Box::new(Smp::new(Rec::default(), f, 250));
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(16), f, 250));
     m.init_with(|tp| match t {
         Topo::Clusters(c, k) => tp.init_clusters(c, k),
         Topo::BigLittle(l, b) => tp.init_big_little(l, b, 446),
@@ -126,7 +109,7 @@ fn run(
         now += 1_000_000;
         m.balance_domain(cpu, lvl % levels, idle, now);
         // Run any stopper that was requested.
-        let kicked: Vec<u32> = std::mem::take(&mut *m.platform().kicked.lock().unwrap());
+        let kicked = m.platform().take_resched_log();
         for k in kicked {
             m.schedule(k as usize, now);
             m.finish_switch(k as usize, now);
@@ -136,7 +119,7 @@ fn run(
             }
         }
         m.check_invariants().map_err(|v| TestCaseError::fail(format!("{v:?}")))?;
-        for &(task, dst) in m.platform().migrations.lock().unwrap().iter() {
+        for &(task, dst) in m.platform().migrations().iter() {
             prop_assert!(
                 affinity[&task].contains(dst as usize),
                 "{task:?} moved to CPU{dst} outside its affinity"

@@ -1,8 +1,7 @@
 //! Scenario S17 of the spec (§6): vruntime placement and preemption thresholds on a
 //! machine of 8 CPUs (latency 24 ms, min granularity 3 ms, wakeup granularity 4 ms).
 
-mod common;
-use common::{Driver, MS};
+use sched_testkit::{Driver, MS};
 
 /// Fixed-point rounding of calc_delta loses a few ns; allow 0.001 %.
 fn close(a: u64, b: u64) -> bool {

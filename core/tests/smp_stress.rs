@@ -4,30 +4,12 @@
 //! bounded time. Afterwards every invariant must hold: no task lost, duplicated or on two
 //! runqueues, and the books balance. A watchdog turns a deadlock into a failure.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use sched_core::{CpuMask, EventKind, Features, Platform, Smp, TaskId, TaskParams, TaskState};
-
-/// Per-CPU "IPI" flags, as a kernel's reschedule interrupt would set them.
-struct Ipis {
-    kick: Vec<AtomicBool>,
-    migrations: AtomicU64,
-}
-
-impl Platform for Ipis {
-    fn resched_cpu(&self, cpu: u32) {
-        if let Some(k) = self.kick.get(cpu as usize) {
-            k.store(true, Relaxed);
-        }
-    }
-    fn event(&self, e: &sched_core::Event) {
-        if let EventKind::Migrate { .. } = e.kind {
-            self.migrations.fetch_add(1, Relaxed);
-        }
-    }
-}
+use sched_core::{CpuMask, Features, Smp, TaskId, TaskParams, TaskState};
+use sched_testkit::Recorder;
 
 struct Rng(u64);
 impl Rng {
@@ -63,11 +45,8 @@ fn stress<const CPUS: usize>(
     run_for: Duration,
     setup: fn(&mut sched_core::Topology<CPUS>) -> Result<(), sched_core::TopologyError>,
 ) {
-    let m: Arc<Smp<Ipis, CPUS, 1024, 64>> = Arc::new(Smp::new(
-        Ipis { kick: (0..CPUS).map(|_| AtomicBool::new(false)).collect(), migrations: AtomicU64::new(0) },
-        Features::default(),
-        1000,
-    ));
+    let m: Arc<Smp<Recorder, CPUS, 1024, 64>> =
+        Arc::new(Smp::new(Recorder::quiet(CPUS), Features::default(), 1000));
     m.init_with(setup).unwrap();
     let books =
         Arc::new(Books { running: (0..CPUS).map(|_| AtomicU64::new(0)).collect(), ..Books::default() });
@@ -85,7 +64,7 @@ fn stress<const CPUS: usize>(
                 let now = || start.elapsed().as_nanos() as u64 + 1_000_000_000;
                 while start.elapsed() < run_for {
                     books.ops.fetch_add(1, Relaxed);
-                    let kicked = m.platform().kick[cpu].swap(false, Relaxed);
+                    let kicked = m.platform().take_resched(cpu);
                     m.tick(cpu, now());
                     if kicked || m.need_resched(cpu) || m.current(cpu).is_none() {
                         let next = m.schedule(cpu, now());
@@ -205,7 +184,7 @@ fn stress<const CPUS: usize>(
         }
     }
     let ops = books.ops.load(Relaxed);
-    let migrations = m.platform().migrations.load(Relaxed);
+    let migrations = m.platform().migration_count();
     eprintln!("{CPUS} CPUs: {ops} rounds, {created} created, {exited} exited, {migrations} migrations");
     assert!(created > CPUS as u64 && ops > 1000, "the stress did real work");
     assert_eq!(books.double_runs.load(Relaxed), 0, "a task was resumed on two CPUs at once");

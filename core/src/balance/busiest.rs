@@ -3,8 +3,9 @@
 
 use super::imbalance::{calculate_imbalance, Imbalance};
 use super::stats::{GroupType, SgStats};
+use super::IdleType;
+use crate::capacity::fits_capacity;
 use crate::pelt::SCHED_CAPACITY_SCALE;
-use crate::smp::{fits_capacity, IdleType};
 use crate::topology::SdFlags;
 
 /// Statistics of a whole domain (`sd_lb_stats`).

@@ -2,8 +2,8 @@
 
 use super::busiest::{DomainEnv, SdStats};
 use super::stats::GroupType;
+use super::IdleType;
 use crate::pelt::SCHED_CAPACITY_SCALE;
-use crate::smp::IdleType;
 use crate::topology::SdFlags;
 
 /// What the balancer moves to fix an imbalance (`enum migration_type`).

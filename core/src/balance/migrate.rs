@@ -3,10 +3,11 @@
 use bitflags::bitflags;
 
 use super::imbalance::MigrationType;
+use super::IdleType;
+use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::features::Features;
 use crate::runqueue::{NodeId, RunQueue};
-use crate::smp::{fits_capacity, IdleType};
 use crate::task::{Entity, Policy};
 
 bitflags! {

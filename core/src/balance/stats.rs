@@ -1,8 +1,9 @@
 //! Group statistics and classification (`update_sg_lb_stats`, `group_classify`).
 
+use super::IdleType;
+use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::pelt::SCHED_CAPACITY_SCALE;
-use crate::smp::{fits_capacity, IdleType};
 use crate::topology::SdFlags;
 
 /// What the balancer reads of one CPU (from the lock-free published figures).

@@ -7,9 +7,10 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
-use super::stats::check_cpu_capacity;
+use super::Smp;
+use crate::balance::stats::{check_cpu_capacity, CpuSnap};
+use crate::balance::IdleType;
 use crate::platform::Platform;
-use crate::smp::{IdleType, Smp};
 use crate::topology::SdFlags;
 use spin::RelaxStrategy;
 
@@ -168,9 +169,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         llc_busy
     }
 
-    fn snap_for_kick(&self, cpu: usize) -> super::stats::CpuSnap {
+    fn snap_for_kick(&self, cpu: usize) -> CpuSnap {
         let s = self.stats(cpu);
-        super::stats::CpuSnap {
+        CpuSnap {
             nr_running: s.nr_running.load(Relaxed),
             h_nr_running: s.h_nr_running.load(Relaxed),
             capacity: s.capacity.load(Relaxed),

@@ -1,0 +1,91 @@
+//! The invariant checker: every runqueue's own invariants, monotonic `min_vruntime`, and
+//! agreement between the task table and the runqueues.
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use spin::mutex::MutexGuard;
+use spin::RelaxStrategy;
+
+use super::{CpuState, Smp};
+use crate::platform::Platform;
+use crate::runqueue::InvariantViolation;
+use crate::table::Location;
+use crate::task::{TaskId, TaskState};
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// Checks every invariant of the machine: each runqueue's own, `min_vruntime`
+    /// monotonic per CPU, and that the task table and the runqueues agree on where every
+    /// task is (no task lost, duplicated or on two runqueues) and on its state, and that no
+    /// task sits on a CPU its affinity excludes unless it is running there. Takes every
+    /// lock in order; meant for tests and stress runs.
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        let n = self.nr_cpus();
+        let guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
+            (0..n).map(|c| self.cpus[c].rq.lock()).collect();
+        let t = self.tasks.lock();
+        let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what, task: None });
+        let fail_t =
+            |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu: cpu as u32, what, task: Some(t) });
+        let mut attached = 0usize;
+        for (c, st) in guards.iter().enumerate() {
+            st.rq.check()?;
+            let mv = st.rq.min_vruntime();
+            let last = self.last_min_vruntime[c].load(Relaxed);
+            if crate::timeline::vruntime_before(mv, last) {
+                return fail(c, "min_vruntime went backwards");
+            }
+            self.last_min_vruntime[c].store(mv, Relaxed);
+            attached += st.rq.nr_attached();
+        }
+        let mut on_cpu = 0usize;
+        for (id, e) in t.iter() {
+            match e.location {
+                Location::OnCpu { cpu, node } => {
+                    on_cpu += 1;
+                    let c = cpu as usize;
+                    let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
+                    let Some(ent) = st.rq.entity(node) else {
+                        return fail(c, "table points at an empty slot");
+                    };
+                    if ent.id != id {
+                        return fail_t(c, "arena slot holds another task", id);
+                    }
+                    let is_curr = st.rq.curr_node() == Some(node);
+                    let out = st.rq.switching_out_node() == Some(node);
+                    let ok = match e.state {
+                        TaskState::Running => is_curr && ent.on_rq,
+                        TaskState::Runnable => !is_curr && ent.on_rq,
+                        TaskState::Blocked | TaskState::Exiting => (is_curr || out) && !ent.on_rq,
+                        TaskState::Waking => false,
+                    };
+                    if !ok {
+                        return fail_t(c, "task state disagrees with its runqueue", id);
+                    }
+                    if !ent.affinity.contains(c) && !ent.on_cpu {
+                        return fail_t(c, "queued task on a CPU outside its affinity", id);
+                    }
+                }
+                Location::Parked { entity, cpu } => {
+                    if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu || entity.id != id {
+                        return fail_t(cpu as usize, "parked task is not a blocked, idle entity", id);
+                    }
+                }
+                Location::InTransit { from } => return fail_t(from as usize, "task left in transit", id),
+            }
+        }
+        if on_cpu != attached {
+            for (c, st) in guards.iter().enumerate() {
+                for (node, id) in st.rq.attached() {
+                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, node: n }) if cpu as usize == c && n == node);
+                    if !placed {
+                        return fail_t(c, "runqueue holds a task the table does not place there", id);
+                    }
+                }
+            }
+            return fail(0, "runqueues hold tasks the table does not place there");
+        }
+        Ok(())
+    }
+}

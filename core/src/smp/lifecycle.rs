@@ -1,0 +1,420 @@
+//! The task life cycle: create, block, wake, exit, exec, and changes of nice and affinity.
+//! Every call validates its input before it changes anything.
+
+use spin::RelaxStrategy;
+
+use super::{update_avg, Smp};
+use crate::cpumask::CpuMask;
+use crate::error::SchedError;
+use crate::fair::{DequeueFlags, EnqueueFlags, WakeFlags};
+use crate::placement::{SelectFor, Waker};
+use crate::platform::{EventKind, MigrateReason, Platform};
+use crate::runqueue::NodeId;
+use crate::table::{Location, TaskEntry};
+use crate::task::{Entity, TaskId, TaskParams, TaskState};
+use crate::weights::Nice;
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// Creates a task on behalf of the task running on `cpu` (its parent), places it and
+    /// makes it runnable. Returns its id.
+    pub fn create(&self, cpu: usize, now: u64, params: TaskParams) -> Result<TaskId, SchedError> {
+        self.check_cpu(cpu)?;
+        let nice = Nice::new(params.nice)?;
+        self.check_affinity(&params.affinity)?;
+        let affinity = params.affinity.and(&self.online());
+        // Choose the CPU and check for room before changing anything, so a refused
+        // creation leaves every table and runqueue as it was.
+        let mut template = Entity::new(TaskId::new(0, 0), nice, params.policy, affinity, cpu as u32);
+        let (target, _) =
+            self.select_task_rq(cpu, &mut template, SelectFor::Fork, WakeFlags::FORK, Waker::default());
+        if !self.cpus[target].rq.lock().rq.has_room() {
+            return Err(SchedError::RunQueueFull);
+        }
+        let id = self.tasks.lock().insert(TaskEntry {
+            state: TaskState::Waking,
+            location: Location::InTransit { from: cpu as u32 },
+        })?;
+        let mut child = Entity { id, ..template };
+        {
+            // task_fork_fair on the parent's runqueue; the vruntime comes back normalised.
+            let mut st = self.cpus[cpu].rq.lock();
+            st.rq.update_clock(now);
+            st.rq.fork_vruntime(&mut child);
+            self.after_update(cpu, &mut st);
+        }
+        match self.activate_on(target, now, child, EnqueueFlags::empty(), WakeFlags::FORK, true) {
+            Ok(_) => {
+                self.emit(now, target as u32, EventKind::NewTask { task: id });
+                Ok(id)
+            }
+            Err(err) => {
+                // Another CPU filled the target meanwhile.
+                let _ = self.tasks.lock().remove(id);
+                Err(err)
+            }
+        }
+    }
+
+    /// Puts an entity onto `cpu`'s runqueue (new task or wakeup) and checks preemption.
+    fn activate_on(
+        &self,
+        cpu: usize,
+        now: u64,
+        mut e: Entity,
+        flags: EnqueueFlags,
+        wf: WakeFlags,
+        new_task: bool,
+    ) -> Result<NodeId, SchedError> {
+        let mut st = self.cpus[cpu].rq.lock();
+        st.rq.update_clock(now);
+        e.cpu = cpu as u32;
+        let id = e.id;
+        let node = st.rq.insert(e).ok_or(SchedError::RunQueueFull)?;
+        if new_task {
+            st.rq.post_init_entity(node);
+        }
+        st.rq.enqueue(node, flags);
+        // Land it in the table before this runqueue's lock is released: from then on the
+        // CPU may pick it, and picking sets its state to Running.
+        if let Ok(te) = self.tasks.lock().get_mut(id) {
+            te.state = TaskState::Runnable;
+            te.location = Location::OnCpu { cpu: cpu as u32, node };
+        }
+        st.rq.check_preempt_wakeup(node, wf);
+        // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
+        if st.idle_stamp != 0 {
+            let delta = now.saturating_sub(st.idle_stamp);
+            let max = 2 * st.max_idle_balance_cost;
+            st.avg_idle = update_avg(st.avg_idle, delta).min(max);
+            st.idle_stamp = 0;
+        }
+        self.after_update(cpu, &mut st);
+        Ok(node)
+    }
+
+    /// The task running on `cpu` blocks. It keeps the CPU until `schedule`.
+    pub fn block(&self, cpu: usize, now: u64, id: TaskId) -> Result<(), SchedError> {
+        self.check_cpu(cpu)?;
+        let mut st = self.cpus[cpu].rq.lock();
+        let mut t = self.tasks.lock();
+        let entry = *t.get(id)?;
+        let node = match (entry.state, entry.location) {
+            (TaskState::Running, Location::OnCpu { cpu: c, node }) if c as usize == cpu => node,
+            (state, _) => return Err(SchedError::InvalidState { task: id, state }),
+        };
+        st.rq.update_clock(now);
+        st.rq.dequeue(node, DequeueFlags::SLEEP);
+        if let Ok(e) = t.get_mut(id) {
+            e.state = TaskState::Blocked;
+        }
+        drop(t);
+        st.rq.resched_curr();
+        self.after_update(cpu, &mut st);
+        Ok(())
+    }
+
+    /// Wakes a blocked task; `cpu` is the waker's CPU. Returns the CPU it was queued on.
+    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+        self.wake_with(cpu, now, id, WakeFlags::empty())
+    }
+
+    /// Wakes a blocked task with wakeup hints.
+    pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, wf: WakeFlags) -> Result<u32, SchedError> {
+        self.check_cpu(cpu)?;
+        loop {
+            let entry = *self.tasks.lock().get(id)?;
+            if entry.state != TaskState::Blocked {
+                if matches!(entry.state, TaskState::Waking) {
+                    core::hint::spin_loop();
+                    continue;
+                }
+                return Err(SchedError::InvalidState { task: id, state: entry.state });
+            }
+            match entry.location {
+                Location::InTransit { .. } => {
+                    core::hint::spin_loop();
+                    continue;
+                }
+                Location::OnCpu { cpu: c, node } => {
+                    // Still on its CPU (current or being switched out): requeue it there.
+                    let c = c as usize;
+                    let mut st = self.cpus[c].rq.lock();
+                    let mut t = self.tasks.lock();
+                    if t.get(id).copied() != Ok(entry) {
+                        continue; // changed meanwhile
+                    }
+                    st.rq.update_clock(now);
+                    st.rq.enqueue(node, EnqueueFlags::WAKEUP);
+                    let state = if st.rq.curr_node() == Some(node) {
+                        TaskState::Running
+                    } else {
+                        TaskState::Runnable
+                    };
+                    if let Ok(e) = t.get_mut(id) {
+                        e.state = state;
+                    }
+                    drop(t);
+                    st.rq.check_preempt_wakeup(node, wf);
+                    self.after_update(c, &mut st);
+                    drop(st);
+                    self.emit(now, c as u32, EventKind::Waking { task: id });
+                    return Ok(c as u32);
+                }
+                Location::Parked { cpu: prev, entity } => {
+                    // Refuse before changing anything if no allowed CPU has room.
+                    let allowed = entity.affinity.and(&self.online());
+                    if !allowed.iter().any(|c| self.cpus[c].rq.lock().rq.has_room()) {
+                        return Err(SchedError::RunQueueFull);
+                    }
+                    // Take it out of the table for the trip.
+                    {
+                        let mut t = self.tasks.lock();
+                        match t.get_mut(id) {
+                            Ok(e) if *e == entry => {
+                                e.state = TaskState::Waking;
+                                e.location = Location::InTransit { from: prev };
+                            }
+                            _ => continue,
+                        }
+                    }
+                    let mut e = entity;
+                    let waker = self.record_wakee(cpu, id, now);
+                    let (mut target, affine) =
+                        self.select_task_rq(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
+                    if !self.cpus[target].rq.lock().rq.has_room() {
+                        // Full: the previous CPU, else any allowed CPU with room.
+                        target = core::iter::once(prev as usize)
+                            .chain(allowed.iter())
+                            .find(|&c| allowed.contains(c) && self.cpus[c].rq.lock().rq.has_room())
+                            .unwrap_or(target);
+                    }
+                    if affine {
+                        let mut st = self.cpus[cpu].rq.lock();
+                        if let Some(n) = st.rq.curr_node() {
+                            if let Some(w) = st.rq.ent_mut(n) {
+                                w.recent_used_cpu = cpu as u32;
+                            }
+                        }
+                    }
+                    let mut flags = EnqueueFlags::WAKEUP;
+                    if target != prev as usize {
+                        self.migrate_sleeping(&mut e, prev as usize);
+                        flags |= EnqueueFlags::MIGRATED;
+                    }
+                    return match self.activate_on(target, now, e, flags, wf, false) {
+                        Ok(_) => {
+                            if target != prev as usize {
+                                let reason = MigrateReason::Wakeup;
+                                self.emit(
+                                    now,
+                                    target as u32,
+                                    EventKind::Migrate { task: id, from: prev, reason },
+                                );
+                            }
+                            self.emit(now, target as u32, EventKind::Waking { task: id });
+                            Ok(target as u32)
+                        }
+                        Err(err) => {
+                            // No room: put it back to sleep where it was, unchanged.
+                            let mut t = self.tasks.lock();
+                            if let Ok(te) = t.get_mut(id) {
+                                *te = entry;
+                            }
+                            Err(err)
+                        }
+                    };
+                }
+            }
+        }
+    }
+
+    /// `record_wakee`: the task current on `cpu` wakes `wakee`; count a flip if it is not
+    /// the one it woke last (halving the count once a second). Returns what the wakeup
+    /// path needs of the waker.
+    fn record_wakee(&self, cpu: usize, wakee: TaskId, now: u64) -> Waker {
+        let j = self.jiffies(now);
+        let hz = self.hz as u64;
+        let mut st = self.cpus[cpu].rq.lock();
+        let Some(n) = st.rq.curr_node() else { return Waker::default() };
+        let Some(w) = st.rq.ent_mut(n) else { return Waker::default() };
+        if j > w.wakee_flip_decay_ts + hz {
+            w.wakee_flips >>= 1;
+            w.wakee_flip_decay_ts = j;
+        }
+        if w.last_wakee != Some(wakee) {
+            w.last_wakee = Some(wakee);
+            w.wakee_flips += 1;
+        }
+        Waker { flips: w.wakee_flips, load: w.avg.load_avg, present: true }
+    }
+
+    /// A task exits: the task running on its CPU keeps it until `schedule`; any other
+    /// task is gone at once. Its id becomes stale.
+    pub fn exit(&self, now: u64, id: TaskId) -> Result<(), SchedError> {
+        loop {
+            let entry = *self.tasks.lock().get(id)?;
+            match (entry.state, entry.location) {
+                (TaskState::Exiting, _) => {
+                    return Err(SchedError::InvalidState { task: id, state: entry.state })
+                }
+                (_, Location::InTransit { .. }) => core::hint::spin_loop(),
+                (_, Location::Parked { cpu, mut entity }) => {
+                    let mut st = self.cpus[cpu as usize].rq.lock();
+                    let mut t = self.tasks.lock();
+                    if t.get(id).copied() != Ok(entry) {
+                        continue;
+                    }
+                    st.rq.remove_entity_load(&mut entity);
+                    t.remove(id)?;
+                    drop(t);
+                    self.after_update(cpu as usize, &mut st);
+                    drop(st);
+                    self.emit(now, cpu, EventKind::Exit { task: id });
+                    return Ok(());
+                }
+                (_, Location::OnCpu { cpu, node }) => {
+                    let c = cpu as usize;
+                    let mut st = self.cpus[c].rq.lock();
+                    let mut t = self.tasks.lock();
+                    if t.get(id).copied() != Ok(entry) {
+                        continue;
+                    }
+                    st.rq.update_clock(now);
+                    st.rq.dequeue(node, DequeueFlags::SLEEP);
+                    let busy = st.rq.curr_node() == Some(node) || st.rq.switching_out_node() == Some(node);
+                    if busy {
+                        // Its CPU still runs it or is switching away: it leaves at finish_switch.
+                        if let Ok(e) = t.get_mut(id) {
+                            e.state = TaskState::Exiting;
+                        }
+                        st.rq.resched_curr();
+                    } else {
+                        if let Some(mut e) = st.rq.take(node) {
+                            st.rq.remove_entity_load(&mut e);
+                        }
+                        t.remove(id)?;
+                    }
+                    drop(t);
+                    self.after_update(c, &mut st);
+                    drop(st);
+                    self.emit(now, cpu, EventKind::Exit { task: id });
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// The task running on `cpu` replaces its program (`sched_exec`): exec balancing may
+    /// choose another CPU for it (the slow path over BALANCE_EXEC domains); then it is
+    /// switched out and moved there. Returns the CPU it will run on.
+    pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+        self.check_cpu(cpu)?;
+        let (node, mut e) = {
+            let st = self.cpus[cpu].rq.lock();
+            match st.rq.curr_node().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
+                Some((n, e)) if e.id == id && e.on_rq => (n, e),
+                _ => {
+                    let state = self.state(id)?;
+                    return Err(SchedError::InvalidState { task: id, state });
+                }
+            }
+        };
+        let (dest, _) =
+            self.select_task_rq(cpu, &mut e, SelectFor::Exec, WakeFlags::empty(), Waker::default());
+        if dest != cpu {
+            let mut st = self.cpus[cpu].rq.lock();
+            if st.rq.curr_node() == Some(node) {
+                st.rq.update_clock(now);
+                st.exec_push = Some((node, dest as u32));
+                st.rq.resched_curr();
+                self.after_update(cpu, &mut st);
+            }
+        }
+        Ok(dest as u32)
+    }
+
+    /// Changes a task's nice value, wherever it is.
+    pub fn set_nice(&self, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
+        let nice = Nice::new(nice)?;
+        loop {
+            let entry = *self.tasks.lock().get(id)?;
+            match entry.location {
+                Location::InTransit { .. } => core::hint::spin_loop(),
+                Location::Parked { cpu, .. } => {
+                    let mut st = self.cpus[cpu as usize].rq.lock();
+                    let mut t = self.tasks.lock();
+                    let Ok(te) = t.get_mut(id) else { continue };
+                    // It may have woken and slept again elsewhere since the first look: only
+                    // the runqueue it sleeps on may be adjusted.
+                    let Location::Parked { cpu: now_on, entity } = &mut te.location else { continue };
+                    if *now_on != cpu {
+                        continue;
+                    }
+                    st.rq.update_clock(now);
+                    st.rq.reweight_parked(entity, nice);
+                    return Ok(());
+                }
+                Location::OnCpu { cpu, node } => {
+                    let c = cpu as usize;
+                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
+                    st.rq.update_clock(now);
+                    st.rq.change_nice(node, nice);
+                    self.after_update(c, &mut st);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Changes a task's allowed CPUs. A queued task on a CPU it may no longer use moves at
+    /// once; a running one is preempted and moves when its CPU has switched away from it.
+    pub fn set_affinity(&self, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
+        self.check_affinity(&mask)?;
+        let mask = mask.and(&self.online());
+        loop {
+            let entry = *self.tasks.lock().get(id)?;
+            match entry.location {
+                Location::InTransit { .. } => core::hint::spin_loop(),
+                Location::Parked { .. } => {
+                    let mut t = self.tasks.lock();
+                    let Ok(te) = t.get_mut(id) else { continue };
+                    let Location::Parked { entity, .. } = &mut te.location else { continue };
+                    entity.affinity = mask;
+                    return Ok(());
+                }
+                Location::OnCpu { cpu, node } => {
+                    let c = cpu as usize;
+                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
+                    let Some(e) = st.rq.ent_mut(node) else { continue };
+                    e.affinity = mask;
+                    let (on_cpu, on_rq) = (e.on_cpu, e.on_rq);
+                    if mask.contains(c) {
+                        return Ok(());
+                    }
+                    if on_cpu {
+                        // Running here: preempt it; it is pushed away once switched out.
+                        if st.rq.curr_node() == Some(node) {
+                            st.rq.resched_curr();
+                        }
+                        self.after_update(c, &mut st);
+                        return Ok(());
+                    }
+                    if on_rq {
+                        drop(st);
+                        self.move_queued_task(
+                            c,
+                            id,
+                            node,
+                            mask.first().unwrap_or(0),
+                            now,
+                            MigrateReason::Affinity,
+                        );
+                    }
+                    return Ok(());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,149 @@
+//! Moving tasks between CPUs: a queued task under both runqueue locks, a sleeping task's
+//! PELT and vruntime leaving its CPU, and detached tasks landing on their new CPU.
+
+use spin::mutex::MutexGuard;
+use spin::RelaxStrategy;
+
+use super::{CpuState, Smp};
+use crate::balance::migrate::{detach_tasks, DetachEnv};
+use crate::platform::{EventKind, MigrateReason, Platform};
+use crate::runqueue::NodeId;
+use crate::table::Location;
+use crate::task::{Entity, TaskId};
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// `migrate_task_rq_fair` for a sleeping task leaving `prev`: its vruntime becomes
+    /// relative to prev's min_vruntime, its PELT signals leave prev through the lazily
+    /// applied "removed" path, and it is no longer cache hot.
+    pub(super) fn migrate_sleeping(&self, e: &mut Entity, prev: usize) {
+        let mut st = self.cpus[prev].rq.lock();
+        e.vruntime = e.vruntime.wrapping_sub(st.rq.min_vruntime());
+        st.rq.remove_entity_load(e);
+        e.exec_start = 0;
+    }
+
+    /// Locks the runqueue of `cpu`, where the table placed task `id` at `loc`; `None` if the
+    /// task moved before the lock was held (callers look it up again).
+    pub(super) fn lock_placed(
+        &self,
+        id: TaskId,
+        loc: Location,
+        cpu: usize,
+    ) -> Option<MutexGuard<'_, CpuState<Q>, R>> {
+        let st = self.cpus[cpu].rq.lock();
+        (self.tasks.lock().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
+    }
+
+    /// Moves a queued, not-running task from `src` to `dst` (both locks, lower CPU first).
+    /// Gives up quietly if the task changed meanwhile.
+    pub(crate) fn move_queued_task(
+        &self,
+        src: usize,
+        id: TaskId,
+        node: NodeId,
+        dst: usize,
+        now: u64,
+        reason: MigrateReason,
+    ) -> bool {
+        if src == dst {
+            return false;
+        }
+        // The caller chose `dst` from the affinity it saw; if that changed meanwhile, the
+        // task goes to a CPU its current affinity allows (checked again under the locks).
+        let allowed_now = {
+            let st = self.cpus[src].rq.lock();
+            match st.rq.entity(node) {
+                Some(e) if e.id == id => e.affinity,
+                _ => return false,
+            }
+        };
+        let dst = if allowed_now.contains(dst) {
+            dst
+        } else {
+            match allowed_now.and(&self.online()).iter().find(|&c| c != src) {
+                Some(c) => c,
+                None => return false,
+            }
+        };
+        let (lo, hi) = if src < dst { (src, dst) } else { (dst, src) };
+        let mut a = self.cpus[lo].rq.lock();
+        let mut b = self.cpus[hi].rq.lock();
+        let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
+        if !d.rq.has_room() {
+            return false;
+        }
+        match s.rq.entity(node) {
+            Some(e) if e.id == id && e.on_rq && !e.on_cpu && e.affinity.contains(dst) => {}
+            _ => return false,
+        }
+        s.rq.update_clock(now);
+        d.rq.update_clock(now);
+        let Some(e) = s.rq.detach_task(node) else { return false };
+        let Some(dn) = d.rq.attach_task(e) else { return false };
+        d.nr_migrations_in += 1;
+        if let Ok(te) = self.tasks.lock().get_mut(id) {
+            te.location = Location::OnCpu { cpu: dst as u32, node: dn };
+        }
+        self.after_update(src, s);
+        self.after_update(dst, d);
+        drop(b);
+        drop(a);
+        self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason });
+        true
+    }
+
+    /// Detaches what `env` allows from `src` and attaches it to `dst`, updating the task
+    /// table. Returns the number moved.
+    pub(super) fn detach_attach(&self, env: &mut DetachEnv, src: usize, dst: usize, now: u64) -> u32 {
+        let mut tasks: heapless::Vec<Entity, 32> = heapless::Vec::new();
+        {
+            let mut st = self.cpus[src].rq.lock();
+            st.rq.update_clock(now);
+            detach_tasks(env, &mut st.rq, &mut tasks);
+            if !tasks.is_empty() {
+                let mut t = self.tasks.lock();
+                for e in &tasks {
+                    if let Ok(te) = t.get_mut(e.id) {
+                        te.location = Location::InTransit { from: src as u32 };
+                    }
+                }
+            }
+            self.after_update(src, &mut st);
+        }
+        let n = tasks.len() as u32;
+        for e in tasks {
+            self.attach_moved(e, src, dst, now, MigrateReason::Balance);
+        }
+        n
+    }
+
+    /// Attaches a detached task to `dst` (or, if `dst` is full, back to `src`).
+    pub(crate) fn attach_moved(&self, e: Entity, src: usize, dst: usize, now: u64, reason: MigrateReason) {
+        let id = e.id;
+        // Returns the task back if `cpu` has no room for it.
+        let place = |cpu: usize, e: Entity| -> Option<Entity> {
+            let mut st = self.cpus[cpu].rq.lock();
+            st.rq.update_clock(now);
+            if !st.rq.has_room() {
+                return Some(e);
+            }
+            let node = st.rq.attach_task(e)?;
+            if cpu != src {
+                st.nr_migrations_in += 1;
+            }
+            if let Ok(te) = self.tasks.lock().get_mut(id) {
+                te.location = Location::OnCpu { cpu: cpu as u32, node };
+            }
+            self.after_update(cpu, &mut st);
+            None
+        };
+        match place(dst, e) {
+            None => self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason }),
+            Some(e) => {
+                let _ = place(src, e);
+            }
+        }
+    }
+}

@@ -1,0 +1,343 @@
+//! The SMP scheduler: one [`RunQueue`] per CPU, each behind its own spin lock, the task
+//! table, the topology, and the shared state the load balancer reads.
+//!
+//! ## Lock order (the one place it is written down)
+//!
+//! 1. A CPU's **balance-state** lock ([`CpuCell`]'s `balance`): held by whoever balances on
+//!    that CPU's behalf (the CPU itself, or a nohz idle balancer), never while holding (2)
+//!    or (3).
+//! 2. **Runqueue** locks: at most two at once, and then the lower-numbered CPU first.
+//! 3. The **task table** lock: innermost; taken with or without runqueue locks, never held
+//!    while taking a runqueue lock.
+//!
+//! The topology is written once by [`Smp::init`] before any other call and only read after.
+//!
+//! The locks spin with the relax strategy `R` (default [`spin::Spin`], i.e.
+//! `core::hint::spin_loop()`); a platform can supply its own, e.g. one that executes aarch64
+//! `yield` so a spinning vCPU hands its slot to the lock holder under QEMU's icount mode.
+//!
+//! ## Read without a lock
+//!
+//! Each runqueue's owner publishes a few figures ([`RqStats`]: task counts, PELT averages,
+//! capacity, misfit load, idleness) into atomics at the end of every operation under its lock.
+//! The balancer reads other CPUs' figures from there without locking, as Linux reads remote
+//! runqueues unlocked: a figure may be one operation old, which only makes a decision a
+//! little stale — every move is re-validated under the runqueue locks before it happens.
+//!
+//! ## What never moves
+//!
+//! A task marked `on_cpu` (running, or still being switched away from because its CPU has
+//! not called [`Smp::finish_switch`]) is never migrated: its context may not be saved yet.
+//! A blocked task still `on_cpu` is woken in place, on its own CPU.
+
+mod invariants;
+mod lifecycle;
+mod load_balance;
+mod migration;
+mod nohz;
+mod percpu;
+mod placement;
+mod switch;
+#[cfg(feature = "testing")]
+mod testing;
+
+pub use nohz::Nohz;
+pub use percpu::{BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, RootDomain, RqStats};
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use spin::mutex::Mutex;
+use spin::rwlock::RwLock;
+use spin::{RelaxStrategy, Spin};
+
+use crate::cpumask::CpuMask;
+use crate::error::SchedError;
+use crate::features::{Features, Tunables};
+use crate::platform::{Event, EventKind, Platform};
+use crate::runqueue::RunQueue;
+use crate::table::{Location, TaskTable};
+use crate::task::{Entity, TaskId, TaskState};
+use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
+
+/// The scheduler of a whole machine of up to `CPUS` CPUs, `TASKS` live tasks and `Q`
+/// runnable tasks per CPU.
+///
+/// Every method takes `&self`: CPUs call it concurrently, each passing its own number as
+/// `cpu` for the operations that act "on this CPU" (tick, schedule, finish_switch, yield,
+/// create's parent, wake's waker).
+///
+/// ```
+/// use sched_core::{NoPlatform, Smp, Features, TaskParams};
+/// use sched_core::topology::Topology;
+/// let smp: Box<Smp<NoPlatform, 8, 64, 64>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+/// smp.init_with(|t| t.init_clusters(2, 4)).unwrap();
+/// let t = smp.create(0, 0, TaskParams::default()).unwrap();
+/// assert_eq!(smp.schedule(0, 0), Some(t));
+/// smp.finish_switch(0, 0);
+/// smp.check_invariants().unwrap();
+/// ```
+pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
+    pub(crate) platform: P,
+    pub(crate) topo: RwLock<Topology<CPUS>, R>,
+    pub(crate) cpus: [CpuCell<Q, R>; CPUS],
+    pub(crate) tasks: Mutex<TaskTable<TASKS>, R>,
+    pub(crate) sgc: [[GroupCapacity; CPUS]; MAX_LEVELS],
+    pub(crate) root: RootDomain,
+    nr_cpus: AtomicU32,
+    features: AtomicU32,
+    pub(crate) hz: u32,
+    /// Monotonic check of every CPU's min_vruntime for the invariant checker.
+    last_min_vruntime: [AtomicU64; CPUS],
+    /// Per LLC (indexed by its first CPU): average cost of an idle-CPU scan (ns).
+    pub(crate) llc_scan_cost: [AtomicU64; CPUS],
+    /// nohz idle-balancing state.
+    pub(crate) nohz: Nohz<CPUS>,
+}
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// A machine with no CPUs yet; call [`Smp::init`] (or [`Smp::init_with`]) next. `const`
+    /// so a kernel can place it in a static and initialise it in place.
+    pub const fn new(platform: P, features: Features, hz: u32) -> Self {
+        Smp {
+            platform,
+            topo: RwLock::new(Topology::empty()),
+            cpus: [const {
+                CpuCell {
+                    rq: Mutex::new(CpuState {
+                        rq: RunQueue::new(0, 1024, Tunables::DEFAULT, Features::DEFAULT),
+                        active_balance: false,
+                        push_cpu: 0,
+                        misfit_task_load: 0,
+                        idle_stamp: 0,
+                        avg_idle: 2 * SYSCTL_MIGRATION_COST_NS,
+                        max_idle_balance_cost: SYSCTL_MIGRATION_COST_NS,
+                        nr_migrations_in: 0,
+                        asym_capacity: false,
+                        exec_push: None,
+                    }),
+                    stats: RqStats::new(),
+                    balance: Mutex::new(BalanceState {
+                        domains: [DomainBalance {
+                            balance_interval_ms: 0,
+                            nr_balance_failed: 0,
+                            last_balance: 0,
+                            max_newidle_lb_cost: 0,
+                            next_decay_max_lb_cost: 0,
+                        }; MAX_LEVELS],
+                        next_balance: 0,
+                    }),
+                }
+            }; CPUS],
+            tasks: Mutex::new(TaskTable::new()),
+            sgc: [const { [const { GroupCapacity::new() }; CPUS] }; MAX_LEVELS],
+            root: RootDomain { overload: AtomicBool::new(false), overutilized: AtomicBool::new(false) },
+            nr_cpus: AtomicU32::new(0),
+            features: AtomicU32::new(features.bits()),
+            hz: if hz == 0 { 250 } else { hz },
+            last_min_vruntime: [const { AtomicU64::new(0) }; CPUS],
+            llc_scan_cost: [const { AtomicU64::new(0) }; CPUS],
+            nohz: Nohz::new(),
+        }
+    }
+
+    /// Builds the topology from a description and sets every CPU up: capacities, tunables
+    /// scaled for the CPU count, balance intervals. Call once, before anything else.
+    pub fn init(&self, desc: &TopologyDesc) -> Result<(), TopologyError> {
+        self.init_with(|t| t.init(desc))
+    }
+
+    /// Like [`Smp::init`] with one of the topology presets, e.g.
+    /// `smp.init_with(|t| t.init_clusters(2, 4))`.
+    pub fn init_with(
+        &self,
+        build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,
+    ) -> Result<(), TopologyError> {
+        let mut topo = self.topo.write();
+        build(&mut topo)?;
+        let n = topo.nr_cpus();
+        let tunables = Tunables::for_cpus(n);
+        let features = self.features();
+        for cpu in 0..n {
+            let cap = topo.capacity_orig(cpu);
+            let mut st = self.cpus[cpu].rq.lock();
+            st.rq = RunQueue::new(cpu as u32, cap, tunables, features);
+            st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
+            self.cpus[cpu].stats.publish(&st);
+            self.last_min_vruntime[cpu].store(st.rq.min_vruntime(), Relaxed);
+            let mut b = self.cpus[cpu].balance.lock();
+            *b = BalanceState::default();
+            for (i, d) in topo.domains(cpu).enumerate() {
+                b.domains[i].balance_interval_ms = d.balance_interval_ms;
+            }
+        }
+        for cpu in 0..n {
+            for lvl in 0..topo.nr_levels(cpu) {
+                for g in topo.groups(cpu, lvl) {
+                    let sgc = self.sgc_of(g.id);
+                    sgc.capacity.store(g.capacity, Relaxed);
+                    sgc.min_capacity.store(g.min_capacity, Relaxed);
+                    sgc.max_capacity.store(g.max_capacity, Relaxed);
+                }
+            }
+        }
+        self.nr_cpus.store(n as u32, Relaxed);
+        Ok(())
+    }
+
+    pub(crate) fn sgc_of(&self, group_id: usize) -> &GroupCapacity {
+        let (l, i) = (group_id / CPUS, group_id % CPUS);
+        &self.sgc[l.min(MAX_LEVELS - 1)][i]
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> &P {
+        &self.platform
+    }
+
+    /// Number of CPUs (0 before `init`).
+    pub fn nr_cpus(&self) -> usize {
+        self.nr_cpus.load(Relaxed) as usize
+    }
+
+    /// All CPUs as a mask.
+    pub fn online(&self) -> CpuMask {
+        CpuMask::first_n(self.nr_cpus())
+    }
+
+    /// The active feature switches.
+    pub fn features(&self) -> Features {
+        Features::from_bits_truncate(self.features.load(Relaxed))
+    }
+
+    /// Switches features at run time (every runqueue picks them up at once).
+    pub fn set_features(&self, f: Features) {
+        self.features.store(f.bits(), Relaxed);
+        for cpu in 0..self.nr_cpus() {
+            let mut st = self.cpus[cpu].rq.lock();
+            let t = *st.rq.tunables();
+            st.rq.configure(t, f);
+        }
+    }
+
+    /// The tunables (the same on every CPU).
+    pub fn tunables(&self) -> Tunables {
+        *self.cpus[0].rq.lock().rq.tunables()
+    }
+
+    /// Replaces the tunables on every CPU.
+    pub fn set_tunables(&self, t: Tunables) {
+        let f = self.features();
+        for cpu in 0..self.nr_cpus() {
+            self.cpus[cpu].rq.lock().rq.configure(t, f);
+        }
+    }
+
+    /// Read access to the topology.
+    pub fn topology(&self) -> spin::RwLockReadGuard<'_, Topology<CPUS>, R> {
+        self.topo.read()
+    }
+
+    /// Published figures of a CPU.
+    pub fn stats(&self, cpu: usize) -> &RqStats {
+        &self.cpus[cpu.min(CPUS - 1)].stats
+    }
+
+    /// Runs `f` with a CPU's state locked (for platforms, tests and reports).
+    pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> T) -> Result<T, SchedError> {
+        self.check_cpu(cpu)?;
+        Ok(f(&self.cpus[cpu].rq.lock()))
+    }
+
+    /// A copy of a CPU's balancing state.
+    pub fn balance_state(&self, cpu: usize) -> Result<BalanceState, SchedError> {
+        self.check_cpu(cpu)?;
+        Ok(*self.cpus[cpu].balance.lock())
+    }
+
+    /// The root domain's flags.
+    pub fn root(&self) -> &RootDomain {
+        &self.root
+    }
+
+    /// Whether CPU `cpu` should call [`Smp::schedule`].
+    pub fn need_resched(&self, cpu: usize) -> bool {
+        cpu < self.nr_cpus() && self.cpus[cpu].rq.lock().rq.need_resched()
+    }
+
+    /// The task running on `cpu`.
+    pub fn current(&self, cpu: usize) -> Option<TaskId> {
+        if cpu >= self.nr_cpus() {
+            return None;
+        }
+        self.cpus[cpu].rq.lock().rq.curr_id()
+    }
+
+    /// A task's state.
+    pub fn state(&self, id: TaskId) -> Result<TaskState, SchedError> {
+        Ok(self.tasks.lock().get(id)?.state)
+    }
+
+    /// Where a task is: its CPU (the last one, for a sleeping task).
+    pub fn task_cpu(&self, id: TaskId) -> Result<u32, SchedError> {
+        match self.tasks.lock().get(id)?.location {
+            Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu),
+            Location::InTransit { from } => Ok(from),
+        }
+    }
+
+    /// A copy of a task's entity, wherever it is.
+    pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
+        loop {
+            let loc = self.tasks.lock().get(id)?.location;
+            match loc {
+                Location::Parked { entity, .. } => return Ok(entity),
+                Location::InTransit { .. } => core::hint::spin_loop(),
+                Location::OnCpu { cpu, node } => {
+                    let st = self.cpus[cpu as usize].rq.lock();
+                    match st.rq.entity(node) {
+                        Some(e) if e.id == id => return Ok(*e),
+                        _ => continue, // moved meanwhile
+                    }
+                }
+            }
+        }
+    }
+
+    /// Number of live tasks.
+    pub fn nr_tasks(&self) -> usize {
+        self.tasks.lock().len()
+    }
+
+    fn check_cpu(&self, cpu: usize) -> Result<(), SchedError> {
+        if cpu < self.nr_cpus() {
+            Ok(())
+        } else {
+            Err(SchedError::CpuOutOfRange(cpu as u32))
+        }
+    }
+
+    fn check_affinity(&self, mask: &CpuMask) -> Result<(), SchedError> {
+        if mask.is_empty() {
+            return Err(SchedError::EmptyAffinity);
+        }
+        if !mask.intersects(&self.online()) {
+            return Err(SchedError::AffinityNotOnline);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn emit(&self, now: u64, cpu: u32, kind: EventKind) {
+        self.platform.event(&Event { time: now, cpu, kind });
+    }
+}
+
+/// `update_avg`: an exponential moving average with weight 1/8.
+pub(crate) fn update_avg(avg: u64, sample: u64) -> u64 {
+    let diff = sample as i64 - avg as i64;
+    (avg as i64 + diff / 8) as u64
+}
+
+/// `sysctl_sched_migration_cost` default (ns): cache-hot window and newidle cost floor.
+pub const SYSCTL_MIGRATION_COST_NS: u64 = 500_000;

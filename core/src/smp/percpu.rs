@@ -1,0 +1,211 @@
+//! Per-CPU state: what a runqueue lock guards ([`CpuState`]), the figures its owner
+//! publishes for lock-free readers ([`RqStats`]), the balance state of each CPU's domains,
+//! group capacities and the root domain's flags.
+
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use spin::mutex::Mutex;
+use spin::{RelaxStrategy, Spin};
+
+use super::Smp;
+use crate::capacity::fits_capacity;
+use crate::platform::Platform;
+use crate::runqueue::{NodeId, RunQueue};
+use crate::topology::MAX_LEVELS;
+
+/// Figures of one runqueue, published by its owner for lock-free readers.
+#[derive(Debug, Default)]
+pub struct RqStats {
+    /// `rq->nr_running` (all classes; only the fair class exists here).
+    pub nr_running: AtomicU32,
+    /// `cfs.h_nr_running`.
+    pub h_nr_running: AtomicU32,
+    /// Of which `SCHED_IDLE`.
+    pub idle_h_nr_running: AtomicU32,
+    /// `cpu_load`.
+    pub load: AtomicU64,
+    /// `cpu_runnable`.
+    pub runnable: AtomicU64,
+    /// `cpu_util` (with util_est, capped at capacity_orig).
+    pub util: AtomicU64,
+    /// `capacity_of`.
+    pub capacity: AtomicU64,
+    /// `capacity_orig_of` (fixed after `init`; published so readers need no topology lock).
+    pub capacity_orig: AtomicU64,
+    /// `rq->misfit_task_load`: load of a running task too big for this CPU, else 0.
+    pub misfit_task_load: AtomicU64,
+    /// No task running and none queued.
+    pub idle: AtomicBool,
+    /// `cfs.avg.util_avg` alone (for `cpu_util_without`).
+    pub util_avg: AtomicU64,
+    /// `cfs.avg.util_est.enqueued`.
+    pub util_est: AtomicU64,
+    /// When the CPU last went idle (ns), 0 while busy.
+    pub idle_stamp: AtomicU64,
+}
+
+impl RqStats {
+    pub(super) const fn new() -> RqStats {
+        RqStats {
+            nr_running: AtomicU32::new(0),
+            h_nr_running: AtomicU32::new(0),
+            idle_h_nr_running: AtomicU32::new(0),
+            load: AtomicU64::new(0),
+            runnable: AtomicU64::new(0),
+            util: AtomicU64::new(0),
+            capacity: AtomicU64::new(1024),
+            capacity_orig: AtomicU64::new(1024),
+            misfit_task_load: AtomicU64::new(0),
+            idle: AtomicBool::new(true),
+            util_avg: AtomicU64::new(0),
+            util_est: AtomicU64::new(0),
+            idle_stamp: AtomicU64::new(0),
+        }
+    }
+
+    pub(super) fn publish<const Q: usize>(&self, st: &CpuState<Q>) {
+        let rq = &st.rq;
+        self.nr_running.store(rq.nr_running(), Relaxed);
+        self.h_nr_running.store(rq.nr_running(), Relaxed);
+        self.idle_h_nr_running.store(rq.idle_nr_running(), Relaxed);
+        self.load.store(rq.cpu_load(), Relaxed);
+        self.runnable.store(rq.cpu_runnable(), Relaxed);
+        self.util.store(rq.cpu_util(), Relaxed);
+        self.capacity.store(rq.capacity(), Relaxed);
+        self.capacity_orig.store(rq.capacity_orig(), Relaxed);
+        self.misfit_task_load.store(st.misfit_task_load, Relaxed);
+        self.idle.store(rq.is_idle() && rq.nr_running() == 0, Relaxed);
+        self.util_avg.store(rq.avg().util_avg, Relaxed);
+        self.util_est.store(rq.avg().util_est.enqueued as u64, Relaxed);
+        self.idle_stamp.store(st.idle_stamp, Relaxed);
+    }
+}
+
+/// A CPU's state under its runqueue lock.
+pub struct CpuState<const Q: usize> {
+    /// The fair runqueue.
+    pub rq: RunQueue<Q>,
+    /// An active balance was requested and not yet carried out (`rq->active_balance`).
+    pub active_balance: bool,
+    /// Where the active balance pushes to.
+    pub push_cpu: u32,
+    /// `rq->misfit_task_load`.
+    pub misfit_task_load: u64,
+    /// When this CPU last went idle (ns), 0 while busy (`rq->idle_stamp`).
+    pub idle_stamp: u64,
+    /// Average idle period (ns), for newidle balance gating.
+    pub avg_idle: u64,
+    /// Upper bound on what one newidle balance is expected to cost (ns).
+    pub max_idle_balance_cost: u64,
+    /// Tasks that arrived here by migration.
+    pub nr_migrations_in: u64,
+    /// This CPU has a domain with asymmetric capacities (misfit tracking applies); set by
+    /// `init` so the hot path does not consult the topology.
+    pub asym_capacity: bool,
+    /// The current task exec'd and placement chose another CPU for it: (node, CPU). It is
+    /// switched out and moved there once its context is saved (`sched_exec`).
+    pub exec_push: Option<(NodeId, u32)>,
+}
+
+/// Per-CPU, per-domain balancing state (what Linux keeps in each CPU's `sched_domain`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct DomainBalance {
+    /// Current interval (ms), between min and max (or 512 when all pinned).
+    pub balance_interval_ms: u64,
+    /// Consecutive failed attempts.
+    pub nr_balance_failed: u32,
+    /// Jiffy of the last balance at this level.
+    pub last_balance: u64,
+    /// Highest cost (ns) of a newidle balance at this level, decayed over time.
+    pub max_newidle_lb_cost: u64,
+    /// When `max_newidle_lb_cost` decays next (ns).
+    pub next_decay_max_lb_cost: u64,
+}
+
+/// Balancing state of one CPU, locked only by whoever balances for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BalanceState {
+    /// Per domain, bottom-up.
+    pub domains: [DomainBalance; MAX_LEVELS],
+    /// Jiffy at which this CPU's next periodic balance is due.
+    pub next_balance: u64,
+}
+
+/// Shared, lock-free group capacity state (Linux `sched_group_capacity`).
+#[derive(Debug)]
+pub struct GroupCapacity {
+    /// Σ capacity_of over the group.
+    pub capacity: AtomicU64,
+    /// Smallest per-CPU capacity.
+    pub min_capacity: AtomicU64,
+    /// Largest per-CPU capacity.
+    pub max_capacity: AtomicU64,
+    /// The group could not be balanced because of affinity (`sgc->imbalance`).
+    pub imbalance: AtomicBool,
+    /// When (jiffies) a newidle pass may refresh it next.
+    pub next_update: AtomicU64,
+}
+
+impl GroupCapacity {
+    pub(super) const fn new() -> GroupCapacity {
+        GroupCapacity {
+            capacity: AtomicU64::new(1024),
+            min_capacity: AtomicU64::new(1024),
+            max_capacity: AtomicU64::new(1024),
+            imbalance: AtomicBool::new(false),
+            next_update: AtomicU64::new(0),
+        }
+    }
+}
+
+/// One CPU: its runqueue lock, its published figures and its balance state.
+pub struct CpuCell<const Q: usize, R = Spin> {
+    /// The runqueue and per-CPU scheduling state.
+    pub rq: Mutex<CpuState<Q>, R>,
+    /// Figures for lock-free readers.
+    pub stats: RqStats,
+    /// Balancing state.
+    pub balance: Mutex<BalanceState, R>,
+}
+
+/// The root domain's flags, written by root-level balancing and by enqueues.
+#[derive(Debug, Default)]
+pub struct RootDomain {
+    /// Some CPU has more than one task, or a misfit task (`rd->overload`).
+    pub overload: AtomicBool,
+    /// Some CPU is over-utilised (`rd->overutilized`).
+    pub overutilized: AtomicBool,
+}
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// After an operation on `cpu`'s runqueue: publish its figures and pass on a reschedule
+    /// request.
+    pub(crate) fn after_update(&self, cpu: usize, st: &mut CpuState<Q>) {
+        self.update_misfit_status(st);
+        self.cpus[cpu].stats.publish(st);
+        if st.rq.nr_running() >= 2 {
+            self.root.overload.store(true, Relaxed);
+        }
+        if st.rq.need_resched() {
+            self.platform.resched_cpu(cpu as u32);
+        }
+    }
+
+    /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
+    /// does not fit this CPU's capacity.
+    pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
+        st.misfit_task_load = match (st.asym_capacity, st.rq.curr_node()) {
+            (true, Some(n)) => {
+                let e = st.rq.ent(n);
+                if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {
+                    e.avg.load_avg.max(1)
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        };
+    }
+}

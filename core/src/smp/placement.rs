@@ -1,0 +1,564 @@
+//! Where a task goes when it is created, execs or wakes (`select_task_rq_fair`, spec §5).
+//!
+//! - **Fork / exec** take the slow path: from the highest domain with BALANCE_FORK /
+//!   BALANCE_EXEC down, `find_idlest_group` then `find_idlest_group_cpu`.
+//! - **Wakeups** take the fast path: `wake_affine` (idle, then weight) between the waker's
+//!   CPU and the previous one when they share a WAKE_AFFINE domain, then
+//!   `select_idle_sibling` within the target's LLC — or, on asymmetric-capacity machines,
+//!   `select_idle_capacity`. Nothing outside the target's LLC is considered on this path.
+//!
+//! Affinity always wins: every candidate is filtered by the task's mask and a disallowed
+//! result falls back to an allowed CPU.
+
+use core::sync::atomic::Ordering::Relaxed;
+
+use super::{update_avg, Smp};
+use crate::balance::stats::{classify, GroupType, SgStats};
+use crate::capacity::fits_capacity;
+use crate::cpumask::CpuMask;
+use crate::fair::WakeFlags;
+use crate::pelt::SCHED_CAPACITY_SCALE;
+use crate::placement::{
+    affine_weight_prefers_this, idlest_beats_local, pick_idlest, sis_prop_budget, wake_wide, AffineSide,
+    SelectFor, Waker, SCAN_COST_PER_CPU_NS,
+};
+use crate::platform::Platform;
+use crate::task::Entity;
+use crate::topology::SdFlags;
+use spin::RelaxStrategy;
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`. Always
+    /// returns a CPU `e`'s affinity allows (callers validated that it allows one). The
+    /// flag says whether the wakeup went the affine fast path (then the waker's
+    /// `recent_used_cpu` becomes `this`).
+    ///
+    /// Public so experiments can ask where a task would go without moving it.
+    pub fn select_task_rq(
+        &self,
+        this: usize,
+        e: &mut Entity,
+        why: SelectFor,
+        wf: WakeFlags,
+        waker: Waker,
+    ) -> (usize, bool) {
+        let allowed = e.affinity.and(&self.online());
+        let (prev, flag) = match why {
+            SelectFor::Fork => (this, SdFlags::BALANCE_FORK),
+            SelectFor::Exec => (e.cpu as usize, SdFlags::BALANCE_EXEC),
+            SelectFor::Wake(p) => (p as usize, SdFlags::BALANCE_WAKE),
+        };
+        let is_wake = matches!(why, SelectFor::Wake(_));
+        let sync = wf.contains(WakeFlags::SYNC) && waker.present;
+        let want_affine =
+            is_wake && !self.wakes_wide(this, e.wakee_flips, waker.flips) && allowed.contains(this);
+        let mut new_cpu = prev;
+        let mut slow: Option<usize> = None;
+        {
+            let topo = self.topo.read();
+            for (lvl, d) in topo.domains(this).enumerate() {
+                if !d.flags.contains(SdFlags::LOAD_BALANCE) {
+                    break;
+                }
+                if want_affine && d.flags.contains(SdFlags::WAKE_AFFINE) && d.span.contains(prev) {
+                    if this != prev {
+                        new_cpu = self.wake_affine(d.imbalance_pct, e, this, prev, sync, waker.load);
+                    }
+                    slow = None;
+                    break;
+                }
+                if d.flags.contains(flag) {
+                    slow = Some(lvl);
+                } else if !want_affine {
+                    break;
+                }
+            }
+        }
+        let cpu = if let Some(lvl) = slow {
+            self.find_idlest_cpu(this, lvl, e, prev, flag)
+        } else if is_wake {
+            self.select_idle_sibling(this, e, prev, new_cpu)
+        } else {
+            new_cpu
+        };
+        let affine_fast = slow.is_none() && is_wake && want_affine;
+        let cpu = if allowed.contains(cpu) {
+            cpu
+        } else if allowed.contains(prev) {
+            prev
+        } else {
+            allowed.first().unwrap_or(this)
+        };
+        (cpu, affine_fast)
+    }
+
+    /// `wake_wide`: the waker and wakee switch partners so often (relative to the LLC size)
+    /// that pulling wakees next to the waker would pile them up.
+    fn wakes_wide(&self, this: usize, wakee_flips: u32, waker_flips: u32) -> bool {
+        wake_wide(self.topo.read().llc_size(this) as u32, wakee_flips, waker_flips)
+    }
+
+    /// `wake_affine`: `this` if the idle or weight test prefers it, else `prev`.
+    fn wake_affine(
+        &self,
+        pct: u32,
+        e: &Entity,
+        this: usize,
+        prev: usize,
+        sync: bool,
+        waker_load: u64,
+    ) -> usize {
+        if let Some(t) = self.wake_affine_idle(this, prev, sync) {
+            return t;
+        }
+        if let Some(t) = self.wake_affine_weight(pct, e, this, prev, sync, waker_load) {
+            return t;
+        }
+        prev
+    }
+
+    fn is_idle(&self, cpu: usize) -> bool {
+        self.stats(cpu).idle.load(Relaxed)
+    }
+
+    /// `sched_idle_cpu`: only SCHED_IDLE tasks there.
+    fn sched_idle_cpu(&self, cpu: usize) -> bool {
+        let s = self.stats(cpu);
+        let nr = s.nr_running.load(Relaxed);
+        nr > 0 && nr == s.idle_h_nr_running.load(Relaxed)
+    }
+
+    fn share_cache(&self, a: usize, b: usize) -> bool {
+        self.topo.read().llc_span(a).contains(b)
+    }
+
+    /// `wake_affine_idle`.
+    pub(crate) fn wake_affine_idle(&self, this: usize, prev: usize, sync: bool) -> Option<usize> {
+        if self.is_idle(this) && self.share_cache(this, prev) {
+            return Some(if self.is_idle(prev) { prev } else { this });
+        }
+        if sync && self.stats(this).nr_running.load(Relaxed) == 1 {
+            return Some(this);
+        }
+        None
+    }
+
+    /// `wake_affine_weight`: compares the load `this` would have with the task, against
+    /// `prev` without it, each scaled by the other's capacity, with a bias towards `prev`.
+    pub(crate) fn wake_affine_weight(
+        &self,
+        pct: u32,
+        e: &Entity,
+        this: usize,
+        prev: usize,
+        sync: bool,
+        waker_load: u64,
+    ) -> Option<usize> {
+        let (t, p) = (self.stats(this), self.stats(prev));
+        let this_side = AffineSide { load: t.load.load(Relaxed), capacity: t.capacity.load(Relaxed) };
+        let prev_side = AffineSide { load: p.load.load(Relaxed), capacity: p.capacity.load(Relaxed) };
+        let sync_waker = sync.then_some(waker_load);
+        affine_weight_prefers_this(this_side, prev_side, e.avg.load_avg, pct, sync_waker).then_some(this)
+    }
+
+    /// `select_idle_sibling`: an idle CPU near `target` (its LLC), else `target`.
+    pub(crate) fn select_idle_sibling(
+        &self,
+        this: usize,
+        e: &mut Entity,
+        prev: usize,
+        target: usize,
+    ) -> usize {
+        let allowed = e.affinity.and(&self.online());
+        let recent = e.recent_used_cpu as usize;
+        // Everything this wakeup needs from the topology, under one read lock.
+        let (asym_span, llc, prev_shares, recent_shares) = {
+            let topo = self.topo.read();
+            let asym_span = topo
+                .asym_cpucapacity_level(target)
+                .map(|lvl| topo.domain(target, lvl).map(|d| d.span).unwrap_or_default());
+            let shares = |c: usize| topo.llc_span(c).contains(target);
+            (asym_span, topo.llc_span(target), shares(prev), shares(recent))
+        };
+        if let Some(span) = asym_span {
+            return self.select_idle_capacity(e, span.and(&allowed), target).unwrap_or(target);
+        }
+        let idle_or_sched_idle = |c: usize| self.is_idle(c) || self.sched_idle_cpu(c);
+        if idle_or_sched_idle(target) {
+            return target;
+        }
+        if prev != target && prev_shares && idle_or_sched_idle(prev) {
+            return prev;
+        }
+        // (Linux also lets a per-CPU kworker waker stack with its wakee; there are no
+        // kernel threads here.)
+        if recent != prev
+            && recent != target
+            && recent_shares
+            && idle_or_sched_idle(recent)
+            && allowed.contains(recent)
+        {
+            e.recent_used_cpu = prev as u32;
+            return recent;
+        }
+        if llc.weight() <= 1 {
+            return target;
+        }
+        if let Some(c) = self.select_idle_core(&allowed, &llc, target) {
+            return c;
+        }
+        if let Some(c) = self.select_idle_cpu(this, &allowed, &llc, target) {
+            return c;
+        }
+        if let Some(c) = self.select_idle_smt(&allowed, target) {
+            return c;
+        }
+        target
+    }
+
+    /// `select_idle_core` (SMT machines only): a core of the LLC whose threads are all idle.
+    fn select_idle_core(&self, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
+        let topo = self.topo.read();
+        if !topo.domains(target).any(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)) {
+            return None;
+        }
+        let mut seen = CpuMask::EMPTY;
+        for c in llc.and(allowed).iter_wrap(target) {
+            if seen.contains(c) {
+                continue;
+            }
+            let core =
+                topo.domain(c, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)).map(|d| d.span);
+            let core = core.unwrap_or(CpuMask::single(c));
+            seen = seen.or(&core);
+            if core.iter().all(|s| self.is_idle(s)) && allowed.contains(c) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// `select_idle_smt`: an idle hardware thread sibling of `target`.
+    fn select_idle_smt(&self, allowed: &CpuMask, target: usize) -> Option<usize> {
+        let topo = self.topo.read();
+        let core = topo.domain(target, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY))?.span;
+        core.and(allowed).iter().find(|&c| c != target && self.is_idle(c))
+    }
+
+    /// `select_idle_cpu`: scan the LLC from `target` (wrapping) for an idle CPU, at most as
+    /// many probes as SIS_PROP allows from this CPU's average idle time and the LLC's average
+    /// scan cost.
+    fn select_idle_cpu(&self, this: usize, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
+        let avg_idle = self.cpus[this].rq.lock().avg_idle / 512;
+        let llc_id = llc.first().unwrap_or(target);
+        let avg_cost = self.llc_scan_cost[llc_id].load(Relaxed) + 1;
+        let mut nr = sis_prop_budget(llc.weight() as u64, avg_idle, avg_cost);
+        let t0 = self.platform.clock_ns();
+        let mut probes = 0u64;
+        let mut found = None;
+        for c in llc.and(allowed).iter_wrap(target) {
+            nr -= 1;
+            if nr == 0 {
+                return None;
+            }
+            probes += 1;
+            if self.is_idle(c) || self.sched_idle_cpu(c) {
+                found = Some(c);
+                break;
+            }
+        }
+        let cost = match (t0, self.platform.clock_ns()) {
+            (Some(a), Some(b)) => b.saturating_sub(a),
+            _ => SCAN_COST_PER_CPU_NS * probes,
+        };
+        let old = self.llc_scan_cost[llc_id].load(Relaxed);
+        self.llc_scan_cost[llc_id].store(update_avg(old, cost), Relaxed);
+        found
+    }
+
+    /// `select_idle_capacity`: the first idle CPU (from `target`, wrapping) the task fits,
+    /// else the idle CPU with the most capacity.
+    fn select_idle_capacity(&self, e: &Entity, cpus: CpuMask, target: usize) -> Option<usize> {
+        let util = e.util_est();
+        let mut best: Option<(u64, usize)> = None;
+        for c in cpus.iter_wrap(target) {
+            if !self.is_idle(c) && !self.sched_idle_cpu(c) {
+                continue;
+            }
+            let cap = self.stats(c).capacity.load(Relaxed);
+            if fits_capacity(util, cap) {
+                return Some(c);
+            }
+            if best.is_none_or(|(b, _)| cap > b) {
+                best = Some((cap, c));
+            }
+        }
+        best.map(|(_, c)| c)
+    }
+
+    /// `find_idlest_cpu`: from domain `lvl` of `this` downwards, the idlest group and its
+    /// idlest CPU; a CPU that changes continues in that CPU's smaller domains.
+    fn find_idlest_cpu(&self, this: usize, lvl: usize, e: &Entity, prev: usize, flag: SdFlags) -> usize {
+        let mut cpu = this;
+        let mut new_cpu = cpu;
+        let mut level = Some(lvl);
+        {
+            let topo = self.topo.read();
+            let span = topo.domain(this, lvl).map(|d| d.span).unwrap_or_default();
+            if !span.intersects(&e.affinity) {
+                return prev;
+            }
+        }
+        while let Some(l) = level {
+            let d = {
+                let topo = self.topo.read();
+                topo.domain(cpu, l).copied()
+            };
+            let Some(d) = d else { break };
+            let child = l.checked_sub(1);
+            if !d.flags.contains(flag) {
+                level = child;
+                continue;
+            }
+            let Some(group) = self.find_idlest_group(cpu, l, e) else {
+                level = child;
+                continue;
+            };
+            new_cpu = self.find_idlest_group_cpu(&group, e, cpu);
+            if new_cpu == cpu {
+                level = child;
+                continue;
+            }
+            // Continue below, in the new CPU's domains smaller than this one.
+            cpu = new_cpu;
+            let weight = d.span_weight;
+            let topo = self.topo.read();
+            level = None;
+            for (i, t) in topo.domains(cpu).enumerate() {
+                if weight <= t.span_weight {
+                    break;
+                }
+                if t.flags.contains(flag) {
+                    level = Some(i);
+                }
+            }
+        }
+        new_cpu
+    }
+
+    /// Per-group statistics as the task's placement sees them (`update_sg_wakeup_stats`):
+    /// the task's own contribution (if it still counts somewhere) is left out.
+    fn wakeup_stats(&self, span: &CpuMask, e: &Entity, pct: u32, asym_cap: bool, gid: usize) -> SgStats {
+        let mut s =
+            SgStats { span: *span, first_cpu: span.first().unwrap_or(0) as u32, ..SgStats::default() };
+        for c in span.iter() {
+            let st = self.stats(c);
+            // The task counts on its own CPU while runnable there, and in that CPU's PELT
+            // sums while attached there (also while blocked).
+            let counts_pelt = e.pelt_attached && e.cpu as usize == c;
+            let running_here = e.on_rq && e.cpu as usize == c;
+            let load = st.load.load(Relaxed);
+            let util_avg = st.util_avg.load(Relaxed);
+            let util_est = st.util_est.load(Relaxed);
+            let runnable = st.runnable.load(Relaxed);
+            let (load, util, runnable) = if counts_pelt {
+                let u = util_avg.saturating_sub(e.avg.util_avg);
+                let est = if running_here {
+                    util_est.saturating_sub(e.avg.util_est.task_estimate() as u64)
+                } else {
+                    util_est
+                };
+                (
+                    load.saturating_sub(e.avg.load_avg),
+                    u.max(est).min(st.capacity_orig.load(Relaxed)),
+                    runnable.saturating_sub(e.avg.runnable_avg),
+                )
+            } else {
+                (load, st.util.load(Relaxed), runnable)
+            };
+            s.group_load += load;
+            s.group_util += util;
+            s.group_runnable += runnable;
+            let local = running_here as u32;
+            s.sum_h_nr_running += st.h_nr_running.load(Relaxed).saturating_sub(local);
+            let nr = st.nr_running.load(Relaxed).saturating_sub(local);
+            s.sum_nr_running += nr;
+            if nr == 0 && (st.idle.load(Relaxed) || running_here) {
+                s.idle_cpus += 1;
+            }
+        }
+        let sgc = self.sgc_of(gid);
+        s.max_capacity = sgc.max_capacity.load(Relaxed);
+        s.min_capacity = sgc.min_capacity.load(Relaxed);
+        if asym_cap && !fits_capacity(e.util_est(), s.max_capacity) {
+            s.group_misfit_task_load = 1;
+        }
+        s.group_capacity = sgc.capacity.load(Relaxed);
+        s.group_weight = span.weight() as u32;
+        s.group_type = classify(pct, sgc.imbalance.load(Relaxed), &s);
+        if matches!(s.group_type, GroupType::FullyBusy | GroupType::Overloaded) {
+            s.avg_load = s.group_load * SCHED_CAPACITY_SCALE / s.group_capacity.max(1);
+        }
+        s
+    }
+
+    /// `find_idlest_group`: the idlest non-local group of `cpu`'s domain `lvl`, if moving
+    /// there beats staying in the local group. Ties favour the local group.
+    pub(crate) fn find_idlest_group(&self, cpu: usize, lvl: usize, e: &Entity) -> Option<SgStats> {
+        let (d, groups) = {
+            let topo = self.topo.read();
+            let d = *topo.domain(cpu, lvl)?;
+            let groups: heapless::Vec<(usize, CpuMask), CPUS> =
+                topo.groups(cpu, lvl).map(|g| (g.id, g.span)).collect();
+            (d, groups)
+        };
+        let asym_cap = d.flags.contains(SdFlags::ASYM_CPUCAPACITY);
+        let mut local: Option<SgStats> = None;
+        let mut idlest: Option<SgStats> = None;
+        for (gid, span) in groups.iter() {
+            if !span.intersects(&e.affinity) {
+                continue;
+            }
+            let s = self.wakeup_stats(span, e, d.imbalance_pct, asym_cap, *gid);
+            if span.contains(cpu) {
+                local = Some(s);
+            } else if pick_idlest(idlest.as_ref(), &s) {
+                idlest = Some(s);
+            }
+        }
+        let idlest = idlest?;
+        let Some(local) = local else { return Some(idlest) };
+        let numa = d.flags.contains(SdFlags::NUMA);
+        idlest_beats_local(&local, &idlest, d.imbalance_pct, numa).then_some(idlest)
+    }
+
+    /// `find_idlest_group_cpu`: a CPU running only SCHED_IDLE tasks; else the most
+    /// recently idled idle CPU (an idle CPU that never recorded an idle time is not
+    /// chosen); else the least loaded CPU (starting from `this`).
+    pub(crate) fn find_idlest_group_cpu(&self, group: &SgStats, e: &Entity, this: usize) -> usize {
+        if group.group_weight == 1 {
+            return group.first_cpu as usize;
+        }
+        let mut latest_idle = 0u64;
+        let mut shallowest: Option<usize> = None;
+        let mut min_load = u64::MAX;
+        let mut least_loaded = this;
+        for c in group.span.and(&e.affinity).iter() {
+            if self.sched_idle_cpu(c) {
+                return c;
+            }
+            let st = self.stats(c);
+            if st.idle.load(Relaxed) {
+                let stamp = st.idle_stamp.load(Relaxed);
+                if stamp > latest_idle {
+                    latest_idle = stamp;
+                    shallowest = Some(c);
+                }
+            } else if shallowest.is_none() {
+                let load = st.load.load(Relaxed);
+                if load < min_load {
+                    min_load = load;
+                    least_loaded = c;
+                }
+            }
+        }
+        shallowest.unwrap_or(least_loaded)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::boxed::Box;
+
+    use super::*;
+    use crate::{Features, Nice, NoPlatform, Policy, TaskId, TaskParams};
+
+    type M = Smp<NoPlatform, 8, 32, 32>;
+    const NOW: u64 = 1_000_000_000;
+
+    fn machine() -> Box<M> {
+        let m: Box<M> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        for cpu in 0..8 {
+            m.schedule(cpu, NOW - 100_000_000 + cpu as u64);
+        }
+        m
+    }
+
+    fn busy(m: &M, cpu: usize) {
+        let t = m
+            .create(cpu, NOW, TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() })
+            .unwrap();
+        m.set_affinity(NOW, t, CpuMask::ALL).unwrap();
+        m.schedule(cpu, NOW);
+        m.finish_switch(cpu, NOW);
+    }
+
+    fn task(load: u64) -> Entity {
+        let mut e = Entity::new(TaskId::new(0, 0), Nice::ZERO, Policy::Normal, CpuMask::ALL, 4);
+        e.avg.load_avg = load;
+        e
+    }
+
+    #[test]
+    fn s16_wake_affine_idle() {
+        let m = machine();
+        busy(&m, 0);
+        assert_eq!(m.wake_affine_idle(0, 4, true), Some(0), "sync, waker alone on this CPU");
+        assert_eq!(m.wake_affine_idle(0, 4, false), None);
+        // This CPU idle and sharing the LLC with prev: prev if idle, else this.
+        assert_eq!(m.wake_affine_idle(1, 2, false), Some(2));
+        busy(&m, 2);
+        assert_eq!(m.wake_affine_idle(1, 2, false), Some(1));
+        assert_eq!(m.wake_affine_idle(1, 5, false), None, "no shared cache");
+    }
+
+    #[test]
+    fn s16_wake_affine_weight() {
+        let m = machine();
+        busy(&m, 0);
+        busy(&m, 4);
+        m.inject_rq_pelt(0, 1024, 1024, 1024).unwrap();
+        m.inject_rq_pelt(4, 1024, 2048, 2048).unwrap();
+        // this_eff = 1536·100·1024 < prev_eff = 1536·112·1024 → this.
+        assert_eq!(m.wake_affine_weight(125, &task(512), 0, 4, false, 0), Some(0));
+        m.inject_rq_pelt(0, 1024, 2048, 2048).unwrap();
+        m.inject_rq_pelt(4, 1024, 1024, 1024).unwrap();
+        assert_eq!(m.wake_affine_weight(125, &task(512), 0, 4, false, 0), None);
+        // Sync: the waker's own load is discounted (or decides outright when heavier).
+        assert_eq!(m.wake_affine_weight(125, &task(512), 0, 4, true, 4096), Some(0));
+    }
+
+    #[test]
+    fn s16_select_idle_sibling() {
+        let m = machine();
+        let mut e = task(512);
+        e.recent_used_cpu = 0;
+        assert_eq!(m.select_idle_sibling(0, &mut e, 4, 5), 5, "idle target");
+        busy(&m, 5);
+        let got = m.select_idle_sibling(0, &mut e, 5, 5);
+        assert!(got != 5 && (4..8).contains(&got), "an idle CPU of the target's LLC: {got}");
+        for cpu in [4, 6, 7] {
+            busy(&m, cpu);
+        }
+        assert_eq!(
+            m.select_idle_sibling(0, &mut e, 5, 5),
+            5,
+            "LLC full: stack on target, A is not looked at"
+        );
+    }
+
+    #[test]
+    fn placement_honours_affinity_when_target_is_elsewhere() {
+        let m = machine();
+        let mut e = task(0);
+        e.affinity = CpuMask::single(6);
+        let (cpu, _) = m.select_task_rq(0, &mut e, SelectFor::Wake(1), WakeFlags::empty(), Waker::default());
+        assert_eq!(cpu, 6);
+        let (cpu, _) = m.select_task_rq(0, &mut e, SelectFor::Fork, WakeFlags::FORK, Waker::default());
+        assert_eq!(cpu, 6);
+    }
+}

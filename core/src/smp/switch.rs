@@ -1,0 +1,192 @@
+//! The switch protocol on one CPU: the tick, `schedule` (pick and make current),
+//! `finish_switch` (the previous task's context is saved: it may run elsewhere, leave, or be
+//! pushed), and yield.
+
+use spin::RelaxStrategy;
+
+use super::{CpuState, Smp};
+use crate::fair::WakeFlags;
+use crate::placement::{SelectFor, Waker};
+use crate::platform::{EventKind, MigrateReason, Platform};
+use crate::table::Location;
+use crate::task::{TaskId, TaskState};
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// The scheduler tick on `cpu`: charges the running task, updates PELT, preempts if due,
+    /// then runs the periodic load balancer when it is due. Returns whether `cpu` should
+    /// reschedule.
+    pub fn tick(&self, cpu: usize, now: u64) -> bool {
+        if cpu >= self.nr_cpus() {
+            return false;
+        }
+        let idle = {
+            let mut st = self.cpus[cpu].rq.lock();
+            st.rq.update_clock(now);
+            st.rq.task_tick();
+            self.after_update(cpu, &mut st);
+            st.rq.is_idle()
+        };
+        self.trigger_load_balance(cpu, now, idle);
+        self.cpus[cpu].rq.lock().rq.need_resched()
+    }
+
+    /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop (or, if
+    /// [`Smp::need_resched`] is still set after [`Smp::finish_switch`], call again). The
+    /// previous task stays `on_cpu` until `finish_switch`.
+    pub fn schedule(&self, cpu: usize, now: u64) -> Option<TaskId> {
+        if cpu >= self.nr_cpus() {
+            return None;
+        }
+        // Nothing to run: the CPU is about to idle.
+        let goes_idle = |st: &CpuState<Q>| {
+            let curr_runnable = st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq);
+            st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
+        };
+        // A platform that did not call finish_switch after the previous switch has saved that
+        // context by now (it is calling schedule again on this CPU).
+        let mut idle_next = {
+            let mut st = self.cpus[cpu].rq.lock();
+            self.finish_switch_locked(cpu, &mut st);
+            goes_idle(&st)
+        };
+        // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
+        if self.nohz_idle_balance(cpu, now) {
+            idle_next = goes_idle(&self.cpus[cpu].rq.lock());
+        }
+        // A CPU about to idle first tries to pull work (newidle balance).
+        if idle_next {
+            self.newidle_balance(cpu, now);
+        }
+        let mut st = self.cpus[cpu].rq.lock();
+        st.rq.update_clock(now);
+        let exec_leaving = st.exec_push.is_some_and(|(n, _)| st.rq.curr_node() == Some(n));
+        let curr_disallowed = exec_leaving
+            || st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
+        let (prev, next) = if st.active_balance || curr_disallowed {
+            // The stopper preempts everything: switch away from the running task so its
+            // context is saved; the push (the balancer's, or away from a CPU its affinity
+            // no longer allows) happens in finish_switch.
+            let prev = st.rq.put_prev();
+            if prev.is_some() {
+                st.rq.switching_out = prev;
+            }
+            st.rq.need_resched = false;
+            (prev, None)
+        } else {
+            st.rq.schedule_pick()
+        };
+        let ids = (prev.map(|n| st.rq.ent(n).id), next.map(|n| st.rq.ent(n).id));
+        if next.is_none() && st.idle_stamp == 0 {
+            st.idle_stamp = now.max(1);
+        }
+        // The switch's bookkeeping, and prev's state for the event, under one table lock.
+        let prev_state = {
+            let mut t = self.tasks.lock();
+            let mut prev_state = None;
+            if let (Some(p), true) = (ids.0, prev != next) {
+                if let Ok(e) = t.get_mut(p) {
+                    if e.state == TaskState::Running {
+                        e.state = TaskState::Runnable;
+                    }
+                    prev_state = Some(e.state);
+                }
+            }
+            if let Some(n) = ids.1 {
+                if let Ok(e) = t.get_mut(n) {
+                    e.state = TaskState::Running;
+                }
+            }
+            prev_state
+        };
+        self.after_update(cpu, &mut st);
+        drop(st);
+        if prev != next {
+            self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
+        }
+        ids.1
+    }
+
+    /// `cpu` has saved the context of the task it switched away from: that task may now
+    /// run elsewhere, and if it blocked or exited it leaves the runqueue. Runs a pending
+    /// active-balance push.
+    pub fn finish_switch(&self, cpu: usize, now: u64) {
+        if cpu >= self.nr_cpus() {
+            return;
+        }
+        let mut st = self.cpus[cpu].rq.lock();
+        let prev = st.rq.switching_out_node();
+        self.finish_switch_locked(cpu, &mut st);
+        // A task still queued here that may no longer run here leaves now that its
+        // context is saved.
+        let exec_dst = match (st.exec_push, prev) {
+            (Some((n, dst)), Some(p)) if n == p => {
+                st.exec_push = None;
+                Some(dst as usize)
+            }
+            _ => None,
+        };
+        let evict = prev.and_then(|n| {
+            st.rq
+                .entity(n)
+                .filter(|e| e.on_rq && (exec_dst.is_some() || !e.affinity.contains(cpu)))
+                .map(|e| (n, *e))
+        });
+        let push = st.active_balance;
+        if evict.is_some() {
+            st.rq.resched_curr();
+            self.after_update(cpu, &mut st);
+        }
+        drop(st);
+        if let Some((node, e)) = evict {
+            let mut e = e;
+            let (dst, reason) = match exec_dst {
+                Some(d) => (d, MigrateReason::Placement),
+                None => {
+                    let (d, _) = self.select_task_rq(
+                        cpu,
+                        &mut e,
+                        SelectFor::Wake(cpu as u32),
+                        WakeFlags::empty(),
+                        Waker::default(),
+                    );
+                    (d, MigrateReason::Affinity)
+                }
+            };
+            self.move_queued_task(cpu, e.id, node, dst, now, reason);
+        }
+        if push {
+            self.active_balance_stop(cpu, now);
+        }
+    }
+
+    fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) {
+        let Some(mut e) = st.rq.finish_switch() else { return };
+        let mut t = self.tasks.lock();
+        let state = t.get(e.id).map(|x| x.state).ok();
+        if state == Some(TaskState::Exiting) {
+            st.rq.remove_entity_load(&mut e);
+            let _ = t.remove(e.id);
+        } else if let Ok(te) = t.get_mut(e.id) {
+            te.location = Location::Parked { cpu: cpu as u32, entity: e };
+        }
+        drop(t);
+        self.after_update(cpu, st);
+    }
+
+    /// The task running on `cpu` yields once.
+    pub fn yield_now(&self, cpu: usize, now: u64) {
+        if cpu >= self.nr_cpus() {
+            return;
+        }
+        let mut st = self.cpus[cpu].rq.lock();
+        if st.rq.curr_node().is_none() {
+            return;
+        }
+        st.rq.update_clock(now);
+        st.rq.yield_curr();
+        st.rq.resched_curr();
+        self.after_update(cpu, &mut st);
+    }
+}

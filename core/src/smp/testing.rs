@@ -1,0 +1,84 @@
+//! Hooks for tests and benchmarks (cargo feature `testing`): run one balance pass on
+//! demand and inject PELT figures, as the scenarios of docs/linux-v5.7.md §6 set them.
+
+use spin::RelaxStrategy;
+
+use super::Smp;
+use crate::balance::IdleType;
+use crate::error::SchedError;
+use crate::platform::Platform;
+use crate::table::Location;
+use crate::task::{TaskId, TaskState};
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// Runs one `load_balance` of `cpu`'s domain `level` now, whether or not its interval
+    /// has expired (experiments and tests). Returns (tasks moved, continue upwards); the
+    /// [`crate::balance::BalanceRecord`] goes to the platform as an event.
+    pub fn balance_domain(&self, cpu: usize, level: usize, idle: IdleType, now: u64) -> (u32, bool) {
+        if cpu >= self.nr_cpus() {
+            return (0, false);
+        }
+        let mut bal = self.cpus[cpu].balance.lock();
+        let Some(d) = self.domain_view(cpu, level) else { return (0, true) };
+        self.load_balance_in(&mut bal, cpu, level, &d, idle, now)
+    }
+
+    /// Overrides a CPU's runqueue PELT averages (sums set to match), as spec §6's
+    /// scenarios inject them. `util` also becomes the runqueue's util_est sum if larger.
+    pub fn inject_rq_pelt(&self, cpu: usize, util: u64, runnable: u64, load: u64) -> Result<(), SchedError> {
+        self.check_cpu(cpu)?;
+        let mut st = self.cpus[cpu].rq.lock();
+        let a = &mut st.rq.avg;
+        let div = a.divider();
+        a.util_avg = util;
+        a.util_sum = util * div;
+        a.runnable_avg = runnable;
+        a.runnable_sum = runnable * div;
+        a.load_avg = load;
+        a.load_sum = load * div;
+        a.util_est.enqueued = a.util_est.enqueued.min(util as u32);
+        st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
+        self.after_update(cpu, &mut st);
+        Ok(())
+    }
+
+    /// Overrides a queued or running task's PELT averages and util_est (as spec §6's
+    /// scenarios do); the runqueue's util_est sum follows.
+    pub fn inject_task_pelt(
+        &self,
+        id: TaskId,
+        util: u64,
+        util_est: u32,
+        load: u64,
+    ) -> Result<(), SchedError> {
+        let loc = self.tasks.lock().get(id)?.location;
+        let Location::OnCpu { cpu, node } = loc else {
+            return Err(SchedError::InvalidState { task: id, state: TaskState::Blocked });
+        };
+        let mut st = self.cpus[cpu as usize].rq.lock();
+        let rq = &mut st.rq;
+        let queued = rq.entity(node).is_some_and(|e| e.on_rq);
+        let old = rq.entity(node).map(|e| e.avg.util_est).unwrap_or_default();
+        if queued {
+            crate::pelt::util_est_sub(&mut rq.avg.util_est, &old);
+        }
+        let Some(e) = rq.ent_mut(node) else { return Err(SchedError::UnknownTask(id)) };
+        let div = e.avg.divider();
+        e.avg.util_avg = util;
+        e.avg.util_sum = util * div;
+        e.avg.load_avg = load.min(e.weight());
+        e.avg.load_sum = e.avg.load_avg * div / e.weight().max(1);
+        e.avg.runnable_avg = util.min(1024);
+        e.avg.runnable_sum = e.avg.runnable_avg * div;
+        e.avg.util_est = crate::pelt::UtilEst { enqueued: util_est, ewma: util_est };
+        let new = e.avg.util_est;
+        if queued {
+            crate::pelt::util_est_add(&mut rq.avg.util_est, &new);
+        }
+        st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
+        self.after_update(cpu as usize, &mut st);
+        Ok(())
+    }
+}
