@@ -1,7 +1,8 @@
 //! `cargo xrun`: the seed's experiment. The sysbench-like workload runs on the aarch64 kernel
 //! under QEMU (8 vCPUs) K times with the seed's rule on and K times off, from the same image,
 //! and the seed-style table is printed; then the simulator's table (where CPUs truly run in
-//! parallel) beside it, and a trace and SVG of one run.
+//! parallel) beside it, and a trace and SVG of one run, with the trace checked by
+//! [`sched_sim::trace_check`].
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -10,6 +11,7 @@ use std::time::Duration;
 use clap::Parser;
 use sched_core::Features;
 use sched_sim::stats::{mann_whitney, summary};
+use sched_sim::trace_check::{check_chrome_trace, verdict};
 
 use crate::qemu::{self, Boot, Mode};
 
@@ -219,18 +221,24 @@ pub fn main(args: &[String]) -> ExitCode {
     let cmd = sysbench_cmd(&a, 1, true, true);
     let b = qemu::boot(&qemu_bin, &elf, &cmd, mode, Duration::from_secs(120));
     let log = qemu_trace(&b);
-    if !log.switches.is_empty() {
+    if log.switches.is_empty() {
+        println!("no trace of the QEMU run: the traced run logged no context switches (exit {:?})", b.code);
+    } else {
         let end = log.switches.last().map_or(0, |s| s.time);
         let other = serde_json::json!({ "source": "kernel-shim under QEMU", "command_line": cmd, "mode": mode.name() });
         let (j, s) = (a.out.join("qemu-trace.json"), a.out.join("qemu-timeline.svg"));
         let svg = log.svg(&format!("kernel-shim on QEMU ({} mode): {cmd}", mode.name()), 0, end);
-        if std::fs::write(&j, log.chrome_json(other)).is_ok() && std::fs::write(&s, svg).is_ok() {
+        let json = log.chrome_json(other);
+        if std::fs::write(&j, &json).is_ok() && std::fs::write(&s, svg).is_ok() {
             println!(
                 "trace of one QEMU run (rule on): {} (open in ui.perfetto.dev), timeline: {}",
                 j.display(),
                 s.display()
             );
         }
+        // Every vCPU must show up as a scheduling track (docs/trace-formats.md).
+        let check = check_chrome_trace(&json, a.vcpus as usize);
+        println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
     }
     // And one simulated run.
     let traced = sched_sim::experiments::on_big_stack(|| {

@@ -13,6 +13,7 @@ pub mod machine;
 pub mod rng;
 pub mod stats;
 pub mod trace;
+pub mod trace_check;
 
 pub use experiments::{ab, run_once, spread, AbTable, Workload};
 pub use machine::{Behavior, Config, Machine, RunReport, TopologyKind};

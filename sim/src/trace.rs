@@ -2,7 +2,8 @@
 //! ftrace-style `sched_switch` / `sched_waking` lines (one real scheduling track per CPU)
 //! plus per-CPU util/load counters, and a self-contained SVG timeline of the same switches.
 //!
-//! Format facts: ../shared/spec/trace-formats.md. The QEMU runner reuses this writer.
+//! The formats, and what [`crate::trace_check`] checks of them: docs/trace-formats.md. The
+//! QEMU runner reuses this writer.
 
 use std::fmt::Write as _;
 

@@ -4,6 +4,7 @@
 use sched_core::{CpuMask, Features};
 use sched_sim::experiments::{drive, on_big_stack, run_once, Workload};
 use sched_sim::machine::{Behavior, Config, Machine, TopologyKind};
+use sched_sim::trace_check::{check_chrome_trace, verdict};
 
 fn traced(seed: u64) -> (String, String, String) {
     on_big_stack(move || {
@@ -41,28 +42,11 @@ fn sysbench_does_every_event_exactly_once() {
 #[test]
 fn trace_passes_the_perfetto_checker() {
     let (_, json, svg) = traced(5);
-    let dir = std::env::temp_dir().join(format!("sched-sim-trace-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let path = dir.join("t.json");
-    std::fs::write(&path, &json).unwrap();
     assert!(svg.contains("CPU7"));
-    let checker =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/tools/check-perfetto-trace.py");
-    if checker.exists() {
-        let out = std::process::Command::new("python3")
-            .arg(&checker)
-            .arg(&path)
-            .args(["--cpus", "8"])
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "checker: {text}");
-        assert!(text.starts_with("OK"), "{text}");
-    } else {
-        // Without the shared checker, check its key facts directly.
-        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
-        assert!(v["systemTraceEvents"].as_str().unwrap().contains("sched_switch"));
-    }
+    let check = check_chrome_trace(&json, 8);
+    let summary = check.as_ref().unwrap_or_else(|_| panic!("checker: {}", verdict(&check)));
+    assert_eq!(summary.cpus_with_switches.len(), 8, "{}", verdict(&check));
+    assert!(summary.events.get("sched_waking").is_some_and(|&n| n > 0), "{}", verdict(&check));
 }
 
 #[test]
