@@ -16,7 +16,7 @@
 //! * `scenario=affinity`: 4 threads pinned to CPU 1, 2 to CPU 6, 8 free; no thread may be
 //!   switched in outside its affinity, and every CPU must run a scenario thread.
 //! * `scenario=nice threads=N nice=K events=M`: half the threads at nice 0, half at nice K,
-//!   all on one CPU; their CPU-time ratio must be within 25 % of the weight ratio.
+//!   all on one CPU; their CPU-time ratio must be within `NICE_MARGIN_PCT` (15 %) of the weight ratio.
 //! * `scenario=churn ops=N seed=S`: random spawn/exit/park/unpark/yield/sleep until N
 //!   operations; every thread must start and exit exactly once.
 //! * `scenario=hang cpu=C`: a thread on CPU C spins with IRQs masked; the watchdog exits 5.
@@ -252,7 +252,7 @@ impl Config {
         let (mut threads, mut events, mut maxprime, mut cpu) = (8, 1000, 2000, 0);
         let mut events_set = false;
         let (mut pairs, mut rounds) = (4, 1000);
-        let mut hz = 250;
+        let mut hz = sched::DEFAULT_HZ;
         let mut features = Features::DEFAULT;
         let mut nohz = false;
         let mut skew = true;
@@ -277,7 +277,7 @@ impl Config {
                 "rounds" => rounds = number(k, v, 1, 1_000_000)?,
                 "nice" => nice = number(k, v, 1, 19)?,
                 "ops" => ops = number(k, v, 1, 1_000_000)?,
-                "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, 100_000)?),
+                "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
                 "hz" => {
                     hz = number(k, v, 1, 10_000)?;
                     if !sched::HZ_CHOICES.contains(&hz) {

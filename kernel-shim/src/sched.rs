@@ -181,8 +181,12 @@ pub static AFFINITY_VIOLATIONS: AtomicU64 = AtomicU64::new(0);
 /// The first such switch-in: `thread << 8 | cpu`, plus 1; 0 if none.
 pub static FIRST_VIOLATION: AtomicU64 = AtomicU64::new(0);
 
+/// `watchdog=` unless given: 250 ticks, 1 s at the default HZ.
+pub const DEFAULT_WATCHDOG_TICKS: u32 = 250;
+/// Largest `watchdog=`.
+pub const MAX_WATCHDOG_TICKS: u32 = 100_000;
 /// Watchdog: a CPU whose tick is running must tick within this many ticks (0: off).
-static WATCHDOG_TICKS: AtomicU64 = AtomicU64::new(250);
+static WATCHDOG_TICKS: AtomicU64 = AtomicU64::new(DEFAULT_WATCHDOG_TICKS as u64);
 /// Each CPU's last tick (ns), its heartbeat; set when it comes online, 0 before.
 static HEARTBEAT_NS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static WATCHDOG_FIRED: AtomicBool = AtomicBool::new(false);
@@ -215,6 +219,8 @@ static MAP_THREAD: [AtomicUsize; TASKS] = [const { AtomicUsize::new(NONE) }; TAS
 /// HZ in its `const` constructor, so there is one scheduler static per choice and boot
 /// selects one.
 pub const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
+/// `hz=` unless given (Linux's CONFIG_HZ default).
+pub const DEFAULT_HZ: u32 = 250;
 static SMP_100: Kernel = Smp::new(KPlatform, Features::DEFAULT, 100);
 static SMP_250: Kernel = Smp::new(KPlatform, Features::DEFAULT, 250);
 static SMP_300: Kernel = Smp::new(KPlatform, Features::DEFAULT, 300);

@@ -12,6 +12,25 @@ struct Case {
     judge: fn(&Boot) -> Result<(), String>,
 }
 
+// The numbers the suite judges by. README.md and kernel-shim/README.md state them; the test
+// `readmes_state_the_numbers_the_suite_judges_by` below fails when one changes without the text.
+
+/// Fair shares: CPU time per thread at steady state, max/min × 1000, at most this (1.10).
+const FAIR_MAX_MIN_X1000: f64 = 1100.0;
+/// Fair shares: runqueue lengths at half-way differ by at most this.
+const FAIR_RUNQUEUE_SPREAD: f64 = 1.0;
+/// Ping-pong (4 pairs × 1000 round trips): unparks in the run, two per round trip.
+const PINGPONG_UNPARKS: u64 = 8000;
+/// Ping-pong: at least this many of the unparks find the partner parked and wake it (the
+/// others leave a token); every such wakeup must land on an idle CPU, none moved.
+const PINGPONG_MIN_WAKEUPS: u64 = 7900;
+/// The kernel's exit code when the watchdog finds a hung CPU (`sched::EXIT_WATCHDOG`).
+const EXIT_WATCHDOG: i32 = 5;
+/// The kernel's exit code for a bad command line (`scenario::EXIT_BAD_ARGS`).
+const EXIT_BAD_ARGS: i32 = 3;
+/// The kernel's exit code after a panic (the panic handler's).
+const EXIT_PANIC: i32 = 101;
+
 fn exit_is(b: &Boot, code: i32) -> Result<(), String> {
     if b.timed_out {
         return Err("timed out".into());
@@ -38,23 +57,27 @@ fn sysbench_ok(b: &Boot) -> Result<(), String> {
 // Parallel-mode cases give the kernel's watchdog 10 s of guest time (watchdog=2500 ticks): 8
 // vCPU threads share this host's 2 cores, and a descheduled vCPU must not pass for a hung one.
 // The per-case time limit still catches a real hang.
-/// Margins are ratios within one run. CPU time per thread at steady state, max/min ≤ 1.10:
-/// measured 1.024 (16 spinners) and 1.032 (24); each thread gets ≈ 240–360 ms of CPU in the
-/// window, and a slice of a few ms plus the odd migration is the expected error, so 1.10 is
-/// about three times the measured spread. Runqueue lengths at half-way differ by at most 1
-/// (the issue's bound; measured 0).
+/// Margins are ratios within one run. CPU time per thread at steady state, max/min ≤ 1.10
+/// ([`FAIR_MAX_MIN_X1000`]): measured 1.024 (16 spinners) and 1.032 (24); each thread gets
+/// ≈ 240–360 ms of CPU in the window, and a slice of a few ms plus the odd migration is the
+/// expected error, so 1.10 is about three times the measured spread. Runqueue lengths at
+/// half-way differ by at most 1 ([`FAIR_RUNQUEUE_SPREAD`], the issue's bound; measured 0).
 fn fair_shares(b: &Boot) -> Result<(), String> {
     sysbench_ok(b)?;
     // Judged at steady state (half-way to the first thread's end): the start-up transient,
-    // where fork placement stacks threads until the balancer spreads them (spec §5), is
-    // reported over the whole run but is not what fair shares mean.
+    // where fork placement stacks threads until the balancer spreads them, is reported over
+    // the whole run but is not what fair shares mean.
     let ratio = b.number_after("steady max/min x1000 =").ok_or("no steady-state CPU time line")?;
-    if ratio > 1100.0 {
-        return Err(format!("CPU time per thread at steady state max/min = {:.3} > 1.10", ratio / 1000.0));
+    if ratio > FAIR_MAX_MIN_X1000 {
+        return Err(format!(
+            "CPU time per thread at steady state max/min = {:.3} > {:.2}",
+            ratio / 1000.0,
+            FAIR_MAX_MIN_X1000 / 1000.0
+        ));
     }
     let spread = b.number_after("max-min =").ok_or("no runqueue line")?;
-    if spread > 1.0 {
-        return Err(format!("runqueue lengths at half-way differ by {spread}"));
+    if spread > FAIR_RUNQUEUE_SPREAD {
+        return Err(format!("runqueue lengths at half-way differ by {spread} > {FAIR_RUNQUEUE_SPREAD}"));
     }
     Ok(())
 }
@@ -150,8 +173,8 @@ const CASES: &[Case] = &[
             let nums: Vec<u64> =
                 line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
             let [.., wakeups, idle, moved] = nums[..] else { return Err(format!("bad line: {line}")) };
-            if wakeups < 7900 {
-                return Err(format!("only {wakeups} wakeups of 8000 unparks"));
+            if wakeups < PINGPONG_MIN_WAKEUPS {
+                return Err(format!("only {wakeups} wakeups of {PINGPONG_UNPARKS} unparks"));
             }
             if idle != wakeups || moved != 0 {
                 return Err(format!("{wakeups} wakeups: {idle} onto an idle CPU, {moved} moved"));
@@ -239,7 +262,7 @@ const CASES: &[Case] = &[
         args: "scenario=hang cpu=3",
         mode: Mode::Deterministic,
         judge: |b| {
-            exit_is(b, 5)?;
+            exit_is(b, EXIT_WATCHDOG)?;
             has(b, "watchdog: CPU 3 hung")
         },
     },
@@ -266,7 +289,7 @@ const CASES: &[Case] = &[
         args: "scenario=panic cpu=5",
         mode: Mode::Deterministic,
         judge: |b| {
-            exit_is(b, 101)?;
+            exit_is(b, EXIT_PANIC)?;
             has(b, "PANIC on CPU 5")
         },
     },
@@ -275,7 +298,7 @@ const CASES: &[Case] = &[
         args: "scenario=sysbench threads=0",
         mode: Mode::Deterministic,
         judge: |b| {
-            exit_is(b, 3)?;
+            exit_is(b, EXIT_BAD_ARGS)?;
             has(b, r#"error: bad argument "threads=0""#)
         },
     },
@@ -314,4 +337,180 @@ pub fn run() -> (u64, u64) {
         }
     }
     (passed, failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const README: &str = include_str!("../../README.md");
+    const KERNEL_README: &str = include_str!("../../kernel-shim/README.md");
+    // The kernel is a bare-metal crate and cannot be a dependency of this host crate: its
+    // constants are read from its source text.
+    const KERNEL_MAIN: &str = include_str!("../../kernel-shim/src/main.rs");
+    const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+    const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched.rs");
+    const KERNEL_SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
+
+    /// `text` with every run of whitespace (line breaks included) as one space, so a phrase
+    /// is found however the paragraph is wrapped.
+    fn flat(text: &str) -> String {
+        text.split_whitespace().collect::<Vec<_>>().join(" ")
+    }
+
+    fn assert_states(doc: &str, name: &str, phrase: &str) {
+        assert!(flat(doc).contains(&flat(phrase)), "{name} should state {phrase:?}");
+    }
+
+    /// The value of `const NAME: T = VALUE;` (`pub` or not) in Rust source.
+    fn rust_const<'a>(src: &'a str, name: &str) -> &'a str {
+        let decl = format!("const {name}:");
+        let line = src
+            .lines()
+            .map(str::trim_start)
+            .find(|l| l.strip_prefix("pub ").unwrap_or(l).starts_with(&decl))
+            .unwrap_or_else(|| panic!("no `const {name}` in the kernel source"));
+        let (_, value) = line.split_once('=').unwrap_or_else(|| panic!("`const {name}` has no value"));
+        value.trim().trim_end_matches(';').trim()
+    }
+
+    /// A numeric `const`: an integer literal (with `_`s) or a product of them (`16 * 1024`).
+    fn rust_const_u64(src: &str, name: &str) -> u64 {
+        rust_const(src, name)
+            .split('*')
+            .map(|f| {
+                f.trim()
+                    .replace('_', "")
+                    .parse::<u64>()
+                    .unwrap_or_else(|_| panic!("`{name}` is not a number"))
+            })
+            .product()
+    }
+
+    #[test]
+    fn readmes_state_the_numbers_the_suite_judges_by() {
+        assert_states(README, "README.md", &format!("The QEMU suite ({} cases;", CASES.len()));
+        // Fair shares.
+        assert_states(
+            README,
+            "README.md",
+            &format!("max/min ≤ {:.2} from half-way to the first thread's end", FAIR_MAX_MIN_X1000 / 1000.0),
+        );
+        assert_states(
+            README,
+            "README.md",
+            &format!("runqueue lengths within {FAIR_RUNQUEUE_SPREAD} at half-way"),
+        );
+        // Ping-pong: the case's command line makes PINGPONG_UNPARKS unparks (two per round trip).
+        let pingpong = CASES
+            .iter()
+            .find(|c| c.args.starts_with("scenario=pingpong") && c.mode == Mode::Deterministic)
+            .expect("a deterministic ping-pong case");
+        let arg = |key: &str| -> u64 {
+            let prefix = format!("{key}=");
+            let word = pingpong.args.split_whitespace().find_map(|w| w.strip_prefix(prefix.as_str()));
+            word.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {key}= in {:?}", pingpong.args))
+        };
+        assert_eq!(2 * arg("pairs") * arg("rounds"), PINGPONG_UNPARKS);
+        assert_states(
+            README,
+            "README.md",
+            &format!(
+                "at least {PINGPONG_MIN_WAKEUPS} of the {PINGPONG_UNPARKS} unparks wake a parked partner, \
+                 every one of those wakeups onto an idle CPU, none moved"
+            ),
+        );
+        // Exit codes the suite expects are the kernel's.
+        assert_eq!(rust_const_u64(KERNEL_SCHED, "EXIT_WATCHDOG"), EXIT_WATCHDOG as u64);
+        assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_BAD_ARGS"), EXIT_BAD_ARGS as u64);
+        assert!(
+            KERNEL_MAIN.contains(&format!("arch::exit({EXIT_PANIC})")),
+            "the panic handler exits {EXIT_PANIC}"
+        );
+        assert_states(README, "README.md", &format!("a CPU hung with IRQs masked (exit {EXIT_WATCHDOG})"));
+        assert_states(README, "README.md", &format!("a panic on CPU 5 reported as exit {EXIT_PANIC}"));
+        assert_states(
+            README,
+            "README.md",
+            &format!("a bad boot parameter as one error line and exit {EXIT_BAD_ARGS}"),
+        );
+        assert_states(KERNEL_README, "kernel-shim/README.md", &format!("; {EXIT_BAD_ARGS} bad command line"));
+        assert_states(
+            KERNEL_README,
+            "kernel-shim/README.md",
+            &format!("; {EXIT_WATCHDOG} the watchdog found a hung CPU"),
+        );
+        assert_states(KERNEL_README, "kernel-shim/README.md", &format!("; {EXIT_PANIC} panic"));
+        // The nice case is judged by the kernel (it prints `nice: OK` or `FAIL`) with its margin.
+        let margin = rust_const_u64(KERNEL_SCENARIO, "NICE_MARGIN_PCT");
+        assert_states(README, "README.md", &format!("in the weight ratio (within {margin} %"));
+        assert_states(
+            KERNEL_README,
+            "kernel-shim/README.md",
+            &format!("fails if off by more than {margin} % (`... off by X % (margin {margin} %) -> OK`)"),
+        );
+    }
+
+    #[test]
+    fn kernel_readme_states_the_kernels_constants() {
+        let doc = "kernel-shim/README.md";
+        let cpus = rust_const_u64(KERNEL_ARCH, "MAX_CPUS");
+        let (tasks, qlen) = (rust_const_u64(KERNEL_SCHED, "TASKS"), rust_const_u64(KERNEL_SCHED, "QLEN"));
+        assert!(
+            KERNEL_SCHED.contains("Smp<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>"),
+            "the kernel's Smp type changed: update kernel-shim/README.md and this test"
+        );
+        assert_states(
+            KERNEL_README,
+            doc,
+            &format!("`sched_core::Smp<KPlatform, {cpus}, {tasks}, {qlen}, YieldRelax>`"),
+        );
+        assert_states(KERNEL_README, doc, &format!("(GICv3, up to {cpus} CPUs)"));
+        assert_states(KERNEL_README, doc, &format!("`SMP=n` (1..{cpus})"));
+        let (threads, stack) =
+            (rust_const_u64(KERNEL_ARCH, "MAX_THREADS"), rust_const_u64(KERNEL_ARCH, "STACK_SIZE"));
+        assert_states(
+            KERNEL_README,
+            doc,
+            &format!("Threads: {threads} × {} KiB static stacks", stack / 1024),
+        );
+        let exc = rust_const_u64(KERNEL_ARCH, "EXC_STACK_SIZE");
+        let boot = rust_const_u64(KERNEL_ARCH, "BOOT_STACK_SIZE");
+        assert_states(
+            KERNEL_README,
+            doc,
+            &format!(
+                "stacks are {} KiB per thread, {} KiB per exception stack, {} KiB per boot stack",
+                stack / 1024,
+                exc / 1024,
+                boot / 1024
+            ),
+        );
+        let frame = rust_const_u64(KERNEL_ARCH, "FRAME_SIZE");
+        assert_states(KERNEL_README, doc, &format!("(x0–x30, ELR_EL1, SPSR_EL1; {frame} bytes)"));
+        // The command-line table: limits and defaults.
+        let spinners = rust_const_u64(KERNEL_SCENARIO, "MAX_SPINNERS");
+        let events = rust_const_u64(KERNEL_SCENARIO, "MAX_EVENTS");
+        assert_states(KERNEL_README, doc, &format!("sysbench, wakeone: 1..={spinners}, 1..={events}, "));
+        assert_states(KERNEL_README, doc, &format!("nice: `threads` 2..={spinners}"));
+        let (nice_events, aff_events) =
+            (rust_const_u64(KERNEL_SCENARIO, "NICE_EVENTS"), rust_const_u64(KERNEL_SCENARIO, "AFF_EVENTS"));
+        assert_eq!(nice_events, aff_events, "the README states one default for nice and affinity");
+        assert_states(KERNEL_README, doc, &format!("(nice, affinity: {nice_events})"));
+        assert_states(KERNEL_README, doc, &format!("(default {aff_events} events,"));
+        assert_states(KERNEL_README, doc, &format!("sharing M events (default {nice_events},"));
+        let pairs = rust_const_u64(KERNEL_SCENARIO, "MAX_PAIRS");
+        assert_states(KERNEL_README, doc, &format!("| pingpong: 1..={pairs},"));
+        let hz_choices = rust_const(KERNEL_SCHED, "HZ_CHOICES").trim_matches(['[', ']']);
+        let hz = rust_const_u64(KERNEL_SCHED, "DEFAULT_HZ");
+        assert_states(KERNEL_README, doc, &format!("| `hz` | {hz_choices} | {hz} |"));
+        let watchdog = rust_const_u64(KERNEL_SCHED, "DEFAULT_WATCHDOG_TICKS");
+        let watchdog_max = rust_const_u64(KERNEL_SCHED, "MAX_WATCHDOG_TICKS");
+        assert_states(KERNEL_README, doc, &format!("0: off; 0..={watchdog_max} | {watchdog} |"));
+        assert_states(
+            KERNEL_README,
+            doc,
+            &format!("(default {watchdog} = {} s at {hz} Hz)", watchdog as f64 / hz as f64),
+        );
+    }
 }
