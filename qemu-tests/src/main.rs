@@ -1,7 +1,9 @@
 //! The host runner.
 //!
-//! - `cargo xtest` (`qemu-tests test`): every host crate's tests, the bare-metal build check of
-//!   the core, then the QEMU suite on the aarch64 kernel; one summary line `N passed, N failed`.
+//! - `cargo xtest` (`qemu-tests test`): every host crate's tests, the lint gates (rustfmt,
+//!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
+//!   bare-metal build check of the core, then the QEMU suite on the aarch64 kernel; one summary
+//!   line `N passed, N failed`.
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
 
@@ -85,13 +87,74 @@ pub(crate) fn ensure_target(target: &str) -> bool {
     Command::new("rustup").args(["target", "add", target]).status().map(|s| s.success()).unwrap_or(false)
 }
 
+/// One lint gate of `cargo xtest`: a cargo command that must succeed without a warning.
+struct Gate {
+    /// What a failure is called in the summary.
+    name: &'static str,
+    /// Run from this folder of the workspace ("" = the root): the kernel builds from its own.
+    dir: &'static str,
+    /// Cargo's arguments.
+    args: &'static [&'static str],
+    /// Extra environment.
+    env: &'static [(&'static str, &'static str)],
+}
+
+/// The habits CI enforces, each a step of `cargo xtest` that fails on any warning.
+const LINT_GATES: &[Gate] = &[
+    Gate { name: "rustfmt", dir: "", args: &["fmt", "--all", "--check"], env: &[] },
+    Gate {
+        name: "clippy (host crates)",
+        dir: "",
+        args: &["clippy", "--workspace", "--exclude", "kernel-shim", "--all-targets", "--", "-D", "warnings"],
+        env: &[],
+    },
+    Gate {
+        name: "clippy (kernel, aarch64)",
+        dir: "kernel-shim",
+        args: &["clippy", "--release", "--", "-D", "warnings"],
+        env: &[],
+    },
+    Gate {
+        name: "rustdoc (host crates)",
+        dir: "",
+        args: &["doc", "--no-deps", "--workspace", "--exclude", "kernel-shim"],
+        env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+    Gate {
+        name: "rustdoc (kernel)",
+        dir: "kernel-shim",
+        args: &["doc", "--no-deps", "--release"],
+        env: &[("RUSTDOCFLAGS", "-D warnings")],
+    },
+];
+
+/// Runs one lint gate; its output goes to the terminal.
+fn run_gate(gate: &Gate) -> bool {
+    if gate.dir == "kernel-shim" && !ensure_target(qemu::KERNEL_TARGET) {
+        return false;
+    }
+    let dir = qemu::root().join(gate.dir);
+    let ok = cargo().args(gate.args).envs(gate.env.iter().copied()).current_dir(&dir).status();
+    match ok {
+        Ok(s) if s.success() => true,
+        Ok(_) => {
+            eprintln!("xtest: lint gate failed: {} (cargo {})", gate.name, gate.args.join(" "));
+            false
+        }
+        Err(e) => {
+            eprintln!("xtest: could not run cargo for {}: {e}", gate.name);
+            false
+        }
+    }
+}
+
 fn run_tests(extra: &[String]) -> ExitCode {
     let mut tally = Tally::default();
     let mut steps_failed = Vec::new();
 
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
-    eprintln!("xtest: [1/3] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
+    eprintln!("xtest: [1/4] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
     let (ok, text) = run_capture(
         cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--all-targets"]).args(extra),
     );
@@ -106,7 +169,17 @@ fn run_tests(extra: &[String]) -> ExitCode {
         steps_failed.push("doc tests");
     }
 
-    eprintln!("xtest: [2/3] sched-core builds for {BARE_METAL_TARGET} (no_std, no alloc)");
+    eprintln!("xtest: [2/4] lint gates: rustfmt, clippy (host crates and kernel), rustdoc; warnings fail");
+    for gate in LINT_GATES {
+        if run_gate(gate) {
+            tally.passed += 1;
+        } else {
+            tally.failed += 1;
+            steps_failed.push(gate.name);
+        }
+    }
+
+    eprintln!("xtest: [3/4] sched-core builds for {BARE_METAL_TARGET} (no_std, no alloc)");
     let built = ensure_target(BARE_METAL_TARGET)
         && cargo()
             .args(["build", "-p", "sched-core", "--target", BARE_METAL_TARGET, "--release"])
@@ -120,7 +193,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
         steps_failed.push("bare-metal build of sched-core");
     }
 
-    eprintln!("xtest: [3/3] the QEMU suite (kernel-shim on 8 vCPUs)");
+    eprintln!("xtest: [4/4] the QEMU suite (kernel-shim on 8 vCPUs)");
     let (p, f) = suite::run();
     tally.passed += p;
     tally.failed += f;
