@@ -337,8 +337,77 @@ fn s13_all_pinned_doubles_up_to_512() {
         m.balance_domain(4, DIE, IdleType::Idle, NOW);
         seen.push(m.balance_state(4).unwrap().domains[DIE].balance_interval_ms);
     }
-    assert_eq!(last_record(&m).outcome, Outcome::AllPinned);
+    // Each pass: every task of CPU 0 pinned (a round that is retried without CPU 0), then
+    // nothing left to pull from cluster A.
+    let recs = balance_records(&m);
+    let last_pass: Vec<_> = recs[recs.len() - 2..].iter().map(|r| (r.round, r.dst_cpu, r.outcome)).collect();
+    use sched_core::balance::Round;
+    assert_eq!(last_pass, [(Round::First, 4, Outcome::Retried), (Round::Redo, 4, Outcome::Balanced)]);
+    assert_eq!(recs.iter().filter(|r| r.outcome.ends_pass()).count(), 8);
     assert_eq!(*seen.last().unwrap(), 512);
     assert!(seen.windows(2).all(|w| w[1] == (w[0] * 2).min(512)), "{seen:?}");
     assert!(ids.iter().all(|&t| m.task_cpu(t).unwrap() == 0));
+}
+
+/// A pass whose first round is redirected (LBF_DST_PINNED) and whose redirected round finds
+/// every task pinned (LBF_ALL_PINNED): CPU 0 holds 12 tasks pinned to it and one, X, allowed
+/// on CPUs 0 and 5; cluster B is idle. With `nr_migrate` 8 each round looks at 8 tasks, so
+/// the first round (towards CPU 4) sees X and redirects to CPU 5, and the redirected round
+/// sees only tasks pinned to CPU 0. The pass then starts over without CPU 0 — towards CPU 5,
+/// the destination it had (Linux keeps `env.dst_cpu` for the redo), asking whether CPU 5
+/// balances. Each round has its own record; only the last one ends the pass.
+fn redirected_then_all_pinned(busy5: bool) -> (Box<M>, Vec<BalanceRecord>) {
+    let m = machine(Features::default());
+    m.set_tunables(sched_core::Tunables { nr_migrate: 8, ..m.tunables() });
+    let pinned = TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() };
+    let ids: Vec<TaskId> = (0..12).map(|_| m.create(0, NOW, pinned).unwrap()).collect();
+    let x = ids[5];
+    m.set_affinity(NOW, x, CpuMask::single(0).or(&CpuMask::single(5))).unwrap();
+    assert_ne!(run_cpu(&m, 0, NOW), Some(x), "a task pinned to CPU 0 runs, not X");
+    if busy5 {
+        spawn_on(&m, 5, NOW);
+        run_cpu(&m, 5, NOW);
+    }
+    m.balance_domain(4, DIE, IdleType::Idle, NOW);
+    let recs = balance_records(&m);
+    (m, recs)
+}
+
+#[test]
+fn redo_after_redirect_keeps_the_redirected_destination() {
+    use sched_core::balance::Round;
+    let (m, recs) = redirected_then_all_pinned(false);
+    let rounds: Vec<_> = recs.iter().map(|r| (r.round, r.dst_cpu, r.busiest_cpu, r.outcome)).collect();
+    assert_eq!(
+        rounds,
+        [
+            (Round::First, 4, Some(0), Outcome::Redirected),
+            (Round::Redirected, 5, Some(0), Outcome::Retried),
+            (Round::Redo, 5, None, Outcome::Balanced),
+        ],
+        "{recs:#?}"
+    );
+    assert!(recs.iter().all(|r| r.cpu == 4 && r.moved == 0 && r.pass_moved == 0));
+    assert_eq!(recs.iter().filter(|r| r.outcome.ends_pass()).count(), 1, "one pass");
+    // The first round's decision is its own, not mixed with the redo's.
+    assert_eq!(
+        (recs[0].busiest, recs[0].migration),
+        (Some(GroupType::Overloaded), Some(MigrationType::Util))
+    );
+    assert_eq!((recs[2].busiest, recs[2].migration), (None, None));
+    assert_eq!(nr(&m, 0), 12, "nothing could move");
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn redo_asks_whether_the_redirected_destination_balances() {
+    use sched_core::balance::Round;
+    // CPU 5 runs a task: after the redo the first idle CPU of B among the candidates is 6,
+    // so CPU 5 is not the one to balance and the pass ends there.
+    let (_m, recs) = redirected_then_all_pinned(true);
+    let last = recs.last().unwrap();
+    assert_eq!(
+        (recs.len(), last.round, last.dst_cpu, last.outcome),
+        (3, Round::Redo, 5, Outcome::NotDesignated)
+    );
 }

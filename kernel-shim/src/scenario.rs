@@ -660,7 +660,7 @@ fn report_cpus(tag: &str, n: usize) {
         );
         let o = &cc.balance_outcomes;
         kprintln!(
-            "{}: cpu {} balance outcomes: not designated {} balanced {} moved {} nothing detachable {} all pinned {} active balance {}",
+            "{}: cpu {} balance outcomes: not designated {} balanced {} moved {} nothing detachable {} all pinned {} active balance {} (rounds: redirected {} retried {})",
             tag,
             c,
             o[0].load(Relaxed),
@@ -668,7 +668,9 @@ fn report_cpus(tag: &str, n: usize) {
             o[2].load(Relaxed),
             o[3].load(Relaxed),
             o[4].load(Relaxed),
-            o[5].load(Relaxed)
+            o[5].load(Relaxed),
+            o[6].load(Relaxed),
+            o[7].load(Relaxed)
         );
     }
 }

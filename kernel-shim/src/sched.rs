@@ -58,7 +58,7 @@ pub struct CpuCounters {
     pub balance_moved: AtomicU64,
     /// Attempts by outcome: not designated, balanced, moved, nothing detachable, all
     /// pinned, active balance requested.
-    pub balance_outcomes: [AtomicU64; 6],
+    pub balance_outcomes: [AtomicU64; 8],
     /// When the CPU came online (ns), 0 while offline.
     pub online_ns: AtomicU64,
     /// Time spent in the exception handler (IRQs, syscalls, switches), total (ns).
@@ -78,7 +78,7 @@ pub static CPU: [CpuCounters; MAX_CPUS] = [const {
         migrations_in: AtomicU64::new(0),
         balance_runs: AtomicU64::new(0),
         balance_moved: AtomicU64::new(0),
-        balance_outcomes: [const { AtomicU64::new(0) }; 6],
+        balance_outcomes: [const { AtomicU64::new(0) }; 8],
         online_ns: AtomicU64::new(0),
         handler_ns: AtomicU64::new(0),
         handler_max_ns: AtomicU64::new(0),
@@ -327,7 +327,9 @@ impl Platform for KPlatform {
             }
             EventKind::Balance(r) => {
                 let b = (r.cpu as usize).min(MAX_CPUS - 1);
-                CPU[b].balance_runs.fetch_add(1, Relaxed);
+                if r.outcome.ends_pass() {
+                    CPU[b].balance_runs.fetch_add(1, Relaxed);
+                }
                 CPU[b].balance_moved.fetch_add(r.moved as u64, Relaxed);
                 let o = match r.outcome {
                     Outcome::NotDesignated => 0,
@@ -336,6 +338,8 @@ impl Platform for KPlatform {
                     Outcome::NothingDetachable => 3,
                     Outcome::AllPinned => 4,
                     Outcome::ActiveBalance => 5,
+                    Outcome::Redirected => 6,
+                    Outcome::Retried => 7,
                 };
                 CPU[b].balance_outcomes[o].fetch_add(1, Relaxed);
             }

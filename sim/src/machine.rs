@@ -297,9 +297,10 @@ impl Platform for SimPlatform {
             }
             EventKind::Balance(r) => {
                 self.balance_moved.set(self.balance_moved.get() + r.moved as u64);
-                // A record is consistent when "moved" is the outcome exactly when tasks moved,
-                // and an attempt that found a queue names it.
-                let consistent = (r.outcome == Outcome::Moved) == (r.moved > 0)
+                // A pass's last record is consistent when "moved" is its outcome exactly when the
+                // pass moved tasks, and an attempt that found a queue names it.
+                let consistent = (!r.outcome.ends_pass()
+                    || (r.outcome == Outcome::Moved) == (r.pass_moved > 0))
                     && (!matches!(
                         r.outcome,
                         Outcome::Moved | Outcome::NothingDetachable | Outcome::ActiveBalance

@@ -16,6 +16,7 @@
 //! `rebalance_domains`, `newidle_balance`, the stopper) is `crate::smp`'s `load_balance.rs`.
 
 pub mod busiest;
+pub mod designate;
 pub mod imbalance;
 pub mod migrate;
 pub mod queue;
@@ -37,6 +38,22 @@ pub enum IdleType {
     NewlyIdle,
 }
 
+/// Which round of a balance pass a [`BalanceRecord`] describes. A pass starts with
+/// [`Round::First`]; two things make it go on in another round, each with its own record:
+/// some tasks could move only to another CPU of the balancing CPU's group (LBF_DST_PINNED:
+/// the pass continues with that CPU as destination, [`Round::Redirected`]), or every task of
+/// the busiest CPU was pinned away (LBF_ALL_PINNED: the pass starts over without that CPU,
+/// [`Round::Redo`], keeping the destination it had).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Round {
+    /// The pass's first look at the domain.
+    First,
+    /// Detaching goes on towards another CPU of the local group.
+    Redirected,
+    /// The pass starts over without the busiest CPU whose tasks were all pinned.
+    Redo,
+}
+
 /// What one balance attempt came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -52,13 +69,31 @@ pub enum Outcome {
     AllPinned,
     /// Nothing detachable; the busiest CPU's stopper was asked to push its running task.
     ActiveBalance,
+    /// This round ends and the pass goes on towards another destination
+    /// ([`Round::Redirected`] follows). Not an outcome of the pass.
+    Redirected,
+    /// This round ends with every task pinned and the pass starts over ([`Round::Redo`]
+    /// follows). Not an outcome of the pass.
+    Retried,
 }
 
-/// One load-balance attempt, as an event.
+impl Outcome {
+    /// Whether this record ends its pass (every pass has exactly one such record, its last).
+    pub fn ends_pass(self) -> bool {
+        !matches!(self, Outcome::Redirected | Outcome::Retried)
+    }
+}
+
+/// One round of a load-balance attempt, as an event. A pass emits one record per round;
+/// the last one's [`Outcome`] is the pass's (see [`Outcome::ends_pass`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BalanceRecord {
-    /// The balancing (destination) CPU.
+    /// The balancing CPU (whose domain is balanced).
     pub cpu: u32,
+    /// Where this round moves tasks to: `cpu`, or another CPU of its group after a redirect.
+    pub dst_cpu: u32,
+    /// Which round of the pass this is.
+    pub round: Round,
     /// The domain level.
     pub level: Level,
     /// Idle type.
@@ -73,11 +108,13 @@ pub struct BalanceRecord {
     pub imbalance: i64,
     /// The runqueue picked to pull from.
     pub busiest_cpu: Option<u32>,
-    /// Tasks moved.
+    /// Tasks moved in this round.
     pub moved: u32,
+    /// Tasks moved by the pass so far, this round included.
+    pub pass_moved: u32,
     /// Outcome.
     pub outcome: Outcome,
-    /// The domain's consecutive failures after this attempt.
+    /// The domain's consecutive failures after this round.
     pub nr_balance_failed: u32,
 }
 

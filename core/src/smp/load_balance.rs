@@ -6,11 +6,14 @@
 use core::sync::atomic::Ordering::Relaxed;
 
 use crate::balance::busiest::{decide, pick_busiest, DomainEnv, GroupDecision, SdStats};
+use crate::balance::designate::should_we_balance;
 use crate::balance::imbalance::MigrationType;
 use crate::balance::migrate::{detach_one_task, DetachEnv, LbfFlags, NR_MIGRATE_BREAK};
 use crate::balance::queue::{find_busiest_queue, QueueEnv};
 use crate::balance::stats::{self, group_stats, CpuSnap, GroupInfo, SgStatus, StatsEnv};
-use crate::balance::{estimated_balance_cost, BalanceRecord, IdleType, Outcome, MAX_PINNED_INTERVAL_MS};
+use crate::balance::{
+    estimated_balance_cost, BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS,
+};
 
 use super::{BalanceState, Smp, SYSCTL_MIGRATION_COST_NS};
 use crate::cpumask::CpuMask;
@@ -186,22 +189,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    /// `should_we_balance`: at each level only one CPU of the local group (`span`) balances:
-    /// the first idle one, or the group's first CPU if none is idle.
-    fn should_we_balance(&self, cpu: usize, span: &CpuMask, idle: IdleType, cpus: &CpuMask) -> bool {
-        if idle == IdleType::NewlyIdle {
-            return true;
-        }
-        let candidates = span.and(cpus);
-        let balance_cpu = candidates.iter().find(|&c| self.snap(c).idle).or_else(|| span.first());
-        balance_cpu == Some(cpu)
-    }
-
-    /// Statistics of every group of `cpu`'s domain `lvl` (`update_sd_lb_stats`).
+    /// Statistics of every group of `cpu`'s domain `lvl` (`update_sd_lb_stats`), seen from
+    /// the destination `dst` (`cpu`, or a CPU of its group after a redirect).
     #[allow(clippy::too_many_arguments)]
     fn sd_stats(
         &self,
         cpu: usize,
+        dst: usize,
         lvl: usize,
         d: &DomainView,
         idle: IdleType,
@@ -214,7 +208,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             flags: d.flags,
             imbalance_pct: d.imbalance_pct,
             idle,
-            dst_cpu: cpu as u32,
+            dst_cpu: dst as u32,
             cpus,
             asym_prefer: &asym,
         };
@@ -237,7 +231,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 && (idle != IdleType::NewlyIdle
                     || self.jiffies(now) >= self.sgc_of(*id).next_update.load(Relaxed))
             {
-                self.update_group_capacity(cpu, lvl, *id, interval_ms, now);
+                self.update_group_capacity(cpu, dst, lvl, *id, interval_ms, now);
             }
             let sgc = self.sgc_of(*id);
             let info = GroupInfo {
@@ -267,17 +261,25 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// `update_group_capacity` for `cpu`'s local group at `lvl`: at the base level from the
-    /// CPU's own capacity, above from the child domain's groups.
-    fn update_group_capacity(&self, cpu: usize, lvl: usize, id: usize, interval_ms: u64, now: u64) {
+    /// destination CPU's own capacity, above from `cpu`'s child domain's groups.
+    fn update_group_capacity(
+        &self,
+        cpu: usize,
+        dst: usize,
+        lvl: usize,
+        id: usize,
+        interval_ms: u64,
+        now: u64,
+    ) {
         let interval = self.ms_to_jiffies(interval_ms).clamp(1, self.max_lb_interval());
         let sgc = self.sgc_of(id);
         sgc.next_update.store(self.jiffies(now) + interval, Relaxed);
         let (cap, min, max) = if lvl == 0 {
             // No RT/DL/IRQ classes here: the fair class has the whole CPU.
-            let c = self.topo.read().capacity_orig(cpu);
-            let mut st = self.cpus[cpu].rq.lock();
+            let c = self.topo.read().capacity_orig(dst);
+            let mut st = self.cpus[dst].rq.lock();
             st.rq.set_capacity(c);
-            self.cpus[cpu].stats.capacity.store(st.rq.capacity(), Relaxed);
+            self.cpus[dst].stats.capacity.store(st.rq.capacity(), Relaxed);
             (c, c, c)
         } else {
             let topo = self.topo.read();
@@ -308,8 +310,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     ) -> (u32, bool) {
         let features = self.features();
         let tunables = *self.cpus[cpu].rq.lock().rq.tunables();
-        let mut rec = BalanceRecord {
+        let fresh = |round: Round, dst: usize| BalanceRecord {
             cpu: cpu as u32,
+            dst_cpu: dst as u32,
+            round,
             level: d.level,
             idle,
             local: None,
@@ -318,14 +322,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             imbalance: 0,
             busiest_cpu: None,
             moved: 0,
+            pass_moved: 0,
             outcome: Outcome::Balanced,
             nr_balance_failed: 0,
         };
+        let mut rec = fresh(Round::First, cpu);
         let mut cpus = d.span.and(&self.online());
         let dst_grpmask = d.local_span;
         let mut dst_cpu = cpu;
         let mut flags = LbfFlags::empty();
         let mut moved = 0u32;
+        // What the records report: tasks moved in the current round and in the whole pass
+        // (`moved` is what the pass returns, which Linux zeroes on its balanced exits).
+        let mut round_moved = 0u32;
+        let mut pass_moved = 0u32;
         let mut active = false;
         let mut continue_balancing = true;
         let mut busiest_cpu;
@@ -339,13 +349,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
 
         let exit = 'redo: loop {
-            if !self.should_we_balance(cpu, &dst_grpmask, idle, &cpus) {
+            // The destination may have been redirected by an earlier round: it is the one asked.
+            if !should_we_balance(dst_cpu, &dst_grpmask, idle, &cpus, &|c| self.snap(c).idle) {
                 continue_balancing = false;
                 rec.outcome = Outcome::NotDesignated;
                 break 'redo Exit::Balanced;
             }
             let interval_ms = bal.domains[lvl].balance_interval_ms;
-            let mut sds = self.sd_stats(cpu, lvl, d, idle, &cpus, interval_ms, now);
+            let mut sds = self.sd_stats(cpu, dst_cpu, lvl, d, idle, &cpus, interval_ms, now);
             rec.local = Some(sds.local.group_type);
             rec.busiest = sds.busiest.map(|b| b.group_type);
             let denv = DomainEnv {
@@ -364,7 +375,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let qenv = QueueEnv {
                 flags: d.flags,
                 imbalance_pct: d.imbalance_pct,
-                dst_cpu: cpu as u32,
+                dst_cpu: dst_cpu as u32,
                 migration_type: imb.kind,
                 imbalance: imb.amount,
                 features,
@@ -399,14 +410,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 loop {
                     let n = self.detach_attach(&mut denv_det, busiest_cpu, dst_cpu, now);
                     moved += n;
+                    round_moved += n;
+                    pass_moved += n;
                     if denv_det.flags.contains(LbfFlags::NEED_BREAK) {
                         denv_det.flags.remove(LbfFlags::NEED_BREAK);
                         continue;
                     }
                     // Some tasks may only run elsewhere in dst's group: retry with that CPU.
                     if denv_det.flags.contains(LbfFlags::DST_PINNED) && denv_det.imbalance > 0 {
+                        rec.outcome = Outcome::Redirected;
+                        self.end_round(&mut rec, &mut round_moved, pass_moved, bal, lvl, now);
                         denv_det.cpus.clear(dst_cpu);
                         dst_cpu = denv_det.new_dst_cpu as usize;
+                        rec.round = Round::Redirected;
+                        rec.dst_cpu = dst_cpu as u32;
                         denv_det.dst_cpu = dst_cpu as u32;
                         denv_det.dst_nr_running = self.snap(dst_cpu).nr_running;
                         denv_det.flags.remove(LbfFlags::DST_PINNED);
@@ -428,7 +445,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if flags.contains(LbfFlags::ALL_PINNED) {
                     cpus.clear(busiest_cpu);
                     if !cpus.is_subset_of(&dst_grpmask) {
-                        dst_cpu = cpu;
+                        // Start over without the busiest CPU, towards the same destination.
+                        rec.outcome = Outcome::Retried;
+                        self.end_round(&mut rec, &mut round_moved, pass_moved, bal, lvl, now);
+                        rec = fresh(Round::Redo, dst_cpu);
                         continue 'redo;
                     }
                     rec.outcome = Outcome::AllPinned;
@@ -441,7 +461,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if idle != IdleType::NewlyIdle {
                     db.nr_balance_failed += 1;
                 }
-                let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, cpu);
+                let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu);
                 if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
                     let mut st = self.cpus[busiest_cpu].rq.lock();
                     let curr_allowed = st.rq.curr_node().is_none_or(|n| st.rq.ent(n).affinity.contains(cpu));
@@ -468,16 +488,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 rec.outcome = Outcome::Moved;
                 db.nr_balance_failed = 0;
             }
-            if !active || self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, cpu) {
+            if !active || self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu) {
                 db.balance_interval_ms = d.min_interval_ms;
             } else if db.balance_interval_ms < d.max_interval_ms {
                 db.balance_interval_ms *= 2;
             }
             break 'redo Exit::Done;
         };
-        if flags.contains(LbfFlags::ALL_PINNED) && moved == 0 {
-            rec.outcome = Outcome::AllPinned;
-        }
         let db = &mut bal.domains[lvl];
         match exit {
             Exit::Done => {}
@@ -501,10 +518,26 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
             }
         }
-        rec.moved = moved;
-        rec.nr_balance_failed = bal.domains[lvl].nr_balance_failed;
-        self.emit(now, cpu as u32, EventKind::Balance(rec));
+        self.end_round(&mut rec, &mut round_moved, pass_moved, bal, lvl, now);
         (moved, continue_balancing)
+    }
+
+    /// Emits the record of a round that ends now, with its outcome already set.
+    fn end_round(
+        &self,
+        rec: &mut BalanceRecord,
+        round_moved: &mut u32,
+        pass_moved: u32,
+        bal: &BalanceState,
+        lvl: usize,
+        now: u64,
+    ) {
+        rec.moved = *round_moved;
+        rec.pass_moved = pass_moved;
+        rec.nr_balance_failed = bal.domains[lvl].nr_balance_failed;
+        self.emit(now, rec.cpu, EventKind::Balance(*rec));
+        *round_moved = 0;
+        rec.moved = 0;
     }
 
     /// `voluntary_active_balance`: cases where pushing a running task is right even
