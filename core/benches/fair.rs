@@ -4,7 +4,7 @@
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use sched_core::{
-    DequeueFlags, EnqueueFlags, Features, NoPlatform, RunQueue, Scheduler, TaskParams, Tunables,
+    DequeueFlags, EnqueueFlags, Features, NoPlatform, RunQueue, SingleCpu, TaskParams, Tunables,
 };
 use std::hint::black_box;
 
@@ -13,8 +13,8 @@ const SIZES: [usize; 4] = [1, 16, 256, 1024];
 
 /// A runqueue with `n` spinners queued (plus one running), aged by 100 ms of ticks.
 fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
-    let mut s: Box<Scheduler<NoPlatform, CAP, CAP>> =
-        Box::new(Scheduler::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()));
+    let mut s: Box<SingleCpu<NoPlatform, CAP, CAP>> =
+        Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()));
     for i in 0..=n {
         s.create(0, TaskParams { nice: (i % 7) as i32 - 3, ..TaskParams::default() }).unwrap();
     }

@@ -1,15 +1,16 @@
-//! The fair class on one runqueue (spec §1): update_curr, placement, enqueue/dequeue,
+//! The fair class on one runqueue (docs/linux-v5.7.md §1): update_curr, placement, enqueue/dequeue,
 //! picking with buddies, tick and wakeup preemption, yield, reweighting, and when PELT is
-//! updated along the way (spec §2).
+//! updated along the way (docs/linux-v5.7.md §2).
 //!
 //! Everything here operates on one [`RunQueue`] and the entities inside it; which task
-//! is where, and locking, belong to the callers ([`crate::Scheduler`] on one CPU).
+//! is where, and locking, belong to the callers ([`crate::Smp`], which holds each CPU's
+//! runqueue behind its lock).
 
 use bitflags::bitflags;
 
 use crate::features::{Features, RunnableInit};
 use crate::pelt;
-use crate::runqueue::{NodeId, RunQueue};
+use crate::runqueue::{RunQueue, SlotId};
 use crate::task::{Entity, Policy};
 use crate::timeline::vruntime_before;
 use crate::weights::{calc_delta, calc_delta_fair, Nice};
@@ -101,7 +102,7 @@ impl<const Q: usize> RunQueue<Q> {
             vr = self.ent(c).vruntime;
         }
         if let Some(l) = self.timeline.leftmost() {
-            let lv = self.ent(l as NodeId).vruntime;
+            let lv = self.ent(l as SlotId).vruntime;
             vr = if curr.is_none() { lv } else { min_vruntime(vr, lv) };
         }
         self.min_vruntime = max_vruntime(self.min_vruntime, vr);
@@ -155,7 +156,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `update_load_avg` for an entity here and for the runqueue: ages the entity (if it is
     /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
-    fn update_load_avg(&mut self, node: NodeId, flags: PeltFlags) {
+    fn update_load_avg(&mut self, node: SlotId, flags: PeltFlags) {
         let now = self.clock_pelt();
         let is_curr = self.curr == Some(node);
         let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
@@ -170,7 +171,7 @@ impl<const Q: usize> RunQueue<Q> {
     }
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
-    fn attach_entity_avg(&mut self, node: NodeId) {
+    fn attach_entity_avg(&mut self, node: SlotId) {
         let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
         if se.pelt_attached {
             return;
@@ -183,7 +184,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
     /// half the spare capacity, runnable per [`RunnableInit`], then attach.
-    pub(crate) fn post_init_entity(&mut self, node: NodeId) {
+    pub(crate) fn post_init_entity(&mut self, node: SlotId) {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
@@ -200,7 +201,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// Accounts and queues the entity at `node` (`enqueue_task_fair` for a flat
     /// hierarchy). The entity must be in the arena and not yet accounted.
-    pub fn enqueue(&mut self, node: NodeId, flags: EnqueueFlags) {
+    pub fn enqueue(&mut self, node: SlotId, flags: EnqueueFlags) {
         let Some(se) = self.entity(node) else { return };
         if se.on_rq {
             return;
@@ -257,7 +258,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// Unaccounts the entity at `node` (`dequeue_task_fair`). It stays in the arena (the
     /// current task keeps running until the next pick); a sleeping dequeue samples its
     /// util_est, any other normalises its vruntime for the trip to another runqueue.
-    pub fn dequeue(&mut self, node: NodeId, flags: DequeueFlags) {
+    pub fn dequeue(&mut self, node: SlotId, flags: DequeueFlags) {
         match self.entity(node) {
             Some(se) if se.on_rq => {}
             _ => return,
@@ -301,7 +302,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- buddies --------------------------------------------------------------------
 
-    pub(crate) fn clear_buddies(&mut self, node: NodeId) {
+    pub(crate) fn clear_buddies(&mut self, node: SlotId) {
         for b in [&mut self.next, &mut self.last, &mut self.skip] {
             if *b == Some(node) {
                 *b = None;
@@ -309,7 +310,7 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    fn buddy_allowed(&self, node: NodeId) -> bool {
+    fn buddy_allowed(&self, node: SlotId) -> bool {
         // SCHED_IDLE tasks are never favoured.
         self.ent(node).policy != Policy::Idle
     }
@@ -338,12 +339,12 @@ impl<const Q: usize> RunQueue<Q> {
     /// `pick_next_entity` with no current task: the leftmost, unless it is the skip buddy
     /// and the second is not too far behind; then the last buddy and finally the next
     /// buddy win if not too unfair to the leftmost. Clears the chosen one's buddy marks.
-    pub fn pick_next_entity(&mut self) -> Option<NodeId> {
-        let left = self.timeline.leftmost()? as NodeId;
+    pub fn pick_next_entity(&mut self) -> Option<SlotId> {
+        let left = self.timeline.leftmost()? as SlotId;
         let mut se = left;
         if self.skip == Some(se) {
             if let Some(second) = self.timeline.successor(se as usize) {
-                let second = second as NodeId;
+                let second = second as SlotId;
                 if self.wakeup_preempt_entity(self.ent(second), self.ent(left)) < 1 {
                     se = second;
                 }
@@ -365,7 +366,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
-    pub fn set_next(&mut self, node: NodeId) {
+    pub fn set_next(&mut self, node: SlotId) {
         if self.ent(node).on_rq {
             let _ = self.timeline.remove(node as usize);
             self.update_load_avg(node, PeltFlags::empty());
@@ -386,7 +387,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `put_prev_entity`: the current entity stops running; if still runnable it goes
     /// back on the timeline. Returns its node.
-    pub fn put_prev(&mut self) -> Option<NodeId> {
+    pub fn put_prev(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
         if self.ent(prev).on_rq {
             self.update_curr();
@@ -403,7 +404,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// they differ, `prev` stays marked `on_cpu` as the task being switched out until
     /// [`RunQueue::finish_switch`], which the caller must have called for the previous
     /// switch (it returns the entity of a task that blocked, which only the caller can file).
-    pub fn schedule_pick(&mut self) -> (Option<NodeId>, Option<NodeId>) {
+    pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
         let prev = self.put_prev();
         let next = self.pick_next_entity();
@@ -458,7 +459,7 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    fn check_preempt_tick(&mut self, curr: NodeId) {
+    fn check_preempt_tick(&mut self, curr: SlotId) {
         let (ideal, delta_exec, cvr) = {
             let c = self.ent(curr);
             (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime)
@@ -472,7 +473,7 @@ impl<const Q: usize> RunQueue<Q> {
             return;
         }
         let Some(left) = self.timeline.leftmost() else { return };
-        let delta = cvr.wrapping_sub(self.ent(left as NodeId).vruntime) as i64;
+        let delta = cvr.wrapping_sub(self.ent(left as SlotId).vruntime) as i64;
         // Compares virtual time with a wall-clock slice, as Linux does.
         if delta > 0 && delta as u64 > ideal {
             self.resched_curr();
@@ -480,7 +481,7 @@ impl<const Q: usize> RunQueue<Q> {
     }
 
     /// `check_preempt_curr` for a fair task that was just enqueued here.
-    pub(crate) fn check_preempt_wakeup(&mut self, wakee: NodeId, flags: WakeFlags) {
+    pub(crate) fn check_preempt_wakeup(&mut self, wakee: SlotId, flags: WakeFlags) {
         let Some(curr) = self.curr else {
             // The idle loop is always preempted.
             self.resched_curr();
@@ -576,7 +577,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// `reweight_task`: gives the entity at `node` a new nice value. It must not be
     /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
     /// re-expressed with the new weight.
-    pub(crate) fn reweight(&mut self, node: NodeId, nice: Nice) {
+    pub(crate) fn reweight(&mut self, node: SlotId, nice: Nice) {
         let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
         let old = se.avg.load_avg;
         reweight_entity(&mut self.avg, se, nice);
@@ -587,7 +588,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// Changes the nice value of a task attached here (queued, running or switching out),
     /// as `set_user_nice` does: out of the accounting with SAVE, reweighted, back with
     /// RESTORE, and a reschedule if the change can alter who should run.
-    pub fn change_nice(&mut self, node: NodeId, nice: Nice) {
+    pub fn change_nice(&mut self, node: SlotId, nice: Nice) {
         let Some(e) = self.entity(node) else { return };
         let old = e.nice;
         let queued = e.on_rq;
@@ -613,7 +614,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// Takes a queued task that is not running off this runqueue for a move to another CPU
     /// (`detach_task`): dequeued with its vruntime normalised, its PELT signals detached at
     /// once, marked not cache hot, and out of the arena.
-    pub fn detach_task(&mut self, node: NodeId) -> Option<Entity> {
+    pub fn detach_task(&mut self, node: SlotId) -> Option<Entity> {
         match self.entity(node) {
             Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(node) => {}
             _ => return None,
@@ -634,7 +635,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// Puts a task detached from another CPU onto this runqueue (`attach_task`): enqueued
     /// with its vruntime renormalised and its PELT signals attached, then a preemption
     /// check. `None` if the arena is full.
-    pub fn attach_task(&mut self, e: Entity) -> Option<NodeId> {
+    pub fn attach_task(&mut self, e: Entity) -> Option<SlotId> {
         let node = self.insert(e)?;
         self.enqueue(node, EnqueueFlags::empty());
         self.check_preempt_wakeup(node, WakeFlags::empty());

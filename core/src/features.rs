@@ -90,7 +90,7 @@ impl Features {
     }
 }
 
-/// How a new task's `runnable_avg` is initialised (spec §0: a stable backport changed it).
+/// How a new task's `runnable_avg` is initialised (docs/linux-v5.7.md §0: a stable backport changed it).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RunnableInit {
     /// v5.7.0 (and the tree the seed patch landed in): the CPU's capacity, 1024.

@@ -29,25 +29,38 @@
 //!
 //! ## Driving it
 //!
-//! A platform owns a [`Scheduler`] per CPU and calls it with the current time in ns:
-//! [`Scheduler::create`], [`Scheduler::block`], [`Scheduler::wake`], [`Scheduler::tick`]
-//! (returns whether to preempt), [`Scheduler::schedule`] (returns what to run),
-//! [`Scheduler::yield_now`], [`Scheduler::exit`], [`Scheduler::set_nice`],
-//! [`Scheduler::set_affinity`]. It implements [`Platform`] to receive reschedule requests and
-//! [`Event`]s. Every call validates its input first and returns a [`SchedError`] without
-//! changing anything on bad input; [`Scheduler::check_invariants`] verifies the whole state.
+//! A platform (a kernel, the simulator, a test) owns one [`Smp`] for the whole machine,
+//! builds its topology with [`Smp::init`] (or a preset through [`Smp::init_with`]), and calls
+//! it from every CPU with the current time in ns: [`Smp::create`], [`Smp::block`],
+//! [`Smp::wake`], [`Smp::exit`], [`Smp::tick`] (returns whether to reschedule; runs the load
+//! balancer when due), [`Smp::schedule`] (picks what to run) followed by
+//! [`Smp::finish_switch`] once the previous task's context is saved, [`Smp::yield_now`],
+//! [`Smp::set_nice`], [`Smp::set_affinity`], and for tickless idle [`Smp::nohz_enter_idle`],
+//! [`Smp::nohz_exit_idle`] and [`Smp::nohz_idle_balance`]. It implements [`Platform`] to
+//! receive reschedule requests, stopper and nohz kicks, and [`Event`]s. Every call
+//! validates its input first and returns a [`SchedError`] without changing anything on bad
+//! input; [`Smp::check_invariants`] verifies the whole state. A uniprocessor platform can
+//! use [`SingleCpu`], the same machinery with one CPU behind a smaller API. The contract a
+//! port must keep (lock order, who calls what and when) is in ARCHITECTURE.md.
 //!
 //! ```
-//! use sched_core::{NoPlatform, Scheduler, TaskParams, Tunables, Features};
-//! let mut cpu: Scheduler<NoPlatform, 64, 64> =
-//!     Scheduler::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default());
-//! let t = cpu.create(0, TaskParams { nice: 5, ..TaskParams::default() }).unwrap();
-//! assert_eq!(cpu.schedule(0), Some(t));
-//! cpu.block(1_000_000, t).unwrap();
-//! assert_eq!(cpu.schedule(1_000_000), None); // idle
-//! cpu.wake(9_000_000, t).unwrap();
-//! assert_eq!(cpu.schedule(9_000_000), Some(t));
-//! cpu.check_invariants().unwrap();
+//! use sched_core::{Features, NoPlatform, Smp, TaskParams};
+//! let smp: Box<Smp<NoPlatform, 4, 64, 64>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+//! smp.init_with(|t| t.init_clusters(1, 4)).unwrap();
+//! // Every CPU passes through the scheduler once before it takes work.
+//! for cpu in 0..4 {
+//!     smp.schedule(cpu, 1);
+//!     smp.finish_switch(cpu, 1);
+//! }
+//! let t = smp.create(0, 1_000, TaskParams { nice: 5, ..TaskParams::default() }).unwrap();
+//! let cpu = smp.task_cpu(t).unwrap() as usize;
+//! assert_eq!(smp.schedule(cpu, 1_000), Some(t));
+//! smp.finish_switch(cpu, 1_000);
+//! smp.block(cpu, 2_000_000, t).unwrap();
+//! assert_eq!(smp.schedule(cpu, 2_000_000), None); // idle
+//! smp.finish_switch(cpu, 2_000_000);
+//! smp.wake(0, 9_000_000, t).unwrap();
+//! smp.check_invariants().unwrap();
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
@@ -63,7 +76,7 @@ pub mod pelt;
 pub mod placement;
 pub mod platform;
 pub mod runqueue;
-pub mod scheduler;
+pub mod single_cpu;
 pub mod smp;
 pub mod table;
 pub mod task;
@@ -77,8 +90,8 @@ pub use error::SchedError;
 pub use fair::{DequeueFlags, EnqueueFlags, WakeFlags};
 pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform};
-pub use runqueue::{InvariantViolation, NodeId, RunQueue};
-pub use scheduler::Scheduler;
+pub use runqueue::{InvariantViolation, RunQueue, SlotId};
+pub use single_cpu::SingleCpu;
 pub use smp::Smp;
 pub use table::{Location, TaskEntry, TaskTable};
 pub use task::{Entity, Policy, TaskId, TaskParams, TaskState};

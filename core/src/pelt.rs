@@ -1,4 +1,4 @@
-//! PELT: per-entity load tracking, in exact fixed point (spec §2).
+//! PELT: per-entity load tracking, in exact fixed point (docs/linux-v5.7.md §2).
 //!
 //! Time is counted in 1024 ns units; every 1024 units (≈ 1 ms) is a *period*, and a
 //! contribution made `n` periods ago weighs `y^n` with `y^32 = 1/2`. Each tracked object (a
@@ -294,7 +294,7 @@ pub fn init_task_avg(weight_down: u64) -> SchedAvg {
 /// The initial util_avg of a new task placed on a runqueue (`post_init_entity_util_avg`):
 /// half the CPU's spare capacity, or an extrapolation from the runqueue's util per load if
 /// that is smaller. `se_weight_hi` is the task's *high-resolution* weight, as the kernel
-/// uses it (spec §2 observes that this makes the cap win almost always).
+/// uses it (docs/linux-v5.7.md §2 observes that this makes the cap win almost always).
 pub fn initial_util(cpu_scale: u64, rq: &SchedAvg, se_weight_hi: u64) -> u64 {
     let cap = (cpu_scale as i64 - rq.util_avg as i64) / 2;
     if cap <= 0 {

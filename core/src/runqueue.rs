@@ -17,7 +17,7 @@ use crate::timeline::Timeline;
 use crate::weights::LoadWeight;
 
 /// Index of an entity in its runqueue's arena. Valid while the entity stays on that CPU.
-pub type NodeId = u32;
+pub type SlotId = u32;
 
 const NIL: u32 = u32::MAX;
 
@@ -63,13 +63,13 @@ pub struct RunQueue<const Q: usize> {
     /// Of which `SCHED_IDLE`.
     pub(crate) idle_nr_running: u32,
     pub(crate) min_vruntime: u64,
-    pub(crate) curr: Option<NodeId>,
+    pub(crate) curr: Option<SlotId>,
     /// The previous task while its CPU is still switching away from it: not current, and
     /// not accounted if it blocked; leaves the arena at `finish_switch`.
-    pub(crate) switching_out: Option<NodeId>,
-    pub(crate) next: Option<NodeId>,
-    pub(crate) last: Option<NodeId>,
-    pub(crate) skip: Option<NodeId>,
+    pub(crate) switching_out: Option<SlotId>,
+    pub(crate) next: Option<SlotId>,
+    pub(crate) last: Option<SlotId>,
+    pub(crate) skip: Option<SlotId>,
     pub(crate) avg: SchedAvg,
     pub(crate) removed: Removed,
     pub(crate) need_resched: bool,
@@ -141,8 +141,8 @@ impl<const Q: usize> RunQueue<Q> {
         self.timeline.len()
     }
     /// Every entity held in the arena, with its node.
-    pub fn attached(&self) -> impl Iterator<Item = (NodeId, TaskId)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|e| (i as NodeId, e.id)))
+    pub fn attached(&self) -> impl Iterator<Item = (SlotId, TaskId)> + '_ {
+        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|e| (i as SlotId, e.id)))
     }
     /// Entities held in the arena (queued, running, or a current task still being switched out).
     pub fn nr_attached(&self) -> usize {
@@ -214,11 +214,11 @@ impl<const Q: usize> RunQueue<Q> {
         self.curr.and_then(|n| self.entity(n)).map(|e| e.id)
     }
     /// The node of the current task.
-    pub fn curr_node(&self) -> Option<NodeId> {
+    pub fn curr_node(&self) -> Option<SlotId> {
         self.curr
     }
     /// The node of the task this CPU is still switching away from, if any.
-    pub fn switching_out_node(&self) -> Option<NodeId> {
+    pub fn switching_out_node(&self) -> Option<SlotId> {
         self.switching_out
     }
     /// Whether no fair task is current (the CPU runs its idle loop).
@@ -226,7 +226,7 @@ impl<const Q: usize> RunQueue<Q> {
         self.curr.is_none()
     }
     /// The entity at `node`, if any.
-    pub fn entity(&self, node: NodeId) -> Option<&Entity> {
+    pub fn entity(&self, node: SlotId) -> Option<&Entity> {
         self.slots.get(node as usize).and_then(|s| s.as_ref())
     }
     /// The active feature switches.
@@ -253,10 +253,10 @@ impl<const Q: usize> RunQueue<Q> {
     }
     /// Queued task ids in timeline order (leftmost first).
     pub fn timeline_ids(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.timeline.iter().filter_map(move |n| self.entity(n as NodeId).map(|e| e.id))
+        self.timeline.iter().filter_map(move |n| self.entity(n as SlotId).map(|e| e.id))
     }
 
-    pub(crate) fn ent(&self, node: NodeId) -> &Entity {
+    pub(crate) fn ent(&self, node: SlotId) -> &Entity {
         // Callers pass nodes they got from this runqueue; a missing one is a core bug and
         // checked by the invariant checker, so fall back to a harmless sentinel here.
         match self.slots.get(node as usize).and_then(|s| s.as_ref()) {
@@ -265,7 +265,7 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    pub(crate) fn ent_mut(&mut self, node: NodeId) -> Option<&mut Entity> {
+    pub(crate) fn ent_mut(&mut self, node: SlotId) -> Option<&mut Entity> {
         self.slots.get_mut(node as usize).and_then(|s| s.as_mut())
     }
 
@@ -273,7 +273,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// Puts an entity into the arena (not yet queued). `None` when the arena is full
     /// (callers check [`RunQueue::has_room`] first, so the entity is not lost).
-    pub(crate) fn insert(&mut self, mut e: Entity) -> Option<NodeId> {
+    pub(crate) fn insert(&mut self, mut e: Entity) -> Option<SlotId> {
         let node = if self.free_head != NIL {
             let n = self.free_head;
             self.free_head = self.mru_next[n as usize];
@@ -292,7 +292,7 @@ impl<const Q: usize> RunQueue<Q> {
     }
 
     /// Takes an entity out of the arena. It must be neither queued nor current.
-    pub(crate) fn take(&mut self, node: NodeId) -> Option<Entity> {
+    pub(crate) fn take(&mut self, node: SlotId) -> Option<Entity> {
         if self.curr == Some(node) || self.timeline.contains(node as usize) {
             return None;
         }
@@ -309,7 +309,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- MRU list -------------------------------------------------------------------
 
-    pub(crate) fn mru_push_head(&mut self, node: NodeId) {
+    pub(crate) fn mru_push_head(&mut self, node: SlotId) {
         let n = node as usize;
         self.mru_prev[n] = NIL;
         self.mru_next[n] = self.mru_head;
@@ -321,7 +321,7 @@ impl<const Q: usize> RunQueue<Q> {
         self.mru_head = node;
     }
 
-    pub(crate) fn mru_unlink(&mut self, node: NodeId) {
+    pub(crate) fn mru_unlink(&mut self, node: SlotId) {
         let n = node as usize;
         let (p, nx) = (self.mru_prev[n], self.mru_next[n]);
         if p != NIL {
@@ -338,7 +338,7 @@ impl<const Q: usize> RunQueue<Q> {
         self.mru_next[n] = NIL;
     }
 
-    pub(crate) fn mru_move_to_head(&mut self, node: NodeId) {
+    pub(crate) fn mru_move_to_head(&mut self, node: SlotId) {
         if self.mru_head != node {
             self.mru_unlink(node);
             self.mru_push_head(node);
@@ -425,7 +425,7 @@ impl<const Q: usize> RunQueue<Q> {
         let mut weight = 0u64;
         let mut attached = 0usize;
         for (i, s) in self.slots.iter().enumerate() {
-            let node = i as NodeId;
+            let node = i as SlotId;
             let in_tree = self.timeline.contains(i);
             let Some(e) = s else {
                 if in_tree || self.curr == Some(node) {
@@ -596,8 +596,8 @@ pub struct MruIter<'a, const Q: usize> {
 }
 
 impl<const Q: usize> Iterator for MruIter<'_, Q> {
-    type Item = (NodeId, TaskId);
-    fn next(&mut self) -> Option<(NodeId, TaskId)> {
+    type Item = (SlotId, TaskId);
+    fn next(&mut self) -> Option<(SlotId, TaskId)> {
         if self.cur == NIL {
             return None;
         }

@@ -2,7 +2,7 @@
 //! outlives nothing it named.
 
 use crate::error::SchedError;
-use crate::runqueue::NodeId;
+use crate::runqueue::SlotId;
 use crate::task::{Entity, TaskId, TaskState};
 
 /// Where a live task's entity is.
@@ -15,7 +15,7 @@ pub enum Location {
         /// The CPU.
         cpu: u32,
         /// Its arena slot there.
-        node: NodeId,
+        node: SlotId,
     },
     /// Between runqueues (being created or woken): the caller moving it holds the
     /// entity. Other operations on it wait until it lands.

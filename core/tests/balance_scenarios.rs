@@ -1,5 +1,5 @@
-//! The load-balancing scenarios of spec §6 (S1–S7, S13) on the 2×4 topology, with PELT
-//! values injected as the spec gives them, asserting the balancer's exact decisions.
+//! The load-balancing scenarios of docs/linux-v5.7.md §6 (S1–S7, S13) on the 2×4 topology, with PELT
+//! values injected as the scenarios give them, asserting the balancer's exact decisions.
 
 use sched_core::balance::{imbalance::MigrationType, stats::GroupType, BalanceRecord, Outcome};
 use sched_core::topology::Level;

@@ -13,7 +13,7 @@ fn new_tasks_get_half_the_spare_capacity() {
             d.s.entity(id).unwrap().avg.util_avg
         })
         .collect();
-    // 512 on an empty CPU, then half of what is left each time (spec §2's observation).
+    // 512 on an empty CPU, then half of what is left each time (docs/linux-v5.7.md §2's observation).
     assert_eq!(utils, [512, 256, 128, 64]);
     assert_eq!(d.s.rq().avg().util_avg, 960);
 }

@@ -1,4 +1,4 @@
-//! Placement and idle-balancing scenarios of spec §6: S8 (misfit on big.LITTLE), S9 (asym
+//! Placement and idle-balancing scenarios of docs/linux-v5.7.md §6: S8 (misfit on big.LITTLE), S9 (asym
 //! packing), S15 (fork bursts on 2×4), and a wake-all-on-one-CPU burst spread by the nohz
 //! kick and periodic balancing, counted in ticks of a deterministic driver.
 

@@ -4,10 +4,10 @@
 //! refused call leaving the whole state unchanged.
 
 use proptest::prelude::*;
-use sched_core::{CpuMask, Features, Policy, SchedError, Scheduler, TaskId, TaskParams, TaskState, Tunables};
+use sched_core::{CpuMask, Features, Policy, SchedError, SingleCpu, TaskId, TaskParams, TaskState, Tunables};
 use sched_testkit::Recorder;
 
-type S = Scheduler<Recorder, 12, 8>;
+type S = SingleCpu<Recorder, 12, 8>;
 
 #[derive(Debug, Clone)]
 enum Mask {
@@ -75,7 +75,7 @@ fn snapshot(s: &S) -> (sched_core::RunQueue<8>, sched_core::TaskTable<12>) {
 }
 
 fn run(ops: Vec<Op>, features: Features) -> Result<(), TestCaseError> {
-    let mut s: Box<S> = Box::new(Scheduler::new(Recorder::new(1), 1024, Tunables::for_cpus(8), features));
+    let mut s: Box<S> = Box::new(SingleCpu::new(Recorder::new(1), 1024, Tunables::for_cpus(8), features));
     let mut ids: Vec<TaskId> = Vec::new();
     let mut now = 0u64;
     for op in ops {

@@ -1,4 +1,4 @@
-//! Scenario S17 of the spec (§6): vruntime placement and preemption thresholds on a
+//! Scenario S17 of docs/linux-v5.7.md §6: vruntime placement and preemption thresholds on a
 //! machine of 8 CPUs (latency 24 ms, min granularity 3 ms, wakeup granularity 4 ms).
 
 use sched_testkit::{Driver, MS};

@@ -527,7 +527,7 @@ static SB_PRIMES: AtomicU32 = AtomicU32::new(0);
 static NEXT_EVENT: AtomicU32 = AtomicU32::new(0);
 /// sysbench starts its threads together: each waits at a start barrier until all have
 /// arrived (`barrier=on`, the default). Threads that block right after creation leave their
-/// CPU idle again, which is what lets fork placement stack them (spec §5).
+/// CPU idle again, which is what lets fork placement stack them (docs/linux-v5.7.md §5).
 static SB_BARRIER: AtomicBool = AtomicBool::new(true);
 static SB_SLOTS: [AtomicU32; MAX_SPINNERS as usize] =
     [const { AtomicU32::new(u32::MAX) }; MAX_SPINNERS as usize];

@@ -124,7 +124,7 @@ pub enum GroupDecision {
     Imbalanced(Imbalance),
 }
 
-/// `find_busiest_group`'s decision tree over computed statistics (spec §4, steps 3–9).
+/// `find_busiest_group`'s decision tree over computed statistics (docs/linux-v5.7.md §4, steps 3–9).
 /// May fill in `avg_load` figures of `sds` on the way, as the kernel does.
 pub fn decide(env: &DomainEnv, sds: &mut SdStats) -> GroupDecision {
     let Some(busiest) = sds.busiest else { return GroupDecision::Balanced };

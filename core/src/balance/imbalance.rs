@@ -28,7 +28,7 @@ pub struct Imbalance {
     pub amount: i64,
 }
 
-/// `calculate_imbalance` (spec §4), filling `avg_load` figures where the kernel does.
+/// `calculate_imbalance` (docs/linux-v5.7.md §4), filling `avg_load` figures where the kernel does.
 pub fn calculate_imbalance(env: &DomainEnv, sds: &mut SdStats) -> Imbalance {
     let Some(busiest) = sds.busiest else { return Imbalance { kind: MigrationType::Task, amount: 0 } };
     let mut local = sds.local;

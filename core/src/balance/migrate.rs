@@ -7,7 +7,7 @@ use super::IdleType;
 use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::features::Features;
-use crate::runqueue::{NodeId, RunQueue};
+use crate::runqueue::{RunQueue, SlotId};
 use crate::task::{Entity, Policy};
 
 bitflags! {
@@ -66,7 +66,7 @@ pub struct DetachEnv {
 pub const NR_MIGRATE_BREAK: u32 = 32;
 
 /// `task_hot`: the task ran on src too recently to leave its cache behind cheaply.
-fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, node: NodeId, e: &Entity) -> bool {
+fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, node: SlotId, e: &Entity) -> bool {
     if e.policy == Policy::Idle {
         return false;
     }
@@ -83,7 +83,7 @@ fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, node: NodeId, e:
 }
 
 /// `can_migrate_task`, checks in the kernel's order; records pinning in `env.flags`.
-pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, node: NodeId) -> bool {
+pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, node: SlotId) -> bool {
     let Some(e) = src.entity(node) else { return false };
     if !e.affinity.contains(env.dst_cpu as usize) {
         env.flags |= LbfFlags::SOME_PINNED;
@@ -194,7 +194,7 @@ pub fn detach_tasks<const Q: usize>(
 
 /// `detach_one_task` for the active-balance stopper: the first movable task from the tail.
 pub fn detach_one_task<const Q: usize>(env: &mut DetachEnv, src: &mut RunQueue<Q>) -> Option<Entity> {
-    let nodes: heapless::Vec<NodeId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
+    let nodes: heapless::Vec<SlotId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
     for node in nodes {
         if can_migrate_task(env, src, node) {
             return src.detach_task(node);

@@ -224,7 +224,7 @@ pub fn group_is_overloaded(pct: u32, s: &SgStats) -> bool {
     s.group_capacity * 100 < s.group_util * pct || s.group_capacity * pct < s.group_runnable * 100
 }
 
-/// `group_classify`, tests in the spec's order.
+/// `group_classify`, tests in Linux's order (docs/linux-v5.7.md §4).
 pub fn classify(pct: u32, imbalance_flag: bool, s: &SgStats) -> GroupType {
     if group_is_overloaded(pct, s) {
         GroupType::Overloaded

@@ -9,7 +9,7 @@ use crate::error::SchedError;
 use crate::fair::{DequeueFlags, EnqueueFlags, WakeFlags};
 use crate::placement::{SelectFor, Waker};
 use crate::platform::{EventKind, MigrateReason, Platform};
-use crate::runqueue::NodeId;
+use crate::runqueue::SlotId;
 use crate::table::{Location, TaskEntry};
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
 use crate::weights::Nice;
@@ -66,7 +66,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         flags: EnqueueFlags,
         wf: WakeFlags,
         new_task: bool,
-    ) -> Result<NodeId, SchedError> {
+    ) -> Result<SlotId, SchedError> {
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
         e.cpu = cpu as u32;

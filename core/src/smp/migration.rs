@@ -7,7 +7,7 @@ use spin::RelaxStrategy;
 use super::{CpuState, Smp};
 use crate::balance::migrate::{detach_tasks, DetachEnv};
 use crate::platform::{EventKind, MigrateReason, Platform};
-use crate::runqueue::NodeId;
+use crate::runqueue::SlotId;
 use crate::table::Location;
 use crate::task::{Entity, TaskId};
 
@@ -42,7 +42,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         &self,
         src: usize,
         id: TaskId,
-        node: NodeId,
+        node: SlotId,
         dst: usize,
         now: u64,
         reason: MigrateReason,

@@ -1,4 +1,4 @@
-//! nohz idle balancing (spec §4): tickless idle CPUs don't balance themselves; a busy CPU's
+//! nohz idle balancing (docs/linux-v5.7.md §4): tickless idle CPUs don't balance themselves; a busy CPU's
 //! tick kicks one of them, which balances on behalf of all of them.
 //!
 //! Tickless idle is the platform's choice: it calls [`Smp::nohz_enter_idle`] when it stops
@@ -23,7 +23,7 @@ const NOHZ_KICK_MASK: u8 = NOHZ_BALANCE_KICK | NOHZ_STATS_KICK;
 /// Shared nohz state (`struct nohz`, plus the per-CPU kick flags and per-LLC busy counts).
 pub struct Nohz<const CPUS: usize> {
     idle: [AtomicBool; CPUS],
-    nr_cpus: AtomicU32,
+    nr_tickless: AtomicU32,
     /// Jiffy at which some tickless CPU is next due to balance.
     next_balance: AtomicU64,
     has_blocked: AtomicBool,
@@ -40,7 +40,7 @@ impl<const CPUS: usize> Nohz<CPUS> {
     pub const fn new() -> Self {
         Nohz {
             idle: [const { AtomicBool::new(false) }; CPUS],
-            nr_cpus: AtomicU32::new(0),
+            nr_tickless: AtomicU32::new(0),
             next_balance: AtomicU64::new(0),
             has_blocked: AtomicBool::new(false),
             next_blocked: AtomicU64::new(0),
@@ -58,7 +58,7 @@ impl<const CPUS: usize> Nohz<CPUS> {
 
     /// Number of CPUs in tickless idle.
     pub fn nr_tickless(&self) -> u32 {
-        self.nr_cpus.load(Relaxed)
+        self.nr_tickless.load(Relaxed)
     }
 
     /// Pending kick flags of `cpu`.
@@ -98,7 +98,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.nohz_init();
         self.nohz.has_blocked.store(true, Relaxed);
         if !self.nohz.idle[cpu].swap(true, Relaxed) {
-            self.nohz.nr_cpus.fetch_add(1, Relaxed);
+            self.nohz.nr_tickless.fetch_add(1, Relaxed);
         }
         if self.nohz.busy[cpu].swap(false, Relaxed) {
             self.nohz.nr_busy[self.llc_id(cpu)].fetch_sub(1, Relaxed);
@@ -113,7 +113,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // Called from every busy tick: read first, so a CPU that is already busy does not
         // write the shared flag lines.
         if self.nohz.idle[cpu].load(Relaxed) && self.nohz.idle[cpu].swap(false, Relaxed) {
-            self.nohz.nr_cpus.fetch_sub(1, Relaxed);
+            self.nohz.nr_tickless.fetch_sub(1, Relaxed);
         }
         if self.nohz.initialised.load(Relaxed)
             && !self.nohz.busy[cpu].load(Relaxed)
@@ -124,10 +124,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// `nohz_balancer_kick`, from a busy CPU's tick: kick the first tickless idle CPU when
-    /// there is work it could take (spec §4's conditions).
+    /// there is work it could take (docs/linux-v5.7.md §4's conditions).
     pub(crate) fn nohz_balancer_kick(&self, cpu: usize, now: u64) {
         self.nohz_exit_idle(cpu);
-        if self.nohz.nr_cpus.load(Relaxed) == 0 {
+        if self.nohz.nr_tickless.load(Relaxed) == 0 {
             return;
         }
         let j = self.jiffies(now);

@@ -10,7 +10,7 @@ use spin::{RelaxStrategy, Spin};
 use super::Smp;
 use crate::capacity::fits_capacity;
 use crate::platform::Platform;
-use crate::runqueue::{NodeId, RunQueue};
+use crate::runqueue::{RunQueue, SlotId};
 use crate::topology::MAX_LEVELS;
 
 /// Figures of one runqueue, published by its owner for lock-free readers.
@@ -104,7 +104,7 @@ pub struct CpuState<const Q: usize> {
     pub asym_capacity: bool,
     /// The current task exec'd and placement chose another CPU for it: (node, CPU). It is
     /// switched out and moved there once its context is saved (`sched_exec`).
-    pub exec_push: Option<(NodeId, u32)>,
+    pub exec_push: Option<(SlotId, u32)>,
 }
 
 /// Per-CPU, per-domain balancing state (what Linux keeps in each CPU's `sched_domain`).

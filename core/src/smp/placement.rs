@@ -1,4 +1,4 @@
-//! Where a task goes when it is created, execs or wakes (`select_task_rq_fair`, spec §5).
+//! Where a task goes when it is created, execs or wakes (`select_task_rq_fair`, docs/linux-v5.7.md §5).
 //!
 //! - **Fork / exec** take the slow path: from the highest domain with BALANCE_FORK /
 //!   BALANCE_EXEC down, `find_idlest_group` then `find_idlest_group_cpu`.

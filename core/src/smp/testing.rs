@@ -25,7 +25,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.load_balance_in(&mut bal, cpu, level, &d, idle, now)
     }
 
-    /// Overrides a CPU's runqueue PELT averages (sums set to match), as spec §6's
+    /// Overrides a CPU's runqueue PELT averages (sums set to match), as docs/linux-v5.7.md §6's
     /// scenarios inject them. `util` also becomes the runqueue's util_est sum if larger.
     pub fn inject_rq_pelt(&self, cpu: usize, util: u64, runnable: u64, load: u64) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
@@ -44,7 +44,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(())
     }
 
-    /// Overrides a queued or running task's PELT averages and util_est (as spec §6's
+    /// Overrides a queued or running task's PELT averages and util_est (as docs/linux-v5.7.md §6's
     /// scenarios do); the runqueue's util_est sum follows.
     pub fn inject_task_pelt(
         &self,

@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use sched_core::balance::BalanceRecord;
 use sched_core::topology::Topology;
 use sched_core::{
-    CpuMask, Event, EventKind, Features, Platform, Scheduler, Smp, TaskId, TaskParams, TopologyError,
+    CpuMask, Event, EventKind, Features, Platform, SingleCpu, Smp, TaskId, TaskParams, TopologyError,
     Tunables,
 };
 
@@ -229,7 +229,7 @@ pub fn idle_all<P: Platform, const C: usize, const T: usize, const Q: usize>(m: 
 pub const MS: u64 = 1_000_000;
 
 /// The one-CPU scheduler the [`Driver`] drives.
-pub type Sched = Scheduler<Recorder, 64, 64>;
+pub type Sched = SingleCpu<Recorder, 64, 64>;
 
 /// A deterministic one-CPU driver whose tasks all spin: every tick charges the current task,
 /// and a requested reschedule is honoured at once.
@@ -250,7 +250,7 @@ impl Driver {
 
     /// Given tunables and features.
     pub fn with(t: Tunables, f: Features, tick: u64) -> Driver {
-        Driver { s: Box::new(Scheduler::new(Recorder::new(1), 1024, t, f)), now: 0, tick }
+        Driver { s: Box::new(SingleCpu::new(Recorder::new(1), 1024, t, f)), now: 0, tick }
     }
 
     /// Creates a spinning task of nice `nice` now and reschedules if asked to.

@@ -19,9 +19,9 @@ use crate::topology::TopologyDesc;
 /// runnable at once.
 ///
 /// ```
-/// use sched_core::{NoPlatform, Scheduler, TaskParams, Tunables, Features};
-/// let mut s: Scheduler<NoPlatform, 16, 16> =
-///     Scheduler::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default());
+/// use sched_core::{NoPlatform, SingleCpu, TaskParams, Tunables, Features};
+/// let mut s: SingleCpu<NoPlatform, 16, 16> =
+///     SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default());
 /// let a = s.create(0, TaskParams::default()).unwrap();
 /// let b = s.create(0, TaskParams::default()).unwrap();
 /// // START_DEBIT: `a` was placed one 6 ms vslice after min_vruntime, `b` (sharing the
@@ -34,7 +34,7 @@ use crate::topology::TopologyDesc;
 /// assert_eq!(now, 3_000_000);
 /// assert_eq!(s.schedule(now), Some(a));
 /// ```
-pub struct Scheduler<P: Platform, const TASKS: usize, const Q: usize> {
+pub struct SingleCpu<P: Platform, const TASKS: usize, const Q: usize> {
     smp: Smp<P, 1, TASKS, Q>,
 }
 
@@ -58,7 +58,7 @@ impl<const N: usize> Deref for TasksRef<'_, N> {
     }
 }
 
-impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
+impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler for one CPU of original capacity `capacity_orig` (1024 for a big CPU).
     pub fn new(platform: P, capacity_orig: u64, tunables: Tunables, features: Features) -> Self {
         let smp = Smp::new(platform, features, 250);
@@ -74,7 +74,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
         // One CPU with a non-zero capacity is always a valid topology.
         let _ = smp.init(&desc);
         smp.set_tunables(tunables);
-        Scheduler { smp }
+        SingleCpu { smp }
     }
 
     /// The underlying one-CPU [`Smp`].
@@ -108,7 +108,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
         self.smp.current(0)
     }
 
-    /// Whether the platform should call [`Scheduler::schedule`].
+    /// Whether the platform should call [`SingleCpu::schedule`].
     pub fn need_resched(&self) -> bool {
         self.smp.need_resched(0)
     }
@@ -130,7 +130,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
     }
 
     /// The current task blocks (sleeps). It keeps the CPU until the platform calls
-    /// [`Scheduler::schedule`], which this requests.
+    /// [`SingleCpu::schedule`], which this requests.
     pub fn block(&mut self, now: u64, id: TaskId) -> Result<(), SchedError> {
         self.smp.block(0, now, id)
     }
@@ -147,7 +147,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> Scheduler<P, TASKS, Q> {
     }
 
     /// A task exits. The current task keeps the CPU until the next
-    /// [`Scheduler::schedule`]; any other task is gone at once. Its id becomes stale.
+    /// [`SingleCpu::schedule`]; any other task is gone at once. Its id becomes stale.
     pub fn exit(&mut self, now: u64, id: TaskId) -> Result<(), SchedError> {
         self.smp.exit(now, id)
     }
