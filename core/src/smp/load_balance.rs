@@ -11,11 +11,9 @@ use crate::balance::imbalance::MigrationType;
 use crate::balance::migrate::{detach_one_task, DetachEnv, LbfFlags, NR_MIGRATE_BREAK};
 use crate::balance::queue::{find_busiest_queue, QueueEnv};
 use crate::balance::stats::{self, group_stats, CpuSnap, GroupInfo, SgStatus, StatsEnv};
-use crate::balance::{
-    estimated_balance_cost, BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS,
-};
+use crate::balance::{BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS};
 
-use super::{BalanceState, Smp, SYSCTL_MIGRATION_COST_NS};
+use super::{BalanceState, Smp};
 use crate::cpumask::CpuMask;
 use crate::platform::{EventKind, MigrateReason, Platform};
 use crate::table::Location;
@@ -25,24 +23,24 @@ use spin::RelaxStrategy;
 /// What the balancer needs of one domain, copied out of the topology.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct DomainView {
-    level: Level,
-    span: CpuMask,
-    flags: SdFlags,
-    imbalance_pct: u32,
-    busy_factor: u32,
-    cache_nice_tries: u32,
-    min_interval_ms: u64,
-    max_interval_ms: u64,
-    prefer_sibling: bool,
-    has_parent: bool,
+    pub(super) level: Level,
+    pub(super) span: CpuMask,
+    pub(super) flags: SdFlags,
+    pub(super) imbalance_pct: u32,
+    pub(super) busy_factor: u32,
+    pub(super) cache_nice_tries: u32,
+    pub(super) min_interval_ms: u64,
+    pub(super) max_interval_ms: u64,
+    pub(super) prefer_sibling: bool,
+    pub(super) has_parent: bool,
     /// The span of the balancing CPU's own group at this level (empty if it has none).
-    local_span: CpuMask,
+    pub(super) local_span: CpuMask,
 }
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
 {
-    fn snap(&self, cpu: usize) -> CpuSnap {
+    pub(super) fn snap(&self, cpu: usize) -> CpuSnap {
         let s = self.stats(cpu);
         CpuSnap {
             nr_running: s.nr_running.load(Relaxed),
@@ -78,115 +76,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         })
     }
 
-    /// Jiffy of time `now`.
-    pub(crate) fn jiffies(&self, now: u64) -> u64 {
-        now / (1_000_000_000 / self.hz as u64)
-    }
-
-    pub(crate) fn ms_to_jiffies(&self, ms: u64) -> u64 {
-        (ms * self.hz as u64).div_ceil(1000)
-    }
-
-    /// `max_load_balance_interval`: HZ × CPUs / 10 jiffies.
-    fn max_lb_interval(&self) -> u64 {
-        (self.hz as u64 * self.nr_cpus() as u64 / 10).max(1)
-    }
-
-    /// `get_sd_balance_interval` in jiffies.
-    fn sd_interval(&self, interval_ms: u64, busy_factor: u32, busy: bool) -> u64 {
-        let ms = if busy { interval_ms * busy_factor as u64 } else { interval_ms };
-        self.ms_to_jiffies(ms).clamp(1, self.max_lb_interval())
-    }
-
     fn asym_prefer(&self, a: u32, b: u32) -> bool {
         let t = self.topo.read();
         t.asym_priority(a as usize) > t.asym_priority(b as usize)
-    }
-
-    /// `trigger_load_balance` after a tick: run the periodic balance if it is due.
-    pub(crate) fn trigger_load_balance(&self, cpu: usize, now: u64, idle: bool) {
-        let due = {
-            let b = self.cpus[cpu].balance.lock();
-            self.jiffies(now) >= b.next_balance
-        };
-        // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
-        if idle && self.nohz_idle_balance(cpu, now) {
-            return;
-        }
-        if due {
-            self.cpus[cpu].rq.lock().rq.update_blocked_averages();
-            let idle = if idle { IdleType::Idle } else { IdleType::NotIdle };
-            self.rebalance_domains(cpu, now, idle);
-        }
-        if !idle {
-            self.nohz_balancer_kick(cpu, now);
-        }
-    }
-
-    /// `rebalance_domains`: walks `cpu`'s domains bottom-up and balances each one whose
-    /// interval has expired, then sets when the next balance is due.
-    pub fn rebalance_domains(&self, cpu: usize, now: u64, mut idle: IdleType) {
-        if cpu >= self.nr_cpus() {
-            return;
-        }
-        let mut bal = self.cpus[cpu].balance.lock();
-        let j = self.jiffies(now);
-        let mut next_balance = j + 60 * self.hz as u64;
-        let mut update_next = false;
-        let mut continue_balancing = true;
-        let mut need_decay = false;
-        let mut max_cost = 0u64;
-        let levels = self.topo.read().nr_levels(cpu);
-        for lvl in 0..levels {
-            let Some(d) = self.domain_view(cpu, lvl) else { break };
-            // Decay the newidle cost estimate once a second.
-            let db = &mut bal.domains[lvl];
-            if now > db.next_decay_max_lb_cost {
-                db.max_newidle_lb_cost = db.max_newidle_lb_cost * 253 / 256;
-                db.next_decay_max_lb_cost = now + 1_000_000_000;
-                need_decay = true;
-            }
-            max_cost += db.max_newidle_lb_cost;
-            if !d.flags.contains(SdFlags::LOAD_BALANCE) {
-                continue;
-            }
-            if !continue_balancing {
-                if need_decay {
-                    continue;
-                }
-                break;
-            }
-            let busy = idle != IdleType::Idle;
-            let mut interval = self.sd_interval(bal.domains[lvl].balance_interval_ms, d.busy_factor, busy);
-            if j >= bal.domains[lvl].last_balance + interval {
-                let (moved, cont) = self.load_balance_in(&mut bal, cpu, lvl, &d, idle, now);
-                continue_balancing = cont;
-                if moved > 0 {
-                    idle = if self.snap(cpu).idle { IdleType::Idle } else { IdleType::NotIdle };
-                }
-                bal.domains[lvl].last_balance = j;
-                interval = self.sd_interval(
-                    bal.domains[lvl].balance_interval_ms,
-                    d.busy_factor,
-                    idle != IdleType::Idle,
-                );
-            }
-            let due = bal.domains[lvl].last_balance + interval;
-            if next_balance > due {
-                next_balance = due;
-                update_next = true;
-            }
-        }
-        if need_decay {
-            let mut st = self.cpus[cpu].rq.lock();
-            st.max_idle_balance_cost = max_cost.max(SYSCTL_MIGRATION_COST_NS);
-        }
-        if update_next {
-            bal.next_balance = next_balance;
-            if idle == IdleType::Idle {
-                self.nohz_note_next_balance(next_balance);
-            }
-        }
     }
 
     /// Statistics of every group of `cpu`'s domain `lvl` (`update_sd_lb_stats`), seen from
@@ -626,154 +518,5 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if let Some(e) = moved {
             self.attach_moved(e, cpu, target, now, MigrateReason::ActiveBalance);
         }
-    }
-
-    /// `newidle_balance`: `cpu` is about to go idle; pull a task if it is worth the cost.
-    pub(crate) fn newidle_balance(&self, cpu: usize, now: u64) -> bool {
-        let (avg_idle, go) = {
-            let mut st = self.cpus[cpu].rq.lock();
-            st.idle_stamp = now.max(1);
-            let go = st.avg_idle >= SYSCTL_MIGRATION_COST_NS && self.root.overload.load(Relaxed);
-            (st.avg_idle, go)
-        };
-        let mut bal = self.cpus[cpu].balance.lock();
-        let j = self.jiffies(now);
-        let mut next_balance = j + self.hz as u64;
-        let levels = self.topo.read().nr_levels(cpu);
-        let mut pulled = false;
-        if go {
-            self.cpus[cpu].rq.lock().rq.update_blocked_averages();
-            let mut curr_cost = 0u64;
-            for lvl in 0..levels {
-                let Some(d) = self.domain_view(cpu, lvl) else { break };
-                if !d.flags.contains(SdFlags::LOAD_BALANCE) {
-                    continue;
-                }
-                let interval = self.sd_interval(bal.domains[lvl].balance_interval_ms, d.busy_factor, false);
-                next_balance = next_balance.min(bal.domains[lvl].last_balance + interval);
-                if avg_idle < curr_cost + bal.domains[lvl].max_newidle_lb_cost {
-                    break;
-                }
-                if d.flags.contains(SdFlags::BALANCE_NEWIDLE) {
-                    let t0 = self.platform.clock_ns();
-                    let (moved, _) = self.load_balance_in(&mut bal, cpu, lvl, &d, IdleType::NewlyIdle, now);
-                    let cost = match (t0, self.platform.clock_ns()) {
-                        (Some(a), Some(b)) => b.saturating_sub(a),
-                        _ => estimated_balance_cost(d.span.weight()),
-                    };
-                    let db = &mut bal.domains[lvl];
-                    db.max_newidle_lb_cost = db.max_newidle_lb_cost.max(cost);
-                    curr_cost += cost;
-                    pulled |= moved > 0;
-                }
-                if pulled || self.snap(cpu).nr_running > 0 {
-                    break;
-                }
-            }
-            let mut st = self.cpus[cpu].rq.lock();
-            st.max_idle_balance_cost = st.max_idle_balance_cost.max(curr_cost);
-        } else {
-            // Not worth trying; still account when the base domain is due.
-            if let Some(d) = self.domain_view(cpu, 0) {
-                let interval = self.sd_interval(bal.domains[0].balance_interval_ms, d.busy_factor, false);
-                next_balance = next_balance.min(bal.domains[0].last_balance + interval);
-            }
-        }
-        if bal.next_balance > next_balance {
-            bal.next_balance = next_balance;
-        }
-        if pulled {
-            self.cpus[cpu].rq.lock().idle_stamp = 0;
-        }
-        pulled
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    extern crate std;
-    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    use std::boxed::Box;
-    use std::sync::Mutex;
-    use std::vec::Vec;
-
-    use super::*;
-    use crate::platform::Event;
-    use crate::{Features, TaskParams};
-
-    /// A clock that advances 0.3 ms per reading, and a record of balance attempts.
-    #[derive(Default)]
-    struct Clocked {
-        t: AtomicU64,
-        records: Mutex<Vec<BalanceRecord>>,
-    }
-
-    impl Platform for Clocked {
-        fn resched_cpu(&self, _: u32) {}
-        fn clock_ns(&self) -> Option<u64> {
-            Some(self.t.fetch_add(300_000, Relaxed))
-        }
-        fn event(&self, e: &Event) {
-            if let EventKind::Balance(r) = e.kind {
-                self.records.lock().unwrap().push(r);
-            }
-        }
-    }
-
-    type M = Smp<Clocked, 8, 32, 32>;
-    const NOW: u64 = 1_000_000_000;
-
-    fn machine(avg_idle: u64, overload: bool) -> Box<M> {
-        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
-        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-        m.create(0, NOW, TaskParams::default()).unwrap();
-        m.cpus[3].rq.lock().avg_idle = avg_idle;
-        {
-            let mut b = m.cpus[3].balance.lock();
-            b.domains[0].max_newidle_lb_cost = 300_000;
-            b.domains[1].max_newidle_lb_cost = 800_000;
-            b.domains[0].next_decay_max_lb_cost = u64::MAX;
-            b.domains[1].next_decay_max_lb_cost = u64::MAX;
-            b.next_balance = u64::MAX;
-        }
-        m.root.overload.store(overload, Relaxed);
-        m
-    }
-
-    fn levels_tried(m: &M) -> Vec<Level> {
-        m.platform
-            .records
-            .lock()
-            .unwrap()
-            .iter()
-            .filter(|r| r.idle == IdleType::NewlyIdle)
-            .map(|r| r.level)
-            .collect()
-    }
-
-    #[test]
-    fn s14_short_average_idle_skips_newidle_balance() {
-        let m = machine(400_000, true);
-        assert!(!m.newidle_balance(3, NOW));
-        assert!(levels_tried(&m).is_empty());
-        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX, "next_balance still updated");
-    }
-
-    #[test]
-    fn s14_no_overload_skips_newidle_balance() {
-        let m = machine(1_000_000, false);
-        m.newidle_balance(3, NOW);
-        assert!(levels_tried(&m).is_empty());
-        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX);
-    }
-
-    #[test]
-    fn s14_cost_budget_stops_at_die() {
-        let m = machine(1_000_000, true);
-        m.newidle_balance(3, NOW);
-        // MC: 0 + 0.3 ms ≤ 1 ms runs and measures 0.3 ms; DIE: 0.3 + 0.8 ms > 1 ms skipped.
-        assert_eq!(levels_tried(&m), [Level::Mc]);
-        assert_eq!(m.cpus[3].balance.lock().domains[0].max_newidle_lb_cost, 300_000);
-        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX);
     }
 }

@@ -37,6 +37,7 @@ mod migration;
 mod nohz;
 mod percpu;
 mod placement;
+mod rebalance;
 mod switch;
 #[cfg(feature = "testing")]
 mod testing;
