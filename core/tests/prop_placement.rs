@@ -3,9 +3,10 @@
 //! task on a CPU outside its affinity, on random topologies, task sets and waker CPUs.
 
 use proptest::prelude::*;
-use sched_core::{CpuMask, Features, NoPlatform, Smp, TaskId, TaskParams, WakeFlags};
+use sched_core::{CpuMask, Features, Smp, TaskId, TaskParams, WakeFlags};
+use sched_testkit::Recorder;
 
-type M = Smp<NoPlatform, 16, 96, 48>;
+type M = Smp<Recorder, 16, 96, 48>;
 
 #[derive(Debug, Clone)]
 enum Op {
@@ -45,12 +46,11 @@ proptest! {
 
     #[test]
     fn placement_never_violates_affinity(kind in 0u8..3, ops in prop::collection::vec(op(), 1..120)) {
-        let m: Box<M> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
-        m.init_with(|t| match kind {
+        let m: Box<M> = sched_testkit::machine(Features::default(), |t| match kind {
             0 => t.init_clusters(2, 4),
             1 => t.init_big_little(4, 4, 446),
             _ => t.init_numa(2, 2, 4),
-        }).unwrap();
+        });
         let n = m.nr_cpus();
         let mut ids: Vec<(TaskId, CpuMask)> = vec![];
         let mut blocked: Vec<TaskId> = vec![];
