@@ -14,7 +14,7 @@ const SIZES: [usize; 4] = [1, 16, 256, 1024];
 /// A runqueue with `n` spinners queued (plus one running), aged by 100 ms of ticks.
 fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
     let mut s: Box<SingleCpu<NoPlatform, CAP, CAP>> =
-        Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()));
+        Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()).unwrap());
     for i in 0..=n {
         s.create(0, TaskParams { nice: (i % 7) as i32 - 3, ..TaskParams::default() }).unwrap();
     }
@@ -36,13 +36,13 @@ fn bench(c: &mut Criterion) {
     for n in SIZES {
         let mut rq = loaded_rq(n);
         // A task from the middle of the timeline, so the tree is at its full depth.
-        let ids: Vec<_> = rq.mru().map(|(node, _)| node).collect();
-        let node = ids[ids.len() / 2];
-        let node = if Some(node) == rq.curr_node() { ids[0] } else { node };
+        let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
+        let slot = ids[ids.len() / 2];
+        let slot = if Some(slot) == rq.curr_slot() { ids[0] } else { slot };
         g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {
-                rq.dequeue(black_box(node), DequeueFlags::SAVE);
-                rq.enqueue(black_box(node), EnqueueFlags::RESTORE);
+                rq.dequeue(black_box(slot), DequeueFlags::SAVE);
+                rq.enqueue(black_box(slot), EnqueueFlags::RESTORE);
             })
         });
     }

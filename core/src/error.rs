@@ -1,6 +1,7 @@
 //! Typed errors. Every fallible call leaves the scheduler's state exactly as it was.
 
 use crate::task::{TaskId, TaskState};
+use crate::topology::TopologyError;
 
 /// Why the core refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -28,7 +29,9 @@ pub enum SchedError {
         state: TaskState,
     },
     /// A CPU number outside the scheduler's range.
-    CpuOutOfRange(u32),
+    CpuOutOfRange(usize),
+    /// A tunable outside the range the core accepts (see [`crate::Tunables::check`]).
+    InvalidTunable(&'static str),
 }
 
 impl core::fmt::Display for SchedError {
@@ -45,6 +48,35 @@ impl core::fmt::Display for SchedError {
                 write!(f, "operation invalid for task {task:?} in state {state:?}")
             }
             SchedError::CpuOutOfRange(c) => write!(f, "cpu {c} is out of range"),
+            SchedError::InvalidTunable(name) => write!(f, "tunable {name} is out of range"),
+        }
+    }
+}
+
+/// Why [`crate::Smp::init`] refused to set the machine up. Nothing changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InitError {
+    /// The topology description was refused.
+    Topology(TopologyError),
+    /// The tick rate given to [`crate::Smp::new`] is above [`crate::smp::MAX_HZ`].
+    Hz(u32),
+    /// Tasks are alive: setting the machine up again would strand them on CPUs that may no
+    /// longer exist. Holds how many.
+    TasksAlive(usize),
+}
+
+impl From<TopologyError> for InitError {
+    fn from(e: TopologyError) -> InitError {
+        InitError::Topology(e)
+    }
+}
+
+impl core::fmt::Display for InitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            InitError::Topology(e) => write!(f, "topology: {e}"),
+            InitError::Hz(hz) => write!(f, "HZ {hz} is above {}", crate::smp::MAX_HZ),
+            InitError::TasksAlive(n) => write!(f, "{n} tasks are alive; init only an idle machine"),
         }
     }
 }

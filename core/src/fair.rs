@@ -156,23 +156,23 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `update_load_avg` for an entity here and for the runqueue: ages the entity (if it is
     /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
-    fn update_load_avg(&mut self, node: SlotId, flags: PeltFlags) {
+    fn update_load_avg(&mut self, slot: SlotId, flags: PeltFlags) {
         let now = self.clock_pelt();
-        let is_curr = self.curr == Some(node);
-        let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+        let is_curr = self.curr == Some(slot);
+        let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
         if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
             let w = se.weight();
             se.avg.update_task(now, w, se.on_rq, is_curr);
         }
         self.update_cfs_avg();
         if flags.contains(PeltFlags::DO_ATTACH) {
-            self.attach_entity_avg(node);
+            self.attach_entity_avg(slot);
         }
     }
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
-    fn attach_entity_avg(&mut self, node: SlotId) {
-        let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+    fn attach_entity_avg(&mut self, slot: SlotId) {
+        let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
         if se.pelt_attached {
             return;
         }
@@ -184,25 +184,25 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
     /// half the spare capacity, runnable per [`RunnableInit`], then attach.
-    pub(crate) fn post_init_entity(&mut self, node: SlotId) {
+    pub(crate) fn post_init_entity(&mut self, slot: SlotId) {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
-        let Some(se) = self.ent_mut(node) else { return };
+        let Some(se) = self.ent_mut(slot) else { return };
         se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load.weight);
         se.avg.runnable_avg = match runnable_init {
             RunnableInit::CpuCapacity => cpu_scale,
             RunnableInit::InitialUtil => se.avg.util_avg,
         };
         // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
-        self.update_load_avg(node, PeltFlags::SKIP_AGE_LOAD);
-        self.attach_entity_avg(node);
+        self.update_load_avg(slot, PeltFlags::SKIP_AGE_LOAD);
+        self.attach_entity_avg(slot);
     }
 
-    /// Accounts and queues the entity at `node` (`enqueue_task_fair` for a flat
+    /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
     /// hierarchy). The entity must be in the arena and not yet accounted.
-    pub fn enqueue(&mut self, node: SlotId, flags: EnqueueFlags) {
-        let Some(se) = self.entity(node) else { return };
+    pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
+        let Some(se) = self.entity(slot) else { return };
         if se.on_rq {
             return;
         }
@@ -212,73 +212,73 @@ impl<const Q: usize> RunQueue<Q> {
             pelt::util_est_add(&mut self.avg.util_est, &ue);
         }
         let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
-        let is_curr = self.curr == Some(node);
+        let is_curr = self.curr == Some(slot);
         let min_vr = self.min_vruntime;
         // The current entity is renormalised before update_curr so its pending runtime is
         // charged against the right base; others after, against the updated min_vruntime.
         if renorm && is_curr {
-            if let Some(se) = self.ent_mut(node) {
+            if let Some(se) = self.ent_mut(slot) {
                 se.vruntime = se.vruntime.wrapping_add(min_vr);
             }
         }
         self.update_curr();
         if renorm && !is_curr {
             let min_vr = self.min_vruntime;
-            if let Some(se) = self.ent_mut(node) {
+            if let Some(se) = self.ent_mut(slot) {
                 se.vruntime = se.vruntime.wrapping_add(min_vr);
             }
         }
-        self.update_load_avg(node, PeltFlags::DO_ATTACH);
+        self.update_load_avg(slot, PeltFlags::DO_ATTACH);
         // account_entity_enqueue
         let (weight, idle) = {
-            let se = self.ent(node);
+            let se = self.ent(slot);
             (se.load.weight, se.policy == Policy::Idle)
         };
         self.load.add(weight);
         self.nr_running += 1;
         self.idle_nr_running += idle as u32;
-        self.mru_push_head(node);
+        self.mru_push_head(slot);
         if flags.contains(EnqueueFlags::WAKEUP) {
-            let mut e = *self.ent(node);
+            let mut e = *self.ent(slot);
             self.place_entity(&mut e, false);
-            if let Some(se) = self.ent_mut(node) {
+            if let Some(se) = self.ent_mut(slot) {
                 se.vruntime = e.vruntime;
             }
         }
-        let vr = self.ent(node).vruntime;
+        let vr = self.ent(slot).vruntime;
         if !is_curr {
-            // Cannot fail: node < Q and it is not queued (on_rq was false).
-            let _ = self.timeline.insert(node as usize, vr);
+            // Cannot fail: slot < Q and it is not queued (on_rq was false).
+            let _ = self.timeline.insert(slot as usize, vr);
         }
-        if let Some(se) = self.ent_mut(node) {
+        if let Some(se) = self.ent_mut(slot) {
             se.on_rq = true;
         }
     }
 
-    /// Unaccounts the entity at `node` (`dequeue_task_fair`). It stays in the arena (the
+    /// Unaccounts the entity at `slot` (`dequeue_task_fair`). It stays in the arena (the
     /// current task keeps running until the next pick); a sleeping dequeue samples its
     /// util_est, any other normalises its vruntime for the trip to another runqueue.
-    pub fn dequeue(&mut self, node: SlotId, flags: DequeueFlags) {
-        match self.entity(node) {
+    pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
+        match self.entity(slot) {
             Some(se) if se.on_rq => {}
             _ => return,
         }
         self.update_curr();
-        self.update_load_avg(node, PeltFlags::empty());
-        self.clear_buddies(node);
-        if self.curr != Some(node) {
-            let _ = self.timeline.remove(node as usize);
+        self.update_load_avg(slot, PeltFlags::empty());
+        self.clear_buddies(slot);
+        if self.curr != Some(slot) {
+            let _ = self.timeline.remove(slot as usize);
         }
         let (weight, idle) = {
-            let se = self.ent(node);
+            let se = self.ent(slot);
             (se.load.weight, se.policy == Policy::Idle)
         };
         self.load.sub(weight);
         self.nr_running -= 1;
         self.idle_nr_running -= idle as u32;
-        self.mru_unlink(node);
+        self.mru_unlink(slot);
         let min_vr = self.min_vruntime;
-        if let Some(se) = self.ent_mut(node) {
+        if let Some(se) = self.ent_mut(slot) {
             se.on_rq = false;
             if !flags.contains(DequeueFlags::SLEEP) {
                 se.vruntime = se.vruntime.wrapping_sub(min_vr);
@@ -291,7 +291,7 @@ impl<const Q: usize> RunQueue<Q> {
         if self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
-            let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+            let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
             pelt::util_est_sub(&mut self.avg.util_est, &se.avg.util_est);
             if flags.contains(DequeueFlags::SLEEP) {
                 let util = se.avg.util_avg;
@@ -302,17 +302,17 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- buddies --------------------------------------------------------------------
 
-    pub(crate) fn clear_buddies(&mut self, node: SlotId) {
+    pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
         for b in [&mut self.next, &mut self.last, &mut self.skip] {
-            if *b == Some(node) {
+            if *b == Some(slot) {
                 *b = None;
             }
         }
     }
 
-    fn buddy_allowed(&self, node: SlotId) -> bool {
+    fn buddy_allowed(&self, slot: SlotId) -> bool {
         // SCHED_IDLE tasks are never favoured.
-        self.ent(node).policy != Policy::Idle
+        self.ent(slot).policy != Policy::Idle
     }
 
     /// `wakeup_gran`: the wakeup granularity in the *candidate's* virtual time.
@@ -366,27 +366,27 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
-    pub fn set_next(&mut self, node: SlotId) {
-        if self.ent(node).on_rq {
-            let _ = self.timeline.remove(node as usize);
-            self.update_load_avg(node, PeltFlags::empty());
+    pub fn set_next(&mut self, slot: SlotId) {
+        if self.ent(slot).on_rq {
+            let _ = self.timeline.remove(slot as usize);
+            self.update_load_avg(slot, PeltFlags::empty());
         }
         let now = self.clock_task;
-        if let Some(se) = self.ent_mut(node) {
+        if let Some(se) = self.ent_mut(slot) {
             se.exec_start = now;
             se.prev_sum_exec_runtime = se.sum_exec_runtime;
             se.on_cpu = true;
         }
-        self.curr = Some(node);
+        self.curr = Some(slot);
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
-        if self.ent(node).on_rq {
-            self.mru_move_to_head(node);
+        if self.ent(slot).on_rq {
+            self.mru_move_to_head(slot);
         }
     }
 
     /// `put_prev_entity`: the current entity stops running; if still runnable it goes
-    /// back on the timeline. Returns its node.
+    /// back on the timeline. Returns its slot.
     pub fn put_prev(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
         if self.ent(prev).on_rq {
@@ -574,11 +574,11 @@ impl<const Q: usize> RunQueue<Q> {
         child.vruntime = child.vruntime.wrapping_sub(self.min_vruntime);
     }
 
-    /// `reweight_task`: gives the entity at `node` a new nice value. It must not be
+    /// `reweight_task`: gives the entity at `slot` a new nice value. It must not be
     /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
     /// re-expressed with the new weight.
-    pub(crate) fn reweight(&mut self, node: SlotId, nice: Nice) {
-        let Some(se) = self.slots.get_mut(node as usize).and_then(|s| s.as_mut()) else { return };
+    pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
+        let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
         let old = se.avg.load_avg;
         reweight_entity(&mut self.avg, se, nice);
         let moved = old + se.avg.load_avg;
@@ -588,40 +588,40 @@ impl<const Q: usize> RunQueue<Q> {
     /// Changes the nice value of a task attached here (queued, running or switching out),
     /// as `set_user_nice` does: out of the accounting with SAVE, reweighted, back with
     /// RESTORE, and a reschedule if the change can alter who should run.
-    pub fn change_nice(&mut self, node: SlotId, nice: Nice) {
-        let Some(e) = self.entity(node) else { return };
+    pub fn change_nice(&mut self, slot: SlotId, nice: Nice) {
+        let Some(e) = self.entity(slot) else { return };
         let old = e.nice;
         let queued = e.on_rq;
-        let running = self.curr == Some(node);
+        let running = self.curr == Some(slot);
         if queued {
-            self.dequeue(node, DequeueFlags::SAVE);
+            self.dequeue(slot, DequeueFlags::SAVE);
         }
         if running {
             self.put_prev();
         }
-        self.reweight(node, nice);
+        self.reweight(slot, nice);
         if queued {
-            self.enqueue(node, EnqueueFlags::RESTORE);
+            self.enqueue(slot, EnqueueFlags::RESTORE);
             if nice < old || (nice > old && running) {
                 self.resched_curr();
             }
         }
         if running {
-            self.set_next(node);
+            self.set_next(slot);
         }
     }
 
     /// Takes a queued task that is not running off this runqueue for a move to another CPU
     /// (`detach_task`): dequeued with its vruntime normalised, its PELT signals detached at
     /// once, marked not cache hot, and out of the arena.
-    pub fn detach_task(&mut self, node: SlotId) -> Option<Entity> {
-        match self.entity(node) {
-            Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(node) => {}
+    pub fn detach_task(&mut self, slot: SlotId) -> Option<Entity> {
+        match self.entity(slot) {
+            Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(slot) => {}
             _ => return None,
         }
         // `dequeue` brought its PELT signals up to date.
-        self.dequeue(node, DequeueFlags::empty());
-        let se = self.slots.get_mut(node as usize).and_then(|s| s.as_mut())?;
+        self.dequeue(slot, DequeueFlags::empty());
+        let se = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut())?;
         if se.pelt_attached {
             let w = se.weight();
             self.avg.detach(&se.avg, w);
@@ -629,17 +629,17 @@ impl<const Q: usize> RunQueue<Q> {
             self.pelt_slack.moved(se.avg.load_avg, se.avg.runnable_avg, se.avg.util_avg);
         }
         se.exec_start = 0;
-        self.take(node)
+        self.take(slot)
     }
 
     /// Puts a task detached from another CPU onto this runqueue (`attach_task`): enqueued
     /// with its vruntime renormalised and its PELT signals attached, then a preemption
     /// check. `None` if the arena is full.
     pub fn attach_task(&mut self, e: Entity) -> Option<SlotId> {
-        let node = self.insert(e)?;
-        self.enqueue(node, EnqueueFlags::empty());
-        self.check_preempt_wakeup(node, WakeFlags::empty());
-        Some(node)
+        let slot = self.insert(e)?;
+        self.enqueue(slot, EnqueueFlags::empty());
+        self.check_preempt_wakeup(slot, WakeFlags::empty());
+        Some(slot)
     }
 
     /// Reweights a task parked (asleep) off this runqueue whose blocked load is still in

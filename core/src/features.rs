@@ -7,6 +7,8 @@
 
 use bitflags::bitflags;
 
+use crate::error::SchedError;
+
 bitflags! {
     /// Behaviour switches. [`Features::default`] is Linux v5.7's default set plus this
     /// project's switch for the seed patch, which is on.
@@ -178,6 +180,34 @@ impl Tunables {
         self.latency_ns = BASE_LATENCY * factor;
         self.min_granularity_ns = BASE_MIN_GRANULARITY * factor;
         self.wakeup_granularity_ns = BASE_WAKEUP_GRANULARITY * factor;
+    }
+
+    /// Checks every value against the range the core accepts (Linux's sysctl bounds where it
+    /// has them): latency and minimum granularity 0.1 ms to 1 s, wakeup granularity and
+    /// migration cost at most 1 s, `nr_latency` 1 to 10 000, `nr_migrate` at most 1024. Out of
+    /// range is [`SchedError::InvalidTunable`] naming the field.
+    ///
+    /// ```
+    /// use sched_core::{SchedError, Tunables};
+    /// assert_eq!(Tunables::for_cpus(8).check(), Ok(()));
+    /// let t = Tunables { latency_ns: u64::MAX, ..Tunables::for_cpus(8) };
+    /// assert_eq!(t.check(), Err(SchedError::InvalidTunable("latency_ns")));
+    /// ```
+    pub fn check(&self) -> Result<(), SchedError> {
+        const MS_TENTH: u64 = 100_000;
+        const SECOND: u64 = 1_000_000_000;
+        let checks = [
+            ("latency_ns", (MS_TENTH..=SECOND).contains(&self.latency_ns)),
+            ("min_granularity_ns", (MS_TENTH..=SECOND).contains(&self.min_granularity_ns)),
+            ("wakeup_granularity_ns", self.wakeup_granularity_ns <= SECOND),
+            ("nr_latency", (1..=10_000).contains(&self.nr_latency)),
+            ("migration_cost_ns", self.migration_cost_ns <= SECOND),
+            ("nr_migrate", self.nr_migrate <= 1024),
+        ];
+        match checks.iter().find(|(_, ok)| !ok) {
+            Some((name, _)) => Err(SchedError::InvalidTunable(name)),
+            None => Ok(()),
+        }
     }
 
     fn factor(cpus: usize, scaling: TunableScaling) -> u64 {

@@ -86,7 +86,7 @@ pub mod weights;
 
 pub use balance::IdleType;
 pub use cpumask::{CpuMask, MAX_CPUS};
-pub use error::SchedError;
+pub use error::{InitError, SchedError};
 pub use fair::{DequeueFlags, EnqueueFlags, WakeFlags};
 pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform};

@@ -1,16 +1,8 @@
 //! Placement decisions (`select_task_rq_fair`, docs/linux-v5.7.md §5) as functions of plain
-//! figures. The walk over the machine that gathers those figures — domains, groups, idle
-//! CPUs — is `crate::smp`'s `placement.rs`.
-//!
-//! - **Fork / exec** take the slow path: from the highest domain with BALANCE_FORK /
-//!   BALANCE_EXEC down, `find_idlest_group` then `find_idlest_group_cpu`.
-//! - **Wakeups** take the fast path: `wake_affine` (idle, then weight) between the waker's
-//!   CPU and the previous one when they share a WAKE_AFFINE domain, then
-//!   `select_idle_sibling` within the target's LLC — or, on asymmetric-capacity machines,
-//!   `select_idle_capacity`. Nothing outside the target's LLC is considered on this path.
-//!
-//! Affinity always wins: every candidate is filtered by the task's mask and a disallowed
-//! result falls back to an allowed CPU.
+//! figures: `wake_wide`, the weight test of `wake_affine`, the end of `find_idlest_group`,
+//! `update_pick_idlest` and SIS_PROP's probe budget. The walk over the machine that gathers
+//! those figures — the fork/exec slow path, the wakeup fast path, the affinity fallback — is
+//! `crate::smp`'s `placement.rs`.
 
 use crate::balance::stats::{GroupType, SgStats};
 use crate::weights::NICE_0_WEIGHT;
@@ -43,7 +35,8 @@ pub struct Waker {
 /// ```
 /// use sched_core::placement::wake_wide;
 /// assert!(!wake_wide(4, 1, 100)); // a wakee that rarely switches partners: stay affine
-/// assert!(wake_wide(4, 8, 40)); // both flip a lot, the waker 5× more than the LLC size
+/// // Wide: the wakee flips at least llc_size times and the waker llc_size × as often as it.
+/// assert!(wake_wide(4, 8, 40));
 /// ```
 pub fn wake_wide(llc_size: u32, wakee_flips: u32, waker_flips: u32) -> bool {
     let (master, slave) =
@@ -157,10 +150,18 @@ pub fn pick_idlest(idlest: Option<&SgStats>, cand: &SgStats) -> bool {
 pub const SCAN_COST_PER_CPU_NS: u64 = 100;
 
 /// SIS_PROP: how many CPUs `select_idle_cpu` may probe, from the LLC's size, this CPU's
-/// average idle time (already divided by 512) and the LLC's average scan cost (ns, plus 1).
+/// average idle time (already divided by 512) and the LLC's average scan cost (ns, plus 1;
+/// a cost of 0 counts as 1).
+///
+/// ```
+/// use sched_core::placement::sis_prop_budget;
+/// assert_eq!(sis_prop_budget(4, 1, 1000), 4); // little idle time: the floor of 4 probes
+/// assert_eq!(sis_prop_budget(4, 2000, 1000), 8);
+/// ```
 pub fn sis_prop_budget(llc_weight: u64, avg_idle: u64, avg_cost: u64) -> u64 {
-    let span_avg = llc_weight * avg_idle;
-    if span_avg > 4 * avg_cost {
+    let avg_cost = avg_cost.max(1);
+    let span_avg = llc_weight.saturating_mul(avg_idle);
+    if span_avg > avg_cost.saturating_mul(4) {
         span_avg / avg_cost
     } else {
         4

@@ -140,7 +140,7 @@ impl<const Q: usize> RunQueue<Q> {
     pub fn nr_queued(&self) -> usize {
         self.timeline.len()
     }
-    /// Every entity held in the arena, with its node.
+    /// Every entity held in the arena, with its slot.
     pub fn attached(&self) -> impl Iterator<Item = (SlotId, TaskId)> + '_ {
         self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|e| (i as SlotId, e.id)))
     }
@@ -213,21 +213,21 @@ impl<const Q: usize> RunQueue<Q> {
     pub fn curr_id(&self) -> Option<TaskId> {
         self.curr.and_then(|n| self.entity(n)).map(|e| e.id)
     }
-    /// The node of the current task.
-    pub fn curr_node(&self) -> Option<SlotId> {
+    /// The slot of the current task.
+    pub fn curr_slot(&self) -> Option<SlotId> {
         self.curr
     }
-    /// The node of the task this CPU is still switching away from, if any.
-    pub fn switching_out_node(&self) -> Option<SlotId> {
+    /// The slot of the task this CPU is still switching away from, if any.
+    pub fn switching_out_slot(&self) -> Option<SlotId> {
         self.switching_out
     }
     /// Whether no fair task is current (the CPU runs its idle loop).
     pub fn is_idle(&self) -> bool {
         self.curr.is_none()
     }
-    /// The entity at `node`, if any.
-    pub fn entity(&self, node: SlotId) -> Option<&Entity> {
-        self.slots.get(node as usize).and_then(|s| s.as_ref())
+    /// The entity at `slot`, if any.
+    pub fn entity(&self, slot: SlotId) -> Option<&Entity> {
+        self.slots.get(slot as usize).and_then(|s| s.as_ref())
     }
     /// The active feature switches.
     pub fn features(&self) -> Features {
@@ -256,17 +256,17 @@ impl<const Q: usize> RunQueue<Q> {
         self.timeline.iter().filter_map(move |n| self.entity(n as SlotId).map(|e| e.id))
     }
 
-    pub(crate) fn ent(&self, node: SlotId) -> &Entity {
-        // Callers pass nodes they got from this runqueue; a missing one is a core bug and
+    pub(crate) fn ent(&self, slot: SlotId) -> &Entity {
+        // Callers pass slots they got from this runqueue; a missing one is a core bug and
         // checked by the invariant checker, so fall back to a harmless sentinel here.
-        match self.slots.get(node as usize).and_then(|s| s.as_ref()) {
+        match self.slots.get(slot as usize).and_then(|s| s.as_ref()) {
             Some(e) => e,
             None => &SENTINEL,
         }
     }
 
-    pub(crate) fn ent_mut(&mut self, node: SlotId) -> Option<&mut Entity> {
-        self.slots.get_mut(node as usize).and_then(|s| s.as_mut())
+    pub(crate) fn ent_mut(&mut self, slot: SlotId) -> Option<&mut Entity> {
+        self.slots.get_mut(slot as usize).and_then(|s| s.as_mut())
     }
 
     // ---- arena ----------------------------------------------------------------------
@@ -274,7 +274,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// Puts an entity into the arena (not yet queued). `None` when the arena is full
     /// (callers check [`RunQueue::has_room`] first, so the entity is not lost).
     pub(crate) fn insert(&mut self, mut e: Entity) -> Option<SlotId> {
-        let node = if self.free_head != NIL {
+        let slot = if self.free_head != NIL {
             let n = self.free_head;
             self.free_head = self.mru_next[n as usize];
             n
@@ -285,20 +285,20 @@ impl<const Q: usize> RunQueue<Q> {
             return None;
         };
         e.cpu = self.cpu;
-        self.mru_next[node as usize] = NIL;
-        self.mru_prev[node as usize] = NIL;
-        self.slots[node as usize] = Some(e);
-        Some(node)
+        self.mru_next[slot as usize] = NIL;
+        self.mru_prev[slot as usize] = NIL;
+        self.slots[slot as usize] = Some(e);
+        Some(slot)
     }
 
     /// Takes an entity out of the arena. It must be neither queued nor current.
-    pub(crate) fn take(&mut self, node: SlotId) -> Option<Entity> {
-        if self.curr == Some(node) || self.timeline.contains(node as usize) {
+    pub(crate) fn take(&mut self, slot: SlotId) -> Option<Entity> {
+        if self.curr == Some(slot) || self.timeline.contains(slot as usize) {
             return None;
         }
-        let e = self.slots.get_mut(node as usize)?.take()?;
-        self.mru_next[node as usize] = self.free_head;
-        self.free_head = node;
+        let e = self.slots.get_mut(slot as usize)?.take()?;
+        self.mru_next[slot as usize] = self.free_head;
+        self.free_head = slot;
         Some(e)
     }
 
@@ -309,39 +309,39 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- MRU list -------------------------------------------------------------------
 
-    pub(crate) fn mru_push_head(&mut self, node: SlotId) {
-        let n = node as usize;
+    pub(crate) fn mru_push_head(&mut self, slot: SlotId) {
+        let n = slot as usize;
         self.mru_prev[n] = NIL;
         self.mru_next[n] = self.mru_head;
         if self.mru_head != NIL {
-            self.mru_prev[self.mru_head as usize] = node;
+            self.mru_prev[self.mru_head as usize] = slot;
         } else {
-            self.mru_tail = node;
+            self.mru_tail = slot;
         }
-        self.mru_head = node;
+        self.mru_head = slot;
     }
 
-    pub(crate) fn mru_unlink(&mut self, node: SlotId) {
-        let n = node as usize;
+    pub(crate) fn mru_unlink(&mut self, slot: SlotId) {
+        let n = slot as usize;
         let (p, nx) = (self.mru_prev[n], self.mru_next[n]);
         if p != NIL {
             self.mru_next[p as usize] = nx;
-        } else if self.mru_head == node {
+        } else if self.mru_head == slot {
             self.mru_head = nx;
         }
         if nx != NIL {
             self.mru_prev[nx as usize] = p;
-        } else if self.mru_tail == node {
+        } else if self.mru_tail == slot {
             self.mru_tail = p;
         }
         self.mru_prev[n] = NIL;
         self.mru_next[n] = NIL;
     }
 
-    pub(crate) fn mru_move_to_head(&mut self, node: SlotId) {
-        if self.mru_head != node {
-            self.mru_unlink(node);
-            self.mru_push_head(node);
+    pub(crate) fn mru_move_to_head(&mut self, slot: SlotId) {
+        if self.mru_head != slot {
+            self.mru_unlink(slot);
+            self.mru_push_head(slot);
         }
     }
 
@@ -425,10 +425,10 @@ impl<const Q: usize> RunQueue<Q> {
         let mut weight = 0u64;
         let mut attached = 0usize;
         for (i, s) in self.slots.iter().enumerate() {
-            let node = i as SlotId;
+            let slot = i as SlotId;
             let in_tree = self.timeline.contains(i);
             let Some(e) = s else {
-                if in_tree || self.curr == Some(node) {
+                if in_tree || self.curr == Some(slot) {
                     return fail("empty slot queued or current");
                 }
                 continue;
@@ -443,7 +443,7 @@ impl<const Q: usize> RunQueue<Q> {
                 if e.policy == Policy::Idle {
                     idle += 1;
                 }
-                let is_curr = self.curr == Some(node);
+                let is_curr = self.curr == Some(slot);
                 if is_curr == in_tree {
                     return fail("accounted task must be current xor queued");
                 }
@@ -454,7 +454,7 @@ impl<const Q: usize> RunQueue<Q> {
                 if in_tree {
                     return fail("unaccounted task on the timeline");
                 }
-                if self.curr != Some(node) && self.switching_out != Some(node) {
+                if self.curr != Some(slot) && self.switching_out != Some(slot) {
                     return fail("unaccounted task neither current, switching out, nor taken out");
                 }
             }
@@ -601,8 +601,8 @@ impl<const Q: usize> Iterator for MruIter<'_, Q> {
         if self.cur == NIL {
             return None;
         }
-        let node = self.cur;
-        self.cur = if self.back { self.rq.mru_prev[node as usize] } else { self.rq.mru_next[node as usize] };
-        Some((node, self.rq.ent(node).id))
+        let slot = self.cur;
+        self.cur = if self.back { self.rq.mru_prev[slot as usize] } else { self.rq.mru_next[slot as usize] };
+        Some((slot, self.rq.ent(slot).id))
     }
 }

@@ -21,7 +21,7 @@ use crate::topology::TopologyDesc;
 /// ```
 /// use sched_core::{NoPlatform, SingleCpu, TaskParams, Tunables, Features};
 /// let mut s: SingleCpu<NoPlatform, 16, 16> =
-///     SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default());
+///     SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default()).unwrap();
 /// let a = s.create(0, TaskParams::default()).unwrap();
 /// let b = s.create(0, TaskParams::default()).unwrap();
 /// // START_DEBIT: `a` was placed one 6 ms vslice after min_vruntime, `b` (sharing the
@@ -60,7 +60,14 @@ impl<const N: usize> Deref for TasksRef<'_, N> {
 
 impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler for one CPU of original capacity `capacity_orig` (1024 for a big CPU).
-    pub fn new(platform: P, capacity_orig: u64, tunables: Tunables, features: Features) -> Self {
+    /// Refuses tunables out of range ([`Tunables::check`]).
+    pub fn new(
+        platform: P,
+        capacity_orig: u64,
+        tunables: Tunables,
+        features: Features,
+    ) -> Result<Self, SchedError> {
+        tunables.check()?;
         let smp = Smp::new(platform, features, 250);
         let capacity = [capacity_orig.max(1)];
         let desc = TopologyDesc {
@@ -73,8 +80,8 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         };
         // One CPU with a non-zero capacity is always a valid topology.
         let _ = smp.init(&desc);
-        smp.set_tunables(tunables);
-        SingleCpu { smp }
+        smp.set_tunables(tunables)?;
+        Ok(SingleCpu { smp })
     }
 
     /// The underlying one-CPU [`Smp`].
@@ -97,10 +104,12 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         TasksRef(self.smp.tasks.lock())
     }
 
-    /// Changes features and tunables at run time.
-    pub fn configure(&mut self, tunables: Tunables, features: Features) {
+    /// Changes features and tunables at run time; tunables out of range are refused and
+    /// nothing changes.
+    pub fn configure(&mut self, tunables: Tunables, features: Features) -> Result<(), SchedError> {
+        self.smp.set_tunables(tunables)?;
         self.smp.set_features(features);
-        self.smp.set_tunables(tunables);
+        Ok(())
     }
 
     /// The task running now, if any.

@@ -10,12 +10,12 @@ use crate::task::{Entity, TaskId, TaskState};
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Location {
-    /// In CPU `cpu`'s runqueue arena at `node` (queued, running, or being switched out).
+    /// In CPU `cpu`'s runqueue arena at `slot` (queued, running, or being switched out).
     OnCpu {
         /// The CPU.
         cpu: u32,
         /// Its arena slot there.
-        node: SlotId,
+        slot: SlotId,
     },
     /// Between runqueues (being created or woken): the caller moving it holds the
     /// entity. Other operations on it wait until it lands.

@@ -350,15 +350,15 @@ fn s13_all_pinned_doubles_up_to_512() {
 }
 
 /// A pass whose first round is redirected (LBF_DST_PINNED) and whose redirected round finds
-/// every task pinned (LBF_ALL_PINNED): CPU 0 holds 12 tasks pinned to it and one, X, allowed
-/// on CPUs 0 and 5; cluster B is idle. With `nr_migrate` 8 each round looks at 8 tasks, so
+/// every task pinned (LBF_ALL_PINNED): CPU 0 holds 12 tasks, all pinned to it except X, which
+/// may run on CPUs 0 and 5; cluster B is idle. With `nr_migrate` 8 each round looks at 8 tasks, so
 /// the first round (towards CPU 4) sees X and redirects to CPU 5, and the redirected round
 /// sees only tasks pinned to CPU 0. The pass then starts over without CPU 0 — towards CPU 5,
 /// the destination it had (Linux keeps `env.dst_cpu` for the redo), asking whether CPU 5
 /// balances. Each round has its own record; only the last one ends the pass.
 fn redirected_then_all_pinned(busy5: bool) -> (Box<M>, Vec<BalanceRecord>) {
     let m = machine(Features::default());
-    m.set_tunables(sched_core::Tunables { nr_migrate: 8, ..m.tunables() });
+    m.set_tunables(sched_core::Tunables { nr_migrate: 8, ..m.tunables() }).unwrap();
     let pinned = TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() };
     let ids: Vec<TaskId> = (0..12).map(|_| m.create(0, NOW, pinned).unwrap()).collect();
     let x = ids[5];

@@ -110,7 +110,8 @@ fn stress<const CPUS: usize>(
                             }
                         }
                         45..=59 => {
-                            let live = books.created.load(Relaxed) - books.exited.load(Relaxed);
+                            // Another CPU may count an exit before its creator counts the creation.
+                            let live = books.created.load(Relaxed).saturating_sub(books.exited.load(Relaxed));
                             if live < 6 * CPUS as u64 {
                                 let affinity = if rng.below(4) == 0 {
                                     CpuMask::single(rng.below(CPUS as u64) as usize)

@@ -52,12 +52,12 @@ pub struct CpuCounters {
     pub switches: AtomicU64,
     /// Tasks that migrated to this CPU.
     pub migrations_in: AtomicU64,
-    /// Load-balance attempts made by this CPU.
+    /// Load-balance passes made by this CPU (a pass may have several rounds).
     pub balance_runs: AtomicU64,
-    /// Tasks those attempts moved.
+    /// Tasks those passes moved.
     pub balance_moved: AtomicU64,
-    /// Attempts by outcome: not designated, balanced, moved, nothing detachable, all
-    /// pinned, active balance requested.
+    /// Passes by outcome: not designated, balanced, moved, nothing detachable, all pinned,
+    /// active balance requested; then rounds that handed over: redirected, retried.
     pub balance_outcomes: [AtomicU64; 8],
     /// When the CPU came online (ns), 0 while offline.
     pub online_ns: AtomicU64,

@@ -14,7 +14,7 @@ use std::collections::BinaryHeap;
 use sched_core::balance::Outcome;
 use sched_core::topology::{Topology, TopologyError};
 use sched_core::{
-    CpuMask, Event, EventKind, Features, Platform, RunnableInit, Smp, TaskId, TaskParams, Tunables,
+    CpuMask, Event, EventKind, Features, InitError, Platform, RunnableInit, Smp, TaskId, TaskParams, Tunables,
 };
 
 use crate::rng::Rng;
@@ -383,13 +383,13 @@ pub struct Machine<const C: usize> {
 
 impl<const C: usize> Machine<C> {
     /// Builds a machine (call on a thread with a large stack for big `C`).
-    pub fn new(cfg: Config) -> Result<Machine<C>, TopologyError> {
+    pub fn new(cfg: Config) -> Result<Machine<C>, InitError> {
         let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
         smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
         let mut t = Tunables::for_cpus(cfg.cpus);
         t.runnable_init = cfg.runnable_init;
-        smp.set_tunables(t);
+        smp.set_tunables(t).expect("the default tunables are in range");
         let mut rng = Rng::new(cfg.seed);
         let tick_ns = 1_000_000_000 / cfg.hz.max(1) as u64;
         let n = smp.nr_cpus();

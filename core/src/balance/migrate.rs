@@ -66,13 +66,13 @@ pub struct DetachEnv {
 pub const NR_MIGRATE_BREAK: u32 = 32;
 
 /// `task_hot`: the task ran on src too recently to leave its cache behind cheaply.
-fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, node: SlotId, e: &Entity) -> bool {
+fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &Entity) -> bool {
     if e.policy == Policy::Idle {
         return false;
     }
     if env.features.contains(Features::CACHE_HOT_BUDDY)
         && env.dst_nr_running > 0
-        && (src.next == Some(node) || src.last == Some(node))
+        && (src.next == Some(slot) || src.last == Some(slot))
     {
         return true;
     }
@@ -83,8 +83,8 @@ fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, node: SlotId, e:
 }
 
 /// `can_migrate_task`, checks in the kernel's order; records pinning in `env.flags`.
-pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, node: SlotId) -> bool {
-    let Some(e) = src.entity(node) else { return false };
+pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, slot: SlotId) -> bool {
+    let Some(e) = src.entity(slot) else { return false };
     if !e.affinity.contains(env.dst_cpu as usize) {
         env.flags |= LbfFlags::SOME_PINNED;
         // Remember another CPU of dst's group the task may use, once per pass.
@@ -101,7 +101,7 @@ pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, 
     if e.on_cpu {
         return false;
     }
-    let hot = task_hot(env, src, node, e);
+    let hot = task_hot(env, src, slot, e);
     !hot || env.nr_balance_failed > env.cache_nice_tries
 }
 
@@ -117,7 +117,7 @@ pub fn detach_tasks<const Q: usize>(
     if env.imbalance <= 0 {
         return 0;
     }
-    while let Some((node, _)) = src.mru_from_tail().next() {
+    while let Some((slot, _)) = src.mru_from_tail().next() {
         // Don't steal the last task of a CPU when we are idle: it would just move the
         // idleness around.
         if env.idle != IdleType::NotIdle && src.nr_running() <= 1 {
@@ -132,8 +132,8 @@ pub fn detach_tasks<const Q: usize>(
             env.flags |= LbfFlags::NEED_BREAK;
             break;
         }
-        let take = can_migrate_task(env, src, node) && {
-            let e = src.ent(node);
+        let take = can_migrate_task(env, src, slot) && {
+            let e = src.ent(slot);
             match env.migration_type {
                 MigrationType::Load => {
                     // task_h_load without group scheduling is the task's load_avg (v5.7.0).
@@ -169,11 +169,11 @@ pub fn detach_tasks<const Q: usize>(
             }
         };
         if !take {
-            src.mru_move_to_head(node);
+            src.mru_move_to_head(slot);
             continue;
         }
-        let Some(e) = src.detach_task(node) else {
-            src.mru_move_to_head(node);
+        let Some(e) = src.detach_task(slot) else {
+            src.mru_move_to_head(slot);
             continue;
         };
         if out.push(e).is_err() {
@@ -194,10 +194,10 @@ pub fn detach_tasks<const Q: usize>(
 
 /// `detach_one_task` for the active-balance stopper: the first movable task from the tail.
 pub fn detach_one_task<const Q: usize>(env: &mut DetachEnv, src: &mut RunQueue<Q>) -> Option<Entity> {
-    let nodes: heapless::Vec<SlotId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
-    for node in nodes {
-        if can_migrate_task(env, src, node) {
-            return src.detach_task(node);
+    let slots: heapless::Vec<SlotId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
+    for slot in slots {
+        if can_migrate_task(env, src, slot) {
+            return src.detach_task(slot);
         }
     }
     None

@@ -4,16 +4,18 @@
 //! order and carries out what they decide.
 //!
 //! Where each decision lives:
+//! - [`designate`]: `should_we_balance`, which CPU of a group balances it;
 //! - [`stats`]: group statistics and the six group types;
 //! - [`busiest`]: picking the busiest group and `find_busiest_group`'s decision tree;
 //! - [`imbalance`]: `calculate_imbalance`, the migration type and amount;
 //! - [`queue`]: `find_busiest_queue` — **the seed's rule** for migrate_util;
 //! - [`migrate`]: `can_migrate_task`, `detach_tasks`, the stopper's `detach_one_task`;
-//! - this file: the types every pass shares ([`IdleType`], the [`BalanceRecord`] of every
-//!   attempt).
+//! - this file: what every pass shares: [`IdleType`], one [`BalanceRecord`] per round with
+//!   its [`Round`] and [`Outcome`], [`MAX_PINNED_INTERVAL_MS`] and [`estimated_balance_cost`].
 //!
-//! The pass itself (`load_balance`: the retry, pinning, failure and interval bookkeeping,
-//! `rebalance_domains`, `newidle_balance`, the stopper) is `crate::smp`'s `load_balance.rs`.
+//! The pass itself (`load_balance`: the rounds, pinning, failure and interval bookkeeping,
+//! the stopper) is `crate::smp`'s `load_balance.rs`; when passes run (`rebalance_domains`,
+//! `newidle_balance`) is its `rebalance.rs`.
 
 pub mod busiest;
 pub mod designate;
@@ -54,18 +56,20 @@ pub enum Round {
     Redo,
 }
 
-/// What one balance attempt came to.
+/// What one round of a balance pass came to; the last round's is the pass's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
     /// This CPU is not the one that balances this domain now (`should_we_balance`).
     NotDesignated,
     /// No imbalance worth fixing, or no queue to pull from.
     Balanced,
-    /// Tasks were moved.
+    /// The pass moved tasks (`pass_moved > 0`; this round's `moved` may be 0).
     Moved,
     /// An imbalance and a busiest queue, but no task could be detached.
     NothingDetachable,
-    /// Every candidate task was pinned away from the balancing CPU.
+    /// Every task looked at was pinned away from the destination and no CPU outside the
+    /// destination's group is left to try; or nothing was detachable and the busiest CPU's
+    /// running task may not run on the balancing CPU (no active balance possible).
     AllPinned,
     /// Nothing detachable; the busiest CPU's stopper was asked to push its running task.
     ActiveBalance,

@@ -18,7 +18,7 @@ pub struct QueueEnv {
     pub flags: SdFlags,
     /// Domain imbalance_pct.
     pub imbalance_pct: u32,
-    /// The balancing CPU.
+    /// The destination CPU: the balancing CPU, or its redirected destination in a later round.
     pub dst_cpu: u32,
     /// How to measure.
     pub migration_type: MigrationType,

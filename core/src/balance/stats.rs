@@ -138,7 +138,7 @@ pub struct StatsEnv<'a> {
     pub imbalance_pct: u32,
     /// Idle type of the pass.
     pub idle: IdleType,
-    /// The balancing CPU.
+    /// The destination CPU: the balancing CPU, or its redirected destination in a later round.
     pub dst_cpu: u32,
     /// Candidate CPUs (`env->cpus`).
     pub cpus: &'a CpuMask,

@@ -42,18 +42,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut on_cpu = 0usize;
         for (id, e) in t.iter() {
             match e.location {
-                Location::OnCpu { cpu, node } => {
+                Location::OnCpu { cpu, slot } => {
                     on_cpu += 1;
                     let c = cpu as usize;
                     let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
-                    let Some(ent) = st.rq.entity(node) else {
+                    let Some(ent) = st.rq.entity(slot) else {
                         return fail(c, "table points at an empty slot");
                     };
                     if ent.id != id {
                         return fail_t(c, "arena slot holds another task", id);
                     }
-                    let is_curr = st.rq.curr_node() == Some(node);
-                    let out = st.rq.switching_out_node() == Some(node);
+                    let is_curr = st.rq.curr_slot() == Some(slot);
+                    let out = st.rq.switching_out_slot() == Some(slot);
                     let ok = match e.state {
                         TaskState::Running => is_curr && ent.on_rq,
                         TaskState::Runnable => !is_curr && ent.on_rq,
@@ -77,8 +77,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         if on_cpu != attached {
             for (c, st) in guards.iter().enumerate() {
-                for (node, id) in st.rq.attached() {
-                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, node: n }) if cpu as usize == c && n == node);
+                for (slot, id) in st.rq.attached() {
+                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, slot: n }) if cpu as usize == c && n == slot);
                     if !placed {
                         return fail_t(c, "runqueue holds a task the table does not place there", id);
                     }

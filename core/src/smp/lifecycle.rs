@@ -29,9 +29,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut template = Entity::new(TaskId::new(0, 0), nice, params.policy, affinity, cpu as u32);
         let (target, _) =
             self.select_task_rq(cpu, &mut template, SelectFor::Fork, WakeFlags::FORK, Waker::default());
-        if !self.cpus[target].rq.lock().rq.has_room() {
-            return Err(SchedError::RunQueueFull);
-        }
+        // Placement may pick a full runqueue; then the parent's CPU or any allowed one with room.
+        let target = self.room_near(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
         let id = self.tasks.lock().insert(TaskEntry {
             state: TaskState::Waking,
             location: Location::InTransit { from: cpu as u32 },
@@ -71,18 +70,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         st.rq.update_clock(now);
         e.cpu = cpu as u32;
         let id = e.id;
-        let node = st.rq.insert(e).ok_or(SchedError::RunQueueFull)?;
+        let slot = st.rq.insert(e).ok_or(SchedError::RunQueueFull)?;
         if new_task {
-            st.rq.post_init_entity(node);
+            st.rq.post_init_entity(slot);
         }
-        st.rq.enqueue(node, flags);
+        st.rq.enqueue(slot, flags);
         // Land it in the table before this runqueue's lock is released: from then on the
         // CPU may pick it, and picking sets its state to Running.
         if let Ok(te) = self.tasks.lock().get_mut(id) {
             te.state = TaskState::Runnable;
-            te.location = Location::OnCpu { cpu: cpu as u32, node };
+            te.location = Location::OnCpu { cpu: cpu as u32, slot };
         }
-        st.rq.check_preempt_wakeup(node, wf);
+        st.rq.check_preempt_wakeup(slot, wf);
         // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
         if st.idle_stamp != 0 {
             let delta = now.saturating_sub(st.idle_stamp);
@@ -91,7 +90,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             st.idle_stamp = 0;
         }
         self.after_update(cpu, &mut st);
-        Ok(node)
+        Ok(slot)
     }
 
     /// The task running on `cpu` blocks. It keeps the CPU until `schedule`.
@@ -100,12 +99,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut st = self.cpus[cpu].rq.lock();
         let mut t = self.tasks.lock();
         let entry = *t.get(id)?;
-        let node = match (entry.state, entry.location) {
-            (TaskState::Running, Location::OnCpu { cpu: c, node }) if c as usize == cpu => node,
+        let slot = match (entry.state, entry.location) {
+            (TaskState::Running, Location::OnCpu { cpu: c, slot }) if c as usize == cpu => slot,
             (state, _) => return Err(SchedError::InvalidState { task: id, state }),
         };
         st.rq.update_clock(now);
-        st.rq.dequeue(node, DequeueFlags::SLEEP);
+        st.rq.dequeue(slot, DequeueFlags::SLEEP);
         if let Ok(e) = t.get_mut(id) {
             e.state = TaskState::Blocked;
         }
@@ -137,7 +136,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     core::hint::spin_loop();
                     continue;
                 }
-                Location::OnCpu { cpu: c, node } => {
+                Location::OnCpu { cpu: c, slot } => {
                     // Still on its CPU (current or being switched out): requeue it there.
                     let c = c as usize;
                     let mut st = self.cpus[c].rq.lock();
@@ -146,8 +145,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue; // changed meanwhile
                     }
                     st.rq.update_clock(now);
-                    st.rq.enqueue(node, EnqueueFlags::WAKEUP);
-                    let state = if st.rq.curr_node() == Some(node) {
+                    st.rq.enqueue(slot, EnqueueFlags::WAKEUP);
+                    let state = if st.rq.curr_slot() == Some(slot) {
                         TaskState::Running
                     } else {
                         TaskState::Runnable
@@ -156,7 +155,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         e.state = state;
                     }
                     drop(t);
-                    st.rq.check_preempt_wakeup(node, wf);
+                    st.rq.check_preempt_wakeup(slot, wf);
                     self.after_update(c, &mut st);
                     drop(st);
                     self.emit(now, c as u32, EventKind::Waking { task: id });
@@ -181,18 +180,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     let mut e = entity;
                     let waker = self.record_wakee(cpu, id, now);
-                    let (mut target, affine) =
-                        self.select_task_rq(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
-                    if !self.cpus[target].rq.lock().rq.has_room() {
-                        // Full: the previous CPU, else any allowed CPU with room.
-                        target = core::iter::once(prev as usize)
-                            .chain(allowed.iter())
-                            .find(|&c| allowed.contains(c) && self.cpus[c].rq.lock().rq.has_room())
-                            .unwrap_or(target);
-                    }
+                    let (target, affine) = self.select_task_rq(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
+                    // Full: the previous CPU, else any allowed CPU with room.
+                    let target = self.room_near(target, prev as usize, &allowed).unwrap_or(target);
                     if affine {
                         let mut st = self.cpus[cpu].rq.lock();
-                        if let Some(n) = st.rq.curr_node() {
+                        if let Some(n) = st.rq.curr_slot() {
                             if let Some(w) = st.rq.ent_mut(n) {
                                 w.recent_used_cpu = cpu as u32;
                             }
@@ -237,7 +230,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let j = self.jiffies(now);
         let hz = self.hz as u64;
         let mut st = self.cpus[cpu].rq.lock();
-        let Some(n) = st.rq.curr_node() else { return Waker::default() };
+        let Some(n) = st.rq.curr_slot() else { return Waker::default() };
         let Some(w) = st.rq.ent_mut(n) else { return Waker::default() };
         if j > w.wakee_flip_decay_ts + hz {
             w.wakee_flips >>= 1;
@@ -274,7 +267,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     self.emit(now, cpu, EventKind::Exit { task: id });
                     return Ok(());
                 }
-                (_, Location::OnCpu { cpu, node }) => {
+                (_, Location::OnCpu { cpu, slot }) => {
                     let c = cpu as usize;
                     let mut st = self.cpus[c].rq.lock();
                     let mut t = self.tasks.lock();
@@ -282,8 +275,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     st.rq.update_clock(now);
-                    st.rq.dequeue(node, DequeueFlags::SLEEP);
-                    let busy = st.rq.curr_node() == Some(node) || st.rq.switching_out_node() == Some(node);
+                    st.rq.dequeue(slot, DequeueFlags::SLEEP);
+                    let busy = st.rq.curr_slot() == Some(slot) || st.rq.switching_out_slot() == Some(slot);
                     if busy {
                         // Its CPU still runs it or is switching away: it leaves at finish_switch.
                         if let Ok(e) = t.get_mut(id) {
@@ -291,7 +284,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         }
                         st.rq.resched_curr();
                     } else {
-                        if let Some(mut e) = st.rq.take(node) {
+                        if let Some(mut e) = st.rq.take(slot) {
                             st.rq.remove_entity_load(&mut e);
                         }
                         t.remove(id)?;
@@ -311,9 +304,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// switched out and moved there. Returns the CPU it will run on.
     pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
         self.check_cpu(cpu)?;
-        let (node, mut e) = {
+        let (slot, mut e) = {
             let st = self.cpus[cpu].rq.lock();
-            match st.rq.curr_node().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
+            match st.rq.curr_slot().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
                 Some((n, e)) if e.id == id && e.on_rq => (n, e),
                 _ => {
                     let state = self.state(id)?;
@@ -325,9 +318,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.select_task_rq(cpu, &mut e, SelectFor::Exec, WakeFlags::empty(), Waker::default());
         if dest != cpu {
             let mut st = self.cpus[cpu].rq.lock();
-            if st.rq.curr_node() == Some(node) {
+            if st.rq.curr_slot() == Some(slot) {
                 st.rq.update_clock(now);
-                st.exec_push = Some((node, dest as u32));
+                st.exec_push = Some((slot, dest as u32));
                 st.rq.resched_curr();
                 self.after_update(cpu, &mut st);
             }
@@ -356,11 +349,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     st.rq.reweight_parked(entity, nice);
                     return Ok(());
                 }
-                Location::OnCpu { cpu, node } => {
+                Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
-                    st.rq.change_nice(node, nice);
+                    st.rq.change_nice(slot, nice);
                     self.after_update(c, &mut st);
                     return Ok(());
                 }
@@ -384,10 +377,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     entity.affinity = mask;
                     return Ok(());
                 }
-                Location::OnCpu { cpu, node } => {
+                Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                    let Some(e) = st.rq.ent_mut(node) else { continue };
+                    let Some(e) = st.rq.ent_mut(slot) else { continue };
                     e.affinity = mask;
                     let (on_cpu, on_rq) = (e.on_cpu, e.on_rq);
                     if mask.contains(c) {
@@ -395,7 +388,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     if on_cpu {
                         // Running here: preempt it; it is pushed away once switched out.
-                        if st.rq.curr_node() == Some(node) {
+                        if st.rq.curr_slot() == Some(slot) {
                             st.rq.resched_curr();
                         }
                         self.after_update(c, &mut st);
@@ -406,7 +399,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         self.move_queued_task(
                             c,
                             id,
-                            node,
+                            slot,
                             mask.first().unwrap_or(0),
                             now,
                             MigrateReason::Affinity,
@@ -416,5 +409,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
             }
         }
+    }
+
+    /// `choice` if its runqueue has room, else `fallback` if allowed and with room, else the
+    /// first allowed CPU with room; `None` when every allowed runqueue is full.
+    fn room_near(&self, choice: usize, fallback: usize, allowed: &CpuMask) -> Option<usize> {
+        let has_room = |c: usize| self.cpus[c].rq.lock().rq.has_room();
+        if has_room(choice) {
+            return Some(choice);
+        }
+        let online = allowed.and(&self.online());
+        core::iter::once(fallback).chain(online.iter()).find(|&c| online.contains(c) && has_room(c))
     }
 }

@@ -1,7 +1,7 @@
-//! One CPU's load-balance passes over the machine (docs/linux-v5.7.md §4): periodic
-//! balancing per sched domain on the tick (`rebalance_domains`), newly-idle balancing, the
-//! active-balance stopper, and `load_balance` itself — the retry, pinning, failure and
-//! interval bookkeeping around the decisions of [`crate::balance`].
+//! One load-balance pass over the machine (docs/linux-v5.7.md §4): `load_balance` itself —
+//! the rounds (first, redirected, redo), the failure, interval and active-balance bookkeeping
+//! around the decisions of [`crate::balance`], the group statistics it gathers — and the
+//! active-balance stopper. When passes run is `rebalance.rs`.
 
 use core::sync::atomic::Ordering::Relaxed;
 
@@ -190,7 +190,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// `load_balance` of `cpu`'s domain `d` (level `lvl`). Returns (tasks moved, continue
-    /// balancing upwards). Emits a [`BalanceRecord`].
+    /// balancing upwards). Emits one [`BalanceRecord`] per round; the last ends the pass.
     pub(super) fn load_balance_in(
         &self,
         bal: &mut BalanceState,
@@ -356,7 +356,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu);
                 if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
                     let mut st = self.cpus[busiest_cpu].rq.lock();
-                    let curr_allowed = st.rq.curr_node().is_none_or(|n| st.rq.ent(n).affinity.contains(cpu));
+                    let curr_allowed = st.rq.curr_slot().is_none_or(|n| st.rq.ent(n).affinity.contains(cpu));
                     if !curr_allowed {
                         drop(st);
                         flags |= LbfFlags::ALL_PINNED;

@@ -42,7 +42,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         &self,
         src: usize,
         id: TaskId,
-        node: SlotId,
+        slot: SlotId,
         dst: usize,
         now: u64,
         reason: MigrateReason,
@@ -54,7 +54,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // task goes to a CPU its current affinity allows (checked again under the locks).
         let allowed_now = {
             let st = self.cpus[src].rq.lock();
-            match st.rq.entity(node) {
+            match st.rq.entity(slot) {
                 Some(e) if e.id == id => e.affinity,
                 _ => return false,
             }
@@ -74,17 +74,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if !d.rq.has_room() {
             return false;
         }
-        match s.rq.entity(node) {
+        match s.rq.entity(slot) {
             Some(e) if e.id == id && e.on_rq && !e.on_cpu && e.affinity.contains(dst) => {}
             _ => return false,
         }
         s.rq.update_clock(now);
         d.rq.update_clock(now);
-        let Some(e) = s.rq.detach_task(node) else { return false };
-        let Some(dn) = d.rq.attach_task(e) else { return false };
+        let Some(e) = s.rq.detach_task(slot) else { return false };
+        let Some(dst_slot) = d.rq.attach_task(e) else { return false };
         d.nr_migrations_in += 1;
         if let Ok(te) = self.tasks.lock().get_mut(id) {
-            te.location = Location::OnCpu { cpu: dst as u32, node: dn };
+            te.location = Location::OnCpu { cpu: dst as u32, slot: dst_slot };
         }
         self.after_update(src, s);
         self.after_update(dst, d);
@@ -129,12 +129,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if !st.rq.has_room() {
                 return Some(e);
             }
-            let node = st.rq.attach_task(e)?;
+            let slot = st.rq.attach_task(e)?;
             if cpu != src {
                 st.nr_migrations_in += 1;
             }
             if let Ok(te) = self.tasks.lock().get_mut(id) {
-                te.location = Location::OnCpu { cpu: cpu as u32, node };
+                te.location = Location::OnCpu { cpu: cpu as u32, slot };
             }
             self.after_update(cpu, &mut st);
             None

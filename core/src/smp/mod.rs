@@ -42,7 +42,7 @@ mod switch;
 #[cfg(feature = "testing")]
 mod testing;
 
-pub use nohz::Nohz;
+pub use nohz::{Nohz, NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
 pub use percpu::{BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, RootDomain, RqStats};
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -52,7 +52,7 @@ use spin::rwlock::RwLock;
 use spin::{RelaxStrategy, Spin};
 
 use crate::cpumask::CpuMask;
-use crate::error::SchedError;
+use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
 use crate::platform::{Event, EventKind, Platform};
 use crate::runqueue::RunQueue;
@@ -144,8 +144,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// Builds the topology from a description and sets every CPU up: capacities, tunables
-    /// scaled for the CPU count, balance intervals. Call once, before anything else.
-    pub fn init(&self, desc: &TopologyDesc) -> Result<(), TopologyError> {
+    /// scaled for the CPU count, balance intervals. Call before anything else; it may be
+    /// called again only while no task is alive. Refuses (changing nothing) a refused
+    /// description, a tick rate above [`MAX_HZ`], or live tasks.
+    pub fn init(&self, desc: &TopologyDesc) -> Result<(), InitError> {
         self.init_with(|t| t.init(desc))
     }
 
@@ -154,7 +156,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn init_with(
         &self,
         build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,
-    ) -> Result<(), TopologyError> {
+    ) -> Result<(), InitError> {
+        if self.hz > MAX_HZ {
+            return Err(InitError::Hz(self.hz));
+        }
+        // (init runs before the CPUs do; a task created concurrently is a misuse it does not
+        // guard against, since the table lock may not be held while runqueues are locked.)
+        let alive = self.tasks.lock().len();
+        if alive > 0 {
+            return Err(InitError::TasksAlive(alive));
+        }
         let mut topo = self.topo.write();
         build(&mut topo)?;
         let n = topo.nr_cpus();
@@ -227,12 +238,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         *self.cpus[0].rq.lock().rq.tunables()
     }
 
-    /// Replaces the tunables on every CPU.
-    pub fn set_tunables(&self, t: Tunables) {
+    /// Replaces the tunables on every CPU; values out of range ([`Tunables::check`]) are
+    /// refused and nothing changes.
+    pub fn set_tunables(&self, t: Tunables) -> Result<(), SchedError> {
+        t.check()?;
         let f = self.features();
         for cpu in 0..self.nr_cpus() {
             self.cpus[cpu].rq.lock().rq.configure(t, f);
         }
+        Ok(())
     }
 
     /// Read access to the topology.
@@ -295,9 +309,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             match loc {
                 Location::Parked { entity, .. } => return Ok(entity),
                 Location::InTransit { .. } => core::hint::spin_loop(),
-                Location::OnCpu { cpu, node } => {
+                Location::OnCpu { cpu, slot } => {
                     let st = self.cpus[cpu as usize].rq.lock();
-                    match st.rq.entity(node) {
+                    match st.rq.entity(slot) {
                         Some(e) if e.id == id => return Ok(*e),
                         _ => continue, // moved meanwhile
                     }
@@ -315,7 +329,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if cpu < self.nr_cpus() {
             Ok(())
         } else {
-            Err(SchedError::CpuOutOfRange(cpu as u32))
+            Err(SchedError::CpuOutOfRange(cpu))
         }
     }
 
@@ -339,6 +353,11 @@ pub(crate) fn update_avg(avg: u64, sample: u64) -> u64 {
     let diff = sample as i64 - avg as i64;
     (avg as i64 + diff / 8) as u64
 }
+
+/// The highest tick rate [`Smp::init`] accepts: a tick of 1 µs. Jiffies are `now / (10⁹ / HZ)`
+/// ns, so the rate must leave a whole nanosecond per tick; well below that, 10⁶ is already far
+/// beyond any real kernel's `CONFIG_HZ`.
+pub const MAX_HZ: u32 = 1_000_000;
 
 /// `sysctl_sched_migration_cost` default (ns): cache-hot window and newidle cost floor.
 pub const SYSCTL_MIGRATION_COST_NS: u64 = 500_000;

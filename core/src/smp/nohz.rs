@@ -157,8 +157,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         if let Some(d) = topo.domains(cpu).find(|d| d.flags.contains(SdFlags::ASYM_PACKING)) {
             let mine = topo.asym_priority(cpu);
-            return d.span.iter().any(|i| self.nohz.is_tickless(i) && topo.asym_priority(i) > mine)
-                || llc_busy;
+            if d.span.iter().any(|i| self.nohz.is_tickless(i) && topo.asym_priority(i) > mine) {
+                return true;
+            }
+            // No preferred CPU idles: the misfit and cache checks below still apply.
         }
         if let Some(lvl) = topo.asym_cpucapacity_level(cpu) {
             let pct = topo.domain(cpu, lvl).map_or(125, |d| d.imbalance_pct);

@@ -102,7 +102,7 @@ pub struct CpuState<const Q: usize> {
     /// This CPU has a domain with asymmetric capacities (misfit tracking applies); set by
     /// `init` so the hot path does not consult the topology.
     pub asym_capacity: bool,
-    /// The current task exec'd and placement chose another CPU for it: (node, CPU). It is
+    /// The current task exec'd and placement chose another CPU for it: (slot, CPU). It is
     /// switched out and moved there once its context is saved (`sched_exec`).
     pub exec_push: Option<(SlotId, u32)>,
 }
@@ -196,7 +196,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
     /// does not fit this CPU's capacity.
     pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
-        st.misfit_task_load = match (st.asym_capacity, st.rq.curr_node()) {
+        st.misfit_task_load = match (st.asym_capacity, st.rq.curr_slot()) {
             (true, Some(n)) => {
                 let e = st.rq.ent(n);
                 if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {

@@ -75,7 +75,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let db = &mut bal.domains[lvl];
             if now > db.next_decay_max_lb_cost {
                 db.max_newidle_lb_cost = db.max_newidle_lb_cost * 253 / 256;
-                db.next_decay_max_lb_cost = now + 1_000_000_000;
+                db.next_decay_max_lb_cost = now.saturating_add(1_000_000_000);
                 need_decay = true;
             }
             max_cost += db.max_newidle_lb_cost;

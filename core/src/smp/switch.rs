@@ -41,7 +41,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         // Nothing to run: the CPU is about to idle.
         let goes_idle = |st: &CpuState<Q>| {
-            let curr_runnable = st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq);
+            let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent(n).on_rq);
             st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
         };
         // A platform that did not call finish_switch after the previous switch has saved that
@@ -61,9 +61,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
-        let exec_leaving = st.exec_push.is_some_and(|(n, _)| st.rq.curr_node() == Some(n));
+        let exec_leaving = st.exec_push.is_some_and(|(n, _)| st.rq.curr_slot() == Some(n));
         let curr_disallowed = exec_leaving
-            || st.rq.curr_node().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
+            || st.rq.curr_slot().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
         let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
             // context is saved; the push (the balancer's, or away from a CPU its affinity
@@ -116,7 +116,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             return;
         }
         let mut st = self.cpus[cpu].rq.lock();
-        let prev = st.rq.switching_out_node();
+        let prev = st.rq.switching_out_slot();
         self.finish_switch_locked(cpu, &mut st);
         // A task still queued here that may no longer run here leaves now that its
         // context is saved.
@@ -139,7 +139,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.after_update(cpu, &mut st);
         }
         drop(st);
-        if let Some((node, e)) = evict {
+        if let Some((slot, e)) = evict {
             let mut e = e;
             let (dst, reason) = match exec_dst {
                 Some(d) => (d, MigrateReason::Placement),
@@ -154,7 +154,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     (d, MigrateReason::Affinity)
                 }
             };
-            self.move_queued_task(cpu, e.id, node, dst, now, reason);
+            self.move_queued_task(cpu, e.id, slot, dst, now, reason);
         }
         if push {
             self.active_balance_stop(cpu, now);
@@ -181,7 +181,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             return;
         }
         let mut st = self.cpus[cpu].rq.lock();
-        if st.rq.curr_node().is_none() {
+        if st.rq.curr_slot().is_none() {
             return;
         }
         st.rq.update_clock(now);

@@ -15,7 +15,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 {
     /// Runs one `load_balance` of `cpu`'s domain `level` now, whether or not its interval
     /// has expired (experiments and tests). Returns (tasks moved, continue upwards); the
-    /// [`crate::balance::BalanceRecord`] goes to the platform as an event.
+    /// [`crate::balance::BalanceRecord`]s (one per round) go to the platform as events.
     pub fn balance_domain(&self, cpu: usize, level: usize, idle: IdleType, now: u64) -> (u32, bool) {
         if cpu >= self.nr_cpus() {
             return (0, false);
@@ -54,17 +54,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         load: u64,
     ) -> Result<(), SchedError> {
         let loc = self.tasks.lock().get(id)?.location;
-        let Location::OnCpu { cpu, node } = loc else {
+        let Location::OnCpu { cpu, slot } = loc else {
             return Err(SchedError::InvalidState { task: id, state: TaskState::Blocked });
         };
         let mut st = self.cpus[cpu as usize].rq.lock();
         let rq = &mut st.rq;
-        let queued = rq.entity(node).is_some_and(|e| e.on_rq);
-        let old = rq.entity(node).map(|e| e.avg.util_est).unwrap_or_default();
+        let queued = rq.entity(slot).is_some_and(|e| e.on_rq);
+        let old = rq.entity(slot).map(|e| e.avg.util_est).unwrap_or_default();
         if queued {
             crate::pelt::util_est_sub(&mut rq.avg.util_est, &old);
         }
-        let Some(e) = rq.ent_mut(node) else { return Err(SchedError::UnknownTask(id)) };
+        let Some(e) = rq.ent_mut(slot) else { return Err(SchedError::UnknownTask(id)) };
         let div = e.avg.divider();
         e.avg.util_avg = util;
         e.avg.util_sum = util * div;

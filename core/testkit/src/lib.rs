@@ -1,5 +1,4 @@
-//! Test support for `sched-core`, shared by the core's integration tests, benchmarks and the
-//! simulator's tests: a [`Recorder`] platform that keeps what the core asked for and told,
+//! Test support for `sched-core`, shared by the core's integration tests: a [`Recorder`] platform that keeps what the core asked for and told,
 //! machine set-up ([`machine`]), scenario helpers ([`spawn_on`], [`run_cpu`], [`idle_all`])
 //! and a deterministic one-CPU [`Driver`].
 //!
@@ -28,7 +27,7 @@ use sched_core::{
 pub const MAX_RECORDED_CPUS: usize = 1024;
 
 /// A platform that records: every event (unless [`Recorder::quiet`]), stopper and nohz-kick
-/// requests, reschedule requests as per-CPU flags, a log and a count, and migrations.
+/// requests, reschedule requests as per-CPU flags, a log and a count, and a count of migrations.
 pub struct Recorder {
     keep_log: bool,
     events: Mutex<Vec<Event>>,
@@ -130,6 +129,11 @@ impl Recorder {
         self.kicks.lock().unwrap().clone()
     }
 
+    /// How many reschedule requests were made in all (counted in quiet mode too).
+    pub fn resched_count(&self) -> u64 {
+        self.resched_count.load(Relaxed)
+    }
+
     /// Whether `cpu` was asked to reschedule since the last call (clears the flag).
     pub fn take_resched(&self, cpu: usize) -> bool {
         self.resched.get(cpu).is_some_and(|f| f.swap(false, Relaxed))
@@ -138,11 +142,6 @@ impl Recorder {
     /// The CPUs asked to reschedule since the last call, in order (empties the log).
     pub fn take_resched_log(&self) -> Vec<u32> {
         std::mem::take(&mut *self.resched_log.lock().unwrap())
-    }
-
-    /// How many reschedule requests were made in all.
-    pub fn resched_count(&self) -> u64 {
-        self.resched_count.load(Relaxed)
     }
 }
 
@@ -250,7 +249,7 @@ impl Driver {
 
     /// Given tunables and features.
     pub fn with(t: Tunables, f: Features, tick: u64) -> Driver {
-        Driver { s: Box::new(SingleCpu::new(Recorder::new(1), 1024, t, f)), now: 0, tick }
+        Driver { s: Box::new(SingleCpu::new(Recorder::new(1), 1024, t, f).expect("tunables")), now: 0, tick }
     }
 
     /// Creates a spinning task of nice `nice` now and reschedules if asked to.
