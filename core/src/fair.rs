@@ -637,6 +637,16 @@ impl<const Q: usize> RunQueue<Q> {
     /// check. `None` if the arena is full.
     pub fn attach_task(&mut self, e: Entity) -> Option<SlotId> {
         let slot = self.insert(e)?;
+        self.attach_inserted(slot)
+    }
+
+    /// [`RunQueue::attach_task`] into a slot promised with [`RunQueue::reserve`].
+    pub(crate) fn attach_task_reserved(&mut self, e: Entity) -> Option<SlotId> {
+        let slot = self.insert_reserved(e)?;
+        self.attach_inserted(slot)
+    }
+
+    fn attach_inserted(&mut self, slot: SlotId) -> Option<SlotId> {
         self.enqueue(slot, EnqueueFlags::empty());
         self.check_preempt_wakeup(slot, WakeFlags::empty());
         Some(slot)

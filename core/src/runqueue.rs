@@ -49,6 +49,11 @@ pub struct RunQueue<const Q: usize> {
     /// Free slots are chained through `mru_next`; `bump` hands out never-used ones.
     free_head: u32,
     bump: u32,
+    /// Entities in the arena.
+    attached: u32,
+    /// Slots promised to tasks that will arrive (a push away from a CPU their affinity or exec
+    /// no longer allows, once their context is saved); `has_room` counts them as taken.
+    reserved: u32,
     pub(crate) timeline: Timeline<Q>,
     /// Most-recently-run-first list of the fair tasks accounted here (`cfs_tasks`).
     mru_prev: [u32; Q],
@@ -96,6 +101,8 @@ impl<const Q: usize> RunQueue<Q> {
             slots: [const { None }; Q],
             free_head: NIL,
             bump: 0,
+            attached: 0,
+            reserved: 0,
             timeline: Timeline::new(),
             mru_prev: [NIL; Q],
             mru_next: [NIL; Q],
@@ -146,7 +153,7 @@ impl<const Q: usize> RunQueue<Q> {
     }
     /// Entities held in the arena (queued, running, or a current task still being switched out).
     pub fn nr_attached(&self) -> usize {
-        self.slots.iter().filter(|s| s.is_some()).count()
+        self.attached as usize
     }
     /// The runqueue's `min_vruntime`.
     pub fn min_vruntime(&self) -> u64 {
@@ -271,9 +278,42 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- arena ----------------------------------------------------------------------
 
-    /// Puts an entity into the arena (not yet queued). `None` when the arena is full
+    /// Puts an entity into the arena (not yet queued). `None` when the arena has no room
     /// (callers check [`RunQueue::has_room`] first, so the entity is not lost).
-    pub(crate) fn insert(&mut self, mut e: Entity) -> Option<SlotId> {
+    pub(crate) fn insert(&mut self, e: Entity) -> Option<SlotId> {
+        if !self.has_room() {
+            return None;
+        }
+        self.place(e)
+    }
+
+    /// Puts an entity into a slot reserved for it with [`RunQueue::reserve`].
+    pub(crate) fn insert_reserved(&mut self, e: Entity) -> Option<SlotId> {
+        if self.reserved == 0 {
+            return None;
+        }
+        self.reserved -= 1;
+        self.place(e)
+    }
+
+    /// Promises one slot to a task that will arrive later; `false` when there is no room.
+    pub(crate) fn reserve(&mut self) -> bool {
+        let ok = self.has_room();
+        self.reserved += ok as u32;
+        ok
+    }
+
+    /// Gives back a slot promised with [`RunQueue::reserve`].
+    pub(crate) fn unreserve(&mut self) {
+        self.reserved = self.reserved.saturating_sub(1);
+    }
+
+    /// Slots promised and not yet taken.
+    pub fn reserved(&self) -> u32 {
+        self.reserved
+    }
+
+    fn place(&mut self, mut e: Entity) -> Option<SlotId> {
         let slot = if self.free_head != NIL {
             let n = self.free_head;
             self.free_head = self.mru_next[n as usize];
@@ -288,6 +328,7 @@ impl<const Q: usize> RunQueue<Q> {
         self.mru_next[slot as usize] = NIL;
         self.mru_prev[slot as usize] = NIL;
         self.slots[slot as usize] = Some(e);
+        self.attached += 1;
         Some(slot)
     }
 
@@ -297,14 +338,16 @@ impl<const Q: usize> RunQueue<Q> {
             return None;
         }
         let e = self.slots.get_mut(slot as usize)?.take()?;
+        self.attached -= 1;
         self.mru_next[slot as usize] = self.free_head;
         self.free_head = slot;
         Some(e)
     }
 
-    /// Whether the arena has room for one more task.
+    /// Whether the arena has room for one more task (slots promised to arriving tasks are
+    /// taken).
     pub fn has_room(&self) -> bool {
-        self.free_head != NIL || (self.bump as usize) < Q
+        ((self.attached + self.reserved) as usize) < Q
     }
 
     // ---- MRU list -------------------------------------------------------------------
@@ -511,6 +554,12 @@ impl<const Q: usize> RunQueue<Q> {
         }
         if attached > Q {
             return fail("arena overflow");
+        }
+        if attached != self.attached as usize {
+            return fail("arena count disagrees with its slots");
+        }
+        if attached + self.reserved as usize > Q {
+            return fail("more slots promised than the arena has");
         }
         // PELT: at the last recompute each average was its sum / divider. Since then the
         // sums grew by at most one period of input while the divider grew too, and

@@ -75,6 +75,25 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 Location::InTransit { from } => return fail_t(from as usize, "task left in transit", id),
             }
         }
+        // Every planned push has its slot reserved at its destination, and its task is still
+        // on its CPU. (A slot is reserved just before its push is recorded, so while other
+        // CPUs run, a destination may briefly hold more reservations than pushes.)
+        for (c, st) in guards.iter().enumerate() {
+            for p in st.push.iter().flatten() {
+                match st.rq.entity(p.slot) {
+                    Some(e) if e.id == p.task && e.on_cpu => {}
+                    _ => return fail_t(c, "a planned push names a task no longer on its CPU", p.task),
+                }
+                if guards.get(p.dst as usize).is_none() || p.dst as usize == c {
+                    return fail_t(c, "a planned push goes nowhere", p.task);
+                }
+            }
+            let promised =
+                guards.iter().flat_map(|g| g.push.iter().flatten()).filter(|p| p.dst as usize == c);
+            if promised.count() > st.rq.reserved() as usize {
+                return fail(c, "a push is planned here without a reserved slot");
+            }
+        }
         if on_cpu != attached {
             for (c, st) in guards.iter().enumerate() {
                 for (slot, id) in st.rq.attached() {

@@ -3,7 +3,7 @@
 
 use spin::RelaxStrategy;
 
-use super::{update_avg, Smp};
+use super::{update_avg, Move, Moved, Push, Smp};
 use crate::cpumask::CpuMask;
 use crate::error::SchedError;
 use crate::fair::{DequeueFlags, EnqueueFlags, WakeFlags};
@@ -316,16 +316,49 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         let (dest, _) =
             self.select_task_rq(cpu, &mut e, SelectFor::Exec, WakeFlags::empty(), Waker::default());
-        if dest != cpu {
-            let mut st = self.cpus[cpu].rq.lock();
-            if st.rq.curr_slot() == Some(slot) {
-                st.rq.update_clock(now);
-                st.exec_push = Some((slot, dest as u32));
-                st.rq.resched_curr();
-                self.after_update(cpu, &mut st);
-            }
+        if dest == cpu {
+            return Ok(cpu as u32);
         }
-        Ok(dest as u32)
+        // A slot waits for it there; if no allowed CPU has one, it stays (exec balancing is
+        // only an optimisation).
+        let Some(dst) = self.reserve_near(cpu, dest, &e.affinity) else { return Ok(cpu as u32) };
+        let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Placement };
+        if self.arm_push(cpu, now, push, None) {
+            Ok(dst as u32)
+        } else {
+            self.unreserve(dst);
+            Ok(cpu as u32)
+        }
+    }
+
+    /// Records that the task in `p.slot` (still on `cpu`: current, or being switched away
+    /// from) leaves for `p.dst`, where a slot was reserved for it, once its context is saved;
+    /// with `affinity`, its new mask is set in the same step. `false` if the task is no
+    /// longer there (the caller gives the reservation back).
+    fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
+        let mut st = self.cpus[cpu].rq.lock();
+        match st.rq.ent_mut(p.slot) {
+            Some(e) if e.id == p.task && e.on_cpu => {
+                if let Some(mask) = affinity {
+                    e.affinity = mask;
+                }
+            }
+            _ => return false,
+        }
+        let replaced = match st.set_push(p) {
+            Ok(old) => old,
+            Err(_) => return false,
+        };
+        st.rq.update_clock(now);
+        if st.rq.curr_slot() == Some(p.slot) {
+            st.rq.resched_curr();
+        }
+        self.after_update(cpu, &mut st);
+        drop(st);
+        if let Some(old) = replaced {
+            self.unreserve(old.dst as usize);
+        }
+        true
     }
 
     /// Changes a task's nice value, wherever it is.
@@ -362,11 +395,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// Changes a task's allowed CPUs. A queued task on a CPU it may no longer use moves at
-    /// once; a running one is preempted and moves when its CPU has switched away from it.
+    /// once; a running one is preempted and moves when its CPU has switched away from it,
+    /// into a slot reserved for it now. When no allowed CPU has room for it, the call is
+    /// refused with [`SchedError::RunQueueFull`] and nothing changes.
     pub fn set_affinity(&self, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
         self.check_affinity(&mask)?;
         let mask = mask.and(&self.online());
-        loop {
+        'retry: loop {
             let entry = *self.tasks.lock().get(id)?;
             match entry.location {
                 Location::InTransit { .. } => core::hint::spin_loop(),
@@ -379,33 +414,57 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
-                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                    let Some(e) = st.rq.ent_mut(slot) else { continue };
-                    e.affinity = mask;
-                    let (on_cpu, on_rq) = (e.on_cpu, e.on_rq);
+                    let e = {
+                        let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
+                        let Some(e) = st.rq.entity(slot) else { continue };
+                        *e
+                    };
                     if mask.contains(c) {
-                        return Ok(());
-                    }
-                    if on_cpu {
-                        // Running here: preempt it; it is pushed away once switched out.
-                        if st.rq.curr_slot() == Some(slot) {
-                            st.rq.resched_curr();
-                        }
-                        self.after_update(c, &mut st);
-                        return Ok(());
-                    }
-                    if on_rq {
+                        // It may stay: a push planned for it is no longer needed.
+                        let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
+                        let Some(e) = st.rq.ent_mut(slot) else { continue };
+                        e.affinity = mask;
+                        let cancelled = st.take_push(slot);
                         drop(st);
-                        self.move_queued_task(
-                            c,
-                            id,
-                            slot,
-                            mask.first().unwrap_or(0),
-                            now,
-                            MigrateReason::Affinity,
-                        );
+                        if let Some(p) = cancelled {
+                            self.unreserve(p.dst as usize);
+                        }
+                        return Ok(());
                     }
-                    return Ok(());
+                    if e.on_cpu {
+                        // Running here (or being switched away from): it leaves once its
+                        // context is saved, into a slot reserved now.
+                        let mut probe = Entity { affinity: mask, ..e };
+                        let (choice, _) = self.select_task_rq(
+                            c,
+                            &mut probe,
+                            SelectFor::Wake(c as u32),
+                            WakeFlags::empty(),
+                            Waker::default(),
+                        );
+                        let dst = self.reserve_near(c, choice, &mask).ok_or(SchedError::RunQueueFull)?;
+                        let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Affinity };
+                        if self.arm_push(c, now, push, Some(mask)) {
+                            return Ok(());
+                        }
+                        self.unreserve(dst);
+                        continue;
+                    }
+                    if !e.on_rq {
+                        core::hint::spin_loop();
+                        continue;
+                    }
+                    // Queued here: it moves now, its new mask set in the same step.
+                    let first = mask.first().unwrap_or(c);
+                    for dst in core::iter::once(first).chain(mask.iter().filter(|&d| d != first)) {
+                        let how = Move::Reaffine(mask);
+                        match self.move_queued_task(c, id, slot, dst, how, now, MigrateReason::Affinity) {
+                            Moved::Yes => return Ok(()),
+                            Moved::NoRoom => continue,
+                            Moved::Changed => continue 'retry,
+                        }
+                    }
+                    return Err(SchedError::RunQueueFull);
                 }
             }
         }

@@ -4,8 +4,9 @@
 use spin::mutex::MutexGuard;
 use spin::RelaxStrategy;
 
-use super::{CpuState, Smp};
+use super::{CpuState, Move, Moved, Smp};
 use crate::balance::migrate::{detach_tasks, DetachEnv};
+use crate::cpumask::CpuMask;
 use crate::platform::{EventKind, MigrateReason, Platform};
 use crate::runqueue::SlotId;
 use crate::table::Location;
@@ -36,52 +37,53 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         (self.tasks.lock().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
     }
 
-    /// Moves a queued, not-running task from `src` to `dst` (both locks, lower CPU first).
-    /// Gives up quietly if the task changed meanwhile.
+    /// Moves a queued, not-running task from `src` to `dst` under both runqueue locks (lower
+    /// CPU first). With `how` = [`Move::Reserved`] it lands in the slot reserved for it at
+    /// `dst`; otherwise `dst` needs room, and with [`Move::Reaffine`] the task's affinity
+    /// becomes the given mask in the same step (so a refused move changes nothing).
+    #[allow(clippy::too_many_arguments)] // where the task is (3), where it goes (2), when and why
     pub(crate) fn move_queued_task(
         &self,
         src: usize,
         id: TaskId,
         slot: SlotId,
         dst: usize,
+        how: Move,
         now: u64,
         reason: MigrateReason,
-    ) -> bool {
+    ) -> Moved {
         if src == dst {
-            return false;
+            return Moved::Changed;
         }
-        // The caller chose `dst` from the affinity it saw; if that changed meanwhile, the
-        // task goes to a CPU its current affinity allows (checked again under the locks).
-        let allowed_now = {
-            let st = self.cpus[src].rq.lock();
-            match st.rq.entity(slot) {
-                Some(e) if e.id == id => e.affinity,
-                _ => return false,
-            }
-        };
-        let dst = if allowed_now.contains(dst) {
-            dst
-        } else {
-            match allowed_now.and(&self.online()).iter().find(|&c| c != src) {
-                Some(c) => c,
-                None => return false,
-            }
-        };
         let (lo, hi) = if src < dst { (src, dst) } else { (dst, src) };
         let mut a = self.cpus[lo].rq.lock();
         let mut b = self.cpus[hi].rq.lock();
         let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
-        if !d.rq.has_room() {
-            return false;
+        let allowed = match s.rq.entity(slot) {
+            Some(e) if e.id == id && e.on_rq && !e.on_cpu => match how {
+                Move::Reaffine(mask) => mask,
+                Move::ToRoom | Move::Reserved => e.affinity,
+            },
+            _ => return Moved::Changed,
+        };
+        if !allowed.contains(dst) {
+            return Moved::Changed;
         }
-        match s.rq.entity(slot) {
-            Some(e) if e.id == id && e.on_rq && !e.on_cpu && e.affinity.contains(dst) => {}
-            _ => return false,
+        if how != Move::Reserved && !d.rq.has_room() {
+            return Moved::NoRoom;
         }
         s.rq.update_clock(now);
         d.rq.update_clock(now);
-        let Some(e) = s.rq.detach_task(slot) else { return false };
-        let Some(dst_slot) = d.rq.attach_task(e) else { return false };
+        if let (Move::Reaffine(mask), Some(e)) = (how, s.rq.ent_mut(slot)) {
+            e.affinity = mask;
+        }
+        let Some(e) = s.rq.detach_task(slot) else { return Moved::Changed };
+        let attached = match how {
+            Move::Reserved => d.rq.attach_task_reserved(e),
+            Move::ToRoom | Move::Reaffine(_) => d.rq.attach_task(e),
+        };
+        // Room was checked (or reserved) under this lock, so the attach cannot fail.
+        let Some(dst_slot) = attached else { return Moved::Changed };
         d.nr_migrations_in += 1;
         if let Ok(te) = self.tasks.lock().get_mut(id) {
             te.location = Location::OnCpu { cpu: dst as u32, slot: dst_slot };
@@ -91,7 +93,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         drop(b);
         drop(a);
         self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason });
-        true
+        Moved::Yes
+    }
+
+    /// Reserves a slot for a task that will leave `src` once its context is saved: on
+    /// `choice` if it has room, else on another CPU of `allowed` (not `src`). Returns the CPU.
+    pub(super) fn reserve_near(&self, src: usize, choice: usize, allowed: &CpuMask) -> Option<usize> {
+        let online = allowed.and(&self.online());
+        core::iter::once(choice)
+            .chain(online.iter())
+            .find(|&c| c != src && online.contains(c) && self.cpus[c].rq.lock().rq.reserve())
+    }
+
+    /// Gives back a slot reserved with [`Smp::reserve_near`].
+    pub(super) fn unreserve(&self, cpu: usize) {
+        self.cpus[cpu].rq.lock().rq.unreserve();
     }
 
     /// Detaches what `env` allows from `src` and attaches it to `dst`, updating the task

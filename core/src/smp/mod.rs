@@ -43,7 +43,30 @@ mod switch;
 mod testing;
 
 pub use nohz::{Nohz, NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
-pub use percpu::{BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, RootDomain, RqStats};
+pub use percpu::{BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, Push, RootDomain, RqStats};
+
+/// How [`Smp`]'s `move_queued_task` places a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Move {
+    /// Into a free slot of the destination, if it has one.
+    ToRoom,
+    /// Into a free slot, setting the task's affinity to the mask in the same step.
+    Reaffine(CpuMask),
+    /// Into the slot reserved for it at the destination.
+    Reserved,
+}
+
+/// What `move_queued_task` came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Moved {
+    /// The task moved.
+    Yes,
+    /// The destination had no room; nothing changed.
+    NoRoom,
+    /// The task was no longer queued there, or may not run at the destination; nothing
+    /// changed.
+    Changed,
+}
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -116,7 +139,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         max_idle_balance_cost: SYSCTL_MIGRATION_COST_NS,
                         nr_migrations_in: 0,
                         asym_capacity: false,
-                        exec_push: None,
+                        push: [None; 2],
                     }),
                     stats: RqStats::new(),
                     balance: Mutex::new(BalanceState {

@@ -9,8 +9,9 @@ use spin::{RelaxStrategy, Spin};
 
 use super::Smp;
 use crate::capacity::fits_capacity;
-use crate::platform::Platform;
+use crate::platform::{MigrateReason, Platform};
 use crate::runqueue::{RunQueue, SlotId};
+use crate::task::TaskId;
 use crate::topology::MAX_LEVELS;
 
 /// Figures of one runqueue, published by its owner for lock-free readers.
@@ -102,9 +103,52 @@ pub struct CpuState<const Q: usize> {
     /// This CPU has a domain with asymmetric capacities (misfit tracking applies); set by
     /// `init` so the hot path does not consult the topology.
     pub asym_capacity: bool,
-    /// The current task exec'd and placement chose another CPU for it: (slot, CPU). It is
-    /// switched out and moved there once its context is saved (`sched_exec`).
-    pub exec_push: Option<(SlotId, u32)>,
+    /// Tasks of this CPU that must leave once their context is saved (one exec'd and
+    /// placement chose another CPU, or its affinity no longer allows this one), each with the
+    /// slot reserved for it at its destination. Only a task still on this CPU (`on_cpu`) gets
+    /// one, and at most two are: the current task and the one being switched away from.
+    pub push: [Option<Push>; 2],
+}
+
+/// A task leaving its CPU once its context is saved, and where it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Push {
+    /// Its slot on the CPU it leaves.
+    pub slot: SlotId,
+    /// The task (a slot may be reused by another one before the push happens).
+    pub task: TaskId,
+    /// Its destination, where a slot is reserved for it.
+    pub dst: u32,
+    /// Why it moves ([`MigrateReason::Placement`] for exec, [`MigrateReason::Affinity`]).
+    pub reason: MigrateReason,
+}
+
+impl<const Q: usize> CpuState<Q> {
+    /// The pending push of the task in `slot`, if any.
+    pub fn push_for(&self, slot: SlotId) -> Option<Push> {
+        self.push.iter().flatten().find(|p| p.slot == slot).copied()
+    }
+
+    /// Records a push, replacing one for the same slot; returns the replaced one (whose
+    /// reservation the caller gives back). `Err` gives `p` back when both entries are taken
+    /// by other slots (cannot happen while only `on_cpu` tasks get pushes).
+    pub(super) fn set_push(&mut self, p: Push) -> Result<Option<Push>, Push> {
+        if let Some(e) = self.push.iter_mut().find(|e| e.is_some_and(|q| q.slot == p.slot)) {
+            return Ok(e.replace(p));
+        }
+        match self.push.iter_mut().find(|e| e.is_none()) {
+            Some(e) => {
+                *e = Some(p);
+                Ok(None)
+            }
+            None => Err(p),
+        }
+    }
+
+    /// Removes and returns the pending push of the task in `slot`.
+    pub(super) fn take_push(&mut self, slot: SlotId) -> Option<Push> {
+        self.push.iter_mut().find(|e| e.is_some_and(|q| q.slot == slot))?.take()
+    }
 }
 
 /// Per-CPU, per-domain balancing state (what Linux keeps in each CPU's `sched_domain`).

@@ -4,7 +4,7 @@
 
 use spin::RelaxStrategy;
 
-use super::{CpuState, Smp};
+use super::{CpuState, Move, Moved, Smp};
 use crate::fair::WakeFlags;
 use crate::placement::{SelectFor, Waker};
 use crate::platform::{EventKind, MigrateReason, Platform};
@@ -45,12 +45,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
         };
         // A platform that did not call finish_switch after the previous switch has saved that
-        // context by now (it is calling schedule again on this CPU).
-        let mut idle_next = {
-            let mut st = self.cpus[cpu].rq.lock();
-            self.finish_switch_locked(cpu, &mut st);
-            goes_idle(&st)
-        };
+        // context by now (it is calling schedule again on this CPU): finish it in full, pushes
+        // and the stopper included.
+        let pending = self.cpus[cpu].rq.lock().rq.switching_out_slot().is_some();
+        if pending {
+            self.finish_switch(cpu, now);
+        }
+        let mut idle_next = goes_idle(&self.cpus[cpu].rq.lock());
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
         if self.nohz_idle_balance(cpu, now) {
             idle_next = goes_idle(&self.cpus[cpu].rq.lock());
@@ -61,9 +62,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
-        let exec_leaving = st.exec_push.is_some_and(|(n, _)| st.rq.curr_slot() == Some(n));
-        let curr_disallowed = exec_leaving
-            || st.rq.curr_slot().is_some_and(|n| st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu));
+        let curr_disallowed = st.rq.curr_slot().is_some_and(|n| {
+            st.push_for(n).is_some() || (st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu))
+        });
         let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
             // context is saved; the push (the balancer's, or away from a CPU its affinity
@@ -118,19 +119,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut st = self.cpus[cpu].rq.lock();
         let prev = st.rq.switching_out_slot();
         self.finish_switch_locked(cpu, &mut st);
+        // The task switched away from may have a slot waiting elsewhere (exec, affinity).
+        let planned = prev.and_then(|p| st.take_push(p));
         // A task still queued here that may no longer run here leaves now that its
         // context is saved.
-        let exec_dst = match (st.exec_push, prev) {
-            (Some((n, dst)), Some(p)) if n == p => {
-                st.exec_push = None;
-                Some(dst as usize)
-            }
-            _ => None,
-        };
         let evict = prev.and_then(|n| {
             st.rq
                 .entity(n)
-                .filter(|e| e.on_rq && (exec_dst.is_some() || !e.affinity.contains(cpu)))
+                .filter(|e| {
+                    let pushed = planned.is_some_and(|p| p.task == e.id);
+                    e.on_rq && (pushed || !e.affinity.contains(cpu))
+                })
                 .map(|e| (n, *e))
         });
         let push = st.active_balance;
@@ -139,11 +138,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.after_update(cpu, &mut st);
         }
         drop(st);
-        if let Some((slot, e)) = evict {
-            let mut e = e;
-            let (dst, reason) = match exec_dst {
-                Some(d) => (d, MigrateReason::Placement),
-                None => {
+        match (evict, planned) {
+            (Some((slot, e)), Some(p)) if p.task == e.id => {
+                let how = Move::Reserved;
+                if self.move_queued_task(cpu, e.id, slot, p.dst as usize, how, now, p.reason) != Moved::Yes {
+                    self.unreserve(p.dst as usize);
+                }
+            }
+            (evict, planned) => {
+                // A push planned for a task that blocked or exited meanwhile is not needed.
+                if let Some(p) = planned {
+                    self.unreserve(p.dst as usize);
+                }
+                if let Some((slot, mut e)) = evict {
+                    // Not planned (cannot happen while set_affinity plans every running
+                    // task's move): the best allowed CPU with room.
                     let (d, _) = self.select_task_rq(
                         cpu,
                         &mut e,
@@ -151,10 +160,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         WakeFlags::empty(),
                         Waker::default(),
                     );
-                    (d, MigrateReason::Affinity)
+                    let online = e.affinity.and(&self.online());
+                    for dst in core::iter::once(d).chain(online.iter()) {
+                        let how = Move::ToRoom;
+                        match self.move_queued_task(cpu, e.id, slot, dst, how, now, MigrateReason::Affinity) {
+                            Moved::NoRoom => continue,
+                            Moved::Yes | Moved::Changed => break,
+                        }
+                    }
                 }
-            };
-            self.move_queued_task(cpu, e.id, slot, dst, now, reason);
+            }
         }
         if push {
             self.active_balance_stop(cpu, now);
