@@ -69,14 +69,20 @@ pub fn kmain() -> ! {
         }
     };
     sched::select_hz(cfg.hz);
-    let smp = sched::smp();
     let k = cfg.clusters as usize;
-    let topo = smp.init_with(|t| if k == 0 || k >= n { t.init_flat(n) } else { t.init_clusters(n / k, k) });
+    let build = |t: &mut sched_core::Topology<{ arch::MAX_CPUS }>| {
+        if k == 0 || k >= n {
+            t.init_flat(n)
+        } else {
+            t.init_clusters(n / k, k)
+        }
+    };
+    let topo = sched::with_core(|smp| smp.init_with(build));
     if let Err(e) = topo {
         defmt::error!("error: topology for {} CPUs: {}", n, defmt::Debug2Format(&e));
         arch::exit(EXIT_MACHINE);
     }
-    smp.set_features(cfg.features);
+    sched::with_core(|smp| smp.set_features(cfg.features));
     sched::set_nohz(cfg.nohz);
     if let Err(e) = arch::gic_init_global(n).and_then(|()| arch::gic_init_cpu(0, &sched::SGIS)) {
         defmt::error!("error: GIC: {}", e);

@@ -652,10 +652,10 @@ fn report_cpus(tag: &str, n: usize) {
             "{}: cpu {} nohz: tickless (core {}, kernel {}), pending kick {}, next balance jiffy {}, now jiffy {}",
             tag,
             c,
-            sched::smp().nohz().is_tickless(c),
+            sched::with_core(|k| k.nohz().is_tickless(c)),
             sched::is_tickless(c),
-            sched::smp().nohz().kick_flags(c),
-            sched::smp().balance_state(c).map_or(0, |b| b.next_balance),
+            sched::with_core(|k| k.nohz().kick_flags(c)),
+            sched::with_core(|k| k.balance_state(c)).map_or(0, |b| b.next_balance),
             arch::now_ns() / (1_000_000_000 / sched::hz() as u64)
         );
         let o = &cc.balance_outcomes;
@@ -677,10 +677,7 @@ fn report_cpus(tag: &str, n: usize) {
 
 /// Checks the core's invariants (all runqueue locks, IRQs masked like every core call).
 fn check_invariants(tag: &str) -> bool {
-    let r = {
-        let _irq = arch::IrqGuard::mask();
-        sched::smp().check_invariants()
-    };
+    let r = sched::with_core(|k| k.check_invariants());
     match r {
         Ok(()) => {
             kprintln!("{}: scheduler invariants hold", tag);
@@ -819,7 +816,7 @@ fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, nice: u32) {
         SB_PRIMES.load(Relaxed),
         ncpus(),
         sched::hz(),
-        defmt::Debug2Format(&sched::smp().features())
+        defmt::Debug2Format(&sched::with_core(|k| k.features()))
     );
     MIGRATIONS_AT_T0.store(sched::MIGRATIONS.load(Relaxed), Relaxed);
     T0.store(arch::now_ns(), Release);
@@ -1449,7 +1446,7 @@ fn churn_main(ops: u32) {
     // This thread may sleep between checks (one tick at a time).
     let settled = wait_with(
         arch::now_ns() + 1_000_000_000,
-        || sched::threads_in_use() == me && sched::smp().nr_tasks() == me,
+        || sched::threads_in_use() == me && sched::with_core(|k| k.nr_tasks()) == me,
         || arch::sys_sleep(1_000_000),
     );
     churn_report(settled)
@@ -1545,7 +1542,7 @@ fn churn_report(settled: bool) -> ! {
     kprintln!(
         "churn: kernel threads in use {}, core tasks {} (expected 1 each: the main thread) -> {}",
         sched::threads_in_use(),
-        sched::smp().nr_tasks(),
+        sched::with_core(|k| k.nr_tasks()),
         if settled { "OK" } else { "FAIL" }
     );
     ok &= settled;

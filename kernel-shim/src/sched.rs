@@ -272,7 +272,20 @@ pub fn hz() -> u32 {
 }
 
 /// The machine's scheduler.
-pub fn smp() -> &'static Kernel {
+/// Runs `f` with the core, on this CPU with its IRQs masked: the only way to reach the core
+/// from outside this module. The core's locks are spin locks that ticks and SGIs take too;
+/// a core call interrupted on its own CPU by a handler that takes the same lock would spin
+/// forever, so every call — from a handler (IRQs already masked; masking again is free of
+/// effect) or from a thread — comes through here.
+pub fn with_core<T>(f: impl FnOnce(&'static Kernel) -> T) -> T {
+    let _irq = arch::IrqGuard::mask();
+    f(smp())
+}
+
+/// The scheduler static for the selected HZ. Private: callers outside go through [`with_core`];
+/// inside, only the `Platform` callbacks (which run inside core calls, IRQs masked) and the
+/// handlers below use it directly.
+fn smp() -> &'static Kernel {
     match HZ_INDEX.load(Relaxed) {
         0 => &SMP_100,
         2 => &SMP_300,
@@ -408,9 +421,12 @@ pub fn cpu_online(cpu: usize) {
     // this pass every fork stayed in the parent's cluster. No task exists before all CPUs
     // are online (the scenario starts after that), so there is nothing to pick.
     let now = arch::now_ns();
-    let next = smp().schedule(cpu, now);
+    let next = with_core(|k| {
+        let next = k.schedule(cpu, now);
+        k.finish_switch(cpu, now);
+        next
+    });
     assert!(next.is_none(), "CPU {} found a task before the boot finished", cpu);
-    smp().finish_switch(cpu, now);
     ONLINE.fetch_add(1, Release);
 }
 
@@ -453,7 +469,7 @@ pub fn spawn(
     T_EPOCH[slot].fetch_add(1, SeqCst);
     let params = TaskParams { nice, policy: Policy::Normal, affinity: cpu_mask(affinity) };
     SPAWNING[cpu].store(slot, Relaxed);
-    let created = smp().create(cpu, now, params);
+    let created = with_core(|k| k.create(cpu, now, params));
     SPAWNING[cpu].store(NONE, Relaxed);
     match created {
         Ok(id) => {
@@ -502,7 +518,7 @@ fn unpark(cpu: usize, now: u64, t: usize) -> bool {
     if p.parked {
         p.parked = false;
         let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-        if let Err(e) = smp().wake(cpu, now, id) {
+        if let Err(e) = with_core(|k| k.wake(cpu, now, id)) {
             panic!("wake of {:?} refused: {:?}", id, e);
         }
     } else {
@@ -635,7 +651,7 @@ fn handle_irqs(cpu: usize) {
             if SLEEPERS.load(Acquire) != 0 {
                 wake_sleepers(cpu, now);
             }
-            smp().tick(cpu, now);
+            with_core(|k| k.tick(cpu, now));
             crate::scenario::on_tick(cpu, now);
         } else {
             match irq.sgi() {
@@ -644,7 +660,7 @@ fn handle_irqs(cpu: usize) {
                     if TICKLESS[cpu].load(Relaxed) {
                         // Maybe a kick to balance for all tickless CPUs; the core ignores
                         // the call if there is none.
-                        smp().nohz_idle_balance(cpu, arch::now_ns());
+                        with_core(|k| k.nohz_idle_balance(cpu, arch::now_ns()));
                     }
                 }
                 Some(SGI_PING) => {
@@ -668,7 +684,7 @@ fn wake_sleepers(cpu: usize, now: u64) {
         if d != 0 && d <= now && until.compare_exchange(d, 0, AcqRel, Relaxed).is_ok() {
             SLEEPERS.fetch_sub(1, Release);
             let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-            if let Err(e) = smp().wake(cpu, now, id) {
+            if let Err(e) = with_core(|k| k.wake(cpu, now, id)) {
                 panic!("wake of sleeping {:?} refused: {:?}", id, e);
             }
         }
@@ -736,12 +752,12 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 }
             };
         }
-        arch::SYS_YIELD => smp().yield_now(cpu, now),
+        arch::SYS_YIELD => with_core(|k| k.yield_now(cpu, now)),
         arch::SYS_EXIT => {
             let t = CURRENT[cpu].load(Relaxed);
             if t != NONE {
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                if let Err(e) = smp().exit(now, id) {
+                if let Err(e) = with_core(|k| k.exit(now, id)) {
                     panic!("exit of {:?} refused: {:?}", id, e);
                 }
                 T_EPOCH[t].fetch_add(1, SeqCst);
@@ -760,7 +776,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                     p.token = false;
                 } else {
                     let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                    if let Err(e) = smp().block(cpu, now, id) {
+                    if let Err(e) = with_core(|k| k.block(cpu, now, id)) {
                         panic!("block of {:?} refused: {:?}", id, e);
                     }
                     p.parked = true;
@@ -779,7 +795,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 // While the core changes it, either mask may be in force.
                 T_AFF[t].store(old & bits, Relaxed);
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                match smp().set_affinity(now, id, cpu_mask(bits)) {
+                match with_core(|k| k.set_affinity(now, id, cpu_mask(bits))) {
                     Ok(()) => {
                         T_AFF[t].store(bits, Relaxed);
                         frame.x[0] = 0;
@@ -792,10 +808,10 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
             let t = CURRENT[cpu].load(Relaxed);
             let ns = frame.x[0];
             if ns == 0 || t == NONE {
-                smp().yield_now(cpu, now);
+                with_core(|k| k.yield_now(cpu, now));
             } else {
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                if let Err(e) = smp().block(cpu, now, id) {
+                if let Err(e) = with_core(|k| k.block(cpu, now, id)) {
                     panic!("block of sleeping {:?} refused: {:?}", id, e);
                 }
                 SLEEPERS.fetch_add(1, AcqRel);
@@ -811,7 +827,10 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
 /// stored, and this handler runs on the CPU's exception stack, so prev may resume on
 /// another CPU from then on.
 fn reschedule(cpu: usize, frame: usize) -> usize {
-    let smp = smp();
+    with_core(|smp| reschedule_with(smp, cpu, frame))
+}
+
+fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
     let mut cur = frame;
     let was_idle = CURRENT[cpu].load(Relaxed) == NONE;
     for _ in 0..8 {
@@ -891,7 +910,10 @@ fn reschedule(cpu: usize, frame: usize) -> usize {
 /// With `nohz=on`: an idle CPU stops its tick and tells the core (`nohz_enter_idle`, after
 /// which busy CPUs kick it to balance for all tickless CPUs); a CPU with work ticks again.
 fn update_tickless(cpu: usize) {
-    let smp = smp();
+    with_core(|smp| update_tickless_with(smp, cpu))
+}
+
+fn update_tickless_with(smp: &Kernel, cpu: usize) {
     // A CPU keeps ticking while threads sleep: sleepers are woken from ticks.
     let idle = CURRENT[cpu].load(Relaxed) == NONE
         && smp.stats(cpu).idle.load(Relaxed)
@@ -917,5 +939,5 @@ pub fn is_tickless(cpu: usize) -> bool {
 
 /// Tasks on `cpu`'s runqueue (running and queued), as the core publishes it.
 pub fn nr_running(cpu: usize) -> u32 {
-    smp().stats(cpu).nr_running.load(Relaxed)
+    with_core(|k| k.stats(cpu).nr_running.load(Relaxed))
 }
