@@ -58,7 +58,17 @@ pub fn kmain() -> ! {
         }
         _ => false,
     };
-    let bootargs = fdt.chosen().bootargs().unwrap_or("");
+    // The raw property: the fdt crate's `bootargs()` answers None both when there is none and
+    // when it is not UTF-8, and a malformed line must be refused, not read as empty.
+    let raw = fdt.find_node("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value);
+    let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
+    let bootargs = match core::str::from_utf8(raw) {
+        Ok(s) => s,
+        Err(e) => {
+            defmt::error!("error: the boot line is not UTF-8 (byte {} of {})", e.valid_up_to(), raw.len());
+            arch::exit(EXIT_BAD_ARGS);
+        }
+    };
     kprintln!("dtb: {} CPUs, psci method {}, bootargs \"{}\"", n, method.unwrap_or("-"), bootargs);
     let mut bad = "";
     let cfg = match Config::parse(bootargs, &mut bad) {
@@ -70,6 +80,11 @@ pub fn kmain() -> ! {
     };
     sched::select_hz(cfg.hz);
     let k = cfg.clusters as usize;
+    if k != 0 && k < n && n % k != 0 {
+        // Clusters of k CPUs would leave n mod k CPUs out of every domain.
+        defmt::error!("error: bad argument \"clusters={}\": does not divide the {} CPUs", k, n);
+        arch::exit(EXIT_BAD_ARGS);
+    }
     let build = |t: &mut sched_core::Topology<{ arch::MAX_CPUS }>| {
         if k == 0 || k >= n {
             t.init_flat(n)

@@ -7,6 +7,7 @@
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
 
+mod fuzz;
 mod qemu;
 mod suite;
 mod xrun;

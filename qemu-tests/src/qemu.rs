@@ -1,5 +1,6 @@
 //! Getting QEMU, building the kernel, booting it with a scenario and decoding its defmt log.
 
+use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -114,7 +115,7 @@ pub fn build_kernel() -> Result<PathBuf, String> {
 }
 
 /// Boots `elf` on 8 vCPUs with `args` on the command line.
-pub fn boot(qemu: &Path, elf: &Path, args: &str, mode: Mode, limit: Duration) -> Boot {
+pub fn boot(qemu: &Path, elf: &Path, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
     let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
     let mut cmd = Command::new(qemu);
     cmd.args(["-M", "virt,gic-version=3", "-cpu", "cortex-a57", "-smp", "8", "-m", "256M"])
@@ -123,7 +124,8 @@ pub fn boot(qemu: &Path, elf: &Path, args: &str, mode: Mode, limit: Duration) ->
         .arg(format!("file:{}", log.display()))
         .arg("-kernel")
         .arg(elf)
-        .args(["-append", args])
+        .arg("-append")
+        .arg(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());

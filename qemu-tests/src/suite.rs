@@ -336,8 +336,53 @@ pub fn run() -> (u64, u64) {
             }
         }
     }
-    (passed, failed)
+    let (p, f) = fuzz_boot_lines(&qemu_bin, &elf);
+    (passed + p, failed + f)
 }
+
+/// The boot-line fuzz: every line ends by itself with exit 0 or 3 (deterministic mode).
+/// One result for the whole set; each failing line is shown.
+fn fuzz_boot_lines(qemu_bin: &std::path::Path, elf: &std::path::Path) -> (u64, u64) {
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (n, seed) = (env("FUZZ_LINES", FUZZ_LINES) as usize, env("FUZZ_SEED", FUZZ_SEED));
+    let mut lines = crate::fuzz::fixed_lines();
+    lines.extend(crate::fuzz::random_lines(seed, n));
+    eprint!(
+        "xtest: qemu boot-line fuzz: {} malformed lines (seed {seed}), each exit 0 or {EXIT_BAD_ARGS} ... ",
+        lines.len()
+    );
+    let start = std::time::Instant::now();
+    let mut bad = Vec::new();
+    for line in &lines {
+        use std::os::unix::ffi::OsStrExt;
+        let b = qemu::boot(
+            qemu_bin,
+            elf,
+            std::ffi::OsStr::from_bytes(line),
+            Mode::Deterministic,
+            Duration::from_secs(30),
+        );
+        let ok = !b.timed_out && matches!(b.code, Some(0) | Some(EXIT_BAD_ARGS));
+        if !ok {
+            bad.push(format!("{:?} (timed out: {}): {}", b.code, b.timed_out, crate::fuzz::show(line)));
+        }
+    }
+    if bad.is_empty() {
+        eprintln!("ok ({:.1} s)", start.elapsed().as_secs_f64());
+        (1, 0)
+    } else {
+        eprintln!("FAILED: {} of {} lines", bad.len(), lines.len());
+        for b in bad.iter().take(20) {
+            eprintln!("  exit {b}");
+        }
+        (0, 1)
+    }
+}
+
+/// Random boot lines the fuzz adds to its fixed list in every run (`FUZZ_LINES` overrides).
+const FUZZ_LINES: u64 = 24;
+/// Their seed (`FUZZ_SEED` overrides).
+const FUZZ_SEED: u64 = 0x5eed;
 
 #[cfg(test)]
 mod tests {
@@ -390,6 +435,13 @@ mod tests {
     #[test]
     fn readmes_state_the_numbers_the_suite_judges_by() {
         assert_states(README, "README.md", &format!("The QEMU suite ({} cases;", CASES.len()));
+        let fixed = crate::fuzz::fixed_lines().len();
+        assert_states(
+            README,
+            "README.md",
+            &format!("the boot-line fuzz: {fixed} known-hard malformed lines"),
+        );
+        assert_states(README, "README.md", &format!("and {FUZZ_LINES} seeded random ones"));
         // Fair shares.
         assert_states(
             README,

@@ -1,0 +1,193 @@
+//! Boot-line fuzzing: malformed kernel command lines — junk words, keys with values out of
+//! range or of the wrong kind, invalid UTF-8, control bytes, very long words — each of which
+//! the kernel must end by itself with exit 0 (a line it accepts runs the short default
+//! scenario) or 3 (one clear error line), never a panic (101), a watchdog exit (5) or a hang.
+//!
+//! The lines are a fixed list of known-hard cases plus seeded random ones, so a run is
+//! reproducible; `FUZZ_LINES` and `FUZZ_SEED` choose more or other random lines.
+
+/// The keys the kernel's parser knows, for words that are nearly right.
+const KEYS: &[&str] = &[
+    "scenario",
+    "threads",
+    "events",
+    "maxprime",
+    "cpu",
+    "hz",
+    "pairs",
+    "rounds",
+    "seed",
+    "clusters",
+    "nice",
+    "ops",
+    "fault",
+    "trace",
+    "barrier",
+    "nohz",
+    "idle_yield",
+    "skew",
+    "features",
+];
+
+/// Values that no key accepts, or that are out of every key's range.
+const BAD_VALUES: &[&str] = &[
+    "",
+    "-1",
+    "abc",
+    "1.5",
+    "0x10",
+    "99999999999999999999",
+    "4294967296",
+    "on=off",
+    "=",
+    " ",
+    "nosuch",
+    "+3",
+];
+
+/// Known-hard lines, each a regression case: invalid UTF-8 used to be read as an empty line
+/// (exit 0, the default scenario), and `clusters=3` on 8 CPUs used to leave 2 CPUs out.
+pub fn fixed_lines() -> Vec<Vec<u8>> {
+    let mut v: Vec<Vec<u8>> = [
+        "",
+        "=",
+        "scenario",
+        "scenario=",
+        "=boot",
+        "scenario=nosuch",
+        "threads=abc",
+        "threads=-1",
+        "threads=99999999999999999999",
+        "events=0",
+        "hz=251",
+        "nohz=maybe",
+        "features=nosuch",
+        "clusters=3",
+        "clusters=5",
+        "scenario=sysbench threads=0",
+        "threads==8",
+        "threads=8=8",
+        "scenario=boot\tthreads=2x",
+        "cpu=8",
+        "fault=stack scenario=nosuch",
+    ]
+    .iter()
+    .map(|s| s.as_bytes().to_vec())
+    .collect();
+    v.push(b"scenario=panic \xc3\x28".to_vec());
+    v.push(b"\xff\xfe".to_vec());
+    v.push(b"scenario=boot \x80".to_vec());
+    v.push(b"\x01\x02 scenario=boot".to_vec());
+    v.push(vec![b'a'; 2000]);
+    v.push("x=1 ".repeat(300).into_bytes());
+    v
+}
+
+/// SplitMix64, for reproducible random lines.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+/// `n` random malformed lines from `seed`. Every line has at least one word the parser must
+/// refuse, so none selects a scenario that ends by design with a panic or a watchdog exit.
+pub fn random_lines(seed: u64, n: usize) -> Vec<Vec<u8>> {
+    let mut rng = Rng(seed);
+    (0..n)
+        .map(|_| {
+            let words = 1 + rng.below(5);
+            let bad_at = rng.below(words);
+            let mut line = Vec::new();
+            for w in 0..words {
+                if w > 0 {
+                    line.push(b' ');
+                }
+                let word: Vec<u8> = if w == bad_at { bad_word(&mut rng) } else { harmless_word(&mut rng) };
+                line.extend(word);
+            }
+            line
+        })
+        .collect()
+}
+
+/// A word the parser must refuse.
+fn bad_word(rng: &mut Rng) -> Vec<u8> {
+    match rng.below(4) {
+        0 => format!("{}={}", KEYS[rng.below(KEYS.len())], BAD_VALUES[rng.below(BAD_VALUES.len())])
+            .into_bytes(),
+        1 => format!("no_such_key{}={}", rng.below(100), rng.below(1000)).into_bytes(),
+        2 => KEYS[rng.below(KEYS.len())].as_bytes().to_vec(),
+        // Random bytes, non-ASCII included (mostly invalid UTF-8); no spaces or NULs, so
+        // the word stays one word.
+        _ => (0..1 + rng.below(12)).map(|_| [0x80u8, 0xC3, 0xFF, b'=', b'a', 0x01][rng.below(6)]).collect(),
+    }
+}
+
+/// A word the parser accepts and that keeps the run short: the default scenario stays `boot`.
+fn harmless_word(rng: &mut Rng) -> Vec<u8> {
+    let w = match rng.below(6) {
+        0 => "scenario=boot".to_string(),
+        1 => format!("hz={}", [100, 250, 300, 1000][rng.below(4)]),
+        2 => format!("seed={}", rng.below(1000)),
+        3 => format!("trace={}", ["on", "off"][rng.below(2)]),
+        4 => format!("skew={}", ["on", "off"][rng.below(2)]),
+        _ => format!("nohz={}", ["on", "off"][rng.below(2)]),
+    };
+    w.into_bytes()
+}
+
+/// A line as readable text: bytes outside printable ASCII as `\xNN`.
+pub fn show(line: &[u8]) -> String {
+    let mut s = String::new();
+    for &b in line.iter().take(120) {
+        if (0x20..0x7f).contains(&b) {
+            s.push(b as char);
+        } else {
+            s.push_str(&format!("\\x{b:02x}"));
+        }
+    }
+    if line.len() > 120 {
+        s.push_str(&format!("... ({} bytes)", line.len()));
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn random_lines_are_reproducible_and_malformed() {
+        let a = random_lines(7, 200);
+        assert_eq!(a, random_lines(7, 200));
+        assert_ne!(a, random_lines(8, 200));
+        assert!(a.iter().any(|l| std::str::from_utf8(l).is_err()), "invalid UTF-8 occurs");
+        assert!(a.iter().all(|l| !l.is_empty() && !l.contains(&0)));
+        // None names a scenario that ends by design with a panic, a fault or a hang.
+        for l in &a {
+            let text = String::from_utf8_lossy(l);
+            for bad in ["scenario=panic", "scenario=fault", "scenario=hang", "watchdog="] {
+                assert!(!text.contains(bad), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn fixed_lines_cover_the_known_cases() {
+        let f = fixed_lines();
+        assert!(f.iter().any(|l| l == b"clusters=3"));
+        assert!(f.iter().any(|l| l.ends_with(b"\xc3\x28")));
+        assert_eq!(show(b"a\xffb"), "a\\xffb");
+    }
+}
