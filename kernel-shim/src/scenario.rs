@@ -1289,12 +1289,14 @@ fn pingpong_finished() {
 
 // ---- churn --------------------------------------------------------------------------------
 
-/// Most churn threads that may ever be spawned (one serial number each).
-const CH_SERIALS: usize = 16_384;
+/// Serial numbers of churn threads: one per live thread, reused once its thread has exited,
+/// so a run of any length never runs out (more than the threads that can be alive at once).
+const CH_SERIALS: usize = 256;
 /// Most churn threads alive at once (the pool has 64 slots).
 const CH_LIVE_MAX: u32 = 32;
 /// Operation kinds, as counted.
-const CH_OP_NAMES: [&str; 7] = ["spawn", "exit", "park", "unpark", "unpark (none parked)", "yield", "sleep"];
+const CH_OP_NAMES: [&str; 8] =
+    ["spawn", "exit", "park", "unpark", "unpark (none parked)", "yield", "sleep", "spawn refused"];
 const OP_SPAWN: usize = 0;
 const OP_EXIT: usize = 1;
 const OP_PARK: usize = 2;
@@ -1302,16 +1304,22 @@ const OP_UNPARK: usize = 3;
 const OP_UNPARK_NONE: usize = 4;
 const OP_YIELD: usize = 5;
 const OP_SLEEP: usize = 6;
+const OP_SPAWN_REFUSED: usize = 7;
 
 static CH_TARGET: AtomicU32 = AtomicU32::new(0);
 static CH_OPS: AtomicU32 = AtomicU32::new(0);
-static CH_COUNT: [AtomicU32; 7] = [const { AtomicU32::new(0) }; 7];
+static CH_COUNT: [AtomicU32; 8] = [const { AtomicU32::new(0) }; 8];
 static CH_SPAWN_FAILED: AtomicU32 = AtomicU32::new(0);
 static CH_EXIT_AT_STOP: AtomicU32 = AtomicU32::new(0);
+/// Where the search for a free serial starts next.
 static CH_NEXT_SERIAL: AtomicU32 = AtomicU32::new(0);
-static CH_STARTED: [AtomicU8; CH_SERIALS] = [const { AtomicU8::new(0) }; CH_SERIALS];
-static CH_EXITED: [AtomicU8; CH_SERIALS] = [const { AtomicU8::new(0) }; CH_SERIALS];
-static CH_FAILED: [AtomicBool; CH_SERIALS] = [const { AtomicBool::new(false) }; CH_SERIALS];
+/// Per serial: held by a live (or being spawned) thread.
+static CH_HELD: [AtomicBool; CH_SERIALS] = [const { AtomicBool::new(false) }; CH_SERIALS];
+/// Per serial: threads spawned, started and exited with it. At the end all three agree for
+/// every serial exactly when every thread ran once and exited once.
+static CH_SPAWNED: [AtomicU32; CH_SERIALS] = [const { AtomicU32::new(0) }; CH_SERIALS];
+static CH_STARTED: [AtomicU32; CH_SERIALS] = [const { AtomicU32::new(0) }; CH_SERIALS];
+static CH_EXITED: [AtomicU32; CH_SERIALS] = [const { AtomicU32::new(0) }; CH_SERIALS];
 /// Churn children alive or being spawned.
 static CH_LIVE: AtomicU32 = AtomicU32::new(0);
 /// Thread slot → parked (set by the thread before it parks; cleared by whoever unparks it).
@@ -1344,25 +1352,35 @@ fn churn_op(kind: usize) {
     }
 }
 
-/// Spawns a churn child, unless too many are alive or the serials are used up.
+/// Spawns a churn child unless too many are alive. A spawn the kernel refuses is counted as
+/// an operation (so the run still ends) and fails the run's check.
 fn churn_spawn() -> bool {
     if CH_LIVE.fetch_add(1, AcqRel) >= CH_LIVE_MAX {
         CH_LIVE.fetch_sub(1, AcqRel);
         return false;
     }
-    let serial = CH_NEXT_SERIAL.fetch_add(1, AcqRel) as usize;
-    if serial >= CH_SERIALS {
-        CH_LIVE.fetch_sub(1, AcqRel);
-        return false;
-    }
-    if arch::sys_spawn(KIND_CHURN, serial, 0, u64::MAX) < 0 {
-        CH_FAILED[serial].store(true, Relaxed);
+    // At most CH_LIVE_MAX serials are held, so a free one is always found.
+    let start = CH_NEXT_SERIAL.fetch_add(1, Relaxed) as usize;
+    let serial = (0..CH_SERIALS)
+        .map(|k| (start + k) % CH_SERIALS)
+        .find(|&s| CH_HELD[s].compare_exchange(false, true, Acquire, Relaxed).is_ok());
+    let spawned = serial.is_some_and(|s| {
+        CH_SPAWNED[s].fetch_add(1, Relaxed);
+        if arch::sys_spawn(KIND_CHURN, s, 0, u64::MAX) < 0 {
+            CH_SPAWNED[s].fetch_sub(1, Relaxed);
+            CH_HELD[s].store(false, Release);
+            return false;
+        }
+        true
+    });
+    if spawned {
+        churn_op(OP_SPAWN);
+    } else {
         CH_SPAWN_FAILED.fetch_add(1, Relaxed);
         CH_LIVE.fetch_sub(1, AcqRel);
-        return false;
+        churn_op(OP_SPAWN_REFUSED);
     }
-    churn_op(OP_SPAWN);
-    true
+    spawned
 }
 
 /// Unparks one parked churn thread, searching from a random slot.
@@ -1495,24 +1513,20 @@ fn churn_child(serial: usize) {
         CH_EXIT_AT_STOP.fetch_add(1, Relaxed);
     }
     CH_EXITED[serial].fetch_add(1, Relaxed);
+    CH_HELD[serial].store(false, Release);
     CH_LIVE.fetch_sub(1, AcqRel);
 }
 
 fn churn_report(settled: bool) -> ! {
-    let serials = (CH_NEXT_SERIAL.load(Relaxed) as usize).min(CH_SERIALS);
     let (mut spawned, mut lost, mut twice) = (0u32, 0u32, 0u32);
-    for s in 0..serials {
-        if CH_FAILED[s].load(Relaxed) {
-            continue;
-        }
-        spawned += 1;
+    for s in 0..CH_SERIALS {
+        let sp = CH_SPAWNED[s].load(Relaxed);
         let (st, ex) = (CH_STARTED[s].load(Relaxed), CH_EXITED[s].load(Relaxed));
-        if st == 0 || ex == 0 {
-            lost += 1;
-        }
-        if st > 1 || ex > 1 {
-            twice += 1;
-        }
+        spawned += sp;
+        // Threads of this serial that never started or never exited, and starts or exits
+        // beyond the spawns.
+        lost += sp.saturating_sub(st.min(ex));
+        twice += st.max(ex).saturating_sub(sp);
     }
     let exits = CH_COUNT[OP_EXIT].load(Relaxed) + CH_EXIT_AT_STOP.load(Relaxed);
     let total = CH_OPS.load(Relaxed);
