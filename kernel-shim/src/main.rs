@@ -154,7 +154,7 @@ pub fn secondary_main(cpu: usize) -> ! {
 fn idle() -> ! {
     arch::irq_enable();
     loop {
-        arch::wfi();
+        sched::idle_wait();
     }
 }
 

@@ -192,6 +192,8 @@ static HEARTBEAT_NS: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_C
 static WATCHDOG_FIRED: AtomicBool = AtomicBool::new(false);
 /// When each CPU entered the exception handler it is in (ns); 0 outside.
 static HANDLER_SINCE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// The CPU waits in its idle loop's `wfi` with IRQs enabled; cleared by the next exception.
+static WAITING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 /// Exit code when the watchdog finds a hung CPU.
 pub const EXIT_WATCHDOG: u32 = 5;
 
@@ -617,6 +619,7 @@ extern "C" fn thread_start(kind: usize, arg: usize) -> ! {
 pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
     let cpu = arch::cpu_id();
     let entered = arch::now_ns();
+    WAITING[cpu].store(false, Release);
     IN_HANDLER[cpu].store(true, Relaxed);
     HANDLER_SINCE[cpu].store(entered.max(1), Relaxed);
     match kind {
@@ -706,6 +709,12 @@ fn watchdog_check(cpu: usize, now: u64) {
         }
         let hb = HEARTBEAT_NS[c].load(Acquire);
         if hb == 0 || now <= hb || now - hb <= limit {
+            continue;
+        }
+        // A CPU waiting in `wfi` with IRQs enabled is not hung, however late its tick: under
+        // QEMU's icount mode an idle vCPU's timer interrupt waits while another vCPU runs.
+        // (A CPU stuck with IRQs masked, or in a handler, is never marked waiting.)
+        if WAITING[c].load(Acquire) {
             continue;
         }
         if WATCHDOG_FIRED.swap(true, AcqRel) {
@@ -930,6 +939,13 @@ fn update_tickless_with(smp: &Kernel, cpu: usize) {
         HEARTBEAT_NS[cpu].store(arch::now_ns(), Release);
         TICKLESS[cpu].store(false, Release);
     }
+}
+
+/// One wait of the idle loop: marks this CPU as waiting for an interrupt (for the watchdog),
+/// then `wfi`. Call with IRQs enabled; the next exception clears the mark.
+pub fn idle_wait() {
+    WAITING[arch::cpu_id()].store(true, Release);
+    arch::wfi();
 }
 
 /// Whether `cpu` stopped its tick (tickless idle).
