@@ -28,8 +28,8 @@ fn setup<const N: usize>() -> Setup<N> {
                 let n = if cpu == 0 { 3 } else { 1 };
                 let ids: Vec<TaskId> =
                     (0..n).map(|_| m.create(cpu, NOW, TaskParams::default()).unwrap()).collect();
-                m.schedule(cpu, NOW);
-                m.finish_switch(cpu, NOW);
+                m.schedule(cpu, NOW).unwrap();
+                m.finish_switch(cpu, NOW).unwrap();
                 for t in ids {
                     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
                 }
@@ -59,7 +59,7 @@ fn bench_n<const N: usize>(c: &mut Criterion) {
             for _ in 0..iters {
                 inject(&s);
                 let t0 = Instant::now();
-                let (moved, _) = s.m.balance_domain(s.dst, s.top, IdleType::Idle, NOW);
+                let (moved, _) = s.m.balance_domain(s.dst, s.top, IdleType::Idle, NOW).unwrap();
                 total += t0.elapsed();
                 assert_eq!(moved, 1);
                 // Undo: send the pulled task back to CPU0.

@@ -19,12 +19,12 @@ fn machine<const N: usize>() -> Box<Smp<NoPlatform, N, 1100, 8>> {
                 Box::new(Smp::new(NoPlatform, Features::default(), 250));
             m.init_with(|t| if N <= 8 { t.init_flat(N) } else { t.init_clusters(N / 8, 8) }).unwrap();
             for cpu in 0..N {
-                m.schedule(cpu, NOW - 1_000_000 + cpu as u64);
+                m.schedule(cpu, NOW - 1_000_000 + cpu as u64).unwrap();
                 if cpu % 2 == 1 {
                     let p = TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() };
                     m.create(cpu, NOW, p).unwrap();
-                    m.schedule(cpu, NOW);
-                    m.finish_switch(cpu, NOW);
+                    m.schedule(cpu, NOW).unwrap();
+                    m.finish_switch(cpu, NOW).unwrap();
                 }
             }
             m
@@ -40,14 +40,14 @@ fn bench_n<const N: usize>(c: &mut Criterion) {
     c.benchmark_group("fork_placement").bench_with_input(BenchmarkId::from_parameter(N), &N, |b, _| {
         b.iter(|| {
             let mut e = template;
-            m.select_task_rq(0, &mut e, SelectFor::Fork, WakeFlags::FORK, Waker::default())
+            m.select_task_rq(0, &mut e, SelectFor::Fork, WakeFlags::FORK, Waker::default()).unwrap()
         })
     });
     let waker = Waker { flips: 1, load: 1024, present: true };
     c.benchmark_group("wakeup_placement").bench_with_input(BenchmarkId::from_parameter(N), &N, |b, _| {
         b.iter(|| {
             let mut e = Entity { cpu: 3, ..template };
-            m.select_task_rq(1, &mut e, SelectFor::Wake(3), WakeFlags::empty(), waker)
+            m.select_task_rq(1, &mut e, SelectFor::Wake(3), WakeFlags::empty(), waker).unwrap()
         })
     });
 }
@@ -59,15 +59,15 @@ fn bench_nohz(c: &mut Criterion) {
             let m: Box<Smp<NoPlatform, 64, 64, 8>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
             m.init_with(|t| t.init_clusters(8, 8)).unwrap();
             for cpu in 1..64 {
-                m.schedule(cpu, NOW);
-                m.nohz_enter_idle(cpu);
+                m.schedule(cpu, NOW).unwrap();
+                m.nohz_enter_idle(cpu).unwrap();
             }
             // Two tasks pinned to CPU0: CPU0 stays busy and keeps kicking.
             for _ in 0..2 {
                 let p = TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() };
                 m.create(0, NOW, p).unwrap();
             }
-            m.schedule(0, NOW);
+            m.schedule(0, NOW).unwrap();
             m
         })
         .unwrap()
@@ -80,9 +80,9 @@ fn bench_nohz(c: &mut Criterion) {
             for _ in 0..iters {
                 // A second later every idle CPU is due; CPU0's tick kicks CPU1.
                 now += 1_000_000_000;
-                m.tick(0, now);
+                m.tick(0, now).unwrap();
                 let t0 = Instant::now();
-                let served = m.nohz_idle_balance(1, now);
+                let served = m.nohz_idle_balance(1, now).unwrap();
                 total += t0.elapsed();
                 assert!(served);
             }

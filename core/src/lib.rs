@@ -49,16 +49,16 @@
 //! smp.init_with(|t| t.init_clusters(1, 4)).unwrap();
 //! // Every CPU passes through the scheduler once before it takes work.
 //! for cpu in 0..4 {
-//!     smp.schedule(cpu, 1);
-//!     smp.finish_switch(cpu, 1);
+//!     smp.schedule(cpu, 1).unwrap();
+//!     smp.finish_switch(cpu, 1).unwrap();
 //! }
 //! let t = smp.create(0, 1_000, TaskParams { nice: 5, ..TaskParams::default() }).unwrap();
 //! let cpu = smp.task_cpu(t).unwrap() as usize;
-//! assert_eq!(smp.schedule(cpu, 1_000), Some(t));
-//! smp.finish_switch(cpu, 1_000);
+//! assert_eq!(smp.schedule(cpu, 1_000).unwrap(), Some(t));
+//! smp.finish_switch(cpu, 1_000).unwrap();
 //! smp.block(cpu, 2_000_000, t).unwrap();
-//! assert_eq!(smp.schedule(cpu, 2_000_000), None); // idle
-//! smp.finish_switch(cpu, 2_000_000);
+//! assert_eq!(smp.schedule(cpu, 2_000_000).unwrap(), None); // idle
+//! smp.finish_switch(cpu, 2_000_000).unwrap();
 //! smp.wake(0, 9_000_000, t).unwrap();
 //! smp.check_invariants().unwrap();
 //! ```

@@ -163,20 +163,21 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
 
     /// The scheduler tick. Returns whether the current task should be preempted.
     pub fn tick(&mut self, now: u64) -> bool {
-        self.smp.tick(0, now)
+        // CPU 0 always exists here.
+        self.smp.tick(0, now).unwrap_or(false)
     }
 
     /// Picks the task to run next and makes it current (`__schedule`). `None` means idle.
     pub fn schedule(&mut self, now: u64) -> Option<TaskId> {
-        let next = self.smp.schedule(0, now);
-        self.smp.finish_switch(0, now);
+        let next = self.smp.schedule(0, now).unwrap_or(None);
+        let _ = self.smp.finish_switch(0, now);
         next
     }
 
     /// The current task yields: it stays runnable but steps aside once. Requests a
     /// reschedule.
     pub fn yield_now(&mut self, now: u64) {
-        self.smp.yield_now(0, now)
+        let _ = self.smp.yield_now(0, now);
     }
 
     /// Changes a task's nice value, wherever it is.

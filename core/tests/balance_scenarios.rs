@@ -60,7 +60,7 @@ fn s1_setup(features: Features) -> (Box<M>, [TaskId; 3]) {
 fn s1_with_the_rule_pulls_the_waiting_task_from_the_two_task_cpu() {
     for idle in [IdleType::Idle, IdleType::NewlyIdle] {
         let (m, [_t0, t1, t2]) = s1_setup(Features::default());
-        let (moved, _) = m.balance_domain(7, DIE, idle, NOW);
+        let (moved, _) = m.balance_domain(7, DIE, idle, NOW).unwrap();
         let r = last_record(&m);
         assert_eq!(r.level, Level::Die);
         assert_eq!(r.local, Some(GroupType::HasSpare));
@@ -82,7 +82,7 @@ fn s1_with_the_rule_pulls_the_waiting_task_from_the_two_task_cpu() {
 fn s1_without_the_rule_fails_three_times_then_active_balances() {
     let (m, [t0, _t1, _t2]) = s1_setup(Features::default() - Features::UTIL_PULL_SKIPS_LONE_TASK);
     for pass in 1..=3 {
-        let (moved, _) = m.balance_domain(7, DIE, IdleType::Idle, NOW);
+        let (moved, _) = m.balance_domain(7, DIE, IdleType::Idle, NOW).unwrap();
         let r = last_record(&m);
         assert_eq!(r.migration, Some(MigrationType::Util));
         assert_eq!(r.busiest_cpu, Some(0), "pre-patch: the highest util CPU, a lone task");
@@ -92,15 +92,15 @@ fn s1_without_the_rule_fails_three_times_then_active_balances() {
     }
     assert!(m.platform().stoppers().is_empty());
     // 4th pass: failures exceed cache_nice_tries + 2 → the stopper pushes the running T0.
-    m.balance_domain(7, DIE, IdleType::Idle, NOW);
+    m.balance_domain(7, DIE, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!(r.outcome, Outcome::ActiveBalance);
     assert_eq!(r.nr_balance_failed, 2, "kicked: failures set to cache_nice_tries + 1");
     assert_eq!(m.platform().stoppers(), [0]);
     assert_eq!(m.balance_state(7).unwrap().domains[DIE].balance_interval_ms, 16, "doubled");
     // CPU0 runs its stopper: the running task is switched out, then pushed.
-    assert_eq!(m.schedule(0, NOW), None);
-    m.finish_switch(0, NOW);
+    assert_eq!(m.schedule(0, NOW).unwrap(), None);
+    m.finish_switch(0, NOW).unwrap();
     assert_eq!(m.task_cpu(t0).unwrap(), 7);
     assert_eq!(m.balance_state(7).unwrap().domains[DIE].nr_balance_failed, 0);
     assert_eq!((nr(&m, 0), nr(&m, 1), nr(&m, 7)), (0, 2, 1), "CPU1 still has two tasks");
@@ -111,7 +111,7 @@ fn s1_without_the_rule_fails_three_times_then_active_balances() {
 fn s1_without_the_rule_newly_idle_never_counts_or_pushes() {
     let (m, _) = s1_setup(Features::default() - Features::UTIL_PULL_SKIPS_LONE_TASK);
     for _ in 0..6 {
-        m.balance_domain(7, DIE, IdleType::NewlyIdle, NOW);
+        m.balance_domain(7, DIE, IdleType::NewlyIdle, NOW).unwrap();
         let r = last_record(&m);
         assert_eq!((r.busiest_cpu, r.outcome, r.nr_balance_failed), (Some(0), Outcome::NothingDetachable, 0));
     }
@@ -127,7 +127,7 @@ fn s2_migrate_util_falls_back_to_migrate_task() {
     for &t in &c2 {
         m.inject_task_pelt(t, 512, 512, 1024).unwrap();
     }
-    m.balance_domain(3, MC, IdleType::Idle, NOW);
+    m.balance_domain(3, MC, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.local, r.busiest), (Some(GroupType::HasSpare), Some(GroupType::Overloaded)));
     assert_eq!((r.migration, r.imbalance), (Some(MigrationType::Task), 1));
@@ -145,7 +145,7 @@ fn s2_variant_blocked_util_leaves_too_little_room() {
     for &t in &c2 {
         m.inject_task_pelt(t, 400, 400, 1024).unwrap();
     }
-    m.balance_domain(3, MC, IdleType::Idle, NOW);
+    m.balance_domain(3, MC, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.migration, r.imbalance), (Some(MigrationType::Util), 124));
     assert_eq!((r.busiest_cpu, r.outcome), (Some(2), Outcome::NothingDetachable));
@@ -160,15 +160,15 @@ fn s3_prefer_sibling_moves_one_task_by_active_balance() {
         m.inject_rq_pelt(cpu, 400, 400, 1024).unwrap();
     }
     for pass in 1..=4 {
-        m.balance_domain(5, DIE, IdleType::Idle, NOW);
+        m.balance_domain(5, DIE, IdleType::Idle, NOW).unwrap();
         let r = last_record(&m);
         assert_eq!((r.local, r.busiest), (Some(GroupType::HasSpare), Some(GroupType::HasSpare)));
         assert_eq!((r.migration, r.imbalance, r.busiest_cpu), (Some(MigrationType::Task), 1, Some(0)));
         let want = if pass <= 3 { Outcome::NothingDetachable } else { Outcome::ActiveBalance };
         assert_eq!(r.outcome, want, "pass {pass}");
     }
-    assert_eq!(m.schedule(0, NOW), None);
-    m.finish_switch(0, NOW);
+    assert_eq!(m.schedule(0, NOW).unwrap(), None);
+    m.finish_switch(0, NOW).unwrap();
     assert_eq!((nr(&m, 0), nr(&m, 5)), (0, 1), "2/2 after the push");
     m.check_invariants().unwrap();
 
@@ -180,7 +180,7 @@ fn s3_prefer_sibling_moves_one_task_by_active_balance() {
     }
     tasks_on(&m, 2, 2);
     m.inject_rq_pelt(2, 800, 2048, 2048).unwrap();
-    m.balance_domain(5, DIE, IdleType::Idle, NOW);
+    m.balance_domain(5, DIE, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.busiest_cpu, r.outcome, r.moved), (Some(2), Outcome::Moved, 1));
 }
@@ -197,7 +197,7 @@ fn s4_fully_busy_busiest() {
         m.inject_rq_pelt(cpu, 1000, 1000, 1024).unwrap();
     }
     for pass in 1..=4 {
-        m.balance_domain(6, DIE, IdleType::Idle, NOW);
+        m.balance_domain(6, DIE, IdleType::Idle, NOW).unwrap();
         let r = last_record(&m);
         assert_eq!((r.local, r.busiest), (Some(GroupType::HasSpare), Some(GroupType::FullyBusy)));
         assert_eq!((r.migration, r.imbalance), (Some(MigrationType::Task), 1));
@@ -205,8 +205,8 @@ fn s4_fully_busy_busiest() {
         assert_eq!(r.outcome, want);
     }
     let pushed_from = m.platform().stoppers()[0] as usize;
-    assert_eq!(m.schedule(pushed_from, NOW), None);
-    m.finish_switch(pushed_from, NOW);
+    assert_eq!(m.schedule(pushed_from, NOW).unwrap(), None);
+    m.finish_switch(pushed_from, NOW).unwrap();
     let a: u32 = (0..4).map(|c| nr(&m, c)).sum();
     let b: u32 = (4..8).map(|c| nr(&m, c)).sum();
     assert_eq!((a, b), (3, 3));
@@ -230,7 +230,7 @@ fn busy_machine(a: &[usize], b: &[usize]) -> Box<M> {
 #[test]
 fn s6_migrate_load_moves_exactly_one_task() {
     let m = busy_machine(&[4, 1, 1, 1], &[2, 1, 1, 1]);
-    m.balance_domain(4, DIE, IdleType::NotIdle, NOW);
+    m.balance_domain(4, DIE, IdleType::NotIdle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.local, r.busiest), (Some(GroupType::Overloaded), Some(GroupType::Overloaded)));
     assert_eq!((r.migration, r.imbalance), (Some(MigrationType::Load), 1024));
@@ -239,7 +239,7 @@ fn s6_migrate_load_moves_exactly_one_task() {
     m.check_invariants().unwrap();
     // Negative: A at 6 tasks (avg 1536): 153600 ≤ 160000 → balanced.
     let m = busy_machine(&[3, 1, 1, 1], &[2, 1, 1, 1]);
-    m.balance_domain(4, DIE, IdleType::NotIdle, NOW);
+    m.balance_domain(4, DIE, IdleType::NotIdle, NOW).unwrap();
     assert_eq!(last_record(&m).outcome, Outcome::Balanced);
 }
 
@@ -249,7 +249,7 @@ fn s7_local_fully_busy_pulls_load() {
     for cpu in 4..8 {
         m.inject_rq_pelt(cpu, 1000, 1000, 1024).unwrap();
     }
-    m.balance_domain(4, DIE, IdleType::NotIdle, NOW);
+    m.balance_domain(4, DIE, IdleType::NotIdle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.local, r.busiest), (Some(GroupType::FullyBusy), Some(GroupType::Overloaded)));
     assert_eq!((r.migration, r.imbalance), (Some(MigrationType::Load), 1024));
@@ -266,7 +266,7 @@ fn s13_interval_backs_off_to_max() {
     // CPU4 is the designated DIE balancer of B (no idle CPU: the first one).
     let mut intervals = vec![];
     for _ in 0..4 {
-        m.balance_domain(4, DIE, IdleType::NotIdle, NOW);
+        m.balance_domain(4, DIE, IdleType::NotIdle, NOW).unwrap();
         assert_eq!(last_record(&m).outcome, Outcome::Balanced);
         intervals.push(m.balance_state(4).unwrap().domains[DIE].balance_interval_ms);
     }
@@ -297,7 +297,7 @@ fn s13_busy_factor_applies_on_the_periodic_path() {
     let idle = machine(Features::default());
     let j = NOW / JIFFY;
     for (m, is_busy, after) in [(&busy, true, 64), (&idle, false, 2)] {
-        m.tick(4, NOW);
+        m.tick(4, NOW).unwrap();
         let recs = balance_records(m);
         let kind = if is_busy { IdleType::NotIdle } else { IdleType::Idle };
         let got: Vec<_> = recs.iter().map(|r| (r.cpu, r.level, r.idle, r.outcome)).collect();
@@ -308,9 +308,9 @@ fn s13_busy_factor_applies_on_the_periodic_path() {
         assert_eq!(interval(8, is_busy).min(interval(16, is_busy)), after);
         assert_eq!(b.next_balance, j + after, "busy: {is_busy}");
         // The periodic path honours it: no balance one jiffy early, MC balances when due.
-        m.tick(4, (j + after - 1) * JIFFY);
+        m.tick(4, (j + after - 1) * JIFFY).unwrap();
         assert_eq!(balance_records(m).len(), 2, "busy: {is_busy}");
-        m.tick(4, (j + after) * JIFFY);
+        m.tick(4, (j + after) * JIFFY).unwrap();
         let recs = balance_records(m);
         assert_eq!(recs.len(), 3, "busy: {is_busy}");
         assert_eq!((recs[2].level, recs[2].idle), (Level::Mc, kind));
@@ -329,12 +329,12 @@ fn s13_all_pinned_doubles_up_to_512() {
             m.create(0, NOW, TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() }).unwrap(),
         );
     }
-    m.schedule(0, NOW);
-    m.finish_switch(0, NOW);
+    m.schedule(0, NOW).unwrap();
+    m.finish_switch(0, NOW).unwrap();
     m.inject_rq_pelt(0, 1024, 3072, 3072).unwrap();
     let mut seen = vec![];
     for _ in 0..8 {
-        m.balance_domain(4, DIE, IdleType::Idle, NOW);
+        m.balance_domain(4, DIE, IdleType::Idle, NOW).unwrap();
         seen.push(m.balance_state(4).unwrap().domains[DIE].balance_interval_ms);
     }
     // Each pass: every task of CPU 0 pinned (a round that is retried without CPU 0), then
@@ -368,7 +368,7 @@ fn redirected_then_all_pinned(busy5: bool) -> (Box<M>, Vec<BalanceRecord>) {
         spawn_on(&m, 5, NOW);
         run_cpu(&m, 5, NOW);
     }
-    m.balance_domain(4, DIE, IdleType::Idle, NOW);
+    m.balance_domain(4, DIE, IdleType::Idle, NOW).unwrap();
     let recs = balance_records(&m);
     (m, recs)
 }

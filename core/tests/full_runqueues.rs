@@ -63,8 +63,8 @@ fn d4_running_task_leaves_into_a_slot_reserved_for_it() {
     let p = TaskParams { affinity: CpuMask::single(1), ..TaskParams::default() };
     assert_eq!(m.create(1, NOW, p), Err(SchedError::RunQueueFull), "the slot is t's");
     m.check_invariants().unwrap();
-    assert_eq!(m.schedule(0, NOW + 1), None);
-    m.finish_switch(0, NOW + 1);
+    assert_eq!(m.schedule(0, NOW + 1).unwrap(), None);
+    m.finish_switch(0, NOW + 1).unwrap();
     assert_eq!(m.task_cpu(t), Ok(1));
     assert_eq!(m.with_cpu(1, |c| c.rq.reserved()), Ok(0));
     m.check_invariants().unwrap();
@@ -79,9 +79,9 @@ fn d5_schedule_twice_without_finish_switch_keeps_the_push() {
     m.set_affinity(NOW, t, CpuMask::single(1)).unwrap();
     // The platform switches t out, then calls schedule again before finish_switch (allowed:
     // the second call means the first switch's context is saved).
-    assert_eq!(m.schedule(0, NOW + 1), None, "the push switches t out first");
-    let next = m.schedule(0, NOW + 2);
-    m.finish_switch(0, NOW + 2);
+    assert_eq!(m.schedule(0, NOW + 1).unwrap(), None, "the push switches t out first");
+    let next = m.schedule(0, NOW + 2).unwrap();
+    m.finish_switch(0, NOW + 2).unwrap();
     // It used to stay queued (or run) on CPU 0, outside its affinity.
     assert_eq!(m.task_cpu(t), Ok(1));
     assert_eq!(next, Some(other));

@@ -26,7 +26,7 @@ fn s8_misfit_task_moves_to_a_big_cpu() {
     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
     m.inject_rq_pelt(1, 446, 600, 1024).unwrap();
     assert_eq!(m.stats(1).misfit_task_load.load(Relaxed), 1024, "600 does not fit 446");
-    m.balance_domain(4, 1, IdleType::Idle, NOW);
+    m.balance_domain(4, 1, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.local, r.busiest), (Some(GroupType::HasSpare), Some(GroupType::MisfitTask)));
     assert_eq!((r.migration, r.imbalance, r.busiest_cpu), (Some(MigrationType::Misfit), 1, Some(1)));
@@ -44,12 +44,12 @@ fn s8_misfit_tick_kicks_nohz_and_wakeup_picks_a_big_cpu() {
     m.init_with(|t| t.init_big_little(4, 4, 446)).unwrap();
     idle_all(&m, NOW - 100 * MS);
     for cpu in [0, 2, 3, 4, 5, 6, 7] {
-        m.nohz_enter_idle(cpu);
+        m.nohz_enter_idle(cpu).unwrap();
     }
     let t = spawn_on(&m, 1, NOW);
     run_cpu(&m, 1, NOW);
     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
-    m.tick(1, NOW + 4 * MS);
+    m.tick(1, NOW + 4 * MS).unwrap();
     assert_eq!(m.platform().kicks(), [0], "the first tickless idle CPU is kicked");
     // The task sleeps; its wakeup goes to an idle CPU it fits: a big one.
     m.block(1, NOW + 5 * MS, t).unwrap();
@@ -77,7 +77,7 @@ fn s9_asym_packing_moves_the_task_to_the_preferred_cpu() {
     let t = spawn_on(&m, 2, NOW);
     run_cpu(&m, 2, NOW);
     let mc = m.topology().nr_levels(0) - 1;
-    m.balance_domain(0, mc, IdleType::Idle, NOW);
+    m.balance_domain(0, mc, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!(r.busiest, Some(GroupType::AsymPacking));
     assert_eq!((r.migration, r.imbalance, r.busiest_cpu), (Some(MigrationType::Task), 1, Some(2)));
@@ -149,7 +149,7 @@ fn spread_ticks(tickless: bool, rule: bool) -> u32 {
     run_cpu(&m, 0, NOW);
     if tickless {
         for cpu in 1..8 {
-            m.nohz_enter_idle(cpu);
+            m.nohz_enter_idle(cpu).unwrap();
         }
     }
     let mut now = NOW;
@@ -159,7 +159,7 @@ fn spread_ticks(tickless: bool, rule: bool) -> u32 {
             let idle = m.current(cpu).is_none();
             // A tickless idle CPU gets no tick; it only runs when woken (resched/kick).
             if !(tickless && idle) {
-                m.tick(cpu, now);
+                m.tick(cpu, now).unwrap();
             }
             if m.platform().take_resched(cpu) || m.need_resched(cpu) {
                 let next = run_cpu(&m, cpu, now);
@@ -167,9 +167,9 @@ fn spread_ticks(tickless: bool, rule: bool) -> u32 {
                     run_cpu(&m, cpu, now);
                 }
                 if tickless && next.is_none() && m.current(cpu).is_none() {
-                    m.nohz_enter_idle(cpu);
+                    m.nohz_enter_idle(cpu).unwrap();
                 } else if next.is_some() {
-                    m.nohz_exit_idle(cpu);
+                    m.nohz_exit_idle(cpu).unwrap();
                 }
             }
         }
@@ -233,16 +233,16 @@ fn lone_tickless_cpu_is_kicked_again_when_work_appears() {
         spawn_on(&m, cpu, NOW);
         run_cpu(&m, cpu, NOW);
     }
-    m.nohz_enter_idle(3);
+    m.nohz_enter_idle(3).unwrap();
     let mut now = NOW;
     let tick_all = |m: &M, now: u64| {
         for cpu in 0..8 {
             if cpu != 3 || m.current(3).is_some() {
-                m.tick(cpu, now);
+                m.tick(cpu, now).unwrap();
             }
             let woken = m.platform().take_resched(cpu) || m.need_resched(cpu);
             if woken && run_cpu(m, cpu, now).is_some() {
-                m.nohz_exit_idle(cpu);
+                m.nohz_exit_idle(cpu).unwrap();
             }
         }
     };

@@ -81,17 +81,17 @@ fn run(
     for step in 0..60 {
         now += 4_000_000;
         for cpu in 0..n {
-            m.tick(cpu, now);
+            m.tick(cpu, now).unwrap();
             if m.need_resched(cpu) || m.current(cpu).is_none() {
-                m.schedule(cpu, now);
-                m.finish_switch(cpu, now);
+                m.schedule(cpu, now).unwrap();
+                m.finish_switch(cpu, now).unwrap();
             }
             if step == 30 {
                 if let Some(c) = m.current(cpu) {
                     if sleepers.contains(&c) {
                         let _ = m.block(cpu, now, c);
-                        m.schedule(cpu, now);
-                        m.finish_switch(cpu, now);
+                        m.schedule(cpu, now).unwrap();
+                        m.finish_switch(cpu, now).unwrap();
                     }
                 }
             }
@@ -107,15 +107,15 @@ fn run(
         }
         let idle = [IdleType::Idle, IdleType::NotIdle, IdleType::NewlyIdle][idle as usize % 3];
         now += 1_000_000;
-        m.balance_domain(cpu, lvl % levels, idle, now);
+        m.balance_domain(cpu, lvl % levels, idle, now).unwrap();
         // Run any stopper that was requested.
         let kicked = m.platform().take_resched_log();
         for k in kicked {
-            m.schedule(k as usize, now);
-            m.finish_switch(k as usize, now);
+            m.schedule(k as usize, now).unwrap();
+            m.finish_switch(k as usize, now).unwrap();
             if m.need_resched(k as usize) {
-                m.schedule(k as usize, now);
-                m.finish_switch(k as usize, now);
+                m.schedule(k as usize, now).unwrap();
+                m.finish_switch(k as usize, now).unwrap();
             }
         }
         m.check_invariants().map_err(|v| TestCaseError::fail(format!("{v:?}")))?;

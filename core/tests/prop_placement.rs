@@ -66,14 +66,14 @@ proptest! {
                     }
                 }
                 Op::Run { cpu } => {
-                    m.schedule(cpu % n, now);
-                    m.finish_switch(cpu % n, now);
+                    m.schedule(cpu % n, now).unwrap();
+                    m.finish_switch(cpu % n, now).unwrap();
                 }
                 Op::Block { cpu } => {
                     if let Some(t) = m.current(cpu % n) {
                         m.block(cpu % n, now, t).unwrap();
-                        m.schedule(cpu % n, now);
-                        m.finish_switch(cpu % n, now);
+                        m.schedule(cpu % n, now).unwrap();
+                        m.finish_switch(cpu % n, now).unwrap();
                         blocked.push(t);
                     }
                 }
@@ -88,7 +88,7 @@ proptest! {
                 }
                 Op::Tick => {
                     for cpu in 0..n {
-                        m.tick(cpu, now);
+                        m.tick(cpu, now).unwrap();
                     }
                 }
             }

@@ -65,9 +65,9 @@ fn stress<const CPUS: usize>(
                 while start.elapsed() < run_for {
                     books.ops.fetch_add(1, Relaxed);
                     let kicked = m.platform().take_resched(cpu);
-                    m.tick(cpu, now());
+                    m.tick(cpu, now()).unwrap();
                     if kicked || m.need_resched(cpu) || m.current(cpu).is_none() {
-                        let next = m.schedule(cpu, now());
+                        let next = m.schedule(cpu, now()).unwrap();
                         let raw = next.map_or(0, |t| t.to_raw() + 1);
                         books.running[cpu].store(raw, Relaxed);
                         // A task may be resumed by one CPU only: no other CPU may still
@@ -76,7 +76,7 @@ fn stress<const CPUS: usize>(
                         if raw != 0 && (0..CPUS).any(|c| c != cpu && books.running[c].load(Relaxed) == raw) {
                             books.double_runs.fetch_add(1, Relaxed);
                         }
-                        m.finish_switch(cpu, now());
+                        m.finish_switch(cpu, now()).unwrap();
                     }
                     let cur = m.current(cpu);
                     match rng.below(100) {
@@ -143,7 +143,7 @@ fn stress<const CPUS: usize>(
                                 let _ = m.set_affinity(now(), t, mask);
                             }
                         }
-                        70..=74 => m.yield_now(cpu, now()),
+                        70..=74 => m.yield_now(cpu, now()).unwrap(),
                         _ => {}
                     }
                 }
@@ -171,8 +171,8 @@ fn stress<const CPUS: usize>(
     // Tasks that exited while current leave at their CPU's next switch; finish those.
     let later = start.elapsed().as_nanos() as u64 + 10_000_000_000;
     for cpu in 0..CPUS {
-        m.schedule(cpu, later);
-        m.finish_switch(cpu, later);
+        m.schedule(cpu, later).unwrap();
+        m.finish_switch(cpu, later).unwrap();
     }
     m.check_invariants().unwrap();
     assert_eq!(m.nr_tasks() as u64, created - exited, "tasks lost or duplicated");

@@ -23,7 +23,7 @@ fn init_refuses_a_tick_rate_above_max_hz() {
     let cpu = m.task_cpu(t).unwrap() as usize;
     run_cpu(&m, cpu, 1_000);
     for step in 1..2_000u64 {
-        m.tick(cpu, 1_000 + step * 1_000);
+        m.tick(cpu, 1_000 + step * 1_000).unwrap();
     }
     m.check_invariants().unwrap();
 }
@@ -75,7 +75,7 @@ fn tunables_out_of_range_are_refused_and_change_nothing() {
     for step in 1..200u64 {
         for cpu in 0..4 {
             let now = step * 4_000_000 + cpu as u64;
-            m.tick(cpu, now);
+            m.tick(cpu, now).unwrap();
             if m.need_resched(cpu) || m.current(cpu).is_none() {
                 run_cpu(&m, cpu, now);
             }
@@ -107,7 +107,7 @@ fn a_clock_near_its_end_does_not_overflow() {
     while let Some(next) = now.checked_add(1_000_000) {
         now = next;
         for cpu in 0..4 {
-            m.tick(cpu, now);
+            m.tick(cpu, now).unwrap();
             if m.need_resched(cpu) || m.current(cpu).is_none() {
                 run_cpu(&m, cpu, now);
             }
@@ -118,8 +118,37 @@ fn a_clock_near_its_end_does_not_overflow() {
             m.wake(0, now, t).unwrap();
         }
     }
-    m.tick(0, u64::MAX);
+    m.tick(0, u64::MAX).unwrap();
     run_cpu(&m, 0, u64::MAX);
     assert!(ids.iter().all(|&t| m.state(t).is_ok()));
+    m.check_invariants().unwrap();
+}
+
+#[test]
+fn every_call_on_a_cpu_out_of_range_is_refused() {
+    use sched_core::placement::{SelectFor, Waker};
+    use sched_core::{IdleType, WakeFlags};
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(4));
+    let t = m.create(0, 1_000, TaskParams::default()).unwrap();
+    let before = (m.task_cpu(t), m.state(t), m.platform().events().len());
+    for cpu in [4, 64, usize::MAX] {
+        let e = Err(SchedError::CpuOutOfRange(cpu));
+        // These used to be ignored without a word.
+        assert_eq!(m.tick(cpu, 2_000), e.map(|()| false));
+        assert_eq!(m.schedule(cpu, 2_000), e.map(|()| None));
+        assert_eq!(m.finish_switch(cpu, 2_000), e);
+        assert_eq!(m.yield_now(cpu, 2_000), e);
+        assert_eq!(m.nohz_enter_idle(cpu), e);
+        assert_eq!(m.nohz_exit_idle(cpu), e);
+        assert_eq!(m.nohz_idle_balance(cpu, 2_000), e.map(|()| false));
+        assert_eq!(m.balance_domain(cpu, 0, IdleType::Idle, 2_000), e.map(|()| (0, false)));
+        let mut ent = m.entity(t).unwrap();
+        let sel = m.select_task_rq(cpu, &mut ent, SelectFor::Fork, WakeFlags::FORK, Waker::default());
+        assert_eq!(sel, e.map(|()| (0, false)));
+        let sel =
+            m.select_task_rq(0, &mut ent, SelectFor::Wake(cpu as u32), WakeFlags::empty(), Waker::default());
+        assert_eq!(sel, Err(SchedError::CpuOutOfRange(cpu as u32 as usize)));
+    }
+    assert_eq!((m.task_cpu(t), m.state(t), m.platform().events().len()), before, "nothing changed");
     m.check_invariants().unwrap();
 }

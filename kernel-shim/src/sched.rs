@@ -274,6 +274,10 @@ pub fn hz() -> u32 {
 }
 
 /// The machine's scheduler.
+/// Every CPU that calls the core is one this kernel brought up, and the core was set up
+/// with all of them: a refusal of its CPU number would be a bug of this kernel.
+const OUR_CPU: &str = "a CPU this kernel runs is one the core schedules";
+
 /// Runs `f` with the core, on this CPU with its IRQs masked: the only way to reach the core
 /// from outside this module. The core's locks are spin locks that ticks and SGIs take too;
 /// a core call interrupted on its own CPU by a handler that takes the same lock would spin
@@ -424,8 +428,8 @@ pub fn cpu_online(cpu: usize) {
     // are online (the scenario starts after that), so there is nothing to pick.
     let now = arch::now_ns();
     let next = with_core(|k| {
-        let next = k.schedule(cpu, now);
-        k.finish_switch(cpu, now);
+        let next = k.schedule(cpu, now).expect(OUR_CPU);
+        k.finish_switch(cpu, now).expect(OUR_CPU);
         next
     });
     assert!(next.is_none(), "CPU {} found a task before the boot finished", cpu);
@@ -654,7 +658,7 @@ fn handle_irqs(cpu: usize) {
             if SLEEPERS.load(Acquire) != 0 {
                 wake_sleepers(cpu, now);
             }
-            with_core(|k| k.tick(cpu, now));
+            with_core(|k| k.tick(cpu, now).expect(OUR_CPU));
             crate::scenario::on_tick(cpu, now);
         } else {
             match irq.sgi() {
@@ -663,7 +667,7 @@ fn handle_irqs(cpu: usize) {
                     if TICKLESS[cpu].load(Relaxed) {
                         // Maybe a kick to balance for all tickless CPUs; the core ignores
                         // the call if there is none.
-                        with_core(|k| k.nohz_idle_balance(cpu, arch::now_ns()));
+                        with_core(|k| k.nohz_idle_balance(cpu, arch::now_ns()).expect(OUR_CPU));
                     }
                 }
                 Some(SGI_PING) => {
@@ -761,7 +765,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 }
             };
         }
-        arch::SYS_YIELD => with_core(|k| k.yield_now(cpu, now)),
+        arch::SYS_YIELD => with_core(|k| k.yield_now(cpu, now).expect(OUR_CPU)),
         arch::SYS_EXIT => {
             let t = CURRENT[cpu].load(Relaxed);
             if t != NONE {
@@ -817,7 +821,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
             let t = CURRENT[cpu].load(Relaxed);
             let ns = frame.x[0];
             if ns == 0 || t == NONE {
-                with_core(|k| k.yield_now(cpu, now));
+                with_core(|k| k.yield_now(cpu, now).expect(OUR_CPU));
             } else {
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
                 if let Err(e) = with_core(|k| k.block(cpu, now, id)) {
@@ -848,7 +852,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         }
         let now = arch::now_ns();
         let prev = CURRENT[cpu].load(Relaxed);
-        let next = smp.schedule(cpu, now).map(thread_of).unwrap_or(NONE);
+        let next = smp.schedule(cpu, now).expect(OUR_CPU).map(thread_of).unwrap_or(NONE);
         let since = SWITCH_IN[cpu].swap(now, Relaxed);
         if prev != NONE {
             T_CPU_NS[prev].fetch_add(now.saturating_sub(since), Relaxed);
@@ -899,7 +903,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
                 );
             }
         }
-        smp.finish_switch(cpu, now);
+        smp.finish_switch(cpu, now).expect(OUR_CPU);
         let f = PENDING_FREE[cpu].swap(NONE, Relaxed);
         if f != NONE {
             free_thread(f);
@@ -929,11 +933,11 @@ fn update_tickless_with(smp: &Kernel, cpu: usize) {
         && SLEEPERS.load(Acquire) == 0;
     let tickless = TICKLESS[cpu].load(Relaxed);
     if idle && !tickless {
-        smp.nohz_enter_idle(cpu);
+        smp.nohz_enter_idle(cpu).expect(OUR_CPU);
         arch::timer_stop();
         TICKLESS[cpu].store(true, Release);
     } else if !idle && tickless {
-        smp.nohz_exit_idle(cpu);
+        smp.nohz_exit_idle(cpu).expect(OUR_CPU);
         arm_tick(cpu);
         // The watchdog reads TICKLESS, then the heartbeat: restart the heartbeat first.
         HEARTBEAT_NS[cpu].store(arch::now_ns(), Release);

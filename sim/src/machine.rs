@@ -419,8 +419,8 @@ impl<const C: usize> Machine<C> {
         // Every CPU starts in its idle loop with its tick running.
         for cpu in 0..n {
             let at = m.cpus[cpu].phase;
-            m.smp.schedule(cpu, at.max(1));
-            m.smp.finish_switch(cpu, at.max(1));
+            m.smp.schedule(cpu, at.max(1)).expect("a simulated CPU");
+            m.smp.finish_switch(cpu, at.max(1)).expect("a simulated CPU");
             m.cpus[cpu].ticking = true;
             m.push(at + m.tick_ns, Ev::Tick(cpu));
         }
@@ -596,14 +596,14 @@ impl<const C: usize> Machine<C> {
         if idle && self.cfg.nohz {
             // The tick stops on an idle CPU; it restarts when the CPU gets work.
             self.cpus[cpu].ticking = false;
-            self.smp.nohz_enter_idle(cpu);
+            self.smp.nohz_enter_idle(cpu).expect("a simulated CPU");
             // A kick that arrived meanwhile is served when the CPU wakes.
             return;
         }
         self.account(cpu);
         // Read after balancing; what follows (passing requests on as IPIs, the trace's
         // counters) does not touch the core's runqueues.
-        let resched = self.smp.tick(cpu, self.now);
+        let resched = self.smp.tick(cpu, self.now).expect("a simulated CPU");
         self.after_core_call(cpu);
         if let Some(tr) = self.trace.as_mut() {
             let s = self.smp.stats(cpu);
@@ -675,8 +675,8 @@ impl<const C: usize> Machine<C> {
         let prev = self.cpus[cpu].running;
         let mut next = None;
         for _ in 0..4 {
-            next = self.smp.schedule(cpu, self.now);
-            self.smp.finish_switch(cpu, self.now);
+            next = self.smp.schedule(cpu, self.now).expect("a simulated CPU");
+            self.smp.finish_switch(cpu, self.now).expect("a simulated CPU");
             self.after_core_call(cpu);
             if !self.smp.need_resched(cpu) {
                 break;
@@ -708,7 +708,7 @@ impl<const C: usize> Machine<C> {
             }
         }
         if next.is_some() && !self.cpus[cpu].ticking {
-            self.smp.nohz_exit_idle(cpu);
+            self.smp.nohz_exit_idle(cpu).expect("a simulated CPU");
             self.cpus[cpu].ticking = true;
             // Back on the CPU's tick grid.
             let k = (self.now.saturating_sub(self.cpus[cpu].phase)) / self.tick_ns + 1;

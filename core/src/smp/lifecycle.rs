@@ -28,7 +28,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // creation leaves every table and runqueue as it was.
         let mut template = Entity::new(TaskId::new(0, 0), nice, params.policy, affinity, cpu as u32);
         let (target, _) =
-            self.select_task_rq(cpu, &mut template, SelectFor::Fork, WakeFlags::FORK, Waker::default());
+            self.select_cpu(cpu, &mut template, SelectFor::Fork, WakeFlags::FORK, Waker::default());
         // Placement may pick a full runqueue; then the parent's CPU or any allowed one with room.
         let target = self.room_near(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
         let id = self.tasks.lock().insert(TaskEntry {
@@ -180,7 +180,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     let mut e = entity;
                     let waker = self.record_wakee(cpu, id, now);
-                    let (target, affine) = self.select_task_rq(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
+                    let (target, affine) = self.select_cpu(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
                     // Full: the previous CPU, else any allowed CPU with room.
                     let target = self.room_near(target, prev as usize, &allowed).unwrap_or(target);
                     if affine {
@@ -307,6 +307,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let (slot, mut e) = {
             let st = self.cpus[cpu].rq.lock();
             match st.rq.curr_slot().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
+                // Already leaving (its affinity changed): it runs where it goes.
+                Some((n, e)) if e.id == id && e.on_rq && st.push_for(n).is_some_and(|p| p.task == id) => {
+                    return Ok(st.push_for(n).map_or(cpu as u32, |p| p.dst));
+                }
                 Some((n, e)) if e.id == id && e.on_rq => (n, e),
                 _ => {
                     let state = self.state(id)?;
@@ -314,8 +318,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
             }
         };
-        let (dest, _) =
-            self.select_task_rq(cpu, &mut e, SelectFor::Exec, WakeFlags::empty(), Waker::default());
+        let (dest, _) = self.select_cpu(cpu, &mut e, SelectFor::Exec, WakeFlags::empty(), Waker::default());
         if dest == cpu {
             return Ok(cpu as u32);
         }
@@ -414,11 +417,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
-                    let e = {
+                    let (e, planned) = {
                         let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
                         let Some(e) = st.rq.entity(slot) else { continue };
-                        *e
+                        (*e, st.push_for(slot))
                     };
+                    // An exiting task never runs again, and a planned move to a CPU the new
+                    // mask allows still fits: only the mask changes.
+                    let keep = entry.state == TaskState::Exiting
+                        || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
+                    if keep && !mask.contains(c) {
+                        let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
+                        let Some(e) = st.rq.ent_mut(slot) else { continue };
+                        e.affinity = mask;
+                        return Ok(());
+                    }
                     if mask.contains(c) {
                         // It may stay: a push planned for it is no longer needed.
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
@@ -435,7 +448,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         // Running here (or being switched away from): it leaves once its
                         // context is saved, into a slot reserved now.
                         let mut probe = Entity { affinity: mask, ..e };
-                        let (choice, _) = self.select_task_rq(
+                        let (choice, _) = self.select_cpu(
                             c,
                             &mut probe,
                             SelectFor::Wake(c as u32),

@@ -96,8 +96,8 @@ use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
 /// let smp: Box<Smp<NoPlatform, 8, 64, 64>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
 /// smp.init_with(|t| t.init_clusters(2, 4)).unwrap();
 /// let t = smp.create(0, 0, TaskParams::default()).unwrap();
-/// assert_eq!(smp.schedule(0, 0), Some(t));
-/// smp.finish_switch(0, 0);
+/// assert_eq!(smp.schedule(0, 0).unwrap(), Some(t));
+/// smp.finish_switch(0, 0).unwrap();
 /// smp.check_invariants().unwrap();
 /// ```
 pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {

@@ -10,6 +10,7 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::R
 use super::Smp;
 use crate::balance::stats::{check_cpu_capacity, CpuSnap};
 use crate::balance::IdleType;
+use crate::error::SchedError;
 use crate::platform::Platform;
 use crate::topology::SdFlags;
 use spin::RelaxStrategy;
@@ -91,9 +92,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// The platform stopped `cpu`'s tick while idle (`nohz_balance_enter_idle`): it no
     /// longer balances itself; busy CPUs will kick an idle balancer instead.
-    pub fn nohz_enter_idle(&self, cpu: usize) {
-        if cpu >= self.nr_cpus() || !self.stats(cpu).idle.load(Relaxed) {
-            return;
+    /// Nothing happens unless the CPU is idle; a CPU out of range is
+    /// [`SchedError::CpuOutOfRange`].
+    pub fn nohz_enter_idle(&self, cpu: usize) -> Result<(), SchedError> {
+        self.check_cpu(cpu)?;
+        if !self.stats(cpu).idle.load(Relaxed) {
+            return Ok(());
         }
         self.nohz_init();
         self.nohz.has_blocked.store(true, Relaxed);
@@ -103,13 +107,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if self.nohz.busy[cpu].swap(false, Relaxed) {
             self.nohz.nr_busy[self.llc_id(cpu)].fetch_sub(1, Relaxed);
         }
+        Ok(())
     }
 
-    /// `nohz_balance_exit_idle`: `cpu` ticks again.
-    pub fn nohz_exit_idle(&self, cpu: usize) {
-        if cpu >= self.nr_cpus() {
-            return;
-        }
+    /// `nohz_balance_exit_idle`: `cpu` ticks again. A CPU out of range is
+    /// [`SchedError::CpuOutOfRange`].
+    pub fn nohz_exit_idle(&self, cpu: usize) -> Result<(), SchedError> {
+        self.check_cpu(cpu)?;
+        self.nohz_exit_idle_on(cpu);
+        Ok(())
+    }
+
+    fn nohz_exit_idle_on(&self, cpu: usize) {
         // Called from every busy tick: read first, so a CPU that is already busy does not
         // write the shared flag lines.
         if self.nohz.idle[cpu].load(Relaxed) && self.nohz.idle[cpu].swap(false, Relaxed) {
@@ -126,7 +135,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `nohz_balancer_kick`, from a busy CPU's tick: kick the first tickless idle CPU when
     /// there is work it could take (docs/linux-v5.7.md §4's conditions).
     pub(crate) fn nohz_balancer_kick(&self, cpu: usize, now: u64) {
-        self.nohz_exit_idle(cpu);
+        self.nohz_exit_idle_on(cpu);
         if self.nohz.nr_tickless.load(Relaxed) == 0 {
             return;
         }
@@ -201,10 +210,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)
     /// every tickless idle CPU that is due, then itself. Returns whether a kick was served.
-    pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> bool {
-        if cpu >= self.nr_cpus() {
-            return false;
-        }
+    /// A CPU out of range is [`SchedError::CpuOutOfRange`].
+    pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
+        self.check_cpu(cpu)?;
+        Ok(self.nohz_idle_balance_on(cpu, now))
+    }
+
+    pub(super) fn nohz_idle_balance_on(&self, cpu: usize, now: u64) -> bool {
         let flags = self.nohz.flags[cpu].swap(0, Relaxed);
         if flags & NOHZ_KICK_MASK == 0 {
             return false;

@@ -16,6 +16,7 @@ use super::{update_avg, Smp};
 use crate::balance::stats::{classify, GroupType, SgStats};
 use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
+use crate::error::SchedError;
 use crate::fair::WakeFlags;
 use crate::pelt::SCHED_CAPACITY_SCALE;
 use crate::placement::{
@@ -30,13 +31,31 @@ use spin::RelaxStrategy;
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
 {
-    /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`. Always
-    /// returns a CPU `e`'s affinity allows (callers validated that it allows one). The
-    /// flag says whether the wakeup went the affine fast path (then the waker's
-    /// `recent_used_cpu` becomes `this`).
-    ///
-    /// Public so experiments can ask where a task would go without moving it.
+    /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`, and says
+    /// whether a wakeup went the affine fast path (then the waker's `recent_used_cpu`
+    /// becomes `this`). Always a CPU `e`'s affinity allows. For experiments: where a task
+    /// would go, without moving it. CPUs out of range (`this`, the previous CPU of a wakeup,
+    /// `e.cpu` for exec) and an affinity with no online CPU are refused.
     pub fn select_task_rq(
+        &self,
+        this: usize,
+        e: &mut Entity,
+        why: SelectFor,
+        wf: WakeFlags,
+        waker: Waker,
+    ) -> Result<(usize, bool), SchedError> {
+        self.check_cpu(this)?;
+        match why {
+            SelectFor::Fork => {}
+            SelectFor::Exec => self.check_cpu(e.cpu as usize)?,
+            SelectFor::Wake(p) => self.check_cpu(p as usize)?,
+        }
+        self.check_affinity(&e.affinity)?;
+        Ok(self.select_cpu(this, e, why, wf, waker))
+    }
+
+    /// [`Smp::select_task_rq`] for callers that validated their input.
+    pub(crate) fn select_cpu(
         &self,
         this: usize,
         e: &mut Entity,
@@ -483,7 +502,7 @@ mod tests {
         let m: Box<M> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
         m.init_with(|t| t.init_clusters(2, 4)).unwrap();
         for cpu in 0..8 {
-            m.schedule(cpu, NOW - 100_000_000 + cpu as u64);
+            m.schedule(cpu, NOW - 100_000_000 + cpu as u64).unwrap();
         }
         m
     }
@@ -493,8 +512,8 @@ mod tests {
             .create(cpu, NOW, TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() })
             .unwrap();
         m.set_affinity(NOW, t, CpuMask::ALL).unwrap();
-        m.schedule(cpu, NOW);
-        m.finish_switch(cpu, NOW);
+        m.schedule(cpu, NOW).unwrap();
+        m.finish_switch(cpu, NOW).unwrap();
     }
 
     fn task(load: u64) -> Entity {
@@ -556,9 +575,11 @@ mod tests {
         let m = machine();
         let mut e = task(0);
         e.affinity = CpuMask::single(6);
-        let (cpu, _) = m.select_task_rq(0, &mut e, SelectFor::Wake(1), WakeFlags::empty(), Waker::default());
+        let (cpu, _) =
+            m.select_task_rq(0, &mut e, SelectFor::Wake(1), WakeFlags::empty(), Waker::default()).unwrap();
         assert_eq!(cpu, 6);
-        let (cpu, _) = m.select_task_rq(0, &mut e, SelectFor::Fork, WakeFlags::FORK, Waker::default());
+        let (cpu, _) =
+            m.select_task_rq(0, &mut e, SelectFor::Fork, WakeFlags::FORK, Waker::default()).unwrap();
         assert_eq!(cpu, 6);
     }
 }

@@ -42,7 +42,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.jiffies(now) >= b.next_balance
         };
         // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
-        if idle && self.nohz_idle_balance(cpu, now) {
+        if idle && self.nohz_idle_balance_on(cpu, now) {
             return;
         }
         if due {
@@ -57,7 +57,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `rebalance_domains`: walks `cpu`'s domains bottom-up and balances each one whose
     /// interval has expired, then sets when the next balance is due.
-    pub fn rebalance_domains(&self, cpu: usize, now: u64, mut idle: IdleType) {
+    pub(crate) fn rebalance_domains(&self, cpu: usize, now: u64, mut idle: IdleType) {
         if cpu >= self.nr_cpus() {
             return;
         }

@@ -5,6 +5,7 @@
 use spin::RelaxStrategy;
 
 use super::{CpuState, Move, Moved, Smp};
+use crate::error::SchedError;
 use crate::fair::WakeFlags;
 use crate::placement::{SelectFor, Waker};
 use crate::platform::{EventKind, MigrateReason, Platform};
@@ -16,11 +17,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 {
     /// The scheduler tick on `cpu`: charges the running task, updates PELT, preempts if due,
     /// then runs the periodic load balancer when it is due. Returns whether `cpu` should
-    /// reschedule.
-    pub fn tick(&self, cpu: usize, now: u64) -> bool {
-        if cpu >= self.nr_cpus() {
-            return false;
-        }
+    /// reschedule. A CPU out of range is [`SchedError::CpuOutOfRange`].
+    pub fn tick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
+        self.check_cpu(cpu)?;
         let idle = {
             let mut st = self.cpus[cpu].rq.lock();
             st.rq.update_clock(now);
@@ -29,16 +28,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             st.rq.is_idle()
         };
         self.trigger_load_balance(cpu, now, idle);
-        self.cpus[cpu].rq.lock().rq.need_resched()
+        Ok(self.cpus[cpu].rq.lock().rq.need_resched())
     }
 
     /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop (or, if
     /// [`Smp::need_resched`] is still set after [`Smp::finish_switch`], call again). The
-    /// previous task stays `on_cpu` until `finish_switch`.
-    pub fn schedule(&self, cpu: usize, now: u64) -> Option<TaskId> {
-        if cpu >= self.nr_cpus() {
-            return None;
-        }
+    /// previous task stays `on_cpu` until `finish_switch`. A CPU out of range is
+    /// [`SchedError::CpuOutOfRange`].
+    pub fn schedule(&self, cpu: usize, now: u64) -> Result<Option<TaskId>, SchedError> {
+        self.check_cpu(cpu)?;
+        Ok(self.schedule_on(cpu, now))
+    }
+
+    fn schedule_on(&self, cpu: usize, now: u64) -> Option<TaskId> {
         // Nothing to run: the CPU is about to idle.
         let goes_idle = |st: &CpuState<Q>| {
             let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent(n).on_rq);
@@ -49,11 +51,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // and the stopper included.
         let pending = self.cpus[cpu].rq.lock().rq.switching_out_slot().is_some();
         if pending {
-            self.finish_switch(cpu, now);
+            self.finish_switch_on(cpu, now);
         }
         let mut idle_next = goes_idle(&self.cpus[cpu].rq.lock());
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
-        if self.nohz_idle_balance(cpu, now) {
+        if self.nohz_idle_balance_on(cpu, now) {
             idle_next = goes_idle(&self.cpus[cpu].rq.lock());
         }
         // A CPU about to idle first tries to pull work (newidle balance).
@@ -111,11 +113,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `cpu` has saved the context of the task it switched away from: that task may now
     /// run elsewhere, and if it blocked or exited it leaves the runqueue. Runs a pending
-    /// active-balance push.
-    pub fn finish_switch(&self, cpu: usize, now: u64) {
-        if cpu >= self.nr_cpus() {
-            return;
-        }
+    /// active-balance push. A CPU out of range is [`SchedError::CpuOutOfRange`].
+    pub fn finish_switch(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+        self.check_cpu(cpu)?;
+        self.finish_switch_on(cpu, now);
+        Ok(())
+    }
+
+    fn finish_switch_on(&self, cpu: usize, now: u64) {
         let mut st = self.cpus[cpu].rq.lock();
         let prev = st.rq.switching_out_slot();
         self.finish_switch_locked(cpu, &mut st);
@@ -153,7 +158,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if let Some((slot, mut e)) = evict {
                     // Not planned (cannot happen while set_affinity plans every running
                     // task's move): the best allowed CPU with room.
-                    let (d, _) = self.select_task_rq(
+                    let (d, _) = self.select_cpu(
                         cpu,
                         &mut e,
                         SelectFor::Wake(cpu as u32),
@@ -190,18 +195,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.after_update(cpu, st);
     }
 
-    /// The task running on `cpu` yields once.
-    pub fn yield_now(&self, cpu: usize, now: u64) {
-        if cpu >= self.nr_cpus() {
-            return;
-        }
+    /// The task running on `cpu` yields once (nothing happens when none runs). A CPU out
+    /// of range is [`SchedError::CpuOutOfRange`].
+    pub fn yield_now(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+        self.check_cpu(cpu)?;
         let mut st = self.cpus[cpu].rq.lock();
-        if st.rq.curr_slot().is_none() {
-            return;
+        if st.rq.curr_slot().is_some() {
+            st.rq.update_clock(now);
+            st.rq.yield_curr();
+            st.rq.resched_curr();
+            self.after_update(cpu, &mut st);
         }
-        st.rq.update_clock(now);
-        st.rq.yield_curr();
-        st.rq.resched_curr();
-        self.after_update(cpu, &mut st);
+        Ok(())
     }
 }

@@ -16,13 +16,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Runs one `load_balance` of `cpu`'s domain `level` now, whether or not its interval
     /// has expired (experiments and tests). Returns (tasks moved, continue upwards); the
     /// [`crate::balance::BalanceRecord`]s (one per round) go to the platform as events.
-    pub fn balance_domain(&self, cpu: usize, level: usize, idle: IdleType, now: u64) -> (u32, bool) {
-        if cpu >= self.nr_cpus() {
-            return (0, false);
-        }
+    /// A CPU out of range is [`SchedError::CpuOutOfRange`].
+    pub fn balance_domain(
+        &self,
+        cpu: usize,
+        level: usize,
+        idle: IdleType,
+        now: u64,
+    ) -> Result<(u32, bool), SchedError> {
+        self.check_cpu(cpu)?;
         let mut bal = self.cpus[cpu].balance.lock();
-        let Some(d) = self.domain_view(cpu, level) else { return (0, true) };
-        self.load_balance_in(&mut bal, cpu, level, &d, idle, now)
+        let Some(d) = self.domain_view(cpu, level) else { return Ok((0, true)) };
+        Ok(self.load_balance_in(&mut bal, cpu, level, &d, idle, now))
     }
 
     /// Overrides a CPU's runqueue PELT averages (sums set to match), as docs/linux-v5.7.md §6's

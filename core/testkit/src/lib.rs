@@ -211,8 +211,8 @@ pub fn run_cpu<P: Platform, const C: usize, const T: usize, const Q: usize>(
     cpu: usize,
     now: u64,
 ) -> Option<TaskId> {
-    let t = m.schedule(cpu, now);
-    m.finish_switch(cpu, now);
+    let t = m.schedule(cpu, now).unwrap();
+    m.finish_switch(cpu, now).unwrap();
     t
 }
 
