@@ -149,7 +149,48 @@ fn run_gate(gate: &Gate) -> bool {
     }
 }
 
+/// Which cases, how many times each, in which mode (all modes if `None`).
+type Repeat = (suite::Selection, usize, Option<qemu::Mode>);
+
+/// `cargo xtest --repeat N [--mode parallel|deterministic]` and `cargo xtest --long [--repeat N]
+/// [--mode M]`: only QEMU boots, repeated, to hunt flakes and to run the long scenarios.
+/// `None` when the arguments ask for the ordinary run.
+fn repeat_mode(args: &[String]) -> Option<Result<Repeat, String>> {
+    let has = |f: &str| args.iter().any(|a| a == f);
+    if !has("--repeat") && !has("--long") {
+        return None;
+    }
+    let value = |f: &str| args.iter().position(|a| a == f).map(|i| args.get(i + 1).cloned());
+    let repeat = match value("--repeat") {
+        None => Ok(1),
+        Some(Some(n)) => {
+            n.parse::<usize>().ok().filter(|&n| n > 0).ok_or(format!("--repeat {n}: not a count"))
+        }
+        Some(None) => Err("--repeat needs a count".to_string()),
+    };
+    let mode = match value("--mode") {
+        None => Ok(None),
+        Some(Some(m)) if m == "parallel" => Ok(Some(qemu::Mode::Parallel)),
+        Some(Some(m)) if m == "deterministic" => Ok(Some(qemu::Mode::Deterministic)),
+        Some(m) => Err(format!("--mode {}: parallel or deterministic", m.unwrap_or_default())),
+    };
+    let which = if has("--long") { suite::Selection::Long } else { suite::Selection::Suite };
+    Some(repeat.and_then(|r| mode.map(|m| (which, r, m))))
+}
+
 fn run_tests(extra: &[String]) -> ExitCode {
+    match repeat_mode(extra) {
+        None => {}
+        Some(Err(line)) => {
+            eprintln!("xtest: {line}");
+            return ExitCode::from(2);
+        }
+        Some(Ok((which, repeat, mode))) => {
+            let (p, f) = suite::run_repeated(which, repeat, mode);
+            println!("xtest: {p} passed, {f} failed");
+            return if f == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+        }
+    }
     let mut tally = Tally::default();
     let mut steps_failed = Vec::new();
 
@@ -216,6 +257,19 @@ fn run_tests(extra: &[String]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeat_options_are_parsed_and_bad_ones_refused() {
+        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+        assert!(repeat_mode(&a("--release")).is_none(), "an ordinary run");
+        let r = repeat_mode(&a("--repeat 125 --mode parallel")).unwrap().unwrap();
+        assert_eq!(r, (suite::Selection::Suite, 125, Some(qemu::Mode::Parallel)));
+        let r = repeat_mode(&a("--long")).unwrap().unwrap();
+        assert_eq!(r, (suite::Selection::Long, 1, None));
+        assert!(repeat_mode(&a("--repeat 0")).unwrap().is_err());
+        assert!(repeat_mode(&a("--repeat")).unwrap().is_err());
+        assert!(repeat_mode(&a("--repeat 2 --mode fast")).unwrap().is_err());
+    }
 
     #[test]
     fn tally_sums_cargo_result_lines() {

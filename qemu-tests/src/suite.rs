@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use crate::qemu::{self, Boot, Mode};
 
-struct Case {
+pub struct Case {
     name: &'static str,
     args: &'static str,
     mode: Mode,
@@ -326,29 +326,140 @@ pub fn run() -> (u64, u64) {
     let (mut passed, mut failed) = (0, 0);
     for (i, c) in CASES.iter().enumerate() {
         eprint!("xtest: qemu [{}/{}] {} ({}) ... ", i + 1, CASES.len(), c.name, c.mode.name());
-        let b = qemu::boot(&qemu_bin, &elf, c.args, c.mode, Duration::from_secs(60));
-        match (c.judge)(&b) {
-            Ok(()) => {
-                passed += 1;
-                eprintln!("ok ({:.1} s)", b.wall.as_secs_f64());
-            }
-            Err(why) => {
-                failed += 1;
-                eprintln!("FAILED: {why}");
-                eprintln!("  command line: {}", c.args);
-                for l in b.lines.iter().filter(|l| l.contains("PANIC") || l.contains("error")).take(5) {
-                    eprintln!("  {l}");
-                }
-                eprintln!("  last log lines:");
-                for l in b.lines.iter().rev().take(12).collect::<Vec<_>>().into_iter().rev() {
-                    eprintln!("    {l}");
-                }
-            }
+        if run_case(&qemu_bin, &elf, c, SUITE_LIMIT) {
+            passed += 1;
+        } else {
+            failed += 1;
         }
     }
     let (p, f) = fuzz_boot_lines(&qemu_bin, &elf);
     (passed + p, failed + f)
 }
+
+/// Boots one case and judges it; prints the verdict (and, on failure, why and the log's end).
+fn run_case(qemu_bin: &std::path::Path, elf: &std::path::Path, c: &Case, limit: Duration) -> bool {
+    let b = qemu::boot(qemu_bin, elf, c.args, c.mode, limit);
+    match (c.judge)(&b) {
+        Ok(()) => {
+            eprintln!("ok ({:.1} s)", b.wall.as_secs_f64());
+            true
+        }
+        Err(why) => {
+            eprintln!("FAILED: {why}");
+            eprintln!("  command line: {}", c.args);
+            for l in b.lines.iter().filter(|l| l.contains("PANIC") || l.contains("error")).take(5) {
+                eprintln!("  {l}");
+            }
+            eprintln!("  last log lines:");
+            for l in b.lines.iter().rev().take(12).collect::<Vec<_>>().into_iter().rev() {
+                eprintln!("    {l}");
+            }
+            false
+        }
+    }
+}
+
+/// How long one of the suite's boots may take.
+const SUITE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Which cases a flake hunt or a long run takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// The suite's cases (every CI run has them).
+    Suite,
+    /// The long cases ([`LONG_CASES`]): too slow for every CI run.
+    Long,
+}
+
+/// Runs the selected cases `repeat` times each, only those of `mode` if given (`cargo xtest
+/// --repeat N --mode parallel`, `cargo xtest --long`). Prints how often each case failed.
+/// Returns (passed, failed) boots.
+pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>) -> (u64, u64) {
+    let (qemu_bin, elf) = match qemu::prepare() {
+        Ok(p) => p,
+        Err(line) => {
+            eprintln!("xtest: {line}");
+            return (0, 1);
+        }
+    };
+    let (cases, limit) = match which {
+        Selection::Suite => (CASES, SUITE_LIMIT),
+        Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
+    };
+    let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
+    let mut failures = vec![0u64; cases.len()];
+    let (mut passed, mut failed) = (0, 0);
+    let start = std::time::Instant::now();
+    for round in 1..=repeat {
+        for (i, c) in cases.iter().enumerate() {
+            eprint!(
+                "xtest: round {round}/{repeat} [{}/{}] {} ({}) ... ",
+                i + 1,
+                cases.len(),
+                c.name,
+                c.mode.name()
+            );
+            if run_case(&qemu_bin, &elf, c, limit) {
+                passed += 1;
+            } else {
+                failed += 1;
+                failures[i] += 1;
+            }
+        }
+    }
+    eprintln!(
+        "xtest: {} boots of {} cases in {:.0} s: {} failed",
+        passed + failed,
+        cases.len(),
+        start.elapsed().as_secs_f64(),
+        failed
+    );
+    for (c, f) in cases.iter().zip(&failures).filter(|(_, &f)| f > 0) {
+        eprintln!("xtest:   {f} of {repeat} failed: {} ({})", c.name, c.mode.name());
+    }
+    (passed, failed)
+}
+
+/// Long runs (`cargo xtest --long`): the churn and ping-pong scenarios at sizes that take
+/// minutes, in both modes, with nothing lost.
+pub const LONG_CASES: &[Case] = &[
+    Case {
+        name: "churn: 10^6 operations, nothing lost",
+        args: "scenario=churn ops=1000000 seed=3",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "churn: 10^6 operations, nothing lost",
+        args: "scenario=churn ops=1000000 seed=4 watchdog=2500",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "ping-pong: 28 pairs x 10^5 round trips, no lost wakeup",
+        args: "scenario=pingpong pairs=28 rounds=100000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: OK")
+        },
+    },
+    Case {
+        name: "ping-pong: 28 pairs x 10^5 round trips, no lost wakeup",
+        args: "scenario=pingpong pairs=28 rounds=100000 watchdog=2500",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: OK")
+        },
+    },
+];
 
 /// The boot-line fuzz: every line ends by itself with exit 0 or 3 (deterministic mode).
 /// One result for the whole set; each failing line is shown.
