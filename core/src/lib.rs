@@ -84,6 +84,11 @@ pub mod timeline;
 pub mod topology;
 pub mod weights;
 
+/// The atomics of the published per-CPU figures ([`smp::RqStats`]) are portable-atomic's, so
+/// the core builds for targets without 64-bit atomics or without compare-and-swap; on
+/// targets that have them they are the standard ones.
+pub use portable_atomic;
+
 pub use balance::IdleType;
 pub use cpumask::{CpuMask, MAX_CPUS};
 pub use error::{InitError, SchedError};

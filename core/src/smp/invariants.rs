@@ -1,7 +1,7 @@
 //! The invariant checker: every runqueue's own invariants, monotonic `min_vruntime`, and
 //! agreement between the task table and the runqueues.
 
-use core::sync::atomic::Ordering::Relaxed;
+use portable_atomic::Ordering::Relaxed;
 
 use spin::mutex::MutexGuard;
 use spin::RelaxStrategy;

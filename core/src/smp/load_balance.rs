@@ -3,7 +3,7 @@
 //! around the decisions of [`crate::balance`], the group statistics it gathers — and the
 //! active-balance stopper. When passes run is `rebalance.rs`.
 
-use core::sync::atomic::Ordering::Relaxed;
+use portable_atomic::Ordering::Relaxed;
 
 use crate::balance::busiest::{decide, pick_busiest, DomainEnv, GroupDecision, SdStats};
 use crate::balance::designate::should_we_balance;

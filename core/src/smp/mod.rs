@@ -68,7 +68,7 @@ pub(crate) enum Moved {
     Changed,
 }
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use spin::mutex::Mutex;
 use spin::rwlock::RwLock;

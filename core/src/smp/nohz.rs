@@ -5,7 +5,7 @@
 //! an idle CPU's tick. A platform that keeps ticking on idle CPUs never calls it, no CPU is
 //! ever tickless, nobody is kicked, and each idle CPU balances itself on its own ticks.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use super::Smp;
 use crate::balance::stats::{check_cpu_capacity, CpuSnap};

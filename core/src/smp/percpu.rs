@@ -2,7 +2,7 @@
 //! publishes for lock-free readers ([`RqStats`]), the balance state of each CPU's domains,
 //! group capacities and the root domain's flags.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use spin::mutex::Mutex;
 use spin::{RelaxStrategy, Spin};

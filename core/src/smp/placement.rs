@@ -10,7 +10,7 @@
 //! Affinity always wins: every candidate is filtered by the task's mask and a disallowed
 //! result falls back to an allowed CPU.
 
-use core::sync::atomic::Ordering::Relaxed;
+use portable_atomic::Ordering::Relaxed;
 
 use super::{update_avg, Smp};
 use crate::balance::stats::{classify, GroupType, SgStats};

@@ -3,7 +3,7 @@
 //! factor), and the newly-idle balance of a CPU about to idle, gated by its average idle time
 //! and the measured cost of earlier passes. Each pass itself is `load_balance.rs`.
 
-use core::sync::atomic::Ordering::Relaxed;
+use portable_atomic::Ordering::Relaxed;
 
 use spin::RelaxStrategy;
 
@@ -185,7 +185,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 #[cfg(test)]
 mod tests {
     extern crate std;
-    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    use portable_atomic::{AtomicU64, Ordering::Relaxed};
     use std::boxed::Box;
     use std::sync::Mutex;
     use std::vec::Vec;
