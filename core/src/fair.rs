@@ -579,9 +579,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
         let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
-        let old = se.avg.load_avg;
-        reweight_entity(&mut self.avg, se, nice);
-        let moved = old + se.avg.load_avg;
+        let moved = reweight_entity(&mut self.avg, se, nice);
         self.pelt_slack.moved(moved, 0, 0);
     }
 
@@ -655,16 +653,30 @@ impl<const Q: usize> RunQueue<Q> {
     /// Reweights a task parked (asleep) off this runqueue whose blocked load is still in
     /// this runqueue's sums.
     pub(crate) fn reweight_parked(&mut self, se: &mut Entity, nice: Nice) {
-        let old = se.avg.load_avg;
-        reweight_entity(&mut self.avg, se, nice);
-        self.pelt_slack.moved(old + se.avg.load_avg, 0, 0);
+        let moved = reweight_entity(&mut self.avg, se, nice);
+        self.pelt_slack.moved(moved, 0, 0);
     }
 }
 
 /// Changes an entity's weight, moving its load contribution in `rq_avg` (if attached) from
-/// the old weight to the new one.
-fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) {
+/// the old weight to the new one, as v5.7's `reweight_entity`: the entity's signals are
+/// taken as they stand, not brought up to date first (a sleeping task's are not).
+///
+/// Returns what the move may cost the runqueue's `load_avg`/`load_sum` consistency, in the
+/// units of `PeltSlack::moved` (see `RunQueue::check`): the old and new
+/// `load_avg`, plus the lag of the old one behind its sum. An entity's `load_avg` is
+/// recomputed only when its `load_sum` crosses a period boundary (or rebuilt from it at
+/// attach); since then `load_sum` has gained at most one unit per unit of `period_contrib`,
+/// so `w_old · load_sum` can exceed `load_avg · divider` by up to `w_old · period_contrib`.
+/// The runqueue's own average may already hold that gain (it recomputed at a boundary the
+/// parked entity did not see), so taking out the stale `load_avg` with the full sum leaves
+/// the two apart by as much until the runqueue's next boundary, as in Linux.
+fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> u64 {
     let attached = se.pelt_attached;
+    let old_avg = se.avg.load_avg;
+    // `ceil(w_old · period_contrib / 1024)`: the lag bound in `moved` units (the check
+    // scales `moved` by 1024 / its smallest divider).
+    let lag = (se.weight() * se.avg.period_contrib).div_ceil(1024);
     if attached {
         let w = se.weight();
         // dequeue_load_avg
@@ -680,4 +692,5 @@ fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) {
         rq_avg.load_avg += se.avg.load_avg;
         rq_avg.load_sum += w * se.avg.load_sum;
     }
+    old_avg + se.avg.load_avg + lag
 }

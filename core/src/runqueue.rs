@@ -564,6 +564,9 @@ impl<const Q: usize> RunQueue<Q> {
         // PELT: at the last recompute each average was its sum / divider. Since then the
         // sums grew by at most one period of input while the divider grew too, and
         // attach/removed/reweight moved avg·divider at a divider up to one period apart.
+        // A reweight moves `weight · load_sum` of an entity whose load_avg may lag its sum
+        // (by up to `weight · period_contrib` since its own last recompute); it counts that
+        // lag as moved too (`reweight_entity` in fair.rs).
         // So |sum/divider − avg| ≤ (input + moved + avg)·1024 / min_divider, plus rounding.
         let div = self.avg.divider();
         let min_div = LOAD_AVG_MAX - 1024;

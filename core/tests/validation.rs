@@ -152,3 +152,73 @@ fn every_call_on_a_cpu_out_of_range_is_refused() {
     assert_eq!((m.task_cpu(t), m.state(t), m.platform().events().len()), before, "nothing changed");
     m.check_invariants().unwrap();
 }
+
+/// A task that slept on CPU 1 wakes onto CPU 0 and waits there in the same PELT period
+/// before it is picked, so its load_sum grows while its load_avg (recomputed only at a
+/// period boundary) stays as attached; it blocks at once (0 ns run). CPU 0 then crosses a
+/// boundary, which folds that growth into the runqueue's load_avg but leaves the parked
+/// task's untouched. Renicing it now (v5.7's `reweight_entity` for a task that is not
+/// queued: take out `load_avg` and `weight × load_sum` as they stand, recompute
+/// `load_avg` from `load_sum` with the new weight, put both back) takes out more sum than
+/// average. The runqueue's signals are then legitimately apart by up to the task's own
+/// input at its old weight since its last recompute (`weight · period_contrib`, here ~600
+/// of load_avg) until the runqueue's next boundary; the invariant checker used to reject
+/// that ("rq load_avg inconsistent with load_sum", from a hostile-API run on 2 CPUs).
+#[test]
+fn renicing_a_parked_task_with_a_stale_load_avg_keeps_invariants() {
+    use sched_core::{CpuMask, Policy};
+    const PERIOD: u64 = 1 << 20; // one PELT period, in ns
+    let m: Box<Smp<Recorder, 2, 16, 8>> = machine(Features::default(), |t| t.init_flat(2));
+    let pinned = |nice, policy, cpu| TaskParams { nice, policy, affinity: CpuMask::single(cpu) };
+    // CPU 0: a nice-0 task runs for 140 ms and sleeps (its blocked load stays in CPU 0's
+    // sums), then a SCHED_IDLE task (weight 3) runs there.
+    let u = m.create(0, 1_000_000, pinned(0, Policy::Normal, 0)).unwrap();
+    assert_eq!(run_cpu(&*m, 0, 1_000_000), Some(u));
+    let bg = m.create(0, 1_000_000, pinned(0, Policy::Idle, 0)).unwrap();
+    m.block(0, 140_000_000, u).unwrap();
+    assert_eq!(run_cpu(&*m, 0, 140_000_000), Some(bg));
+    // A heavy task runs briefly on CPU 1 and sleeps there for ~150 ms, so its blocked
+    // load_avg decays to a small part of its weight (a small load_avg is what makes the
+    // lag of its load_sum stand out).
+    let t = m.create(1, 1_000_000, pinned(-15, Policy::Normal, 1)).unwrap();
+    assert_eq!(run_cpu(&*m, 1, 1_000_000), Some(t));
+    m.block(1, 2_000_000, t).unwrap();
+    assert_eq!(run_cpu(&*m, 1, 2_000_000), None);
+    // It wakes on CPU 0 just after a period boundary: removed from CPU 1 (decayed to CPU 1's
+    // last update), attached to CPU 0 with that load_avg.
+    let wake_at = 150 * PERIOD + 10_000;
+    m.tick(1, wake_at).unwrap();
+    m.set_affinity(wake_at, t, CpuMask::single(0)).unwrap();
+    assert_eq!(m.wake(0, wake_at, t), Ok(0));
+    // Picked ~1 ms later, still in the same period: its load_sum grew by ~976 units of
+    // waiting, its load_avg was not recomputed. It blocks at once and parks on CPU 0.
+    let pick_at = wake_at + 1_000_000;
+    assert!(pick_at < 151 * PERIOD);
+    assert_eq!(run_cpu(&*m, 0, pick_at), Some(t));
+    m.block(0, pick_at, t).unwrap();
+    assert_eq!(run_cpu(&*m, 0, pick_at), Some(bg));
+    let parked = m.entity(t).unwrap();
+    assert!(parked.pelt_attached && !parked.on_rq);
+    // Its load_avg lags its load_sum by most of a period's input at weight 29154 (~600).
+    let from_sum = |a: &sched_core::pelt::SchedAvg, w: u64| w * a.load_sum / a.divider();
+    assert!(from_sum(&parked.avg, parked.weight()) > parked.avg.load_avg + 500, "{:?}", parked.avg);
+    // CPU 0 crosses the next boundary: its load_avg now includes the task's growth.
+    let later = 151 * PERIOD + 200_000;
+    m.tick(0, later).unwrap();
+    m.check_invariants().unwrap();
+    // Renice the parked task: nice -15 (29154) to -5 (3121).
+    m.set_nice(later, t, -5).unwrap();
+    m.check_invariants().unwrap();
+    let e = m.entity(t).unwrap();
+    assert_eq!(e.weight(), 3121);
+    assert_eq!(e.avg.load_avg, from_sum(&e.avg, 3121), "load_avg recomputed from load_sum");
+    assert_eq!(m.task_cpu(t), Ok(0));
+    // As in v5.7, the runqueue's load_avg and load_sum now differ by about that lag; they
+    // agree again at CPU 0's next period boundary.
+    let rq = m.with_cpu(0, |st| *st.rq.avg()).unwrap();
+    assert!(rq.load_avg > from_sum(&rq, 1) + 500, "{rq:?}");
+    m.tick(0, 152 * PERIOD + 200_000).unwrap();
+    let rq = m.with_cpu(0, |st| *st.rq.avg()).unwrap();
+    assert_eq!(rq.load_avg, from_sum(&rq, 1));
+    m.check_invariants().unwrap();
+}
