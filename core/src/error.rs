@@ -5,6 +5,7 @@ use crate::topology::TopologyError;
 
 /// Why the core refused an operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum SchedError {
     /// A nice value outside −20..=19.
     InvalidNice(i32),
@@ -55,6 +56,7 @@ impl core::fmt::Display for SchedError {
 
 /// Why [`crate::Smp::init`] refused to set the machine up. Nothing changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum InitError {
     /// The topology description was refused.
     Topology(TopologyError),

@@ -59,6 +59,7 @@ impl Features {
 
 /// A feature name that [`Features::apply`] does not know.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct UnknownFeature;
 
 impl Features {

@@ -55,6 +55,7 @@ impl Platform for NoPlatform {
 
 /// Something the scheduler did, stamped with the time (ns) and CPU it happened on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Event {
     /// Time in ns, as passed by the platform.
     pub time: u64,
@@ -66,6 +67,7 @@ pub struct Event {
 
 /// The kinds of [`Event`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum EventKind {
     /// The CPU switched from `prev` (None: idle) to `next` (None: idle).
     Switch {
@@ -106,6 +108,7 @@ pub enum EventKind {
 
 /// Why a task changed CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum MigrateReason {
     /// A wakeup placed it on another CPU than it slept on.
     Wakeup,

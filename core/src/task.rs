@@ -53,8 +53,16 @@ impl core::fmt::Debug for TaskId {
     }
 }
 
+#[cfg(feature = "defmt")]
+impl defmt::Format for TaskId {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "T{}.{}", self.slot, self.generation)
+    }
+}
+
 /// Scheduling policy within the fair class.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Policy {
     /// `SCHED_NORMAL`: interactive-friendly; wakeups may preempt.
     #[default]
@@ -67,6 +75,7 @@ pub enum Policy {
 
 /// Where a task is in its life cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum TaskState {
     /// Queued on a runqueue's timeline, waiting for a CPU.
     Runnable,

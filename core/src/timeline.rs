@@ -38,6 +38,7 @@ pub fn vruntime_before(a: u64, b: u64) -> bool {
 
 /// Why a timeline operation was refused. The timeline is unchanged after any error.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum TimelineError {
     /// The id is not below the timeline's capacity.
     IdOutOfRange,

@@ -43,6 +43,7 @@ pub const PRIO_TO_WMULT: [u32; 40] = [
 /// assert!(Nice::new(20).is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct Nice(i8);
 
 impl Nice {

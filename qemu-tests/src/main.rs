@@ -20,6 +20,8 @@ use std::process::{Command, ExitCode, Stdio};
 const BARE_METAL_TARGETS: &[(&str, &[&str])] = &[
     ("thumbv6m-none-eabi", &["--features", "portable-atomic/critical-section"]),
     ("thumbv7em-none-eabihf", &[]),
+    // The embedded logging option: defmt::Format for the public types.
+    ("thumbv7em-none-eabihf", &["--features", "defmt"]),
     ("thumbv8m.main-none-eabihf", &[]),
     ("riscv32imac-unknown-none-elf", &[]),
     ("riscv64gc-unknown-none-elf", &[]),
@@ -233,10 +235,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
         }
     }
 
-    eprintln!(
-        "xtest: [3/4] sched-core builds for {} bare-metal targets (no_std, no alloc)",
-        BARE_METAL_TARGETS.len()
-    );
+    eprintln!("xtest: [3/4] sched-core builds for the bare-metal targets (no_std, no alloc)");
     for (target, features) in BARE_METAL_TARGETS {
         let built = ensure_target(target)
             && cargo()
@@ -249,7 +248,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
             tally.passed += 1;
         } else {
             tally.failed += 1;
-            eprintln!("xtest: sched-core does not build for {target}");
+            eprintln!("xtest: sched-core does not build for {target} {}", features.join(" "));
             steps_failed.push("bare-metal builds of sched-core");
         }
     }

@@ -8,6 +8,7 @@ use crate::topology::SdFlags;
 
 /// What the balancer moves to fix an imbalance (`enum migration_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum MigrationType {
     /// Weighted load (both groups busy): evens out load per capacity.
     Load,

@@ -31,6 +31,7 @@ use crate::topology::Level;
 
 /// `idle` argument of a balance pass (Linux `enum cpu_idle_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum IdleType {
     /// The balancing CPU is idle (periodic balance from an idle tick or nohz).
     Idle,
@@ -47,6 +48,7 @@ pub enum IdleType {
 /// the busiest CPU was pinned away (LBF_ALL_PINNED: the pass starts over without that CPU,
 /// [`Round::Redo`], keeping the destination it had).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Round {
     /// The pass's first look at the domain.
     First,
@@ -58,6 +60,7 @@ pub enum Round {
 
 /// What one round of a balance pass came to; the last round's is the pass's.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Outcome {
     /// This CPU is not the one that balances this domain now (`should_we_balance`).
     NotDesignated,
@@ -91,6 +94,7 @@ impl Outcome {
 /// One round of a load-balance attempt, as an event. A pass emits one record per round;
 /// the last one's [`Outcome`] is the pass's (see [`Outcome::ends_pass`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BalanceRecord {
     /// The balancing CPU (whose domain is balanced).
     pub cpu: u32,

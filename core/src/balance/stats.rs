@@ -45,6 +45,7 @@ pub fn check_cpu_capacity(s: &CpuSnap, imbalance_pct: u32) -> bool {
 
 /// The state of a group, ordered from least to most in need of having tasks pulled.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum GroupType {
     /// Has spare capacity: fewer tasks than CPUs or low utilisation.
     #[default]

@@ -28,6 +28,7 @@ pub struct TopologyDesc<'a> {
 /// lengths, the capacities, the SMT sets, the clusters, the nodes, then nesting. Errors about
 /// the `nodes` list name [`Level::Die`], the level each node becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum TopologyError {
     /// `nr_cpus` is 0.
     NoCpus,

@@ -61,6 +61,7 @@ const NEEDS_GROUPS: SdFlags = SdFlags::LOAD_BALANCE
 
 /// A topology level, bottom-up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub enum Level {
     /// Hardware threads of one core.
     Smt,
