@@ -61,6 +61,9 @@ pub const KIND_CHURN: usize = 7;
 pub const KIND_HANG: usize = 8;
 /// A thread that keeps its CPU busy (and ticking) with yields (`scenario=hang`).
 pub const KIND_BUSY: usize = 9;
+/// A thread that calls the core from thread context in a loop (`scenario=corecalls`; arg:
+/// rounds).
+pub const KIND_CORECALLS: usize = 10;
 
 /// Most events a sysbench run may ask for (one done-flag each).
 pub const MAX_EVENTS: u32 = 65_536;
@@ -139,6 +142,13 @@ pub enum Scenario {
     Hang {
         /// The CPU.
         cpu: u32,
+    },
+    /// One thread per CPU calls the core from thread context `rounds` times while ticks
+    /// arrive: every call must come back (the calls mask IRQs; without that, a tick taking
+    /// the lock the thread holds spins forever).
+    Corecalls {
+        /// Calls per thread.
+        rounds: u32,
     },
 }
 
@@ -323,6 +333,7 @@ impl Config {
             }
             "churn" => Scenario::Churn { ops },
             "hang" => Scenario::Hang { cpu },
+            "corecalls" => Scenario::Corecalls { rounds },
             other => {
                 *bad = other;
                 return Err(ArgError::UnknownScenario);
@@ -375,6 +386,7 @@ pub fn thread_main(kind: usize, arg: usize) {
             }
             Some(&Scenario::Churn { ops }) => churn_main(ops),
             Some(&Scenario::Hang { cpu }) => hang_main(cpu),
+            Some(&Scenario::Corecalls { rounds }) => corecalls_main(rounds),
             Some(&Scenario::Panic { cpu }) => pinned_main(KIND_PANIC, cpu as usize, cpu),
             Some(&Scenario::Fault { fault, cpu }) => pinned_main(KIND_FAULT, fault as usize, cpu),
             Some(&Scenario::Pingpong { pairs, rounds }) => pingpong_main(pairs, rounds),
@@ -386,6 +398,7 @@ pub fn thread_main(kind: usize, arg: usize) {
         KIND_BUSY => loop {
             arch::sys_yield();
         },
+        KIND_CORECALLS => corecalls(arg),
         KIND_PING => ping(arg),
         KIND_FAULT => fault(arg),
         KIND_PONG => pong(arg),
@@ -1564,6 +1577,42 @@ fn churn_report(settled: bool) -> ! {
     report_cpus("churn", ncpus());
     kprintln!("churn: {}", if ok { "OK" } else { "FAIL" });
     arch::exit(if ok { 0 } else { EXIT_FAILED })
+}
+
+// ---- corecalls -----------------------------------------------------------------------------
+
+/// Calls that returned, over all threads.
+static CC_DONE: AtomicU64 = AtomicU64::new(0);
+
+fn corecalls_main(rounds: u32) {
+    let n = ncpus();
+    kprintln!("corecalls: {} threads, {} calls each, hz={}", n, rounds, sched::hz());
+    let mut slots = 0u64;
+    for cpu in 0..n {
+        let slot = arch::sys_spawn(KIND_CORECALLS, rounds as usize, 0, 1 << cpu);
+        if slot < 0 {
+            defmt::error!("corecalls: FAIL cannot create the thread for CPU {}", cpu);
+            arch::exit(EXIT_FAILED);
+        }
+        slots |= 1 << slot;
+    }
+    sched::wait_threads(slots);
+    let done = CC_DONE.load(Acquire);
+    let want = n as u64 * rounds as u64 * 2;
+    let ok = done == want && check_invariants("corecalls");
+    kprintln!("corecalls: {} of {} calls returned -> {}", done, want, if ok { "OK" } else { "FAIL" });
+    arch::exit(if ok { 0 } else { EXIT_FAILED })
+}
+
+/// Queries that take the core's locks (this CPU's balance lock, the task table), from thread
+/// context, as report and wait loops do.
+fn corecalls(rounds: usize) {
+    let cpu = arch::cpu_id();
+    for _ in 0..rounds {
+        let _ = sched::with_core(|k| k.balance_state(cpu));
+        let _ = sched::with_core(|k| k.nr_tasks());
+        CC_DONE.fetch_add(2, Relaxed);
+    }
 }
 
 // ---- hang ---------------------------------------------------------------------------------

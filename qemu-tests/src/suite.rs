@@ -277,6 +277,17 @@ const CASES: &[Case] = &[
         judge: sysbench_ok,
     },
     Case {
+        // Core calls from thread context while ticks (1000 HZ) take the same locks: each
+        // must mask IRQs, or a tick on its own CPU spins on the lock it holds.
+        name: "core calls from threads while ticks take the same locks",
+        args: "scenario=corecalls rounds=1000000 hz=1000 watchdog=2500",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "calls returned -> OK")
+        },
+    },
+    Case {
         name: "switch tracing logs every context switch on every CPU",
         args: "scenario=sysbench threads=8 events=500 trace=on",
         mode: Mode::Deterministic,
