@@ -9,6 +9,7 @@
 
 mod fuzz;
 mod qemu;
+mod size;
 mod suite;
 mod xrun;
 
@@ -35,8 +36,9 @@ fn main() -> ExitCode {
     match args.first().map(String::as_str) {
         Some("test") => run_tests(&args[1..]),
         Some("run") => xrun::main(&args[1..]),
+        Some("size") => size::main(),
         _ => {
-            eprintln!("usage: qemu-tests test [cargo test args] | qemu-tests run [--help]");
+            eprintln!("usage: qemu-tests test [cargo test args] | qemu-tests run [--help] | qemu-tests size");
             ExitCode::from(2)
         }
     }

@@ -1,0 +1,34 @@
+//! `size_of` of sched-core's machines and per-task state, as the target lays them out. The
+//! figures sit in one exported table, [`SCHED_SIZES`], which `cargo xsize` reads from this
+//! library compiled for each target (no linking, no running: the values are constants).
+//!
+//! The configurations are the budget points: (CPUs, live tasks, runnable per CPU).
+#![no_std]
+
+use core::mem::size_of;
+
+use sched_core::{Entity, NoPlatform, SingleCpu, Smp, TaskEntry};
+
+/// What each entry of [`SCHED_SIZES`] measures, in order (printed by `cargo xsize`).
+pub const NAMES: [&str; 7] = [
+    "Smp, 2 CPUs, 16 tasks, 16 per CPU",
+    "Smp, 4 CPUs, 32 tasks, 32 per CPU",
+    "Smp, 8 CPUs, 256 tasks, 64 per CPU",
+    "SingleCpu, 8 tasks",
+    "Entity (a task's scheduling state)",
+    "TaskEntry (a task-table entry)",
+    "CpuMask",
+];
+
+/// The sizes, in bytes, in the order of [`NAMES`].
+#[no_mangle]
+#[used]
+pub static SCHED_SIZES: [u32; 7] = [
+    size_of::<Smp<NoPlatform, 2, 16, 16>>() as u32,
+    size_of::<Smp<NoPlatform, 4, 32, 32>>() as u32,
+    size_of::<Smp<NoPlatform, 8, 256, 64>>() as u32,
+    size_of::<SingleCpu<NoPlatform, 8, 8>>() as u32,
+    size_of::<Entity>() as u32,
+    size_of::<TaskEntry>() as u32,
+    size_of::<sched_core::CpuMask>() as u32,
+];

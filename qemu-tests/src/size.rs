@@ -1,0 +1,113 @@
+//! `cargo xsize`: the memory sched-core's machines take, as each target lays them out.
+//!
+//! The figures are `size_of` of a few configurations, exported as one table by
+//! `core/size-probe` (`SCHED_SIZES`); this builds that library for each target and reads the
+//! table's bytes from the compiled object (no linking, no running: deterministic for the
+//! pinned toolchain). Each figure is printed beside its budget from the small-machines work;
+//! budgets are reported, not yet enforced.
+
+use std::path::Path;
+use std::process::ExitCode;
+
+use object::read::archive::ArchiveFile;
+use object::{Endian, Object, ObjectSection, ObjectSymbol};
+
+/// The probe's entries, as `core/size-probe` lists them, with their budget on thumbv7em (bytes).
+const ENTRIES: [(&str, Option<u64>); 7] = [
+    ("Smp, 2 CPUs, 16 tasks, 16 per CPU", Some(8 * 1024)),
+    ("Smp, 4 CPUs, 32 tasks, 32 per CPU", Some(24 * 1024)),
+    ("Smp, 8 CPUs, 256 tasks, 64 per CPU", Some(128 * 1024)),
+    ("SingleCpu, 8 tasks", Some(3 * 1024)),
+    ("Entity (a task's scheduling state)", Some(160)),
+    ("TaskEntry (a task-table entry)", None),
+    ("CpuMask", None),
+];
+
+/// The targets the table is printed for: the 32-bit MCU the budgets are set for, and a
+/// 64-bit one for comparison.
+const TARGETS: [&str; 2] = ["thumbv7em-none-eabihf", "aarch64-unknown-none"];
+
+/// Runs `cargo xsize`.
+pub fn main() -> ExitCode {
+    let mut columns = Vec::new();
+    for target in TARGETS {
+        match sizes(target) {
+            Ok(v) => columns.push(v),
+            Err(e) => {
+                eprintln!("xsize: {target}: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    println!("{:<38} {:>22} {:>22} {:>8}", "size_of (bytes)", TARGETS[0], TARGETS[1], "budget");
+    let mut over = 0;
+    for (i, (name, budget)) in ENTRIES.iter().enumerate() {
+        let b = budget.map_or("-".to_string(), |b| b.to_string());
+        let mark = match budget {
+            Some(b) if columns[0][i] > *b => {
+                over += 1;
+                "  over"
+            }
+            _ => "",
+        };
+        println!("{name:<38} {:>22} {:>22} {b:>8}{mark}", columns[0][i], columns[1][i]);
+    }
+    println!("({over} of the budgets on {} not met yet)", TARGETS[0]);
+    ExitCode::SUCCESS
+}
+
+/// Builds the probe for `target` and reads its table.
+fn sizes(target: &str) -> Result<Vec<u64>, String> {
+    if !crate::ensure_target(target) {
+        return Err(format!("cannot install the {target} target"));
+    }
+    let ok = crate::cargo()
+        .args(["build", "--quiet", "-p", "sched-size-probe", "--release", "--target", target])
+        .status()
+        .map_err(|e| e.to_string())?
+        .success();
+    if !ok {
+        return Err("the size probe does not build".into());
+    }
+    let rlib =
+        crate::qemu::root().join("target").join(target).join("release").join("libsched_size_probe.rlib");
+    read_table(&rlib, ENTRIES.len())
+}
+
+/// Finds `SCHED_SIZES` in the archive's object files and decodes its `n` 32-bit entries.
+fn read_table(rlib: &Path, n: usize) -> Result<Vec<u64>, String> {
+    let data = std::fs::read(rlib).map_err(|e| format!("{}: {e}", rlib.display()))?;
+    let archive = ArchiveFile::parse(&*data).map_err(|e| e.to_string())?;
+    for member in archive.members() {
+        let member = member.map_err(|e| e.to_string())?;
+        let Ok(bytes) = member.data(&*data) else { continue };
+        let Ok(obj) = object::File::parse(bytes) else { continue };
+        let Some(sym) = obj.symbols().find(|s| s.name() == Ok("SCHED_SIZES")) else { continue };
+        let section = sym.section_index().ok_or("SCHED_SIZES has no section")?;
+        let section = obj.section_by_index(section).map_err(|e| e.to_string())?;
+        let content = section.data().map_err(|e| e.to_string())?;
+        let start = (sym.address() - section.address()) as usize;
+        let bytes = content.get(start..start + 4 * n).ok_or("SCHED_SIZES is shorter than expected")?;
+        let endian = obj.endianness();
+        return Ok(bytes
+            .chunks_exact(4)
+            .map(|c| endian.read_u32_bytes([c[0], c[1], c[2], c[3]]) as u64)
+            .collect());
+    }
+    Err(format!("no SCHED_SIZES in {}", rlib.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_table_names_what_the_probe_measures() {
+        let names: Vec<&str> = ENTRIES.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, sched_size_probe::NAMES);
+        assert_eq!(sched_size_probe::SCHED_SIZES.len(), ENTRIES.len());
+        // On the host the probe's own figures are what this reads for a target.
+        let entity = sched_size_probe::SCHED_SIZES[4] as usize;
+        assert_eq!(entity, std::mem::size_of::<sched_core::Entity>());
+    }
+}
