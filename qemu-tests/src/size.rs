@@ -52,8 +52,63 @@ pub fn main() -> ExitCode {
         };
         println!("{name:<38} {:>22} {:>22} {b:>8}{mark}", columns[0][i], columns[1][i]);
     }
+    match code_sizes() {
+        Ok(rows) => {
+            println!();
+            println!("{:<38} {:>22} {:>8}", "image on thumbv7em (opt-level s, LTO)", "bytes", "budget");
+            for (name, bytes, budget) in rows {
+                let mark = if bytes > budget {
+                    over += 1;
+                    "  over"
+                } else {
+                    ""
+                };
+                println!("{name:<38} {bytes:>22} {budget:>8}{mark}");
+            }
+        }
+        Err(e) => {
+            eprintln!("xsize: code size: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
     println!("({over} of the budgets on {} not met yet)", TARGETS[0]);
     ExitCode::SUCCESS
+}
+
+/// The probe's two bare-metal images (`core/size-probe/src/bin`), built for thumbv7em with
+/// the `size` profile: (what, bytes, budget) for their `.text` and for the 2-CPU image's
+/// `.data` (a `static` machine that is not all zeros is copied from flash at boot).
+fn code_sizes() -> Result<Vec<(&'static str, u64, u64)>, String> {
+    let target = TARGETS[0];
+    let ok = crate::cargo()
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "sched-size-probe",
+            "--bins",
+            "--profile",
+            "size",
+            "--target",
+            target,
+        ])
+        .status()
+        .map_err(|e| e.to_string())?
+        .success();
+    if !ok {
+        return Err("the size probe's images do not build".into());
+    }
+    let dir = crate::qemu::root().join("target").join(target).join("size");
+    let section = |bin: &str, name: &str| -> Result<u64, String> {
+        let data = std::fs::read(dir.join(bin)).map_err(|e| format!("{bin}: {e}"))?;
+        let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
+        Ok(obj.section_by_name(name).map_or(0, |s| s.size()))
+    };
+    Ok(vec![
+        (".text, Smp of 2 CPUs with the balancer", section("text_smp2", ".text")?, 40 * 1024),
+        (".text, SingleCpu", section("text_single", ".text")?, 20 * 1024),
+        (".data, a static Smp of 2 CPUs", section("text_smp2", ".data")?, 0),
+    ])
 }
 
 /// Builds the probe for `target` and reads its table.
