@@ -686,6 +686,13 @@ fn report_cpus(tag: &str, n: usize) {
             o[7].load(Relaxed)
         );
     }
+    let deepest = (0..n).map(arch::exc_stack_high_water).max().unwrap_or(0);
+    kprintln!(
+        "{}: exception stack high-water: {} of {} bytes (deepest CPU)",
+        tag,
+        deepest,
+        arch::EXC_STACK_SIZE
+    );
 }
 
 /// Checks the core's invariants (all runqueue locks, IRQs masked like every core call).
