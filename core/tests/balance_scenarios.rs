@@ -411,3 +411,24 @@ fn redo_asks_whether_the_redirected_destination_balances() {
         (3, Round::Redo, 5, Outcome::NotDesignated)
     );
 }
+
+/// A pass that moves more tasks than one detach batch (`DETACH_BATCH`): the batches follow
+/// each other within the pass, which moves them all as one round, as Linux's does.
+#[test]
+fn one_pass_moves_more_tasks_than_a_detach_batch() {
+    use sched_core::balance::migrate::DETACH_BATCH;
+    use sched_core::balance::Round;
+    let m: Box<Smp<Recorder, 8, 64, 64>> = testkit::machine(Features::default(), |t| t.init_flat(8));
+    // 24 tasks on CPU 0 (not cache hot: created long ago), every other CPU idle.
+    let ids = tasks_on(&m, 0, 24);
+    m.inject_rq_pelt(0, 1024, 24 * 1024, 24 * 1024).unwrap();
+    let later = NOW + 1_000_000_000;
+    let (moved, _) = m.balance_domain(1, 0, IdleType::Idle, later).unwrap();
+    let recs = balance_records(&m);
+    let last = recs.last().unwrap();
+    assert!(moved as usize > DETACH_BATCH, "moved {moved}: {last:?}");
+    assert_eq!((recs.len(), last.round, last.outcome, last.moved), (1, Round::First, Outcome::Moved, moved));
+    assert_eq!(nr(&m, 1) as u32, moved);
+    assert_eq!(nr(&m, 0) as usize, ids.len() - moved as usize);
+    m.check_invariants().unwrap();
+}

@@ -105,13 +105,19 @@ pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, 
     !hot || env.nr_balance_failed > env.cache_nice_tries
 }
 
+/// Most tasks one [`detach_tasks`] call hands over before its caller attaches them: it bounds
+/// the caller's buffer (a few KB of stack) while Linux's own batch, `NR_MIGRATE_BREAK`, still
+/// decides when a pass drops its locks. A full batch ends the call with `NEED_BREAK`, and the
+/// caller continues where it stopped, as after a lock break; no decision changes.
+pub const DETACH_BATCH: usize = 8;
+
 /// `detach_tasks`: scans src's tasks from the least recently run, detaches those that
-/// may move and fit the imbalance, and returns them. Tasks passed over go to the head of
-/// the list.
+/// may move and fit the imbalance, and returns them (at most [`DETACH_BATCH`] per call).
+/// Tasks passed over go to the head of the list.
 pub fn detach_tasks<const Q: usize>(
     env: &mut DetachEnv,
     src: &mut RunQueue<Q>,
-    out: &mut heapless::Vec<Entity, 32>,
+    out: &mut heapless::Vec<Entity, DETACH_BATCH>,
 ) -> u32 {
     let mut detached = 0;
     if env.imbalance <= 0 {
@@ -121,6 +127,11 @@ pub fn detach_tasks<const Q: usize>(
         // Don't steal the last task of a CPU when we are idle: it would just move the
         // idleness around.
         if env.idle != IdleType::NotIdle && src.nr_running() <= 1 {
+            break;
+        }
+        if out.is_full() {
+            // Hand these over; the caller comes back for the rest.
+            env.flags |= LbfFlags::NEED_BREAK;
             break;
         }
         env.loop_ += 1;
@@ -176,8 +187,9 @@ pub fn detach_tasks<const Q: usize>(
             src.mru_move_to_head(slot);
             continue;
         };
-        if out.push(e).is_err() {
-            // Cannot happen (loop_max ≤ 32); keep the task rather than lose it.
+        if let Err(e) = out.push(e) {
+            // Cannot happen (checked before the detach); never lose a task: put it back.
+            src.attach_task(e);
             break;
         }
         detached += 1;

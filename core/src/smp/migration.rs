@@ -5,7 +5,7 @@ use spin::mutex::MutexGuard;
 use spin::RelaxStrategy;
 
 use super::{CpuState, Move, Moved, Smp};
-use crate::balance::migrate::{detach_tasks, DetachEnv};
+use crate::balance::migrate::{detach_tasks, DetachEnv, DETACH_BATCH};
 use crate::cpumask::CpuMask;
 use crate::platform::{EventKind, MigrateReason, Platform};
 use crate::runqueue::SlotId;
@@ -113,7 +113,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Detaches what `env` allows from `src` and attaches it to `dst`, updating the task
     /// table. Returns the number moved.
     pub(super) fn detach_attach(&self, env: &mut DetachEnv, src: usize, dst: usize, now: u64) -> u32 {
-        let mut tasks: heapless::Vec<Entity, 32> = heapless::Vec::new();
+        let mut tasks: heapless::Vec<Entity, DETACH_BATCH> = heapless::Vec::new();
         {
             let mut st = self.cpus[src].rq.lock();
             st.rq.update_clock(now);

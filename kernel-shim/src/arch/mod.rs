@@ -27,8 +27,8 @@ pub const STACK_SIZE: usize = 16 * 1024;
 /// `Smp::init_with` builds each CPU's runqueue (tens of KiB) on the stack.
 pub const BOOT_STACK_SIZE: usize = 128 * 1024;
 /// Exception stack of each CPU: every call into the core runs on it. The suite measures its
-/// high-water mark (about 24 KB) and fails above 28 KB.
-pub const EXC_STACK_SIZE: usize = 32 * 1024;
+/// high-water mark (about 10.5 KB) and fails above 12 KB.
+pub const EXC_STACK_SIZE: usize = 16 * 1024;
 /// Size of the saved-register frame the vectors push (x0–x30, ELR, SPSR, padding).
 pub const FRAME_SIZE: usize = 272;
 
