@@ -59,8 +59,9 @@ impl<const N: usize> Deref for TasksRef<'_, N> {
 }
 
 impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
-    /// A scheduler for one CPU of original capacity `capacity_orig` (1024 for a big CPU).
-    /// Refuses tunables out of range ([`Tunables::check`]).
+    /// A scheduler for one CPU of original capacity `capacity_orig` (1024 for a big CPU;
+    /// taken within 1..=1024, the capacity scale). Refuses tunables out of range
+    /// ([`Tunables::check`]).
     pub fn new(
         platform: P,
         capacity_orig: u64,
@@ -69,7 +70,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     ) -> Result<Self, SchedError> {
         tunables.check()?;
         let smp = Smp::new(platform, features, 250);
-        let capacity = [capacity_orig.max(1)];
+        let capacity = [capacity_orig.clamp(1, 1024)];
         let desc = TopologyDesc {
             nr_cpus: 1,
             smt: &[],
@@ -78,7 +79,8 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
             capacity: &capacity,
             asym_packing: None,
         };
-        // One CPU with a non-zero capacity is always a valid topology.
+        // One CPU of a capacity within the scale is always a valid topology, and a new
+        // machine has no tasks and a valid HZ.
         let _ = smp.init(&desc);
         smp.set_tunables(tunables)?;
         Ok(SingleCpu { smp })

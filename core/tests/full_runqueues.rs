@@ -112,3 +112,20 @@ fn a_planned_push_is_given_back_when_the_task_blocks_first() {
     assert_eq!(m.task_cpu(u), Ok(0), "it may stay");
     m.check_invariants().unwrap();
 }
+
+#[test]
+fn a_task_that_blocks_after_its_move_is_planned_does_not_idle_its_cpu() {
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
+    let (a, b) = (pinned(&m, 0), pinned(&m, 0));
+    let t = run_cpu(&m, 0, NOW).unwrap();
+    let other = if t == a { b } else { a };
+    m.set_affinity(NOW, t, CpuMask::single(1)).unwrap();
+    m.block(0, NOW, t).unwrap();
+    // It blocked before its CPU switched away: it just switches out, and the queued task
+    // runs (the CPU used to take the move's path, pick nothing and idle with `other` queued).
+    assert_eq!(m.schedule(0, NOW + 1).unwrap(), Some(other));
+    m.finish_switch(0, NOW + 1).unwrap();
+    assert_eq!(m.with_cpu(1, |c| c.rq.reserved()), Ok(0), "the planned slot was given back");
+    assert_eq!(m.state(t), Ok(TaskState::Blocked));
+    m.check_invariants().unwrap();
+}

@@ -244,7 +244,7 @@ impl core::fmt::Display for ArgError {
                 )
             }
             ArgError::UnknownScenario => {
-                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang)")
+                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang corecalls)")
             }
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),

@@ -273,7 +273,6 @@ pub fn hz() -> u32 {
     HZ_CHOICES[HZ_INDEX.load(Relaxed) % HZ_CHOICES.len()]
 }
 
-/// The machine's scheduler.
 /// Every CPU that calls the core is one this kernel brought up, and the core was set up
 /// with all of them: a refusal of its CPU number would be a bug of this kernel.
 const OUR_CPU: &str = "a CPU this kernel runs is one the core schedules";

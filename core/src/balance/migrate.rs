@@ -1,4 +1,4 @@
-//! Moving tasks: `can_migrate_task`, `detach_tasks` and the active-balance stopper.
+//! Moving tasks: `can_migrate_task`, `detach_tasks` and the stopper's `detach_one_task`.
 
 use bitflags::bitflags;
 
@@ -16,7 +16,8 @@ bitflags! {
     pub struct LbfFlags: u8 {
         /// Every task looked at was pinned away from dst (cleared by the first that is not).
         const ALL_PINNED = 1 << 0;
-        /// The loop hit `loop_break`; retry after releasing the lock.
+        /// The loop hit `loop_break`, or handed over a full batch ([`DETACH_BATCH`]); the
+        /// caller attaches what it has and comes back.
         const NEED_BREAK = 1 << 1;
         /// A task could go to another CPU of dst's group instead (`new_dst_cpu`).
         const DST_PINNED = 1 << 2;

@@ -30,11 +30,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let (target, _) =
             self.select_cpu(cpu, &mut template, SelectFor::Fork, WakeFlags::FORK, Waker::default());
         // Placement may pick a full runqueue; then the parent's CPU or any allowed one with room.
-        let target = self.room_near(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
-        let id = self.tasks.lock().insert(TaskEntry {
+        // The slot is reserved now, so the task cannot find it taken when it lands.
+        let target = self.reserve_room(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
+        let inserted = self.tasks.lock().insert(TaskEntry {
             state: TaskState::Waking,
             location: Location::InTransit { from: cpu as u32 },
-        })?;
+        });
+        let id = match inserted {
+            Ok(id) => id,
+            Err(e) => {
+                self.unreserve(target);
+                return Err(e);
+            }
+        };
         let mut child = Entity { id, ..template };
         {
             // task_fork_fair on the parent's runqueue; the vruntime comes back normalised.
@@ -49,14 +57,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 Ok(id)
             }
             Err(err) => {
-                // Another CPU filled the target meanwhile.
+                // Cannot happen (the slot was reserved); undo rather than lose track.
+                self.unreserve(target);
                 let _ = self.tasks.lock().remove(id);
                 Err(err)
             }
         }
     }
 
-    /// Puts an entity onto `cpu`'s runqueue (new task or wakeup) and checks preemption.
+    /// Puts an entity onto `cpu`'s runqueue (new task or wakeup), into the slot reserved for
+    /// it with [`Smp::reserve_room`], and checks preemption.
     fn activate_on(
         &self,
         cpu: usize,
@@ -70,7 +80,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         st.rq.update_clock(now);
         e.cpu = cpu as u32;
         let id = e.id;
-        let slot = st.rq.insert(e).ok_or(SchedError::RunQueueFull)?;
+        let slot = st.rq.insert_reserved(e).ok_or(SchedError::RunQueueFull)?;
         if new_task {
             st.rq.post_init_entity(slot);
         }
@@ -181,8 +191,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let mut e = entity;
                     let waker = self.record_wakee(cpu, id, now);
                     let (target, affine) = self.select_cpu(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
-                    // Full: the previous CPU, else any allowed CPU with room.
-                    let target = self.room_near(target, prev as usize, &allowed).unwrap_or(target);
+                    // Full: the previous CPU, else any allowed CPU with room; the slot is
+                    // reserved before anything about the task changes.
+                    let Some(target) = self.reserve_room(target, prev as usize, &allowed) else {
+                        let mut t = self.tasks.lock();
+                        if let Ok(te) = t.get_mut(id) {
+                            *te = entry;
+                        }
+                        return Err(SchedError::RunQueueFull);
+                    };
                     if affine {
                         let mut st = self.cpus[cpu].rq.lock();
                         if let Some(n) = st.rq.curr_slot() {
@@ -210,7 +227,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                             Ok(target as u32)
                         }
                         Err(err) => {
-                            // No room: put it back to sleep where it was, unchanged.
+                            // Cannot happen (the slot was reserved): put it back to sleep.
+                            self.unreserve(target);
                             let mut t = self.tasks.lock();
                             if let Ok(te) = t.get_mut(id) {
                                 *te = entry;
@@ -300,8 +318,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// The task running on `cpu` replaces its program (`sched_exec`): exec balancing may
-    /// choose another CPU for it (the slow path over BALANCE_EXEC domains); then it is
-    /// switched out and moved there. Returns the CPU it will run on.
+    /// choose another CPU for it (the slow path over BALANCE_EXEC domains); if that CPU has
+    /// room, a slot is reserved there and the task is switched out and moved there once its
+    /// context is saved, else it stays. A task already leaving (its affinity changed) runs
+    /// where it goes. Returns the CPU it will run on.
     pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
         self.check_cpu(cpu)?;
         let (slot, mut e) = {
@@ -322,9 +342,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if dest == cpu {
             return Ok(cpu as u32);
         }
-        // A slot waits for it there; if no allowed CPU has one, it stays (exec balancing is
-        // only an optimisation).
-        let Some(dst) = self.reserve_near(cpu, dest, &e.affinity) else { return Ok(cpu as u32) };
+        // A slot waits for it there; if that CPU has none, it stays (exec balancing is only an
+        // optimisation, and no other CPU was chosen).
+        if !self.cpus[dest].rq.lock().rq.reserve() {
+            return Ok(cpu as u32);
+        }
+        let dst = dest;
         let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Placement };
         if self.arm_push(cpu, now, push, None) {
             Ok(dst as u32)
@@ -483,14 +506,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    /// `choice` if its runqueue has room, else `fallback` if allowed and with room, else the
-    /// first allowed CPU with room; `None` when every allowed runqueue is full.
-    fn room_near(&self, choice: usize, fallback: usize, allowed: &CpuMask) -> Option<usize> {
-        let has_room = |c: usize| self.cpus[c].rq.lock().rq.has_room();
-        if has_room(choice) {
+    /// Reserves a slot for a task about to land: on `choice` if its runqueue has room, else
+    /// on `fallback` if allowed and with room, else on the first allowed CPU with room.
+    /// Returns the CPU; `None` when every allowed runqueue is full.
+    fn reserve_room(&self, choice: usize, fallback: usize, allowed: &CpuMask) -> Option<usize> {
+        let reserve = |c: usize| self.cpus[c].rq.lock().rq.reserve();
+        if reserve(choice) {
             return Some(choice);
         }
         let online = allowed.and(&self.online());
-        core::iter::once(fallback).chain(online.iter()).find(|&c| online.contains(c) && has_room(c))
+        core::iter::once(fallback).chain(online.iter()).find(|&c| online.contains(c) && reserve(c))
     }
 }

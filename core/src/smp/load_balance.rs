@@ -503,6 +503,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     };
                     st.rq.update_clock(now);
                     if let Some(e) = detach_one_task(&mut env, &mut st.rq) {
+                        // Its slot here waits for it until it lands (see attach_moved).
+                        st.rq.reserve();
                         if let Ok(te) = self.tasks.lock().get_mut(e.id) {
                             te.location = Location::InTransit { from: cpu as u32 };
                         }

@@ -118,6 +118,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let mut st = self.cpus[src].rq.lock();
             st.rq.update_clock(now);
             detach_tasks(env, &mut st.rq, &mut tasks);
+            // Each detached task keeps its slot here until it lands, so it can always come
+            // back (the slots it freed cannot be taken meanwhile).
+            for _ in &tasks {
+                st.rq.reserve();
+            }
             if !tasks.is_empty() {
                 let mut t = self.tasks.lock();
                 for e in &tasks {
@@ -135,17 +140,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         n
     }
 
-    /// Attaches a detached task to `dst` (or, if `dst` is full, back to `src`).
+    /// Attaches a task detached from `src` to `dst`, or, if `dst` is full, back to `src`
+    /// into the slot reserved there for it when it was detached (callers reserve one per
+    /// detached task under `src`'s lock, so a task is never left without a runqueue).
     pub(crate) fn attach_moved(&self, e: Entity, src: usize, dst: usize, now: u64, reason: MigrateReason) {
         let id = e.id;
         // Returns the task back if `cpu` has no room for it.
-        let place = |cpu: usize, e: Entity| -> Option<Entity> {
+        let place = |cpu: usize, e: Entity, reserved: bool| -> Option<Entity> {
             let mut st = self.cpus[cpu].rq.lock();
             st.rq.update_clock(now);
-            if !st.rq.has_room() {
+            if !reserved && !st.rq.has_room() {
                 return Some(e);
             }
-            let slot = st.rq.attach_task(e)?;
+            let slot = if reserved { st.rq.attach_task_reserved(e) } else { st.rq.attach_task(e) };
+            let slot = slot?;
             if cpu != src {
                 st.nr_migrations_in += 1;
             }
@@ -155,10 +163,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.after_update(cpu, &mut st);
             None
         };
-        match place(dst, e) {
-            None => self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason }),
+        match place(dst, e, false) {
+            None => {
+                self.unreserve(src);
+                self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason })
+            }
             Some(e) => {
-                let _ = place(src, e);
+                let _ = place(src, e, true);
             }
         }
     }

@@ -10,7 +10,8 @@
 //! 3. The **task table** lock: innermost; taken with or without runqueue locks, never held
 //!    while taking a runqueue lock.
 //!
-//! The topology is written once by [`Smp::init`] before any other call and only read after.
+//! The topology is written by [`Smp::init`] before any other call (and again only while no task
+//! is alive) and only read otherwise.
 //!
 //! The locks spin with the relax strategy `R` (default [`spin::Spin`], i.e.
 //! `core::hint::spin_loop()`); a platform can supply its own, e.g. one that executes aarch64

@@ -31,9 +31,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(self.cpus[cpu].rq.lock().rq.need_resched())
     }
 
-    /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop (or, if
-    /// [`Smp::need_resched`] is still set after [`Smp::finish_switch`], call again). The
-    /// previous task stays `on_cpu` until `finish_switch`. A CPU out of range is
+    /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop, unless
+    /// [`Smp::need_resched`] is set again after [`Smp::finish_switch`] (the running task was
+    /// switched out for the active-balance stopper or a planned move, and tasks may still be
+    /// queued): then call again. The previous task stays `on_cpu` until `finish_switch`. A CPU out of range is
     /// [`SchedError::CpuOutOfRange`].
     pub fn schedule(&self, cpu: usize, now: u64) -> Result<Option<TaskId>, SchedError> {
         self.check_cpu(cpu)?;
@@ -64,8 +65,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
+        // A runnable current task that must leave (a planned push, or an affinity that no
+        // longer allows this CPU). One that blocked or exited just switches out as usual.
         let curr_disallowed = st.rq.curr_slot().is_some_and(|n| {
-            st.push_for(n).is_some() || (st.rq.ent(n).on_rq && !st.rq.ent(n).affinity.contains(cpu))
+            st.rq.ent(n).on_rq && (st.push_for(n).is_some() || !st.rq.ent(n).affinity.contains(cpu))
         });
         let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
@@ -112,8 +115,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// `cpu` has saved the context of the task it switched away from: that task may now
-    /// run elsewhere, and if it blocked or exited it leaves the runqueue. Runs a pending
-    /// active-balance push. A CPU out of range is [`SchedError::CpuOutOfRange`].
+    /// run elsewhere, and if it blocked or exited it leaves the runqueue. A task with a planned
+    /// move (exec, affinity) goes into the slot reserved for it, one whose affinity no longer
+    /// allows this CPU is evicted, and a pending active-balance push runs. A CPU out of range is [`SchedError::CpuOutOfRange`].
     pub fn finish_switch(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
         self.finish_switch_on(cpu, now);

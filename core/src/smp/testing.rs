@@ -31,7 +31,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// Overrides a CPU's runqueue PELT averages (sums set to match), as docs/linux-v5.7.md §6's
-    /// scenarios inject them. `util` also becomes the runqueue's util_est sum if larger.
+    /// scenarios inject them. The runqueue's util_est sum is capped at `util`.
     pub fn inject_rq_pelt(&self, cpu: usize, util: u64, runnable: u64, load: u64) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
         let mut st = self.cpus[cpu].rq.lock();
