@@ -15,6 +15,13 @@ fn pinned(m: &M, cpu: usize) -> TaskId {
     m.create(cpu, NOW, p).unwrap()
 }
 
+/// Two tasks pinned to CPU 0, which runs one of them: (running, queued).
+fn two_on_cpu0(m: &M) -> (TaskId, TaskId) {
+    let (a, b) = (pinned(m, 0), pinned(m, 0));
+    let running = run_cpu(m, 0, NOW).unwrap();
+    (running, if running == a { b } else { a })
+}
+
 /// CPU 1 full of tasks pinned there; returns them.
 fn fill_cpu1(m: &M) -> Vec<TaskId> {
     let ids: Vec<TaskId> = (0..8).map(|_| pinned(m, 1)).collect();
@@ -28,10 +35,8 @@ fn fill_cpu1(m: &M) -> Vec<TaskId> {
 #[test]
 fn d4_queued_task_onto_full_cpus_is_refused_and_nothing_changes() {
     let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
-    let (a, b) = (pinned(&m, 0), pinned(&m, 0));
-    let running = run_cpu(&m, 0, NOW).unwrap();
     // t: the one that waits queued.
-    let t = if running == a { b } else { a };
+    let (_, t) = two_on_cpu0(&m);
     let ones = fill_cpu1(&m);
     let before = (m.entity(t).unwrap(), m.task_cpu(t), m.state(t));
     // Used to return Ok and leave t queued on CPU 0, outside its new affinity.
@@ -73,9 +78,7 @@ fn d4_running_task_leaves_into_a_slot_reserved_for_it() {
 #[test]
 fn d5_schedule_twice_without_finish_switch_keeps_the_push() {
     let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
-    let (a, b) = (pinned(&m, 0), pinned(&m, 0));
-    let t = run_cpu(&m, 0, NOW).unwrap();
-    let other = if t == a { b } else { a };
+    let (t, other) = two_on_cpu0(&m);
     m.set_affinity(NOW, t, CpuMask::single(1)).unwrap();
     // The platform switches t out, then calls schedule again before finish_switch (allowed:
     // the second call means the first switch's context is saved).
@@ -116,9 +119,7 @@ fn a_planned_push_is_given_back_when_the_task_blocks_first() {
 #[test]
 fn a_task_that_blocks_after_its_move_is_planned_does_not_idle_its_cpu() {
     let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
-    let (a, b) = (pinned(&m, 0), pinned(&m, 0));
-    let t = run_cpu(&m, 0, NOW).unwrap();
-    let other = if t == a { b } else { a };
+    let (t, other) = two_on_cpu0(&m);
     m.set_affinity(NOW, t, CpuMask::single(1)).unwrap();
     m.block(0, NOW, t).unwrap();
     // It blocked before its CPU switched away: it just switches out, and the queued task
