@@ -118,7 +118,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(())
     }
 
-    fn nohz_exit_idle_on(&self, cpu: usize) {
+    pub(super) fn nohz_exit_idle_on(&self, cpu: usize) {
         // Called from every busy tick: read first, so a CPU that is already busy does not
         // write the shared flag lines.
         if self.nohz.idle[cpu].load(Relaxed) && self.nohz.idle[cpu].swap(false, Relaxed) {

@@ -63,6 +63,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         wf: WakeFlags,
         waker: Waker,
     ) -> (usize, bool) {
+        if CPUS == 1 {
+            // The only CPU (callers validated that the task may run there); its waker's
+            // `recent_used_cpu` is already 0. Keeps the placement walk out of a one-CPU image.
+            return (0, false);
+        }
         let allowed = e.affinity.and(&self.online());
         let (prev, flag) = match why {
             SelectFor::Fork => (this, SdFlags::BALANCE_FORK),

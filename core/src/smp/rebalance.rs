@@ -37,6 +37,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `trigger_load_balance` after a tick: run the periodic balance if it is due.
     pub(crate) fn trigger_load_balance(&self, cpu: usize, now: u64, idle: bool) {
+        if CPUS == 1 {
+            // One CPU has no sched domain, so no pass ever moves its next balance from 0:
+            // every tick is "due" and all a pass does is decay the blocked load. Doing just
+            // that keeps the balancer out of a one-CPU image (CPUS is a constant here).
+            self.cpus[cpu].rq.lock().rq.update_blocked_averages();
+            if !idle {
+                self.nohz_exit_idle_on(cpu);
+            }
+            return;
+        }
         let due = {
             let b = self.cpus[cpu].balance.lock();
             self.jiffies(now) >= b.next_balance
@@ -129,6 +139,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let go = st.avg_idle >= SYSCTL_MIGRATION_COST_NS && self.root.overload.load(Relaxed);
             (st.avg_idle, go)
         };
+        if CPUS == 1 {
+            // No domain to pull from: what remains of the pass is the blocked-load update.
+            if go {
+                self.cpus[cpu].rq.lock().rq.update_blocked_averages();
+            }
+            return false;
+        }
         let mut bal = self.cpus[cpu].balance.lock();
         let j = self.jiffies(now);
         let mut next_balance = j + self.hz as u64;

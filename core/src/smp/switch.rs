@@ -56,7 +56,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut idle_next = goes_idle(&self.cpus[cpu].rq.lock());
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
-        if self.nohz_idle_balance_on(cpu, now) {
+        // (One CPU is never kicked: there is no other CPU to kick it.)
+        if CPUS > 1 && self.nohz_idle_balance_on(cpu, now) {
             idle_next = goes_idle(&self.cpus[cpu].rq.lock());
         }
         // A CPU about to idle first tries to pull work (newidle balance).
@@ -180,7 +181,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
             }
         }
-        if push {
+        // (Only the balancer of a machine of several CPUs asks for the stopper.)
+        if CPUS > 1 && push {
             self.active_balance_stop(cpu, now);
         }
     }
