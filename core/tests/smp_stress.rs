@@ -198,12 +198,18 @@ fn on_big_stack(f: impl FnOnce() + Send + 'static) {
     std::thread::Builder::new().stack_size(512 << 20).spawn(f).unwrap().join().unwrap();
 }
 
+/// How long each stress runs: 1.5 s, or `STRESS_SECS` seconds for a long hunt.
+fn run_for() -> Duration {
+    let secs = std::env::var("STRESS_SECS").ok().and_then(|s| s.parse::<f64>().ok());
+    secs.map_or(Duration::from_millis(1500), Duration::from_secs_f64)
+}
+
 #[test]
 fn concurrent_8_cpus() {
-    on_big_stack(|| stress::<8>(Duration::from_millis(1500), |t| t.init_clusters(2, 4)));
+    on_big_stack(|| stress::<8>(run_for(), |t| t.init_clusters(2, 4)));
 }
 
 #[test]
 fn concurrent_64_cpus() {
-    on_big_stack(|| stress::<64>(Duration::from_millis(1500), |t| t.init_clusters(8, 8)));
+    on_big_stack(|| stress::<64>(run_for(), |t| t.init_clusters(8, 8)));
 }
