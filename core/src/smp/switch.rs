@@ -50,11 +50,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // A platform that did not call finish_switch after the previous switch has saved that
         // context by now (it is calling schedule again on this CPU): finish it in full, pushes
         // and the stopper included.
-        let pending = self.cpus[cpu].rq.lock().rq.switching_out_slot().is_some();
-        if pending {
-            self.finish_switch_on(cpu, now);
-        }
-        let mut idle_next = goes_idle(&self.cpus[cpu].rq.lock());
+        let idle_now = {
+            let st = self.cpus[cpu].rq.lock();
+            st.rq.switching_out_slot().is_none().then(|| goes_idle(&st))
+        };
+        let mut idle_next = match idle_now {
+            Some(idle) => idle,
+            None => {
+                self.finish_switch_on(cpu, now);
+                goes_idle(&self.cpus[cpu].rq.lock())
+            }
+        };
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
         // (One CPU is never kicked: there is no other CPU to kick it.)
         if CPUS > 1 && self.nohz_idle_balance_on(cpu, now) {
