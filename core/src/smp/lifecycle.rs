@@ -327,11 +327,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let (slot, mut e) = {
             let st = self.cpus[cpu].rq.lock();
             match st.rq.curr_slot().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
-                // Already leaving (its affinity changed): it runs where it goes.
-                Some((n, e)) if e.id == id && e.on_rq && st.push_for(n).is_some_and(|p| p.task == id) => {
-                    return Ok(st.push_for(n).map_or(cpu as u32, |p| p.dst));
-                }
-                Some((n, e)) if e.id == id && e.on_rq => (n, e),
+                Some((n, e)) if e.id == id && e.on_rq => match st.push_for(n) {
+                    // Already leaving (its affinity changed): it runs where it goes.
+                    Some(p) if p.task == id => return Ok(p.dst),
+                    _ => (n, e),
+                },
                 _ => {
                     let state = self.state(id)?;
                     return Err(SchedError::InvalidState { task: id, state });
@@ -427,7 +427,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn set_affinity(&self, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
         self.check_affinity(&mask)?;
         let mask = mask.and(&self.online());
-        'retry: loop {
+        loop {
             let entry = *self.tasks.lock().get(id)?;
             match entry.location {
                 Location::InTransit { .. } => core::hint::spin_loop(),
@@ -478,7 +478,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                             WakeFlags::empty(),
                             Waker::default(),
                         );
-                        let dst = self.reserve_near(c, choice, &mask).ok_or(SchedError::RunQueueFull)?;
+                        let dst = self.reserve_room(choice, choice, &mask).ok_or(SchedError::RunQueueFull)?;
                         let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Affinity };
                         if self.arm_push(c, now, push, Some(mask)) {
                             return Ok(());
@@ -492,29 +492,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     // Queued here: it moves now, its new mask set in the same step.
                     let first = mask.first().unwrap_or(c);
-                    for dst in core::iter::once(first).chain(mask.iter().filter(|&d| d != first)) {
-                        let how = Move::Reaffine(mask);
-                        match self.move_queued_task(c, id, slot, dst, how, now, MigrateReason::Affinity) {
-                            Moved::Yes => return Ok(()),
-                            Moved::NoRoom => continue,
-                            Moved::Changed => continue 'retry,
-                        }
-                    }
-                    return Err(SchedError::RunQueueFull);
+                    let how = Move::Reaffine(mask);
+                    return match self.move_to_room(c, id, slot, first, &mask, how, now) {
+                        Moved::Yes => Ok(()),
+                        Moved::NoRoom => Err(SchedError::RunQueueFull),
+                        Moved::Changed => continue,
+                    };
                 }
             }
         }
-    }
-
-    /// Reserves a slot for a task about to land: on `choice` if its runqueue has room, else
-    /// on `fallback` if allowed and with room, else on the first allowed CPU with room.
-    /// Returns the CPU; `None` when every allowed runqueue is full.
-    fn reserve_room(&self, choice: usize, fallback: usize, allowed: &CpuMask) -> Option<usize> {
-        let reserve = |c: usize| self.cpus[c].rq.lock().rq.reserve();
-        if reserve(choice) {
-            return Some(choice);
-        }
-        let online = allowed.and(&self.online());
-        core::iter::once(fallback).chain(online.iter()).find(|&c| online.contains(c) && reserve(c))
     }
 }

@@ -96,16 +96,41 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Moved::Yes
     }
 
-    /// Reserves a slot for a task that will leave `src` once its context is saved: on
-    /// `choice` if it has room, else on another CPU of `allowed` (not `src`). Returns the CPU.
-    pub(super) fn reserve_near(&self, src: usize, choice: usize, allowed: &CpuMask) -> Option<usize> {
+    /// Reserves a slot for a task about to land (a new or waking task, or one whose move is
+    /// planned): on `choice` if it has room, else on `fallback`, else on the first CPU with
+    /// room, all among `allowed`. Returns the CPU; `None` when every allowed runqueue is full.
+    pub(super) fn reserve_room(&self, choice: usize, fallback: usize, allowed: &CpuMask) -> Option<usize> {
         let online = allowed.and(&self.online());
-        core::iter::once(choice)
+        [choice, fallback]
+            .into_iter()
             .chain(online.iter())
-            .find(|&c| c != src && online.contains(c) && self.cpus[c].rq.lock().rq.reserve())
+            .find(|&c| online.contains(c) && self.cpus[c].rq.lock().rq.reserve())
     }
 
-    /// Gives back a slot reserved with [`Smp::reserve_near`].
+    /// Moves a queued task from `src` as [`Smp::move_queued_task`] does `how`, to `first` if
+    /// it has room, else to the first CPU of `allowed` with room. `NoRoom` when none has;
+    /// `Changed` as soon as the task is no longer there to move.
+    #[allow(clippy::too_many_arguments)] // where the task is (3), where it may go (2), how, when
+    pub(super) fn move_to_room(
+        &self,
+        src: usize,
+        id: TaskId,
+        slot: SlotId,
+        first: usize,
+        allowed: &CpuMask,
+        how: Move,
+        now: u64,
+    ) -> Moved {
+        for dst in core::iter::once(first).chain(allowed.iter().filter(|&d| d != first)) {
+            match self.move_queued_task(src, id, slot, dst, how, now, MigrateReason::Affinity) {
+                Moved::NoRoom => continue,
+                done => return done,
+            }
+        }
+        Moved::NoRoom
+    }
+
+    /// Gives back a slot reserved with [`Smp::reserve_room`].
     pub(super) fn unreserve(&self, cpu: usize) {
         self.cpus[cpu].rq.lock().rq.unreserve();
     }

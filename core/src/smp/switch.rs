@@ -8,7 +8,7 @@ use super::{CpuState, Move, Moved, Smp};
 use crate::error::SchedError;
 use crate::fair::WakeFlags;
 use crate::placement::{SelectFor, Waker};
-use crate::platform::{EventKind, MigrateReason, Platform};
+use crate::platform::{EventKind, Platform};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 
@@ -176,14 +176,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         WakeFlags::empty(),
                         Waker::default(),
                     );
-                    let online = e.affinity.and(&self.online());
-                    for dst in core::iter::once(d).chain(online.iter()) {
-                        let how = Move::ToRoom;
-                        match self.move_queued_task(cpu, e.id, slot, dst, how, now, MigrateReason::Affinity) {
-                            Moved::NoRoom => continue,
-                            Moved::Yes | Moved::Changed => break,
-                        }
-                    }
+                    let allowed = e.affinity.and(&self.online());
+                    self.move_to_room(cpu, e.id, slot, d, &allowed, Move::ToRoom, now);
                 }
             }
         }
