@@ -6,6 +6,8 @@
 //! The lines are a fixed list of known-hard cases plus seeded random ones, so a run is
 //! reproducible; `FUZZ_LINES` and `FUZZ_SEED` choose more or other random lines.
 
+use sched_sim::rng::Rng;
+
 /// The keys the kernel's parser knows, for words that are nearly right.
 const KEYS: &[&str] = &[
     "scenario",
@@ -83,31 +85,19 @@ pub fn fixed_lines() -> Vec<Vec<u8>> {
     v
 }
 
-/// SplitMix64, for reproducible random lines.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// Uniform in `0..n`, from the simulator's seeded generator (SplitMix64), so runs repeat.
+fn pick(rng: &mut Rng, n: usize) -> usize {
+    rng.below(n as u64) as usize
 }
 
 /// `n` random malformed lines from `seed`. Every line has at least one word the parser must
 /// refuse, so none selects a scenario that ends by design with a panic or a watchdog exit.
 pub fn random_lines(seed: u64, n: usize) -> Vec<Vec<u8>> {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     (0..n)
         .map(|_| {
-            let words = 1 + rng.below(5);
-            let bad_at = rng.below(words);
+            let words = 1 + pick(&mut rng, 5);
+            let bad_at = pick(&mut rng, words);
             let mut line = Vec::new();
             for w in 0..words {
                 if w > 0 {
@@ -123,26 +113,26 @@ pub fn random_lines(seed: u64, n: usize) -> Vec<Vec<u8>> {
 
 /// A word the parser must refuse.
 fn bad_word(rng: &mut Rng) -> Vec<u8> {
-    match rng.below(4) {
-        0 => format!("{}={}", KEYS[rng.below(KEYS.len())], BAD_VALUES[rng.below(BAD_VALUES.len())])
+    match pick(rng, 4) {
+        0 => format!("{}={}", KEYS[pick(rng, KEYS.len())], BAD_VALUES[pick(rng, BAD_VALUES.len())])
             .into_bytes(),
-        1 => format!("no_such_key{}={}", rng.below(100), rng.below(1000)).into_bytes(),
-        2 => KEYS[rng.below(KEYS.len())].as_bytes().to_vec(),
+        1 => format!("no_such_key{}={}", pick(rng, 100), pick(rng, 1000)).into_bytes(),
+        2 => KEYS[pick(rng, KEYS.len())].as_bytes().to_vec(),
         // Random bytes, non-ASCII included (mostly invalid UTF-8); no spaces or NULs, so
         // the word stays one word.
-        _ => (0..1 + rng.below(12)).map(|_| [0x80u8, 0xC3, 0xFF, b'=', b'a', 0x01][rng.below(6)]).collect(),
+        _ => (0..1 + pick(rng, 12)).map(|_| [0x80u8, 0xC3, 0xFF, b'=', b'a', 0x01][pick(rng, 6)]).collect(),
     }
 }
 
 /// A word the parser accepts and that keeps the run short: the default scenario stays `boot`.
 fn harmless_word(rng: &mut Rng) -> Vec<u8> {
-    let w = match rng.below(6) {
+    let w = match pick(rng, 6) {
         0 => "scenario=boot".to_string(),
-        1 => format!("hz={}", [100, 250, 300, 1000][rng.below(4)]),
-        2 => format!("seed={}", rng.below(1000)),
-        3 => format!("trace={}", ["on", "off"][rng.below(2)]),
-        4 => format!("skew={}", ["on", "off"][rng.below(2)]),
-        _ => format!("nohz={}", ["on", "off"][rng.below(2)]),
+        1 => format!("hz={}", [100, 250, 300, 1000][pick(rng, 4)]),
+        2 => format!("seed={}", pick(rng, 1000)),
+        3 => format!("trace={}", ["on", "off"][pick(rng, 2)]),
+        4 => format!("skew={}", ["on", "off"][pick(rng, 2)]),
+        _ => format!("nohz={}", ["on", "off"][pick(rng, 2)]),
     };
     w.into_bytes()
 }

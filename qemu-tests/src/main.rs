@@ -2,10 +2,12 @@
 //!
 //! - `cargo xtest` (`qemu-tests test`): every host crate's tests, the lint gates (rustfmt,
 //!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
-//!   bare-metal build check of the core, then the QEMU suite on the aarch64 kernel; one summary
-//!   line `N passed, N failed`.
+//!   bare-metal builds of the core, then the QEMU suite and its boot-line fuzz on the aarch64
+//!   kernel; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
+//!   only QEMU boots: the suite's cases (or the long ones) repeated.
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
+//! - `cargo xsize` (`qemu-tests size`): sizes beside their budgets (see `size.rs`).
 
 mod fuzz;
 mod qemu;

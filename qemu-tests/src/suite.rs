@@ -327,24 +327,42 @@ const CASES: &[Case] = &[
 
 /// Runs the suite. Returns (passed, failed).
 pub fn run() -> (u64, u64) {
-    let (qemu_bin, elf) = match qemu::prepare() {
-        Ok(p) => p,
-        Err(line) => {
-            eprintln!("xtest: {line}");
-            return (0, 1);
-        }
-    };
-    let (mut passed, mut failed) = (0, 0);
-    for (i, c) in CASES.iter().enumerate() {
-        eprint!("xtest: qemu [{}/{}] {} ({}) ... ", i + 1, CASES.len(), c.name, c.mode.name());
-        if run_case(&qemu_bin, &elf, c, SUITE_LIMIT) {
-            passed += 1;
-        } else {
-            failed += 1;
-        }
-    }
+    let Some((qemu_bin, elf)) = prepared() else { return (0, 1) };
+    let cases: Vec<&Case> = CASES.iter().collect();
+    let (passed, failed, _) = run_cases(&qemu_bin, &elf, &cases, 1, SUITE_LIMIT);
     let (p, f) = fuzz_boot_lines(&qemu_bin, &elf);
     (passed + p, failed + f)
+}
+
+/// QEMU and the kernel, or one line saying why not.
+fn prepared() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
+    qemu::prepare().map_err(|line| eprintln!("xtest: {line}")).ok()
+}
+
+/// Boots each case `repeat` times, each within `limit`. Returns the boots passed and failed,
+/// and how many times each case failed.
+fn run_cases(
+    qemu_bin: &std::path::Path,
+    elf: &std::path::Path,
+    cases: &[&Case],
+    repeat: usize,
+    limit: Duration,
+) -> (u64, u64, Vec<u64>) {
+    let mut failures = vec![0u64; cases.len()];
+    let (mut passed, mut failed) = (0, 0);
+    for round in 1..=repeat {
+        for (i, c) in cases.iter().enumerate() {
+            let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
+            eprint!("xtest: qemu {round}[{}/{}] {} ({}) ... ", i + 1, cases.len(), c.name, c.mode.name());
+            if run_case(qemu_bin, elf, c, limit) {
+                passed += 1;
+            } else {
+                failed += 1;
+                failures[i] += 1;
+            }
+        }
+    }
+    (passed, failed, failures)
 }
 
 /// Boots one case and judges it; prints the verdict (and, on failure, why and the log's end).
@@ -352,7 +370,7 @@ fn run_case(qemu_bin: &std::path::Path, elf: &std::path::Path, c: &Case, limit: 
     let b = qemu::boot(qemu_bin, elf, c.args, c.mode, limit);
     match (c.judge)(&b).and_then(|()| stack_within_budget(&b)) {
         Ok(()) => {
-            let stack = b.number_after("exception stack high-water:");
+            let stack = b.number_after(STACK_REPORT);
             let stack = stack.map_or(String::new(), |n| format!(", exception stack {n} B"));
             eprintln!("ok ({:.1} s{stack})", b.wall.as_secs_f64());
             true
@@ -372,6 +390,9 @@ fn run_case(qemu_bin: &std::path::Path, elf: &std::path::Path, c: &Case, limit: 
     }
 }
 
+/// What the kernel's report prints before the deepest CPU's exception-stack high-water mark.
+pub const STACK_REPORT: &str = "exception stack high-water:";
+
 /// The deepest any CPU's exception stack may grow in a case (bytes; every call into the core
 /// runs on it). Set from the measurement: the deepest of the suite's boots reached 10 640 B
 /// (a balance pass: its detach batch of 8 entities, its statistics and 128-byte CPU masks),
@@ -381,7 +402,7 @@ const EXC_STACK_BUDGET: u64 = 12 * 1024;
 /// Every run that reports its CPUs reports the exception stacks' high-water mark: it must
 /// stay within [`EXC_STACK_BUDGET`].
 fn stack_within_budget(b: &Boot) -> Result<(), String> {
-    match b.number_after("exception stack high-water:") {
+    match b.number_after(STACK_REPORT) {
         Some(n) if n as u64 > EXC_STACK_BUDGET => {
             Err(format!("an exception stack grew to {n} bytes (budget {EXC_STACK_BUDGET})"))
         }
@@ -405,38 +426,14 @@ pub enum Selection {
 /// --repeat N --mode parallel`, `cargo xtest --long`). Prints how often each case failed.
 /// Returns (passed, failed) boots.
 pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>) -> (u64, u64) {
-    let (qemu_bin, elf) = match qemu::prepare() {
-        Ok(p) => p,
-        Err(line) => {
-            eprintln!("xtest: {line}");
-            return (0, 1);
-        }
-    };
+    let Some((qemu_bin, elf)) = prepared() else { return (0, 1) };
     let (cases, limit) = match which {
         Selection::Suite => (CASES, SUITE_LIMIT),
         Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
     };
     let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
-    let mut failures = vec![0u64; cases.len()];
-    let (mut passed, mut failed) = (0, 0);
     let start = std::time::Instant::now();
-    for round in 1..=repeat {
-        for (i, c) in cases.iter().enumerate() {
-            eprint!(
-                "xtest: round {round}/{repeat} [{}/{}] {} ({}) ... ",
-                i + 1,
-                cases.len(),
-                c.name,
-                c.mode.name()
-            );
-            if run_case(&qemu_bin, &elf, c, limit) {
-                passed += 1;
-            } else {
-                failed += 1;
-                failures[i] += 1;
-            }
-        }
-    }
+    let (passed, failed, failures) = run_cases(&qemu_bin, &elf, &cases, repeat, limit);
     eprintln!(
         "xtest: {} boots of {} cases in {:.0} s: {} failed",
         passed + failed,
