@@ -287,9 +287,10 @@ pub fn with_core<T>(f: impl FnOnce(&'static Kernel) -> T) -> T {
     f(smp())
 }
 
-/// The scheduler static for the selected HZ. Private: callers outside go through [`with_core`];
-/// inside, only the `Platform` callbacks (which run inside core calls, IRQs masked) and the
-/// handlers below use it directly.
+/// The scheduler static for the selected HZ. Private: every call into the core, the handlers'
+/// included, goes through [`with_core`] (in a handler, masking again costs three system
+/// register accesses); only the `Platform` callbacks, which run inside core calls, use it
+/// directly.
 fn smp() -> &'static Kernel {
     match HZ_INDEX.load(Relaxed) {
         0 => &SMP_100,
