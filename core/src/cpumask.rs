@@ -1,10 +1,21 @@
 //! CPU sets: affinity masks, domain spans, idle masks.
 //!
-//! A fixed 1024-bit set ([`MAX_CPUS`]), copied by value, with no heap. Iteration is in
+//! A fixed-width bit set of [`MAX_CPUS`] bits, copied by value, with no heap. Iteration is in
 //! ascending CPU order, which the balancer's tie-breaks rely on.
+//!
+//! The width is a build configuration, like Linux's `NR_CPUS`: 1024 with the default feature
+//! `max-cpus-1024`, 256 with `max-cpus-256`, 64 with neither (a mask is then 8 bytes, which is
+//! what a microcontroller wants: every task's affinity and every domain and group hold one).
 
-/// The largest number of CPUs any mask can describe.
-pub const MAX_CPUS: usize = 1024;
+/// The largest number of CPUs any mask can describe: 1024, 256 or 64 by the crate's
+/// `max-cpus-*` features (see the module documentation).
+pub const MAX_CPUS: usize = if cfg!(feature = "max-cpus-1024") {
+    1024
+} else if cfg!(feature = "max-cpus-256") {
+    256
+} else {
+    64
+};
 const WORDS: usize = MAX_CPUS / 64;
 
 /// A set of CPU numbers `0..MAX_CPUS`.
@@ -222,14 +233,15 @@ mod tests {
     fn basic_ops() {
         let mut m = CpuMask::EMPTY;
         assert!(m.is_empty());
+        let last = MAX_CPUS - 1;
         m.set(0);
-        m.set(1023);
-        m.set(1024); // ignored
+        m.set(last);
+        m.set(MAX_CPUS); // ignored
         assert_eq!(m.weight(), 2);
-        assert!(m.contains(1023) && !m.contains(1024));
-        assert_eq!(m.iter().collect::<Vec<_>>(), [0, 1023]);
+        assert!(m.contains(last) && !m.contains(MAX_CPUS));
+        assert_eq!(m.iter().collect::<Vec<_>>(), [0, last]);
         m.clear(0);
-        assert_eq!(m.first(), Some(1023));
+        assert_eq!(m.first(), Some(last));
         assert_eq!(CpuMask::ALL.weight(), MAX_CPUS);
     }
 

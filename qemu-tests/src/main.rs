@@ -21,12 +21,13 @@ use std::process::{Command, ExitCode, Stdio};
 /// needs: Armv6-M has no compare-and-swap, so the final binary picks how portable-atomic
 /// provides it; `critical-section` is the choice that is right on any number of cores.
 const BARE_METAL_TARGETS: &[(&str, &[&str])] = &[
-    ("thumbv6m-none-eabi", &["--features", "portable-atomic/critical-section"]),
-    ("thumbv7em-none-eabihf", &[]),
-    // The embedded logging option: defmt::Format for the public types.
+    // The 32-bit MCUs build as a small machine does: 64-CPU masks (no `max-cpus-*` feature).
+    ("thumbv6m-none-eabi", &["--no-default-features", "--features", "portable-atomic/critical-section"]),
+    ("thumbv7em-none-eabihf", &["--no-default-features"]),
+    // The embedded logging option: defmt::Format for the public types (default features).
     ("thumbv7em-none-eabihf", &["--features", "defmt"]),
-    ("thumbv8m.main-none-eabihf", &[]),
-    ("riscv32imac-unknown-none-elf", &[]),
+    ("thumbv8m.main-none-eabihf", &["--no-default-features"]),
+    ("riscv32imac-unknown-none-elf", &["--no-default-features"]),
     ("riscv64gc-unknown-none-elf", &[]),
     ("x86_64-unknown-none", &[]),
     ("aarch64-unknown-none", &[]),
