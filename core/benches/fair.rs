@@ -3,16 +3,14 @@
 //! set_next, as `schedule` does), and a tick (update_curr + PELT update + preemption check).
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use sched_core::{
-    DequeueFlags, EnqueueFlags, Features, NoPlatform, RunQueue, SingleCpu, TaskParams, Tunables,
-};
+use sched_core::{DequeueFlags, EnqueueFlags, Features, NoPlatform, SingleCpu, TaskParams, Tunables};
 use std::hint::black_box;
 
 const CAP: usize = 1040;
 const SIZES: [usize; 4] = [1, 16, 256, 1024];
 
-/// A runqueue with `n` spinners queued (plus one running), aged by 100 ms of ticks.
-fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
+/// A machine with `n` spinners queued (plus one running), aged by 100 ms of ticks.
+fn loaded_rq(n: usize) -> Box<SingleCpu<NoPlatform, CAP, CAP>> {
     let mut s: Box<SingleCpu<NoPlatform, CAP, CAP>> =
         Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()).unwrap());
     for i in 0..=n {
@@ -27,64 +25,71 @@ fn loaded_rq(n: usize) -> Box<RunQueue<CAP>> {
         }
     }
     assert_eq!(s.rq().nr_queued(), n);
-    let rq = Box::new(s.rq().clone());
-    rq
+    s
 }
 
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("enqueue_dequeue");
     for n in SIZES {
-        let mut rq = loaded_rq(n);
-        // A task from the middle of the timeline, so the tree is at its full depth.
-        let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
-        let slot = ids[ids.len() / 2];
-        let slot = if Some(slot) == rq.curr_slot() { ids[0] } else { slot };
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                rq.dequeue(black_box(slot), DequeueFlags::SAVE);
-                rq.enqueue(black_box(slot), EnqueueFlags::RESTORE);
-            })
+        let mut s = loaded_rq(n);
+        s.with_fair(|rq| {
+            // A task from the middle of the timeline, so the tree is at its full depth.
+            let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
+            let slot = ids[ids.len() / 2];
+            let slot = if Some(slot) == rq.curr_slot() { ids[0] } else { slot };
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| {
+                    rq.dequeue(black_box(slot), DequeueFlags::SAVE);
+                    rq.enqueue(black_box(slot), EnqueueFlags::RESTORE);
+                })
+            });
         });
     }
     g.finish();
 
     let mut g = c.benchmark_group("pick_next");
     for n in SIZES {
-        let mut rq = loaded_rq(n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| black_box(rq.pick_next_entity()))
+        let mut s = loaded_rq(n);
+        s.with_fair(|rq| {
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| black_box(rq.pick_next_entity()))
+            });
         });
     }
     g.finish();
 
     let mut g = c.benchmark_group("switch");
     for n in SIZES {
-        let mut rq = loaded_rq(n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                rq.put_prev();
-                let next = rq.pick_next_entity();
-                if let Some(next) = next {
-                    rq.set_next(next);
-                }
-                black_box(next)
-            })
+        let mut s = loaded_rq(n);
+        s.with_fair(|rq| {
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| {
+                    rq.put_prev();
+                    let next = rq.pick_next_entity();
+                    if let Some(next) = next {
+                        rq.set_next(next);
+                    }
+                    black_box(next)
+                })
+            });
         });
     }
     g.finish();
 
     let mut g = c.benchmark_group("tick");
     for n in SIZES {
-        let mut rq = loaded_rq(n);
-        let mut now = rq.clock();
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-            b.iter(|| {
-                // 4 ms per tick (HZ=250): every call crosses PELT periods and decays.
-                now += 4_000_000;
-                rq.update_clock(now);
-                rq.task_tick();
-                black_box(rq.need_resched())
-            })
+        let mut s = loaded_rq(n);
+        s.with_fair(|rq| {
+            let mut now = rq.clock();
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| {
+                    // 4 ms per tick (HZ=250): every call crosses PELT periods and decays.
+                    now += 4_000_000;
+                    rq.update_clock(now);
+                    rq.task_tick();
+                    black_box(rq.need_resched())
+                })
+            });
         });
     }
     g.finish();

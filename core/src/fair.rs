@@ -2,16 +2,21 @@
 //! picking with buddies, tick and wakeup preemption, yield, reweighting, and when PELT is
 //! updated along the way (docs/linux-v5.7.md §2).
 //!
-//! Everything here operates on one [`RunQueue`] and the entities inside it; which task
-//! is where, and locking, belong to the callers ([`crate::Smp`], which holds each CPU's
-//! runqueue behind its lock).
+//! Everything here operates on one [`RunQueue`] and the entities of the tasks attached to
+//! it, reached through a [`Fair`] view (the runqueue plus the machine's entity pool); which
+//! task is where, and locking, belong to the callers ([`crate::Smp`], which holds each
+//! CPU's runqueue behind its lock and so owns the entities attached to it).
+
+use core::ops::{Deref, DerefMut};
 
 use bitflags::bitflags;
+use spin::mutex::MutexGuard;
 
+use crate::entities::Pool;
 use crate::features::{Features, RunnableInit};
 use crate::pelt;
 use crate::runqueue::{RunQueue, SlotId};
-use crate::task::{Entity, Policy};
+use crate::task::{Entity, Policy, TaskId};
 use crate::timeline::vruntime_before;
 use crate::weights::{calc_delta, calc_delta_fair, Nice};
 
@@ -74,14 +79,104 @@ fn min_vruntime(a: u64, b: u64) -> u64 {
     }
 }
 
+/// A runqueue together with the entity pool: the fair class's view of one CPU. Made by
+/// [`RunQueue::fair`] by whoever holds the runqueue, so it owns the entities attached there.
+pub struct Fair<'r, 'p, const Q: usize> {
+    pub(crate) rq: &'r mut RunQueue<Q>,
+    pub(crate) pool: Pool<'p>,
+}
+
+impl<const Q: usize> Deref for Fair<'_, '_, Q> {
+    type Target = RunQueue<Q>;
+    fn deref(&self) -> &RunQueue<Q> {
+        self.rq
+    }
+}
+
+impl<const Q: usize> DerefMut for Fair<'_, '_, Q> {
+    fn deref_mut(&mut self) -> &mut RunQueue<Q> {
+        self.rq
+    }
+}
+
+/// An entity read through a [`Fair`] view: its locked cell, or a placeholder for a slot that
+/// holds no task (a core bug the invariant checker reports; reads see harmless values).
+pub(crate) enum EntRef<'p> {
+    Cell(MutexGuard<'p, Entity>),
+    Missing,
+}
+
+impl Deref for EntRef<'_> {
+    type Target = Entity;
+    fn deref(&self) -> &Entity {
+        match self {
+            EntRef::Cell(g) => g,
+            EntRef::Missing => &Entity::PLACEHOLDER,
+        }
+    }
+}
+
 impl<const Q: usize> RunQueue<Q> {
+    /// The fair class's view of this runqueue with the machine's entity pool.
+    pub fn fair<'p>(&mut self, pool: Pool<'p>) -> Fair<'_, 'p, Q> {
+        Fair { rq: self, pool }
+    }
+
+    /// Reads the entity of the task attached at `slot` (the caller holds this runqueue).
+    pub(crate) fn ent_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> EntRef<'p> {
+        match self.task_at(slot).and_then(|id| pool.lock(id)) {
+            Some(g) => EntRef::Cell(g),
+            None => EntRef::Missing,
+        }
+    }
+}
+
+impl<'p, const Q: usize> Fair<'_, 'p, Q> {
+    /// The entity of the task at `slot`, locked while the guard lives (drop it before
+    /// touching the same task again).
+    pub fn entity(&self, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
+        let id = self.rq.task_at(slot)?;
+        self.pool.lock(id)
+    }
+
+    /// Like [`Fair::entity`] for a slot the caller got from this runqueue.
+    pub(crate) fn ent(&self, slot: SlotId) -> EntRef<'p> {
+        self.rq.ent_in(self.pool, slot)
+    }
+
+    /// [`Fair::entity`] under the name the fair class uses for changes.
+    pub(crate) fn ent_mut(&self, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
+        self.entity(slot)
+    }
+
+    /// Attaches task `id` (its entity already in the pool) in a free slot, not yet queued.
+    pub(crate) fn insert(&mut self, id: TaskId) -> Option<SlotId> {
+        let slot = self.rq.insert(id)?;
+        self.claim(slot);
+        Some(slot)
+    }
+
+    /// Attaches task `id` in the slot reserved for it.
+    pub(crate) fn insert_reserved(&mut self, id: TaskId) -> Option<SlotId> {
+        let slot = self.rq.insert_reserved(id)?;
+        self.claim(slot);
+        Some(slot)
+    }
+
+    fn claim(&self, slot: SlotId) {
+        let cpu = self.rq.cpu;
+        if let Some(mut e) = self.ent_mut(slot) {
+            e.cpu = cpu;
+        }
+    }
+
     /// Charges the current task for the time since it was last charged: its runtime grows
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
         let now = self.clock_task;
         let Some(c) = self.curr else { return };
-        let Some(se) = self.ent_mut(c) else { return };
+        let Some(mut se) = self.ent_mut(c) else { return };
         let delta = now as i64 - se.exec_start as i64;
         if delta <= 0 {
             return;
@@ -90,6 +185,7 @@ impl<const Q: usize> RunQueue<Q> {
         se.exec_start = now;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
+        drop(se);
         self.update_min_vruntime();
     }
 
@@ -108,62 +204,18 @@ impl<const Q: usize> RunQueue<Q> {
         self.min_vruntime = max_vruntime(self.min_vruntime, vr);
     }
 
-    /// The scheduling period for `nr` runnable tasks: the latency target, stretched to
-    /// `nr × min_granularity` beyond `nr_latency` tasks.
-    pub fn sched_period(&self, nr: u64) -> u64 {
-        let t = &self.tunables;
-        if nr > t.nr_latency {
-            nr * t.min_granularity_ns
-        } else {
-            t.latency_ns
-        }
-    }
-
-    /// The wall-clock slice of an entity: its weight's share of the period. An entity not
-    /// yet accounted counts itself in both the task number and the total weight.
-    pub fn sched_slice_of(&self, e: &Entity) -> u64 {
-        let nr = self.nr_running as u64 + (!e.on_rq) as u64;
-        let slice = self.sched_period(nr);
-        let mut total = self.load;
-        if !e.on_rq {
-            total.add(e.load.weight);
-        }
-        calc_delta(slice, e.load.weight, &total)
-    }
-
-    /// The slice in the entity's virtual time.
-    pub fn sched_vslice_of(&self, e: &Entity) -> u64 {
-        calc_delta_fair(self.sched_slice_of(e), &e.load)
-    }
-
-    /// `place_entity`: a new task starts one vslice after `min_vruntime` (START_DEBIT); a
-    /// waking task gets at most half a latency (GENTLE_FAIR_SLEEPERS; else a full one) of
-    /// credit before `min_vruntime`. Never moves an entity backwards.
-    pub(crate) fn place_entity(&self, e: &mut Entity, initial: bool) {
-        let mut vr = self.min_vruntime;
-        if initial && self.features.contains(Features::START_DEBIT) {
-            vr = vr.wrapping_add(self.sched_vslice_of(e));
-        }
-        if !initial {
-            let mut thresh = self.tunables.latency_ns;
-            if self.features.contains(Features::GENTLE_FAIR_SLEEPERS) {
-                thresh >>= 1;
-            }
-            vr = vr.wrapping_sub(thresh);
-        }
-        e.vruntime = max_vruntime(e.vruntime, vr);
-    }
-
     /// `update_load_avg` for an entity here and for the runqueue: ages the entity (if it is
     /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
     fn update_load_avg(&mut self, slot: SlotId, flags: PeltFlags) {
         let now = self.clock_pelt();
         let is_curr = self.curr == Some(slot);
-        let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
+        let Some(mut se) = self.ent_mut(slot) else { return };
         if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
             let w = se.weight();
-            se.avg.update_task(now, w, se.on_rq, is_curr);
+            let on_rq = se.on_rq;
+            se.avg.update_task(now, w, on_rq, is_curr);
         }
+        drop(se);
         self.update_cfs_avg();
         if flags.contains(PeltFlags::DO_ATTACH) {
             self.attach_entity_avg(slot);
@@ -172,7 +224,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
     fn attach_entity_avg(&mut self, slot: SlotId) {
-        let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
+        let Some(mut se) = self.ent_mut(slot) else { return };
         if se.pelt_attached {
             return;
         }
@@ -188,27 +240,29 @@ impl<const Q: usize> RunQueue<Q> {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
-        let Some(se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.ent_mut(slot) else { return };
         se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load.weight);
         se.avg.runnable_avg = match runnable_init {
             RunnableInit::CpuCapacity => cpu_scale,
             RunnableInit::InitialUtil => se.avg.util_avg,
         };
+        drop(se);
         // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
         self.update_load_avg(slot, PeltFlags::SKIP_AGE_LOAD);
         self.attach_entity_avg(slot);
     }
 
     /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
-    /// hierarchy). The entity must be in the arena and not yet accounted.
+    /// hierarchy). The task must be attached here and not yet accounted.
     pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
         let Some(se) = self.entity(slot) else { return };
         if se.on_rq {
             return;
         }
+        let ue = se.avg.util_est;
+        drop(se);
         // util_est first, before PELT sees the task.
         if self.features.contains(Features::UTIL_EST) {
-            let ue = se.avg.util_est;
             pelt::util_est_add(&mut self.avg.util_est, &ue);
         }
         let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
@@ -217,14 +271,14 @@ impl<const Q: usize> RunQueue<Q> {
         // The current entity is renormalised before update_curr so its pending runtime is
         // charged against the right base; others after, against the updated min_vruntime.
         if renorm && is_curr {
-            if let Some(se) = self.ent_mut(slot) {
+            if let Some(mut se) = self.ent_mut(slot) {
                 se.vruntime = se.vruntime.wrapping_add(min_vr);
             }
         }
         self.update_curr();
         if renorm && !is_curr {
             let min_vr = self.min_vruntime;
-            if let Some(se) = self.ent_mut(slot) {
+            if let Some(mut se) = self.ent_mut(slot) {
                 se.vruntime = se.vruntime.wrapping_add(min_vr);
             }
         }
@@ -239,10 +293,8 @@ impl<const Q: usize> RunQueue<Q> {
         self.idle_nr_running += idle as u32;
         self.mru_push_head(slot);
         if flags.contains(EnqueueFlags::WAKEUP) {
-            let mut e = *self.ent(slot);
-            self.place_entity(&mut e, false);
-            if let Some(se) = self.ent_mut(slot) {
-                se.vruntime = e.vruntime;
+            if let Some(mut se) = self.ent_mut(slot) {
+                self.rq.place_entity(&mut se, false);
             }
         }
         let vr = self.ent(slot).vruntime;
@@ -250,12 +302,12 @@ impl<const Q: usize> RunQueue<Q> {
             // Cannot fail: slot < Q and it is not queued (on_rq was false).
             let _ = self.timeline.insert(slot as usize, vr);
         }
-        if let Some(se) = self.ent_mut(slot) {
+        if let Some(mut se) = self.ent_mut(slot) {
             se.on_rq = true;
         }
     }
 
-    /// Unaccounts the entity at `slot` (`dequeue_task_fair`). It stays in the arena (the
+    /// Unaccounts the entity at `slot` (`dequeue_task_fair`). It stays attached (the
     /// current task keeps running until the next pick); a sleeping dequeue samples its
     /// util_est, any other normalises its vruntime for the trip to another runqueue.
     pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
@@ -278,7 +330,7 @@ impl<const Q: usize> RunQueue<Q> {
         self.idle_nr_running -= idle as u32;
         self.mru_unlink(slot);
         let min_vr = self.min_vruntime;
-        if let Some(se) = self.ent_mut(slot) {
+        if let Some(mut se) = self.ent_mut(slot) {
             se.on_rq = false;
             if !flags.contains(DequeueFlags::SLEEP) {
                 se.vruntime = se.vruntime.wrapping_sub(min_vr);
@@ -291,7 +343,7 @@ impl<const Q: usize> RunQueue<Q> {
         if self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
-            let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
+            let Some(mut se) = self.ent_mut(slot) else { return };
             pelt::util_est_sub(&mut self.avg.util_est, &se.avg.util_est);
             if flags.contains(DequeueFlags::SLEEP) {
                 let util = se.avg.util_avg;
@@ -302,36 +354,9 @@ impl<const Q: usize> RunQueue<Q> {
 
     // ---- buddies --------------------------------------------------------------------
 
-    pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
-        for b in [&mut self.next, &mut self.last, &mut self.skip] {
-            if *b == Some(slot) {
-                *b = None;
-            }
-        }
-    }
-
     fn buddy_allowed(&self, slot: SlotId) -> bool {
         // SCHED_IDLE tasks are never favoured.
         self.ent(slot).policy != Policy::Idle
-    }
-
-    /// `wakeup_gran`: the wakeup granularity in the *candidate's* virtual time.
-    fn wakeup_gran(&self, e: &Entity) -> u64 {
-        calc_delta_fair(self.tunables.wakeup_granularity_ns, &e.load)
-    }
-
-    /// −1 if `curr` is not ahead of `se`; 1 if it is ahead by more than `se`'s wakeup
-    /// granularity; else 0.
-    pub fn wakeup_preempt_entity(&self, curr: &Entity, se: &Entity) -> i32 {
-        let vdiff = curr.vruntime.wrapping_sub(se.vruntime) as i64;
-        if vdiff <= 0 {
-            return -1;
-        }
-        if vdiff as u64 > self.wakeup_gran(se) {
-            1
-        } else {
-            0
-        }
     }
 
     // ---- picking --------------------------------------------------------------------
@@ -345,18 +370,19 @@ impl<const Q: usize> RunQueue<Q> {
         if self.skip == Some(se) {
             if let Some(second) = self.timeline.successor(se as usize) {
                 let second = second as SlotId;
-                if self.wakeup_preempt_entity(self.ent(second), self.ent(left)) < 1 {
+                if self.wakeup_preempt_entity(&self.ent(second), &self.ent(left)) < 1 {
                     se = second;
                 }
             }
         }
         if let Some(last) = self.last {
-            if self.wakeup_preempt_entity(self.ent(last), self.ent(left)) < 1 {
+            // (a buddy that is the leftmost itself is never behind it: vdiff 0 wins)
+            if last == left || self.wakeup_preempt_entity(&self.ent(last), &self.ent(left)) < 1 {
                 se = last;
             }
         }
         if let Some(next) = self.next {
-            if self.wakeup_preempt_entity(self.ent(next), self.ent(left)) < 1 {
+            if next == left || self.wakeup_preempt_entity(&self.ent(next), &self.ent(left)) < 1 {
                 se = next;
             }
         }
@@ -372,7 +398,7 @@ impl<const Q: usize> RunQueue<Q> {
             self.update_load_avg(slot, PeltFlags::empty());
         }
         let now = self.clock_task;
-        if let Some(se) = self.ent_mut(slot) {
+        if let Some(mut se) = self.ent_mut(slot) {
             se.exec_start = now;
             se.prev_sum_exec_runtime = se.sum_exec_runtime;
             se.on_cpu = true;
@@ -402,7 +428,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// The runqueue part of `__schedule`: the current task is put back (or, if it blocked,
     /// left aside), the next one is picked and made current. Returns (prev, next). If
     /// they differ, `prev` stays marked `on_cpu` as the task being switched out until
-    /// [`RunQueue::finish_switch`], which the caller must have called for the previous
+    /// [`Fair::finish_switch`], which the caller must have called for the previous
     /// switch (it returns the entity of a task that blocked, which only the caller can file).
     pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
@@ -422,12 +448,12 @@ impl<const Q: usize> RunQueue<Q> {
     }
 
     /// The CPU has saved the context of the task it switched away from: that task may now
-    /// run elsewhere. If it blocked or exited, its entity leaves the arena and is returned
-    /// (the caller parks or frees it).
-    pub fn finish_switch(&mut self) -> Option<Entity> {
+    /// run elsewhere. If it blocked or exited, it is detached from this runqueue and its id
+    /// returned (the caller parks or frees it).
+    pub fn finish_switch(&mut self) -> Option<TaskId> {
         let prev = self.switching_out.take()?;
         let on_rq = {
-            let se = self.ent_mut(prev)?;
+            let mut se = self.ent_mut(prev)?;
             se.on_cpu = false;
             se.on_rq
         };
@@ -439,11 +465,6 @@ impl<const Q: usize> RunQueue<Q> {
     }
 
     // ---- preemption -----------------------------------------------------------------
-
-    /// Requests a reschedule of this CPU.
-    pub fn resched_curr(&mut self) {
-        self.need_resched = true;
-    }
 
     /// The fair part of the scheduler tick: charge the current task, update PELT, and
     /// preempt it if its slice is used up or it is too far ahead of the leftmost.
@@ -462,7 +483,7 @@ impl<const Q: usize> RunQueue<Q> {
     fn check_preempt_tick(&mut self, curr: SlotId) {
         let (ideal, delta_exec, cvr) = {
             let c = self.ent(curr);
-            (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime)
+            (self.sched_slice_of(&c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime)
         };
         if delta_exec > ideal {
             self.resched_curr();
@@ -508,7 +529,7 @@ impl<const Q: usize> RunQueue<Q> {
             return;
         } else {
             self.update_curr();
-            if self.wakeup_preempt_entity(self.ent(curr), self.ent(wakee)) == 1 {
+            if self.wakeup_preempt_entity(&self.ent(curr), &self.ent(wakee)) == 1 {
                 if !next_marked && self.buddy_allowed(wakee) {
                     self.next = Some(wakee);
                 }
@@ -564,7 +585,7 @@ impl<const Q: usize> RunQueue<Q> {
                 if vruntime_before(cvr, child.vruntime) {
                     let cv = child.vruntime;
                     child.vruntime = cvr;
-                    if let Some(p) = self.ent_mut(c) {
+                    if let Some(mut p) = self.ent_mut(c) {
                         p.vruntime = cv;
                     }
                     self.resched_curr();
@@ -578,8 +599,8 @@ impl<const Q: usize> RunQueue<Q> {
     /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
-        let Some(se) = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut()) else { return };
-        let moved = reweight_entity(&mut self.avg, se, nice);
+        let Some(mut se) = self.ent_mut(slot) else { return };
+        let moved = reweight_entity(&mut self.avg, &mut se, nice);
         self.pelt_slack.moved(moved, 0, 0);
     }
 
@@ -590,6 +611,7 @@ impl<const Q: usize> RunQueue<Q> {
         let Some(e) = self.entity(slot) else { return };
         let old = e.nice;
         let queued = e.on_rq;
+        drop(e);
         let running = self.curr == Some(slot);
         if queued {
             self.dequeue(slot, DequeueFlags::SAVE);
@@ -611,15 +633,16 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// Takes a queued task that is not running off this runqueue for a move to another CPU
     /// (`detach_task`): dequeued with its vruntime normalised, its PELT signals detached at
-    /// once, marked not cache hot, and out of the arena.
-    pub fn detach_task(&mut self, slot: SlotId) -> Option<Entity> {
+    /// once, marked not cache hot, and detached from this runqueue (its id is returned; the
+    /// entity stays in the pool, in transit).
+    pub fn detach_task(&mut self, slot: SlotId) -> Option<TaskId> {
         match self.entity(slot) {
             Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(slot) => {}
             _ => return None,
         }
         // `dequeue` brought its PELT signals up to date.
         self.dequeue(slot, DequeueFlags::empty());
-        let se = self.slots.get_mut(slot as usize).and_then(|s| s.as_mut())?;
+        let mut se = self.ent_mut(slot)?;
         if se.pelt_attached {
             let w = se.weight();
             self.avg.detach(&se.avg, w);
@@ -627,20 +650,21 @@ impl<const Q: usize> RunQueue<Q> {
             self.pelt_slack.moved(se.avg.load_avg, se.avg.runnable_avg, se.avg.util_avg);
         }
         se.exec_start = 0;
+        drop(se);
         self.take(slot)
     }
 
     /// Puts a task detached from another CPU onto this runqueue (`attach_task`): enqueued
     /// with its vruntime renormalised and its PELT signals attached, then a preemption
-    /// check. `None` if the arena is full.
-    pub fn attach_task(&mut self, e: Entity) -> Option<SlotId> {
-        let slot = self.insert(e)?;
+    /// check. `None` if there is no room. The task's entity is in the pool (in transit).
+    pub fn attach_task(&mut self, id: TaskId) -> Option<SlotId> {
+        let slot = self.insert(id)?;
         self.attach_inserted(slot)
     }
 
-    /// [`RunQueue::attach_task`] into a slot promised with [`RunQueue::reserve`].
-    pub(crate) fn attach_task_reserved(&mut self, e: Entity) -> Option<SlotId> {
-        let slot = self.insert_reserved(e)?;
+    /// [`Fair::attach_task`] into a slot promised with [`RunQueue::reserve`].
+    pub(crate) fn attach_task_reserved(&mut self, id: TaskId) -> Option<SlotId> {
+        let slot = self.insert_reserved(id)?;
         self.attach_inserted(slot)
     }
 
@@ -648,6 +672,86 @@ impl<const Q: usize> RunQueue<Q> {
         self.enqueue(slot, EnqueueFlags::empty());
         self.check_preempt_wakeup(slot, WakeFlags::empty());
         Some(slot)
+    }
+}
+
+impl<const Q: usize> RunQueue<Q> {
+    /// The scheduling period for `nr` runnable tasks: the latency target, stretched to
+    /// `nr × min_granularity` beyond `nr_latency` tasks.
+    pub fn sched_period(&self, nr: u64) -> u64 {
+        let t = &self.tunables;
+        if nr > t.nr_latency {
+            nr * t.min_granularity_ns
+        } else {
+            t.latency_ns
+        }
+    }
+
+    /// The wall-clock slice of an entity: its weight's share of the period. An entity not
+    /// yet accounted counts itself in both the task number and the total weight.
+    pub fn sched_slice_of(&self, e: &Entity) -> u64 {
+        let nr = self.nr_running as u64 + (!e.on_rq) as u64;
+        let slice = self.sched_period(nr);
+        let mut total = self.load;
+        if !e.on_rq {
+            total.add(e.load.weight);
+        }
+        calc_delta(slice, e.load.weight, &total)
+    }
+
+    /// The slice in the entity's virtual time.
+    pub fn sched_vslice_of(&self, e: &Entity) -> u64 {
+        calc_delta_fair(self.sched_slice_of(e), &e.load)
+    }
+
+    /// `place_entity`: a new task starts one vslice after `min_vruntime` (START_DEBIT); a
+    /// waking task gets at most half a latency (GENTLE_FAIR_SLEEPERS; else a full one) of
+    /// credit before `min_vruntime`. Never moves an entity backwards.
+    pub(crate) fn place_entity(&self, e: &mut Entity, initial: bool) {
+        let mut vr = self.min_vruntime;
+        if initial && self.features.contains(Features::START_DEBIT) {
+            vr = vr.wrapping_add(self.sched_vslice_of(e));
+        }
+        if !initial {
+            let mut thresh = self.tunables.latency_ns;
+            if self.features.contains(Features::GENTLE_FAIR_SLEEPERS) {
+                thresh >>= 1;
+            }
+            vr = vr.wrapping_sub(thresh);
+        }
+        e.vruntime = max_vruntime(e.vruntime, vr);
+    }
+
+    pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
+        for b in [&mut self.next, &mut self.last, &mut self.skip] {
+            if *b == Some(slot) {
+                *b = None;
+            }
+        }
+    }
+
+    /// `wakeup_gran`: the wakeup granularity in the *candidate's* virtual time.
+    fn wakeup_gran(&self, e: &Entity) -> u64 {
+        calc_delta_fair(self.tunables.wakeup_granularity_ns, &e.load)
+    }
+
+    /// −1 if `curr` is not ahead of `se`; 1 if it is ahead by more than `se`'s wakeup
+    /// granularity; else 0.
+    pub fn wakeup_preempt_entity(&self, curr: &Entity, se: &Entity) -> i32 {
+        let vdiff = curr.vruntime.wrapping_sub(se.vruntime) as i64;
+        if vdiff <= 0 {
+            return -1;
+        }
+        if vdiff as u64 > self.wakeup_gran(se) {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// Requests a reschedule of this CPU.
+    pub fn resched_curr(&mut self) {
+        self.need_resched = true;
     }
 
     /// Reweights a task parked (asleep) off this runqueue whose blocked load is still in

@@ -23,9 +23,10 @@
 //!   running and weighted time (half-life 32 ms) and averages `load_avg`, `runnable_avg`,
 //!   `util_avg` in 0..1024 units of capacity; `util_est` remembers a task's utilisation across
 //!   sleeps. The load balancer of the SMP layer decides with these signals.
-//! * **Ownership.** While a task is queued or running on a CPU its entity lives inside that
-//!   CPU's [`RunQueue`]; asleep, it is parked in the [`TaskTable`]. Whoever holds a runqueue
-//!   holds everything the fair class touches on that CPU.
+//! * **Ownership.** Every task's entity lives in one cell of the machine's [`Entities`],
+//!   stored once for its whole life. While the task is queued or running on a CPU it is
+//!   attached to that CPU's [`RunQueue`] (a slot with its id and links), and whoever holds
+//!   the runqueue owns its entity; asleep, the [`TaskTable`] (its lock) owns it.
 //!
 //! ## Driving it
 //!
@@ -69,6 +70,7 @@
 pub mod balance;
 pub mod capacity;
 pub mod cpumask;
+pub mod entities;
 pub mod error;
 pub mod fair;
 pub mod features;
@@ -91,8 +93,9 @@ pub use portable_atomic;
 
 pub use balance::IdleType;
 pub use cpumask::{CpuMask, MAX_CPUS};
+pub use entities::{Entities, Pool};
 pub use error::{InitError, SchedError};
-pub use fair::{DequeueFlags, EnqueueFlags, WakeFlags};
+pub use fair::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
 pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform};
 pub use runqueue::{InvariantViolation, RunQueue, SlotId};

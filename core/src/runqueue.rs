@@ -1,25 +1,31 @@
 //! One CPU's runqueue: the tasks attached to it, their timeline, the MRU task list the
 //! balancer scans, the CPU's clocks and its fair-class accounting.
 //!
-//! While a task is queued on a CPU or running there, its [`Entity`] lives *inside* that
-//! CPU's runqueue (a fixed arena of `Q` slots), so whoever holds the runqueue (its lock, on
-//! SMP) holds every entity the fair class touches on that CPU — the same ownership rule as
-//! Linux's "the rq lock protects the tasks on the rq". A sleeping task's entity is parked
-//! outside, in the task table; its PELT signals stay in this runqueue's sums as blocked load.
+//! While a task is queued on a CPU or running there, it is *attached* to that CPU's
+//! runqueue: it holds one of the runqueue's `Q` slots, which records the task's id and links
+//! it into the timeline and the MRU list. The entity itself stays in the machine's
+//! [`crate::entities::Entities`] cell of the task, and whoever holds the runqueue (its lock,
+//! on SMP) owns the entities of the tasks attached to it — Linux's "the rq lock protects
+//! the tasks on the rq". A sleeping task is attached to no runqueue; its PELT signals stay
+//! in its last CPU's sums as blocked load.
 //!
-//! The algorithms of the fair class (enqueue, pick, preemption) are in [`crate::fair`].
+//! The algorithms of the fair class (enqueue, pick, preemption) are in [`crate::fair`], on
+//! a [`crate::fair::Fair`] view: a runqueue together with the entity pool.
 
-use crate::cpumask::CpuMask;
+use crate::entities::Pool;
 use crate::features::{Features, Tunables};
 use crate::pelt::{Removed, SchedAvg, LOAD_AVG_MAX, SCHED_CAPACITY_SCALE};
 use crate::task::{Entity, Policy, TaskId};
 use crate::timeline::Timeline;
 use crate::weights::LoadWeight;
 
-/// Index of an entity in its runqueue's arena. Valid while the entity stays on that CPU.
+/// Index of an attached task in its runqueue's slots. Valid while the task stays on that
+/// CPU.
 pub type SlotId = u32;
 
 const NIL: u32 = u32::MAX;
+/// A free slot's id: names no task-table slot.
+const NO_TASK: TaskId = TaskId::new(u32::MAX, u32::MAX);
 
 /// A runqueue invariant that does not hold (found by [`RunQueue::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,11 +51,12 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) clock_pelt: u64,
     pub(crate) lost_idle_time: u64,
 
-    pub(crate) slots: [Option<Entity>; Q],
+    /// The task attached at each slot ([`NO_TASK`] when free).
+    ids: [TaskId; Q],
     /// Free slots are chained through `mru_next`; `bump` hands out never-used ones.
     free_head: u32,
     bump: u32,
-    /// Entities in the arena.
+    /// Tasks attached.
     attached: u32,
     /// Slots promised to tasks that will arrive (a push away from a CPU their affinity or exec
     /// no longer allows, once their context is saved); `has_room` counts them as taken.
@@ -70,7 +77,7 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) min_vruntime: u64,
     pub(crate) curr: Option<SlotId>,
     /// The previous task while its CPU is still switching away from it: not current, and
-    /// not accounted if it blocked; leaves the arena at `finish_switch`.
+    /// not accounted if it blocked; detached at `finish_switch`.
     pub(crate) switching_out: Option<SlotId>,
     pub(crate) next: Option<SlotId>,
     pub(crate) last: Option<SlotId>,
@@ -98,7 +105,7 @@ impl<const Q: usize> RunQueue<Q> {
             clock_task: 0,
             clock_pelt: 0,
             lost_idle_time: 0,
-            slots: [const { None }; Q],
+            ids: [NO_TASK; Q],
             free_head: NIL,
             bump: 0,
             attached: 0,
@@ -147,11 +154,15 @@ impl<const Q: usize> RunQueue<Q> {
     pub fn nr_queued(&self) -> usize {
         self.timeline.len()
     }
-    /// Every entity held in the arena, with its slot.
+    /// Every attached task, with its slot.
     pub fn attached(&self) -> impl Iterator<Item = (SlotId, TaskId)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|e| (i as SlotId, e.id)))
+        self.ids.iter().enumerate().filter(|(_, &id)| id != NO_TASK).map(|(i, &id)| (i as SlotId, id))
     }
-    /// Entities held in the arena (queued, running, or a current task still being switched out).
+    /// The task attached at `slot`, if any.
+    pub fn task_at(&self, slot: SlotId) -> Option<TaskId> {
+        self.ids.get(slot as usize).copied().filter(|&id| id != NO_TASK)
+    }
+    /// Tasks attached (queued, running, or a current task still being switched out).
     pub fn nr_attached(&self) -> usize {
         self.attached as usize
     }
@@ -218,7 +229,7 @@ impl<const Q: usize> RunQueue<Q> {
     }
     /// The current task, if a fair task is current.
     pub fn curr_id(&self) -> Option<TaskId> {
-        self.curr.and_then(|n| self.entity(n)).map(|e| e.id)
+        self.curr.and_then(|n| self.task_at(n))
     }
     /// The slot of the current task.
     pub fn curr_slot(&self) -> Option<SlotId> {
@@ -231,10 +242,6 @@ impl<const Q: usize> RunQueue<Q> {
     /// Whether no fair task is current (the CPU runs its idle loop).
     pub fn is_idle(&self) -> bool {
         self.curr.is_none()
-    }
-    /// The entity at `slot`, if any.
-    pub fn entity(&self, slot: SlotId) -> Option<&Entity> {
-        self.slots.get(slot as usize).and_then(|s| s.as_ref())
     }
     /// The active feature switches.
     pub fn features(&self) -> Features {
@@ -260,40 +267,27 @@ impl<const Q: usize> RunQueue<Q> {
     }
     /// Queued task ids in timeline order (leftmost first).
     pub fn timeline_ids(&self) -> impl Iterator<Item = TaskId> + '_ {
-        self.timeline.iter().filter_map(move |n| self.entity(n as SlotId).map(|e| e.id))
+        self.timeline.iter().filter_map(move |n| self.task_at(n as SlotId))
     }
 
-    pub(crate) fn ent(&self, slot: SlotId) -> &Entity {
-        // Callers pass slots they got from this runqueue; a missing one is a core bug and
-        // checked by the invariant checker, so fall back to a harmless sentinel here.
-        match self.slots.get(slot as usize).and_then(|s| s.as_ref()) {
-            Some(e) => e,
-            None => &SENTINEL,
-        }
-    }
+    // ---- slots ----------------------------------------------------------------------
 
-    pub(crate) fn ent_mut(&mut self, slot: SlotId) -> Option<&mut Entity> {
-        self.slots.get_mut(slot as usize).and_then(|s| s.as_mut())
-    }
-
-    // ---- arena ----------------------------------------------------------------------
-
-    /// Puts an entity into the arena (not yet queued). `None` when the arena has no room
-    /// (callers check [`RunQueue::has_room`] first, so the entity is not lost).
-    pub(crate) fn insert(&mut self, e: Entity) -> Option<SlotId> {
+    /// Attaches task `id` in a free slot (not yet queued). `None` when there is no room
+    /// (callers check [`RunQueue::has_room`] first).
+    pub(crate) fn insert(&mut self, id: TaskId) -> Option<SlotId> {
         if !self.has_room() {
             return None;
         }
-        self.place(e)
+        self.place(id)
     }
 
-    /// Puts an entity into a slot reserved for it with [`RunQueue::reserve`].
-    pub(crate) fn insert_reserved(&mut self, e: Entity) -> Option<SlotId> {
+    /// Attaches task `id` in a slot reserved for it with [`RunQueue::reserve`].
+    pub(crate) fn insert_reserved(&mut self, id: TaskId) -> Option<SlotId> {
         if self.reserved == 0 {
             return None;
         }
         self.reserved -= 1;
-        self.place(e)
+        self.place(id)
     }
 
     /// Promises one slot to a task that will arrive later; `false` when there is no room.
@@ -313,7 +307,7 @@ impl<const Q: usize> RunQueue<Q> {
         self.reserved
     }
 
-    fn place(&mut self, mut e: Entity) -> Option<SlotId> {
+    fn place(&mut self, id: TaskId) -> Option<SlotId> {
         let slot = if self.free_head != NIL {
             let n = self.free_head;
             self.free_head = self.mru_next[n as usize];
@@ -324,27 +318,28 @@ impl<const Q: usize> RunQueue<Q> {
         } else {
             return None;
         };
-        e.cpu = self.cpu;
         self.mru_next[slot as usize] = NIL;
         self.mru_prev[slot as usize] = NIL;
-        self.slots[slot as usize] = Some(e);
+        self.ids[slot as usize] = id;
         self.attached += 1;
         Some(slot)
     }
 
-    /// Takes an entity out of the arena. It must be neither queued nor current.
-    pub(crate) fn take(&mut self, slot: SlotId) -> Option<Entity> {
+    /// Detaches the task at `slot` from the runqueue's slots and returns its id. It must be
+    /// neither queued nor current.
+    pub(crate) fn take(&mut self, slot: SlotId) -> Option<TaskId> {
         if self.curr == Some(slot) || self.timeline.contains(slot as usize) {
             return None;
         }
-        let e = self.slots.get_mut(slot as usize)?.take()?;
+        let id = self.task_at(slot)?;
+        self.ids[slot as usize] = NO_TASK;
         self.attached -= 1;
         self.mru_next[slot as usize] = self.free_head;
         self.free_head = slot;
-        Some(e)
+        Some(id)
     }
 
-    /// Whether the arena has room for one more task (slots promised to arriving tasks are
+    /// Whether there is room for one more task (slots promised to arriving tasks are
     /// taken).
     pub fn has_room(&self) -> bool {
         ((self.attached + self.reserved) as usize) < Q
@@ -458,8 +453,9 @@ impl<const Q: usize> RunQueue<Q> {
     /// or queued on the timeline, or a current task being switched out), the MRU list
     /// holding exactly the accounted tasks, `nr_running` and the load sum matching, buddies
     /// pointing at queued tasks, and PELT averages consistent with their sums. Cost O(Q).
-    pub fn check(&self) -> Result<(), InvariantViolation> {
+    pub fn check(&self, pool: Pool<'_>) -> Result<(), InvariantViolation> {
         let fail = |what| Err(InvariantViolation { cpu: self.cpu, what, task: None });
+        let entity = |slot: SlotId| self.task_at(slot).and_then(|id| pool.get(id));
         if self.timeline.check().is_err() {
             return fail("timeline structure");
         }
@@ -467,15 +463,19 @@ impl<const Q: usize> RunQueue<Q> {
         let mut idle = 0u32;
         let mut weight = 0u64;
         let mut attached = 0usize;
-        for (i, s) in self.slots.iter().enumerate() {
+        for i in 0..Q {
             let slot = i as SlotId;
             let in_tree = self.timeline.contains(i);
-            let Some(e) = s else {
+            let Some(id) = self.task_at(slot) else {
                 if in_tree || self.curr == Some(slot) {
                     return fail("empty slot queued or current");
                 }
                 continue;
             };
+            let Some(e) = pool.get(id) else { return fail("attached task beyond the entity pool") };
+            if e.id != id {
+                return fail("entity id differs from the task attached");
+            }
             attached += 1;
             if e.cpu != self.cpu {
                 return fail("entity cpu differs from its runqueue");
@@ -509,12 +509,12 @@ impl<const Q: usize> RunQueue<Q> {
             }
         }
         if let Some(n) = self.switching_out {
-            if self.curr == Some(n) || self.entity(n).is_none_or(|e| !e.on_cpu) {
+            if self.curr == Some(n) || entity(n).is_none_or(|e| !e.on_cpu) {
                 return fail("switching-out task is current or not on_cpu");
             }
         }
         if let Some(n) = self.curr {
-            if self.entity(n).is_none_or(|e| !e.on_cpu) {
+            if entity(n).is_none_or(|e| !e.on_cpu) {
                 return fail("current task not marked on_cpu");
             }
         }
@@ -536,7 +536,7 @@ impl<const Q: usize> RunQueue<Q> {
             if self.mru_prev[cur as usize] != prev {
                 return fail("MRU back link");
             }
-            match &self.slots[cur as usize] {
+            match entity(cur) {
                 Some(e) if e.on_rq => {}
                 _ => return fail("MRU list holds an unaccounted task"),
             }
@@ -547,19 +547,19 @@ impl<const Q: usize> RunQueue<Q> {
             return fail("MRU list differs from accounted tasks");
         }
         for b in [self.next, self.last, self.skip].into_iter().flatten() {
-            match self.entity(b) {
+            match entity(b) {
                 Some(e) if e.on_rq => {}
                 _ => return fail("buddy is not an accounted task"),
             }
         }
         if attached > Q {
-            return fail("arena overflow");
+            return fail("more tasks attached than slots");
         }
         if attached != self.attached as usize {
-            return fail("arena count disagrees with its slots");
+            return fail("attached count disagrees with the slots");
         }
         if attached + self.reserved as usize > Q {
-            return fail("more slots promised than the arena has");
+            return fail("more slots promised than there are");
         }
         // PELT: at the last recompute each average was its sum / divider. Since then the
         // sums grew by at most one period of input while the divider grew too, and
@@ -588,27 +588,6 @@ impl<const Q: usize> RunQueue<Q> {
         Ok(())
     }
 }
-
-static SENTINEL: Entity = Entity {
-    id: TaskId::new(u32::MAX, u32::MAX),
-    policy: Policy::Normal,
-    nice: crate::weights::Nice::ZERO,
-    affinity: CpuMask::EMPTY,
-    load: LoadWeight { weight: crate::weights::NICE_0_LOAD, inv_weight: 4_194_304 },
-    vruntime: 0,
-    exec_start: 0,
-    sum_exec_runtime: 0,
-    prev_sum_exec_runtime: 0,
-    avg: SchedAvg::ZERO,
-    on_rq: false,
-    pelt_attached: false,
-    on_cpu: false,
-    cpu: u32::MAX,
-    wakee_flips: 0,
-    wakee_flip_decay_ts: 0,
-    last_wakee: None,
-    recent_used_cpu: 0,
-};
 
 /// What the PELT consistency check must allow for since the last recompute of the
 /// runqueue's averages.
@@ -655,6 +634,6 @@ impl<const Q: usize> Iterator for MruIter<'_, Q> {
         }
         let slot = self.cur;
         self.cur = if self.back { self.rq.mru_prev[slot as usize] } else { self.rq.mru_next[slot as usize] };
-        Some((slot, self.rq.ent(slot).id))
+        Some((slot, self.rq.ids[slot as usize]))
     }
 }

@@ -6,7 +6,7 @@ use core::ops::Deref;
 
 use crate::cpumask::CpuMask;
 use crate::error::SchedError;
-use crate::fair::WakeFlags;
+use crate::fair::{Fair, WakeFlags};
 use crate::features::{Features, Tunables};
 use crate::platform::Platform;
 use crate::runqueue::{InvariantViolation, RunQueue};
@@ -99,6 +99,23 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// The runqueue (read-only; locked while the returned guard lives).
     pub fn rq(&self) -> RqRef<'_, Q> {
         RqRef(self.smp.cpus[0].rq.lock())
+    }
+
+    /// Runs `f` on the fair class's view of the runqueue, its lock held: for benchmarks and
+    /// experiments that drive the fair class directly (which bypasses the task table, so
+    /// only what `f` leaves consistent stays consistent).
+    ///
+    /// ```
+    /// use sched_core::{NoPlatform, SingleCpu, TaskParams, Tunables, Features};
+    /// let mut s: SingleCpu<NoPlatform, 4, 4> =
+    ///     SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default()).unwrap();
+    /// s.create(0, TaskParams::default()).unwrap();
+    /// assert_eq!(s.with_fair(|rq| rq.nr_running()), 1);
+    /// ```
+    pub fn with_fair<T>(&mut self, f: impl FnOnce(&mut Fair<'_, '_, Q>) -> T) -> T {
+        let pool = self.smp.pool();
+        let mut st = self.smp.cpus[0].rq.lock();
+        f(&mut st.rq.fair(pool))
     }
 
     /// The live tasks (locked while the returned guard lives).

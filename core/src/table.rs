@@ -1,35 +1,32 @@
 //! The task table: a fixed number of slots, each with a generation counter so that an id
-//! outlives nothing it named.
+//! outlives nothing it named. It records each task's state and where it is; the entity
+//! itself lives in the machine's [`crate::entities::Entities`], in the cell of the same slot.
 
 use crate::error::SchedError;
 use crate::runqueue::SlotId;
-use crate::task::{Entity, TaskId, TaskState};
+use crate::task::{TaskId, TaskState};
 
-/// Where a live task's entity is.
-// A parked entity is stored by value: there is no heap, and the table is sized for it.
-#[allow(clippy::large_enum_variant)]
+/// Where a live task is, which says who owns its entity (see [`crate::entities`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Location {
-    /// In CPU `cpu`'s runqueue arena at `slot` (queued, running, or being switched out).
+    /// Attached to CPU `cpu`'s runqueue at `slot` (queued, running, or being switched out).
     OnCpu {
         /// The CPU.
         cpu: u32,
-        /// Its arena slot there.
+        /// Its runqueue slot there.
         slot: SlotId,
     },
-    /// Between runqueues (being created or woken): the caller moving it holds the
+    /// Between runqueues (being created or woken): the caller moving it owns the
     /// entity. Other operations on it wait until it lands.
     InTransit {
         /// The CPU it comes from (the parent's, for a new task).
         from: u32,
     },
-    /// Asleep: the entity is parked here; `cpu` is the CPU whose PELT sums still carry its
-    /// blocked load.
+    /// Asleep, attached to no runqueue; `cpu` is the CPU whose PELT sums still carry its
+    /// blocked load. The holder of the table lock owns its entity.
     Parked {
         /// The CPU it last ran on.
         cpu: u32,
-        /// The entity.
-        entity: Entity,
     },
 }
 
@@ -171,13 +168,9 @@ impl<const N: usize> Default for TaskTable<N> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::cpumask::CpuMask;
-    use crate::task::Policy;
-    use crate::weights::Nice;
 
     fn parked() -> TaskEntry {
-        let e = Entity::new(TaskId::new(0, 0), Nice::ZERO, Policy::Normal, CpuMask::ALL, 0);
-        TaskEntry { state: TaskState::Blocked, location: Location::Parked { cpu: 0, entity: e } }
+        TaskEntry { state: TaskState::Blocked, location: Location::Parked { cpu: 0 } }
     }
 
     #[test]

@@ -152,6 +152,28 @@ pub struct Entity {
 }
 
 impl Entity {
+    /// What an unused entity cell holds: no task (its id names no slot), nice 0, no CPU.
+    pub const PLACEHOLDER: Entity = Entity {
+        id: TaskId::new(u32::MAX, u32::MAX),
+        policy: Policy::Normal,
+        nice: Nice::ZERO,
+        affinity: CpuMask::EMPTY,
+        load: LoadWeight { weight: crate::weights::NICE_0_LOAD, inv_weight: 4_194_304 },
+        vruntime: 0,
+        exec_start: 0,
+        sum_exec_runtime: 0,
+        prev_sum_exec_runtime: 0,
+        avg: SchedAvg::ZERO,
+        on_rq: false,
+        pelt_attached: false,
+        on_cpu: false,
+        cpu: u32::MAX,
+        wakee_flips: 0,
+        wakee_flip_decay_ts: 0,
+        last_wakee: None,
+        recent_used_cpu: 0,
+    };
+
     /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
     pub fn new(id: TaskId, nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {
         let load = weight_for(policy, nice);

@@ -457,9 +457,7 @@ impl Snapshot {
 fn entity_of<const T: usize>(m: &M<T>, id: TaskId) -> Result<Entity, SchedError> {
     let state = m.state(id)?;
     for c in 0..m.nr_cpus() {
-        let found = m.with_cpu(c, |st| {
-            st.rq.attached().find(|&(_, t)| t == id).and_then(|(slot, _)| st.rq.entity(slot).copied())
-        });
+        let found = m.with_cpu_entities(c, |_, ents| ents.map(|(_, e)| e).find(|e| e.id == id));
         if let Ok(Some(e)) = found {
             return Ok(e);
         }
@@ -476,7 +474,7 @@ fn snapshot<const T: usize>(m: &M<T>, model: &Model) -> Snapshot {
         .map(|c| {
             m.with_cpu(c, |st| {
                 let rq = &st.rq;
-                let id_at = |node: Option<SlotId>| node.and_then(|n| rq.entity(n)).map(|e| e.id);
+                let id_at = |node: Option<SlotId>| node.and_then(|n| rq.task_at(n));
                 CpuSnap {
                     nr_running: rq.nr_running(),
                     curr: rq.curr_id(),
@@ -1097,12 +1095,8 @@ fn label(call: &Call, pre: &Snapshot) -> String {
 
 /// Tasks queued (not running) on `cpu` that their affinity excludes.
 fn stranded<const T: usize>(m: &M<T>, cpu: usize) -> Vec<Entity> {
-    m.with_cpu(cpu, |st| {
-        let rq = &st.rq;
-        rq.attached()
-            .filter_map(|(slot, _)| rq.entity(slot).copied())
-            .filter(|e| e.on_rq && !e.on_cpu && !e.affinity.contains(cpu))
-            .collect()
+    m.with_cpu_entities(cpu, |_, ents| {
+        ents.map(|(_, e)| e).filter(|e| e.on_rq && !e.on_cpu && !e.affinity.contains(cpu)).collect()
     })
     .unwrap_or_default()
 }

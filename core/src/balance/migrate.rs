@@ -6,9 +6,10 @@ use super::imbalance::MigrationType;
 use super::IdleType;
 use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
+use crate::fair::Fair;
 use crate::features::Features;
 use crate::runqueue::{RunQueue, SlotId};
-use crate::task::{Entity, Policy};
+use crate::task::{Entity, Policy, TaskId};
 
 bitflags! {
     /// `LBF_*`: what a detach pass ran into.
@@ -84,7 +85,7 @@ fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e:
 }
 
 /// `can_migrate_task`, checks in the kernel's order; records pinning in `env.flags`.
-pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, slot: SlotId) -> bool {
+pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &Fair<'_, '_, Q>, slot: SlotId) -> bool {
     let Some(e) = src.entity(slot) else { return false };
     if !e.affinity.contains(env.dst_cpu as usize) {
         env.flags |= LbfFlags::SOME_PINNED;
@@ -102,23 +103,24 @@ pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, 
     if e.on_cpu {
         return false;
     }
-    let hot = task_hot(env, src, slot, e);
+    let hot = task_hot(env, src, slot, &e);
     !hot || env.nr_balance_failed > env.cache_nice_tries
 }
 
 /// Most tasks one [`detach_tasks`] call hands over before its caller attaches them: it bounds
-/// the caller's buffer (a few KB of stack) while Linux's own batch, `NR_MIGRATE_BREAK`, still
+/// the caller's buffer of task ids while Linux's own batch, `NR_MIGRATE_BREAK`, still
 /// decides when a pass drops its locks. A full batch ends the call with `NEED_BREAK`, and the
 /// caller continues where it stopped, as after a lock break; no decision changes.
 pub const DETACH_BATCH: usize = 8;
 
 /// `detach_tasks`: scans src's tasks from the least recently run, detaches those that
-/// may move and fit the imbalance, and returns them (at most [`DETACH_BATCH`] per call).
-/// Tasks passed over go to the head of the list.
+/// may move and fit the imbalance, and returns their ids (at most [`DETACH_BATCH`] per
+/// call; their entities stay in the pool, in transit). Tasks passed over go to the head of
+/// the list.
 pub fn detach_tasks<const Q: usize>(
     env: &mut DetachEnv,
-    src: &mut RunQueue<Q>,
-    out: &mut heapless::Vec<Entity, DETACH_BATCH>,
+    src: &mut Fair<'_, '_, Q>,
+    out: &mut heapless::Vec<TaskId, DETACH_BATCH>,
 ) -> u32 {
     let mut detached = 0;
     if env.imbalance <= 0 {
@@ -184,11 +186,11 @@ pub fn detach_tasks<const Q: usize>(
             src.mru_move_to_head(slot);
             continue;
         }
-        let Some(e) = src.detach_task(slot) else {
+        let Some(id) = src.detach_task(slot) else {
             src.mru_move_to_head(slot);
             continue;
         };
-        if let Err(e) = out.push(e) {
+        if let Err(e) = out.push(id) {
             // Cannot happen (checked before the detach); never lose a task: put it back.
             src.attach_task(e);
             break;
@@ -206,7 +208,7 @@ pub fn detach_tasks<const Q: usize>(
 }
 
 /// `detach_one_task` for the active-balance stopper: the first movable task from the tail.
-pub fn detach_one_task<const Q: usize>(env: &mut DetachEnv, src: &mut RunQueue<Q>) -> Option<Entity> {
+pub fn detach_one_task<const Q: usize>(env: &mut DetachEnv, src: &mut Fair<'_, '_, Q>) -> Option<TaskId> {
     let slots: heapless::Vec<SlotId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
     for slot in slots {
         if can_migrate_task(env, src, slot) {

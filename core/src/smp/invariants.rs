@@ -30,7 +30,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu: cpu as u32, what, task: Some(t) });
         let mut attached = 0usize;
         for (c, st) in guards.iter().enumerate() {
-            st.rq.check()?;
+            st.rq.check(self.pool())?;
             let mv = st.rq.min_vruntime();
             let last = self.last_min_vruntime[c].load(Relaxed);
             if crate::timeline::vruntime_before(mv, last) {
@@ -46,7 +46,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     on_cpu += 1;
                     let c = cpu as usize;
                     let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
-                    let Some(ent) = st.rq.entity(slot) else {
+                    let Some(ent) = st.rq.task_at(slot).and_then(|t| self.pool().get(t)) else {
                         return fail(c, "table points at an empty slot");
                     };
                     if ent.id != id {
@@ -67,7 +67,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         return fail_t(c, "queued task on a CPU outside its affinity", id);
                     }
                 }
-                Location::Parked { entity, cpu } => {
+                Location::Parked { cpu } => {
+                    let Some(entity) = self.pool().get(id) else {
+                        return fail_t(cpu as usize, "task beyond the entity pool", id);
+                    };
                     if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu || entity.id != id {
                         return fail_t(cpu as usize, "parked task is not a blocked, idle entity", id);
                     }
@@ -80,7 +83,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // CPUs run, a destination may briefly hold more reservations than pushes.)
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {
-                match st.rq.entity(p.slot) {
+                match st.rq.task_at(p.slot).and_then(|t| self.pool().get(t)) {
                     Some(e) if e.id == p.task && e.on_cpu => {}
                     _ => return fail_t(c, "a planned push names a task no longer on its CPU", p.task),
                 }

@@ -48,10 +48,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // task_fork_fair on the parent's runqueue; the vruntime comes back normalised.
             let mut st = self.cpus[cpu].rq.lock();
             st.rq.update_clock(now);
-            st.rq.fork_vruntime(&mut child);
+            st.rq.fair(self.pool()).fork_vruntime(&mut child);
             self.after_update(cpu, &mut st);
         }
-        match self.activate_on(target, now, child, EnqueueFlags::empty(), WakeFlags::FORK, true) {
+        // In transit: this call owns the new task's cell.
+        self.pool().put(id, child);
+        match self.activate_on(target, now, id, EnqueueFlags::empty(), WakeFlags::FORK, true) {
             Ok(_) => {
                 self.emit(now, target as u32, EventKind::NewTask { task: id });
                 Ok(id)
@@ -65,33 +67,32 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    /// Puts an entity onto `cpu`'s runqueue (new task or wakeup), into the slot reserved for
-    /// it with [`Smp::reserve_room`], and checks preemption.
+    /// Puts a task in transit (its entity in the pool) onto `cpu`'s runqueue (new task or
+    /// wakeup), into the slot reserved for it with [`Smp::reserve_room`], and checks
+    /// preemption.
     fn activate_on(
         &self,
         cpu: usize,
         now: u64,
-        mut e: Entity,
+        id: TaskId,
         flags: EnqueueFlags,
         wf: WakeFlags,
         new_task: bool,
     ) -> Result<SlotId, SchedError> {
         let mut st = self.cpus[cpu].rq.lock();
         st.rq.update_clock(now);
-        e.cpu = cpu as u32;
-        let id = e.id;
-        let slot = st.rq.insert_reserved(e).ok_or(SchedError::RunQueueFull)?;
+        let slot = st.rq.fair(self.pool()).insert_reserved(id).ok_or(SchedError::RunQueueFull)?;
         if new_task {
-            st.rq.post_init_entity(slot);
+            st.rq.fair(self.pool()).post_init_entity(slot);
         }
-        st.rq.enqueue(slot, flags);
+        st.rq.fair(self.pool()).enqueue(slot, flags);
         // Land it in the table before this runqueue's lock is released: from then on the
         // CPU may pick it, and picking sets its state to Running.
         if let Ok(te) = self.tasks.lock().get_mut(id) {
             te.state = TaskState::Runnable;
             te.location = Location::OnCpu { cpu: cpu as u32, slot };
         }
-        st.rq.check_preempt_wakeup(slot, wf);
+        st.rq.fair(self.pool()).check_preempt_wakeup(slot, wf);
         // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
         if st.idle_stamp != 0 {
             let delta = now.saturating_sub(st.idle_stamp);
@@ -114,7 +115,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             (state, _) => return Err(SchedError::InvalidState { task: id, state }),
         };
         st.rq.update_clock(now);
-        st.rq.dequeue(slot, DequeueFlags::SLEEP);
+        st.rq.fair(self.pool()).dequeue(slot, DequeueFlags::SLEEP);
         if let Ok(e) = t.get_mut(id) {
             e.state = TaskState::Blocked;
         }
@@ -133,7 +134,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, wf: WakeFlags) -> Result<u32, SchedError> {
         self.check_cpu(cpu)?;
         loop {
-            let entry = *self.tasks.lock().get(id)?;
+            // A parked task's entity is read under the table lock, which owns it.
+            let (entry, parked) = {
+                let t = self.tasks.lock();
+                let entry = *t.get(id)?;
+                let parked = match entry.location {
+                    Location::Parked { .. } => self.pool().get(id),
+                    _ => None,
+                };
+                (entry, parked)
+            };
             if entry.state != TaskState::Blocked {
                 if matches!(entry.state, TaskState::Waking) {
                     core::hint::spin_loop();
@@ -155,7 +165,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue; // changed meanwhile
                     }
                     st.rq.update_clock(now);
-                    st.rq.enqueue(slot, EnqueueFlags::WAKEUP);
+                    st.rq.fair(self.pool()).enqueue(slot, EnqueueFlags::WAKEUP);
                     let state = if st.rq.curr_slot() == Some(slot) {
                         TaskState::Running
                     } else {
@@ -165,13 +175,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         e.state = state;
                     }
                     drop(t);
-                    st.rq.check_preempt_wakeup(slot, wf);
+                    st.rq.fair(self.pool()).check_preempt_wakeup(slot, wf);
                     self.after_update(c, &mut st);
                     drop(st);
                     self.emit(now, c as u32, EventKind::Waking { task: id });
                     return Ok(c as u32);
                 }
-                Location::Parked { cpu: prev, entity } => {
+                Location::Parked { cpu: prev } => {
+                    let Some(entity) = parked else { return Err(SchedError::UnknownTask(id)) };
                     // Refuse before changing anything if no allowed CPU has room.
                     let allowed = entity.affinity.and(&self.online());
                     if !allowed.iter().any(|c| self.cpus[c].rq.lock().rq.has_room()) {
@@ -181,7 +192,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     {
                         let mut t = self.tasks.lock();
                         match t.get_mut(id) {
-                            Ok(e) if *e == entry => {
+                            Ok(e) if *e == entry && self.pool().get(id) == Some(entity) => {
                                 e.state = TaskState::Waking;
                                 e.location = Location::InTransit { from: prev };
                             }
@@ -203,7 +214,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if affine {
                         let mut st = self.cpus[cpu].rq.lock();
                         if let Some(n) = st.rq.curr_slot() {
-                            if let Some(w) = st.rq.ent_mut(n) {
+                            if let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) {
                                 w.recent_used_cpu = cpu as u32;
                             }
                         }
@@ -213,7 +224,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         self.migrate_sleeping(&mut e, prev as usize);
                         flags |= EnqueueFlags::MIGRATED;
                     }
-                    return match self.activate_on(target, now, e, flags, wf, false) {
+                    // In transit: this call owns the cell.
+                    self.pool().put(id, e);
+                    return match self.activate_on(target, now, id, flags, wf, false) {
                         Ok(_) => {
                             if target != prev as usize {
                                 let reason = MigrateReason::Wakeup;
@@ -232,6 +245,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                             let mut t = self.tasks.lock();
                             if let Ok(te) = t.get_mut(id) {
                                 *te = entry;
+                                self.pool().put(id, entity);
                             }
                             Err(err)
                         }
@@ -249,7 +263,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let hz = self.hz as u64;
         let mut st = self.cpus[cpu].rq.lock();
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
-        let Some(w) = st.rq.ent_mut(n) else { return Waker::default() };
+        let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) else { return Waker::default() };
         if j > w.wakee_flip_decay_ts + hz {
             w.wakee_flips >>= 1;
             w.wakee_flip_decay_ts = j;
@@ -271,13 +285,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     return Err(SchedError::InvalidState { task: id, state: entry.state })
                 }
                 (_, Location::InTransit { .. }) => core::hint::spin_loop(),
-                (_, Location::Parked { cpu, mut entity }) => {
+                (_, Location::Parked { cpu }) => {
                     let mut st = self.cpus[cpu as usize].rq.lock();
                     let mut t = self.tasks.lock();
                     if t.get(id).copied() != Ok(entry) {
                         continue;
                     }
-                    st.rq.remove_entity_load(&mut entity);
+                    if let Some(mut e) = self.pool().lock(id) {
+                        st.rq.remove_entity_load(&mut e);
+                    }
                     t.remove(id)?;
                     drop(t);
                     self.after_update(cpu as usize, &mut st);
@@ -293,7 +309,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     st.rq.update_clock(now);
-                    st.rq.dequeue(slot, DequeueFlags::SLEEP);
+                    st.rq.fair(self.pool()).dequeue(slot, DequeueFlags::SLEEP);
                     let busy = st.rq.curr_slot() == Some(slot) || st.rq.switching_out_slot() == Some(slot);
                     if busy {
                         // Its CPU still runs it or is switching away: it leaves at finish_switch.
@@ -302,7 +318,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         }
                         st.rq.resched_curr();
                     } else {
-                        if let Some(mut e) = st.rq.take(slot) {
+                        if let Some(mut e) = st.rq.take(slot).and_then(|t| self.pool().lock(t)) {
                             st.rq.remove_entity_load(&mut e);
                         }
                         t.remove(id)?;
@@ -326,7 +342,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.check_cpu(cpu)?;
         let (slot, mut e) = {
             let st = self.cpus[cpu].rq.lock();
-            match st.rq.curr_slot().and_then(|n| st.rq.entity(n).map(|e| (n, *e))) {
+            match st
+                .rq
+                .curr_slot()
+                .and_then(|n| st.rq.task_at(n).and_then(|t| self.pool().get(t)).map(|e| (n, e)))
+            {
                 Some((n, e)) if e.id == id && e.on_rq => match st.push_for(n) {
                     // Already leaving (its affinity changed): it runs where it goes.
                     Some(p) if p.task == id => return Ok(p.dst),
@@ -363,8 +383,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// longer there (the caller gives the reservation back).
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
         let mut st = self.cpus[cpu].rq.lock();
-        match st.rq.ent_mut(p.slot) {
-            Some(e) if e.id == p.task && e.on_cpu => {
+        match st.rq.fair(self.pool()).ent_mut(p.slot) {
+            Some(mut e) if e.id == p.task && e.on_cpu => {
                 if let Some(mask) = affinity {
                     e.affinity = mask;
                 }
@@ -400,19 +420,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let Ok(te) = t.get_mut(id) else { continue };
                     // It may have woken and slept again elsewhere since the first look: only
                     // the runqueue it sleeps on may be adjusted.
-                    let Location::Parked { cpu: now_on, entity } = &mut te.location else { continue };
-                    if *now_on != cpu {
+                    let Location::Parked { cpu: now_on } = te.location else { continue };
+                    if now_on != cpu {
                         continue;
                     }
                     st.rq.update_clock(now);
-                    st.rq.reweight_parked(entity, nice);
+                    if let Some(mut e) = self.pool().lock(id) {
+                        st.rq.reweight_parked(&mut e, nice);
+                    }
                     return Ok(());
                 }
                 Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
-                    st.rq.change_nice(slot, nice);
+                    st.rq.fair(self.pool()).change_nice(slot, nice);
                     self.after_update(c, &mut st);
                     return Ok(());
                 }
@@ -434,16 +456,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 Location::Parked { .. } => {
                     let mut t = self.tasks.lock();
                     let Ok(te) = t.get_mut(id) else { continue };
-                    let Location::Parked { entity, .. } = &mut te.location else { continue };
-                    entity.affinity = mask;
+                    let Location::Parked { .. } = te.location else { continue };
+                    if let Some(mut e) = self.pool().lock(id) {
+                        e.affinity = mask;
+                    }
                     return Ok(());
                 }
                 Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
                     let (e, planned) = {
                         let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.entity(slot) else { continue };
-                        (*e, st.push_for(slot))
+                        let Some(e) = st.rq.task_at(slot).and_then(|t| self.pool().get(t)) else { continue };
+                        (e, st.push_for(slot))
                     };
                     // An exiting task never runs again, and a planned move to a CPU the new
                     // mask allows still fits: only the mask changes.
@@ -451,14 +475,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
                     if keep && !mask.contains(c) {
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.ent_mut(slot) else { continue };
+                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot) else { continue };
                         e.affinity = mask;
                         return Ok(());
                     }
                     if mask.contains(c) {
                         // It may stay: a push planned for it is no longer needed.
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.ent_mut(slot) else { continue };
+                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot) else { continue };
                         e.affinity = mask;
                         let cancelled = st.take_push(slot);
                         drop(st);

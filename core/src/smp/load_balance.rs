@@ -356,7 +356,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu);
                 if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
                     let mut st = self.cpus[busiest_cpu].rq.lock();
-                    let curr_allowed = st.rq.curr_slot().is_none_or(|n| st.rq.ent(n).affinity.contains(cpu));
+                    let curr_allowed =
+                        st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).affinity.contains(cpu));
                     if !curr_allowed {
                         drop(st);
                         flags |= LbfFlags::ALL_PINNED;
@@ -502,10 +503,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         features: self.features(),
                     };
                     st.rq.update_clock(now);
-                    if let Some(e) = detach_one_task(&mut env, &mut st.rq) {
+                    if let Some(e) = detach_one_task(&mut env, &mut st.rq.fair(self.pool())) {
                         // Its slot here waits for it until it lands (see attach_moved).
                         st.rq.reserve();
-                        if let Ok(te) = self.tasks.lock().get_mut(e.id) {
+                        if let Ok(te) = self.tasks.lock().get_mut(e) {
                             te.location = Location::InTransit { from: cpu as u32 };
                         }
                         bal.domains[lvl].nr_balance_failed = 0;

@@ -59,7 +59,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut a = self.cpus[lo].rq.lock();
         let mut b = self.cpus[hi].rq.lock();
         let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
-        let allowed = match s.rq.entity(slot) {
+        let allowed = match s.rq.fair(self.pool()).entity(slot) {
             Some(e) if e.id == id && e.on_rq && !e.on_cpu => match how {
                 Move::Reaffine(mask) => mask,
                 Move::ToRoom | Move::Reserved => e.affinity,
@@ -74,13 +74,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         s.rq.update_clock(now);
         d.rq.update_clock(now);
-        if let (Move::Reaffine(mask), Some(e)) = (how, s.rq.ent_mut(slot)) {
+        if let (Move::Reaffine(mask), Some(mut e)) = (how, s.rq.fair(self.pool()).ent_mut(slot)) {
             e.affinity = mask;
         }
-        let Some(e) = s.rq.detach_task(slot) else { return Moved::Changed };
+        let Some(e) = s.rq.fair(self.pool()).detach_task(slot) else { return Moved::Changed };
         let attached = match how {
-            Move::Reserved => d.rq.attach_task_reserved(e),
-            Move::ToRoom | Move::Reaffine(_) => d.rq.attach_task(e),
+            Move::Reserved => d.rq.fair(self.pool()).attach_task_reserved(e),
+            Move::ToRoom | Move::Reaffine(_) => d.rq.fair(self.pool()).attach_task(e),
         };
         // Room was checked (or reserved) under this lock, so the attach cannot fail.
         let Some(dst_slot) = attached else { return Moved::Changed };
@@ -138,11 +138,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Detaches what `env` allows from `src` and attaches it to `dst`, updating the task
     /// table. Returns the number moved.
     pub(super) fn detach_attach(&self, env: &mut DetachEnv, src: usize, dst: usize, now: u64) -> u32 {
-        let mut tasks: heapless::Vec<Entity, DETACH_BATCH> = heapless::Vec::new();
+        let mut tasks: heapless::Vec<TaskId, DETACH_BATCH> = heapless::Vec::new();
         {
             let mut st = self.cpus[src].rq.lock();
             st.rq.update_clock(now);
-            detach_tasks(env, &mut st.rq, &mut tasks);
+            detach_tasks(env, &mut st.rq.fair(self.pool()), &mut tasks);
             // Each detached task keeps its slot here until it lands, so it can always come
             // back (the slots it freed cannot be taken meanwhile).
             for _ in &tasks {
@@ -150,8 +150,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
             if !tasks.is_empty() {
                 let mut t = self.tasks.lock();
-                for e in &tasks {
-                    if let Ok(te) = t.get_mut(e.id) {
+                for &id in &tasks {
+                    if let Ok(te) = t.get_mut(id) {
                         te.location = Location::InTransit { from: src as u32 };
                     }
                 }
@@ -159,8 +159,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.after_update(src, &mut st);
         }
         let n = tasks.len() as u32;
-        for e in tasks {
-            self.attach_moved(e, src, dst, now, MigrateReason::Balance);
+        for id in tasks {
+            self.attach_moved(id, src, dst, now, MigrateReason::Balance);
         }
         n
     }
@@ -168,17 +168,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Attaches a task detached from `src` to `dst`, or, if `dst` is full, back to `src`
     /// into the slot reserved there for it when it was detached (callers reserve one per
     /// detached task under `src`'s lock, so a task is never left without a runqueue).
-    pub(crate) fn attach_moved(&self, e: Entity, src: usize, dst: usize, now: u64, reason: MigrateReason) {
-        let id = e.id;
-        // Returns the task back if `cpu` has no room for it.
-        let place = |cpu: usize, e: Entity, reserved: bool| -> Option<Entity> {
+    pub(crate) fn attach_moved(&self, id: TaskId, src: usize, dst: usize, now: u64, reason: MigrateReason) {
+        // `false` if `cpu` has no room for it.
+        let place = |cpu: usize, reserved: bool| -> bool {
             let mut st = self.cpus[cpu].rq.lock();
             st.rq.update_clock(now);
             if !reserved && !st.rq.has_room() {
-                return Some(e);
+                return false;
             }
-            let slot = if reserved { st.rq.attach_task_reserved(e) } else { st.rq.attach_task(e) };
-            let slot = slot?;
+            let mut fair = st.rq.fair(self.pool());
+            let slot = if reserved { fair.attach_task_reserved(id) } else { fair.attach_task(id) };
+            let Some(slot) = slot else { return false };
             if cpu != src {
                 st.nr_migrations_in += 1;
             }
@@ -186,16 +186,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 te.location = Location::OnCpu { cpu: cpu as u32, slot };
             }
             self.after_update(cpu, &mut st);
-            None
+            true
         };
-        match place(dst, e, false) {
-            None => {
-                self.unreserve(src);
-                self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason })
-            }
-            Some(e) => {
-                let _ = place(src, e, true);
-            }
+        if place(dst, false) {
+            self.unreserve(src);
+            self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason })
+        } else {
+            place(src, true);
         }
     }
 }

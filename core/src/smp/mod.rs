@@ -7,8 +7,13 @@
 //!    that CPU's behalf (the CPU itself, or a nohz idle balancer), never while holding (2)
 //!    or (3).
 //! 2. **Runqueue** locks: at most two at once, and then the lower-numbered CPU first.
-//! 3. The **task table** lock: innermost; taken with or without runqueue locks, never held
-//!    while taking a runqueue lock.
+//! 3. The **task table** lock: taken with or without runqueue locks, never held while
+//!    taking a runqueue lock.
+//! 4. An **entity cell** ([`crate::entities`]): innermost, and only ever locked by the
+//!    entity's owner — the holder of the runqueue lock of the CPU the task is attached to,
+//!    of the table lock for a parked task, or the caller moving a task in transit — so it is
+//!    never contended. Two cells are held at once only for two tasks of the runqueue whose
+//!    lock is held.
 //!
 //! The topology is written by [`Smp::init`] before any other call (and again only while no task
 //! is alive) and only read otherwise.
@@ -76,10 +81,11 @@ use spin::rwlock::RwLock;
 use spin::{RelaxStrategy, Spin};
 
 use crate::cpumask::CpuMask;
+use crate::entities::{Entities, Pool};
 use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
 use crate::platform::{Event, EventKind, Platform};
-use crate::runqueue::RunQueue;
+use crate::runqueue::{RunQueue, SlotId};
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
@@ -106,6 +112,8 @@ pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usiz
     pub(crate) topo: RwLock<Topology<CPUS>, R>,
     pub(crate) cpus: [CpuCell<Q, R>; CPUS],
     pub(crate) tasks: Mutex<TaskTable<TASKS>, R>,
+    /// Every task's entity, in the cell of its table slot (see [`crate::entities`]).
+    pub(crate) ents: Entities<TASKS>,
     pub(crate) sgc: [[GroupCapacity; CPUS]; MAX_LEVELS],
     pub(crate) root: RootDomain,
     nr_cpus: AtomicU32,
@@ -156,6 +164,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
             }; CPUS],
             tasks: Mutex::new(TaskTable::new()),
+            ents: Entities::new(),
             sgc: [const { [const { GroupCapacity::new() }; CPUS] }; MAX_LEVELS],
             root: RootDomain { overload: AtomicBool::new(false), overutilized: AtomicBool::new(false) },
             nr_cpus: AtomicU32::new(0),
@@ -289,6 +298,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(f(&self.cpus[cpu].rq.lock()))
     }
 
+    /// Runs `f` with a CPU's state locked and a copy of each task attached there, in slot
+    /// order (for tests and reports that look at the entities of one runqueue).
+    pub fn with_cpu_entities<T>(
+        &self,
+        cpu: usize,
+        f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (SlotId, Entity)>) -> T,
+    ) -> Result<T, SchedError> {
+        self.check_cpu(cpu)?;
+        let st = self.cpus[cpu].rq.lock();
+        let pool = self.pool();
+        let mut it = st.rq.attached().filter_map(|(slot, id)| pool.get(id).map(|e| (slot, e)));
+        Ok(f(&st, &mut it))
+    }
+
     /// A copy of a CPU's balancing state.
     pub fn balance_state(&self, cpu: usize) -> Result<BalanceState, SchedError> {
         self.check_cpu(cpu)?;
@@ -326,16 +349,29 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
+    /// The entity cells (locked only by an entity's owner: see [`crate::entities`]).
+    pub(crate) fn pool(&self) -> Pool<'_> {
+        self.ents.pool()
+    }
+
     /// A copy of a task's entity, wherever it is.
     pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
         loop {
-            let loc = self.tasks.lock().get(id)?.location;
+            let loc = {
+                let t = self.tasks.lock();
+                let loc = t.get(id)?.location;
+                if let Location::Parked { .. } = loc {
+                    // The table lock owns a parked entity.
+                    return self.pool().get(id).ok_or(SchedError::UnknownTask(id));
+                }
+                loc
+            };
             match loc {
-                Location::Parked { entity, .. } => return Ok(entity),
+                Location::Parked { .. } => continue,
                 Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::OnCpu { cpu, slot } => {
-                    let st = self.cpus[cpu as usize].rq.lock();
-                    match st.rq.entity(slot) {
+                    let mut st = self.cpus[cpu as usize].rq.lock();
+                    match st.rq.fair(self.pool()).entity(slot) {
                         Some(e) if e.id == id => return Ok(*e),
                         _ => continue, // moved meanwhile
                     }

@@ -242,7 +242,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
         st.misfit_task_load = match (st.asym_capacity, st.rq.curr_slot()) {
             (true, Some(n)) => {
-                let e = st.rq.ent(n);
+                let e = st.rq.ent_in(self.pool(), n);
                 if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {
                     e.avg.load_avg.max(1)
                 } else {

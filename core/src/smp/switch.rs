@@ -23,7 +23,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let idle = {
             let mut st = self.cpus[cpu].rq.lock();
             st.rq.update_clock(now);
-            st.rq.task_tick();
+            st.rq.fair(self.pool()).task_tick();
             self.after_update(cpu, &mut st);
             st.rq.is_idle()
         };
@@ -44,7 +44,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     fn schedule_on(&self, cpu: usize, now: u64) -> Option<TaskId> {
         // Nothing to run: the CPU is about to idle.
         let goes_idle = |st: &CpuState<Q>| {
-            let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent(n).on_rq);
+            let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq);
             st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
         };
         // A platform that did not call finish_switch after the previous switch has saved that
@@ -75,22 +75,24 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // A runnable current task that must leave (a planned push, or an affinity that no
         // longer allows this CPU). One that blocked or exited just switches out as usual.
         let curr_disallowed = st.rq.curr_slot().is_some_and(|n| {
-            st.rq.ent(n).on_rq && (st.push_for(n).is_some() || !st.rq.ent(n).affinity.contains(cpu))
+            let e = st.rq.ent_in(self.pool(), n);
+            e.on_rq && (st.push_for(n).is_some() || !e.affinity.contains(cpu))
         });
         let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
             // context is saved; the push (the balancer's, or away from a CPU its affinity
             // no longer allows) happens in finish_switch.
-            let prev = st.rq.put_prev();
+            let prev = st.rq.fair(self.pool()).put_prev();
             if prev.is_some() {
                 st.rq.switching_out = prev;
             }
             st.rq.need_resched = false;
             (prev, None)
         } else {
-            st.rq.schedule_pick()
+            st.rq.fair(self.pool()).schedule_pick()
         };
-        let ids = (prev.map(|n| st.rq.ent(n).id), next.map(|n| st.rq.ent(n).id));
+        let ids =
+            (prev.map(|n| st.rq.ent_in(self.pool(), n).id), next.map(|n| st.rq.ent_in(self.pool(), n).id));
         if next.is_none() && st.idle_stamp == 0 {
             st.idle_stamp = now.max(1);
         }
@@ -141,12 +143,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // context is saved.
         let evict = prev.and_then(|n| {
             st.rq
-                .entity(n)
+                .task_at(n)
+                .and_then(|t| self.pool().get(t))
                 .filter(|e| {
                     let pushed = planned.is_some_and(|p| p.task == e.id);
                     e.on_rq && (pushed || !e.affinity.contains(cpu))
                 })
-                .map(|e| (n, *e))
+                .map(|e| (n, e))
         });
         let push = st.active_balance;
         if evict.is_some() {
@@ -188,14 +191,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) {
-        let Some(mut e) = st.rq.finish_switch() else { return };
+        let Some(id) = st.rq.fair(self.pool()).finish_switch() else { return };
         let mut t = self.tasks.lock();
-        let state = t.get(e.id).map(|x| x.state).ok();
+        let state = t.get(id).map(|x| x.state).ok();
         if state == Some(TaskState::Exiting) {
-            st.rq.remove_entity_load(&mut e);
-            let _ = t.remove(e.id);
-        } else if let Ok(te) = t.get_mut(e.id) {
-            te.location = Location::Parked { cpu: cpu as u32, entity: e };
+            if let Some(mut e) = self.pool().lock(id) {
+                st.rq.remove_entity_load(&mut e);
+            }
+            let _ = t.remove(id);
+        } else if let Ok(te) = t.get_mut(id) {
+            te.location = Location::Parked { cpu: cpu as u32 };
         }
         drop(t);
         self.after_update(cpu, st);
@@ -208,7 +213,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut st = self.cpus[cpu].rq.lock();
         if st.rq.curr_slot().is_some() {
             st.rq.update_clock(now);
-            st.rq.yield_curr();
+            st.rq.fair(self.pool()).yield_curr();
             st.rq.resched_curr();
             self.after_update(cpu, &mut st);
         }

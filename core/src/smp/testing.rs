@@ -64,12 +64,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         let mut st = self.cpus[cpu as usize].rq.lock();
         let rq = &mut st.rq;
-        let queued = rq.entity(slot).is_some_and(|e| e.on_rq);
-        let old = rq.entity(slot).map(|e| e.avg.util_est).unwrap_or_default();
+        let Some(mut e) = rq.task_at(slot).and_then(|t| self.pool().lock(t)) else {
+            return Err(SchedError::UnknownTask(id));
+        };
+        let queued = e.on_rq;
         if queued {
-            crate::pelt::util_est_sub(&mut rq.avg.util_est, &old);
+            crate::pelt::util_est_sub(&mut rq.avg.util_est, &e.avg.util_est);
         }
-        let Some(e) = rq.ent_mut(slot) else { return Err(SchedError::UnknownTask(id)) };
         let div = e.avg.divider();
         e.avg.util_avg = util;
         e.avg.util_sum = util * div;
@@ -78,10 +79,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         e.avg.runnable_avg = util.min(1024);
         e.avg.runnable_sum = e.avg.runnable_avg * div;
         e.avg.util_est = crate::pelt::UtilEst { enqueued: util_est, ewma: util_est };
-        let new = e.avg.util_est;
         if queued {
-            crate::pelt::util_est_add(&mut rq.avg.util_est, &new);
+            crate::pelt::util_est_add(&mut rq.avg.util_est, &e.avg.util_est);
         }
+        drop(e);
         st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
         self.after_update(cpu as usize, &mut st);
         Ok(())
