@@ -25,7 +25,7 @@ const ENTRIES: [(&str, Option<u64>); 7] = [
 ];
 
 /// The stack a public call of the core may need at 8 CPUs (the small-machines budget).
-const CALL_STACK_BUDGET: u64 = 4096;
+const CALL_STACK_BUDGET: u64 = crate::suite::EXC_STACK_BUDGET;
 
 /// The targets the table is printed for: the 32-bit MCU the budgets are set for, and a
 /// 64-bit one for comparison.

@@ -24,11 +24,11 @@ pub const MAX_THREADS: usize = 64;
 /// Stack size of every kernel thread.
 pub const STACK_SIZE: usize = 16 * 1024;
 /// Boot (and then idle) stack of each CPU: CPU 0 initialises the scheduler on it, and
-/// `Smp::init_with` builds each CPU's runqueue (tens of KiB) on the stack.
+/// `Smp::init_with` builds each CPU's runqueue on the stack.
 pub const BOOT_STACK_SIZE: usize = 128 * 1024;
 /// Exception stack of each CPU: every call into the core runs on it. The suite measures its
-/// high-water mark (about 10.5 KB) and fails above 12 KB.
-pub const EXC_STACK_SIZE: usize = 16 * 1024;
+/// high-water mark (about 2.6 KB) and fails above 4 KB; this is twice that budget.
+pub const EXC_STACK_SIZE: usize = 8 * 1024;
 /// Size of the saved-register frame the vectors push (x0–x30, ELR, SPSR, padding).
 pub const FRAME_SIZE: usize = 272;
 
