@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use sched_core::placement::{SelectFor, Waker};
-use sched_core::{CpuMask, Entity, Features, Nice, NoPlatform, Policy, Smp, TaskId, TaskParams, WakeFlags};
+use sched_core::{CpuMask, Entity, Features, Nice, NoPlatform, Policy, Smp, TaskParams, WakeFlags};
 
 const NOW: u64 = 1_000_000_000;
 
@@ -36,7 +36,7 @@ fn machine<const N: usize>() -> Box<Smp<NoPlatform, N, 1100, 8>> {
 
 fn bench_n<const N: usize>(c: &mut Criterion) {
     let m = machine::<N>();
-    let template = Entity::new(TaskId::new(0, 0), Nice::ZERO, Policy::Normal, CpuMask::ALL, 0);
+    let template = Entity::new(Nice::ZERO, Policy::Normal, CpuMask::ALL, 0);
     c.benchmark_group("fork_placement").bench_with_input(BenchmarkId::from_parameter(N), &N, |b, _| {
         b.iter(|| {
             let mut e = template;

@@ -184,7 +184,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let delta = delta as u64;
         se.exec_start = now;
         se.sum_exec_runtime += delta;
-        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load));
+        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load()));
         drop(se);
         self.update_min_vruntime();
     }
@@ -241,7 +241,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
         let Some(mut se) = self.ent_mut(slot) else { return };
-        se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load.weight);
+        se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load().weight);
         se.avg.runnable_avg = match runnable_init {
             RunnableInit::CpuCapacity => cpu_scale,
             RunnableInit::InitialUtil => se.avg.util_avg,
@@ -286,7 +286,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         // account_entity_enqueue
         let (weight, idle) = {
             let se = self.ent(slot);
-            (se.load.weight, se.policy == Policy::Idle)
+            (se.load().weight, se.policy == Policy::Idle)
         };
         self.load.add(weight);
         self.nr_running += 1;
@@ -323,7 +323,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         let (weight, idle) = {
             let se = self.ent(slot);
-            (se.load.weight, se.policy == Policy::Idle)
+            (se.load().weight, se.policy == Policy::Idle)
         };
         self.load.sub(weight);
         self.nr_running -= 1;
@@ -694,14 +694,14 @@ impl<const Q: usize> RunQueue<Q> {
         let slice = self.sched_period(nr);
         let mut total = self.load;
         if !e.on_rq {
-            total.add(e.load.weight);
+            total.add(e.load().weight);
         }
-        calc_delta(slice, e.load.weight, &total)
+        calc_delta(slice, e.load().weight, &total)
     }
 
     /// The slice in the entity's virtual time.
     pub fn sched_vslice_of(&self, e: &Entity) -> u64 {
-        calc_delta_fair(self.sched_slice_of(e), &e.load)
+        calc_delta_fair(self.sched_slice_of(e), &e.load())
     }
 
     /// `place_entity`: a new task starts one vslice after `min_vruntime` (START_DEBIT); a
@@ -732,7 +732,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// `wakeup_gran`: the wakeup granularity in the *candidate's* virtual time.
     fn wakeup_gran(&self, e: &Entity) -> u64 {
-        calc_delta_fair(self.tunables.wakeup_granularity_ns, &e.load)
+        calc_delta_fair(self.tunables.wakeup_granularity_ns, &e.load())
     }
 
     /// −1 if `curr` is not ahead of `se`; 1 if it is ahead by more than `se`'s wakeup
@@ -780,7 +780,7 @@ fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> 
     let old_avg = se.avg.load_avg;
     // `ceil(w_old · period_contrib / 1024)`: the lag bound in `moved` units (the check
     // scales `moved` by 1024 / its smallest divider).
-    let lag = (se.weight() * se.avg.period_contrib).div_ceil(1024);
+    let lag = (se.weight() * se.avg.period_contrib as u64).div_ceil(1024);
     if attached {
         let w = se.weight();
         // dequeue_load_avg
@@ -788,7 +788,6 @@ fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> 
         rq_avg.load_sum = rq_avg.load_sum.saturating_sub(w * se.avg.load_sum);
     }
     se.nice = nice;
-    se.load = crate::task::weight_for(se.policy, nice);
     let w = se.weight();
     let divider = se.avg.divider();
     se.avg.load_avg = w * se.avg.load_sum / divider;

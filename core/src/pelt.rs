@@ -68,6 +68,12 @@ fn sub_positive(a: &mut u64, b: u64) {
     *a = a.saturating_sub(b);
 }
 
+/// A running-time sum as `util_sum` holds it (32 bits, as in Linux: at most
+/// `LOAD_AVG_MAX << 10`, about 2^25, for one task or CPU); saturates instead of wrapping.
+fn util_sum_of(v: u64) -> u32 {
+    v.min(u32::MAX as u64) as u32
+}
+
 /// Estimated utilisation of a task, or the sum over a runqueue's runnable tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct UtilEst {
@@ -98,10 +104,10 @@ pub struct SchedAvg {
     pub load_sum: u64,
     /// Σ runnable · contribution · 1024.
     pub runnable_sum: u64,
-    /// Σ running · contribution · 1024.
-    pub util_sum: u64,
-    /// Units already accumulated in the current, unfinished period.
-    pub period_contrib: u64,
+    /// Σ running · contribution · 1024 (32 bits, as Linux keeps it).
+    pub util_sum: u32,
+    /// Units already accumulated in the current, unfinished period (< 1024).
+    pub period_contrib: u32,
     /// load_sum scaled to an average (× the weight for a task).
     pub load_avg: u64,
     /// Average number of runnable tasks × 1024 (a runqueue's may exceed 1024).
@@ -128,25 +134,25 @@ impl SchedAvg {
 
     /// `LOAD_AVG_MAX - 1024 + period_contrib`: the maximum the sums can hold right now.
     pub fn divider(&self) -> u64 {
-        LOAD_AVG_MAX - 1024 + self.period_contrib
+        LOAD_AVG_MAX - 1024 + self.period_contrib as u64
     }
 
     /// Accumulates `delta_units` (1024 ns units) with the given inputs; returns the number
     /// of period boundaries crossed.
     pub fn accumulate(&mut self, delta_units: u64, load: u64, runnable: u64, running: bool) -> u64 {
         let mut contrib = delta_units;
-        let d = delta_units + self.period_contrib;
+        let d = delta_units + self.period_contrib as u64;
         let periods = d / 1024;
         let rest = d % 1024;
         if periods > 0 {
             self.load_sum = decay_load(self.load_sum, periods);
             self.runnable_sum = decay_load(self.runnable_sum, periods);
-            self.util_sum = decay_load(self.util_sum, periods);
+            self.util_sum = decay_load(self.util_sum as u64, periods) as u32;
             if load != 0 {
-                contrib = accumulate_segments(periods, 1024 - self.period_contrib, rest);
+                contrib = accumulate_segments(periods, 1024 - self.period_contrib as u64, rest);
             }
         }
-        self.period_contrib = rest;
+        self.period_contrib = rest as u32;
         if load != 0 {
             self.load_sum += load * contrib;
         }
@@ -154,7 +160,7 @@ impl SchedAvg {
             self.runnable_sum += (runnable * contrib) << SCHED_CAPACITY_SHIFT;
         }
         if running {
-            self.util_sum += contrib << SCHED_CAPACITY_SHIFT;
+            self.util_sum = util_sum_of(self.util_sum as u64 + (contrib << SCHED_CAPACITY_SHIFT));
         }
         periods
     }
@@ -183,7 +189,7 @@ impl SchedAvg {
         let divider = self.divider();
         self.load_avg = mul_div(load_factor, self.load_sum, divider);
         self.runnable_avg = self.runnable_sum / divider;
-        self.util_avg = self.util_sum / divider;
+        self.util_avg = self.util_sum as u64 / divider;
     }
 
     /// Updates a task's signals: `on_rq` drives load and runnable, `running` drives util.
@@ -221,13 +227,13 @@ impl SchedAvg {
         let divider = self.divider();
         se.last_update_time = self.last_update_time;
         se.period_contrib = self.period_contrib;
-        se.util_sum = se.util_avg * divider;
+        se.util_sum = util_sum_of(se.util_avg * divider);
         se.runnable_sum = se.runnable_avg * divider;
         se.load_sum = (se.load_avg * divider).checked_div(se_weight).unwrap_or(divider);
         self.load_avg += se.load_avg;
         self.load_sum += se_weight * se.load_sum;
         self.util_avg += se.util_avg;
-        self.util_sum += se.util_sum;
+        self.util_sum = util_sum_of(self.util_sum as u64 + se.util_sum as u64);
         self.runnable_avg += se.runnable_avg;
         self.runnable_sum += se.runnable_sum;
     }
@@ -237,7 +243,7 @@ impl SchedAvg {
         sub_positive(&mut self.load_avg, se.load_avg);
         sub_positive(&mut self.load_sum, se_weight * se.load_sum);
         sub_positive(&mut self.util_avg, se.util_avg);
-        sub_positive(&mut self.util_sum, se.util_sum);
+        self.util_sum = self.util_sum.saturating_sub(se.util_sum);
         sub_positive(&mut self.runnable_avg, se.runnable_avg);
         sub_positive(&mut self.runnable_sum, se.runnable_sum);
     }
@@ -253,7 +259,7 @@ impl SchedAvg {
         sub_positive(&mut self.load_avg, r.load_avg);
         sub_positive(&mut self.load_sum, r.load_avg * divider);
         sub_positive(&mut self.util_avg, r.util_avg);
-        sub_positive(&mut self.util_sum, r.util_avg * divider);
+        self.util_sum = util_sum_of((self.util_sum as u64).saturating_sub(r.util_avg * divider));
         sub_positive(&mut self.runnable_avg, r.runnable_avg);
         sub_positive(&mut self.runnable_sum, r.runnable_avg * divider);
         true

@@ -25,7 +25,7 @@ pub type SlotId = u32;
 
 const NIL: u32 = u32::MAX;
 /// A free slot's id: names no task-table slot.
-const NO_TASK: TaskId = TaskId::new(u32::MAX, u32::MAX);
+const NO_TASK: TaskId = TaskId::NONE;
 
 /// A runqueue invariant that does not hold (found by [`RunQueue::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -408,7 +408,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// always-busy small CPU are not inflated (`update_idle_rq_clock_pelt`).
     pub(crate) fn note_idle_entry(&mut self) {
         let limit = ((LOAD_AVG_MAX - 1024) << 10) - LOAD_AVG_MAX;
-        if self.avg.util_sum >= limit {
+        if self.avg.util_sum as u64 >= limit {
             self.lost_idle_time += self.clock_task.saturating_sub(self.clock_pelt);
         }
         self.clock_pelt = self.clock_task;
@@ -473,16 +473,13 @@ impl<const Q: usize> RunQueue<Q> {
                 continue;
             };
             let Some(e) = pool.get(id) else { return fail("attached task beyond the entity pool") };
-            if e.id != id {
-                return fail("entity id differs from the task attached");
-            }
             attached += 1;
             if e.cpu != self.cpu {
                 return fail("entity cpu differs from its runqueue");
             }
             if e.on_rq {
                 nr += 1;
-                weight += e.load.weight;
+                weight += e.load().weight;
                 if e.policy == Policy::Idle {
                     idle += 1;
                 }
@@ -575,7 +572,7 @@ impl<const Q: usize> RunQueue<Q> {
             let from_sum = sum / div;
             from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64
         };
-        if !close(self.avg.util_avg, self.avg.util_sum, SCHED_CAPACITY_SCALE, sl.util_moved) {
+        if !close(self.avg.util_avg, self.avg.util_sum as u64, SCHED_CAPACITY_SCALE, sl.util_moved) {
             return fail("rq util_avg inconsistent with util_sum");
         }
         let runnable_in = sl.nr_in.max(nr as u64) * SCHED_CAPACITY_SCALE;

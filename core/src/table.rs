@@ -3,7 +3,6 @@
 //! itself lives in the machine's [`crate::entities::Entities`], in the cell of the same slot.
 
 use crate::error::SchedError;
-use crate::runqueue::SlotId;
 use crate::task::{TaskId, TaskState};
 
 /// Where a live task is, which says who owns its entity (see [`crate::entities`]).
@@ -12,21 +11,22 @@ pub enum Location {
     /// Attached to CPU `cpu`'s runqueue at `slot` (queued, running, or being switched out).
     OnCpu {
         /// The CPU.
-        cpu: u32,
-        /// Its runqueue slot there.
-        slot: SlotId,
+        cpu: u16,
+        /// Its runqueue slot there (a [`crate::runqueue::SlotId`]; 16 bits keep a table entry
+        /// at 8 bytes).
+        slot: u16,
     },
     /// Between runqueues (being created or woken): the caller moving it owns the
     /// entity. Other operations on it wait until it lands.
     InTransit {
         /// The CPU it comes from (the parent's, for a new task).
-        from: u32,
+        from: u16,
     },
     /// Asleep, attached to no runqueue; `cpu` is the CPU whose PELT sums still carry its
     /// blocked load. The holder of the table lock owns its entity.
     Parked {
         /// The CPU it last ran on.
-        cpu: u32,
+        cpu: u16,
     },
 }
 
@@ -41,12 +41,19 @@ pub struct TaskEntry {
 
 const NIL: u32 = u32::MAX;
 
+/// One slot of the table: a live task's entry, or a link in the free list (so a slot costs
+/// 8 bytes plus its generation).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Slot {
+    Free { next: u32 },
+    Live(TaskEntry),
+}
+
 /// A fixed-capacity table of up to `N` live tasks.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TaskTable<const N: usize> {
     generation: [u32; N],
-    entries: [Option<TaskEntry>; N],
-    next_free: [u32; N],
+    slots: [Slot; N],
     free_head: u32,
     bump: u32,
     live: usize,
@@ -57,8 +64,7 @@ impl<const N: usize> TaskTable<N> {
     pub const fn new() -> Self {
         TaskTable {
             generation: [0; N],
-            entries: [const { None }; N],
-            next_free: [NIL; N],
+            slots: [Slot::Free { next: NIL }; N],
             free_head: NIL,
             bump: 0,
             live: 0,
@@ -96,7 +102,10 @@ impl<const N: usize> TaskTable<N> {
     pub fn insert(&mut self, entry: TaskEntry) -> Result<TaskId, SchedError> {
         let slot = if self.free_head != NIL {
             let s = self.free_head;
-            self.free_head = self.next_free[s as usize];
+            self.free_head = match self.slots[s as usize] {
+                Slot::Free { next } => next,
+                Slot::Live(_) => NIL, // (the free list never holds a live slot)
+            };
             s
         } else if (self.bump as usize) < N {
             self.bump += 1;
@@ -104,7 +113,7 @@ impl<const N: usize> TaskTable<N> {
         } else {
             return Err(SchedError::TaskTableFull);
         };
-        self.entries[slot as usize] = Some(entry);
+        self.slots[slot as usize] = Slot::Live(entry);
         self.live += 1;
         Ok(TaskId::new(slot, self.generation[slot as usize]))
     }
@@ -117,7 +126,7 @@ impl<const N: usize> TaskTable<N> {
             return Err(SchedError::UnknownTask(id));
         }
         let g = self.generation[s];
-        if id.generation() == g && self.entries[s].is_some() {
+        if id.generation() == g && matches!(self.slots[s], Slot::Live(_)) {
             Ok(())
         } else if id.generation() < g {
             Err(SchedError::StaleTask(id))
@@ -129,22 +138,28 @@ impl<const N: usize> TaskTable<N> {
     /// The live entry of `id`.
     pub fn get(&self, id: TaskId) -> Result<&TaskEntry, SchedError> {
         self.validate(id)?;
-        self.entries[id.slot()].as_ref().ok_or(SchedError::UnknownTask(id))
+        match &self.slots[id.slot()] {
+            Slot::Live(e) => Ok(e),
+            Slot::Free { .. } => Err(SchedError::UnknownTask(id)),
+        }
     }
 
     /// The live entry of `id`, mutably.
     pub fn get_mut(&mut self, id: TaskId) -> Result<&mut TaskEntry, SchedError> {
         self.validate(id)?;
-        self.entries[id.slot()].as_mut().ok_or(SchedError::UnknownTask(id))
+        match &mut self.slots[id.slot()] {
+            Slot::Live(e) => Ok(e),
+            Slot::Free { .. } => Err(SchedError::UnknownTask(id)),
+        }
     }
 
     /// Frees the slot of an exited task; its id becomes stale.
     pub fn remove(&mut self, id: TaskId) -> Result<TaskEntry, SchedError> {
         self.validate(id)?;
         let s = id.slot();
-        let e = self.entries[s].take().ok_or(SchedError::UnknownTask(id))?;
+        let Slot::Live(e) = self.slots[s] else { return Err(SchedError::UnknownTask(id)) };
+        self.slots[s] = Slot::Free { next: self.free_head };
         self.generation[s] = self.generation[s].wrapping_add(1);
-        self.next_free[s] = self.free_head;
         self.free_head = s as u32;
         self.live -= 1;
         Ok(e)
@@ -152,10 +167,10 @@ impl<const N: usize> TaskTable<N> {
 
     /// Live tasks with their entries, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (TaskId, &TaskEntry)> + '_ {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| e.as_ref().map(|e| (TaskId::new(i as u32, self.generation[i]), e)))
+        self.slots.iter().enumerate().filter_map(|(i, s)| match s {
+            Slot::Live(e) => Some((TaskId::new(i as u32, self.generation[i]), e)),
+            Slot::Free { .. } => None,
+        })
     }
 }
 

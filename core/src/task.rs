@@ -15,6 +15,9 @@ pub struct TaskId {
 }
 
 impl TaskId {
+    /// No task: names no slot (an empty runqueue slot, a waker that woke nobody yet).
+    pub const NONE: TaskId = TaskId::new(u32::MAX, u32::MAX);
+
     /// Builds an id from its parts (the task table does this; platforms use it to rebuild
     /// ids they stored as integers with [`TaskId::to_raw`]).
     pub const fn new(slot: u32, generation: u32) -> TaskId {
@@ -106,19 +109,16 @@ impl Default for TaskParams {
     }
 }
 
-/// The scheduling entity: everything the fair class keeps per task.
+/// The scheduling entity: everything the fair class keeps per task. It lives in the cell of
+/// its task's slot (see [`crate::entities`]), so it does not repeat the task's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entity {
-    /// The task's id.
-    pub id: TaskId,
     /// Policy.
     pub policy: Policy,
     /// Nice value.
     pub nice: Nice,
     /// Allowed CPUs.
     pub affinity: CpuMask,
-    /// Load weight (high resolution) and inverse.
-    pub load: LoadWeight,
     /// Virtual runtime. Absolute on its runqueue while queued or sleeping there; relative
     /// to `min_vruntime` ("normalised") while in transit between runqueues.
     pub vruntime: u64,
@@ -143,10 +143,10 @@ pub struct Entity {
     /// How often, recently, it woke a different task than the last one (halved every
     /// second): many flips mark a waker serving many wakees (`wake_wide`).
     pub wakee_flips: u32,
-    /// Jiffy when `wakee_flips` was last halved.
-    pub wakee_flip_decay_ts: u64,
-    /// The task it woke last.
-    pub last_wakee: Option<TaskId>,
+    /// Jiffy (modulo 2^32, compared wrap-safe) when `wakee_flips` was last halved.
+    pub wakee_flip_decay_ts: u32,
+    /// The task it woke last ([`TaskId::NONE`] before its first wakeup of another task).
+    pub last_wakee: TaskId,
     /// A CPU it recently ran on or woke a task from, tried at its next wakeup.
     pub recent_used_cpu: u32,
 }
@@ -154,11 +154,9 @@ pub struct Entity {
 impl Entity {
     /// What an unused entity cell holds: no task (its id names no slot), nice 0, no CPU.
     pub const PLACEHOLDER: Entity = Entity {
-        id: TaskId::new(u32::MAX, u32::MAX),
         policy: Policy::Normal,
         nice: Nice::ZERO,
         affinity: CpuMask::EMPTY,
-        load: LoadWeight { weight: crate::weights::NICE_0_LOAD, inv_weight: 4_194_304 },
         vruntime: 0,
         exec_start: 0,
         sum_exec_runtime: 0,
@@ -170,19 +168,17 @@ impl Entity {
         cpu: u32::MAX,
         wakee_flips: 0,
         wakee_flip_decay_ts: 0,
-        last_wakee: None,
+        last_wakee: TaskId::NONE,
         recent_used_cpu: 0,
     };
 
     /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
-    pub fn new(id: TaskId, nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {
+    pub fn new(nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {
         let load = weight_for(policy, nice);
         Entity {
-            id,
             policy,
             nice,
             affinity,
-            load,
             vruntime: 0,
             exec_start: 0,
             sum_exec_runtime: 0,
@@ -194,14 +190,20 @@ impl Entity {
             cpu,
             wakee_flips: 0,
             wakee_flip_decay_ts: 0,
-            last_wakee: None,
+            last_wakee: TaskId::NONE,
             recent_used_cpu: cpu,
         }
     }
 
+    /// Load weight (high resolution) and inverse, from the policy and nice value (a table
+    /// lookup, so the entity need not store it).
+    pub fn load(&self) -> LoadWeight {
+        weight_for(self.policy, self.nice)
+    }
+
     /// The down-scaled weight PELT and the balancer use (1024 for nice 0).
     pub fn weight(&self) -> u64 {
-        self.load.down()
+        self.load().down()
     }
 
     /// `task_util`: the PELT utilisation.

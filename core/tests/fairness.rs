@@ -39,11 +39,11 @@ fn vruntimes_converge_for_mixed_nice() {
     let ids: Vec<_> = [-5, 0, 3, 10].iter().map(|&n| d.spawn(n)).collect();
     d.run(5_000 * MS);
     // Each task's share is its weight over the total, within 2 %.
-    let total_w: u64 = ids.iter().map(|&i| d.s.entity(i).unwrap().load.down()).sum();
+    let total_w: u64 = ids.iter().map(|&i| d.s.entity(i).unwrap().load().down()).sum();
     for &i in &ids {
         let e = d.s.entity(i).unwrap();
         let share = d.runtime(i) as f64 / (5_000 * MS) as f64;
-        let want = e.load.down() as f64 / total_w as f64;
+        let want = e.load().down() as f64 / total_w as f64;
         assert!((share / want - 1.0).abs() < 0.02, "{:?}: {share:.4} vs {want:.4}", e.nice);
     }
 }

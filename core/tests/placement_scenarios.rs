@@ -25,7 +25,7 @@ fn s8_misfit_task_moves_to_a_big_cpu() {
     assert_eq!(run_cpu(&m, 1, NOW), Some(t));
     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
     m.inject_rq_pelt(1, 446, 600, 1024).unwrap();
-    assert_eq!(m.stats(1).misfit_task_load.load(Relaxed), 1024, "600 does not fit 446");
+    assert_eq!(m.stats(1).misfit_task_load.load(Relaxed) as u64, 1024, "600 does not fit 446");
     m.balance_domain(4, 1, IdleType::Idle, NOW).unwrap();
     let r = last_record(&m);
     assert_eq!((r.local, r.busiest), (Some(GroupType::HasSpare), Some(GroupType::MisfitTask)));

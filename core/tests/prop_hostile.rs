@@ -457,9 +457,10 @@ impl Snapshot {
 fn entity_of<const T: usize>(m: &M<T>, id: TaskId) -> Result<Entity, SchedError> {
     let state = m.state(id)?;
     for c in 0..m.nr_cpus() {
-        let found = m.with_cpu_entities(c, |_, ents| ents.map(|(_, e)| e).find(|e| e.id == id));
-        if let Ok(Some(e)) = found {
-            return Ok(e);
+        let found = m.with_cpu(c, |st| st.rq.attached().any(|(_, t)| t == id));
+        if found == Ok(true) {
+            // Attached there: it cannot be in transit, so this does not wait.
+            return m.entity(id);
         }
     }
     match state {
@@ -1016,7 +1017,7 @@ fn check_call<const T: usize>(
             }
         }
         (Call::SetNice { id, nice }, _) => match entity(id) {
-            Ok(e) if e.nice.get() == nice && e.load == weight_for(e.policy, e.nice) => {}
+            Ok(e) if e.nice.get() == nice && e.load() == weight_for(e.policy, e.nice) => {}
             e => fail("set_nice: nice or weight not applied".into(), format!("{id:?} {nice}: {e:?}"), true),
         },
         (Call::SetAffinity { id, mask }, _) => {
@@ -1057,11 +1058,11 @@ fn check_call<const T: usize>(
     // A task switched out of a CPU its affinity excludes must leave it (the invariant checker
     // finds it too; this says whether it had somewhere to go).
     if let Call::Schedule { cpu, .. } | Call::FinishSwitch { cpu } = *call {
-        for e in stranded(m, cpu) {
+        for (id, e) in stranded(m, cpu) {
             let room =
                 (0..n).any(|c| e.affinity.contains(c) && m.with_cpu(c, |st| st.rq.has_room()) == Ok(true));
             let why = if room { "an allowed CPU has room" } else { "every allowed CPU is full" };
-            let detail = format!("{:?} stays queued on CPU {cpu}, affinity {:?}", e.id, e.affinity);
+            let detail = format!("{id:?} stays queued on CPU {cpu}, affinity {:?}", e.affinity);
             fail(format!("{name}: switched-out task left queued outside its affinity ({why})"), detail, true);
         }
     }
@@ -1094,9 +1095,9 @@ fn label(call: &Call, pre: &Snapshot) -> String {
 }
 
 /// Tasks queued (not running) on `cpu` that their affinity excludes.
-fn stranded<const T: usize>(m: &M<T>, cpu: usize) -> Vec<Entity> {
+fn stranded<const T: usize>(m: &M<T>, cpu: usize) -> Vec<(TaskId, Entity)> {
     m.with_cpu_entities(cpu, |_, ents| {
-        ents.map(|(_, e)| e).filter(|e| e.on_rq && !e.on_cpu && !e.affinity.contains(cpu)).collect()
+        ents.filter(|(_, e)| e.on_rq && !e.on_cpu && !e.affinity.contains(cpu)).collect()
     })
     .unwrap_or_default()
 }

@@ -607,8 +607,9 @@ impl<const C: usize> Machine<C> {
         self.after_core_call(cpu);
         if let Some(tr) = self.trace.as_mut() {
             let s = self.smp.stats(cpu);
-            let load =
-                |a: &sched_core::portable_atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+            let load = |a: &sched_core::portable_atomic::AtomicU32| {
+                a.load(std::sync::atomic::Ordering::Relaxed) as u64
+            };
             tr.counter(self.now, cpu, load(&s.util), load(&s.load));
         }
         if resched {

@@ -10,24 +10,31 @@ use core::mem::size_of;
 use sched_core::{Entity, NoPlatform, SingleCpu, Smp, TaskEntry};
 
 /// What each entry of [`SCHED_SIZES`] measures, in order (printed by `cargo xsize`).
-pub const NAMES: [&str; 7] = [
+pub const NAMES: [&str; 8] = [
     "Smp, 2 CPUs, 16 tasks, 16 per CPU",
     "Smp, 4 CPUs, 32 tasks, 32 per CPU",
     "Smp, 8 CPUs, 256 tasks, 64 per CPU",
     "SingleCpu, 8 tasks",
+    "per task (what one more task slot adds)",
     "Entity (a task's scheduling state)",
     "TaskEntry (a task-table entry)",
     "CpuMask",
 ];
 
+/// What a machine pays per task: the growth of a 2-CPU `Smp` from 16 to 32 task slots, per
+/// slot (the entity's cell and the task table's slot; nothing else depends on `TASKS`).
+const PER_TASK: usize =
+    (size_of::<Smp<NoPlatform, 2, 32, 16>>() - size_of::<Smp<NoPlatform, 2, 16, 16>>()) / 16;
+
 /// The sizes, in bytes, in the order of [`NAMES`].
 #[no_mangle]
 #[used]
-pub static SCHED_SIZES: [u32; 7] = [
+pub static SCHED_SIZES: [u32; 8] = [
     size_of::<Smp<NoPlatform, 2, 16, 16>>() as u32,
     size_of::<Smp<NoPlatform, 4, 32, 32>>() as u32,
     size_of::<Smp<NoPlatform, 8, 256, 64>>() as u32,
     size_of::<SingleCpu<NoPlatform, 8, 8>>() as u32,
+    PER_TASK as u32,
     size_of::<Entity>() as u32,
     size_of::<TaskEntry>() as u32,
     size_of::<sched_core::CpuMask>() as u32,

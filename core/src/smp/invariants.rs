@@ -46,14 +46,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     on_cpu += 1;
                     let c = cpu as usize;
                     let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
-                    let Some(ent) = st.rq.task_at(slot).and_then(|t| self.pool().get(t)) else {
+                    let Some(ent) = st.rq.task_at(slot as u32).and_then(|t| self.pool().get(t)) else {
                         return fail(c, "table points at an empty slot");
                     };
-                    if ent.id != id {
-                        return fail_t(c, "arena slot holds another task", id);
+                    if st.rq.task_at(slot as u32) != Some(id) {
+                        return fail_t(c, "runqueue slot holds another task", id);
                     }
-                    let is_curr = st.rq.curr_slot() == Some(slot);
-                    let out = st.rq.switching_out_slot() == Some(slot);
+                    let is_curr = st.rq.curr_slot() == Some(slot as u32);
+                    let out = st.rq.switching_out_slot() == Some(slot as u32);
                     let ok = match e.state {
                         TaskState::Running => is_curr && ent.on_rq,
                         TaskState::Runnable => !is_curr && ent.on_rq,
@@ -71,7 +71,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let Some(entity) = self.pool().get(id) else {
                         return fail_t(cpu as usize, "task beyond the entity pool", id);
                     };
-                    if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu || entity.id != id {
+                    if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu {
                         return fail_t(cpu as usize, "parked task is not a blocked, idle entity", id);
                     }
                 }
@@ -84,7 +84,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {
                 match st.rq.task_at(p.slot).and_then(|t| self.pool().get(t)) {
-                    Some(e) if e.id == p.task && e.on_cpu => {}
+                    Some(e) if st.rq.task_at(p.slot) == Some(p.task) && e.on_cpu => {}
                     _ => return fail_t(c, "a planned push names a task no longer on its CPU", p.task),
                 }
                 if guards.get(p.dst as usize).is_none() || p.dst as usize == c {
@@ -100,7 +100,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if on_cpu != attached {
             for (c, st) in guards.iter().enumerate() {
                 for (slot, id) in st.rq.attached() {
-                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, slot: n }) if cpu as usize == c && n == slot);
+                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, slot: n }) if cpu as usize == c && n == slot as u16);
                     if !placed {
                         return fail_t(c, "runqueue holds a task the table does not place there", id);
                     }

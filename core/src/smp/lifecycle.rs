@@ -26,7 +26,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let affinity = params.affinity.and(&self.online());
         // Choose the CPU and check for room before changing anything, so a refused
         // creation leaves every table and runqueue as it was.
-        let mut template = Entity::new(TaskId::new(0, 0), nice, params.policy, affinity, cpu as u32);
+        let mut template = Entity::new(nice, params.policy, affinity, cpu as u32);
         let (target, _) =
             self.select_cpu(cpu, &mut template, SelectFor::Fork, WakeFlags::FORK, Waker::default());
         // Placement may pick a full runqueue; then the parent's CPU or any allowed one with room.
@@ -34,7 +34,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let target = self.reserve_room(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
         let inserted = self.tasks.lock().insert(TaskEntry {
             state: TaskState::Waking,
-            location: Location::InTransit { from: cpu as u32 },
+            location: Location::InTransit { from: cpu as u16 },
         });
         let id = match inserted {
             Ok(id) => id,
@@ -43,7 +43,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 return Err(e);
             }
         };
-        let mut child = Entity { id, ..template };
+        let mut child = template;
         {
             // task_fork_fair on the parent's runqueue; the vruntime comes back normalised.
             let mut st = self.cpus[cpu].rq.lock();
@@ -90,7 +90,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // CPU may pick it, and picking sets its state to Running.
         if let Ok(te) = self.tasks.lock().get_mut(id) {
             te.state = TaskState::Runnable;
-            te.location = Location::OnCpu { cpu: cpu as u32, slot };
+            te.location = Location::OnCpu { cpu: cpu as u16, slot: slot as u16 };
         }
         st.rq.fair(self.pool()).check_preempt_wakeup(slot, wf);
         // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
@@ -115,7 +115,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             (state, _) => return Err(SchedError::InvalidState { task: id, state }),
         };
         st.rq.update_clock(now);
-        st.rq.fair(self.pool()).dequeue(slot, DequeueFlags::SLEEP);
+        st.rq.fair(self.pool()).dequeue(slot as u32, DequeueFlags::SLEEP);
         if let Ok(e) = t.get_mut(id) {
             e.state = TaskState::Blocked;
         }
@@ -165,8 +165,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue; // changed meanwhile
                     }
                     st.rq.update_clock(now);
-                    st.rq.fair(self.pool()).enqueue(slot, EnqueueFlags::WAKEUP);
-                    let state = if st.rq.curr_slot() == Some(slot) {
+                    st.rq.fair(self.pool()).enqueue(slot as u32, EnqueueFlags::WAKEUP);
+                    let state = if st.rq.curr_slot() == Some(slot as u32) {
                         TaskState::Running
                     } else {
                         TaskState::Runnable
@@ -175,7 +175,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         e.state = state;
                     }
                     drop(t);
-                    st.rq.fair(self.pool()).check_preempt_wakeup(slot, wf);
+                    st.rq.fair(self.pool()).check_preempt_wakeup(slot as u32, wf);
                     self.after_update(c, &mut st);
                     drop(st);
                     self.emit(now, c as u32, EventKind::Waking { task: id });
@@ -201,7 +201,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     let mut e = entity;
                     let waker = self.record_wakee(cpu, id, now);
-                    let (target, affine) = self.select_cpu(cpu, &mut e, SelectFor::Wake(prev), wf, waker);
+                    let (target, affine) =
+                        self.select_cpu(cpu, &mut e, SelectFor::Wake(prev as u32), wf, waker);
                     // Full: the previous CPU, else any allowed CPU with room; the slot is
                     // reserved before anything about the task changes.
                     let Some(target) = self.reserve_room(target, prev as usize, &allowed) else {
@@ -233,7 +234,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                                 self.emit(
                                     now,
                                     target as u32,
-                                    EventKind::Migrate { task: id, from: prev, reason },
+                                    EventKind::Migrate { task: id, from: prev as u32, reason },
                                 );
                             }
                             self.emit(now, target as u32, EventKind::Waking { task: id });
@@ -259,17 +260,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// the one it woke last (halving the count once a second). Returns what the wakeup
     /// path needs of the waker.
     fn record_wakee(&self, cpu: usize, wakee: TaskId, now: u64) -> Waker {
-        let j = self.jiffies(now);
-        let hz = self.hz as u64;
+        // Jiffies modulo 2^32, compared wrap-safe as Linux's time_after does.
+        let j = self.jiffies(now) as u32;
+        let hz = self.hz as i32;
         let mut st = self.cpus[cpu].rq.lock();
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
         let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) else { return Waker::default() };
-        if j > w.wakee_flip_decay_ts + hz {
+        if (j.wrapping_sub(w.wakee_flip_decay_ts) as i32) > hz {
             w.wakee_flips >>= 1;
             w.wakee_flip_decay_ts = j;
         }
-        if w.last_wakee != Some(wakee) {
-            w.last_wakee = Some(wakee);
+        if w.last_wakee != wakee {
+            w.last_wakee = wakee;
             w.wakee_flips += 1;
         }
         Waker { flips: w.wakee_flips, load: w.avg.load_avg, present: true }
@@ -298,7 +300,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     drop(t);
                     self.after_update(cpu as usize, &mut st);
                     drop(st);
-                    self.emit(now, cpu, EventKind::Exit { task: id });
+                    self.emit(now, cpu as u32, EventKind::Exit { task: id });
                     return Ok(());
                 }
                 (_, Location::OnCpu { cpu, slot }) => {
@@ -309,8 +311,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     st.rq.update_clock(now);
-                    st.rq.fair(self.pool()).dequeue(slot, DequeueFlags::SLEEP);
-                    let busy = st.rq.curr_slot() == Some(slot) || st.rq.switching_out_slot() == Some(slot);
+                    st.rq.fair(self.pool()).dequeue(slot as u32, DequeueFlags::SLEEP);
+                    let busy = st.rq.curr_slot() == Some(slot as u32)
+                        || st.rq.switching_out_slot() == Some(slot as u32);
                     if busy {
                         // Its CPU still runs it or is switching away: it leaves at finish_switch.
                         if let Ok(e) = t.get_mut(id) {
@@ -318,7 +321,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         }
                         st.rq.resched_curr();
                     } else {
-                        if let Some(mut e) = st.rq.take(slot).and_then(|t| self.pool().lock(t)) {
+                        if let Some(mut e) = st.rq.take(slot as u32).and_then(|t| self.pool().lock(t)) {
                             st.rq.remove_entity_load(&mut e);
                         }
                         t.remove(id)?;
@@ -326,7 +329,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     drop(t);
                     self.after_update(c, &mut st);
                     drop(st);
-                    self.emit(now, cpu, EventKind::Exit { task: id });
+                    self.emit(now, cpu as u32, EventKind::Exit { task: id });
                     return Ok(());
                 }
             }
@@ -347,7 +350,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 .curr_slot()
                 .and_then(|n| st.rq.task_at(n).and_then(|t| self.pool().get(t)).map(|e| (n, e)))
             {
-                Some((n, e)) if e.id == id && e.on_rq => match st.push_for(n) {
+                Some((n, e)) if st.rq.task_at(n) == Some(id) && e.on_rq => match st.push_for(n) {
                     // Already leaving (its affinity changed): it runs where it goes.
                     Some(p) if p.task == id => return Ok(p.dst),
                     _ => (n, e),
@@ -383,8 +386,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// longer there (the caller gives the reservation back).
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
         let mut st = self.cpus[cpu].rq.lock();
+        let here = st.rq.task_at(p.slot) == Some(p.task);
         match st.rq.fair(self.pool()).ent_mut(p.slot) {
-            Some(mut e) if e.id == p.task && e.on_cpu => {
+            Some(mut e) if here && e.on_cpu => {
                 if let Some(mask) = affinity {
                     e.affinity = mask;
                 }
@@ -434,7 +438,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
-                    st.rq.fair(self.pool()).change_nice(slot, nice);
+                    st.rq.fair(self.pool()).change_nice(slot as u32, nice);
                     self.after_update(c, &mut st);
                     return Ok(());
                 }
@@ -466,8 +470,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let c = cpu as usize;
                     let (e, planned) = {
                         let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.task_at(slot).and_then(|t| self.pool().get(t)) else { continue };
-                        (e, st.push_for(slot))
+                        let Some(e) = st.rq.task_at(slot as u32).and_then(|t| self.pool().get(t)) else {
+                            continue;
+                        };
+                        (e, st.push_for(slot as u32))
                     };
                     // An exiting task never runs again, and a planned move to a CPU the new
                     // mask allows still fits: only the mask changes.
@@ -475,16 +481,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
                     if keep && !mask.contains(c) {
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot) else { continue };
+                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot as u32) else { continue };
                         e.affinity = mask;
                         return Ok(());
                     }
                     if mask.contains(c) {
                         // It may stay: a push planned for it is no longer needed.
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot) else { continue };
+                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot as u32) else { continue };
                         e.affinity = mask;
-                        let cancelled = st.take_push(slot);
+                        let cancelled = st.take_push(slot as u32);
                         drop(st);
                         if let Some(p) = cancelled {
                             self.unreserve(p.dst as usize);
@@ -503,7 +509,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                             Waker::default(),
                         );
                         let dst = self.reserve_room(choice, choice, &mask).ok_or(SchedError::RunQueueFull)?;
-                        let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Affinity };
+                        let push = Push {
+                            slot: slot as u32,
+                            task: id,
+                            dst: dst as u32,
+                            reason: MigrateReason::Affinity,
+                        };
                         if self.arm_push(c, now, push, Some(mask)) {
                             return Ok(());
                         }
@@ -517,7 +528,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     // Queued here: it moves now, its new mask set in the same step.
                     let first = mask.first().unwrap_or(c);
                     let how = Move::Reaffine(mask);
-                    return match self.move_to_room(c, id, slot, first, &mask, how, now) {
+                    return match self.move_to_room(c, id, slot as u32, first, &mask, how, now) {
                         Moved::Yes => Ok(()),
                         Moved::NoRoom => Err(SchedError::RunQueueFull),
                         Moved::Changed => continue,

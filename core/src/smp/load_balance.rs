@@ -5,6 +5,7 @@
 
 use portable_atomic::Ordering::Relaxed;
 
+use super::percpu::figure;
 use crate::balance::busiest::{decide, pick_busiest, DomainEnv, GroupDecision, SdStats};
 use crate::balance::designate::should_we_balance;
 use crate::balance::imbalance::MigrationType;
@@ -46,12 +47,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             nr_running: s.nr_running.load(Relaxed),
             h_nr_running: s.h_nr_running.load(Relaxed),
             idle_h_nr_running: s.idle_h_nr_running.load(Relaxed),
-            load: s.load.load(Relaxed),
-            runnable: s.runnable.load(Relaxed),
-            util: s.util.load(Relaxed),
-            capacity: s.capacity.load(Relaxed),
-            capacity_orig: s.capacity_orig.load(Relaxed),
-            misfit_task_load: s.misfit_task_load.load(Relaxed),
+            load: s.load.load(Relaxed) as u64,
+            runnable: s.runnable.load(Relaxed) as u64,
+            util: s.util.load(Relaxed) as u64,
+            capacity: s.capacity.load(Relaxed) as u64,
+            capacity_orig: s.capacity_orig.load(Relaxed) as u64,
+            misfit_task_load: s.misfit_task_load.load(Relaxed) as u64,
             idle: s.idle.load(Relaxed),
         }
     }
@@ -128,9 +129,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let sgc = self.sgc_of(*id);
             let info = GroupInfo {
                 span: *span,
-                capacity: sgc.capacity.load(Relaxed),
-                min_capacity: sgc.min_capacity.load(Relaxed),
-                max_capacity: sgc.max_capacity.load(Relaxed),
+                capacity: sgc.capacity.load(Relaxed) as u64,
+                min_capacity: sgc.min_capacity.load(Relaxed) as u64,
+                max_capacity: sgc.max_capacity.load(Relaxed) as u64,
                 imbalance: sgc.imbalance.load(Relaxed),
                 asym_prefer_cpu: *prefer,
             };
@@ -171,22 +172,22 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let c = self.topo.read().capacity_orig(dst);
             let mut st = self.cpus[dst].rq.lock();
             st.rq.set_capacity(c);
-            self.cpus[dst].stats.capacity.store(st.rq.capacity(), Relaxed);
+            self.cpus[dst].stats.capacity.store(figure(st.rq.capacity()), Relaxed);
             (c, c, c)
         } else {
             let topo = self.topo.read();
             let mut acc = (0u64, u64::MAX, 0u64);
             for g in topo.groups(cpu, lvl - 1) {
                 let s = self.sgc_of(g.id);
-                acc.0 += s.capacity.load(Relaxed);
-                acc.1 = acc.1.min(s.min_capacity.load(Relaxed));
-                acc.2 = acc.2.max(s.max_capacity.load(Relaxed));
+                acc.0 += s.capacity.load(Relaxed) as u64;
+                acc.1 = acc.1.min(s.min_capacity.load(Relaxed) as u64);
+                acc.2 = acc.2.max(s.max_capacity.load(Relaxed) as u64);
             }
             acc
         };
-        sgc.capacity.store(cap, Relaxed);
-        sgc.min_capacity.store(min, Relaxed);
-        sgc.max_capacity.store(max, Relaxed);
+        sgc.capacity.store(figure(cap), Relaxed);
+        sgc.min_capacity.store(figure(min), Relaxed);
+        sgc.max_capacity.store(figure(max), Relaxed);
     }
 
     /// `load_balance` of `cpu`'s domain `d` (level `lvl`). Returns (tasks moved, continue
@@ -507,7 +508,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         // Its slot here waits for it until it lands (see attach_moved).
                         st.rq.reserve();
                         if let Ok(te) = self.tasks.lock().get_mut(e) {
-                            te.location = Location::InTransit { from: cpu as u32 };
+                            te.location = Location::InTransit { from: cpu as u16 };
                         }
                         bal.domains[lvl].nr_balance_failed = 0;
                         moved = Some(e);

@@ -59,8 +59,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut a = self.cpus[lo].rq.lock();
         let mut b = self.cpus[hi].rq.lock();
         let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
+        let here = s.rq.task_at(slot) == Some(id);
         let allowed = match s.rq.fair(self.pool()).entity(slot) {
-            Some(e) if e.id == id && e.on_rq && !e.on_cpu => match how {
+            Some(e) if here && e.on_rq && !e.on_cpu => match how {
                 Move::Reaffine(mask) => mask,
                 Move::ToRoom | Move::Reserved => e.affinity,
             },
@@ -86,7 +87,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let Some(dst_slot) = attached else { return Moved::Changed };
         d.nr_migrations_in += 1;
         if let Ok(te) = self.tasks.lock().get_mut(id) {
-            te.location = Location::OnCpu { cpu: dst as u32, slot: dst_slot };
+            te.location = Location::OnCpu { cpu: dst as u16, slot: dst_slot as u16 };
         }
         self.after_update(src, s);
         self.after_update(dst, d);
@@ -152,7 +153,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 let mut t = self.tasks.lock();
                 for &id in &tasks {
                     if let Ok(te) = t.get_mut(id) {
-                        te.location = Location::InTransit { from: src as u32 };
+                        te.location = Location::InTransit { from: src as u16 };
                     }
                 }
             }
@@ -183,7 +184,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 st.nr_migrations_in += 1;
             }
             if let Ok(te) = self.tasks.lock().get_mut(id) {
-                te.location = Location::OnCpu { cpu: cpu as u32, slot };
+                te.location = Location::OnCpu { cpu: cpu as u16, slot: slot as u16 };
             }
             self.after_update(cpu, &mut st);
             true

@@ -85,7 +85,7 @@ use crate::entities::{Entities, Pool};
 use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
 use crate::platform::{Event, EventKind, Platform};
-use crate::runqueue::{RunQueue, SlotId};
+use crate::runqueue::RunQueue;
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
@@ -133,6 +133,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// A machine with no CPUs yet; call [`Smp::init`] (or [`Smp::init_with`]) next. `const`
     /// so a kernel can place it in a static and initialise it in place.
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
+        // The task table records CPUs and runqueue slots in 16 bits.
+        const { assert!(CPUS <= 1 << 16 && Q <= 1 << 16, "at most 65536 CPUs and 65536 slots per runqueue") };
         Smp {
             platform,
             topo: RwLock::new(Topology::empty()),
@@ -221,9 +223,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             for lvl in 0..topo.nr_levels(cpu) {
                 for g in topo.groups(cpu, lvl) {
                     let sgc = self.sgc_of(g.id);
-                    sgc.capacity.store(g.capacity, Relaxed);
-                    sgc.min_capacity.store(g.min_capacity, Relaxed);
-                    sgc.max_capacity.store(g.max_capacity, Relaxed);
+                    sgc.capacity.store(percpu::figure(g.capacity), Relaxed);
+                    sgc.min_capacity.store(percpu::figure(g.min_capacity), Relaxed);
+                    sgc.max_capacity.store(percpu::figure(g.max_capacity), Relaxed);
                 }
             }
         }
@@ -298,17 +300,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(f(&self.cpus[cpu].rq.lock()))
     }
 
-    /// Runs `f` with a CPU's state locked and a copy of each task attached there, in slot
-    /// order (for tests and reports that look at the entities of one runqueue).
+    /// Runs `f` with a CPU's state locked and each task attached there with a copy of its
+    /// entity, in slot order (for tests and reports that look at the entities of one
+    /// runqueue).
     pub fn with_cpu_entities<T>(
         &self,
         cpu: usize,
-        f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (SlotId, Entity)>) -> T,
+        f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (TaskId, Entity)>) -> T,
     ) -> Result<T, SchedError> {
         self.check_cpu(cpu)?;
         let st = self.cpus[cpu].rq.lock();
         let pool = self.pool();
-        let mut it = st.rq.attached().filter_map(|(slot, id)| pool.get(id).map(|e| (slot, e)));
+        let mut it = st.rq.attached().filter_map(|(_, id)| pool.get(id).map(|e| (id, e)));
         Ok(f(&st, &mut it))
     }
 
@@ -344,8 +347,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Where a task is: its CPU (the last one, for a sleeping task).
     pub fn task_cpu(&self, id: TaskId) -> Result<u32, SchedError> {
         match self.tasks.lock().get(id)?.location {
-            Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu),
-            Location::InTransit { from } => Ok(from),
+            Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu as u32),
+            Location::InTransit { from } => Ok(from as u32),
         }
     }
 
@@ -371,8 +374,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::OnCpu { cpu, slot } => {
                     let mut st = self.cpus[cpu as usize].rq.lock();
-                    match st.rq.fair(self.pool()).entity(slot) {
-                        Some(e) if e.id == id => return Ok(*e),
+                    let here = st.rq.task_at(slot as u32) == Some(id);
+                    match st.rq.fair(self.pool()).entity(slot as u32) {
+                        Some(e) if here => return Ok(*e),
                         _ => continue, // moved meanwhile
                     }
                 }

@@ -185,9 +185,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         CpuSnap {
             nr_running: s.nr_running.load(Relaxed),
             h_nr_running: s.h_nr_running.load(Relaxed),
-            capacity: s.capacity.load(Relaxed),
-            capacity_orig: s.capacity_orig.load(Relaxed),
-            misfit_task_load: s.misfit_task_load.load(Relaxed),
+            capacity: s.capacity.load(Relaxed) as u64,
+            capacity_orig: s.capacity_orig.load(Relaxed) as u64,
+            misfit_task_load: s.misfit_task_load.load(Relaxed) as u64,
             ..Default::default()
         }
     }

@@ -14,7 +14,15 @@ use crate::runqueue::{RunQueue, SlotId};
 use crate::task::TaskId;
 use crate::topology::MAX_LEVELS;
 
-/// Figures of one runqueue, published by its owner for lock-free readers.
+/// A published figure as the 32-bit atomics hold it: loads, utilisations and capacities fit
+/// (a runqueue's load is at most `Q` × 88 761), and 32-bit atomics are native on every
+/// target, where 64-bit ones are a lock-based fallback on 32-bit MCUs. Saturates.
+pub(crate) fn figure(v: u64) -> u32 {
+    v.min(u32::MAX as u64) as u32
+}
+
+/// Figures of one runqueue, published by its owner for lock-free readers (32-bit, see
+/// `figure`; read them widened with `as u64`).
 #[derive(Debug, Default)]
 pub struct RqStats {
     /// `rq->nr_running` (all classes; only the fair class exists here).
@@ -24,23 +32,23 @@ pub struct RqStats {
     /// Of which `SCHED_IDLE`.
     pub idle_h_nr_running: AtomicU32,
     /// `cpu_load`.
-    pub load: AtomicU64,
+    pub load: AtomicU32,
     /// `cpu_runnable`.
-    pub runnable: AtomicU64,
+    pub runnable: AtomicU32,
     /// `cpu_util` (with util_est, capped at capacity_orig).
-    pub util: AtomicU64,
+    pub util: AtomicU32,
     /// `capacity_of`.
-    pub capacity: AtomicU64,
+    pub capacity: AtomicU32,
     /// `capacity_orig_of` (fixed after `init`; published so readers need no topology lock).
-    pub capacity_orig: AtomicU64,
+    pub capacity_orig: AtomicU32,
     /// `rq->misfit_task_load`: load of a running task too big for this CPU, else 0.
-    pub misfit_task_load: AtomicU64,
+    pub misfit_task_load: AtomicU32,
     /// No task running and none queued.
     pub idle: AtomicBool,
     /// `cfs.avg.util_avg` alone (for `cpu_util_without`).
-    pub util_avg: AtomicU64,
+    pub util_avg: AtomicU32,
     /// `cfs.avg.util_est.enqueued`.
-    pub util_est: AtomicU64,
+    pub util_est: AtomicU32,
     /// When the CPU last went idle (ns), 0 while busy.
     pub idle_stamp: AtomicU64,
 }
@@ -51,15 +59,15 @@ impl RqStats {
             nr_running: AtomicU32::new(0),
             h_nr_running: AtomicU32::new(0),
             idle_h_nr_running: AtomicU32::new(0),
-            load: AtomicU64::new(0),
-            runnable: AtomicU64::new(0),
-            util: AtomicU64::new(0),
-            capacity: AtomicU64::new(1024),
-            capacity_orig: AtomicU64::new(1024),
-            misfit_task_load: AtomicU64::new(0),
+            load: AtomicU32::new(0),
+            runnable: AtomicU32::new(0),
+            util: AtomicU32::new(0),
+            capacity: AtomicU32::new(1024),
+            capacity_orig: AtomicU32::new(1024),
+            misfit_task_load: AtomicU32::new(0),
             idle: AtomicBool::new(true),
-            util_avg: AtomicU64::new(0),
-            util_est: AtomicU64::new(0),
+            util_avg: AtomicU32::new(0),
+            util_est: AtomicU32::new(0),
             idle_stamp: AtomicU64::new(0),
         }
     }
@@ -69,15 +77,15 @@ impl RqStats {
         self.nr_running.store(rq.nr_running(), Relaxed);
         self.h_nr_running.store(rq.nr_running(), Relaxed);
         self.idle_h_nr_running.store(rq.idle_nr_running(), Relaxed);
-        self.load.store(rq.cpu_load(), Relaxed);
-        self.runnable.store(rq.cpu_runnable(), Relaxed);
-        self.util.store(rq.cpu_util(), Relaxed);
-        self.capacity.store(rq.capacity(), Relaxed);
-        self.capacity_orig.store(rq.capacity_orig(), Relaxed);
-        self.misfit_task_load.store(st.misfit_task_load, Relaxed);
+        self.load.store(figure(rq.cpu_load()), Relaxed);
+        self.runnable.store(figure(rq.cpu_runnable()), Relaxed);
+        self.util.store(figure(rq.cpu_util()), Relaxed);
+        self.capacity.store(figure(rq.capacity()), Relaxed);
+        self.capacity_orig.store(figure(rq.capacity_orig()), Relaxed);
+        self.misfit_task_load.store(figure(st.misfit_task_load), Relaxed);
         self.idle.store(rq.is_idle() && rq.nr_running() == 0, Relaxed);
-        self.util_avg.store(rq.avg().util_avg, Relaxed);
-        self.util_est.store(rq.avg().util_est.enqueued as u64, Relaxed);
+        self.util_avg.store(figure(rq.avg().util_avg), Relaxed);
+        self.util_est.store(rq.avg().util_est.enqueued, Relaxed);
         self.idle_stamp.store(st.idle_stamp, Relaxed);
     }
 }
@@ -179,11 +187,11 @@ pub struct BalanceState {
 #[derive(Debug)]
 pub struct GroupCapacity {
     /// Σ capacity_of over the group.
-    pub capacity: AtomicU64,
+    pub capacity: AtomicU32,
     /// Smallest per-CPU capacity.
-    pub min_capacity: AtomicU64,
+    pub min_capacity: AtomicU32,
     /// Largest per-CPU capacity.
-    pub max_capacity: AtomicU64,
+    pub max_capacity: AtomicU32,
     /// The group could not be balanced because of affinity (`sgc->imbalance`).
     pub imbalance: AtomicBool,
     /// When (jiffies) a newidle pass may refresh it next.
@@ -193,9 +201,9 @@ pub struct GroupCapacity {
 impl GroupCapacity {
     pub(super) const fn new() -> GroupCapacity {
         GroupCapacity {
-            capacity: AtomicU64::new(1024),
-            min_capacity: AtomicU64::new(1024),
-            max_capacity: AtomicU64::new(1024),
+            capacity: AtomicU32::new(1024),
+            min_capacity: AtomicU32::new(1024),
+            max_capacity: AtomicU32::new(1024),
             imbalance: AtomicBool::new(false),
             next_update: AtomicU64::new(0),
         }

@@ -181,8 +181,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         waker_load: u64,
     ) -> Option<usize> {
         let (t, p) = (self.stats(this), self.stats(prev));
-        let this_side = AffineSide { load: t.load.load(Relaxed), capacity: t.capacity.load(Relaxed) };
-        let prev_side = AffineSide { load: p.load.load(Relaxed), capacity: p.capacity.load(Relaxed) };
+        let this_side =
+            AffineSide { load: t.load.load(Relaxed) as u64, capacity: t.capacity.load(Relaxed) as u64 };
+        let prev_side =
+            AffineSide { load: p.load.load(Relaxed) as u64, capacity: p.capacity.load(Relaxed) as u64 };
         let sync_waker = sync.then_some(waker_load);
         affine_weight_prefers_this(this_side, prev_side, e.avg.load_avg, pct, sync_waker).then_some(this)
     }
@@ -311,7 +313,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if !self.is_idle(c) && !self.sched_idle_cpu(c) {
                 continue;
             }
-            let cap = self.stats(c).capacity.load(Relaxed);
+            let cap = self.stats(c).capacity.load(Relaxed) as u64;
             if fits_capacity(util, cap) {
                 return Some(c);
             }
@@ -383,10 +385,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // sums while attached there (also while blocked).
             let counts_pelt = e.pelt_attached && e.cpu as usize == c;
             let running_here = e.on_rq && e.cpu as usize == c;
-            let load = st.load.load(Relaxed);
-            let util_avg = st.util_avg.load(Relaxed);
-            let util_est = st.util_est.load(Relaxed);
-            let runnable = st.runnable.load(Relaxed);
+            let load = st.load.load(Relaxed) as u64;
+            let util_avg = st.util_avg.load(Relaxed) as u64;
+            let util_est = st.util_est.load(Relaxed) as u64;
+            let runnable = st.runnable.load(Relaxed) as u64;
             let (load, util, runnable) = if counts_pelt {
                 let u = util_avg.saturating_sub(e.avg.util_avg);
                 let est = if running_here {
@@ -396,11 +398,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 };
                 (
                     load.saturating_sub(e.avg.load_avg),
-                    u.max(est).min(st.capacity_orig.load(Relaxed)),
+                    u.max(est).min(st.capacity_orig.load(Relaxed) as u64),
                     runnable.saturating_sub(e.avg.runnable_avg),
                 )
             } else {
-                (load, st.util.load(Relaxed), runnable)
+                (load, st.util.load(Relaxed) as u64, runnable)
             };
             s.group_load += load;
             s.group_util += util;
@@ -414,12 +416,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
         }
         let sgc = self.sgc_of(gid);
-        s.max_capacity = sgc.max_capacity.load(Relaxed);
-        s.min_capacity = sgc.min_capacity.load(Relaxed);
+        s.max_capacity = sgc.max_capacity.load(Relaxed) as u64;
+        s.min_capacity = sgc.min_capacity.load(Relaxed) as u64;
         if asym_cap && !fits_capacity(e.util_est(), s.max_capacity) {
             s.group_misfit_task_load = 1;
         }
-        s.group_capacity = sgc.capacity.load(Relaxed);
+        s.group_capacity = sgc.capacity.load(Relaxed) as u64;
         s.group_weight = span.weight() as u32;
         s.group_type = classify(pct, sgc.imbalance.load(Relaxed), &s);
         if matches!(s.group_type, GroupType::FullyBusy | GroupType::Overloaded) {
@@ -481,7 +483,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     shallowest = Some(c);
                 }
             } else if shallowest.is_none() {
-                let load = st.load.load(Relaxed);
+                let load = st.load.load(Relaxed) as u64;
                 if load < min_load {
                     min_load = load;
                     least_loaded = c;
@@ -498,7 +500,7 @@ mod tests {
     use std::boxed::Box;
 
     use super::*;
-    use crate::{Features, Nice, NoPlatform, Policy, TaskId, TaskParams};
+    use crate::{Features, Nice, NoPlatform, Policy, TaskParams};
 
     type M = Smp<NoPlatform, 8, 32, 32>;
     const NOW: u64 = 1_000_000_000;
@@ -522,7 +524,7 @@ mod tests {
     }
 
     fn task(load: u64) -> Entity {
-        let mut e = Entity::new(TaskId::new(0, 0), Nice::ZERO, Policy::Normal, CpuMask::ALL, 4);
+        let mut e = Entity::new(Nice::ZERO, Policy::Normal, CpuMask::ALL, 4);
         e.avg.load_avg = load;
         e
     }

@@ -91,8 +91,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         } else {
             st.rq.fair(self.pool()).schedule_pick()
         };
-        let ids =
-            (prev.map(|n| st.rq.ent_in(self.pool(), n).id), next.map(|n| st.rq.ent_in(self.pool(), n).id));
+        let ids = (prev.and_then(|n| st.rq.task_at(n)), next.and_then(|n| st.rq.task_at(n)));
         if next.is_none() && st.idle_stamp == 0 {
             st.idle_stamp = now.max(1);
         }
@@ -142,14 +141,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // A task still queued here that may no longer run here leaves now that its
         // context is saved.
         let evict = prev.and_then(|n| {
-            st.rq
-                .task_at(n)
-                .and_then(|t| self.pool().get(t))
-                .filter(|e| {
-                    let pushed = planned.is_some_and(|p| p.task == e.id);
-                    e.on_rq && (pushed || !e.affinity.contains(cpu))
-                })
-                .map(|e| (n, e))
+            let id = st.rq.task_at(n)?;
+            let e = self.pool().get(id)?;
+            let pushed = planned.is_some_and(|p| p.task == id);
+            (e.on_rq && (pushed || !e.affinity.contains(cpu))).then_some((n, id, e))
         });
         let push = st.active_balance;
         if evict.is_some() {
@@ -158,9 +153,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         drop(st);
         match (evict, planned) {
-            (Some((slot, e)), Some(p)) if p.task == e.id => {
+            (Some((slot, id, _)), Some(p)) if p.task == id => {
                 let how = Move::Reserved;
-                if self.move_queued_task(cpu, e.id, slot, p.dst as usize, how, now, p.reason) != Moved::Yes {
+                if self.move_queued_task(cpu, id, slot, p.dst as usize, how, now, p.reason) != Moved::Yes {
                     self.unreserve(p.dst as usize);
                 }
             }
@@ -169,7 +164,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if let Some(p) = planned {
                     self.unreserve(p.dst as usize);
                 }
-                if let Some((slot, mut e)) = evict {
+                if let Some((slot, id, mut e)) = evict {
                     // Not planned (cannot happen while set_affinity plans every running
                     // task's move): the best allowed CPU with room.
                     let (d, _) = self.select_cpu(
@@ -180,7 +175,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         Waker::default(),
                     );
                     let allowed = e.affinity.and(&self.online());
-                    self.move_to_room(cpu, e.id, slot, d, &allowed, Move::ToRoom, now);
+                    self.move_to_room(cpu, id, slot, d, &allowed, Move::ToRoom, now);
                 }
             }
         }
@@ -200,7 +195,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
             let _ = t.remove(id);
         } else if let Ok(te) = t.get_mut(id) {
-            te.location = Location::Parked { cpu: cpu as u32 };
+            te.location = Location::Parked { cpu: cpu as u16 };
         }
         drop(t);
         self.after_update(cpu, st);
