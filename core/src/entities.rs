@@ -31,9 +31,10 @@ pub struct Entities<const N: usize> {
 }
 
 impl<const N: usize> Entities<N> {
-    /// Room for `N` entities (each starts as a placeholder until its task is created).
+    /// Room for `N` entities (each holds zeros until its task is created, so a machine in a
+    /// `static` needs no `.data` image).
     pub const fn new() -> Self {
-        Entities { cells: [const { Mutex::new(Entity::PLACEHOLDER) }; N] }
+        Entities { cells: [const { Mutex::new(Entity::ZEROED) }; N] }
     }
 
     /// The cells as a [`Pool`], the handle the fair class and the runqueues use.

@@ -222,6 +222,19 @@ impl Tunables {
 }
 
 impl Tunables {
+    /// All zeros: the placeholder of a runqueue `init` has not built yet (not usable).
+    pub(crate) const UNSET: Tunables = Tunables {
+        latency_ns: 0,
+        min_granularity_ns: 0,
+        wakeup_granularity_ns: 0,
+        nr_latency: 0,
+        migration_cost_ns: 0,
+        nr_migrate: 0,
+        child_runs_first: false,
+        runnable_init: RunnableInit::CpuCapacity,
+        scaling: TunableScaling::None,
+    };
+
     /// Linux's defaults for one CPU (usable in `const` contexts).
     pub const DEFAULT: Tunables = Tunables {
         latency_ns: BASE_LATENCY,

@@ -95,6 +95,26 @@ pub struct RunQueue<const Q: usize> {
 }
 
 impl<const Q: usize> RunQueue<Q> {
+    /// A placeholder of all zeros (links that are not yet `NIL`, no tunables): what a machine
+    /// holds for each CPU until `Smp::init` builds the real runqueue, so that a machine in a
+    /// `static` needs no `.data` image. Not a usable runqueue.
+    pub(crate) const UNSET: Self = RunQueue {
+        cpu: 0,
+        capacity_orig: 0,
+        capacity: 0,
+        ids: [TaskId::new(0, 0); Q],
+        free_head: 0,
+        timeline: Timeline::UNSET,
+        mru_prev: [0; Q],
+        mru_next: [0; Q],
+        mru_head: 0,
+        mru_tail: 0,
+        min_vruntime: 0,
+        tunables: Tunables::UNSET,
+        features: Features::empty(),
+        ..Self::new(0, 0, Tunables::DEFAULT, Features::empty())
+    };
+
     /// An empty runqueue for `cpu` with the given original capacity (1024 for a big CPU).
     pub const fn new(cpu: u32, capacity_orig: u64, tunables: Tunables, features: Features) -> Self {
         RunQueue {

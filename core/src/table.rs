@@ -39,7 +39,9 @@ pub struct TaskEntry {
     pub location: Location,
 }
 
-const NIL: u32 = u32::MAX;
+/// The end of the free list. Links are slot + 1, so an empty table is all zeros (a machine
+/// in a `static` needs no `.data` image).
+const NIL: u32 = 0;
 
 /// One slot of the table: a live task's entry, or a link in the free list (so a slot costs
 /// 8 bytes plus its generation).
@@ -47,6 +49,13 @@ const NIL: u32 = u32::MAX;
 enum Slot {
     Free { next: u32 },
     Live(TaskEntry),
+}
+
+impl Slot {
+    /// What a slot never handed out holds: never read (only slots below `bump` are), and
+    /// chosen because its bytes are all zeros (`Free`'s tag sits in a niche, which is not).
+    const NEVER_USED: Slot =
+        Slot::Live(TaskEntry { state: TaskState::Runnable, location: Location::OnCpu { cpu: 0, slot: 0 } });
 }
 
 /// A fixed-capacity table of up to `N` live tasks.
@@ -62,13 +71,7 @@ pub struct TaskTable<const N: usize> {
 impl<const N: usize> TaskTable<N> {
     /// An empty table.
     pub const fn new() -> Self {
-        TaskTable {
-            generation: [0; N],
-            slots: [Slot::Free { next: NIL }; N],
-            free_head: NIL,
-            bump: 0,
-            live: 0,
-        }
+        TaskTable { generation: [0; N], slots: [Slot::NEVER_USED; N], free_head: NIL, bump: 0, live: 0 }
     }
 
     /// Number of live tasks.
@@ -89,7 +92,7 @@ impl<const N: usize> TaskTable<N> {
     /// The id the next [`TaskTable::insert`] will return, if there is room.
     pub fn peek_next_id(&self) -> Option<TaskId> {
         let slot = if self.free_head != NIL {
-            self.free_head
+            self.free_head - 1
         } else if (self.bump as usize) < N {
             self.bump
         } else {
@@ -101,7 +104,7 @@ impl<const N: usize> TaskTable<N> {
     /// Stores a new live task and returns its id.
     pub fn insert(&mut self, entry: TaskEntry) -> Result<TaskId, SchedError> {
         let slot = if self.free_head != NIL {
-            let s = self.free_head;
+            let s = self.free_head - 1;
             self.free_head = match self.slots[s as usize] {
                 Slot::Free { next } => next,
                 Slot::Live(_) => NIL, // (the free list never holds a live slot)
@@ -122,7 +125,8 @@ impl<const N: usize> TaskTable<N> {
     /// stale if the task it named has exited.
     pub fn validate(&self, id: TaskId) -> Result<(), SchedError> {
         let s = id.slot();
-        if s >= N {
+        // A slot never handed out is unknown whatever it holds.
+        if s >= self.bump as usize {
             return Err(SchedError::UnknownTask(id));
         }
         let g = self.generation[s];
@@ -160,14 +164,14 @@ impl<const N: usize> TaskTable<N> {
         let Slot::Live(e) = self.slots[s] else { return Err(SchedError::UnknownTask(id)) };
         self.slots[s] = Slot::Free { next: self.free_head };
         self.generation[s] = self.generation[s].wrapping_add(1);
-        self.free_head = s as u32;
+        self.free_head = s as u32 + 1;
         self.live -= 1;
         Ok(e)
     }
 
     /// Live tasks with their entries, in slot order.
     pub fn iter(&self) -> impl Iterator<Item = (TaskId, &TaskEntry)> + '_ {
-        self.slots.iter().enumerate().filter_map(|(i, s)| match s {
+        self.slots[..self.bump as usize].iter().enumerate().filter_map(|(i, s)| match s {
             Slot::Live(e) => Some((TaskId::new(i as u32, self.generation[i]), e)),
             Slot::Free { .. } => None,
         })

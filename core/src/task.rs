@@ -172,6 +172,10 @@ impl Entity {
         recent_used_cpu: 0,
     };
 
+    /// All zeros: what an entity cell holds before its task is created (never read as a
+    /// task's entity).
+    pub const ZEROED: Entity = Entity { last_wakee: TaskId::new(0, 0), cpu: 0, ..Entity::PLACEHOLDER };
+
     /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
     pub fn new(nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {
         let load = weight_for(policy, nice);

@@ -82,6 +82,7 @@ struct Node {
 
 impl Node {
     const VACANT: Node = Node { key: 0, seq: 0, left: NIL, right: NIL, parent: NIL, height: 0 };
+    const UNSET: Node = Node { key: 0, seq: 0, left: 0, right: 0, parent: 0, height: 0 };
 }
 
 /// Runnable, not-running tasks of one CPU ordered by (vruntime, insertion order).
@@ -102,6 +103,11 @@ pub struct Timeline<const CAP: usize> {
 impl<const CAP: usize> Timeline<CAP> {
     /// Rejects, at compile time, capacities whose ids would collide with `NIL`.
     const CAP_FITS_U32: () = assert!(CAP < NIL as usize, "Timeline CAP must be below u32::MAX");
+
+    /// A placeholder of all zeros (links not yet `NIL`) for a runqueue that `init` has not
+    /// built yet; not a usable timeline.
+    pub(crate) const UNSET: Self =
+        Timeline { nodes: [Node::UNSET; CAP], root: 0, leftmost: 0, len: 0, next_seq: 0 };
 
     /// An empty timeline. `const` so per-CPU timelines can live in statics.
     pub const fn new() -> Self {

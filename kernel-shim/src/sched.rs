@@ -217,27 +217,17 @@ static PARK: [arch::Lock<Park>; MAX_THREADS] =
 static MAP_ID: [AtomicU64; TASKS] = [const { AtomicU64::new(u64::MAX) }; TASKS];
 static MAP_THREAD: [AtomicUsize; TASKS] = [const { AtomicUsize::new(NONE) }; TASKS];
 
-/// The HZ values a kernel can be booted with (Linux's CONFIG_HZ choices): the core takes
-/// HZ in its `const` constructor, so there is one scheduler static per choice and boot
-/// selects one.
+/// The HZ values a kernel can be booted with (Linux's CONFIG_HZ choices).
 pub const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
 /// `hz=` unless given (Linux's CONFIG_HZ default).
-pub const DEFAULT_HZ: u32 = 250;
-static SMP_100: Kernel = Smp::new(KPlatform, Features::DEFAULT, 100);
-static SMP_250: Kernel = Smp::new(KPlatform, Features::DEFAULT, 250);
-static SMP_300: Kernel = Smp::new(KPlatform, Features::DEFAULT, 300);
-static SMP_1000: Kernel = Smp::new(KPlatform, Features::DEFAULT, 1000);
-static HZ_INDEX: AtomicUsize = AtomicUsize::new(1);
+pub const DEFAULT_HZ: u32 = sched_core::smp::DEFAULT_HZ;
+/// The scheduler: built with the defaults, it is all zeros and lives in `.bss`; boot sets
+/// its HZ before `init`.
+static SMP: Kernel = Smp::new(KPlatform, Features::DEFAULT, DEFAULT_HZ);
 
-/// Selects the scheduler for `hz` (one of [`HZ_CHOICES`]); false if unsupported.
+/// Sets the scheduler's HZ at boot (one of [`HZ_CHOICES`]); false if unsupported.
 pub fn select_hz(hz: u32) -> bool {
-    match HZ_CHOICES.iter().position(|&h| h == hz) {
-        Some(i) => {
-            HZ_INDEX.store(i, Relaxed);
-            true
-        }
-        None => false,
-    }
+    HZ_CHOICES.contains(&hz) && SMP.set_hz(hz).is_ok()
 }
 
 /// `skew=on` (the default): CPU c's ticks are offset by c/n of a period, so the n CPUs'
@@ -270,7 +260,7 @@ pub fn arm_tick(cpu: usize) {
 
 /// The tick rate.
 pub fn hz() -> u32 {
-    HZ_CHOICES[HZ_INDEX.load(Relaxed) % HZ_CHOICES.len()]
+    SMP.hz()
 }
 
 /// Every CPU that calls the core is one this kernel brought up, and the core was set up
@@ -287,17 +277,12 @@ pub fn with_core<T>(f: impl FnOnce(&'static Kernel) -> T) -> T {
     f(smp())
 }
 
-/// The scheduler static for the selected HZ. Private: every call into the core, the handlers'
+/// The scheduler static. Private: every call into the core, the handlers'
 /// included, goes through [`with_core`] (in a handler, masking again costs three system
 /// register accesses); only the `Platform` callbacks, which run inside core calls, use it
 /// directly.
 fn smp() -> &'static Kernel {
-    match HZ_INDEX.load(Relaxed) {
-        0 => &SMP_100,
-        2 => &SMP_300,
-        3 => &SMP_1000,
-        _ => &SMP_250,
-    }
+    &SMP
 }
 
 impl Platform for KPlatform {

@@ -543,6 +543,7 @@ mod tests {
     const KERNEL_MAIN: &str = include_str!("../../kernel-shim/src/main.rs");
     const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
     const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched.rs");
+    const CORE_SMP: &str = include_str!("../../core/src/smp/mod.rs");
     const KERNEL_SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
 
     /// `text` with every run of whitespace (line breaks included) as one space, so a phrase
@@ -708,7 +709,9 @@ mod tests {
         let pairs = rust_const_u64(KERNEL_SCENARIO, "MAX_PAIRS");
         assert_states(KERNEL_README, doc, &format!("| pingpong: 1..={pairs},"));
         let hz_choices = rust_const(KERNEL_SCHED, "HZ_CHOICES").trim_matches(['[', ']']);
-        let hz = rust_const_u64(KERNEL_SCHED, "DEFAULT_HZ");
+        // The kernel's default HZ is the core's.
+        assert_eq!(rust_const(KERNEL_SCHED, "DEFAULT_HZ"), "sched_core::smp::DEFAULT_HZ");
+        let hz = rust_const_u64(CORE_SMP, "DEFAULT_HZ");
         assert_states(KERNEL_README, doc, &format!("| `hz` | {hz_choices} | {hz} |"));
         let watchdog = rust_const_u64(KERNEL_SCHED, "DEFAULT_WATCHDOG_TICKS");
         let watchdog_max = rust_const_u64(KERNEL_SCHED, "MAX_WATCHDOG_TICKS");

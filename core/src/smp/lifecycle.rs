@@ -262,7 +262,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     fn record_wakee(&self, cpu: usize, wakee: TaskId, now: u64) -> Waker {
         // Jiffies modulo 2^32, compared wrap-safe as Linux's time_after does.
         let j = self.jiffies(now) as u32;
-        let hz = self.hz as i32;
+        let hz = self.hz() as i32;
         let mut st = self.cpus[cpu].rq.lock();
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
         let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) else { return Waker::default() };
@@ -490,6 +490,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                         let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot as u32) else { continue };
                         e.affinity = mask;
+                        // (The cell is innermost: released before the runqueue lock is.)
+                        drop(e);
                         let cancelled = st.take_push(slot as u32);
                         drop(st);
                         if let Some(p) = cancelled {

@@ -117,8 +117,11 @@ pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usiz
     pub(crate) sgc: [[GroupCapacity; CPUS]; MAX_LEVELS],
     pub(crate) root: RootDomain,
     nr_cpus: AtomicU32,
+    /// The feature bits XOR the defaults (0 = the defaults), so a machine built with the
+    /// defaults is all zeros.
     features: AtomicU32,
-    pub(crate) hz: u32,
+    /// HZ, 0 standing for [`DEFAULT_HZ`] (for the same reason).
+    hz: AtomicU32,
     /// Monotonic check of every CPU's min_vruntime for the invariant checker.
     last_min_vruntime: [AtomicU64; CPUS],
     /// Per LLC (indexed by its first CPU): average cost of an idle-CPU scan (ns).
@@ -131,7 +134,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     Smp<P, CPUS, TASKS, Q, R>
 {
     /// A machine with no CPUs yet; call [`Smp::init`] (or [`Smp::init_with`]) next. `const`
-    /// so a kernel can place it in a static and initialise it in place.
+    /// so a kernel can place it in a static and initialise it in place. With the default
+    /// features and [`DEFAULT_HZ`] (and a platform of zeros, such as a unit struct) the
+    /// machine is all zeros, so a `static` costs no `.data` (no copy in flash): every CPU's
+    /// real initial state is written by `init`, and other features or HZ can be set at boot
+    /// with [`Smp::set_features`] and [`Smp::set_hz`].
+    ///
+    /// ```
+    /// use sched_core::{NoPlatform, Smp, Features, TaskParams};
+    /// static SMP: Smp<NoPlatform, 2, 16, 16> = Smp::new(NoPlatform, Features::DEFAULT, 250);
+    /// SMP.init_with(|t| t.init_flat(2)).unwrap();
+    /// let t = SMP.create(0, 0, TaskParams::default()).unwrap();
+    /// assert_eq!(SMP.schedule(0, 0).unwrap(), Some(t));
+    /// ```
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
         // The task table records CPUs and runqueue slots in 16 bits.
         const { assert!(CPUS <= 1 << 16 && Q <= 1 << 16, "at most 65536 CPUs and 65536 slots per runqueue") };
@@ -140,18 +155,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             topo: RwLock::new(Topology::empty()),
             cpus: [const {
                 CpuCell {
-                    rq: Mutex::new(CpuState {
-                        rq: RunQueue::new(0, 1024, Tunables::DEFAULT, Features::DEFAULT),
-                        active_balance: false,
-                        push_cpu: 0,
-                        misfit_task_load: 0,
-                        idle_stamp: 0,
-                        avg_idle: 2 * SYSCTL_MIGRATION_COST_NS,
-                        max_idle_balance_cost: SYSCTL_MIGRATION_COST_NS,
-                        nr_migrations_in: 0,
-                        asym_capacity: false,
-                        push: [None; 2],
-                    }),
+                    // Zeros until `init` gives each CPU of the topology a fresh state.
+                    rq: Mutex::new(CpuState::UNSET),
                     stats: RqStats::new(),
                     balance: Mutex::new(BalanceState {
                         domains: [DomainBalance {
@@ -170,8 +175,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             sgc: [const { [const { GroupCapacity::new() }; CPUS] }; MAX_LEVELS],
             root: RootDomain { overload: AtomicBool::new(false), overutilized: AtomicBool::new(false) },
             nr_cpus: AtomicU32::new(0),
-            features: AtomicU32::new(features.bits()),
-            hz: if hz == 0 { 250 } else { hz },
+            features: AtomicU32::new(features.bits() ^ Features::DEFAULT.bits()),
+            hz: AtomicU32::new(if hz == DEFAULT_HZ { 0 } else { hz }),
             last_min_vruntime: [const { AtomicU64::new(0) }; CPUS],
             llc_scan_cost: [const { AtomicU64::new(0) }; CPUS],
             nohz: Nohz::new(),
@@ -192,8 +197,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         &self,
         build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,
     ) -> Result<(), InitError> {
-        if self.hz > MAX_HZ {
-            return Err(InitError::Hz(self.hz));
+        if self.hz() > MAX_HZ {
+            return Err(InitError::Hz(self.hz()));
         }
         // (init runs before the CPUs do; a task created concurrently is a misuse it does not
         // guard against, since the table lock may not be held while runqueues are locked.)
@@ -209,7 +214,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         for cpu in 0..n {
             let cap = topo.capacity_orig(cpu);
             let mut st = self.cpus[cpu].rq.lock();
-            st.rq = RunQueue::new(cpu as u32, cap, tunables, features);
+            st.reset(RunQueue::new(cpu as u32, cap, tunables, features));
             st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
             self.cpus[cpu].stats.publish(&st);
             self.last_min_vruntime[cpu].store(st.rq.min_vruntime(), Relaxed);
@@ -255,12 +260,41 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// The active feature switches.
     pub fn features(&self) -> Features {
-        Features::from_bits_truncate(self.features.load(Relaxed))
+        Features::from_bits_truncate(self.features.load(Relaxed) ^ Features::DEFAULT.bits())
+    }
+
+    /// The tick rate `hz` of [`Smp::new`] or [`Smp::set_hz`] (0 is taken as [`DEFAULT_HZ`]).
+    pub fn hz(&self) -> u32 {
+        match self.hz.load(Relaxed) {
+            0 => DEFAULT_HZ,
+            hz => hz,
+        }
+    }
+
+    /// Changes the tick rate before [`Smp::init`] (or while no task is alive): a kernel that
+    /// learns its HZ at boot keeps one `static` machine built with the defaults (all zeros, no
+    /// `.data`) and sets the rate here. Refused while tasks are alive; a rate above
+    /// [`MAX_HZ`] is refused by the next `init`.
+    ///
+    /// ```
+    /// use sched_core::{NoPlatform, Smp, Features};
+    /// static SMP: Smp<NoPlatform, 2, 16, 16> = Smp::new(NoPlatform, Features::DEFAULT, 250);
+    /// SMP.set_hz(1000).unwrap();
+    /// SMP.init_with(|t| t.init_flat(2)).unwrap();
+    /// assert_eq!(SMP.hz(), 1000);
+    /// ```
+    pub fn set_hz(&self, hz: u32) -> Result<(), InitError> {
+        let alive = self.tasks.lock().len();
+        if alive > 0 {
+            return Err(InitError::TasksAlive(alive));
+        }
+        self.hz.store(if hz == 0 || hz == DEFAULT_HZ { 0 } else { hz }, Relaxed);
+        Ok(())
     }
 
     /// Switches features at run time (every runqueue picks them up at once).
     pub fn set_features(&self, f: Features) {
-        self.features.store(f.bits(), Relaxed);
+        self.features.store(f.bits() ^ Features::DEFAULT.bits(), Relaxed);
         for cpu in 0..self.nr_cpus() {
             let mut st = self.cpus[cpu].rq.lock();
             let t = *st.rq.tunables();
@@ -422,6 +456,9 @@ pub(crate) fn update_avg(avg: u64, sample: u64) -> u64 {
 /// ns, so the rate must leave a whole nanosecond per tick; well below that, 10⁶ is already far
 /// beyond any real kernel's `CONFIG_HZ`.
 pub const MAX_HZ: u32 = 1_000_000;
+
+/// The tick rate of a machine built with `hz` 0 (Linux's common `CONFIG_HZ`).
+pub const DEFAULT_HZ: u32 = 250;
 
 /// `sysctl_sched_migration_cost` default (ns): cache-hot window and newidle cost floor.
 pub const SYSCTL_MIGRATION_COST_NS: u64 = 500_000;

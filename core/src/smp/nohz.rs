@@ -32,7 +32,9 @@ pub struct Nohz<const CPUS: usize> {
     flags: [AtomicU8; CPUS],
     /// Per LLC (indexed by its first CPU): CPUs not in tickless idle.
     nr_busy: [AtomicU32; CPUS],
-    busy: [AtomicBool; CPUS],
+    /// The CPU left its LLC's busy count (it entered tickless idle). Kept inverted so a new
+    /// machine is all zeros.
+    not_busy: [AtomicBool; CPUS],
     initialised: AtomicBool,
 }
 
@@ -47,7 +49,7 @@ impl<const CPUS: usize> Nohz<CPUS> {
             next_blocked: AtomicU64::new(0),
             flags: [const { AtomicU8::new(0) }; CPUS],
             nr_busy: [const { AtomicU32::new(0) }; CPUS],
-            busy: [const { AtomicBool::new(true) }; CPUS],
+            not_busy: [const { AtomicBool::new(false) }; CPUS],
             initialised: AtomicBool::new(false),
         }
     }
@@ -104,7 +106,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if !self.nohz.idle[cpu].swap(true, Relaxed) {
             self.nohz.nr_tickless.fetch_add(1, Relaxed);
         }
-        if self.nohz.busy[cpu].swap(false, Relaxed) {
+        if !self.nohz.not_busy[cpu].swap(true, Relaxed) {
             self.nohz.nr_busy[self.llc_id(cpu)].fetch_sub(1, Relaxed);
         }
         Ok(())
@@ -125,8 +127,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.nohz.nr_tickless.fetch_sub(1, Relaxed);
         }
         if self.nohz.initialised.load(Relaxed)
-            && !self.nohz.busy[cpu].load(Relaxed)
-            && !self.nohz.busy[cpu].swap(true, Relaxed)
+            && self.nohz.not_busy[cpu].load(Relaxed)
+            && self.nohz.not_busy[cpu].swap(false, Relaxed)
         {
             self.nohz.nr_busy[self.llc_id(cpu)].fetch_add(1, Relaxed);
         }

@@ -62,10 +62,11 @@ impl RqStats {
             load: AtomicU32::new(0),
             runnable: AtomicU32::new(0),
             util: AtomicU32::new(0),
-            capacity: AtomicU32::new(1024),
-            capacity_orig: AtomicU32::new(1024),
+            // (Published by `init` for every CPU it counts; zeros keep a static machine in .bss.)
+            capacity: AtomicU32::new(0),
+            capacity_orig: AtomicU32::new(0),
             misfit_task_load: AtomicU32::new(0),
-            idle: AtomicBool::new(true),
+            idle: AtomicBool::new(false),
             util_avg: AtomicU32::new(0),
             util_est: AtomicU32::new(0),
             idle_stamp: AtomicU64::new(0),
@@ -91,6 +92,7 @@ impl RqStats {
 }
 
 /// A CPU's state under its runqueue lock.
+#[derive(Clone)]
 pub struct CpuState<const Q: usize> {
     /// The fair runqueue.
     pub rq: RunQueue<Q>,
@@ -132,6 +134,39 @@ pub struct Push {
 }
 
 impl<const Q: usize> CpuState<Q> {
+    /// The state of a CPU before [`Smp::init`] gives it a fresh one: all zeros, so a machine in
+    /// a `static` needs no `.data` image. Never used as it is (no call reaches a CPU before
+    /// `init` counts it), so the values need not be meaningful.
+    pub(super) const UNSET: Self = CpuState {
+        rq: RunQueue::UNSET,
+        active_balance: false,
+        push_cpu: 0,
+        misfit_task_load: 0,
+        idle_stamp: 0,
+        avg_idle: 0,
+        max_idle_balance_cost: 0,
+        nr_migrations_in: 0,
+        asym_capacity: false,
+        // (`None` is not all zeros: the niche is in `reason`.)
+        push: [Some(Push { slot: 0, task: TaskId::new(0, 0), dst: 0, reason: MigrateReason::Wakeup }); 2],
+    };
+
+    /// A fresh CPU around the runqueue `rq` (what `init` gives each CPU of the topology).
+    pub(super) fn reset(&mut self, rq: RunQueue<Q>) {
+        *self = CpuState {
+            rq,
+            active_balance: false,
+            push_cpu: 0,
+            misfit_task_load: 0,
+            idle_stamp: 0,
+            avg_idle: 2 * super::SYSCTL_MIGRATION_COST_NS,
+            max_idle_balance_cost: super::SYSCTL_MIGRATION_COST_NS,
+            nr_migrations_in: 0,
+            asym_capacity: false,
+            push: [None; 2],
+        };
+    }
+
     /// The pending push of the task in `slot`, if any.
     pub fn push_for(&self, slot: SlotId) -> Option<Push> {
         self.push.iter().flatten().find(|p| p.slot == slot).copied()
@@ -200,10 +235,11 @@ pub struct GroupCapacity {
 
 impl GroupCapacity {
     pub(super) const fn new() -> GroupCapacity {
+        // (Set by `init` for every group of the topology.)
         GroupCapacity {
-            capacity: AtomicU32::new(1024),
-            min_capacity: AtomicU32::new(1024),
-            max_capacity: AtomicU32::new(1024),
+            capacity: AtomicU32::new(0),
+            min_capacity: AtomicU32::new(0),
+            max_capacity: AtomicU32::new(0),
             imbalance: AtomicBool::new(false),
             next_update: AtomicU64::new(0),
         }

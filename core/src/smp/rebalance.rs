@@ -17,16 +17,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 {
     /// Jiffy of time `now`.
     pub(crate) fn jiffies(&self, now: u64) -> u64 {
-        now / (1_000_000_000 / self.hz as u64)
+        now / (1_000_000_000 / self.hz() as u64)
     }
 
     pub(crate) fn ms_to_jiffies(&self, ms: u64) -> u64 {
-        (ms * self.hz as u64).div_ceil(1000)
+        (ms * self.hz() as u64).div_ceil(1000)
     }
 
     /// `max_load_balance_interval`: HZ × CPUs / 10 jiffies.
     pub(super) fn max_lb_interval(&self) -> u64 {
-        (self.hz as u64 * self.nr_cpus() as u64 / 10).max(1)
+        (self.hz() as u64 * self.nr_cpus() as u64 / 10).max(1)
     }
 
     /// `get_sd_balance_interval` in jiffies.
@@ -73,7 +73,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut bal = self.cpus[cpu].balance.lock();
         let j = self.jiffies(now);
-        let mut next_balance = j + 60 * self.hz as u64;
+        let mut next_balance = j + 60 * self.hz() as u64;
         let mut update_next = false;
         let mut continue_balancing = true;
         let mut need_decay = false;
@@ -148,7 +148,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let mut bal = self.cpus[cpu].balance.lock();
         let j = self.jiffies(now);
-        let mut next_balance = j + self.hz as u64;
+        let mut next_balance = j + self.hz() as u64;
         let levels = self.topo.read().nr_levels(cpu);
         let mut pulled = false;
         if go {

@@ -2,7 +2,7 @@
 //! domains and groups from a validated [`Plan`].
 
 use super::desc::{Caps, Plan, Sets};
-use super::{Domain, Group, Level, SdFlags, Topology, TopologyDesc, TopologyError, MAX_LEVELS};
+use super::{Domain, Group, Level, SdFlags, Topology, TopologyDesc, TopologyError, MAX_LEVELS, NO_ID};
 use crate::cpumask::CpuMask;
 
 impl<const CPUS: usize> Topology<CPUS> {
@@ -101,7 +101,7 @@ impl<const CPUS: usize> Topology<CPUS> {
     }
 
     fn make_group(&self, span: CpuMask) -> Group {
-        let mut g = Group { span, weight: span.weight(), min_capacity: u64::MAX, ..Group::EMPTY };
+        let mut g = Group { id: NO_ID, span, weight: span.weight(), min_capacity: u64::MAX, ..Group::EMPTY };
         let mut best: Option<(i32, usize)> = None;
         for cpu in span.iter() {
             let cap = self.capacity[cpu];

@@ -1,6 +1,5 @@
 //! Scheduling groups and the iterator over one domain's groups.
 
-use super::NO_ID;
 use crate::cpumask::CpuMask;
 
 /// A scheduling group: one unit the load balancer compares within a domain.
@@ -26,7 +25,7 @@ pub struct Group {
 
 impl Group {
     pub(super) const EMPTY: Group = Group {
-        id: NO_ID,
+        id: 0,
         span: CpuMask::EMPTY,
         weight: 0,
         asym_prefer_cpu: 0,

@@ -68,6 +68,8 @@ pub const MAX_LEVELS: usize = 4;
 const CAPACITY_SCALE: u64 = 1024;
 
 /// The `id` of a group table entry that no surviving domain uses.
+/// The id of a group no surviving domain uses (unused entries are `Group::EMPTY`, all
+/// zeros with weight 0, so an empty topology needs no `.data` image).
 const NO_ID: usize = usize::MAX;
 
 /// Every CPU's scheduling domains and the groups they share, for up to `CPUS` CPUs
@@ -218,7 +220,7 @@ impl<const CPUS: usize> Topology<CPUS> {
 
     /// Every group of a surviving domain, once, in id order (to set up per-group state).
     pub fn all_groups(&self) -> impl Iterator<Item = &Group> + '_ {
-        self.groups.iter().flatten().filter(|g| g.id != NO_ID)
+        self.groups.iter().flatten().filter(|g| g.id != NO_ID && g.weight > 0)
     }
 
     fn per_cpu<T: Copy>(&self, table: &[T; CPUS], cpu: usize) -> Option<T> {
