@@ -2,8 +2,8 @@
 //!
 //! - `cargo xtest` (`qemu-tests test`): every host crate's tests, the lint gates (rustfmt,
 //!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
-//!   bare-metal builds of the core, then the QEMU suite and its boot-line fuzz on the aarch64
-//!   kernel; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
+//!   bare-metal builds of the core, the size budgets (`size::check`), then the QEMU suite and
+//!   its boot-line fuzz on the aarch64 kernel; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
 //!   only QEMU boots: the suite's cases (or the long ones) repeated.
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
@@ -215,7 +215,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
 
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
-    eprintln!("xtest: [1/4] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
+    eprintln!("xtest: [1/5] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
     let (ok, text) = run_capture(
         cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--all-targets"]).args(extra),
     );
@@ -230,7 +230,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
         steps_failed.push("doc tests");
     }
 
-    eprintln!("xtest: [2/4] lint gates: rustfmt, clippy (host crates and kernel), rustdoc; warnings fail");
+    eprintln!("xtest: [2/5] lint gates: rustfmt, clippy (host crates and kernel), rustdoc; warnings fail");
     for gate in LINT_GATES {
         if run_gate(gate) {
             tally.passed += 1;
@@ -240,7 +240,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [3/4] sched-core builds for the bare-metal targets (no_std, no alloc)");
+    eprintln!("xtest: [3/5] sched-core builds for the bare-metal targets (no_std, no alloc)");
     for (target, features) in BARE_METAL_TARGETS {
         let built = ensure_target(target)
             && cargo()
@@ -258,7 +258,15 @@ fn run_tests(extra: &[String]) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [4/4] the QEMU suite (kernel-shim on 8 vCPUs)");
+    eprintln!("xtest: [4/5] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
+    let (p, f) = size::check();
+    tally.passed += p;
+    tally.failed += f;
+    if f > 0 {
+        steps_failed.push("size budgets");
+    }
+
+    eprintln!("xtest: [5/5] the QEMU suite (kernel-shim on 8 vCPUs)");
     let (p, f) = suite::run();
     tally.passed += p;
     tally.failed += f;

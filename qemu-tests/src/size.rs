@@ -4,8 +4,9 @@
 //! `core/size-probe` (`SCHED_SIZES`); this builds that library for each target and reads the
 //! table's bytes from the compiled object (no linking, no running: deterministic for the
 //! pinned toolchain); the code size of two bare-metal images; and the deepest exception stack
-//! of a QEMU run. Each figure is printed beside its budget from the small-machines work;
-//! budgets are reported, not yet enforced (the suite enforces its own stack budget).
+//! of a QEMU run. Each figure is printed beside its budget from the small-machines work.
+//! `cargo xtest` enforces the budgets (the stack's through the QEMU suite, which holds every
+//! case to it), except those listed in `NOT_YET_MET`, which it reports.
 
 use std::path::Path;
 use std::process::ExitCode;
@@ -32,66 +33,122 @@ const CALL_STACK_BUDGET: u64 = crate::suite::EXC_STACK_BUDGET;
 /// 64-bit one for comparison.
 const TARGETS: [&str; 2] = ["thumbv7em-none-eabihf", "aarch64-unknown-none"];
 
+/// Budgets not met yet: reported, not enforced, until the code meets them (the small-machines
+/// work; see the README's benchmark section). `cargo xtest` fails if one of these is met,
+/// so that its budget is enforced from then on.
+const NOT_YET_MET: [&str; 2] = [".text, Smp of 2 CPUs with the balancer", ".text, SingleCpu"];
+
+/// One measured figure with its budget (bytes).
+struct Row {
+    name: &'static str,
+    value: u64,
+    budget: Option<u64>,
+}
+
+impl Row {
+    fn over(&self) -> bool {
+        self.budget.is_some_and(|b| self.value > b)
+    }
+}
+
+/// What `cargo xsize` measures without booting QEMU.
+struct Measured {
+    /// The `size_of` rows, for thumbv7em.
+    rows: Vec<Row>,
+    /// The same figures for aarch64, for comparison.
+    wide: Vec<u64>,
+    /// The thumbv7em images' sections.
+    images: Vec<Row>,
+}
+
+/// The `size_of` rows for thumbv7em, with the same figures for aarch64 beside them, and the
+/// image rows.
+fn measure() -> Result<Measured, String> {
+    let mcu = sizes(TARGETS[0]).map_err(|e| format!("{}: {e}", TARGETS[0]))?;
+    let wide = sizes(TARGETS[1]).map_err(|e| format!("{}: {e}", TARGETS[1]))?;
+    let rows =
+        ENTRIES.iter().zip(&mcu).map(|(&(name, budget), &value)| Row { name, value, budget }).collect();
+    let images = code_sizes().map_err(|e| format!("code size: {e}"))?;
+    Ok(Measured { rows, wide, images })
+}
+
 /// Runs `cargo xsize`.
 pub fn main() -> ExitCode {
-    let mut columns = Vec::new();
-    for target in TARGETS {
-        match sizes(target) {
-            Ok(v) => columns.push(v),
-            Err(e) => {
-                eprintln!("xsize: {target}: {e}");
-                return ExitCode::FAILURE;
-            }
-        }
-    }
-    println!("{:<38} {:>22} {:>22} {:>8}", "size_of (bytes)", TARGETS[0], TARGETS[1], "budget");
-    let mut over = 0;
-    for (i, (name, budget)) in ENTRIES.iter().enumerate() {
-        let b = budget.map_or("-".to_string(), |b| b.to_string());
-        let mark = match budget {
-            Some(b) if columns[0][i] > *b => {
-                over += 1;
-                "  over"
-            }
-            _ => "",
-        };
-        println!("{name:<38} {:>22} {:>22} {b:>8}{mark}", columns[0][i], columns[1][i]);
-    }
-    match code_sizes() {
-        Ok(rows) => {
-            println!();
-            println!("{:<38} {:>22} {:>8}", "image on thumbv7em (opt-level s, LTO)", "bytes", "budget");
-            for (name, bytes, budget) in rows {
-                let mark = if bytes > budget {
-                    over += 1;
-                    "  over"
-                } else {
-                    ""
-                };
-                println!("{name:<38} {bytes:>22} {budget:>8}{mark}");
-            }
-        }
+    let Measured { rows, wide, images } = match measure() {
+        Ok(m) => m,
         Err(e) => {
-            eprintln!("xsize: code size: {e}");
+            eprintln!("xsize: {e}");
             return ExitCode::FAILURE;
         }
+    };
+    let mark = |r: &Row| if r.over() { "  over" } else { "" };
+    println!("{:<38} {:>22} {:>22} {:>8}", "size_of (bytes)", TARGETS[0], TARGETS[1], "budget");
+    for (r, w) in rows.iter().zip(&wide) {
+        let b = r.budget.map_or("-".to_string(), |b| b.to_string());
+        println!("{:<38} {:>22} {w:>22} {b:>8}{}", r.name, r.value, mark(r));
     }
+    println!();
+    println!("{:<38} {:>22} {:>8}", "image on thumbv7em (opt-level s, LTO)", "bytes", "budget");
+    for r in &images {
+        println!("{:<38} {:>22} {:>8}{}", r.name, r.value, r.budget.unwrap_or(0), mark(r));
+    }
+    let mut over = rows.iter().chain(&images).filter(|r| r.over()).count();
     match deepest_stack() {
         Ok(n) => {
-            let mark = if n > CALL_STACK_BUDGET {
-                over += 1;
-                "  over"
-            } else {
-                ""
-            };
+            let r =
+                Row { name: "deepest exception stack, sysbench", value: n, budget: Some(CALL_STACK_BUDGET) };
+            over += r.over() as usize;
             println!();
             println!("{:<38} {:>22} {:>8}", "stack in QEMU (aarch64 kernel)", "bytes", "budget");
-            println!("{:<38} {n:>22} {:>8}{mark}", "deepest exception stack, sysbench", CALL_STACK_BUDGET);
+            println!("{:<38} {n:>22} {CALL_STACK_BUDGET:>8}{}", r.name, mark(&r));
         }
         Err(e) => eprintln!("xsize: stack: {e}"),
     }
     println!("({over} of the budgets not met yet)");
     ExitCode::SUCCESS
+}
+
+/// `cargo xtest`'s size step: every budgeted figure but the stack (the QEMU suite holds every
+/// case to it) must be within its budget, except those in [`NOT_YET_MET`], which are printed
+/// as such and must still be over. Returns (passed, failed).
+pub fn check() -> (u64, u64) {
+    let Measured { rows, images, .. } = match measure() {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("xtest: size budgets: {e}");
+            return (0, 1);
+        }
+    };
+    let (mut passed, mut failed) = (0, 0);
+    for r in rows.iter().chain(&images).filter(|r| r.budget.is_some()) {
+        let budget = r.budget.unwrap_or(0);
+        let known = NOT_YET_MET.contains(&r.name);
+        match (r.over(), known) {
+            (false, false) => {
+                passed += 1;
+                eprintln!("xtest: size: {} {} B (budget {budget}) ... ok", r.name, r.value);
+            }
+            (true, true) => {
+                eprintln!(
+                    "xtest: size: {} {} B (budget {budget}) ... not met yet (reported)",
+                    r.name, r.value
+                )
+            }
+            (true, false) => {
+                failed += 1;
+                eprintln!("xtest: size: {} {} B exceeds its budget {budget} ... FAILED", r.name, r.value);
+            }
+            (false, true) => {
+                failed += 1;
+                eprintln!(
+                    "xtest: size: {} {} B now meets its budget {budget}: take it out of NOT_YET_MET \
+                     (qemu-tests/src/size.rs) so it is enforced ... FAILED",
+                    r.name, r.value
+                );
+            }
+        }
+    }
+    (passed, failed)
 }
 
 /// Boots the sysbench-like run (8 CPUs, 2x4, deterministic) and reads the deepest CPU's
@@ -114,7 +171,7 @@ fn deepest_stack() -> Result<u64, String> {
 /// The probe's two bare-metal images (`core/size-probe/src/bin`), built for thumbv7em with
 /// the `size` profile: (what, bytes, budget) for their `.text` and for the 2-CPU image's
 /// `.data` (a `static` machine that is not all zeros is copied from flash at boot).
-fn code_sizes() -> Result<Vec<(&'static str, u64, u64)>, String> {
+fn code_sizes() -> Result<Vec<Row>, String> {
     let target = TARGETS[0];
     build_probe(target, &["--bins", "--profile", "size"])?;
     let dir = crate::qemu::root().join("target").join(target).join("size");
@@ -123,10 +180,11 @@ fn code_sizes() -> Result<Vec<(&'static str, u64, u64)>, String> {
         let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
         Ok(obj.section_by_name(name).map_or(0, |s| s.size()))
     };
+    let row = |name, value, budget| Row { name, value, budget: Some(budget) };
     Ok(vec![
-        (".text, Smp of 2 CPUs with the balancer", section("text_smp2", ".text")?, 40 * 1024),
-        (".text, SingleCpu", section("text_single", ".text")?, 20 * 1024),
-        (".data, a static Smp of 2 CPUs", section("text_smp2", ".data")?, 0),
+        row(".text, Smp of 2 CPUs with the balancer", section("text_smp2", ".text")?, 40 * 1024),
+        row(".text, SingleCpu", section("text_single", ".text")?, 20 * 1024),
+        row(".data, a static Smp of 2 CPUs", section("text_smp2", ".data")?, 0),
     ])
 }
 
