@@ -1,8 +1,6 @@
 //! The invariant checker: every runqueue's own invariants, monotonic `min_vruntime`, and
 //! agreement between the task table and the runqueues.
 
-use portable_atomic::Ordering::Relaxed;
-
 use spin::mutex::MutexGuard;
 use spin::RelaxStrategy;
 
@@ -22,21 +20,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// lock in order; meant for tests and stress runs.
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         let n = self.nr_cpus();
-        let guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
+        let mut guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
             (0..n).map(|c| self.cpus[c].rq.lock()).collect();
         let t = self.tasks.lock();
         let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what, task: None });
         let fail_t =
             |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu: cpu as u32, what, task: Some(t) });
         let mut attached = 0usize;
-        for (c, st) in guards.iter().enumerate() {
+        for (c, st) in guards.iter_mut().enumerate() {
             st.rq.check(self.pool())?;
             let mv = st.rq.min_vruntime();
-            let last = self.last_min_vruntime[c].load(Relaxed);
-            if crate::timeline::vruntime_before(mv, last) {
+            if crate::timeline::vruntime_before(mv, st.checked_min_vruntime) {
                 return fail(c, "min_vruntime went backwards");
             }
-            self.last_min_vruntime[c].store(mv, Relaxed);
+            st.checked_min_vruntime = mv;
             attached += st.rq.nr_attached();
         }
         let mut on_cpu = 0usize;

@@ -74,7 +74,7 @@ pub(crate) enum Moved {
     Changed,
 }
 
-use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use portable_atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 use spin::mutex::Mutex;
 use spin::rwlock::RwLock;
@@ -122,10 +122,9 @@ pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usiz
     features: AtomicU32,
     /// HZ, 0 standing for [`DEFAULT_HZ`] (for the same reason).
     hz: AtomicU32,
-    /// Monotonic check of every CPU's min_vruntime for the invariant checker.
-    last_min_vruntime: [AtomicU64; CPUS],
-    /// Per LLC (indexed by its first CPU): average cost of an idle-CPU scan (ns).
-    pub(crate) llc_scan_cost: [AtomicU64; CPUS],
+    /// Per LLC (indexed by its first CPU): average cost of an idle-CPU scan (ns; 32 bits,
+    /// native on every target, saturating).
+    pub(crate) llc_scan_cost: [AtomicU32; CPUS],
     /// nohz idle-balancing state.
     pub(crate) nohz: Nohz<CPUS>,
 }
@@ -177,8 +176,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             nr_cpus: AtomicU32::new(0),
             features: AtomicU32::new(features.bits() ^ Features::DEFAULT.bits()),
             hz: AtomicU32::new(if hz == DEFAULT_HZ { 0 } else { hz }),
-            last_min_vruntime: [const { AtomicU64::new(0) }; CPUS],
-            llc_scan_cost: [const { AtomicU64::new(0) }; CPUS],
+            llc_scan_cost: [const { AtomicU32::new(0) }; CPUS],
             nohz: Nohz::new(),
         }
     }
@@ -217,7 +215,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             st.reset(RunQueue::new(cpu as u32, cap, tunables, features));
             st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
             self.cpus[cpu].stats.publish(&st);
-            self.last_min_vruntime[cpu].store(st.rq.min_vruntime(), Relaxed);
             let mut b = self.cpus[cpu].balance.lock();
             *b = BalanceState::default();
             for (i, d) in topo.domains(cpu).enumerate() {

@@ -3,13 +3,16 @@
 //!
 //! Tickless idle is the platform's choice: it calls [`Smp::nohz_enter_idle`] when it stops
 //! an idle CPU's tick. A platform that keeps ticking on idle CPUs never calls it, no CPU is
-//! ever tickless, nobody is kicked, and each idle CPU balances itself on its own ticks.
+//! ever tickless, nobody is kicked, and each idle CPU balances itself on its own ticks. The
+//! `nohz` feature (on by default) builds the calls in; without it a small machine saves
+//! their code.
 
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 
 use super::Smp;
 use crate::balance::stats::{check_cpu_capacity, CpuSnap};
 use crate::balance::IdleType;
+#[cfg(feature = "nohz")]
 use crate::error::SchedError;
 use crate::platform::Platform;
 use crate::topology::SdFlags;
@@ -20,6 +23,11 @@ pub const NOHZ_BALANCE_KICK: u8 = 1;
 /// Kick to refresh the idle CPUs' blocked load only.
 pub const NOHZ_STATS_KICK: u8 = 2;
 const NOHZ_KICK_MASK: u8 = NOHZ_BALANCE_KICK | NOHZ_STATS_KICK;
+
+/// Whether tickless idle is built in (the `nohz` feature). Without it no CPU can become
+/// tickless, so the paths below would find nothing to do; testing this constant first lets
+/// the compiler leave them out.
+pub(super) const NOHZ: bool = cfg!(feature = "nohz");
 
 /// Shared nohz state (`struct nohz`, plus the per-CPU kick flags and per-LLC busy counts).
 pub struct Nohz<const CPUS: usize> {
@@ -83,6 +91,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.topo.read().llc_id(cpu).unwrap_or(cpu)
     }
 
+    #[cfg(feature = "nohz")]
     fn nohz_init(&self) {
         if self.nohz.initialised.swap(true, Relaxed) {
             return;
@@ -96,6 +105,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// longer balances itself; busy CPUs will kick an idle balancer instead.
     /// Nothing happens unless the CPU is idle; a CPU out of range is
     /// [`SchedError::CpuOutOfRange`].
+    #[cfg(feature = "nohz")]
     pub fn nohz_enter_idle(&self, cpu: usize) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
         if !self.stats(cpu).idle.load(Relaxed) {
@@ -114,6 +124,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `nohz_balance_exit_idle`: `cpu` ticks again. A CPU out of range is
     /// [`SchedError::CpuOutOfRange`].
+    #[cfg(feature = "nohz")]
     pub fn nohz_exit_idle(&self, cpu: usize) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
         self.nohz_exit_idle_on(cpu);
@@ -213,6 +224,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)
     /// every tickless idle CPU that is due, then itself. Returns whether a kick was served.
     /// A CPU out of range is [`SchedError::CpuOutOfRange`].
+    #[cfg(feature = "nohz")]
     pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         self.check_cpu(cpu)?;
         Ok(self.nohz_idle_balance_on(cpu, now))

@@ -118,6 +118,8 @@ pub struct CpuState<const Q: usize> {
     /// slot reserved for it at its destination. Only a task still on this CPU (`on_cpu`) gets
     /// one, and at most two are: the current task and the one being switched away from.
     pub push: [Option<Push>; 2],
+    /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
+    pub(super) checked_min_vruntime: u64,
 }
 
 /// A task leaving its CPU once its context is saved, and where it goes.
@@ -149,11 +151,13 @@ impl<const Q: usize> CpuState<Q> {
         asym_capacity: false,
         // (`None` is not all zeros: the niche is in `reason`.)
         push: [Some(Push { slot: 0, task: TaskId::new(0, 0), dst: 0, reason: MigrateReason::Wakeup }); 2],
+        checked_min_vruntime: 0,
     };
 
     /// A fresh CPU around the runqueue `rq` (what `init` gives each CPU of the topology).
     pub(super) fn reset(&mut self, rq: RunQueue<Q>) {
         *self = CpuState {
+            checked_min_vruntime: rq.min_vruntime(),
             rq,
             active_balance: false,
             push_cpu: 0,

@@ -279,7 +279,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     fn select_idle_cpu(&self, this: usize, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
         let avg_idle = self.cpus[this].rq.lock().avg_idle / 512;
         let llc_id = llc.first().unwrap_or(target);
-        let avg_cost = self.llc_scan_cost[llc_id].load(Relaxed) + 1;
+        let avg_cost = self.llc_scan_cost[llc_id].load(Relaxed) as u64 + 1;
         let mut nr = sis_prop_budget(llc.weight() as u64, avg_idle, avg_cost);
         let t0 = self.platform.clock_ns();
         let mut probes = 0u64;
@@ -299,8 +299,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             (Some(a), Some(b)) => b.saturating_sub(a),
             _ => SCAN_COST_PER_CPU_NS * probes,
         };
-        let old = self.llc_scan_cost[llc_id].load(Relaxed);
-        self.llc_scan_cost[llc_id].store(update_avg(old, cost), Relaxed);
+        let old = self.llc_scan_cost[llc_id].load(Relaxed) as u64;
+        self.llc_scan_cost[llc_id].store(super::percpu::figure(update_avg(old, cost)), Relaxed);
         found
     }
 

@@ -7,6 +7,7 @@ use portable_atomic::Ordering::Relaxed;
 
 use spin::RelaxStrategy;
 
+use super::nohz::NOHZ;
 use super::{Smp, SYSCTL_MIGRATION_COST_NS};
 use crate::balance::{estimated_balance_cost, IdleType};
 use crate::platform::Platform;
@@ -42,7 +43,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // every tick is "due" and all a pass does is decay the blocked load. Doing just
             // that keeps the balancer out of a one-CPU image (CPUS is a constant here).
             self.cpus[cpu].rq.lock().rq.update_blocked_averages();
-            if !idle {
+            if !idle && NOHZ {
                 self.nohz_exit_idle_on(cpu);
             }
             return;
@@ -52,7 +53,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.jiffies(now) >= b.next_balance
         };
         // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
-        if idle && self.nohz_idle_balance_on(cpu, now) {
+        if idle && NOHZ && self.nohz_idle_balance_on(cpu, now) {
             return;
         }
         if due {
@@ -60,7 +61,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let idle = if idle { IdleType::Idle } else { IdleType::NotIdle };
             self.rebalance_domains(cpu, now, idle);
         }
-        if !idle {
+        if !idle && NOHZ {
             self.nohz_balancer_kick(cpu, now);
         }
     }
@@ -125,7 +126,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         if update_next {
             bal.next_balance = next_balance;
-            if idle == IdleType::Idle {
+            if idle == IdleType::Idle && NOHZ {
                 self.nohz_note_next_balance(next_balance);
             }
         }

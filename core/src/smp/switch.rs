@@ -4,6 +4,7 @@
 
 use spin::RelaxStrategy;
 
+use super::nohz::NOHZ;
 use super::{CpuState, Move, Moved, Smp};
 use crate::error::SchedError;
 use crate::fair::WakeFlags;
@@ -63,7 +64,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
         // (One CPU is never kicked: there is no other CPU to kick it.)
-        if CPUS > 1 && self.nohz_idle_balance_on(cpu, now) {
+        if CPUS > 1 && NOHZ && self.nohz_idle_balance_on(cpu, now) {
             idle_next = goes_idle(&self.cpus[cpu].rq.lock());
         }
         // A CPU about to idle first tries to pull work (newidle balance).

@@ -2,14 +2,46 @@
 //! domains and groups from a validated [`Plan`].
 
 use super::desc::{Caps, Plan, Sets};
-use super::{Domain, Group, Level, SdFlags, Topology, TopologyDesc, TopologyError, MAX_LEVELS, NO_ID};
+use super::{
+    Domain, Group, Level, SdFlags, Topology, TopologyDesc, TopologyError, CAPACITY_SCALE, MAX_LEVELS, NO_ID,
+};
 use crate::cpumask::CpuMask;
 
 impl<const CPUS: usize> Topology<CPUS> {
     /// Builds the domains of `desc`. Everything is validated first; on error `self` is left
     /// exactly as it was.
     pub fn init(&mut self, desc: &TopologyDesc<'_>) -> Result<(), TopologyError> {
+        // A machine of one CPU described plainly is built directly (it has no domains), so a
+        // one-CPU image does not link the planner; `CPUS == 1` is a constant.
+        let plain = desc.smt.is_empty() && desc.clusters.is_empty() && desc.nodes.is_empty();
+        if CPUS == 1 && desc.nr_cpus == 1 && plain && desc.asym_packing.is_none() && desc.capacity.len() <= 1
+        {
+            return self.init_single(desc.capacity.first().copied().unwrap_or(CAPACITY_SCALE));
+        }
         self.apply(&Plan::from_desc(desc))
+    }
+
+    /// One CPU of capacity `cap`: what [`Topology::init`] plans for it, without the planner
+    /// (no domain survives, so no group is used).
+    fn init_single(&mut self, cap: u64) -> Result<(), TopologyError> {
+        match cap {
+            0 => return Err(TopologyError::ZeroCapacity { cpu: 0 }),
+            c if c > CAPACITY_SCALE => return Err(TopologyError::CapacityTooLarge { cpu: 0 }),
+            _ => {}
+        }
+        self.nr_cpus = 1;
+        self.nr_groups_total = 0;
+        for cpu in 0..CPUS {
+            self.capacity[cpu] = if cpu == 0 { cap } else { 0 };
+            self.priority[cpu] = 0;
+            self.nr_levels[cpu] = 0;
+            self.domains[cpu] = [Domain::EMPTY; MAX_LEVELS];
+            for l in 0..MAX_LEVELS {
+                self.leader[l][cpu] = 0;
+                self.groups[l][cpu] = Group::EMPTY;
+            }
+        }
+        Ok(())
     }
 
     /// One cluster of `nr_cpus` equal CPUs: a single MC level with one group per CPU.
@@ -66,7 +98,7 @@ impl<const CPUS: usize> Topology<CPUS> {
         a.checked_mul(b).ok_or(Self::too_many())
     }
 
-    fn apply(&mut self, plan: &Plan<'_>) -> Result<(), TopologyError> {
+    pub(super) fn apply(&mut self, plan: &Plan<'_>) -> Result<(), TopologyError> {
         plan.validate(Self::max_cpus())?;
         self.build(plan);
         Ok(())
@@ -205,14 +237,19 @@ impl<const CPUS: usize> Topology<CPUS> {
                     if chain[i + 1].flags.contains(SdFlags::PREFER_SIBLING) {
                         chain[i].flags.insert(SdFlags::PREFER_SIBLING);
                     }
-                    chain.copy_within(i + 2..len, i + 1);
+                    // (A loop rather than `copy_within`, which links a 1.6 KB memmove.)
+                    for k in i + 1..len - 1 {
+                        chain[k] = chain[k + 1];
+                    }
                     len -= 1;
                 } else {
                     i += 1;
                 }
             }
             if len > 0 && chain[0].degenerate() {
-                chain.copy_within(1..len, 0);
+                for k in 0..len - 1 {
+                    chain[k] = chain[k + 1];
+                }
                 len -= 1;
             }
             for (k, slot) in chain.iter_mut().enumerate() {

@@ -559,3 +559,48 @@ proptest! {
         check_machine(&t, &mc)?;
     }
 }
+
+/// The one-CPU shortcut of `Topology::init` answers every query as the planner's table does,
+/// and refuses what the planner refuses.
+#[test]
+fn one_cpu_shortcut_matches_the_planner() {
+    let view = |t: &Topology<1>| {
+        (
+            (
+                t.nr_cpus(),
+                t.capacity_orig(0),
+                t.max_capacity_orig(),
+                t.asym_priority(0),
+                t.nr_levels(0),
+                t.domains(0).count(),
+                t.local_group(0, 0).map(|g| g.span),
+            ),
+            (
+                t.llc_span(0),
+                t.llc_size(0),
+                t.llc_id(0),
+                t.asym_cpucapacity_level(0),
+                t.nr_groups_total(),
+                t.all_groups().count(),
+            ),
+        )
+    };
+    for caps in [&[][..], &[1024], &[446], &[1], &[0], &[1025]] {
+        let desc = TopologyDesc {
+            nr_cpus: 1,
+            smt: &[],
+            clusters: &[],
+            nodes: &[],
+            capacity: caps,
+            asym_packing: None,
+        };
+        let mut quick: Topology<1> = Topology::empty();
+        let mut planned: Topology<1> = Topology::empty();
+        let a = quick.init(&desc);
+        let b = planned.apply(&desc::Plan::from_desc(&desc));
+        assert_eq!(a, b, "capacities {caps:?}");
+        if a.is_ok() {
+            assert_eq!(view(&quick), view(&planned), "capacities {caps:?}");
+        }
+    }
+}
