@@ -18,7 +18,7 @@ use crate::pelt;
 use crate::runqueue::{RunQueue, SlotId};
 use crate::task::{Entity, Policy, TaskId};
 use crate::timeline::vruntime_before;
-use crate::weights::{calc_delta, calc_delta_fair, Nice};
+use crate::weights::{calc_delta, calc_delta_fair, LoadWeight, Nice};
 
 bitflags! {
     /// How a task is being enqueued.
@@ -174,9 +174,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
-        let now = self.clock_task;
         let Some(c) = self.curr else { return };
         let Some(mut se) = self.ent_mut(c) else { return };
+        self.charge_curr(&mut se);
+    }
+
+    /// [`Fair::update_curr`] on the current entity, whose cell the caller holds. (Each cell
+    /// lock is an atomic operation, so the hot paths lock an entity once and pass it down.)
+    fn charge_curr(&mut self, se: &mut Entity) {
+        let now = self.clock_task;
         let delta = now as i64 - se.exec_start as i64;
         if delta <= 0 {
             return;
@@ -185,20 +191,24 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.exec_start = now;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load()));
-        drop(se);
-        self.update_min_vruntime();
+        self.min_vruntime_with(se.on_rq.then_some(se.vruntime));
     }
 
     /// `min_vruntime` = max(itself, min(runnable current's vruntime, leftmost's)): it only
     /// moves forward.
     pub(crate) fn update_min_vruntime(&mut self) {
-        let curr = self.curr.filter(|&c| self.ent(c).on_rq);
-        let mut vr = self.min_vruntime;
-        if let Some(c) = curr {
-            vr = self.ent(c).vruntime;
-        }
-        if let Some(l) = self.timeline.leftmost() {
-            let lv = self.ent(l as SlotId).vruntime;
+        let curr = self.curr.and_then(|c| {
+            let e = self.ent(c);
+            e.on_rq.then_some(e.vruntime)
+        });
+        self.min_vruntime_with(curr);
+    }
+
+    /// [`Fair::update_min_vruntime`] given the current entity's vruntime if it is runnable.
+    /// The leftmost's vruntime is its timeline key (they are equal while it is queued).
+    fn min_vruntime_with(&mut self, curr: Option<u64>) {
+        let mut vr = curr.unwrap_or(self.min_vruntime);
+        if let Some(lv) = self.timeline.leftmost().and_then(|l| self.timeline.vruntime_of(l)) {
             vr = if curr.is_none() { lv } else { min_vruntime(vr, lv) };
         }
         self.min_vruntime = max_vruntime(self.min_vruntime, vr);
@@ -207,24 +217,32 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `update_load_avg` for an entity here and for the runqueue: ages the entity (if it is
     /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
     fn update_load_avg(&mut self, slot: SlotId, flags: PeltFlags) {
-        let now = self.clock_pelt();
         let is_curr = self.curr == Some(slot);
         let Some(mut se) = self.ent_mut(slot) else { return };
+        self.load_avg_with(&mut se, is_curr, flags);
+    }
+
+    /// [`Fair::update_load_avg`] for an entity whose cell the caller holds.
+    fn load_avg_with(&mut self, se: &mut Entity, is_curr: bool, flags: PeltFlags) {
+        let now = self.clock_pelt();
         if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
             let w = se.weight();
             let on_rq = se.on_rq;
             se.avg.update_task(now, w, on_rq, is_curr);
         }
-        drop(se);
         self.update_cfs_avg();
         if flags.contains(PeltFlags::DO_ATTACH) {
-            self.attach_entity_avg(slot);
+            self.attach_avg_with(se);
         }
     }
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
     fn attach_entity_avg(&mut self, slot: SlotId) {
         let Some(mut se) = self.ent_mut(slot) else { return };
+        self.attach_avg_with(&mut se);
+    }
+
+    fn attach_avg_with(&mut self, se: &mut Entity) {
         if se.pelt_attached {
             return;
         }
@@ -255,95 +273,84 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
     /// hierarchy). The task must be attached here and not yet accounted.
     pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
-        let Some(se) = self.entity(slot) else { return };
+        let Some(mut se) = self.ent_mut(slot) else { return };
         if se.on_rq {
             return;
         }
-        let ue = se.avg.util_est;
-        drop(se);
         // util_est first, before PELT sees the task.
         if self.features.contains(Features::UTIL_EST) {
-            pelt::util_est_add(&mut self.avg.util_est, &ue);
+            pelt::util_est_add(&mut self.avg.util_est, &se.avg.util_est);
         }
         let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
         let is_curr = self.curr == Some(slot);
-        let min_vr = self.min_vruntime;
         // The current entity is renormalised before update_curr so its pending runtime is
         // charged against the right base; others after, against the updated min_vruntime.
         if renorm && is_curr {
-            if let Some(mut se) = self.ent_mut(slot) {
-                se.vruntime = se.vruntime.wrapping_add(min_vr);
-            }
+            se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
-        self.update_curr();
+        if is_curr {
+            self.charge_curr(&mut se);
+        } else {
+            self.update_curr();
+        }
         if renorm && !is_curr {
-            let min_vr = self.min_vruntime;
-            if let Some(mut se) = self.ent_mut(slot) {
-                se.vruntime = se.vruntime.wrapping_add(min_vr);
-            }
+            se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
-        self.update_load_avg(slot, PeltFlags::DO_ATTACH);
+        self.load_avg_with(&mut se, is_curr, PeltFlags::DO_ATTACH);
         // account_entity_enqueue
-        let (weight, idle) = {
-            let se = self.ent(slot);
-            (se.load().weight, se.policy == Policy::Idle)
-        };
-        self.load.add(weight);
+        self.load.add(se.load().weight);
         self.nr_running += 1;
-        self.idle_nr_running += idle as u32;
+        self.idle_nr_running += (se.policy == Policy::Idle) as u32;
         self.mru_push_head(slot);
         if flags.contains(EnqueueFlags::WAKEUP) {
-            if let Some(mut se) = self.ent_mut(slot) {
-                self.rq.place_entity(&mut se, false);
-            }
+            self.rq.place_entity(&mut se, false);
         }
-        let vr = self.ent(slot).vruntime;
         if !is_curr {
             // Cannot fail: slot < Q and it is not queued (on_rq was false).
-            let _ = self.timeline.insert(slot as usize, vr);
+            let _ = self.timeline.insert(slot as usize, se.vruntime);
         }
-        if let Some(mut se) = self.ent_mut(slot) {
-            se.on_rq = true;
-        }
+        se.on_rq = true;
     }
 
     /// Unaccounts the entity at `slot` (`dequeue_task_fair`). It stays attached (the
     /// current task keeps running until the next pick); a sleeping dequeue samples its
     /// util_est, any other normalises its vruntime for the trip to another runqueue.
     pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
-        match self.entity(slot) {
-            Some(se) if se.on_rq => {}
-            _ => return,
+        let Some(mut se) = self.ent_mut(slot) else { return };
+        if !se.on_rq {
+            return;
         }
-        self.update_curr();
-        self.update_load_avg(slot, PeltFlags::empty());
+        let is_curr = self.curr == Some(slot);
+        if is_curr {
+            self.charge_curr(&mut se);
+        } else {
+            self.update_curr();
+        }
+        self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
-        if self.curr != Some(slot) {
+        if !is_curr {
             let _ = self.timeline.remove(slot as usize);
         }
-        let (weight, idle) = {
-            let se = self.ent(slot);
-            (se.load().weight, se.policy == Policy::Idle)
-        };
-        self.load.sub(weight);
+        self.load.sub(se.load().weight);
         self.nr_running -= 1;
-        self.idle_nr_running -= idle as u32;
+        self.idle_nr_running -= (se.policy == Policy::Idle) as u32;
         self.mru_unlink(slot);
-        let min_vr = self.min_vruntime;
-        if let Some(mut se) = self.ent_mut(slot) {
-            se.on_rq = false;
-            if !flags.contains(DequeueFlags::SLEEP) {
-                se.vruntime = se.vruntime.wrapping_sub(min_vr);
-            }
+        se.on_rq = false;
+        if !flags.contains(DequeueFlags::SLEEP) {
+            se.vruntime = se.vruntime.wrapping_sub(self.min_vruntime);
         }
         // A save/restore pair comes straight back; don't let min_vruntime jump meanwhile.
         if flags & (DequeueFlags::SAVE | DequeueFlags::MOVE) != DequeueFlags::SAVE {
-            self.update_min_vruntime();
+            if is_curr {
+                // (It is the current entity, no longer runnable.)
+                self.min_vruntime_with(None);
+            } else {
+                self.update_min_vruntime();
+            }
         }
         if self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
-            let Some(mut se) = self.ent_mut(slot) else { return };
             pelt::util_est_sub(&mut self.avg.util_est, &se.avg.util_est);
             if flags.contains(DequeueFlags::SLEEP) {
                 let util = se.avg.util_avg;
@@ -354,9 +361,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     // ---- buddies --------------------------------------------------------------------
 
-    fn buddy_allowed(&self, slot: SlotId) -> bool {
-        // SCHED_IDLE tasks are never favoured.
-        self.ent(slot).policy != Policy::Idle
+    /// A candidate's vruntime: its timeline key while queued (equal to its entity's).
+    fn vruntime_of(&self, slot: SlotId) -> u64 {
+        match self.timeline.vruntime_of(slot as usize) {
+            Some(vr) => vr,
+            None => self.ent(slot).vruntime,
+        }
     }
 
     // ---- picking --------------------------------------------------------------------
@@ -367,23 +377,29 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn pick_next_entity(&mut self) -> Option<SlotId> {
         let left = self.timeline.leftmost()? as SlotId;
         let mut se = left;
-        if self.skip == Some(se) {
-            if let Some(second) = self.timeline.successor(se as usize) {
-                let second = second as SlotId;
-                if self.wakeup_preempt_entity(&self.ent(second), &self.ent(left)) < 1 {
-                    se = second;
+        if self.skip.is_some() || self.last.is_some() || self.next.is_some() {
+            // The candidates are compared with the leftmost by vruntime (their keys) and
+            // its wakeup granularity (its weight): one cell lock.
+            let left_vr = self.vruntime_of(left);
+            let left_load = self.ent(left).load();
+            let behind = |vr: u64| self.wakeup_preempt_vr(vr, left_vr, &left_load) < 1;
+            if self.skip == Some(se) {
+                if let Some(second) = self.timeline.successor(se as usize) {
+                    let second = second as SlotId;
+                    if behind(self.vruntime_of(second)) {
+                        se = second;
+                    }
                 }
             }
-        }
-        if let Some(last) = self.last {
-            // (a buddy that is the leftmost itself is never behind it: vdiff 0 wins)
-            if last == left || self.wakeup_preempt_entity(&self.ent(last), &self.ent(left)) < 1 {
-                se = last;
+            if let Some(last) = self.last {
+                if behind(self.vruntime_of(last)) {
+                    se = last;
+                }
             }
-        }
-        if let Some(next) = self.next {
-            if next == left || self.wakeup_preempt_entity(&self.ent(next), &self.ent(left)) < 1 {
-                se = next;
+            if let Some(next) = self.next {
+                if behind(self.vruntime_of(next)) {
+                    se = next;
+                }
             }
         }
         self.clear_buddies(se);
@@ -393,20 +409,22 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
     pub fn set_next(&mut self, slot: SlotId) {
-        if self.ent(slot).on_rq {
+        let Some(mut se) = self.ent_mut(slot) else {
+            self.curr = Some(slot);
+            return;
+        };
+        if se.on_rq {
             let _ = self.timeline.remove(slot as usize);
-            self.update_load_avg(slot, PeltFlags::empty());
+            let is_curr = self.curr == Some(slot);
+            self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
         }
-        let now = self.clock_task;
-        if let Some(mut se) = self.ent_mut(slot) {
-            se.exec_start = now;
-            se.prev_sum_exec_runtime = se.sum_exec_runtime;
-            se.on_cpu = true;
-        }
+        se.exec_start = self.clock_task;
+        se.prev_sum_exec_runtime = se.sum_exec_runtime;
+        se.on_cpu = true;
         self.curr = Some(slot);
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
-        if self.ent(slot).on_rq {
+        if se.on_rq {
             self.mru_move_to_head(slot);
         }
     }
@@ -415,11 +433,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// back on the timeline. Returns its slot.
     pub fn put_prev(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
-        if self.ent(prev).on_rq {
-            self.update_curr();
-            let vr = self.ent(prev).vruntime;
-            let _ = self.timeline.insert(prev as usize, vr);
-            self.update_load_avg(prev, PeltFlags::empty());
+        if let Some(mut se) = self.ent_mut(prev) {
+            if se.on_rq {
+                self.charge_curr(&mut se);
+                let _ = self.timeline.insert(prev as usize, se.vruntime);
+                self.load_avg_with(&mut se, true, PeltFlags::empty());
+            }
         }
         self.curr = None;
         Some(prev)
@@ -473,18 +492,17 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_blocked_averages();
             return;
         };
-        self.update_curr();
-        self.update_load_avg(c, PeltFlags::empty());
-        if self.nr_running > 1 && self.ent(c).on_rq {
-            self.check_preempt_tick(c);
+        let Some(mut se) = self.ent_mut(c) else { return };
+        self.charge_curr(&mut se);
+        self.load_avg_with(&mut se, true, PeltFlags::empty());
+        if self.nr_running > 1 && se.on_rq {
+            self.check_preempt_tick(c, &se);
         }
     }
 
-    fn check_preempt_tick(&mut self, curr: SlotId) {
-        let (ideal, delta_exec, cvr) = {
-            let c = self.ent(curr);
-            (self.sched_slice_of(&c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime)
-        };
+    fn check_preempt_tick(&mut self, curr: SlotId, c: &Entity) {
+        let (ideal, delta_exec, cvr) =
+            (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime);
         if delta_exec > ideal {
             self.resched_curr();
             self.clear_buddies(curr);
@@ -494,7 +512,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         let Some(left) = self.timeline.leftmost() else { return };
-        let delta = cvr.wrapping_sub(self.ent(left as SlotId).vruntime) as i64;
+        let delta = cvr.wrapping_sub(self.vruntime_of(left as SlotId)) as i64;
         // Compares virtual time with a wall-clock slice, as Linux does.
         if delta > 0 && delta as u64 > ideal {
             self.resched_curr();
@@ -512,9 +530,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         let scale = self.nr_running as u64 >= self.tunables.nr_latency;
+        let Some(w) = self.entity(wakee) else { return };
+        let wakee_allowed = buddy_allowed(&w);
         let mut next_marked = false;
         if self.features.contains(Features::NEXT_BUDDY) && scale && !flags.contains(WakeFlags::FORK) {
-            if self.buddy_allowed(wakee) {
+            if wakee_allowed {
                 self.next = Some(wakee);
             }
             next_marked = true;
@@ -522,15 +542,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if self.need_resched {
             return;
         }
-        let (cp, wp) = (self.ent(curr).policy, self.ent(wakee).policy);
+        let Some(mut c) = self.ent_mut(curr) else { return };
+        let (cp, wp) = (c.policy, w.policy);
         let preempt = if cp == Policy::Idle && wp != Policy::Idle {
             true
         } else if wp != Policy::Normal || !self.features.contains(Features::WAKEUP_PREEMPTION) {
             return;
         } else {
-            self.update_curr();
-            if self.wakeup_preempt_entity(&self.ent(curr), &self.ent(wakee)) == 1 {
-                if !next_marked && self.buddy_allowed(wakee) {
+            self.charge_curr(&mut c);
+            if self.wakeup_preempt_entity(&c, &w) == 1 {
+                if !next_marked && wakee_allowed {
                     self.next = Some(wakee);
                 }
                 true
@@ -542,10 +563,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         self.resched_curr();
-        if !self.ent(curr).on_rq {
+        if !c.on_rq {
             return;
         }
-        if self.features.contains(Features::LAST_BUDDY) && scale && self.buddy_allowed(curr) {
+        if self.features.contains(Features::LAST_BUDDY) && scale && buddy_allowed(&c) {
             self.last = Some(curr);
         }
     }
@@ -554,15 +575,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// and marked as the skip buddy; the caller then reschedules.
     pub fn yield_curr(&mut self) {
         let Some(c) = self.curr else { return };
+        let Some(mut se) = self.ent_mut(c) else { return };
         // A current task that already blocked or exited has nothing to yield.
-        if self.nr_running <= 1 || !self.ent(c).on_rq {
+        if self.nr_running <= 1 || !se.on_rq {
             return;
         }
         self.clear_buddies(c);
-        if self.ent(c).policy != Policy::Batch {
-            self.update_curr();
+        if se.policy != Policy::Batch {
+            self.charge_curr(&mut se);
         }
-        if self.buddy_allowed(c) {
+        if buddy_allowed(&se) {
             self.skip = Some(c);
         }
     }
@@ -730,19 +752,19 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    /// `wakeup_gran`: the wakeup granularity in the *candidate's* virtual time.
-    fn wakeup_gran(&self, e: &Entity) -> u64 {
-        calc_delta_fair(self.tunables.wakeup_granularity_ns, &e.load())
-    }
-
     /// −1 if `curr` is not ahead of `se`; 1 if it is ahead by more than `se`'s wakeup
     /// granularity; else 0.
     pub fn wakeup_preempt_entity(&self, curr: &Entity, se: &Entity) -> i32 {
-        let vdiff = curr.vruntime.wrapping_sub(se.vruntime) as i64;
+        self.wakeup_preempt_vr(curr.vruntime, se.vruntime, &se.load())
+    }
+
+    /// [`RunQueue::wakeup_preempt_entity`] from the two vruntimes and `se`'s weight.
+    fn wakeup_preempt_vr(&self, curr_vr: u64, se_vr: u64, se_load: &LoadWeight) -> i32 {
+        let vdiff = curr_vr.wrapping_sub(se_vr) as i64;
         if vdiff <= 0 {
             return -1;
         }
-        if vdiff as u64 > self.wakeup_gran(se) {
+        if vdiff as u64 > calc_delta_fair(self.tunables.wakeup_granularity_ns, se_load) {
             1
         } else {
             0
@@ -760,6 +782,11 @@ impl<const Q: usize> RunQueue<Q> {
         let moved = reweight_entity(&mut self.avg, se, nice);
         self.pelt_slack.moved(moved, 0, 0);
     }
+}
+
+/// SCHED_IDLE tasks are never favoured as buddies.
+fn buddy_allowed(e: &Entity) -> bool {
+    e.policy != Policy::Idle
 }
 
 /// Changes an entity's weight, moving its load contribution in `rq_avg` (if attached) from
