@@ -26,11 +26,14 @@ fn setup<const N: usize>() -> Setup<N> {
             let dst = N - 1;
             for cpu in 0..N - 1 {
                 let n = if cpu == 0 { 3 } else { 1 };
-                let ids: Vec<TaskId> =
-                    (0..n).map(|_| m.create(cpu, NOW, TaskParams::default()).unwrap()).collect();
+                // Pinned while created, so fork placement cannot spread them (the destination
+                // must start idle and CPU0 overloaded), then free to move.
+                let here = TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() };
+                let ids: Vec<TaskId> = (0..n).map(|_| m.create(cpu, NOW, here).unwrap()).collect();
                 m.schedule(cpu, NOW).unwrap();
                 m.finish_switch(cpu, NOW).unwrap();
                 for t in ids {
+                    m.set_affinity(NOW, t, CpuMask::ALL).unwrap();
                     m.inject_task_pelt(t, 600, 600, 1024).unwrap();
                 }
             }
