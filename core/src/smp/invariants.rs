@@ -21,8 +21,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         let n = self.nr_cpus();
         let mut guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
-            (0..n).map(|c| self.cpus[c].rq.lock()).collect();
-        let t = self.tasks.lock();
+            (0..n).map(|c| self.rq(c)).collect();
+        let t = self.table();
         let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what, task: None });
         let fail_t =
             |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu: cpu as u32, what, task: Some(t) });

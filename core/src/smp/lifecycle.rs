@@ -32,7 +32,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // Placement may pick a full runqueue; then the parent's CPU or any allowed one with room.
         // The slot is reserved now, so the task cannot find it taken when it lands.
         let target = self.reserve_room(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
-        let inserted = self.tasks.lock().insert(TaskEntry {
+        let inserted = self.table().insert(TaskEntry {
             state: TaskState::Waking,
             location: Location::InTransit { from: cpu as u16 },
         });
@@ -46,7 +46,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut child = template;
         {
             // task_fork_fair on the parent's runqueue; the vruntime comes back normalised.
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             st.rq.update_clock(now);
             st.rq.fair(self.pool()).fork_vruntime(&mut child);
             self.after_update(cpu, &mut st);
@@ -61,7 +61,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             Err(err) => {
                 // Cannot happen (the slot was reserved); undo rather than lose track.
                 self.unreserve(target);
-                let _ = self.tasks.lock().remove(id);
+                let _ = self.table().remove(id);
                 Err(err)
             }
         }
@@ -79,7 +79,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         wf: WakeFlags,
         new_task: bool,
     ) -> Result<SlotId, SchedError> {
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         st.rq.update_clock(now);
         let slot = st.rq.fair(self.pool()).insert_reserved(id).ok_or(SchedError::RunQueueFull)?;
         if new_task {
@@ -88,7 +88,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         st.rq.fair(self.pool()).enqueue(slot, flags);
         // Land it in the table before this runqueue's lock is released: from then on the
         // CPU may pick it, and picking sets its state to Running.
-        if let Ok(te) = self.tasks.lock().get_mut(id) {
+        if let Ok(te) = self.table().get_mut(id) {
             te.state = TaskState::Runnable;
             te.location = Location::OnCpu { cpu: cpu as u16, slot: slot as u16 };
         }
@@ -107,8 +107,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// The task running on `cpu` blocks. It keeps the CPU until `schedule`.
     pub fn block(&self, cpu: usize, now: u64, id: TaskId) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
-        let mut st = self.cpus[cpu].rq.lock();
-        let mut t = self.tasks.lock();
+        let mut st = self.rq(cpu);
+        let mut t = self.table();
         let entry = *t.get(id)?;
         let slot = match (entry.state, entry.location) {
             (TaskState::Running, Location::OnCpu { cpu: c, slot }) if c as usize == cpu => slot,
@@ -136,7 +136,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         loop {
             // A parked task's entity is read under the table lock, which owns it.
             let (entry, parked) = {
-                let t = self.tasks.lock();
+                let t = self.table();
                 let entry = *t.get(id)?;
                 let parked = match entry.location {
                     Location::Parked { .. } => self.pool().get(id),
@@ -159,8 +159,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 Location::OnCpu { cpu: c, slot } => {
                     // Still on its CPU (current or being switched out): requeue it there.
                     let c = c as usize;
-                    let mut st = self.cpus[c].rq.lock();
-                    let mut t = self.tasks.lock();
+                    let mut st = self.rq(c);
+                    let mut t = self.table();
                     if t.get(id).copied() != Ok(entry) {
                         continue; // changed meanwhile
                     }
@@ -185,12 +185,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let Some(entity) = parked else { return Err(SchedError::UnknownTask(id)) };
                     // Refuse before changing anything if no allowed CPU has room.
                     let allowed = entity.affinity.and(&self.online());
-                    if !allowed.iter().any(|c| self.cpus[c].rq.lock().rq.has_room()) {
+                    if !allowed.iter().any(|c| self.rq(c).rq.has_room()) {
                         return Err(SchedError::RunQueueFull);
                     }
                     // Take it out of the table for the trip.
                     {
-                        let mut t = self.tasks.lock();
+                        let mut t = self.table();
                         match t.get_mut(id) {
                             Ok(e) if *e == entry && self.pool().get(id) == Some(entity) => {
                                 e.state = TaskState::Waking;
@@ -206,14 +206,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     // Full: the previous CPU, else any allowed CPU with room; the slot is
                     // reserved before anything about the task changes.
                     let Some(target) = self.reserve_room(target, prev as usize, &allowed) else {
-                        let mut t = self.tasks.lock();
+                        let mut t = self.table();
                         if let Ok(te) = t.get_mut(id) {
                             *te = entry;
                         }
                         return Err(SchedError::RunQueueFull);
                     };
                     if affine {
-                        let mut st = self.cpus[cpu].rq.lock();
+                        let mut st = self.rq(cpu);
                         if let Some(n) = st.rq.curr_slot() {
                             if let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) {
                                 w.recent_used_cpu = cpu as u32;
@@ -243,7 +243,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         Err(err) => {
                             // Cannot happen (the slot was reserved): put it back to sleep.
                             self.unreserve(target);
-                            let mut t = self.tasks.lock();
+                            let mut t = self.table();
                             if let Ok(te) = t.get_mut(id) {
                                 *te = entry;
                                 self.pool().put(id, entity);
@@ -263,7 +263,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // Jiffies modulo 2^32, compared wrap-safe as Linux's time_after does.
         let j = self.jiffies(now) as u32;
         let hz = self.hz() as i32;
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
         let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) else { return Waker::default() };
         if (j.wrapping_sub(w.wakee_flip_decay_ts) as i32) > hz {
@@ -281,15 +281,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// task is gone at once. Its id becomes stale.
     pub fn exit(&self, now: u64, id: TaskId) -> Result<(), SchedError> {
         loop {
-            let entry = *self.tasks.lock().get(id)?;
+            let entry = *self.table().get(id)?;
             match (entry.state, entry.location) {
                 (TaskState::Exiting, _) => {
                     return Err(SchedError::InvalidState { task: id, state: entry.state })
                 }
                 (_, Location::InTransit { .. }) => core::hint::spin_loop(),
                 (_, Location::Parked { cpu }) => {
-                    let mut st = self.cpus[cpu as usize].rq.lock();
-                    let mut t = self.tasks.lock();
+                    let mut st = self.rq(cpu as usize);
+                    let mut t = self.table();
                     if t.get(id).copied() != Ok(entry) {
                         continue;
                     }
@@ -305,8 +305,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 (_, Location::OnCpu { cpu, slot }) => {
                     let c = cpu as usize;
-                    let mut st = self.cpus[c].rq.lock();
-                    let mut t = self.tasks.lock();
+                    let mut st = self.rq(c);
+                    let mut t = self.table();
                     if t.get(id).copied() != Ok(entry) {
                         continue;
                     }
@@ -344,7 +344,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
         self.check_cpu(cpu)?;
         let (slot, mut e) = {
-            let st = self.cpus[cpu].rq.lock();
+            let st = self.rq(cpu);
             match st
                 .rq
                 .curr_slot()
@@ -367,7 +367,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         // A slot waits for it there; if that CPU has none, it stays (exec balancing is only an
         // optimisation, and no other CPU was chosen).
-        if !self.cpus[dest].rq.lock().rq.reserve() {
+        if !self.rq(dest).rq.reserve() {
             return Ok(cpu as u32);
         }
         let dst = dest;
@@ -385,7 +385,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// with `affinity`, its new mask is set in the same step. `false` if the task is no
     /// longer there (the caller gives the reservation back).
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         let here = st.rq.task_at(p.slot) == Some(p.task);
         match st.rq.fair(self.pool()).ent_mut(p.slot) {
             Some(mut e) if here && e.on_cpu => {
@@ -415,12 +415,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn set_nice(&self, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
         let nice = Nice::new(nice)?;
         loop {
-            let entry = *self.tasks.lock().get(id)?;
+            let entry = *self.table().get(id)?;
             match entry.location {
                 Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::Parked { cpu, .. } => {
-                    let mut st = self.cpus[cpu as usize].rq.lock();
-                    let mut t = self.tasks.lock();
+                    let mut st = self.rq(cpu as usize);
+                    let mut t = self.table();
                     let Ok(te) = t.get_mut(id) else { continue };
                     // It may have woken and slept again elsewhere since the first look: only
                     // the runqueue it sleeps on may be adjusted.
@@ -454,11 +454,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.check_affinity(&mask)?;
         let mask = mask.and(&self.online());
         loop {
-            let entry = *self.tasks.lock().get(id)?;
+            let entry = *self.table().get(id)?;
             match entry.location {
                 Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::Parked { .. } => {
-                    let mut t = self.tasks.lock();
+                    let mut t = self.table();
                     let Ok(te) = t.get_mut(id) else { continue };
                     let Location::Parked { .. } = te.location else { continue };
                     if let Some(mut e) = self.pool().lock(id) {

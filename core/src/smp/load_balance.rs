@@ -58,7 +58,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     pub(super) fn domain_view(&self, cpu: usize, lvl: usize) -> Option<DomainView> {
-        let topo = self.topo.read();
+        let topo = self.topology();
         let d = topo.domain(cpu, lvl)?;
         let child_prefer =
             lvl > 0 && topo.domain(cpu, lvl - 1).is_some_and(|c| c.flags.contains(SdFlags::PREFER_SIBLING));
@@ -78,7 +78,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     fn asym_prefer(&self, a: u32, b: u32) -> bool {
-        let t = self.topo.read();
+        let t = self.topology();
         t.asym_priority(a as usize) > t.asym_priority(b as usize)
     }
 
@@ -115,7 +115,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut sds = SdStats::default();
         let mut status = SgStatus::empty();
         let groups: heapless::Vec<(usize, CpuMask, u32), CPUS> = {
-            let topo = self.topo.read();
+            let topo = self.topology();
             topo.groups(cpu, lvl).map(|g| (g.id, g.span, g.asym_prefer_cpu as u32)).collect()
         };
         for (i, (id, span, prefer)) in groups.iter().enumerate() {
@@ -169,13 +169,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         sgc.next_update.store(self.jiffies(now) + interval, Relaxed);
         let (cap, min, max) = if lvl == 0 {
             // No RT/DL/IRQ classes here: the fair class has the whole CPU.
-            let c = self.topo.read().capacity_orig(dst);
-            let mut st = self.cpus[dst].rq.lock();
+            let c = self.topology().capacity_orig(dst);
+            let mut st = self.rq(dst);
             st.rq.set_capacity(c);
             self.cpus[dst].stats.capacity.store(figure(st.rq.capacity()), Relaxed);
             (c, c, c)
         } else {
-            let topo = self.topo.read();
+            let topo = self.topology();
             let mut acc = (0u64, u64::MAX, 0u64);
             for g in topo.groups(cpu, lvl - 1) {
                 let s = self.sgc_of(g.id);
@@ -202,7 +202,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now: u64,
     ) -> (u32, bool) {
         let features = self.features();
-        let tunables = *self.cpus[cpu].rq.lock().rq.tunables();
+        let tunables = *self.rq(cpu).rq.tunables();
         let fresh = |round: Round, dst: usize| BalanceRecord {
             cpu: cpu as u32,
             dst_cpu: dst as u32,
@@ -330,7 +330,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 cpus = denv_det.cpus;
                 // Pinning kept us from evening things out: tell the parent level.
                 if flags.contains(LbfFlags::SOME_PINNED) && denv_det.imbalance > 0 && d.has_parent {
-                    let pid = self.topo.read().groups(cpu, lvl + 1).next().map(|g| g.id);
+                    let pid = self.topology().groups(cpu, lvl + 1).next().map(|g| g.id);
                     if let Some(pid) = pid {
                         self.sgc_of(pid).imbalance.store(true, Relaxed);
                     }
@@ -356,7 +356,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
                 let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu);
                 if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
-                    let mut st = self.cpus[busiest_cpu].rq.lock();
+                    let mut st = self.rq(busiest_cpu);
                     let curr_allowed =
                         st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).affinity.contains(cpu));
                     if !curr_allowed {
@@ -394,7 +394,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             Exit::Done => {}
             Exit::Balanced | Exit::AllPinned | Exit::OnePinned => {
                 if matches!(exit, Exit::Balanced) && d.has_parent && !flags.contains(LbfFlags::ALL_PINNED) {
-                    let pid = self.topo.read().groups(cpu, lvl + 1).next().map(|g| g.id);
+                    let pid = self.topology().groups(cpu, lvl + 1).next().map(|g| g.id);
                     if let Some(pid) = pid {
                         self.sgc_of(pid).imbalance.store(false, Relaxed);
                     }
@@ -466,7 +466,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// task was switched out.
     pub(crate) fn active_balance_stop(&self, cpu: usize, now: u64) {
         let target = {
-            let st = self.cpus[cpu].rq.lock();
+            let st = self.rq(cpu);
             if !st.active_balance {
                 return;
             }
@@ -474,13 +474,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         // The target's lowest balancing domain that contains this CPU.
         let lvl = {
-            let topo = self.topo.read();
+            let topo = self.topology();
             topo.domains(target).position(|d| d.flags.contains(SdFlags::LOAD_BALANCE) && d.span.contains(cpu))
         };
         let mut moved = None;
         {
-            let mut bal = self.cpus[target].balance.lock();
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut bal = self.bal(target);
+            let mut st = self.rq(cpu);
             if st.rq.nr_running() >= 1 && target != cpu {
                 if let Some(lvl) = lvl {
                     let d = self.domain_view(target, lvl);
@@ -507,7 +507,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if let Some(e) = detach_one_task(&mut env, &mut st.rq.fair(self.pool())) {
                         // Its slot here waits for it until it lands (see attach_moved).
                         st.rq.reserve();
-                        if let Ok(te) = self.tasks.lock().get_mut(e) {
+                        if let Ok(te) = self.table().get_mut(e) {
                             te.location = Location::InTransit { from: cpu as u16 };
                         }
                         bal.domains[lvl].nr_balance_failed = 0;

@@ -19,7 +19,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// relative to prev's min_vruntime, its PELT signals leave prev through the lazily
     /// applied "removed" path, and it is no longer cache hot.
     pub(super) fn migrate_sleeping(&self, e: &mut Entity, prev: usize) {
-        let mut st = self.cpus[prev].rq.lock();
+        let mut st = self.rq(prev);
         e.vruntime = e.vruntime.wrapping_sub(st.rq.min_vruntime());
         st.rq.remove_entity_load(e);
         e.exec_start = 0;
@@ -33,8 +33,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         loc: Location,
         cpu: usize,
     ) -> Option<MutexGuard<'_, CpuState<Q>, R>> {
-        let st = self.cpus[cpu].rq.lock();
-        (self.tasks.lock().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
+        let st = self.rq(cpu);
+        (self.table().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
     }
 
     /// Moves a queued, not-running task from `src` to `dst` under both runqueue locks (lower
@@ -52,12 +52,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now: u64,
         reason: MigrateReason,
     ) -> Moved {
-        if src == dst {
+        // (One CPU never moves a task: a constant, so a one-CPU image leaves this out.)
+        if CPUS == 1 || src == dst {
             return Moved::Changed;
         }
         let (lo, hi) = if src < dst { (src, dst) } else { (dst, src) };
-        let mut a = self.cpus[lo].rq.lock();
-        let mut b = self.cpus[hi].rq.lock();
+        let mut a = self.rq(lo);
+        let mut b = self.rq(hi);
         let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
         let here = s.rq.task_at(slot) == Some(id);
         let allowed = match s.rq.fair(self.pool()).entity(slot) {
@@ -86,7 +87,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // Room was checked (or reserved) under this lock, so the attach cannot fail.
         let Some(dst_slot) = attached else { return Moved::Changed };
         d.nr_migrations_in += 1;
-        if let Ok(te) = self.tasks.lock().get_mut(id) {
+        if let Ok(te) = self.table().get_mut(id) {
             te.location = Location::OnCpu { cpu: dst as u16, slot: dst_slot as u16 };
         }
         self.after_update(src, s);
@@ -102,10 +103,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// room, all among `allowed`. Returns the CPU; `None` when every allowed runqueue is full.
     pub(super) fn reserve_room(&self, choice: usize, fallback: usize, allowed: &CpuMask) -> Option<usize> {
         let online = allowed.and(&self.online());
+        if CPUS == 1 {
+            // The only candidate is CPU 0 (the walk below would try it up to three times).
+            return (online.contains(0) && self.rq(0).rq.reserve()).then_some(0);
+        }
         [choice, fallback]
             .into_iter()
             .chain(online.iter())
-            .find(|&c| online.contains(c) && self.cpus[c].rq.lock().rq.reserve())
+            .find(|&c| online.contains(c) && self.rq(c).rq.reserve())
     }
 
     /// Moves a queued task from `src` as [`Smp::move_queued_task`] does `how`, to `first` if
@@ -133,7 +138,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// Gives back a slot reserved with [`Smp::reserve_room`].
     pub(super) fn unreserve(&self, cpu: usize) {
-        self.cpus[cpu].rq.lock().rq.unreserve();
+        self.rq(cpu).rq.unreserve();
     }
 
     /// Detaches what `env` allows from `src` and attaches it to `dst`, updating the task
@@ -141,7 +146,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub(super) fn detach_attach(&self, env: &mut DetachEnv, src: usize, dst: usize, now: u64) -> u32 {
         let mut tasks: heapless::Vec<TaskId, DETACH_BATCH> = heapless::Vec::new();
         {
-            let mut st = self.cpus[src].rq.lock();
+            let mut st = self.rq(src);
             st.rq.update_clock(now);
             detach_tasks(env, &mut st.rq.fair(self.pool()), &mut tasks);
             // Each detached task keeps its slot here until it lands, so it can always come
@@ -150,7 +155,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 st.rq.reserve();
             }
             if !tasks.is_empty() {
-                let mut t = self.tasks.lock();
+                let mut t = self.table();
                 for &id in &tasks {
                     if let Ok(te) = t.get_mut(id) {
                         te.location = Location::InTransit { from: src as u16 };
@@ -172,7 +177,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub(crate) fn attach_moved(&self, id: TaskId, src: usize, dst: usize, now: u64, reason: MigrateReason) {
         // `false` if `cpu` has no room for it.
         let place = |cpu: usize, reserved: bool| -> bool {
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             st.rq.update_clock(now);
             if !reserved && !st.rq.has_room() {
                 return false;
@@ -183,7 +188,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if cpu != src {
                 st.nr_migrations_in += 1;
             }
-            if let Ok(te) = self.tasks.lock().get_mut(id) {
+            if let Ok(te) = self.table().get_mut(id) {
                 te.location = Location::OnCpu { cpu: cpu as u16, slot: slot as u16 };
             }
             self.after_update(cpu, &mut st);

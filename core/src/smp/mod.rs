@@ -1,4 +1,4 @@
-//! The SMP scheduler: one [`RunQueue`] per CPU, each behind its own spin lock, the task
+//! The SMP scheduler: one [`RunQueue`](crate::runqueue::RunQueue) per CPU, each behind its own spin lock, the task
 //! table, the topology, and the shared state the load balancer reads.
 //!
 //! ## Lock order (the one place it is written down)
@@ -85,7 +85,6 @@ use crate::entities::{Entities, Pool};
 use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
 use crate::platform::{Event, EventKind, Platform};
-use crate::runqueue::RunQueue;
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
@@ -200,7 +199,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         // (init runs before the CPUs do; a task created concurrently is a misuse it does not
         // guard against, since the table lock may not be held while runqueues are locked.)
-        let alive = self.tasks.lock().len();
+        let alive = self.table().len();
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
         }
@@ -211,11 +210,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let features = self.features();
         for cpu in 0..n {
             let cap = topo.capacity_orig(cpu);
-            let mut st = self.cpus[cpu].rq.lock();
-            st.reset(RunQueue::new(cpu as u32, cap, tunables, features));
+            let mut st = self.rq(cpu);
+            st.reset(cpu as u32, cap, tunables, features);
             st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
             self.cpus[cpu].stats.publish(&st);
-            let mut b = self.cpus[cpu].balance.lock();
+            let mut b = self.bal(cpu);
             *b = BalanceState::default();
             for (i, d) in topo.domains(cpu).enumerate() {
                 b.domains[i].balance_interval_ms = d.balance_interval_ms;
@@ -281,7 +280,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// assert_eq!(SMP.hz(), 1000);
     /// ```
     pub fn set_hz(&self, hz: u32) -> Result<(), InitError> {
-        let alive = self.tasks.lock().len();
+        let alive = self.table().len();
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
         }
@@ -293,7 +292,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn set_features(&self, f: Features) {
         self.features.store(f.bits() ^ Features::DEFAULT.bits(), Relaxed);
         for cpu in 0..self.nr_cpus() {
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             let t = *st.rq.tunables();
             st.rq.configure(t, f);
         }
@@ -301,7 +300,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// The tunables (the same on every CPU).
     pub fn tunables(&self) -> Tunables {
-        *self.cpus[0].rq.lock().rq.tunables()
+        *self.rq(0).rq.tunables()
     }
 
     /// Replaces the tunables on every CPU; values out of range ([`Tunables::check`]) are
@@ -310,14 +309,35 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         t.check()?;
         let f = self.features();
         for cpu in 0..self.nr_cpus() {
-            self.cpus[cpu].rq.lock().rq.configure(t, f);
+            self.rq(cpu).rq.configure(t, f);
         }
         Ok(())
     }
 
     /// Read access to the topology.
+    // Out of line, as the lock helpers below: each acquisition's spin loop is tens of bytes
+    // of code at every call site, which a small machine's image pays for.
+    #[inline(never)]
     pub fn topology(&self) -> spin::RwLockReadGuard<'_, Topology<CPUS>, R> {
         self.topo.read()
+    }
+
+    /// `cpu`'s runqueue lock (out of line, see [`Smp::topology`]).
+    #[inline(never)]
+    pub(crate) fn rq(&self, cpu: usize) -> spin::mutex::MutexGuard<'_, CpuState<Q>, R> {
+        self.cpus[cpu].rq.lock()
+    }
+
+    /// `cpu`'s balance-state lock (out of line, see [`Smp::topology`]).
+    #[inline(never)]
+    pub(crate) fn bal(&self, cpu: usize) -> spin::mutex::MutexGuard<'_, BalanceState, R> {
+        self.cpus[cpu].balance.lock()
+    }
+
+    /// The task table's lock (out of line, see [`Smp::topology`]).
+    #[inline(never)]
+    pub(crate) fn table(&self) -> spin::mutex::MutexGuard<'_, TaskTable<TASKS>, R> {
+        self.tasks.lock()
     }
 
     /// Published figures of a CPU.
@@ -328,7 +348,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Runs `f` with a CPU's state locked (for platforms, tests and reports).
     pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> T) -> Result<T, SchedError> {
         self.check_cpu(cpu)?;
-        Ok(f(&self.cpus[cpu].rq.lock()))
+        Ok(f(&self.rq(cpu)))
     }
 
     /// Runs `f` with a CPU's state locked and each task attached there with a copy of its
@@ -340,7 +360,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (TaskId, Entity)>) -> T,
     ) -> Result<T, SchedError> {
         self.check_cpu(cpu)?;
-        let st = self.cpus[cpu].rq.lock();
+        let st = self.rq(cpu);
         let pool = self.pool();
         let mut it = st.rq.attached().filter_map(|(_, id)| pool.get(id).map(|e| (id, e)));
         Ok(f(&st, &mut it))
@@ -349,7 +369,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// A copy of a CPU's balancing state.
     pub fn balance_state(&self, cpu: usize) -> Result<BalanceState, SchedError> {
         self.check_cpu(cpu)?;
-        Ok(*self.cpus[cpu].balance.lock())
+        Ok(*self.bal(cpu))
     }
 
     /// The root domain's flags.
@@ -359,7 +379,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// Whether CPU `cpu` should call [`Smp::schedule`].
     pub fn need_resched(&self, cpu: usize) -> bool {
-        cpu < self.nr_cpus() && self.cpus[cpu].rq.lock().rq.need_resched()
+        cpu < self.nr_cpus() && self.rq(cpu).rq.need_resched()
     }
 
     /// The task running on `cpu`.
@@ -367,17 +387,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if cpu >= self.nr_cpus() {
             return None;
         }
-        self.cpus[cpu].rq.lock().rq.curr_id()
+        self.rq(cpu).rq.curr_id()
     }
 
     /// A task's state.
     pub fn state(&self, id: TaskId) -> Result<TaskState, SchedError> {
-        Ok(self.tasks.lock().get(id)?.state)
+        Ok(self.table().get(id)?.state)
     }
 
     /// Where a task is: its CPU (the last one, for a sleeping task).
     pub fn task_cpu(&self, id: TaskId) -> Result<u32, SchedError> {
-        match self.tasks.lock().get(id)?.location {
+        match self.table().get(id)?.location {
             Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu as u32),
             Location::InTransit { from } => Ok(from as u32),
         }
@@ -392,7 +412,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
         loop {
             let loc = {
-                let t = self.tasks.lock();
+                let t = self.table();
                 let loc = t.get(id)?.location;
                 if let Location::Parked { .. } = loc {
                     // The table lock owns a parked entity.
@@ -404,7 +424,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 Location::Parked { .. } => continue,
                 Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::OnCpu { cpu, slot } => {
-                    let mut st = self.cpus[cpu as usize].rq.lock();
+                    let mut st = self.rq(cpu as usize);
                     let here = st.rq.task_at(slot as u32) == Some(id);
                     match st.rq.fair(self.pool()).entity(slot as u32) {
                         Some(e) if here => return Ok(*e),
@@ -417,7 +437,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// Number of live tasks.
     pub fn nr_tasks(&self) -> usize {
-        self.tasks.lock().len()
+        self.table().len()
     }
 
     fn check_cpu(&self, cpu: usize) -> Result<(), SchedError> {

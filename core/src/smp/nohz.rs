@@ -88,7 +88,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     Smp<P, CPUS, TASKS, Q, R>
 {
     fn llc_id(&self, cpu: usize) -> usize {
-        self.topo.read().llc_id(cpu).unwrap_or(cpu)
+        self.topology().llc_id(cpu).unwrap_or(cpu)
     }
 
     #[cfg(feature = "nohz")]
@@ -170,7 +170,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if s.nr_running >= 2 {
             return true;
         }
-        let topo = self.topo.read();
+        let topo = self.topology();
         let llc_busy = self.nohz.nr_busy[topo.llc_id(cpu).unwrap_or(cpu)].load(Relaxed) > 1;
         if let Some(base) = topo.domain(cpu, 0) {
             if s.h_nr_running >= 1 && check_cpu_capacity(&s, base.imbalance_pct) {
@@ -259,22 +259,22 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 break;
             }
             {
-                let mut st = self.cpus[other].rq.lock();
+                let mut st = self.rq(other);
                 st.rq.update_clock(now);
                 st.rq.update_blocked_averages();
                 has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
                 self.after_update(other, &mut st);
             }
-            let due = self.cpus[other].balance.lock().next_balance;
+            let due = self.bal(other).next_balance;
             if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(other, now, IdleType::Idle);
             }
-            let nb = self.cpus[other].balance.lock().next_balance;
+            let nb = self.bal(other).next_balance;
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if !aborted {
             {
-                let mut st = self.cpus[cpu].rq.lock();
+                let mut st = self.rq(cpu);
                 st.rq.update_clock(now);
                 st.rq.update_blocked_averages();
                 self.after_update(cpu, &mut st);
@@ -282,7 +282,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(cpu, now, IdleType::Idle);
             }
-            let nb = self.cpus[cpu].balance.lock().next_balance;
+            let nb = self.bal(cpu).next_balance;
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if has_blocked {

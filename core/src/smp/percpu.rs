@@ -9,6 +9,7 @@ use spin::{RelaxStrategy, Spin};
 
 use super::Smp;
 use crate::capacity::fits_capacity;
+use crate::features::{Features, Tunables};
 use crate::platform::{MigrateReason, Platform};
 use crate::runqueue::{RunQueue, SlotId};
 use crate::task::TaskId;
@@ -154,21 +155,20 @@ impl<const Q: usize> CpuState<Q> {
         checked_min_vruntime: 0,
     };
 
-    /// A fresh CPU around the runqueue `rq` (what `init` gives each CPU of the topology).
-    pub(super) fn reset(&mut self, rq: RunQueue<Q>) {
-        *self = CpuState {
-            checked_min_vruntime: rq.min_vruntime(),
-            rq,
-            active_balance: false,
-            push_cpu: 0,
-            misfit_task_load: 0,
-            idle_stamp: 0,
-            avg_idle: 2 * super::SYSCTL_MIGRATION_COST_NS,
-            max_idle_balance_cost: super::SYSCTL_MIGRATION_COST_NS,
-            nr_migrations_in: 0,
-            asym_capacity: false,
-            push: [None; 2],
-        };
+    /// A fresh CPU with an empty runqueue (what `init` gives each CPU of the topology).
+    pub(super) fn reset(&mut self, cpu: u32, capacity_orig: u64, tunables: Tunables, features: Features) {
+        // Field by field: assigning a whole `CpuState` passed in would copy it with memmove.
+        self.rq = RunQueue::new(cpu, capacity_orig, tunables, features);
+        self.checked_min_vruntime = self.rq.min_vruntime();
+        self.active_balance = false;
+        self.push_cpu = 0;
+        self.misfit_task_load = 0;
+        self.idle_stamp = 0;
+        self.avg_idle = 2 * super::SYSCTL_MIGRATION_COST_NS;
+        self.max_idle_balance_cost = super::SYSCTL_MIGRATION_COST_NS;
+        self.nr_migrations_in = 0;
+        self.asym_capacity = false;
+        self.push = [None; 2];
     }
 
     /// The pending push of the task in `slot`, if any.

@@ -81,7 +81,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut new_cpu = prev;
         let mut slow: Option<usize> = None;
         {
-            let topo = self.topo.read();
+            let topo = self.topology();
             for (lvl, d) in topo.domains(this).enumerate() {
                 if !d.flags.contains(SdFlags::LOAD_BALANCE) {
                     break;
@@ -121,7 +121,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `wake_wide`: the waker and wakee switch partners so often (relative to the LLC size)
     /// that pulling wakees next to the waker would pile them up.
     fn wakes_wide(&self, this: usize, wakee_flips: u32, waker_flips: u32) -> bool {
-        wake_wide(self.topo.read().llc_size(this) as u32, wakee_flips, waker_flips)
+        wake_wide(self.topology().llc_size(this) as u32, wakee_flips, waker_flips)
     }
 
     /// `wake_affine`: `this` if the idle or weight test prefers it, else `prev`.
@@ -155,7 +155,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     fn share_cache(&self, a: usize, b: usize) -> bool {
-        self.topo.read().llc_span(a).contains(b)
+        self.topology().llc_span(a).contains(b)
     }
 
     /// `wake_affine_idle`.
@@ -201,7 +201,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let recent = e.recent_used_cpu as usize;
         // Everything this wakeup needs from the topology, under one read lock.
         let (asym_span, llc, prev_shares, recent_shares) = {
-            let topo = self.topo.read();
+            let topo = self.topology();
             let asym_span = topo
                 .asym_cpucapacity_level(target)
                 .map(|lvl| topo.domain(target, lvl).map(|d| d.span).unwrap_or_default());
@@ -246,7 +246,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `select_idle_core` (SMT machines only): a core of the LLC whose threads are all idle.
     fn select_idle_core(&self, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
-        let topo = self.topo.read();
+        let topo = self.topology();
         if !topo.domains(target).any(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)) {
             return None;
         }
@@ -268,7 +268,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `select_idle_smt`: an idle hardware thread sibling of `target`.
     fn select_idle_smt(&self, allowed: &CpuMask, target: usize) -> Option<usize> {
-        let topo = self.topo.read();
+        let topo = self.topology();
         let core = topo.domain(target, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY))?.span;
         core.and(allowed).iter().find(|&c| c != target && self.is_idle(c))
     }
@@ -277,7 +277,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// many probes as SIS_PROP allows from this CPU's average idle time and the LLC's average
     /// scan cost.
     fn select_idle_cpu(&self, this: usize, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
-        let avg_idle = self.cpus[this].rq.lock().avg_idle / 512;
+        let avg_idle = self.rq(this).avg_idle / 512;
         let llc_id = llc.first().unwrap_or(target);
         let avg_cost = self.llc_scan_cost[llc_id].load(Relaxed) as u64 + 1;
         let mut nr = sis_prop_budget(llc.weight() as u64, avg_idle, avg_cost);
@@ -331,7 +331,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut new_cpu = cpu;
         let mut level = Some(lvl);
         {
-            let topo = self.topo.read();
+            let topo = self.topology();
             let span = topo.domain(this, lvl).map(|d| d.span).unwrap_or_default();
             if !span.intersects(&e.affinity) {
                 return prev;
@@ -339,7 +339,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         while let Some(l) = level {
             let d = {
-                let topo = self.topo.read();
+                let topo = self.topology();
                 topo.domain(cpu, l).copied()
             };
             let Some(d) = d else { break };
@@ -360,7 +360,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // Continue below, in the new CPU's domains smaller than this one.
             cpu = new_cpu;
             let weight = d.span_weight;
-            let topo = self.topo.read();
+            let topo = self.topology();
             level = None;
             for (i, t) in topo.domains(cpu).enumerate() {
                 if weight <= t.span_weight {
@@ -434,7 +434,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// there beats staying in the local group. Ties favour the local group.
     pub(crate) fn find_idlest_group(&self, cpu: usize, lvl: usize, e: &Entity) -> Option<SgStats> {
         let (d, groups) = {
-            let topo = self.topo.read();
+            let topo = self.topology();
             let d = *topo.domain(cpu, lvl)?;
             let groups: heapless::Vec<(usize, CpuMask), CPUS> =
                 topo.groups(cpu, lvl).map(|g| (g.id, g.span)).collect();

@@ -42,14 +42,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // One CPU has no sched domain, so no pass ever moves its next balance from 0:
             // every tick is "due" and all a pass does is decay the blocked load. Doing just
             // that keeps the balancer out of a one-CPU image (CPUS is a constant here).
-            self.cpus[cpu].rq.lock().rq.update_blocked_averages();
+            self.rq(cpu).rq.update_blocked_averages();
             if !idle && NOHZ {
                 self.nohz_exit_idle_on(cpu);
             }
             return;
         }
         let due = {
-            let b = self.cpus[cpu].balance.lock();
+            let b = self.bal(cpu);
             self.jiffies(now) >= b.next_balance
         };
         // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
@@ -57,7 +57,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             return;
         }
         if due {
-            self.cpus[cpu].rq.lock().rq.update_blocked_averages();
+            self.rq(cpu).rq.update_blocked_averages();
             let idle = if idle { IdleType::Idle } else { IdleType::NotIdle };
             self.rebalance_domains(cpu, now, idle);
         }
@@ -72,14 +72,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if cpu >= self.nr_cpus() {
             return;
         }
-        let mut bal = self.cpus[cpu].balance.lock();
+        let mut bal = self.bal(cpu);
         let j = self.jiffies(now);
         let mut next_balance = j + 60 * self.hz() as u64;
         let mut update_next = false;
         let mut continue_balancing = true;
         let mut need_decay = false;
         let mut max_cost = 0u64;
-        let levels = self.topo.read().nr_levels(cpu);
+        let levels = self.topology().nr_levels(cpu);
         for lvl in 0..levels {
             let Some(d) = self.domain_view(cpu, lvl) else { break };
             // Decay the newidle cost estimate once a second.
@@ -121,7 +121,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
         }
         if need_decay {
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             st.max_idle_balance_cost = max_cost.max(SYSCTL_MIGRATION_COST_NS);
         }
         if update_next {
@@ -135,7 +135,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `newidle_balance`: `cpu` is about to go idle; pull a task if it is worth the cost.
     pub(crate) fn newidle_balance(&self, cpu: usize, now: u64) -> bool {
         let (avg_idle, go) = {
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             st.idle_stamp = now.max(1);
             let go = st.avg_idle >= SYSCTL_MIGRATION_COST_NS && self.root.overload.load(Relaxed);
             (st.avg_idle, go)
@@ -143,17 +143,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if CPUS == 1 {
             // No domain to pull from: what remains of the pass is the blocked-load update.
             if go {
-                self.cpus[cpu].rq.lock().rq.update_blocked_averages();
+                self.rq(cpu).rq.update_blocked_averages();
             }
             return false;
         }
-        let mut bal = self.cpus[cpu].balance.lock();
+        let mut bal = self.bal(cpu);
         let j = self.jiffies(now);
         let mut next_balance = j + self.hz() as u64;
-        let levels = self.topo.read().nr_levels(cpu);
+        let levels = self.topology().nr_levels(cpu);
         let mut pulled = false;
         if go {
-            self.cpus[cpu].rq.lock().rq.update_blocked_averages();
+            self.rq(cpu).rq.update_blocked_averages();
             let mut curr_cost = 0u64;
             for lvl in 0..levels {
                 let Some(d) = self.domain_view(cpu, lvl) else { break };
@@ -181,7 +181,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     break;
                 }
             }
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             st.max_idle_balance_cost = st.max_idle_balance_cost.max(curr_cost);
         } else {
             // Not worth trying; still account when the base domain is due.
@@ -194,7 +194,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             bal.next_balance = next_balance;
         }
         if pulled {
-            self.cpus[cpu].rq.lock().idle_stamp = 0;
+            self.rq(cpu).idle_stamp = 0;
         }
         pulled
     }

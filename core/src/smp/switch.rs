@@ -22,14 +22,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn tick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         self.check_cpu(cpu)?;
         let idle = {
-            let mut st = self.cpus[cpu].rq.lock();
+            let mut st = self.rq(cpu);
             st.rq.update_clock(now);
             st.rq.fair(self.pool()).task_tick();
             self.after_update(cpu, &mut st);
             st.rq.is_idle()
         };
         self.trigger_load_balance(cpu, now, idle);
-        Ok(self.cpus[cpu].rq.lock().rq.need_resched())
+        Ok(self.rq(cpu).rq.need_resched())
     }
 
     /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop, unless
@@ -52,26 +52,26 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // context by now (it is calling schedule again on this CPU): finish it in full, pushes
         // and the stopper included.
         let idle_now = {
-            let st = self.cpus[cpu].rq.lock();
+            let st = self.rq(cpu);
             st.rq.switching_out_slot().is_none().then(|| goes_idle(&st))
         };
         let mut idle_next = match idle_now {
             Some(idle) => idle,
             None => {
                 self.finish_switch_on(cpu, now);
-                goes_idle(&self.cpus[cpu].rq.lock())
+                goes_idle(&self.rq(cpu))
             }
         };
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
         // (One CPU is never kicked: there is no other CPU to kick it.)
         if CPUS > 1 && NOHZ && self.nohz_idle_balance_on(cpu, now) {
-            idle_next = goes_idle(&self.cpus[cpu].rq.lock());
+            idle_next = goes_idle(&self.rq(cpu));
         }
         // A CPU about to idle first tries to pull work (newidle balance).
         if idle_next {
             self.newidle_balance(cpu, now);
         }
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         st.rq.update_clock(now);
         // A runnable current task that must leave (a planned push, or an affinity that no
         // longer allows this CPU). One that blocked or exited just switches out as usual.
@@ -98,7 +98,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         // The switch's bookkeeping, and prev's state for the event, under one table lock.
         let prev_state = {
-            let mut t = self.tasks.lock();
+            let mut t = self.table();
             let mut prev_state = None;
             if let (Some(p), true) = (ids.0, prev != next) {
                 if let Ok(e) = t.get_mut(p) {
@@ -134,9 +134,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     fn finish_switch_on(&self, cpu: usize, now: u64) {
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         let prev = st.rq.switching_out_slot();
         self.finish_switch_locked(cpu, &mut st);
+        if CPUS == 1 {
+            // One CPU plans no pushes (placement has no other CPU to choose), and every
+            // affinity includes it: nothing below can apply.
+            return;
+        }
         // The task switched away from may have a slot waiting elsewhere (exec, affinity).
         let planned = prev.and_then(|p| st.take_push(p));
         // A task still queued here that may no longer run here leaves now that its
@@ -188,7 +193,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) {
         let Some(id) = st.rq.fair(self.pool()).finish_switch() else { return };
-        let mut t = self.tasks.lock();
+        let mut t = self.table();
         let state = t.get(id).map(|x| x.state).ok();
         if state == Some(TaskState::Exiting) {
             if let Some(mut e) = self.pool().lock(id) {
@@ -206,7 +211,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// of range is [`SchedError::CpuOutOfRange`].
     pub fn yield_now(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         if st.rq.curr_slot().is_some() {
             st.rq.update_clock(now);
             st.rq.fair(self.pool()).yield_curr();

@@ -25,7 +25,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now: u64,
     ) -> Result<(u32, bool), SchedError> {
         self.check_cpu(cpu)?;
-        let mut bal = self.cpus[cpu].balance.lock();
+        let mut bal = self.bal(cpu);
         let Some(d) = self.domain_view(cpu, level) else { return Ok((0, true)) };
         Ok(self.load_balance_in(&mut bal, cpu, level, &d, idle, now))
     }
@@ -34,7 +34,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// scenarios inject them. The runqueue's util_est sum is capped at `util`.
     pub fn inject_rq_pelt(&self, cpu: usize, util: u64, runnable: u64, load: u64) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
-        let mut st = self.cpus[cpu].rq.lock();
+        let mut st = self.rq(cpu);
         let a = &mut st.rq.avg;
         let div = a.divider();
         a.util_avg = util;
@@ -58,11 +58,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         util_est: u32,
         load: u64,
     ) -> Result<(), SchedError> {
-        let loc = self.tasks.lock().get(id)?.location;
+        let loc = self.table().get(id)?.location;
         let Location::OnCpu { cpu, slot } = loc else {
             return Err(SchedError::InvalidState { task: id, state: TaskState::Blocked });
         };
-        let mut st = self.cpus[cpu as usize].rq.lock();
+        let mut st = self.rq(cpu as usize);
         let rq = &mut st.rq;
         let Some(mut e) = rq.task_at(slot as u32).and_then(|t| self.pool().lock(t)) else {
             return Err(SchedError::UnknownTask(id));

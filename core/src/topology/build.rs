@@ -227,38 +227,30 @@ impl<const CPUS: usize> Topology<CPUS> {
         // Pass 2: degeneration, per CPU.
         let multi_node = plan.multi_node();
         for cpu in 0..n {
-            let mut chain = self.domains[cpu];
-            let mut len = usize::from(self.nr_levels[cpu]).min(MAX_LEVELS);
-            let mut i = 0;
-            while i + 1 < len {
-                if chain[i].parent_degenerate(&chain[i + 1], multi_node) {
+            // Each domain is compared with the last one kept below it; the survivors are
+            // copied into a fresh chain (copies between distinct arrays: no memmove linked).
+            let built = self.domains[cpu];
+            let mut chain = [Domain::EMPTY; MAX_LEVELS];
+            let mut len = 0;
+            for d in built.iter().take(usize::from(self.nr_levels[cpu]).min(MAX_LEVELS)) {
+                if len > 0 && chain[len - 1].parent_degenerate(d, multi_node) {
                     // The grandparent used to read PREFER_SIBLING on the parent; the child,
                     // covering the same CPUs, now stands in for it.
-                    if chain[i + 1].flags.contains(SdFlags::PREFER_SIBLING) {
-                        chain[i].flags.insert(SdFlags::PREFER_SIBLING);
+                    if d.flags.contains(SdFlags::PREFER_SIBLING) {
+                        chain[len - 1].flags.insert(SdFlags::PREFER_SIBLING);
                     }
-                    // (A loop rather than `copy_within`, which links a 1.6 KB memmove.)
-                    for k in i + 1..len - 1 {
-                        chain[k] = chain[k + 1];
-                    }
-                    len -= 1;
-                } else {
-                    i += 1;
+                    continue;
                 }
+                chain[len] = *d;
+                len += 1;
             }
-            if len > 0 && chain[0].degenerate() {
-                for k in 0..len - 1 {
-                    chain[k] = chain[k + 1];
-                }
-                len -= 1;
+            let skip = usize::from(len > 0 && chain[0].degenerate());
+            let mut kept = [Domain::EMPTY; MAX_LEVELS];
+            for (k, d) in chain[skip..len].iter().enumerate() {
+                kept[k] = *d;
             }
-            for (k, slot) in chain.iter_mut().enumerate() {
-                if k >= len {
-                    *slot = Domain::EMPTY;
-                }
-            }
-            self.domains[cpu] = chain;
-            self.nr_levels[cpu] = len as u8;
+            self.domains[cpu] = kept;
+            self.nr_levels[cpu] = (len - skip) as u8;
         }
 
         // Ids for the groups some surviving domain uses. All CPUs of a span keep or drop
