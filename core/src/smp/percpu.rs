@@ -288,7 +288,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
     /// does not fit this CPU's capacity.
     pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
-        st.misfit_task_load = match (st.asym_capacity, st.rq.curr_slot()) {
+        // (One CPU has no asymmetric domain: `asym_capacity` is false, and `CPUS > 1` lets
+        // the compiler see it.)
+        st.misfit_task_load = match (CPUS > 1 && st.asym_capacity, st.rq.curr_slot()) {
             (true, Some(n)) => {
                 let e = st.rq.ent_in(self.pool(), n);
                 if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {
