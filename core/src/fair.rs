@@ -99,7 +99,7 @@ impl<const Q: usize> DerefMut for Fair<'_, '_, Q> {
     }
 }
 
-/// An entity read through a [`Fair`] view: its locked cell, or a placeholder for a slot that
+/// An entity read through a [`Fair`] view: its locked cell, or [`Entity::UNUSED`] for a slot that
 /// holds no task (a core bug the invariant checker reports; reads see harmless values).
 pub(crate) enum EntRef<'p> {
     Cell(MutexGuard<'p, Entity>),
@@ -111,7 +111,7 @@ impl Deref for EntRef<'_> {
     fn deref(&self) -> &Entity {
         match self {
             EntRef::Cell(g) => g,
-            EntRef::Missing => &Entity::PLACEHOLDER,
+            EntRef::Missing => &Entity::UNUSED,
         }
     }
 }

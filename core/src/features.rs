@@ -222,7 +222,7 @@ impl Tunables {
 }
 
 impl Tunables {
-    /// All zeros: the placeholder of a runqueue `init` has not built yet (not usable).
+    /// All zeros: the tunables of a runqueue `init` has not built yet (not usable).
     pub(crate) const UNSET: Tunables = Tunables {
         latency_ns: 0,
         min_granularity_ns: 0,

@@ -95,7 +95,7 @@ pub struct RunQueue<const Q: usize> {
 }
 
 impl<const Q: usize> RunQueue<Q> {
-    /// A placeholder of all zeros (links that are not yet `NIL`, no tunables): what a machine
+    /// All zeros (links that are not yet `NIL`, no tunables): what a machine
     /// holds for each CPU until `Smp::init` builds the real runqueue, so that a machine in a
     /// `static` needs no `.data` image. Not a usable runqueue.
     pub(crate) const UNSET: Self = RunQueue {

@@ -152,8 +152,9 @@ pub struct Entity {
 }
 
 impl Entity {
-    /// What an unused entity cell holds: no task (its id names no slot), nice 0, no CPU.
-    pub const PLACEHOLDER: Entity = Entity {
+    /// An entity of no task (what a read of an empty runqueue slot sees): nice 0, no CPU, no
+    /// wakee.
+    pub const UNUSED: Entity = Entity {
         policy: Policy::Normal,
         nice: Nice::ZERO,
         affinity: CpuMask::EMPTY,
@@ -174,7 +175,7 @@ impl Entity {
 
     /// All zeros: what an entity cell holds before its task is created (never read as a
     /// task's entity).
-    pub const ZEROED: Entity = Entity { last_wakee: TaskId::new(0, 0), cpu: 0, ..Entity::PLACEHOLDER };
+    pub const ZEROED: Entity = Entity { last_wakee: TaskId::new(0, 0), cpu: 0, ..Entity::UNUSED };
 
     /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
     pub fn new(nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {

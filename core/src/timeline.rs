@@ -104,7 +104,7 @@ impl<const CAP: usize> Timeline<CAP> {
     /// Rejects, at compile time, capacities whose ids would collide with `NIL`.
     const CAP_FITS_U32: () = assert!(CAP < NIL as usize, "Timeline CAP must be below u32::MAX");
 
-    /// A placeholder of all zeros (links not yet `NIL`) for a runqueue that `init` has not
+    /// All zeros (links not yet `NIL`), for a runqueue that `init` has not
     /// built yet; not a usable timeline.
     pub(crate) const UNSET: Self =
         Timeline { nodes: [Node::UNSET; CAP], root: 0, leftmost: 0, len: 0, next_seq: 0 };
