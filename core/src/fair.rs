@@ -144,11 +144,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.rq.ent_in(self.pool, slot)
     }
 
-    /// [`Fair::entity`] under the name the fair class uses for changes.
-    pub(crate) fn ent_mut(&self, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
-        self.entity(slot)
-    }
-
     /// Attaches task `id` (its entity already in the pool) in a free slot, not yet queued.
     pub(crate) fn insert(&mut self, id: TaskId) -> Option<SlotId> {
         let slot = self.rq.insert(id)?;
@@ -165,7 +160,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     fn claim(&self, slot: SlotId) {
         let cpu = self.rq.cpu;
-        if let Some(mut e) = self.ent_mut(slot) {
+        if let Some(mut e) = self.entity(slot) {
             e.cpu = cpu;
         }
     }
@@ -175,7 +170,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
         let Some(c) = self.curr else { return };
-        let Some(mut se) = self.ent_mut(c) else { return };
+        let Some(mut se) = self.entity(c) else { return };
         self.charge_curr(&mut se);
     }
 
@@ -218,7 +213,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
     fn update_load_avg(&mut self, slot: SlotId, flags: PeltFlags) {
         let is_curr = self.curr == Some(slot);
-        let Some(mut se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.entity(slot) else { return };
         self.load_avg_with(&mut se, is_curr, flags);
     }
 
@@ -238,7 +233,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
     fn attach_entity_avg(&mut self, slot: SlotId) {
-        let Some(mut se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.entity(slot) else { return };
         self.attach_avg_with(&mut se);
     }
 
@@ -258,7 +253,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
-        let Some(mut se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.entity(slot) else { return };
         se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load().weight);
         se.avg.runnable_avg = match runnable_init {
             RunnableInit::CpuCapacity => cpu_scale,
@@ -273,7 +268,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
     /// hierarchy). The task must be attached here and not yet accounted.
     pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
-        let Some(mut se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.entity(slot) else { return };
         if se.on_rq {
             return;
         }
@@ -316,7 +311,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// current task keeps running until the next pick); a sleeping dequeue samples its
     /// util_est, any other normalises its vruntime for the trip to another runqueue.
     pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
-        let Some(mut se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.entity(slot) else { return };
         if !se.on_rq {
             return;
         }
@@ -409,7 +404,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
     pub fn set_next(&mut self, slot: SlotId) {
-        let Some(mut se) = self.ent_mut(slot) else {
+        let Some(mut se) = self.entity(slot) else {
             self.curr = Some(slot);
             return;
         };
@@ -433,7 +428,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// back on the timeline. Returns its slot.
     pub fn put_prev(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
-        if let Some(mut se) = self.ent_mut(prev) {
+        if let Some(mut se) = self.entity(prev) {
             if se.on_rq {
                 self.charge_curr(&mut se);
                 let _ = self.timeline.insert(prev as usize, se.vruntime);
@@ -472,7 +467,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn finish_switch(&mut self) -> Option<TaskId> {
         let prev = self.switching_out.take()?;
         let on_rq = {
-            let mut se = self.ent_mut(prev)?;
+            let mut se = self.entity(prev)?;
             se.on_cpu = false;
             se.on_rq
         };
@@ -492,7 +487,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_blocked_averages();
             return;
         };
-        let Some(mut se) = self.ent_mut(c) else { return };
+        let Some(mut se) = self.entity(c) else { return };
         self.charge_curr(&mut se);
         self.load_avg_with(&mut se, true, PeltFlags::empty());
         if self.nr_running > 1 && se.on_rq {
@@ -542,7 +537,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if self.need_resched {
             return;
         }
-        let Some(mut c) = self.ent_mut(curr) else { return };
+        let Some(mut c) = self.entity(curr) else { return };
         let (cp, wp) = (c.policy, w.policy);
         let preempt = if cp == Policy::Idle && wp != Policy::Idle {
             true
@@ -575,7 +570,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// and marked as the skip buddy; the caller then reschedules.
     pub fn yield_curr(&mut self) {
         let Some(c) = self.curr else { return };
-        let Some(mut se) = self.ent_mut(c) else { return };
+        let Some(mut se) = self.entity(c) else { return };
         // A current task that already blocked or exited has nothing to yield.
         if self.nr_running <= 1 || !se.on_rq {
             return;
@@ -607,7 +602,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 if vruntime_before(cvr, child.vruntime) {
                     let cv = child.vruntime;
                     child.vruntime = cvr;
-                    if let Some(mut p) = self.ent_mut(c) {
+                    if let Some(mut p) = self.entity(c) {
                         p.vruntime = cv;
                     }
                     self.resched_curr();
@@ -621,7 +616,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
-        let Some(mut se) = self.ent_mut(slot) else { return };
+        let Some(mut se) = self.entity(slot) else { return };
         let moved = reweight_entity(&mut self.avg, &mut se, nice);
         self.pelt_slack.moved(moved, 0, 0);
     }
@@ -664,7 +659,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         // `dequeue` brought its PELT signals up to date.
         self.dequeue(slot, DequeueFlags::empty());
-        let mut se = self.ent_mut(slot)?;
+        let mut se = self.entity(slot)?;
         if se.pelt_attached {
             let w = se.weight();
             self.avg.detach(&se.avg, w);

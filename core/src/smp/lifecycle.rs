@@ -215,7 +215,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if affine {
                         let mut st = self.rq(cpu);
                         if let Some(n) = st.rq.curr_slot() {
-                            if let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) {
+                            if let Some(mut w) = st.rq.fair(self.pool()).entity(n) {
                                 w.recent_used_cpu = cpu as u32;
                             }
                         }
@@ -265,7 +265,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let hz = self.hz() as i32;
         let mut st = self.rq(cpu);
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
-        let Some(mut w) = st.rq.fair(self.pool()).ent_mut(n) else { return Waker::default() };
+        let Some(mut w) = st.rq.fair(self.pool()).entity(n) else { return Waker::default() };
         if (j.wrapping_sub(w.wakee_flip_decay_ts) as i32) > hz {
             w.wakee_flips >>= 1;
             w.wakee_flip_decay_ts = j;
@@ -387,7 +387,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
         let mut st = self.rq(cpu);
         let here = st.rq.task_at(p.slot) == Some(p.task);
-        match st.rq.fair(self.pool()).ent_mut(p.slot) {
+        match st.rq.fair(self.pool()).entity(p.slot) {
             Some(mut e) if here && e.on_cpu => {
                 if let Some(mask) = affinity {
                     e.affinity = mask;
@@ -481,14 +481,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
                     if keep && !mask.contains(c) {
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot as u32) else { continue };
+                        let Some(mut e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
                         e.affinity = mask;
                         return Ok(());
                     }
                     if mask.contains(c) {
                         // It may stay: a push planned for it is no longer needed.
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(mut e) = st.rq.fair(self.pool()).ent_mut(slot as u32) else { continue };
+                        let Some(mut e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
                         e.affinity = mask;
                         // (The cell is innermost: released before the runqueue lock is.)
                         drop(e);

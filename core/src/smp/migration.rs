@@ -76,7 +76,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         s.rq.update_clock(now);
         d.rq.update_clock(now);
-        if let (Move::Reaffine(mask), Some(mut e)) = (how, s.rq.fair(self.pool()).ent_mut(slot)) {
+        if let (Move::Reaffine(mask), Some(mut e)) = (how, s.rq.fair(self.pool()).entity(slot)) {
             e.affinity = mask;
         }
         let Some(e) = s.rq.fair(self.pool()).detach_task(slot) else { return Moved::Changed };
