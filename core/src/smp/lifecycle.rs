@@ -221,7 +221,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         }
                     }
                     let mut flags = EnqueueFlags::WAKEUP;
-                    if target != prev as usize {
+                    // (On one CPU a task wakes where it slept: `CPUS > 1` says so to the
+                    // compiler.)
+                    let migrated = CPUS > 1 && target != prev as usize;
+                    if migrated {
                         self.migrate_sleeping(&mut e, prev as usize);
                         flags |= EnqueueFlags::MIGRATED;
                     }
@@ -229,7 +232,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     self.pool().put(id, e);
                     return match self.activate_on(target, now, id, flags, wf, false) {
                         Ok(_) => {
-                            if target != prev as usize {
+                            if migrated {
                                 let reason = MigrateReason::Wakeup;
                                 self.emit(
                                     now,
