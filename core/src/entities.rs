@@ -85,14 +85,4 @@ impl<'a> Pool<'a> {
             *g = e;
         }
     }
-
-    /// Number of cells.
-    pub fn len(self) -> usize {
-        self.cells.len()
-    }
-
-    /// Whether the pool has no cells.
-    pub fn is_empty(self) -> bool {
-        self.cells.is_empty()
-    }
 }

@@ -122,9 +122,15 @@ impl<const Q: usize> RunQueue<Q> {
         Fair { rq: self, pool }
     }
 
-    /// Reads the entity of the task attached at `slot` (the caller holds this runqueue).
+    /// The entity of the task attached at `slot`, locked while the guard lives (the caller
+    /// holds this runqueue, so it owns the entity); `None` for an empty slot.
+    pub(crate) fn entity_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
+        pool.lock(self.task_at(slot)?)
+    }
+
+    /// [`RunQueue::entity_in`] for a slot the caller got from this runqueue.
     pub(crate) fn ent_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> EntRef<'p> {
-        match self.task_at(slot).and_then(|id| pool.lock(id)) {
+        match self.entity_in(pool, slot) {
             Some(g) => EntRef::Cell(g),
             None => EntRef::Missing,
         }
@@ -135,8 +141,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// The entity of the task at `slot`, locked while the guard lives (drop it before
     /// touching the same task again).
     pub fn entity(&self, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
-        let id = self.rq.task_at(slot)?;
-        self.pool.lock(id)
+        self.rq.entity_in(self.pool, slot)
     }
 
     /// Like [`Fair::entity`] for a slot the caller got from this runqueue.
@@ -146,32 +151,27 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Attaches task `id` (its entity already in the pool) in a free slot, not yet queued.
     pub(crate) fn insert(&mut self, id: TaskId) -> Option<SlotId> {
-        let slot = self.rq.insert(id)?;
-        self.claim(slot);
-        Some(slot)
+        self.rq.insert(id)
     }
 
     /// Attaches task `id` in the slot reserved for it.
     pub(crate) fn insert_reserved(&mut self, id: TaskId) -> Option<SlotId> {
-        let slot = self.rq.insert_reserved(id)?;
-        self.claim(slot);
-        Some(slot)
-    }
-
-    fn claim(&self, slot: SlotId) {
-        let cpu = self.rq.cpu;
-        if let Some(mut e) = self.entity(slot) {
-            e.cpu = cpu;
-        }
+        self.rq.insert_reserved(id)
     }
 
     /// Charges the current task for the time since it was last charged: its runtime grows
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
-        let Some(c) = self.curr else { return };
-        let Some(mut se) = self.entity(c) else { return };
+        self.update_curr_vr();
+    }
+
+    /// [`Fair::update_curr`], returning the current entity's vruntime if it is runnable (what
+    /// `min_vruntime` follows), so a caller need not lock it again.
+    fn update_curr_vr(&mut self) -> Option<u64> {
+        let mut se = self.entity(self.curr?)?;
         self.charge_curr(&mut se);
+        se.on_rq.then_some(se.vruntime)
     }
 
     /// [`Fair::update_curr`] on the current entity, whose cell the caller holds. (Each cell
@@ -189,18 +189,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.min_vruntime_with(se.on_rq.then_some(se.vruntime));
     }
 
-    /// `min_vruntime` = max(itself, min(runnable current's vruntime, leftmost's)): it only
-    /// moves forward.
-    pub(crate) fn update_min_vruntime(&mut self) {
-        let curr = self.curr.and_then(|c| {
-            let e = self.ent(c);
-            e.on_rq.then_some(e.vruntime)
-        });
-        self.min_vruntime_with(curr);
-    }
-
-    /// [`Fair::update_min_vruntime`] given the current entity's vruntime if it is runnable.
-    /// The leftmost's vruntime is its timeline key (they are equal while it is queued).
+    /// `update_min_vruntime`: `min_vruntime` = max(itself, min(the runnable current entity's
+    /// vruntime `curr`, the leftmost's)), so it only moves forward. The leftmost's vruntime is
+    /// its timeline key (they are equal while it is queued).
     fn min_vruntime_with(&mut self, curr: Option<u64>) {
         let mut vr = curr.unwrap_or(self.min_vruntime);
         if let Some(lv) = self.timeline.leftmost().and_then(|l| self.timeline.vruntime_of(l)) {
@@ -209,15 +200,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.min_vruntime = max_vruntime(self.min_vruntime, vr);
     }
 
-    /// `update_load_avg` for an entity here and for the runqueue: ages the entity (if it is
-    /// attached), updates the runqueue's signals, and attaches a detached entity if asked.
-    fn update_load_avg(&mut self, slot: SlotId, flags: PeltFlags) {
-        let is_curr = self.curr == Some(slot);
-        let Some(mut se) = self.entity(slot) else { return };
-        self.load_avg_with(&mut se, is_curr, flags);
-    }
-
-    /// [`Fair::update_load_avg`] for an entity whose cell the caller holds.
+    /// `update_load_avg` for an entity here, whose cell the caller holds, and for the
+    /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
+    /// attaches a detached entity if asked.
     fn load_avg_with(&mut self, se: &mut Entity, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
         if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
@@ -232,11 +217,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
-    fn attach_entity_avg(&mut self, slot: SlotId) {
-        let Some(mut se) = self.entity(slot) else { return };
-        self.attach_avg_with(&mut se);
-    }
-
     fn attach_avg_with(&mut self, se: &mut Entity) {
         if se.pelt_attached {
             return;
@@ -253,16 +233,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
+        let is_curr = self.curr == Some(slot);
         let Some(mut se) = self.entity(slot) else { return };
         se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load().weight);
         se.avg.runnable_avg = match runnable_init {
             RunnableInit::CpuCapacity => cpu_scale,
             RunnableInit::InitialUtil => se.avg.util_avg,
         };
-        drop(se);
         // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
-        self.update_load_avg(slot, PeltFlags::SKIP_AGE_LOAD);
-        self.attach_entity_avg(slot);
+        self.load_avg_with(&mut se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
     }
 
     /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
@@ -272,6 +251,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if se.on_rq {
             return;
         }
+        // (A task attached here by `insert` takes this CPU now.)
+        se.cpu = self.rq.cpu;
         // util_est first, before PELT sees the task.
         if self.features.contains(Features::UTIL_EST) {
             pelt::util_est_add(&mut self.avg.util_est, &se.avg.util_est);
@@ -316,11 +297,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         let is_curr = self.curr == Some(slot);
-        if is_curr {
+        // The runnable current entity's vruntime, for min_vruntime below.
+        let curr_vr = if is_curr {
             self.charge_curr(&mut se);
+            None // (it is this entity, about to stop being accounted)
         } else {
-            self.update_curr();
-        }
+            self.update_curr_vr()
+        };
         self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
         if !is_curr {
@@ -336,12 +319,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         // A save/restore pair comes straight back; don't let min_vruntime jump meanwhile.
         if flags & (DequeueFlags::SAVE | DequeueFlags::MOVE) != DequeueFlags::SAVE {
-            if is_curr {
-                // (It is the current entity, no longer runnable.)
-                self.min_vruntime_with(None);
-            } else {
-                self.update_min_vruntime();
-            }
+            self.min_vruntime_with(curr_vr);
         }
         if self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
@@ -443,7 +421,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// left aside), the next one is picked and made current. Returns (prev, next). If
     /// they differ, `prev` stays marked `on_cpu` as the task being switched out until
     /// [`Fair::finish_switch`], which the caller must have called for the previous
-    /// switch (it returns the entity of a task that blocked, which only the caller can file).
+    /// switch (it returns the id of a task that blocked, which only the caller can park).
     pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
         let prev = self.put_prev();

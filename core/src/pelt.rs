@@ -18,6 +18,8 @@
 //! assert_eq!(a.util_avg, 512);
 //! ```
 
+use crate::weights::saturate_u32;
+
 /// Half-life of the decay, in periods.
 pub const LOAD_AVG_PERIOD: u64 = 32;
 /// The converged maximum of a sum that gains 1024 every period.
@@ -66,12 +68,6 @@ const fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
 /// `a - b` clamped at 0, as the kernel's `sub_positive`.
 fn sub_positive(a: &mut u64, b: u64) {
     *a = a.saturating_sub(b);
-}
-
-/// A running-time sum as `util_sum` holds it (32 bits, as in Linux: at most
-/// `LOAD_AVG_MAX << 10`, about 2^25, for one task or CPU); saturates instead of wrapping.
-fn util_sum_of(v: u64) -> u32 {
-    v.min(u32::MAX as u64) as u32
 }
 
 /// Estimated utilisation of a task, or the sum over a runqueue's runnable tasks.
@@ -160,7 +156,7 @@ impl SchedAvg {
             self.runnable_sum += (runnable * contrib) << SCHED_CAPACITY_SHIFT;
         }
         if running {
-            self.util_sum = util_sum_of(self.util_sum as u64 + (contrib << SCHED_CAPACITY_SHIFT));
+            self.util_sum = saturate_u32(self.util_sum as u64 + (contrib << SCHED_CAPACITY_SHIFT));
         }
         periods
     }
@@ -227,13 +223,13 @@ impl SchedAvg {
         let divider = self.divider();
         se.last_update_time = self.last_update_time;
         se.period_contrib = self.period_contrib;
-        se.util_sum = util_sum_of(se.util_avg * divider);
+        se.util_sum = saturate_u32(se.util_avg * divider);
         se.runnable_sum = se.runnable_avg * divider;
         se.load_sum = (se.load_avg * divider).checked_div(se_weight).unwrap_or(divider);
         self.load_avg += se.load_avg;
         self.load_sum += se_weight * se.load_sum;
         self.util_avg += se.util_avg;
-        self.util_sum = util_sum_of(self.util_sum as u64 + se.util_sum as u64);
+        self.util_sum = saturate_u32(self.util_sum as u64 + se.util_sum as u64);
         self.runnable_avg += se.runnable_avg;
         self.runnable_sum += se.runnable_sum;
     }
@@ -259,7 +255,7 @@ impl SchedAvg {
         sub_positive(&mut self.load_avg, r.load_avg);
         sub_positive(&mut self.load_sum, r.load_avg * divider);
         sub_positive(&mut self.util_avg, r.util_avg);
-        self.util_sum = util_sum_of((self.util_sum as u64).saturating_sub(r.util_avg * divider));
+        self.util_sum = saturate_u32((self.util_sum as u64).saturating_sub(r.util_avg * divider));
         sub_positive(&mut self.runnable_avg, r.runnable_avg);
         sub_positive(&mut self.runnable_sum, r.runnable_avg * divider);
         true

@@ -24,8 +24,6 @@ use crate::weights::LoadWeight;
 pub type SlotId = u32;
 
 const NIL: u32 = u32::MAX;
-/// A free slot's id: names no task-table slot.
-const NO_TASK: TaskId = TaskId::NONE;
 
 /// A runqueue invariant that does not hold (found by [`RunQueue::check`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,7 +49,7 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) clock_pelt: u64,
     pub(crate) lost_idle_time: u64,
 
-    /// The task attached at each slot ([`NO_TASK`] when free).
+    /// The task attached at each slot ([`TaskId::NONE`] when free).
     ids: [TaskId; Q],
     /// Free slots are chained through `mru_next`; `bump` hands out never-used ones.
     free_head: u32,
@@ -125,7 +123,7 @@ impl<const Q: usize> RunQueue<Q> {
             clock_task: 0,
             clock_pelt: 0,
             lost_idle_time: 0,
-            ids: [NO_TASK; Q],
+            ids: [TaskId::NONE; Q],
             free_head: NIL,
             bump: 0,
             attached: 0,
@@ -176,11 +174,11 @@ impl<const Q: usize> RunQueue<Q> {
     }
     /// Every attached task, with its slot.
     pub fn attached(&self) -> impl Iterator<Item = (SlotId, TaskId)> + '_ {
-        self.ids.iter().enumerate().filter(|(_, &id)| id != NO_TASK).map(|(i, &id)| (i as SlotId, id))
+        self.ids.iter().enumerate().filter(|(_, &id)| id != TaskId::NONE).map(|(i, &id)| (i as SlotId, id))
     }
     /// The task attached at `slot`, if any.
     pub fn task_at(&self, slot: SlotId) -> Option<TaskId> {
-        self.ids.get(slot as usize).copied().filter(|&id| id != NO_TASK)
+        self.ids.get(slot as usize).copied().filter(|&id| id != TaskId::NONE)
     }
     /// Tasks attached (queued, running, or a current task still being switched out).
     pub fn nr_attached(&self) -> usize {
@@ -352,7 +350,7 @@ impl<const Q: usize> RunQueue<Q> {
             return None;
         }
         let id = self.task_at(slot)?;
-        self.ids[slot as usize] = NO_TASK;
+        self.ids[slot as usize] = TaskId::NONE;
         self.attached -= 1;
         self.mru_next[slot as usize] = self.free_head;
         self.free_head = slot;
@@ -475,7 +473,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// pointing at queued tasks, and PELT averages consistent with their sums. Cost O(Q).
     pub fn check(&self, pool: Pool<'_>) -> Result<(), InvariantViolation> {
         let fail = |what| Err(InvariantViolation { cpu: self.cpu, what, task: None });
-        let entity = |slot: SlotId| self.task_at(slot).and_then(|id| pool.get(id));
+        let entity = |slot: SlotId| self.entity_in(pool, slot).map(|e| *e);
         if self.timeline.check().is_err() {
             return fail("timeline structure");
         }

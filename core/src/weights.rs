@@ -181,6 +181,17 @@ pub fn calc_delta_fair(delta: u64, lw: &LoadWeight) -> u64 {
     }
 }
 
+/// `v` in 32 bits, saturating: for the figures the core keeps in 32 bits because they fit
+/// (a `util_sum`, at most `LOAD_AVG_MAX << 10`, as in Linux; the per-CPU figures published for
+/// the balancer), where a 32-bit MCU has native 32-bit arithmetic and atomics.
+pub(crate) const fn saturate_u32(v: u64) -> u32 {
+    if v > u32::MAX as u64 {
+        u32::MAX
+    } else {
+        v as u32
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

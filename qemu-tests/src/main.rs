@@ -55,6 +55,20 @@ struct Tally {
 }
 
 impl Tally {
+    /// Adds a step's (passed, failed) counts; a step with failures is named in `failed_steps`.
+    fn add_step(
+        &mut self,
+        name: &'static str,
+        (passed, failed): (u64, u64),
+        failed_steps: &mut Vec<&'static str>,
+    ) {
+        self.passed += passed;
+        self.failed += failed;
+        if failed > 0 {
+            failed_steps.push(name);
+        }
+    }
+
     /// Adds the counts of lines like `test result: ok. 40 passed; 0 failed; 0 ignored; ...`.
     fn add_output(&mut self, text: &str) {
         for line in text.lines() {
@@ -259,20 +273,10 @@ fn run_tests(extra: &[String]) -> ExitCode {
     }
 
     eprintln!("xtest: [4/5] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
-    let (p, f) = size::check();
-    tally.passed += p;
-    tally.failed += f;
-    if f > 0 {
-        steps_failed.push("size budgets");
-    }
+    tally.add_step("size budgets", size::check(), &mut steps_failed);
 
     eprintln!("xtest: [5/5] the QEMU suite (kernel-shim on 8 vCPUs)");
-    let (p, f) = suite::run();
-    tally.passed += p;
-    tally.failed += f;
-    if f > 0 {
-        steps_failed.push("QEMU suite");
-    }
+    tally.add_step("QEMU suite", suite::run(), &mut steps_failed);
 
     if !steps_failed.is_empty() {
         eprintln!("xtest: failed steps: {}", steps_failed.join(", "));

@@ -14,6 +14,9 @@ use std::process::ExitCode;
 use object::read::archive::ArchiveFile;
 use object::{Endian, Object, ObjectSection, ObjectSymbol};
 
+// The stack a public call of the core may need at 8 CPUs: the suite's budget.
+use crate::suite::EXC_STACK_BUDGET;
+
 /// The probe's entries, as `core/size-probe` lists them, with their budget on thumbv7em (bytes).
 const ENTRIES: [(&str, Option<u64>); 8] = [
     ("Smp, 2 CPUs, 16 tasks, 16 per CPU", Some(8 * 1024)),
@@ -25,9 +28,6 @@ const ENTRIES: [(&str, Option<u64>); 8] = [
     ("TaskEntry (a task-table entry)", None),
     ("CpuMask", None),
 ];
-
-/// The stack a public call of the core may need at 8 CPUs (the small-machines budget).
-const CALL_STACK_BUDGET: u64 = crate::suite::EXC_STACK_BUDGET;
 
 /// The targets the table is printed for: the 32-bit MCU the budgets are set for, and a
 /// 64-bit one for comparison.
@@ -96,11 +96,11 @@ pub fn main() -> ExitCode {
     match deepest_stack() {
         Ok(n) => {
             let r =
-                Row { name: "deepest exception stack, sysbench", value: n, budget: Some(CALL_STACK_BUDGET) };
+                Row { name: "deepest exception stack, sysbench", value: n, budget: Some(EXC_STACK_BUDGET) };
             over += r.over() as usize;
             println!();
             println!("{:<38} {:>22} {:>8}", "stack in QEMU (aarch64 kernel)", "bytes", "budget");
-            println!("{:<38} {n:>22} {CALL_STACK_BUDGET:>8}{}", r.name, mark(&r));
+            println!("{:<38} {n:>22} {EXC_STACK_BUDGET:>8}{}", r.name, mark(&r));
         }
         Err(e) => eprintln!("xsize: stack: {e}"),
     }
@@ -120,8 +120,7 @@ pub fn check() -> (u64, u64) {
         }
     };
     let (mut passed, mut failed) = (0, 0);
-    for r in rows.iter().chain(&images).filter(|r| r.budget.is_some()) {
-        let budget = r.budget.unwrap_or(0);
+    for (r, budget) in rows.iter().chain(&images).filter_map(|r| Some((r, r.budget?))) {
         let known = NOT_YET_MET.contains(&r.name);
         match (r.over(), known) {
             (false, false) => {

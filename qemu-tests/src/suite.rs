@@ -395,7 +395,7 @@ pub const STACK_REPORT: &str = "exception stack high-water:";
 
 /// The deepest any CPU's exception stack may grow in a case (bytes; every call into the core
 /// runs on it, with the handler's own frames): the small-machines budget for a public call at
-/// 8 CPUs. The deepest of the suite's boots reaches about 2.5–2.6 KB (a balance pass from the tick);
+/// 8 CPUs. The deepest of the suite's boots reaches about 2.5 KB (a balance pass from the tick);
 /// the kernel's exception stacks are twice this budget.
 pub const EXC_STACK_BUDGET: u64 = 4 * 1024;
 

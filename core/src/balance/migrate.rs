@@ -86,7 +86,11 @@ fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e:
 
 /// `can_migrate_task`, checks in the kernel's order; records pinning in `env.flags`.
 pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &Fair<'_, '_, Q>, slot: SlotId) -> bool {
-    let Some(e) = src.entity(slot) else { return false };
+    src.entity(slot).is_some_and(|e| can_migrate(env, src, slot, &e))
+}
+
+/// [`can_migrate_task`] for the entity `e` of `slot`, whose cell the caller holds.
+fn can_migrate<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &Entity) -> bool {
     if !e.affinity.contains(env.dst_cpu as usize) {
         env.flags |= LbfFlags::SOME_PINNED;
         // Remember another CPU of dst's group the task may use, once per pass.
@@ -103,7 +107,7 @@ pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &Fair<'_, '_, 
     if e.on_cpu {
         return false;
     }
-    let hot = task_hot(env, src, slot, &e);
+    let hot = task_hot(env, src, slot, e);
     !hot || env.nr_balance_failed > env.cache_nice_tries
 }
 
@@ -146,42 +150,43 @@ pub fn detach_tasks<const Q: usize>(
             env.flags |= LbfFlags::NEED_BREAK;
             break;
         }
-        let take = can_migrate_task(env, src, slot) && {
-            let e = src.ent(slot);
-            match env.migration_type {
-                MigrationType::Load => {
-                    // task_h_load without group scheduling is the task's load_avg (v5.7.0).
-                    let load = e.avg.load_avg as i64;
-                    if load / 2 > env.imbalance && env.nr_balance_failed <= env.cache_nice_tries {
-                        false
-                    } else {
-                        env.imbalance -= load;
+        // One cell lock for both checks (released before the detach).
+        let take = src.entity(slot).is_some_and(|e| {
+            can_migrate(env, src, slot, &e)
+                && match env.migration_type {
+                    MigrationType::Load => {
+                        // task_h_load without group scheduling is the task's load_avg (v5.7.0).
+                        let load = e.avg.load_avg as i64;
+                        if load / 2 > env.imbalance && env.nr_balance_failed <= env.cache_nice_tries {
+                            false
+                        } else {
+                            env.imbalance -= load;
+                            true
+                        }
+                    }
+                    MigrationType::Util => {
+                        let util = e.util_est() as i64;
+                        if util > env.imbalance {
+                            false
+                        } else {
+                            env.imbalance -= util;
+                            true
+                        }
+                    }
+                    MigrationType::Task => {
+                        env.imbalance -= 1;
                         true
                     }
-                }
-                MigrationType::Util => {
-                    let util = e.util_est() as i64;
-                    if util > env.imbalance {
-                        false
-                    } else {
-                        env.imbalance -= util;
-                        true
+                    MigrationType::Misfit => {
+                        if fits_capacity(e.util_est(), src.capacity()) {
+                            false
+                        } else {
+                            env.imbalance = 0;
+                            true
+                        }
                     }
                 }
-                MigrationType::Task => {
-                    env.imbalance -= 1;
-                    true
-                }
-                MigrationType::Misfit => {
-                    if fits_capacity(e.util_est(), src.capacity()) {
-                        false
-                    } else {
-                        env.imbalance = 0;
-                        true
-                    }
-                }
-            }
-        };
+        });
         if !take {
             src.mru_move_to_head(slot);
             continue;

@@ -348,11 +348,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.check_cpu(cpu)?;
         let (slot, mut e) = {
             let st = self.rq(cpu);
-            match st
-                .rq
-                .curr_slot()
-                .and_then(|n| st.rq.task_at(n).and_then(|t| self.pool().get(t)).map(|e| (n, e)))
-            {
+            match st.rq.curr_slot().and_then(|n| st.rq.entity_in(self.pool(), n).map(|e| (n, *e))) {
                 Some((n, e)) if st.rq.task_at(n) == Some(id) && e.on_rq => match st.push_for(n) {
                     // Already leaving (its affinity changed): it runs where it goes.
                     Some(p) if p.task == id => return Ok(p.dst),
@@ -473,7 +469,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let c = cpu as usize;
                     let (e, planned) = {
                         let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.task_at(slot as u32).and_then(|t| self.pool().get(t)) else {
+                        let Some(e) = st.rq.entity_in(self.pool(), slot as u32).map(|e| *e) else {
                             continue;
                         };
                         (e, st.push_for(slot as u32))

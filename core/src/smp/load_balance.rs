@@ -5,7 +5,6 @@
 
 use portable_atomic::Ordering::Relaxed;
 
-use super::percpu::figure;
 use crate::balance::busiest::{decide, pick_busiest, DomainEnv, GroupDecision, SdStats};
 use crate::balance::designate::should_we_balance;
 use crate::balance::imbalance::MigrationType;
@@ -13,6 +12,7 @@ use crate::balance::migrate::{detach_one_task, DetachEnv, LbfFlags, NR_MIGRATE_B
 use crate::balance::queue::{find_busiest_queue, QueueEnv};
 use crate::balance::stats::{self, group_stats, CpuSnap, GroupInfo, SgStatus, StatsEnv};
 use crate::balance::{BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS};
+use crate::weights::saturate_u32;
 
 use super::{BalanceState, Smp};
 use crate::cpumask::CpuMask;
@@ -172,7 +172,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let c = self.topology().capacity_orig(dst);
             let mut st = self.rq(dst);
             st.rq.set_capacity(c);
-            self.cpus[dst].stats.capacity.store(figure(st.rq.capacity()), Relaxed);
+            self.cpus[dst].stats.capacity.store(saturate_u32(st.rq.capacity()), Relaxed);
             (c, c, c)
         } else {
             let topo = self.topology();
@@ -185,9 +185,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
             acc
         };
-        sgc.capacity.store(figure(cap), Relaxed);
-        sgc.min_capacity.store(figure(min), Relaxed);
-        sgc.max_capacity.store(figure(max), Relaxed);
+        sgc.capacity.store(saturate_u32(cap), Relaxed);
+        sgc.min_capacity.store(saturate_u32(min), Relaxed);
+        sgc.max_capacity.store(saturate_u32(max), Relaxed);
     }
 
     /// `load_balance` of `cpu`'s domain `d` (level `lvl`). Returns (tasks moved, continue

@@ -88,6 +88,7 @@ use crate::platform::{Event, EventKind, Platform};
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
+use crate::weights::saturate_u32;
 
 /// The scheduler of a whole machine of up to `CPUS` CPUs, `TASKS` live tasks and `Q`
 /// runnable tasks per CPU.
@@ -224,9 +225,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             for lvl in 0..topo.nr_levels(cpu) {
                 for g in topo.groups(cpu, lvl) {
                     let sgc = self.sgc_of(g.id);
-                    sgc.capacity.store(percpu::figure(g.capacity), Relaxed);
-                    sgc.min_capacity.store(percpu::figure(g.min_capacity), Relaxed);
-                    sgc.max_capacity.store(percpu::figure(g.max_capacity), Relaxed);
+                    sgc.capacity.store(saturate_u32(g.capacity), Relaxed);
+                    sgc.min_capacity.store(saturate_u32(g.min_capacity), Relaxed);
+                    sgc.max_capacity.store(saturate_u32(g.max_capacity), Relaxed);
                 }
             }
         }
@@ -411,26 +412,22 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// A copy of a task's entity, wherever it is.
     pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
         loop {
-            let loc = {
-                let t = self.table();
-                let loc = t.get(id)?.location;
-                if let Location::Parked { .. } = loc {
-                    // The table lock owns a parked entity.
-                    return self.pool().get(id).ok_or(SchedError::UnknownTask(id));
-                }
-                loc
+            let loc = match self.table().get(id)?.location {
+                // The table lock (held for this match) owns a parked entity.
+                Location::Parked { .. } => return self.pool().get(id).ok_or(SchedError::UnknownTask(id)),
+                loc => loc,
             };
             match loc {
-                Location::Parked { .. } => continue,
-                Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::OnCpu { cpu, slot } => {
-                    let mut st = self.rq(cpu as usize);
-                    let here = st.rq.task_at(slot as u32) == Some(id);
-                    match st.rq.fair(self.pool()).entity(slot as u32) {
-                        Some(e) if here => return Ok(*e),
-                        _ => continue, // moved meanwhile
+                    let st = self.rq(cpu as usize);
+                    if st.rq.task_at(slot as u32) == Some(id) {
+                        if let Some(e) = st.rq.entity_in(self.pool(), slot as u32) {
+                            return Ok(*e);
+                        }
                     }
+                    // It moved meanwhile: look again.
                 }
+                _ => core::hint::spin_loop(), // in transit
             }
         }
     }

@@ -14,16 +14,12 @@ use crate::platform::{MigrateReason, Platform};
 use crate::runqueue::{RunQueue, SlotId};
 use crate::task::TaskId;
 use crate::topology::MAX_LEVELS;
+use crate::weights::saturate_u32;
 
-/// A published figure as the 32-bit atomics hold it: loads, utilisations and capacities fit
-/// (a runqueue's load is at most `Q` × 88 761), and 32-bit atomics are native on every
-/// target, where 64-bit ones are a lock-based fallback on 32-bit MCUs. Saturates.
-pub(crate) fn figure(v: u64) -> u32 {
-    v.min(u32::MAX as u64) as u32
-}
-
-/// Figures of one runqueue, published by its owner for lock-free readers (32-bit, see
-/// `figure`; read them widened with `as u64`).
+/// Figures of one runqueue, published by its owner for lock-free readers. They are 32-bit
+/// (stored saturating; read them widened with `as u64`): loads, utilisations and capacities
+/// fit (a runqueue's load is at most `Q` × 88 761), and 32-bit atomics are native on every
+/// target, where 64-bit ones are a lock-based fallback on 32-bit MCUs.
 #[derive(Debug, Default)]
 pub struct RqStats {
     /// `rq->nr_running` (all classes; only the fair class exists here).
@@ -79,14 +75,14 @@ impl RqStats {
         self.nr_running.store(rq.nr_running(), Relaxed);
         self.h_nr_running.store(rq.nr_running(), Relaxed);
         self.idle_h_nr_running.store(rq.idle_nr_running(), Relaxed);
-        self.load.store(figure(rq.cpu_load()), Relaxed);
-        self.runnable.store(figure(rq.cpu_runnable()), Relaxed);
-        self.util.store(figure(rq.cpu_util()), Relaxed);
-        self.capacity.store(figure(rq.capacity()), Relaxed);
-        self.capacity_orig.store(figure(rq.capacity_orig()), Relaxed);
-        self.misfit_task_load.store(figure(st.misfit_task_load), Relaxed);
+        self.load.store(saturate_u32(rq.cpu_load()), Relaxed);
+        self.runnable.store(saturate_u32(rq.cpu_runnable()), Relaxed);
+        self.util.store(saturate_u32(rq.cpu_util()), Relaxed);
+        self.capacity.store(saturate_u32(rq.capacity()), Relaxed);
+        self.capacity_orig.store(saturate_u32(rq.capacity_orig()), Relaxed);
+        self.misfit_task_load.store(saturate_u32(st.misfit_task_load), Relaxed);
         self.idle.store(rq.is_idle() && rq.nr_running() == 0, Relaxed);
-        self.util_avg.store(figure(rq.avg().util_avg), Relaxed);
+        self.util_avg.store(saturate_u32(rq.avg().util_avg), Relaxed);
         self.util_est.store(rq.avg().util_est.enqueued, Relaxed);
         self.idle_stamp.store(st.idle_stamp, Relaxed);
     }

@@ -26,6 +26,7 @@ use crate::placement::{
 use crate::platform::Platform;
 use crate::task::Entity;
 use crate::topology::SdFlags;
+use crate::weights::saturate_u32;
 use spin::RelaxStrategy;
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
@@ -300,7 +301,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             _ => SCAN_COST_PER_CPU_NS * probes,
         };
         let old = self.llc_scan_cost[llc_id].load(Relaxed) as u64;
-        self.llc_scan_cost[llc_id].store(super::percpu::figure(update_avg(old, cost)), Relaxed);
+        self.llc_scan_cost[llc_id].store(saturate_u32(update_avg(old, cost)), Relaxed);
         found
     }
 

@@ -9,6 +9,7 @@ use crate::error::SchedError;
 use crate::platform::Platform;
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
+use crate::weights::saturate_u32;
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
@@ -38,7 +39,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let a = &mut st.rq.avg;
         let div = a.divider();
         a.util_avg = util;
-        a.util_sum = (util * div).min(u32::MAX as u64) as u32;
+        a.util_sum = saturate_u32(util * div);
         a.runnable_avg = runnable;
         a.runnable_sum = runnable * div;
         a.load_avg = load;
@@ -64,7 +65,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         let mut st = self.rq(cpu as usize);
         let rq = &mut st.rq;
-        let Some(mut e) = rq.task_at(slot as u32).and_then(|t| self.pool().lock(t)) else {
+        let Some(mut e) = rq.entity_in(self.pool(), slot as u32) else {
             return Err(SchedError::UnknownTask(id));
         };
         let queued = e.on_rq;
@@ -73,7 +74,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let div = e.avg.divider();
         e.avg.util_avg = util;
-        e.avg.util_sum = (util * div).min(u32::MAX as u64) as u32;
+        e.avg.util_sum = saturate_u32(util * div);
         e.avg.load_avg = load.min(e.weight());
         e.avg.load_sum = e.avg.load_avg * div / e.weight().max(1);
         e.avg.runnable_avg = util.min(1024);

@@ -67,9 +67,8 @@ pub const MAX_LEVELS: usize = 4;
 /// `capacity_orig` of the biggest CPU at its highest frequency; the default for every CPU.
 const CAPACITY_SCALE: u64 = 1024;
 
-/// The `id` of a group table entry that no surviving domain uses.
-/// The id of a group no surviving domain uses (unused entries are `Group::EMPTY`, all
-/// zeros with weight 0, so an empty topology needs no `.data` image).
+/// The `id` of a group the planner built that no surviving domain uses. (Entries no group
+/// fills are `Group::EMPTY`: all zeros, weight 0, so an empty topology needs no `.data`.)
 const NO_ID: usize = usize::MAX;
 
 /// Every CPU's scheduling domains and the groups they share, for up to `CPUS` CPUs

@@ -27,7 +27,7 @@ pub const STACK_SIZE: usize = 16 * 1024;
 /// `Smp::init_with` builds each CPU's runqueue on the stack.
 pub const BOOT_STACK_SIZE: usize = 128 * 1024;
 /// Exception stack of each CPU: every call into the core runs on it. The suite measures its
-/// high-water mark (about 2.6 KB) and fails above 4 KB; this is twice that budget.
+/// high-water mark (about 2.5 KB) and fails above 4 KB; this is twice that budget.
 pub const EXC_STACK_SIZE: usize = 8 * 1024;
 /// Size of the saved-register frame the vectors push (x0–x30, ELR, SPSR, padding).
 pub const FRAME_SIZE: usize = 272;
