@@ -11,7 +11,7 @@ const SIZES: [usize; 4] = [1, 16, 256, 1024];
 
 /// A machine with `n` spinners queued (plus one running), aged by 100 ms of ticks.
 fn loaded_rq(n: usize) -> Box<SingleCpu<NoPlatform, CAP, CAP>> {
-    let mut s: Box<SingleCpu<NoPlatform, CAP, CAP>> =
+    let s: Box<SingleCpu<NoPlatform, CAP, CAP>> =
         Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()).unwrap());
     for i in 0..=n {
         s.create(0, TaskParams { nice: (i % 7) as i32 - 3, ..TaskParams::default() }).unwrap();
@@ -31,7 +31,7 @@ fn loaded_rq(n: usize) -> Box<SingleCpu<NoPlatform, CAP, CAP>> {
 fn bench(c: &mut Criterion) {
     let mut g = c.benchmark_group("enqueue_dequeue");
     for n in SIZES {
-        let mut s = loaded_rq(n);
+        let s = loaded_rq(n);
         s.with_fair(|rq| {
             // A task from the middle of the timeline, so the tree is at its full depth.
             let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
@@ -49,7 +49,7 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("pick_next");
     for n in SIZES {
-        let mut s = loaded_rq(n);
+        let s = loaded_rq(n);
         s.with_fair(|rq| {
             g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
                 b.iter(|| black_box(rq.pick_next_entity()))
@@ -60,7 +60,7 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("switch");
     for n in SIZES {
-        let mut s = loaded_rq(n);
+        let s = loaded_rq(n);
         s.with_fair(|rq| {
             g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
                 b.iter(|| {
@@ -78,7 +78,7 @@ fn bench(c: &mut Criterion) {
 
     let mut g = c.benchmark_group("tick");
     for n in SIZES {
-        let mut s = loaded_rq(n);
+        let s = loaded_rq(n);
         s.with_fair(|rq| {
             let mut now = rq.clock();
             g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {

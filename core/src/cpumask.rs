@@ -76,6 +76,7 @@ impl CpuMask {
     }
 
     /// CPUs `start..end` (clamped to `MAX_CPUS`).
+    #[inline(never)]
     pub const fn range(start: usize, end: usize) -> CpuMask {
         let mut m = CpuMask::EMPTY;
         let end = if end < MAX_CPUS { end } else { MAX_CPUS };
@@ -120,11 +121,13 @@ impl CpuMask {
     }
 
     /// Whether `cpu` is in the set.
+    #[inline(never)]
     pub const fn contains(&self, cpu: usize) -> bool {
         cpu < MAX_CPUS && self.words[cpu / 64] & (1 << (cpu % 64)) != 0
     }
 
     /// Number of CPUs in the set.
+    #[inline(never)]
     pub fn weight(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
@@ -140,6 +143,7 @@ impl CpuMask {
     }
 
     /// Lowest CPU `>= from` in the set.
+    #[inline(never)]
     pub fn next_from(&self, from: usize) -> Option<usize> {
         if from >= MAX_CPUS {
             return None;

@@ -65,6 +65,8 @@ pub enum InitError {
     /// Tasks are alive: setting the machine up again would strand them on CPUs that may no
     /// longer exist. Holds how many.
     TasksAlive(usize),
+    /// A tunable outside the range the core accepts (see [`crate::Tunables::check`]).
+    InvalidTunable(&'static str),
 }
 
 impl From<TopologyError> for InitError {
@@ -79,6 +81,7 @@ impl core::fmt::Display for InitError {
             InitError::Topology(e) => write!(f, "topology: {e}"),
             InitError::Hz(hz) => write!(f, "HZ {hz} is above {}", crate::smp::MAX_HZ),
             InitError::TasksAlive(n) => write!(f, "{n} tasks are alive; init only an idle machine"),
+            InitError::InvalidTunable(name) => write!(f, "tunable {name} is out of range"),
         }
     }
 }

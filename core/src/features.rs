@@ -197,18 +197,22 @@ impl Tunables {
     pub fn check(&self) -> Result<(), SchedError> {
         const MS_TENTH: u64 = 100_000;
         const SECOND: u64 = 1_000_000_000;
-        let checks = [
-            ("latency_ns", (MS_TENTH..=SECOND).contains(&self.latency_ns)),
-            ("min_granularity_ns", (MS_TENTH..=SECOND).contains(&self.min_granularity_ns)),
-            ("wakeup_granularity_ns", self.wakeup_granularity_ns <= SECOND),
-            ("nr_latency", (1..=10_000).contains(&self.nr_latency)),
-            ("migration_cost_ns", self.migration_cost_ns <= SECOND),
-            ("nr_migrate", self.nr_migrate <= 1024),
-        ];
-        match checks.iter().find(|(_, ok)| !ok) {
-            Some((name, _)) => Err(SchedError::InvalidTunable(name)),
-            None => Ok(()),
-        }
+        let bad = if !(MS_TENTH..=SECOND).contains(&self.latency_ns) {
+            "latency_ns"
+        } else if !(MS_TENTH..=SECOND).contains(&self.min_granularity_ns) {
+            "min_granularity_ns"
+        } else if self.wakeup_granularity_ns > SECOND {
+            "wakeup_granularity_ns"
+        } else if !(1..=10_000).contains(&self.nr_latency) {
+            "nr_latency"
+        } else if self.migration_cost_ns > SECOND {
+            "migration_cost_ns"
+        } else if self.nr_migrate > 1024 {
+            "nr_migrate"
+        } else {
+            return Ok(());
+        };
+        Err(SchedError::InvalidTunable(bad))
     }
 
     fn factor(cpus: usize, scaling: TunableScaling) -> u64 {

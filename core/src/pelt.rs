@@ -304,7 +304,11 @@ pub fn initial_util(cpu_scale: u64, rq: &SchedAvg, se_weight_hi: u64) -> u64 {
     }
     let cap = cap as u64;
     if rq.util_avg != 0 {
-        let extrapolated = (rq.util_avg as u128 * se_weight_hi as u128 / (rq.load_avg as u128 + 1)) as u64;
+        let extrapolated = match rq.load_avg.checked_add(1) {
+            Some(d) => mul_div(rq.util_avg, se_weight_hi, d),
+            // Dividing by 2^64.
+            None => ((u128::from(rq.util_avg) * u128::from(se_weight_hi)) >> 64) as u64,
+        };
         extrapolated.min(cap)
     } else {
         cap
@@ -347,14 +351,39 @@ pub fn util_est_sample(ue: &mut UtilEst, task_util: u64, capacity_orig: u64, fas
     *ue = new;
 }
 
-/// `a * b / d` without overflow, in 64-bit arithmetic whenever the product fits (it does
-/// for every realistic weight and sum; the 128-bit division is a slow library call).
+/// `a * b / d` (`d` taken as at least 1), the quotient's low 64 bits: in 64-bit arithmetic
+/// whenever the product fits (it does for every realistic weight and sum), else by
+/// [`mul_div_wide`].
 fn mul_div(a: u64, b: u64, d: u64) -> u64 {
     let d = d.max(1);
     match a.checked_mul(b) {
         Some(p) => p / d,
-        None => (a as u128 * b as u128 / d as u128) as u64,
+        None => mul_div_wide(a, b, d),
     }
+}
+
+/// The low 64 bits of `a * b / d` for `d > 0`, by binary long division of the 128-bit
+/// product. A `u128` division would be the same number, but on 32-bit targets the compiler
+/// expands each one inline into several hundred bytes; this rare path needs none.
+#[inline(never)]
+fn mul_div_wide(a: u64, b: u64, d: u64) -> u64 {
+    let p = u128::from(a) * u128::from(b);
+    let (hi, lo) = ((p >> 64) as u64, p as u64);
+    let (mut rem, mut quot) = (0u64, 0u64);
+    for i in (0..128).rev() {
+        let bit = if i >= 64 { (hi >> (i - 64)) & 1 } else { (lo >> i) & 1 };
+        // The remainder stays below `d`, so doubling it overflows 64 bits only when the
+        // doubled value (2^64 + rem) certainly exceeds `d`; the wrapping subtraction is then
+        // exact.
+        let carry = rem >> 63;
+        rem = (rem << 1) | bit;
+        quot <<= 1;
+        if carry != 0 || rem >= d {
+            rem = rem.wrapping_sub(d);
+            quot |= 1;
+        }
+    }
+    quot
 }
 
 #[cfg(test)]
@@ -473,6 +502,34 @@ mod tests {
         assert_eq!(rq.load_avg, 30);
         assert_eq!(removed, Removed::default());
         assert!(!rq.apply_removed(&mut removed));
+    }
+
+    #[test]
+    fn wide_mul_div_is_the_u128_quotient() {
+        let exact = |a: u64, b: u64, d: u64| (a as u128 * b as u128 / d as u128) as u64;
+        let edges =
+            [0, 1, 2, 3, 1023, 1024, 47742, u32::MAX as u64, 1 << 32, 1 << 63, u64::MAX - 1, u64::MAX];
+        for &a in &edges {
+            for &b in &edges {
+                for &d in &edges[1..] {
+                    assert_eq!(mul_div_wide(a, b, d), exact(a, b, d), "{a} * {b} / {d}");
+                    assert_eq!(mul_div(a, b, d), exact(a, b, d), "{a} * {b} / {d}");
+                }
+            }
+        }
+        // A pseudo-random sweep (SplitMix64) over full-width operands.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = x;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        for _ in 0..20_000 {
+            let (a, b, d) = (next(), next() >> (next() % 64), (next() >> (next() % 64)).max(1));
+            assert_eq!(mul_div_wide(a, b, d), exact(a, b, d), "{a} * {b} / {d}");
+        }
     }
 
     #[test]

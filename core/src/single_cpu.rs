@@ -5,12 +5,12 @@
 use core::ops::Deref;
 
 use crate::cpumask::CpuMask;
-use crate::error::SchedError;
+use crate::error::{InitError, SchedError};
 use crate::fair::{Fair, WakeFlags};
 use crate::features::{Features, Tunables};
 use crate::platform::Platform;
 use crate::runqueue::{InvariantViolation, RunQueue};
-use crate::smp::{CpuState, Smp};
+use crate::smp::{CpuState, Smp, DEFAULT_HZ};
 use crate::table::TaskTable;
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
 use crate::topology::TopologyDesc;
@@ -61,7 +61,7 @@ impl<const N: usize> Deref for TasksRef<'_, N> {
 impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler for one CPU of original capacity `capacity_orig` (1024 for a big CPU;
     /// taken within 1..=1024, the capacity scale). Refuses tunables out of range
-    /// ([`Tunables::check`]).
+    /// ([`Tunables::check`]). The same as [`SingleCpu::empty`] then [`SingleCpu::init`].
     pub fn new(
         platform: P,
         capacity_orig: u64,
@@ -69,7 +69,35 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         features: Features,
     ) -> Result<Self, SchedError> {
         tunables.check()?;
-        let smp = Smp::new(platform, features, 250);
+        let s = Self::empty(platform);
+        // With the tunables checked, a fresh machine (no tasks, default HZ) cannot refuse.
+        let _ = s.init(capacity_orig, tunables, features);
+        Ok(s)
+    }
+
+    /// A scheduler with no CPU yet, `const` so that it can be a `static`: with a platform of
+    /// zeros (such as a unit struct) it is all zeros, so it costs no `.data` (no copy in
+    /// flash) and no code to build. Call [`SingleCpu::init`] before anything else; until
+    /// then calls find no CPU and do nothing.
+    ///
+    /// ```
+    /// use sched_core::{Features, NoPlatform, SingleCpu, TaskParams, Tunables};
+    /// static CPU: SingleCpu<NoPlatform, 8, 8> = SingleCpu::empty(NoPlatform);
+    /// CPU.init(1024, Tunables::for_cpus(1), Features::DEFAULT).unwrap();
+    /// let t = CPU.create(0, TaskParams::default()).unwrap();
+    /// assert_eq!(CPU.schedule(0), Some(t));
+    /// ```
+    pub const fn empty(platform: P) -> Self {
+        SingleCpu { smp: Smp::new(platform, Features::DEFAULT, DEFAULT_HZ) }
+    }
+
+    /// Sets the machine up: its CPU of capacity `capacity_orig` (taken within 1..=1024),
+    /// tunables and features. Refuses tunables out of range and a machine with live tasks;
+    /// nothing changes then.
+    pub fn init(&self, capacity_orig: u64, tunables: Tunables, features: Features) -> Result<(), InitError> {
+        if let Err(SchedError::InvalidTunable(name)) = tunables.check() {
+            return Err(InitError::InvalidTunable(name));
+        }
         let capacity = [capacity_orig.clamp(1, 1024)];
         let desc = TopologyDesc {
             nr_cpus: 1,
@@ -79,11 +107,13 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
             capacity: &capacity,
             asym_packing: None,
         };
-        // One CPU of a capacity within the scale is always a valid topology, and a new
-        // machine has no tasks and a valid HZ.
-        let _ = smp.init(&desc);
-        smp.set_tunables(tunables)?;
-        Ok(SingleCpu { smp })
+        // One CPU of a capacity within the scale is always a valid topology and the HZ is
+        // the default, so this refuses only a machine with live tasks, before any change.
+        self.smp.init(&desc)?;
+        self.smp.set_features(features);
+        // Checked above.
+        let _ = self.smp.set_tunables(tunables);
+        Ok(())
     }
 
     /// The underlying one-CPU [`Smp`].
@@ -112,7 +142,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// s.create(0, TaskParams::default()).unwrap();
     /// assert_eq!(s.with_fair(|rq| rq.nr_running()), 1);
     /// ```
-    pub fn with_fair<T>(&mut self, f: impl FnOnce(&mut Fair<'_, '_, Q>) -> T) -> T {
+    pub fn with_fair<T>(&self, f: impl FnOnce(&mut Fair<'_, '_, Q>) -> T) -> T {
         let pool = self.smp.pool();
         let mut st = self.smp.cpus[0].rq.lock();
         f(&mut st.rq.fair(pool))
@@ -125,7 +155,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
 
     /// Changes features and tunables at run time; tunables out of range are refused and
     /// nothing changes.
-    pub fn configure(&mut self, tunables: Tunables, features: Features) -> Result<(), SchedError> {
+    pub fn configure(&self, tunables: Tunables, features: Features) -> Result<(), SchedError> {
         self.smp.set_tunables(tunables)?;
         self.smp.set_features(features);
         Ok(())
@@ -153,41 +183,41 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
 
     /// Creates a task and makes it runnable (fork + wake_up_new_task). The creating
     /// context is the current task, whose vruntime the child inherits.
-    pub fn create(&mut self, now: u64, params: TaskParams) -> Result<TaskId, SchedError> {
+    pub fn create(&self, now: u64, params: TaskParams) -> Result<TaskId, SchedError> {
         self.smp.create(0, now, params)
     }
 
     /// The current task blocks (sleeps). It keeps the CPU until the platform calls
     /// [`SingleCpu::schedule`], which this requests.
-    pub fn block(&mut self, now: u64, id: TaskId) -> Result<(), SchedError> {
+    pub fn block(&self, now: u64, id: TaskId) -> Result<(), SchedError> {
         self.smp.block(0, now, id)
     }
 
     /// Wakes a blocked task. Returns whether the running task should be preempted.
-    pub fn wake(&mut self, now: u64, id: TaskId) -> Result<bool, SchedError> {
+    pub fn wake(&self, now: u64, id: TaskId) -> Result<bool, SchedError> {
         self.wake_with(now, id, WakeFlags::empty())
     }
 
     /// Wakes a blocked task with wakeup hints.
-    pub fn wake_with(&mut self, now: u64, id: TaskId, flags: WakeFlags) -> Result<bool, SchedError> {
+    pub fn wake_with(&self, now: u64, id: TaskId, flags: WakeFlags) -> Result<bool, SchedError> {
         self.smp.wake_with(0, now, id, flags)?;
         Ok(self.smp.need_resched(0))
     }
 
     /// A task exits. The current task keeps the CPU until the next
     /// [`SingleCpu::schedule`]; any other task is gone at once. Its id becomes stale.
-    pub fn exit(&mut self, now: u64, id: TaskId) -> Result<(), SchedError> {
+    pub fn exit(&self, now: u64, id: TaskId) -> Result<(), SchedError> {
         self.smp.exit(now, id)
     }
 
     /// The scheduler tick. Returns whether the current task should be preempted.
-    pub fn tick(&mut self, now: u64) -> bool {
+    pub fn tick(&self, now: u64) -> bool {
         // CPU 0 always exists here.
         self.smp.tick(0, now).unwrap_or(false)
     }
 
     /// Picks the task to run next and makes it current (`__schedule`). `None` means idle.
-    pub fn schedule(&mut self, now: u64) -> Option<TaskId> {
+    pub fn schedule(&self, now: u64) -> Option<TaskId> {
         let next = self.smp.schedule(0, now).unwrap_or(None);
         let _ = self.smp.finish_switch(0, now);
         next
@@ -195,22 +225,22 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
 
     /// The current task yields: it stays runnable but steps aside once. Requests a
     /// reschedule.
-    pub fn yield_now(&mut self, now: u64) {
+    pub fn yield_now(&self, now: u64) {
         let _ = self.smp.yield_now(0, now);
     }
 
     /// Changes a task's nice value, wherever it is.
-    pub fn set_nice(&mut self, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
+    pub fn set_nice(&self, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
         self.smp.set_nice(now, id, nice)
     }
 
     /// Changes a task's allowed CPUs. On one CPU the mask must include CPU 0.
-    pub fn set_affinity(&mut self, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
+    pub fn set_affinity(&self, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
         self.smp.set_affinity(0, id, mask)
     }
 
     /// Checks every invariant (see [`Smp::check_invariants`]).
-    pub fn check_invariants(&mut self) -> Result<(), InvariantViolation> {
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
         self.smp.check_invariants()
     }
 }

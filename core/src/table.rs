@@ -142,18 +142,18 @@ impl<const N: usize> TaskTable<N> {
     /// The live entry of `id`.
     pub fn get(&self, id: TaskId) -> Result<&TaskEntry, SchedError> {
         self.validate(id)?;
-        match &self.slots[id.slot()] {
-            Slot::Live(e) => Ok(e),
-            Slot::Free { .. } => Err(SchedError::UnknownTask(id)),
+        match self.slots.get(id.slot()) {
+            Some(Slot::Live(e)) => Ok(e),
+            _ => Err(SchedError::UnknownTask(id)),
         }
     }
 
     /// The live entry of `id`, mutably.
     pub fn get_mut(&mut self, id: TaskId) -> Result<&mut TaskEntry, SchedError> {
         self.validate(id)?;
-        match &mut self.slots[id.slot()] {
-            Slot::Live(e) => Ok(e),
-            Slot::Free { .. } => Err(SchedError::UnknownTask(id)),
+        match self.slots.get_mut(id.slot()) {
+            Some(Slot::Live(e)) => Ok(e),
+            _ => Err(SchedError::UnknownTask(id)),
         }
     }
 
@@ -161,9 +161,12 @@ impl<const N: usize> TaskTable<N> {
     pub fn remove(&mut self, id: TaskId) -> Result<TaskEntry, SchedError> {
         self.validate(id)?;
         let s = id.slot();
-        let Slot::Live(e) = self.slots[s] else { return Err(SchedError::UnknownTask(id)) };
-        self.slots[s] = Slot::Free { next: self.free_head };
-        self.generation[s] = self.generation[s].wrapping_add(1);
+        let (Some(slot), Some(gen)) = (self.slots.get_mut(s), self.generation.get_mut(s)) else {
+            return Err(SchedError::UnknownTask(id));
+        };
+        let Slot::Live(e) = *slot else { return Err(SchedError::UnknownTask(id)) };
+        *slot = Slot::Free { next: self.free_head };
+        *gen = gen.wrapping_add(1);
         self.free_head = s as u32 + 1;
         self.live -= 1;
         Ok(e)

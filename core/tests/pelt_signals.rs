@@ -6,7 +6,7 @@ use sched_testkit::{Driver, MS};
 
 #[test]
 fn new_tasks_get_half_the_spare_capacity() {
-    let mut d = Driver::new(8, MS);
+    let d = Driver::new(8, MS);
     let utils: Vec<u64> = (0..4)
         .map(|_| {
             let id = d.s.create(d.now, TaskParams::default()).unwrap();
@@ -22,7 +22,7 @@ fn new_tasks_get_half_the_spare_capacity() {
 fn runnable_init_setting() {
     for (init, expect) in [(RunnableInit::CpuCapacity, 1024), (RunnableInit::InitialUtil, 512)] {
         let t = Tunables { runnable_init: init, ..Tunables::for_cpus(8) };
-        let mut d = Driver::with(t, Features::default(), MS);
+        let d = Driver::with(t, Features::default(), MS);
         let id = d.s.create(0, TaskParams::default()).unwrap();
         assert_eq!(d.s.entity(id).unwrap().avg.runnable_avg, expect);
         assert_eq!(d.s.entity(id).unwrap().avg.load_avg, 1024, "born heavy");

@@ -75,7 +75,7 @@ fn snapshot(s: &S) -> (sched_core::RunQueue<8>, sched_core::TaskTable<12>) {
 }
 
 fn run(ops: Vec<Op>, features: Features) -> Result<(), TestCaseError> {
-    let mut s: Box<S> =
+    let s: Box<S> =
         Box::new(SingleCpu::new(Recorder::new(1), 1024, Tunables::for_cpus(8), features).unwrap());
     let mut ids: Vec<TaskId> = Vec::new();
     let mut now = 0u64;

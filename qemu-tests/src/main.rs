@@ -34,6 +34,11 @@ const BARE_METAL_TARGETS: &[(&str, &[&str])] = &[
     ("aarch64-unknown-none-softfloat", &[]),
 ];
 
+/// The core's tests of a build without default features (the `small_build` ones: topologies
+/// that need a left-out feature are refused).
+const SMALL_BUILD_TESTS: &[&str] =
+    &["test", "-p", "sched-core", "--lib", "--no-default-features", "--", "small_build"];
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     match args.first().map(String::as_str) {
@@ -229,7 +234,10 @@ fn run_tests(extra: &[String]) -> ExitCode {
 
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
-    eprintln!("xtest: [1/5] host tests of every crate (cargo test --workspace --all-targets, then --doc)");
+    eprintln!(
+        "xtest: [1/5] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
+         then the core's small-build tests)"
+    );
     let (ok, text) = run_capture(
         cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--all-targets"]).args(extra),
     );
@@ -242,6 +250,12 @@ fn run_tests(extra: &[String]) -> ExitCode {
     tally.add_output(&text);
     if !ok {
         steps_failed.push("doc tests");
+    }
+    // The core as a small machine builds it (no default features): what it refuses to build.
+    let (ok, text) = run_capture(cargo().args(SMALL_BUILD_TESTS));
+    tally.add_output(&text);
+    if !ok {
+        steps_failed.push("small-build tests");
     }
 
     eprintln!("xtest: [2/5] lint gates: rustfmt, clippy (host crates and kernel), rustdoc; warnings fail");

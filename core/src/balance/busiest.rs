@@ -106,7 +106,7 @@ pub fn pick_busiest(
         }
     }
     // Don't pull to a group of weaker CPUs from one that is merely busy.
-    if env.flags.contains(SdFlags::ASYM_CPUCAPACITY)
+    if env.flags.asym_cpucapacity()
         && cand.group_type <= GroupType::FullyBusy
         && fits_capacity(local.min_capacity, cand.min_capacity)
     {

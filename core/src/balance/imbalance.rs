@@ -4,7 +4,6 @@ use super::busiest::{DomainEnv, SdStats};
 use super::stats::GroupType;
 use super::IdleType;
 use crate::pelt::SCHED_CAPACITY_SCALE;
-use crate::topology::SdFlags;
 
 /// What the balancer moves to fix an imbalance (`enum migration_type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -56,7 +55,7 @@ pub fn calculate_imbalance(env: &DomainEnv, sds: &mut SdStats) -> Imbalance {
             // Reached only when local has at least two more idle CPUs.
             (local.idle_cpus.saturating_sub(busiest.idle_cpus) >> 1) as i64
         };
-        if env.flags.contains(SdFlags::NUMA) && busiest.sum_nr_running <= 2 {
+        if env.flags.numa() && busiest.sum_nr_running <= 2 {
             amount = 0;
         }
         return task(amount);

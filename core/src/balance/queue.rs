@@ -45,7 +45,7 @@ pub fn find_busiest_queue(
         let s = snap(cpu);
         let nr = s.h_nr_running;
         // On asymmetric machines, don't take the only task of a bigger CPU.
-        if env.flags.contains(SdFlags::ASYM_CPUCAPACITY) && dst_capacity < s.capacity && nr == 1 {
+        if env.flags.asym_cpucapacity() && dst_capacity < s.capacity && nr == 1 {
             continue;
         }
         match env.migration_type {

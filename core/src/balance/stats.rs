@@ -182,12 +182,12 @@ pub fn group_stats(
         if local {
             continue;
         }
-        if env.flags.contains(SdFlags::ASYM_CPUCAPACITY) && s.group_misfit_task_load < c.misfit_task_load {
+        if env.flags.asym_cpucapacity() && s.group_misfit_task_load < c.misfit_task_load {
             s.group_misfit_task_load = c.misfit_task_load;
             *status |= SgStatus::OVERLOAD;
         }
     }
-    if env.flags.contains(SdFlags::ASYM_PACKING)
+    if env.flags.asym_packing()
         && env.idle != IdleType::NotIdle
         && s.sum_h_nr_running > 0
         && (env.asym_prefer)(env.dst_cpu, group.asym_prefer_cpu)

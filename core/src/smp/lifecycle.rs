@@ -188,18 +188,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if !allowed.iter().any(|c| self.rq(c).rq.has_room()) {
                         return Err(SchedError::RunQueueFull);
                     }
-                    // Take it out of the table for the trip.
-                    {
+                    // Take it out of the table for the trip, with its entity as it is now: a
+                    // renice meanwhile is kept; a new affinity starts over, as the room check
+                    // above used the old one.
+                    let mut e = {
                         let mut t = self.table();
-                        match t.get_mut(id) {
-                            Ok(e) if *e == entry && self.pool().get(id) == Some(entity) => {
-                                e.state = TaskState::Waking;
-                                e.location = Location::InTransit { from: prev };
+                        let now_entity = self.pool().get(id);
+                        match (t.get_mut(id), now_entity) {
+                            (Ok(te), Some(e)) if *te == entry && e.affinity == entity.affinity => {
+                                te.state = TaskState::Waking;
+                                te.location = Location::InTransit { from: prev };
+                                e
                             }
                             _ => continue,
                         }
-                    }
-                    let mut e = entity;
+                    };
                     let waker = self.record_wakee(cpu, id, now);
                     let (target, affine) =
                         self.select_cpu(cpu, &mut e, SelectFor::Wake(prev as u32), wf, waker);
@@ -474,24 +477,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         };
                         (e, st.push_for(slot as u32))
                     };
-                    // An exiting task never runs again, and a planned move to a CPU the new
-                    // mask allows still fits: only the mask changes.
+                    // An exiting task never runs again, a planned move to a CPU the new mask
+                    // allows still fits, and a task the mask lets stay stays: only the mask
+                    // changes.
+                    let stays = mask.contains(c);
                     let keep = entry.state == TaskState::Exiting
                         || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
-                    if keep && !mask.contains(c) {
-                        let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(mut e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
-                        e.affinity = mask;
-                        return Ok(());
-                    }
-                    if mask.contains(c) {
-                        // It may stay: a push planned for it is no longer needed.
+                    if keep || stays {
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                         let Some(mut e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
                         e.affinity = mask;
                         // (The cell is innermost: released before the runqueue lock is.)
                         drop(e);
-                        let cancelled = st.take_push(slot as u32);
+                        // Staying here, a push planned for it is no longer needed.
+                        let cancelled = if stays { st.take_push(slot as u32) } else { None };
                         drop(st);
                         if let Some(p) = cancelled {
                             self.unreserve(p.dst as usize);

@@ -41,6 +41,9 @@ pub(super) struct DomainView {
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
 {
+    /// What `cpu` last published, as the balancer's decisions read it. (Out of line: many
+    /// callers.)
+    #[inline(never)]
     pub(super) fn snap(&self, cpu: usize) -> CpuSnap {
         let s = self.stats(cpu);
         CpuSnap {
@@ -164,7 +167,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         interval_ms: u64,
         now: u64,
     ) {
-        let interval = self.ms_to_jiffies(interval_ms).clamp(1, self.max_lb_interval());
+        let interval = self.sd_interval(interval_ms, 1, false);
         let sgc = self.sgc_of(id);
         sgc.next_update.store(self.jiffies(now) + interval, Relaxed);
         let (cap, min, max) = if lvl == 0 {

@@ -221,13 +221,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 b.domains[i].balance_interval_ms = d.balance_interval_ms;
             }
         }
-        for cpu in 0..n {
-            for lvl in 0..topo.nr_levels(cpu) {
-                for g in topo.groups(cpu, lvl) {
-                    let sgc = self.sgc_of(g.id);
-                    sgc.capacity.store(saturate_u32(g.capacity), Relaxed);
-                    sgc.min_capacity.store(saturate_u32(g.min_capacity), Relaxed);
-                    sgc.max_capacity.store(saturate_u32(g.max_capacity), Relaxed);
+        // A machine of one CPU has no domains, hence no groups; `CPUS == 1` is a constant, so
+        // its image leaves this out.
+        if CPUS > 1 {
+            for cpu in 0..n {
+                for lvl in 0..topo.nr_levels(cpu) {
+                    for g in topo.groups(cpu, lvl) {
+                        let sgc = self.sgc_of(g.id);
+                        sgc.capacity.store(saturate_u32(g.capacity), Relaxed);
+                        sgc.min_capacity.store(saturate_u32(g.min_capacity), Relaxed);
+                        sgc.max_capacity.store(saturate_u32(g.max_capacity), Relaxed);
+                    }
                 }
             }
         }

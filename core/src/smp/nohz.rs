@@ -15,7 +15,6 @@ use crate::balance::IdleType;
 #[cfg(feature = "nohz")]
 use crate::error::SchedError;
 use crate::platform::Platform;
-use crate::topology::SdFlags;
 use spin::RelaxStrategy;
 
 /// Kick for a full balance on behalf of the idle CPUs.
@@ -177,7 +176,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 return true;
             }
         }
-        if let Some(d) = topo.domains(cpu).find(|d| d.flags.contains(SdFlags::ASYM_PACKING)) {
+        if let Some(d) = topo.domains(cpu).find(|d| d.flags.asym_packing()) {
             let mine = topo.asym_priority(cpu);
             if d.span.iter().any(|i| self.nohz.is_tickless(i) && topo.asym_priority(i) > mine) {
                 return true;

@@ -13,7 +13,7 @@ use crate::features::{Features, Tunables};
 use crate::platform::{MigrateReason, Platform};
 use crate::runqueue::{RunQueue, SlotId};
 use crate::task::TaskId;
-use crate::topology::MAX_LEVELS;
+use crate::topology::{ASYM_CAPACITY, MAX_LEVELS};
 use crate::weights::saturate_u32;
 
 /// Figures of one runqueue, published by its owner for lock-free readers. They are 32-bit
@@ -284,9 +284,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
     /// does not fit this CPU's capacity.
     pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
-        // (One CPU has no asymmetric domain: `asym_capacity` is false, and `CPUS > 1` lets
-        // the compiler see it.)
-        st.misfit_task_load = match (CPUS > 1 && st.asym_capacity, st.rq.curr_slot()) {
+        // (One CPU, or a build without `asym-capacity`, has no asymmetric domain:
+        // `asym_capacity` is false, and these constants let the compiler see it.)
+        st.misfit_task_load = match (CPUS > 1 && ASYM_CAPACITY && st.asym_capacity, st.rq.curr_slot()) {
             (true, Some(n)) => {
                 let e = st.rq.ent_in(self.pool(), n);
                 if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {

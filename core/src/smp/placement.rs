@@ -248,7 +248,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `select_idle_core` (SMT machines only): a core of the LLC whose threads are all idle.
     fn select_idle_core(&self, allowed: &CpuMask, llc: &CpuMask, target: usize) -> Option<usize> {
         let topo = self.topology();
-        if !topo.domains(target).any(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)) {
+        if !topo.domains(target).any(|d| d.flags.share_cpucapacity()) {
             return None;
         }
         let mut seen = CpuMask::EMPTY;
@@ -256,8 +256,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if seen.contains(c) {
                 continue;
             }
-            let core =
-                topo.domain(c, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY)).map(|d| d.span);
+            let core = topo.domain(c, 0).filter(|d| d.flags.share_cpucapacity()).map(|d| d.span);
             let core = core.unwrap_or(CpuMask::single(c));
             seen = seen.or(&core);
             if core.iter().all(|s| self.is_idle(s)) && allowed.contains(c) {
@@ -270,7 +269,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `select_idle_smt`: an idle hardware thread sibling of `target`.
     fn select_idle_smt(&self, allowed: &CpuMask, target: usize) -> Option<usize> {
         let topo = self.topology();
-        let core = topo.domain(target, 0).filter(|d| d.flags.contains(SdFlags::SHARE_CPUCAPACITY))?.span;
+        let core = topo.domain(target, 0).filter(|d| d.flags.share_cpucapacity())?.span;
         core.and(allowed).iter().find(|&c| c != target && self.is_idle(c))
     }
 
@@ -441,7 +440,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 topo.groups(cpu, lvl).map(|g| (g.id, g.span)).collect();
             (d, groups)
         };
-        let asym_cap = d.flags.contains(SdFlags::ASYM_CPUCAPACITY);
+        let asym_cap = d.flags.asym_cpucapacity();
         let mut local: Option<SgStats> = None;
         let mut idlest: Option<SgStats> = None;
         for (gid, span) in groups.iter() {
@@ -457,7 +456,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         let idlest = idlest?;
         let Some(local) = local else { return Some(idlest) };
-        let numa = d.flags.contains(SdFlags::NUMA);
+        let numa = d.flags.numa();
         idlest_beats_local(&local, &idlest, d.imbalance_pct, numa).then_some(idlest)
     }
 

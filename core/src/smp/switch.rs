@@ -43,11 +43,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     fn schedule_on(&self, cpu: usize, now: u64) -> Option<TaskId> {
-        // Nothing to run: the CPU is about to idle.
-        let goes_idle = |st: &CpuState<Q>| {
-            let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq);
-            st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
-        };
+        let goes_idle = |st: &CpuState<Q>| self.goes_idle(st);
         // A platform that did not call finish_switch after the previous switch has saved that
         // context by now (it is calling schedule again on this CPU): finish it in full, pushes
         // and the stopper included.
@@ -121,6 +117,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
         ids.1
+    }
+
+    /// Nothing to run: the CPU is about to idle. (Out of line: `schedule_on` asks up to three
+    /// times, and each copy is a few hundred bytes of a small machine's image.)
+    #[inline(never)]
+    fn goes_idle(&self, st: &CpuState<Q>) -> bool {
+        let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq);
+        st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
     }
 
     /// `cpu` has saved the context of the task it switched away from: that task may now

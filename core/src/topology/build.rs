@@ -45,8 +45,53 @@ impl<const CPUS: usize> Topology<CPUS> {
     }
 
     /// One cluster of `nr_cpus` equal CPUs: a single MC level with one group per CPU.
+    ///
+    /// Built directly, without the planner, into the table the planner makes for it (a test
+    /// compares the two), so a small SMP image that uses this preset does not link the
+    /// planner.
     pub fn init_flat(&mut self, nr_cpus: usize) -> Result<(), TopologyError> {
-        self.apply(&Plan::preset(nr_cpus, Sets::Blocks { count: 1, size: nr_cpus }, Sets::NONE))
+        let n = nr_cpus;
+        if n == 0 {
+            return Err(TopologyError::NoCpus);
+        }
+        let max = Self::max_cpus();
+        if n > max {
+            return Err(TopologyError::TooManyCpus { cpus: n, max });
+        }
+        self.nr_cpus = n;
+        let all = CpuMask::first_n(n);
+        for cpu in 0..CPUS {
+            let live = cpu < n;
+            self.capacity[cpu] = if live { CAPACITY_SCALE } else { 0 };
+            self.priority[cpu] = if live { -(cpu as i32) } else { 0 };
+            self.nr_levels[cpu] = 0;
+            self.domains[cpu] = [Domain::EMPTY; MAX_LEVELS];
+            for l in 0..MAX_LEVELS {
+                // SMT spans are the CPUs themselves (set below); MC, DIE and NUMA span every
+                // CPU, led by CPU 0.
+                self.leader[l][cpu] = 0;
+                self.groups[l][cpu] = Group::EMPTY;
+            }
+        }
+        for cpu in 0..n {
+            self.leader[0][cpu] = cpu as u16;
+            let own = self.make_group(CpuMask::single(cpu));
+            self.groups[0][cpu] = own;
+            self.groups[1][cpu] = own;
+        }
+        self.groups[2][0] = self.make_group(all);
+        self.groups[3][0] = self.make_group(all);
+        // With several CPUs only MC survives (SMT spans one CPU); its groups are the CPUs. One
+        // CPU keeps no domain.
+        if n > 1 {
+            for cpu in 0..n {
+                self.nr_levels[cpu] = 1;
+                self.domains[cpu][0] = Domain::sd_init(Level::Mc, all, n, false, false);
+                self.groups[1][cpu].id = cpu;
+            }
+        }
+        self.nr_groups_total = if n > 1 { n } else { 0 };
+        Ok(())
     }
 
     /// `nr_clusters` clusters of `per_cluster` equal CPUs, numbered cluster by cluster: MC per

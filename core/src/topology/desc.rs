@@ -1,6 +1,6 @@
 //! The machine description, its errors, and its validation into a [`Plan`] for the builder.
 
-use super::{Level, CAPACITY_SCALE};
+use super::{Level, ASYM_CAPACITY, CAPACITY_SCALE, NUMA, SMT};
 use crate::cpumask::CpuMask;
 
 /// A machine, as [`Topology::init`](super::Topology::init) reads it. CPUs are numbered `0..nr_cpus`.
@@ -25,7 +25,8 @@ pub struct TopologyDesc<'a> {
 }
 
 /// Why a description was refused. `init` checks, in this order: the CPU count, the slice
-/// lengths, the capacities, the SMT sets, the clusters, the nodes, then nesting. Errors about
+/// lengths, the capacities, the SMT sets, the clusters, the nodes, nesting, then the features
+/// the machine needs. Errors about
 /// the `nodes` list name [`Level::Die`], the level each node becomes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -79,6 +80,13 @@ pub enum TopologyError {
     },
     /// `capacity` is neither empty nor `nr_cpus` long, or `asym_packing` is not `nr_cpus` long.
     BadLength,
+    /// The machine needs a feature this build of sched-core left out: `"asym-capacity"` for
+    /// capacities that differ or asym-packing priorities, `"smt"` for SMT sets of more than
+    /// one CPU, `"numa"` for more than one node.
+    NotBuiltIn {
+        /// The crate feature to enable.
+        feature: &'static str,
+    },
 }
 
 impl core::fmt::Display for TopologyError {
@@ -100,6 +108,9 @@ impl core::fmt::Display for TopologyError {
             TopologyError::ZeroCapacity { cpu } => write!(f, "cpu {cpu} has capacity 0"),
             TopologyError::CapacityTooLarge { cpu } => write!(f, "cpu {cpu} has capacity above 1024"),
             TopologyError::BadLength => f.write_str("a per-CPU slice has the wrong length"),
+            TopologyError::NotBuiltIn { feature } => {
+                write!(f, "this machine needs sched-core's `{feature}` feature")
+            }
         }
     }
 }
@@ -289,6 +300,18 @@ impl<'a> Plan<'a> {
             Ok(())
         };
         nested(self.smt, self.level_sets(Level::Mc), Level::Smt)?;
-        nested(self.clusters, self.nodes, Level::Mc)
+        nested(self.clusters, self.nodes, Level::Mc)?;
+        let top = (0..n).map(|cpu| self.caps.get(cpu)).max().unwrap_or(CAPACITY_SCALE);
+        let unequal = (0..n).any(|cpu| self.caps.get(cpu) != top);
+        if !ASYM_CAPACITY && (unequal || self.prio.is_some()) {
+            return Err(TopologyError::NotBuiltIn { feature: "asym-capacity" });
+        }
+        if !SMT && (0..self.smt.len()).any(|i| self.smt.get(i).weight() > 1) {
+            return Err(TopologyError::NotBuiltIn { feature: "smt" });
+        }
+        if !NUMA && self.multi_node() {
+            return Err(TopologyError::NotBuiltIn { feature: "numa" });
+        }
+        Ok(())
     }
 }

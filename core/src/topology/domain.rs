@@ -1,6 +1,6 @@
 //! Domain levels, their flags, and one CPU's domain at one level (`sd_init`, degeneration).
 
-use super::MAX_LEVELS;
+use super::{ASYM_CAPACITY, MAX_LEVELS, NUMA, SMT};
 use crate::cpumask::CpuMask;
 use bitflags::bitflags;
 
@@ -38,6 +38,30 @@ bitflags! {
         const OVERLAP = 0x2000;
         /// A NUMA level.
         const NUMA = 0x4000;
+    }
+}
+
+impl SdFlags {
+    /// Whether `ASYM_CPUCAPACITY` is set; `false` at compile time in a build without the
+    /// `asym-capacity` feature, whose topologies never set it, so what it guards is left out.
+    pub fn asym_cpucapacity(self) -> bool {
+        ASYM_CAPACITY && self.contains(SdFlags::ASYM_CPUCAPACITY)
+    }
+
+    /// Whether `ASYM_PACKING` is set; `false` at compile time without `asym-capacity`.
+    pub fn asym_packing(self) -> bool {
+        ASYM_CAPACITY && self.contains(SdFlags::ASYM_PACKING)
+    }
+
+    /// Whether `SHARE_CPUCAPACITY` is set (SMT siblings); `false` at compile time without the
+    /// `smt` feature.
+    pub fn share_cpucapacity(self) -> bool {
+        SMT && self.contains(SdFlags::SHARE_CPUCAPACITY)
+    }
+
+    /// Whether `NUMA` is set; `false` at compile time without the `numa` feature.
+    pub fn numa(self) -> bool {
+        NUMA && self.contains(SdFlags::NUMA)
     }
 }
 

@@ -61,6 +61,21 @@ pub use group::{Group, Groups};
 
 use crate::cpumask::{CpuMask, MAX_CPUS};
 
+/// Whether this build handles CPUs that are not all alike (the crate's `asym-capacity`
+/// feature): capacities that differ, and asym-packing priorities. Without it such topologies
+/// are refused, so the flags `ASYM_CPUCAPACITY` and `ASYM_PACKING` are never set and the code
+/// they guard is left out.
+pub const ASYM_CAPACITY: bool = cfg!(feature = "asym-capacity");
+
+/// Whether this build handles more than one NUMA node (the crate's `numa` feature). Without it
+/// such topologies are refused, and the `NUMA` flag is never set.
+pub const NUMA: bool = cfg!(feature = "numa");
+
+/// Whether this build handles hardware threads (the crate's `smt` feature). Without it a
+/// topology with SMT sets of more than one CPU is refused, and `SHARE_CPUCAPACITY` is never
+/// set.
+pub const SMT: bool = cfg!(feature = "smt");
+
 /// The most domain levels a CPU can have: SMT, MC, DIE and NUMA.
 pub const MAX_LEVELS: usize = 4;
 
@@ -72,7 +87,8 @@ const CAPACITY_SCALE: u64 = 1024;
 const NO_ID: usize = usize::MAX;
 
 /// Every CPU's scheduling domains and the groups they share, for up to `CPUS` CPUs
-/// (at most [`MAX_CPUS`]).
+/// (at most [`MAX_CPUS`]). Two tables compare equal when every entry is the same.
+#[derive(PartialEq, Eq)]
 pub struct Topology<const CPUS: usize> {
     nr_cpus: usize,
     nr_groups_total: usize,
@@ -209,7 +225,7 @@ impl<const CPUS: usize> Topology<CPUS> {
 
     /// Index of the CPU's lowest domain with `ASYM_CPUCAPACITY`, if any.
     pub fn asym_cpucapacity_level(&self, cpu: usize) -> Option<usize> {
-        self.domains(cpu).position(|d| d.flags.contains(SdFlags::ASYM_CPUCAPACITY))
+        self.domains(cpu).position(|d| d.flags.asym_cpucapacity())
     }
 
     /// Number of distinct groups over all surviving domains; group ids are `0..` this.

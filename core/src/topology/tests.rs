@@ -604,3 +604,65 @@ fn one_cpu_shortcut_matches_the_planner() {
         }
     }
 }
+
+/// `init_flat` builds the planner's table for a flat machine entry for entry, whatever the
+/// previous contents, and refuses what the planner refuses.
+#[test]
+fn flat_shortcut_matches_the_planner() {
+    fn check<const CPUS: usize>() {
+        for n in 0..=CPUS + 1 {
+            let mut quick: Box<Topology<CPUS>> = Box::new(Topology::empty());
+            let mut planned: Box<Topology<CPUS>> = Box::new(Topology::empty());
+            // Start from a different machine, so that every entry must be rewritten.
+            if CPUS >= 4 {
+                quick.init_clusters(2, CPUS / 2).unwrap();
+                planned.init_big_little(1, CPUS - 1, 512).unwrap();
+            }
+            let plan = desc::Plan::preset(n, desc::Sets::Blocks { count: 1, size: n }, desc::Sets::NONE);
+            let a = quick.init_flat(n);
+            let b = planned.apply(&plan);
+            assert_eq!(a, b, "{n} of {CPUS} CPUs");
+            if a.is_ok() {
+                assert!(*quick == *planned, "{n} of {CPUS} CPUs");
+            }
+        }
+    }
+    check::<1>();
+    check::<2>();
+    check::<4>();
+    check::<8>();
+    check::<64>();
+}
+
+/// A build without `asym-capacity`, `numa` and `smt` (as a small machine builds) refuses the
+/// machines that need them, naming the feature, and leaves the table as it was; the machines
+/// it keeps build as in any other build. (`cargo xtest` runs this without default features.)
+#[test]
+#[cfg(not(any(feature = "asym-capacity", feature = "numa", feature = "smt")))]
+fn small_build_refuses_what_it_left_out() {
+    let mut t: Box<Topology<8>> = Box::new(Topology::empty());
+    t.init_clusters(2, 4).unwrap();
+    let llc = t.llc_span(5);
+    let needs = |feature| Err(TopologyError::NotBuiltIn { feature });
+    assert_eq!(t.init_big_little(4, 4, 512), needs("asym-capacity"));
+    assert_eq!(t.init_numa(2, 1, 4), needs("numa"));
+    let caps = [1024, 1024, 1024, 512];
+    let uneven = TopologyDesc { nr_cpus: 4, capacity: &caps, ..Default::default() };
+    assert_eq!(t.init(&uneven), needs("asym-capacity"));
+    let prio = [3, 2, 1, 0];
+    let packing = TopologyDesc { nr_cpus: 4, asym_packing: Some(&prio), ..Default::default() };
+    assert_eq!(t.init(&packing), needs("asym-capacity"));
+    let threads = [CpuMask::range(0, 2), CpuMask::range(2, 4)];
+    let smt = TopologyDesc { nr_cpus: 4, smt: &threads, ..Default::default() };
+    assert_eq!(t.init(&smt), needs("smt"));
+    // Nothing changed.
+    assert_eq!((t.nr_cpus(), t.llc_span(5)), (8, llc));
+    // Equal capacities, singleton SMT sets and one node are fine.
+    let equal = [1024; 4];
+    let ones = [CpuMask::single(0), CpuMask::single(1), CpuMask::single(2), CpuMask::single(3)];
+    let node = [CpuMask::range(0, 4)];
+    let plain = TopologyDesc { nr_cpus: 4, capacity: &equal, smt: &ones, nodes: &node, ..Default::default() };
+    assert_eq!(t.init(&plain), Ok(()));
+    assert_eq!(t.nr_levels(0), 1);
+    t.init_big_little(4, 4, 1024).unwrap();
+}
