@@ -6,6 +6,10 @@
 //! The width is a build configuration, like Linux's `NR_CPUS`: 1024 with the default feature
 //! `max-cpus-1024`, 256 with `max-cpus-256`, 64 with neither (a mask is then 8 bytes, which is
 //! what a microcontroller wants: every task's affinity and every domain and group hold one).
+//!
+//! On 32-bit targets the scans (`range`, `contains`, `weight`, `next_from`) are kept out of
+//! line: each is a long run of 64-bit word operations there, and a microcontroller's image
+//! pays for every inlined copy. Elsewhere they inline, which the balancer's loops want.
 
 /// The largest number of CPUs any mask can describe: 1024, 256 or 64 by the crate's
 /// `max-cpus-*` features (see the module documentation).
@@ -76,7 +80,7 @@ impl CpuMask {
     }
 
     /// CPUs `start..end` (clamped to `MAX_CPUS`).
-    #[inline(never)]
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub const fn range(start: usize, end: usize) -> CpuMask {
         let mut m = CpuMask::EMPTY;
         let end = if end < MAX_CPUS { end } else { MAX_CPUS };
@@ -121,13 +125,13 @@ impl CpuMask {
     }
 
     /// Whether `cpu` is in the set.
-    #[inline(never)]
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub const fn contains(&self, cpu: usize) -> bool {
         cpu < MAX_CPUS && self.words[cpu / 64] & (1 << (cpu % 64)) != 0
     }
 
     /// Number of CPUs in the set.
-    #[inline(never)]
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub fn weight(&self) -> usize {
         self.words.iter().map(|w| w.count_ones() as usize).sum()
     }
@@ -143,7 +147,7 @@ impl CpuMask {
     }
 
     /// Lowest CPU `>= from` in the set.
-    #[inline(never)]
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub fn next_from(&self, from: usize) -> Option<usize> {
         if from >= MAX_CPUS {
             return None;

@@ -33,6 +33,14 @@ pub enum SchedError {
     CpuOutOfRange(usize),
     /// A tunable outside the range the core accepts (see [`crate::Tunables::check`]).
     InvalidTunable(&'static str),
+    /// The CPU has not been brought up yet (see [`crate::port::Scheduler::cpu_up`]); placing
+    /// work before every CPU is up would put it all on the CPUs that are.
+    CpuNotUp(usize),
+    /// A call into the scheduler on a CPU that is already inside one: from a platform callback
+    /// or an interrupt taken with interrupts unmasked. Carried out it would deadlock.
+    Reentered(usize),
+    /// `now` was 0; times are nanoseconds of a monotonic clock that starts above 0.
+    ZeroTime,
 }
 
 impl core::fmt::Display for SchedError {
@@ -50,6 +58,9 @@ impl core::fmt::Display for SchedError {
             }
             SchedError::CpuOutOfRange(c) => write!(f, "cpu {c} is out of range"),
             SchedError::InvalidTunable(name) => write!(f, "tunable {name} is out of range"),
+            SchedError::CpuNotUp(cpu) => write!(f, "cpu {cpu} is not up yet"),
+            SchedError::Reentered(cpu) => write!(f, "cpu {cpu} called the scheduler from inside a call"),
+            SchedError::ZeroTime => f.write_str("time 0 is not a valid now"),
         }
     }
 }

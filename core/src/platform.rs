@@ -7,10 +7,50 @@
 
 use crate::task::{TaskId, TaskState};
 
+/// What a platform keeps with each task — its thread's index, a pointer, a handle — given to
+/// `create` and handed back by `schedule` under the same lock that makes the task visible,
+/// so a platform needs no id → thread map of its own (and no race between publishing such
+/// a map and another CPU picking the new task). `NONE` fills the slots no task holds, so an
+/// empty machine is still a `const`.
+///
+/// ```
+/// use sched_core::TaskPayload;
+/// #[derive(Clone, Copy)]
+/// struct ThreadIndex(u16);
+/// impl TaskPayload for ThreadIndex {
+///     const NONE: Self = ThreadIndex(u16::MAX);
+/// }
+/// assert_eq!(<u32 as TaskPayload>::NONE, 0);
+/// ```
+pub trait TaskPayload: Copy + Send + 'static {
+    /// The value of a slot that holds no task (never handed out as a task's payload).
+    const NONE: Self;
+}
+
+impl TaskPayload for () {
+    const NONE: () = ();
+}
+
+macro_rules! zero_payload {
+    ($($t:ty),*) => {$(
+        impl TaskPayload for $t {
+            const NONE: $t = 0;
+        }
+    )*};
+}
+zero_payload!(u8, u16, u32, u64, usize);
+
+impl<T: Copy + Send + 'static> TaskPayload for Option<T> {
+    const NONE: Self = None;
+}
+
 /// Services a platform provides to the core. All methods take `&self`: on SMP one
 /// platform object is shared by every CPU, so implementations use interior mutability
 /// (atomics, per-CPU buffers, a lock).
 pub trait Platform {
+    /// What the platform keeps with each task (see [`TaskPayload`]); `()` for none.
+    type Payload: TaskPayload;
+
     /// CPU `cpu` must call `schedule` soon. For the calling CPU this is only a flag the
     /// platform checks on its way out of the interrupt or call; for another CPU it means a
     /// reschedule IPI.
@@ -50,6 +90,7 @@ pub trait Platform {
 pub struct NoPlatform;
 
 impl Platform for NoPlatform {
+    type Payload = ();
     fn resched_cpu(&self, _cpu: u32) {}
 }
 

@@ -8,7 +8,7 @@ use crate::cpumask::CpuMask;
 use crate::error::{InitError, SchedError};
 use crate::fair::{Fair, WakeFlags};
 use crate::features::{Features, Tunables};
-use crate::platform::Platform;
+use crate::platform::{Platform, TaskPayload};
 use crate::runqueue::{InvariantViolation, RunQueue};
 use crate::smp::{CpuState, Smp, DEFAULT_HZ};
 use crate::table::TaskTable;
@@ -49,11 +49,11 @@ impl<const Q: usize> Deref for RqRef<'_, Q> {
 }
 
 /// Read access to the task table (holds its lock while alive).
-pub struct TasksRef<'a, const N: usize>(spin::MutexGuard<'a, TaskTable<N>>);
+pub struct TasksRef<'a, const N: usize, T: TaskPayload>(spin::MutexGuard<'a, TaskTable<N, T>>);
 
-impl<const N: usize> Deref for TasksRef<'_, N> {
-    type Target = TaskTable<N>;
-    fn deref(&self) -> &TaskTable<N> {
+impl<const N: usize, T: TaskPayload> Deref for TasksRef<'_, N, T> {
+    type Target = TaskTable<N, T>;
+    fn deref(&self) -> &TaskTable<N, T> {
         &self.0
     }
 }
@@ -149,7 +149,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     }
 
     /// The live tasks (locked while the returned guard lives).
-    pub fn tasks(&self) -> TasksRef<'_, TASKS> {
+    pub fn tasks(&self) -> TasksRef<'_, TASKS, P::Payload> {
         TasksRef(self.smp.tasks.lock())
     }
 

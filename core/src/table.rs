@@ -3,6 +3,7 @@
 //! itself lives in the machine's [`crate::entities::Entities`], in the cell of the same slot.
 
 use crate::error::SchedError;
+use crate::platform::TaskPayload;
 use crate::task::{TaskId, TaskState};
 
 /// Where a live task is, which says who owns its entity (see [`crate::entities`]).
@@ -58,20 +59,28 @@ impl Slot {
         Slot::Live(TaskEntry { state: TaskState::Runnable, location: Location::OnCpu { cpu: 0, slot: 0 } });
 }
 
-/// A fixed-capacity table of up to `N` live tasks.
+/// A fixed-capacity table of up to `N` live tasks, each with the platform's payload `T`.
 #[derive(Clone, PartialEq, Eq)]
-pub struct TaskTable<const N: usize> {
+pub struct TaskTable<const N: usize, T: TaskPayload = ()> {
     generation: [u32; N],
     slots: [Slot; N],
+    payload: [T; N],
     free_head: u32,
     bump: u32,
     live: usize,
 }
 
-impl<const N: usize> TaskTable<N> {
+impl<const N: usize, T: TaskPayload> TaskTable<N, T> {
     /// An empty table.
     pub const fn new() -> Self {
-        TaskTable { generation: [0; N], slots: [Slot::NEVER_USED; N], free_head: NIL, bump: 0, live: 0 }
+        TaskTable {
+            generation: [0; N],
+            slots: [Slot::NEVER_USED; N],
+            payload: [T::NONE; N],
+            free_head: NIL,
+            bump: 0,
+            live: 0,
+        }
     }
 
     /// Number of live tasks.
@@ -101,8 +110,8 @@ impl<const N: usize> TaskTable<N> {
         Some(TaskId::new(slot, self.generation[slot as usize]))
     }
 
-    /// Stores a new live task and returns its id.
-    pub fn insert(&mut self, entry: TaskEntry) -> Result<TaskId, SchedError> {
+    /// Stores a new live task with its payload and returns its id.
+    pub fn insert(&mut self, entry: TaskEntry, payload: T) -> Result<TaskId, SchedError> {
         let slot = if self.free_head != NIL {
             let s = self.free_head - 1;
             self.free_head = match self.slots[s as usize] {
@@ -117,6 +126,7 @@ impl<const N: usize> TaskTable<N> {
             return Err(SchedError::TaskTableFull);
         };
         self.slots[slot as usize] = Slot::Live(entry);
+        self.payload[slot as usize] = payload;
         self.live += 1;
         Ok(TaskId::new(slot, self.generation[slot as usize]))
     }
@@ -157,6 +167,12 @@ impl<const N: usize> TaskTable<N> {
         }
     }
 
+    /// The payload of live task `id`.
+    pub fn payload(&self, id: TaskId) -> Result<T, SchedError> {
+        self.validate(id)?;
+        self.payload.get(id.slot()).copied().ok_or(SchedError::UnknownTask(id))
+    }
+
     /// Frees the slot of an exited task; its id becomes stale.
     pub fn remove(&mut self, id: TaskId) -> Result<TaskEntry, SchedError> {
         self.validate(id)?;
@@ -167,6 +183,9 @@ impl<const N: usize> TaskTable<N> {
         let Slot::Live(e) = *slot else { return Err(SchedError::UnknownTask(id)) };
         *slot = Slot::Free { next: self.free_head };
         *gen = gen.wrapping_add(1);
+        if let Some(p) = self.payload.get_mut(s) {
+            *p = T::NONE;
+        }
         self.free_head = s as u32 + 1;
         self.live -= 1;
         Ok(e)
@@ -181,7 +200,7 @@ impl<const N: usize> TaskTable<N> {
     }
 }
 
-impl<const N: usize> Default for TaskTable<N> {
+impl<const N: usize, T: TaskPayload> Default for TaskTable<N, T> {
     fn default() -> Self {
         Self::new()
     }
@@ -198,11 +217,11 @@ mod tests {
     #[test]
     fn stale_ids_are_errors() {
         let mut t: TaskTable<2> = TaskTable::new();
-        let a = t.insert(parked()).unwrap();
-        let b = t.insert(parked()).unwrap();
-        assert_eq!(t.insert(parked()), Err(SchedError::TaskTableFull));
+        let a = t.insert(parked(), ()).unwrap();
+        let b = t.insert(parked(), ()).unwrap();
+        assert_eq!(t.insert(parked(), ()), Err(SchedError::TaskTableFull));
         t.remove(a).unwrap();
-        let c = t.insert(parked()).unwrap();
+        let c = t.insert(parked(), ()).unwrap();
         assert_eq!(c.slot(), a.slot());
         assert_ne!(c, a);
         assert_eq!(t.get(a).err(), Some(SchedError::StaleTask(a)));
@@ -213,5 +232,17 @@ mod tests {
         assert_eq!(t.get(out).err(), Some(SchedError::UnknownTask(out)));
         assert_eq!(t.remove(a).err(), Some(SchedError::StaleTask(a)));
         assert_eq!(t.len(), 2);
+    }
+
+    #[test]
+    fn payloads_live_and_die_with_their_task() {
+        let mut t: TaskTable<2, u32> = TaskTable::new();
+        let a = t.insert(parked(), 7).unwrap();
+        let b = t.insert(parked(), 9).unwrap();
+        assert_eq!((t.payload(a), t.payload(b)), (Ok(7), Ok(9)));
+        t.remove(a).unwrap();
+        assert_eq!(t.payload(a), Err(SchedError::StaleTask(a)));
+        let c = t.insert(parked(), 11).unwrap();
+        assert_eq!((t.payload(c), t.payload(b)), (Ok(11), Ok(9)));
     }
 }

@@ -69,6 +69,7 @@ impl Counting {
 }
 
 impl Platform for Counting {
+    type Payload = ();
     fn resched_cpu(&self, _cpu: u32) {
         self.resched.fetch_add(1, Relaxed);
     }
@@ -847,6 +848,9 @@ fn err_kind(e: &SchedError) -> &'static str {
         SchedError::InvalidState { .. } => "InvalidState",
         SchedError::CpuOutOfRange(_) => "CpuOutOfRange",
         SchedError::InvalidTunable(_) => "InvalidTunable",
+        SchedError::CpuNotUp(_) => "CpuNotUp",
+        SchedError::Reentered(_) => "Reentered",
+        SchedError::ZeroTime => "ZeroTime",
     }
 }
 

@@ -286,6 +286,7 @@ fn smp() -> &'static Kernel {
 }
 
 impl Platform for KPlatform {
+    type Payload = ();
     fn resched_cpu(&self, cpu: u32) {
         let c = cpu as usize;
         if c >= MAX_CPUS {

@@ -52,6 +52,32 @@ fn main() -> ExitCode {
     }
 }
 
+/// The longest the toy port (`core/examples/toy_port.rs`) may be: PORTING.md promises a
+/// complete host in at most this many lines.
+const TOY_PORT_MAX_LINES: usize = 100;
+
+/// Runs the toy port: it must finish (under a minute) and say `ok`, and fit its promised size.
+fn toy_port() -> bool {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/examples/toy_port.rs");
+    let lines = std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(usize::MAX);
+    let build = cargo().args(["build", "-q", "-p", "sched-core", "--example", "toy_port"]).status();
+    if !build.is_ok_and(|s| s.success()) {
+        eprintln!("xtest: toy port: build failed ... FAILED");
+        return false;
+    }
+    // Built above, so the minute is the run's (a hang is a failure, not a stuck CI).
+    let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new("timeout")
+        .args(["60", &cargo_bin, "run", "-q", "-p", "sched-core", "--example", "toy_port"])
+        .output();
+    let said_ok =
+        out.as_ref().is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(": ok"));
+    let ok = said_ok && lines <= TOY_PORT_MAX_LINES;
+    let verdict = if ok { "ok" } else { "FAILED" };
+    eprintln!("xtest: toy port ({lines} lines, at most {TOY_PORT_MAX_LINES}) runs 2 CPUs to completion ... {verdict}");
+    ok
+}
+
 /// Totals over every `test result:` line cargo printed.
 #[derive(Default, Debug, PartialEq)]
 struct Tally {
@@ -256,6 +282,13 @@ fn run_tests(extra: &[String]) -> ExitCode {
     tally.add_output(&text);
     if !ok {
         steps_failed.push("small-build tests");
+    }
+    // PORTING.md's toy port: one file of at most 100 lines, built and run.
+    if toy_port() {
+        tally.passed += 1;
+    } else {
+        tally.failed += 1;
+        steps_failed.push("toy port");
     }
 
     eprintln!("xtest: [2/5] lint gates: rustfmt, clippy (host crates and kernel), rustdoc; warnings fail");

@@ -284,6 +284,7 @@ pub struct SimPlatform {
 }
 
 impl Platform for SimPlatform {
+    type Payload = ();
     fn resched_cpu(&self, cpu: u32) {
         self.resched.borrow_mut().push(cpu);
     }

@@ -8,7 +8,7 @@ use crate::cpumask::CpuMask;
 use crate::error::SchedError;
 use crate::fair::{DequeueFlags, EnqueueFlags, WakeFlags};
 use crate::placement::{SelectFor, Waker};
-use crate::platform::{EventKind, MigrateReason, Platform};
+use crate::platform::{EventKind, MigrateReason, Platform, TaskPayload};
 use crate::runqueue::SlotId;
 use crate::table::{Location, TaskEntry};
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
@@ -18,8 +18,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     Smp<P, CPUS, TASKS, Q, R>
 {
     /// Creates a task on behalf of the task running on `cpu` (its parent), places it and
-    /// makes it runnable. Returns its id.
+    /// makes it runnable. Returns its id. Its payload is [`TaskPayload::NONE`]; see
+    /// [`Smp::create_with`].
     pub fn create(&self, cpu: usize, now: u64, params: TaskParams) -> Result<TaskId, SchedError> {
+        self.create_with(cpu, now, params, P::Payload::NONE)
+    }
+
+    /// [`Smp::create`] with the platform's payload for the task (its thread), stored before
+    /// any CPU can pick the task and handed back by [`Smp::schedule_switch`].
+    pub fn create_with(
+        &self,
+        cpu: usize,
+        now: u64,
+        params: TaskParams,
+        payload: P::Payload,
+    ) -> Result<TaskId, SchedError> {
         self.check_cpu(cpu)?;
         let nice = Nice::new(params.nice)?;
         self.check_affinity(&params.affinity)?;
@@ -32,10 +45,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // Placement may pick a full runqueue; then the parent's CPU or any allowed one with room.
         // The slot is reserved now, so the task cannot find it taken when it lands.
         let target = self.reserve_room(target, cpu, &affinity).ok_or(SchedError::RunQueueFull)?;
-        let inserted = self.table().insert(TaskEntry {
-            state: TaskState::Waking,
-            location: Location::InTransit { from: cpu as u16 },
-        });
+        let entry =
+            TaskEntry { state: TaskState::Waking, location: Location::InTransit { from: cpu as u16 } };
+        let inserted = self.table().insert(entry, payload);
         let id = match inserted {
             Ok(id) => id,
             Err(e) => {

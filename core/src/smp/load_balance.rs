@@ -41,9 +41,9 @@ pub(super) struct DomainView {
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
 {
-    /// What `cpu` last published, as the balancer's decisions read it. (Out of line: many
-    /// callers.)
-    #[inline(never)]
+    /// What `cpu` last published, as the balancer's decisions read it. (Out of line on 32-bit
+    /// targets: many callers, and an MCU image pays for each copy.)
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub(super) fn snap(&self, cpu: usize) -> CpuSnap {
         let s = self.stats(cpu);
         CpuSnap {

@@ -45,6 +45,7 @@ mod percpu;
 mod placement;
 mod rebalance;
 mod switch;
+pub use switch::Switch;
 #[cfg(feature = "testing")]
 mod testing;
 
@@ -111,7 +112,7 @@ pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usiz
     pub(crate) platform: P,
     pub(crate) topo: RwLock<Topology<CPUS>, R>,
     pub(crate) cpus: [CpuCell<Q, R>; CPUS],
-    pub(crate) tasks: Mutex<TaskTable<TASKS>, R>,
+    pub(crate) tasks: Mutex<TaskTable<TASKS, P::Payload>, R>,
     /// Every task's entity, in the cell of its table slot (see [`crate::entities`]).
     pub(crate) ents: Entities<TASKS>,
     pub(crate) sgc: [[GroupCapacity; CPUS]; MAX_LEVELS],
@@ -341,7 +342,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// The task table's lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn table(&self) -> spin::mutex::MutexGuard<'_, TaskTable<TASKS>, R> {
+    pub(crate) fn table(&self) -> spin::mutex::MutexGuard<'_, TaskTable<TASKS, P::Payload>, R> {
         self.tasks.lock()
     }
 

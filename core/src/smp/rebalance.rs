@@ -16,8 +16,8 @@ use crate::topology::SdFlags;
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
 {
-    /// Jiffy of time `now`. (Out of line, as [`Smp::sd_interval`].)
-    #[inline(never)]
+    /// Jiffy of time `now`. (Out of line on 32-bit targets, as [`Smp::sd_interval`].)
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub(crate) fn jiffies(&self, now: u64) -> u64 {
         now / (1_000_000_000 / self.hz() as u64)
     }
@@ -31,9 +31,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         (self.hz() as u64 * self.nr_cpus() as u64 / 10).max(1)
     }
 
-    /// `get_sd_balance_interval` in jiffies. (Out of line: four callers, and its 64-bit
-    /// divisions are long on a 32-bit MCU.)
-    #[inline(never)]
+    /// `get_sd_balance_interval` in jiffies. (Out of line on 32-bit targets: four callers, and
+    /// its 64-bit divisions are long there.)
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub(super) fn sd_interval(&self, interval_ms: u64, busy_factor: u32, busy: bool) -> u64 {
         let ms = if busy { interval_ms * busy_factor as u64 } else { interval_ms };
         self.ms_to_jiffies(ms).clamp(1, self.max_lb_interval())
@@ -225,6 +225,7 @@ mod tests {
     }
 
     impl Platform for Clocked {
+        type Payload = ();
         fn resched_cpu(&self, _: u32) {}
         fn clock_ns(&self) -> Option<u64> {
             Some(self.t.fetch_add(300_000, Relaxed))

@@ -9,9 +9,21 @@ use super::{CpuState, Move, Moved, Smp};
 use crate::error::SchedError;
 use crate::fair::WakeFlags;
 use crate::placement::{SelectFor, Waker};
-use crate::platform::{EventKind, Platform};
+use crate::platform::{EventKind, Platform, TaskPayload};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
+
+/// What one [`Smp::schedule_switch`] did on a CPU, with the platform's payloads (`T`) read
+/// under the lock that holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch<T> {
+    /// The task switched away from, the state it was left in, and its payload; `None` when
+    /// no task was switched out (the CPU was idle, or the same task goes on). A task left
+    /// `Exiting` is gone once `finish_switch` has run: its thread can then be freed.
+    pub prev: Option<(TaskId, TaskState, T)>,
+    /// The task to run and its payload; `None`: idle.
+    pub next: Option<(TaskId, T)>,
+}
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
@@ -39,10 +51,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// [`SchedError::CpuOutOfRange`].
     pub fn schedule(&self, cpu: usize, now: u64) -> Result<Option<TaskId>, SchedError> {
         self.check_cpu(cpu)?;
+        Ok(self.schedule_on(cpu, now).next.map(|(id, _)| id))
+    }
+
+    /// [`Smp::schedule`], telling also which task was switched away from and the platform's
+    /// payloads of both.
+    pub fn schedule_switch(&self, cpu: usize, now: u64) -> Result<Switch<P::Payload>, SchedError> {
+        self.check_cpu(cpu)?;
         Ok(self.schedule_on(cpu, now))
     }
 
-    fn schedule_on(&self, cpu: usize, now: u64) -> Option<TaskId> {
+    fn schedule_on(&self, cpu: usize, now: u64) -> Switch<P::Payload> {
         let goes_idle = |st: &CpuState<Q>| self.goes_idle(st);
         // A platform that did not call finish_switch after the previous switch has saved that
         // context by now (it is calling schedule again on this CPU): finish it in full, pushes
@@ -92,8 +111,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if next.is_none() && st.idle_stamp == 0 {
             st.idle_stamp = now.max(1);
         }
-        // The switch's bookkeeping, and prev's state for the event, under one table lock.
-        let prev_state = {
+        // The switch's bookkeeping, prev's state for the event, and the payloads, under one
+        // table lock.
+        let (prev_state, sw) = {
             let mut t = self.table();
             let mut prev_state = None;
             if let (Some(p), true) = (ids.0, prev != next) {
@@ -109,19 +129,29 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     e.state = TaskState::Running;
                 }
             }
-            prev_state
+            // (A task on a runqueue is always in the table; NONE only guards the lookup. A
+            // payload of no bytes, such as `()`, has one value: no lookup at all.)
+            let payload = |id: TaskId| match core::mem::size_of::<P::Payload>() {
+                0 => P::Payload::NONE,
+                _ => t.payload(id).unwrap_or(P::Payload::NONE),
+            };
+            let sw = Switch {
+                prev: ids.0.zip(prev_state).map(|(id, s)| (id, s, payload(id))),
+                next: ids.1.map(|id| (id, payload(id))),
+            };
+            (prev_state, sw)
         };
         self.after_update(cpu, &mut st);
         drop(st);
         if prev != next {
             self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
-        ids.1
+        sw
     }
 
-    /// Nothing to run: the CPU is about to idle. (Out of line: `schedule_on` asks up to three
-    /// times, and each copy is a few hundred bytes of a small machine's image.)
-    #[inline(never)]
+    /// Nothing to run: the CPU is about to idle. (Out of line on 32-bit targets: `schedule_on`
+    /// asks up to three times, and each copy is a few hundred bytes of a small machine's image.)
+    #[cfg_attr(target_pointer_width = "32", inline(never))]
     fn goes_idle(&self, st: &CpuState<Q>) -> bool {
         let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq);
         st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance

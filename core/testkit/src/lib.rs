@@ -146,6 +146,7 @@ impl Recorder {
 }
 
 impl Platform for Recorder {
+    type Payload = ();
     fn resched_cpu(&self, cpu: u32) {
         if let Some(f) = self.resched.get(cpu as usize) {
             f.store(true, Relaxed);

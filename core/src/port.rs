@@ -1,0 +1,343 @@
+//! The porter's API: [`Scheduler`], what a kernel calls to host sched-core, with the calling
+//! contract checked where the core can see it broken.
+//!
+//! The whole sequence, per CPU (PORTING.md has the contract table and the worked ports):
+//!
+//! 1. boot: [`Scheduler::new`] (a `static`), then [`Scheduler::init`] once with the machine;
+//! 2. each CPU, before it takes work: [`Scheduler::cpu_up`]. Creating or waking a task
+//!    before every CPU is up is refused ([`SchedError::CpuNotUp`]): placement would see only
+//!    the CPUs that are up and put every task there;
+//! 3. the timer interrupt: [`Scheduler::tick`]; on the way out of any interrupt or call,
+//!    when [`Scheduler::need_resched`] says so (also after the running task blocked, exited
+//!    or yielded, and after a [`Platform::resched_cpu`] IPI from another CPU):
+//!    [`Scheduler::reschedule`], which switches as often as the core needs and hands back the
+//!    task to run with the payload the port gave [`Scheduler::create`];
+//! 4. the task's calls: create, block, wake, exit, yield, nice, affinity;
+//! 5. idle: [`Scheduler::idle_enter`] (stop the tick only when it says so) and
+//!    [`Scheduler::idle_exit`] when an interrupt ends the idle period.
+//!
+//! Every call names the CPU it runs on and is made with that CPU's interrupts masked. A call
+//! made while that CPU is already inside one — from a platform callback, or from an
+//! interrupt taken with interrupts unmasked — returns [`SchedError::Reentered`] instead of
+//! deadlocking on the lock the outer call holds. `now` is nanoseconds of one monotonic clock
+//! all CPUs share; 0 is refused ([`SchedError::ZeroTime`]).
+//!
+//! ```
+//! use sched_core::port::Scheduler;
+//! use sched_core::{Features, NoPlatform, TaskParams};
+//! static SCHED: Scheduler<NoPlatform, 2, 16, 16> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+//! SCHED.init_with(|t| t.init_flat(2)).unwrap();
+//! let now = 1_000;
+//! SCHED.cpu_up(0, now).unwrap();
+//! assert!(SCHED.create(0, now, TaskParams::default(), ()).is_err()); // CPU 1 is not up
+//! SCHED.cpu_up(1, now).unwrap();
+//! let t = SCHED.create(0, now, TaskParams::default(), ()).unwrap();
+//! let cpu = SCHED.task_cpu(t).unwrap();
+//! let run = SCHED.reschedule(cpu, now, |_| {}).unwrap();
+//! assert_eq!(run.next, Some((t, ())));
+//! ```
+
+use portable_atomic::{AtomicBool, Ordering};
+use spin::{RelaxStrategy, Spin};
+
+use crate::cpumask::CpuMask;
+use crate::error::{InitError, SchedError};
+use crate::features::Features;
+use crate::platform::Platform;
+use crate::runqueue::InvariantViolation;
+use crate::smp::{RqStats, Smp, Switch};
+use crate::task::{TaskId, TaskParams, TaskState};
+use crate::topology::{Topology, TopologyDesc, TopologyError};
+
+/// The most schedule-and-finish passes one [`Scheduler::reschedule`] makes. One pass picks;
+/// a pass that switches the running task out for the active-balance stopper or a planned
+/// move picks nothing and asks for another. More than that means other CPUs keep preempting
+/// this one; the port gets [`Resched::again`] and calls again on its next way out rather
+/// than loop with interrupts masked.
+pub const MAX_PASSES: usize = 4;
+
+/// What [`Scheduler::reschedule`] decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Resched<T> {
+    /// The task to run now and its payload; `None`: idle.
+    pub next: Option<(TaskId, T)>,
+    /// The core still wants a reschedule after [`MAX_PASSES`]: call again soon.
+    pub again: bool,
+}
+
+/// Per-CPU state of the facade: brought up, and inside a call.
+struct PortCpu {
+    up: AtomicBool,
+    inside: AtomicBool,
+}
+
+/// Marks a CPU inside a call until dropped.
+struct Inside<'a>(&'a AtomicBool);
+
+impl Drop for Inside<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
+/// sched-core for a kernel: an [`Smp`] machine of up to `CPUS` CPUs, `TASKS` live tasks and
+/// `Q` runnable per CPU, behind the calls a port makes, each checked against the calling
+/// contract (see the module documentation). `P::Payload` is what the port keeps per task.
+pub struct Scheduler<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
+    smp: Smp<P, CPUS, TASKS, Q, R>,
+    cpus: [PortCpu; CPUS],
+}
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Scheduler<P, CPUS, TASKS, Q, R>
+{
+    /// A scheduler with no CPU yet, for a `static` (all zeros with the default features and
+    /// HZ; see [`Smp::new`]). `hz` is the rate of the port's tick on a busy CPU (0 means
+    /// [`crate::smp::DEFAULT_HZ`]; above [`crate::smp::MAX_HZ`] `init` refuses it): the core
+    /// counts balance intervals in its jiffies.
+    pub const fn new(platform: P, features: Features, hz: u32) -> Self {
+        Scheduler {
+            smp: Smp::new(platform, features, hz),
+            cpus: [const { PortCpu { up: AtomicBool::new(false), inside: AtomicBool::new(false) } }; CPUS],
+        }
+    }
+
+    /// Sets the machine up from a description; every CPU must then come up again.
+    pub fn init(&self, desc: &TopologyDesc<'_>) -> Result<(), InitError> {
+        self.init_with(|t| t.init(desc))
+    }
+
+    /// [`Scheduler::init`] with a topology preset, e.g. `init_with(|t| t.init_flat(2))`.
+    pub fn init_with(
+        &self,
+        build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,
+    ) -> Result<(), InitError> {
+        self.smp.init_with(build)?;
+        for c in &self.cpus {
+            c.up.store(false, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// Brings `cpu` up: its first pass through the scheduler, which makes it a CPU that
+    /// placement can choose. Call it on the CPU itself, once, before it takes work; again is
+    /// a no-op.
+    pub fn cpu_up(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+        let _inside = self.enter(cpu, now)?;
+        if self.cpus[cpu].up.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        self.smp.schedule(cpu, now)?;
+        self.smp.finish_switch(cpu, now)?;
+        self.cpus[cpu].up.store(true, Ordering::Release);
+        Ok(())
+    }
+
+    /// The timer interrupt on `cpu`. Returns whether `cpu` should call
+    /// [`Scheduler::reschedule`] on its way out.
+    pub fn tick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.tick(cpu, now)
+    }
+
+    /// Whether the core wants `cpu` to reschedule (lock-free).
+    pub fn need_resched(&self, cpu: usize) -> bool {
+        self.smp.need_resched(cpu)
+    }
+
+    /// Picks what `cpu` runs next and completes the switch, as often as the core asks (up to
+    /// [`MAX_PASSES`]). The context of the task running until now must already be saved (an
+    /// exception entry has saved it): it may run on another CPU as soon as this returns.
+    /// `on_switch` sees each pass — in particular a task switched away from in state
+    /// `Exiting`, which is gone and whose thread the port may free. A port that switches
+    /// stacks inside the kernel instead uses [`Scheduler::pick`] and [`Scheduler::finish`].
+    pub fn reschedule(
+        &self,
+        cpu: usize,
+        now: u64,
+        mut on_switch: impl FnMut(&Switch<P::Payload>),
+    ) -> Result<Resched<P::Payload>, SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        let mut next = None;
+        for _ in 0..MAX_PASSES {
+            let sw = self.smp.schedule_switch(cpu, now)?;
+            self.smp.finish_switch(cpu, now)?;
+            on_switch(&sw);
+            next = sw.next;
+            if !self.smp.need_resched(cpu) {
+                return Ok(Resched { next, again: false });
+            }
+        }
+        Ok(Resched { next, again: true })
+    }
+
+    /// The first half of a switch for ports that switch stacks inside the kernel: picks the
+    /// next task. The previous one stays this CPU's until [`Scheduler::finish`], which the
+    /// port calls on the next task's stack once the previous context is saved.
+    pub fn pick(&self, cpu: usize, now: u64) -> Result<Switch<P::Payload>, SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.schedule_switch(cpu, now)
+    }
+
+    /// The second half of a switch (see [`Scheduler::pick`]). Call
+    /// [`Scheduler::need_resched`] after it: the core may want another pick.
+    pub fn finish(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.finish_switch(cpu, now)
+    }
+
+    /// Creates a task on behalf of the task running on `cpu`, with the port's payload for it
+    /// (its thread), which [`Scheduler::reschedule`] hands back when the task is picked.
+    pub fn create(
+        &self,
+        cpu: usize,
+        now: u64,
+        params: TaskParams,
+        payload: P::Payload,
+    ) -> Result<TaskId, SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.all_up()?;
+        self.smp.create_with(cpu, now, params, payload)
+    }
+
+    /// The task running on `cpu` blocks; it keeps the CPU until the next reschedule, which
+    /// this requests.
+    pub fn block(&self, cpu: usize, now: u64, id: TaskId) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.block(cpu, now, id)
+    }
+
+    /// Wakes a blocked task from `cpu`. Returns the CPU it was placed on.
+    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.all_up()?;
+        self.smp.wake(cpu, now, id)
+    }
+
+    /// A task exits (called from `cpu`). A running task keeps its CPU until the next
+    /// reschedule, which reports it switched away from as `Exiting`.
+    pub fn exit(&self, cpu: usize, now: u64, id: TaskId) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.exit(now, id)
+    }
+
+    /// The task running on `cpu` yields once.
+    pub fn yield_now(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.yield_now(cpu, now)
+    }
+
+    /// Changes a task's nice value (from `cpu`).
+    pub fn set_nice(&self, cpu: usize, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.smp.set_nice(now, id, nice)
+    }
+
+    /// Changes a task's allowed CPUs (from `cpu`); it moves if it must.
+    pub fn set_affinity(&self, cpu: usize, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        self.all_up()?;
+        self.smp.set_affinity(now, id, mask)
+    }
+
+    /// `cpu` is about to idle. Returns whether the core now counts it as tickless: only then
+    /// may the port stop its tick (the core balances on its behalf and kicks it when work
+    /// appears). Always `false` without the `nohz` feature.
+    pub fn idle_enter(&self, cpu: usize) -> Result<bool, SchedError> {
+        let _inside = self.enter_up(cpu, 1)?;
+        #[cfg(feature = "nohz")]
+        {
+            self.smp.nohz_enter_idle(cpu)?;
+            Ok(self.smp.nohz().is_tickless(cpu))
+        }
+        #[cfg(not(feature = "nohz"))]
+        Ok(false)
+    }
+
+    /// An interrupt ended `cpu`'s idle period: it counts as busy again (restart its tick if
+    /// [`Scheduler::idle_enter`] stopped it).
+    pub fn idle_exit(&self, cpu: usize) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, 1)?;
+        #[cfg(feature = "nohz")]
+        self.smp.nohz_exit_idle(cpu)?;
+        Ok(())
+    }
+
+    /// The payload of live task `id`.
+    pub fn payload(&self, id: TaskId) -> Result<P::Payload, SchedError> {
+        self.smp.table().payload(id)
+    }
+
+    /// The task running on `cpu` and its payload.
+    pub fn current(&self, cpu: usize) -> Option<(TaskId, P::Payload)> {
+        let id = self.smp.current(cpu)?;
+        Some((id, self.payload(id).ok()?))
+    }
+
+    /// A task's state.
+    pub fn state(&self, id: TaskId) -> Result<TaskState, SchedError> {
+        self.smp.state(id)
+    }
+
+    /// The CPU a task is on (or last ran on).
+    pub fn task_cpu(&self, id: TaskId) -> Result<usize, SchedError> {
+        self.smp.task_cpu(id).map(|c| c as usize)
+    }
+
+    /// Live tasks.
+    pub fn nr_tasks(&self) -> usize {
+        self.smp.nr_tasks()
+    }
+
+    /// A CPU's published figures (lock-free; safe from platform callbacks).
+    pub fn stats(&self, cpu: usize) -> &RqStats {
+        self.smp.stats(cpu)
+    }
+
+    /// Checks every invariant of the machine (see [`Smp::check_invariants`]).
+    pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        self.smp.check_invariants()
+    }
+
+    /// The platform.
+    pub fn platform(&self) -> &P {
+        self.smp.platform()
+    }
+
+    /// The machine underneath, for reports and experiments. Its calls bypass this facade's
+    /// checks.
+    pub fn smp(&self) -> &Smp<P, CPUS, TASKS, Q, R> {
+        &self.smp
+    }
+
+    /// Enters a call on `cpu` at `now`: the CPU exists, `now` is not 0, and the CPU is not
+    /// inside another call.
+    fn enter(&self, cpu: usize, now: u64) -> Result<Inside<'_>, SchedError> {
+        let state =
+            self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))?;
+        if now == 0 {
+            return Err(SchedError::ZeroTime);
+        }
+        if state.inside.swap(true, Ordering::Acquire) {
+            return Err(SchedError::Reentered(cpu));
+        }
+        Ok(Inside(&state.inside))
+    }
+
+    /// [`Scheduler::enter`] on a CPU that is up.
+    fn enter_up(&self, cpu: usize, now: u64) -> Result<Inside<'_>, SchedError> {
+        let inside = self.enter(cpu, now)?;
+        if !self.cpus[cpu].up.load(Ordering::Acquire) {
+            return Err(SchedError::CpuNotUp(cpu));
+        }
+        Ok(inside)
+    }
+
+    /// Every CPU of the machine is up.
+    fn all_up(&self) -> Result<(), SchedError> {
+        match (0..self.smp.nr_cpus()).find(|&c| !self.cpus[c].up.load(Ordering::Acquire)) {
+            Some(c) => Err(SchedError::CpuNotUp(c)),
+            None => Ok(()),
+        }
+    }
+}

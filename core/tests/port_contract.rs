@@ -1,0 +1,161 @@
+//! The porter's API (`sched_core::port::Scheduler`) holds a port to the calling contract:
+//! CPUs up before work is placed, no time 0, no call from inside a call on the same CPU, and
+//! the payload a task was created with is what a switch hands back — on any CPU, however
+//! soon after `create` it is picked.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
+use std::sync::Mutex;
+
+use sched_core::port::{Resched, Scheduler};
+use sched_core::{CpuMask, Features, Platform, SchedError, TaskParams, TaskState};
+
+const T: u64 = 1_000_000;
+
+#[test]
+fn work_waits_for_every_cpu_and_time_starts_above_zero() {
+    let s: Box<Scheduler<sched_core::NoPlatform, 4, 8, 8>> =
+        Box::new(Scheduler::new(sched_core::NoPlatform, Features::DEFAULT, 250));
+    assert_eq!(s.cpu_up(0, T), Err(SchedError::CpuOutOfRange(0)), "no machine yet");
+    s.init_with(|t| t.init_flat(4)).unwrap();
+    assert_eq!(s.tick(0, T), Err(SchedError::CpuNotUp(0)));
+    assert_eq!(s.reschedule(0, T, |_| {}).map(|r| r.next), Err(SchedError::CpuNotUp(0)));
+    assert_eq!(s.cpu_up(0, 0), Err(SchedError::ZeroTime));
+    s.cpu_up(0, T).unwrap();
+    s.cpu_up(0, T).unwrap(); // again: nothing happens
+    s.cpu_up(2, T).unwrap();
+    assert_eq!(s.create(0, T, TaskParams::default(), ()), Err(SchedError::CpuNotUp(1)));
+    assert_eq!(s.nr_tasks(), 0, "a refused create leaves nothing behind");
+    s.cpu_up(1, T).unwrap();
+    s.cpu_up(3, T).unwrap();
+    assert_eq!(s.create(0, 0, TaskParams::default(), ()), Err(SchedError::ZeroTime));
+    let ids: Vec<_> = (0..4).map(|_| s.create(0, T, TaskParams::default(), ()).unwrap()).collect();
+    // Fork placement saw four idle CPUs: the tasks are spread.
+    let mut cpus: Vec<usize> = ids.iter().map(|&t| s.task_cpu(t).unwrap()).collect();
+    cpus.sort_unstable();
+    assert_eq!(cpus, [0, 1, 2, 3]);
+    assert_eq!(s.tick(9, T), Err(SchedError::CpuOutOfRange(9)));
+    // A new machine: every CPU must come up again (only while no task lives).
+    for t in ids {
+        s.exit(0, T, t).unwrap();
+    }
+    s.init_with(|t| t.init_flat(2)).unwrap();
+    assert_eq!(s.create(0, T, TaskParams::default(), ()), Err(SchedError::CpuNotUp(0)));
+    s.check_invariants().unwrap();
+}
+
+/// A platform whose callbacks call back into the scheduler, as a port must not: what they got.
+struct CallsBack {
+    inner: Mutex<Vec<Result<(), SchedError>>>,
+}
+
+impl Platform for CallsBack {
+    type Payload = u32;
+    fn resched_cpu(&self, _cpu: u32) {
+        // Made on CPU 0's behalf (the test calls only from CPU 0).
+        let r = SCHED.yield_now(0, 2 * T);
+        self.inner.lock().unwrap().push(r);
+    }
+}
+
+static SCHED: Scheduler<CallsBack, 2, 8, 8> =
+    Scheduler::new(CallsBack { inner: Mutex::new(Vec::new()) }, Features::DEFAULT, 250);
+
+#[test]
+fn a_callback_calling_back_is_refused_not_deadlocked() {
+    SCHED.init_with(|t| t.init_flat(2)).unwrap();
+    SCHED.cpu_up(0, T).unwrap();
+    SCHED.cpu_up(1, T).unwrap();
+    // Creating from CPU 0 asks some CPU to reschedule (preemption of its idle loop).
+    let a =
+        SCHED.create(0, T, TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() }, 7).unwrap();
+    let got = SCHED.platform().inner.lock().unwrap().clone();
+    assert!(!got.is_empty(), "the create asked for a reschedule");
+    assert!(got.iter().all(|r| *r == Err(SchedError::Reentered(0))), "{got:?}");
+    // The outer call completed, and CPU 0 is free for the next call.
+    assert_eq!(SCHED.reschedule(0, T, |_| {}).unwrap().next, Some((a, 7)));
+    SCHED.check_invariants().unwrap();
+}
+
+#[test]
+fn a_switch_hands_back_the_payload_and_reports_an_exit() {
+    let s: Box<Scheduler<Payloads, 1, 8, 8>> = Box::new(Scheduler::new(Payloads, Features::DEFAULT, 250));
+    s.init_with(|t| t.init_flat(1)).unwrap();
+    s.cpu_up(0, T).unwrap();
+    let a = s.create(0, T, TaskParams::default(), 11).unwrap();
+    let r = s.reschedule(0, T, |_| {}).unwrap();
+    assert_eq!((r.next, r.again), (Some((a, 11)), false));
+    assert_eq!(s.current(0), Some((a, 11)));
+    assert_eq!(s.payload(a), Ok(11));
+    s.exit(0, 2 * T, a).unwrap();
+    let mut seen = Vec::new();
+    let r = s.reschedule(0, 2 * T, |sw| seen.push(*sw)).unwrap();
+    assert_eq!(r.next, None);
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].prev, Some((a, TaskState::Exiting, 11)));
+    assert_eq!(s.payload(a), Err(SchedError::StaleTask(a)), "gone once the switch finished");
+}
+
+struct Payloads;
+impl Platform for Payloads {
+    type Payload = u32;
+    fn resched_cpu(&self, _cpu: u32) {}
+}
+
+/// Two threads play two CPUs: one creates tasks as fast as it can, the other reschedules
+/// as fast as it can and ends each task it picks. Every pick carries the payload its task was
+/// created with, however soon after `create` it comes: there is no map for the port to
+/// publish, so nothing to race with.
+#[test]
+fn a_task_picked_at_once_on_another_cpu_has_its_payload() {
+    static M: Scheduler<Payloads, 2, 64, 64> = Scheduler::new(Payloads, Features::DEFAULT, 250);
+    static NOW: AtomicU64 = AtomicU64::new(1);
+    static DONE: AtomicBool = AtomicBool::new(false);
+    let now = || NOW.fetch_add(1_000, SeqCst);
+    M.init_with(|t| t.init_flat(2)).unwrap();
+    M.cpu_up(0, now()).unwrap();
+    M.cpu_up(1, now()).unwrap();
+    let picker = std::thread::spawn(move || {
+        let mut picked = Vec::new();
+        while !DONE.load(SeqCst) || M.nr_tasks() > 0 {
+            if let Ok(Resched { next: Some((id, payload)), .. }) = M.reschedule(1, now(), |_| {}) {
+                picked.push((id, payload));
+                M.exit(1, now(), id).unwrap();
+            }
+        }
+        picked
+    });
+    let pinned = TaskParams { affinity: CpuMask::single(1), ..TaskParams::default() };
+    let mut created = HashMap::new();
+    for payload in 1..=3_000u32 {
+        match M.create(0, now(), pinned, payload) {
+            Ok(id) => {
+                created.insert(id, payload);
+            }
+            Err(SchedError::TaskTableFull | SchedError::RunQueueFull) => std::thread::yield_now(),
+            Err(e) => panic!("{e}"),
+        }
+    }
+    DONE.store(true, SeqCst);
+    let picked = picker.join().unwrap();
+    assert!(picked.len() > 100, "picked {}", picked.len());
+    assert_eq!(picked.len(), created.len(), "every task created was picked once");
+    for (id, payload) in picked {
+        assert_eq!(created.get(&id), Some(&payload), "{id:?}");
+    }
+    M.check_invariants().unwrap();
+}
+
+/// PORTING.md states the figures it quotes from the code: the pass cap and the toy port's
+/// length.
+#[test]
+fn porting_md_states_the_code_s_figures() {
+    let text = include_str!("../../PORTING.md");
+    let passes = sched_core::port::MAX_PASSES;
+    assert!(text.contains(&format!("`MAX_PASSES` ({passes})")), "MAX_PASSES");
+    assert!(text.contains(&format!("`MAX_PASSES` = {passes}")), "MAX_PASSES in the rules table");
+    let toy = include_str!("../examples/toy_port.rs").lines().count();
+    assert!(text.contains(&format!("`core/examples/toy_port.rs` ({toy} lines)")), "toy port: {toy} lines");
+    let readme = include_str!("../../README.md").replace('\n', " ");
+    assert!(readme.contains(&format!("toy port in {toy} lines")), "README: toy port, {toy} lines");
+}
