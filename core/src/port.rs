@@ -102,6 +102,26 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
+    /// Sets HZ at boot, before [`Scheduler::init`] (see [`Smp::set_hz`]).
+    pub fn set_hz(&self, hz: u32) -> Result<(), InitError> {
+        self.smp.set_hz(hz)
+    }
+
+    /// The tick rate.
+    pub fn hz(&self) -> u32 {
+        self.smp.hz()
+    }
+
+    /// Sets the feature switches (at boot, or at run time for an A/B experiment).
+    pub fn set_features(&self, features: Features) {
+        self.smp.set_features(features)
+    }
+
+    /// The feature switches.
+    pub fn features(&self) -> Features {
+        self.smp.features()
+    }
+
     /// Sets the machine up from a description; every CPU must then come up again.
     pub fn init(&self, desc: &TopologyDesc<'_>) -> Result<(), InitError> {
         self.init_with(|t| t.init(desc))
@@ -250,6 +270,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.smp.nohz_enter_idle(cpu)?;
             Ok(self.smp.nohz().is_tickless(cpu))
         }
+        #[cfg(not(feature = "nohz"))]
+        Ok(false)
+    }
+
+    /// The reschedule interrupt of a tickless CPU: carries out a pending nohz kick (the idle
+    /// balance on behalf of every tickless CPU). Returns whether there was one; it may have
+    /// pulled work here ([`Scheduler::need_resched`]). [`Scheduler::reschedule`] serves a
+    /// pending kick too; this is for ports that reschedule only when asked. Always `false`
+    /// without the `nohz` feature.
+    pub fn serve_kick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
+        let _inside = self.enter_up(cpu, now)?;
+        #[cfg(feature = "nohz")]
+        return self.smp.nohz_idle_balance(cpu, now);
         #[cfg(not(feature = "nohz"))]
         Ok(false)
     }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::Mutex;
 
 use sched_core::port::{Resched, Scheduler};
-use sched_core::{CpuMask, Features, Platform, SchedError, TaskParams, TaskState};
+use sched_core::{CpuMask, Event, EventKind, Features, Platform, SchedError, TaskId, TaskParams, TaskState};
 
 const T: u64 = 1_000_000;
 
@@ -96,6 +96,40 @@ fn a_switch_hands_back_the_payload_and_reports_an_exit() {
     assert_eq!(s.payload(a), Err(SchedError::StaleTask(a)), "gone once the switch finished");
 }
 
+/// A platform that names each event's task by its payload from inside the callback, as a
+/// tracing port does.
+struct Names {
+    seen: Mutex<Vec<(TaskId, Result<u32, SchedError>)>>,
+}
+
+impl Platform for Names {
+    type Payload = u32;
+    fn resched_cpu(&self, _cpu: u32) {}
+    fn event(&self, e: &Event) {
+        if let EventKind::NewTask { task } | EventKind::Waking { task } = e.kind {
+            self.seen.lock().unwrap().push((task, NAMED.payload(task)));
+        }
+    }
+}
+
+static NAMED: Scheduler<Names, 2, 8, 8> =
+    Scheduler::new(Names { seen: Mutex::new(Vec::new()) }, Features::DEFAULT, 250);
+
+#[test]
+fn a_callback_may_read_a_payload() {
+    NAMED.init_with(|t| t.init_flat(2)).unwrap();
+    NAMED.cpu_up(0, T).unwrap();
+    NAMED.cpu_up(1, T).unwrap();
+    let a = NAMED.create(0, T, TaskParams::default(), 5).unwrap();
+    let cpu = NAMED.task_cpu(a).unwrap();
+    NAMED.reschedule(cpu, T, |_| {}).unwrap();
+    NAMED.block(cpu, 2 * T, a).unwrap();
+    NAMED.reschedule(cpu, 2 * T, |_| {}).unwrap();
+    NAMED.wake(0, 3 * T, a).unwrap();
+    let seen = NAMED.platform().seen.lock().unwrap().clone();
+    assert_eq!(seen, [(a, Ok(5)), (a, Ok(5))], "NewTask, then Waking");
+}
+
 struct Payloads;
 impl Platform for Payloads {
     type Payload = u32;
@@ -150,12 +184,22 @@ fn a_task_picked_at_once_on_another_cpu_has_its_payload() {
 /// length.
 #[test]
 fn porting_md_states_the_code_s_figures() {
-    let text = include_str!("../../PORTING.md");
+    // (Words as a reader sees them: line breaks are spaces.)
+    let text = include_str!("../../PORTING.md").split_whitespace().collect::<Vec<_>>().join(" ");
     let passes = sched_core::port::MAX_PASSES;
     assert!(text.contains(&format!("`MAX_PASSES` ({passes})")), "MAX_PASSES");
     assert!(text.contains(&format!("`MAX_PASSES` = {passes}")), "MAX_PASSES in the rules table");
     let toy = include_str!("../examples/toy_port.rs").lines().count();
     assert!(text.contains(&format!("`core/examples/toy_port.rs` ({toy} lines)")), "toy port: {toy} lines");
+    let port_files = [
+        ("main.rs", include_str!("../../kernel-shim/src/main.rs")),
+        ("sched.rs", include_str!("../../kernel-shim/src/sched.rs")),
+        ("arch/mod.rs", include_str!("../../kernel-shim/src/arch/mod.rs")),
+    ];
+    for (name, src) in port_files {
+        let n = src.lines().count();
+        assert!(text.contains(&format!("`{name}` ({n} lines)")), "PORTING.md: kernel {name}, {n} lines");
+    }
     let readme = include_str!("../../README.md").replace('\n', " ");
     assert!(readme.contains(&format!("toy port in {toy} lines")), "README: toy port, {toy} lines");
 }

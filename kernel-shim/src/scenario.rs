@@ -665,10 +665,10 @@ fn report_cpus(tag: &str, n: usize) {
             "{}: cpu {} nohz: tickless (core {}, kernel {}), pending kick {}, next balance jiffy {}, now jiffy {}",
             tag,
             c,
-            sched::with_core(|k| k.nohz().is_tickless(c)),
+            sched::with_core(|k| k.smp().nohz().is_tickless(c)),
             sched::is_tickless(c),
-            sched::with_core(|k| k.nohz().kick_flags(c)),
-            sched::with_core(|k| k.balance_state(c)).map_or(0, |b| b.next_balance),
+            sched::with_core(|k| k.smp().nohz().kick_flags(c)),
+            sched::with_core(|k| k.smp().balance_state(c)).map_or(0, |b| b.next_balance),
             arch::now_ns() / (1_000_000_000 / sched::hz() as u64)
         );
         let o = &cc.balance_outcomes;
@@ -1612,7 +1612,7 @@ fn corecalls_main(rounds: u32) {
 fn corecalls(rounds: usize) {
     let cpu = arch::cpu_id();
     for _ in 0..rounds {
-        let _ = sched::with_core(|k| k.balance_state(cpu));
+        let _ = sched::with_core(|k| k.smp().balance_state(cpu));
         let _ = sched::with_core(|k| k.nr_tasks());
     }
 }

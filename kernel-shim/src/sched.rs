@@ -1,6 +1,7 @@
-//! The glue between the machine and `sched_core::Smp`: the platform object, the kernel
-//! thread pool, the `TaskId` → thread map, and the one path every interrupt and syscall
-//! leaves through, where a CPU switches to whatever the core picked.
+//! The glue between the machine and sched-core's porter's API (`sched_core::port::Scheduler`):
+//! the platform object, the kernel thread pool (each task's payload is its thread's slot, so
+//! there is no `TaskId` → thread map), and the one path every interrupt and syscall leaves
+//! through, where a CPU switches to whatever the core picked.
 //!
 //! Every call into the core happens with IRQs masked on the calling CPU (inside an
 //! exception handler, or during boot), so an interrupt can never spin on a runqueue lock
@@ -8,8 +9,9 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
+use sched_core::port::Scheduler;
 use sched_core::{
-    CpuMask, Event, EventKind, Features, MigrateReason, Platform, Policy, SchedError, Smp, TaskId, TaskParams,
+    CpuMask, Event, EventKind, Features, MigrateReason, Platform, Policy, SchedError, TaskId, TaskParams,
 };
 
 use sched_core::balance::Outcome;
@@ -20,9 +22,9 @@ use crate::arch::{self, ExcKind, Frame, MAX_CPUS, MAX_THREADS};
 pub const TASKS: usize = 256;
 /// Runnable tasks per CPU.
 pub const QLEN: usize = 64;
-/// The scheduler type this kernel runs.
-/// The scheduler, its locks spinning with `yield` (see `arch::YieldRelax`).
-pub type Kernel = Smp<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>;
+/// The scheduler this kernel runs (sched-core's `Smp` behind the porter's API), its locks
+/// spinning with `yield` (see `arch::YieldRelax`).
+pub type Kernel = Scheduler<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>;
 
 /// SGI asking a CPU to reschedule.
 pub const SGI_RESCHED: u32 = 0;
@@ -137,16 +139,11 @@ pub fn set_idle_exit_yield(on: bool) {
     IDLE_EXIT_YIELD.store(on, Relaxed);
 }
 
-/// Per CPU: the thread slot being created by this CPU's `spawn`, so the core's `NewTask`
-/// event (emitted inside `create`, before the thread map knows the task) can name it.
-static SPAWNING: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
-
-/// The pid of a task in trace lines (thread slot + 1), or 0 if no thread backs it yet.
+/// The pid of a task in trace lines: its thread slot (the task's payload) + 1. (The payload
+/// is stored before the task is queued, so every event can name its thread; the task table's
+/// lock is never held while a callback runs.)
 fn trace_pid(id: TaskId) -> u32 {
-    match (MAP_ID.get(id.slot()), MAP_THREAD.get(id.slot())) {
-        (Some(m), Some(t)) if m.load(Acquire) == id.to_raw() => t.load(Relaxed) as u32 + 1,
-        _ => 0,
-    }
+    smp().payload(id).map_or(0, |slot| slot + 1)
 }
 
 /// Turns switch tracing on or off.
@@ -213,17 +210,13 @@ struct Park {
 static PARK: [arch::Lock<Park>; MAX_THREADS] =
     [const { arch::Lock::new(Park { token: false, parked: false }) }; MAX_THREADS];
 
-/// Task-table slot → the raw id of the task that owns it now, and its thread.
-static MAP_ID: [AtomicU64; TASKS] = [const { AtomicU64::new(u64::MAX) }; TASKS];
-static MAP_THREAD: [AtomicUsize; TASKS] = [const { AtomicUsize::new(NONE) }; TASKS];
-
 /// The HZ values a kernel can be booted with (Linux's CONFIG_HZ choices).
 pub const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
 /// `hz=` unless given (Linux's CONFIG_HZ default).
 pub const DEFAULT_HZ: u32 = sched_core::smp::DEFAULT_HZ;
 /// The scheduler: built with the defaults, it is all zeros and lives in `.bss`; boot sets
 /// its HZ before `init`.
-static SMP: Kernel = Smp::new(KPlatform, Features::DEFAULT, DEFAULT_HZ);
+static SMP: Kernel = Scheduler::new(KPlatform, Features::DEFAULT, DEFAULT_HZ);
 
 /// Sets the scheduler's HZ at boot (one of [`HZ_CHOICES`]); false if unsupported.
 pub fn select_hz(hz: u32) -> bool {
@@ -286,7 +279,8 @@ fn smp() -> &'static Kernel {
 }
 
 impl Platform for KPlatform {
-    type Payload = ();
+    /// The task's thread slot.
+    type Payload = u32;
     fn resched_cpu(&self, cpu: u32) {
         let c = cpu as usize;
         if c >= MAX_CPUS {
@@ -364,17 +358,13 @@ fn trace_event(event: &Event) {
             trace_pid(task),
             by
         ),
-        EventKind::NewTask { .. } => {
-            let slot = SPAWNING[by.min(MAX_CPUS - 1)].load(Relaxed);
-            let pid = if slot == NONE { 0 } else { slot as u32 + 1 };
-            defmt::info!(
-                "trace: new cpu={=u32} t={=u64} pid={=u32} by={=usize}",
-                event.cpu,
-                event.time,
-                pid,
-                by
-            )
-        }
+        EventKind::NewTask { task } => defmt::info!(
+            "trace: new cpu={=u32} t={=u64} pid={=u32} by={=usize}",
+            event.cpu,
+            event.time,
+            trace_pid(task),
+            by
+        ),
         EventKind::Migrate { task, from, reason } => defmt::info!(
             "trace: migrate cpu={=u32} t={=u64} pid={=u32} from={=u32} reason={=str}",
             event.cpu,
@@ -413,12 +403,7 @@ pub fn cpu_online(cpu: usize) {
     // this pass every fork stayed in the parent's cluster. No task exists before all CPUs
     // are online (the scenario starts after that), so there is nothing to pick.
     let now = arch::now_ns();
-    let next = with_core(|k| {
-        let next = k.schedule(cpu, now).expect(OUR_CPU);
-        k.finish_switch(cpu, now).expect(OUR_CPU);
-        next
-    });
-    assert!(next.is_none(), "CPU {} found a task before the boot finished", cpu);
+    with_core(|k| k.cpu_up(cpu, now).expect(OUR_CPU));
     ONLINE.fetch_add(1, Release);
 }
 
@@ -460,16 +445,14 @@ pub fn spawn(
     T_JOINER[slot].store(NONE, SeqCst);
     T_EPOCH[slot].fetch_add(1, SeqCst);
     let params = TaskParams { nice, policy: Policy::Normal, affinity: cpu_mask(affinity) };
-    SPAWNING[cpu].store(slot, Relaxed);
-    let created = with_core(|k| k.create(cpu, now, params));
-    SPAWNING[cpu].store(NONE, Relaxed);
+    // The slot goes with the task: a CPU that picks it at once already knows its thread, and
+    // records the task's id for it at the switch. So the id is stored here only if no switch
+    // did it first: by then the thread may even have exited and the slot held a newer task.
+    let stale = T_TASK[slot].load(Relaxed);
+    let created = with_core(|k| k.create(cpu, now, params, slot as u32));
     match created {
         Ok(id) => {
-            T_TASK[slot].store(id.to_raw(), Relaxed);
-            if let (Some(t), Some(m)) = (MAP_THREAD.get(id.slot()), MAP_ID.get(id.slot())) {
-                t.store(slot, Relaxed);
-                m.store(id.to_raw(), Release);
-            }
+            let _ = T_TASK[slot].compare_exchange(stale, id.to_raw(), AcqRel, Relaxed);
             Ok(slot)
         }
         Err(e) => {
@@ -527,28 +510,7 @@ fn cpu_mask(bits: u64) -> CpuMask {
     mask
 }
 
-/// The thread behind a task the core picked. A CPU may pick a task a moment before its
-/// creator has published it here; the wait is bounded by that publication.
-fn thread_of(id: TaskId) -> usize {
-    let raw = id.to_raw();
-    let (Some(m), Some(t)) = (MAP_ID.get(id.slot()), MAP_THREAD.get(id.slot())) else {
-        panic!("core picked task {:?} outside the thread map", id);
-    };
-    for _ in 0..100_000_000u64 {
-        if m.load(Acquire) == raw {
-            return t.load(Relaxed);
-        }
-        arch::relax();
-    }
-    panic!("core picked task {:?} that no thread backs", id);
-}
-
 fn free_thread(t: usize) {
-    let raw = T_TASK[t].load(Relaxed);
-    let id = TaskId::from_raw(raw);
-    if let Some(m) = MAP_ID.get(id.slot()) {
-        let _ = m.compare_exchange(raw, u64::MAX, AcqRel, Relaxed);
-    }
     T_USED[t].store(false, Release);
 }
 
@@ -653,7 +615,7 @@ fn handle_irqs(cpu: usize) {
                     if TICKLESS[cpu].load(Relaxed) {
                         // Maybe a kick to balance for all tickless CPUs; the core ignores
                         // the call if there is none.
-                        with_core(|k| k.nohz_idle_balance(cpu, arch::now_ns()).expect(OUR_CPU));
+                        with_core(|k| k.serve_kick(cpu, arch::now_ns()).expect(OUR_CPU));
                     }
                 }
                 Some(SGI_PING) => {
@@ -756,7 +718,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
             let t = CURRENT[cpu].load(Relaxed);
             if t != NONE {
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                if let Err(e) = with_core(|k| k.exit(now, id)) {
+                if let Err(e) = with_core(|k| k.exit(cpu, now, id)) {
                     panic!("exit of {:?} refused: {:?}", id, e);
                 }
                 T_EPOCH[t].fetch_add(1, SeqCst);
@@ -794,7 +756,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 // While the core changes it, either mask may be in force.
                 T_AFF[t].store(old & bits, Relaxed);
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                match with_core(|k| k.set_affinity(now, id, cpu_mask(bits))) {
+                match with_core(|k| k.set_affinity(cpu, now, id, cpu_mask(bits))) {
                     Ok(()) => {
                         T_AFF[t].store(bits, Relaxed);
                         frame.x[0] = 0;
@@ -838,7 +800,17 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         }
         let now = arch::now_ns();
         let prev = CURRENT[cpu].load(Relaxed);
-        let next = smp.schedule(cpu, now).expect(OUR_CPU).map(thread_of).unwrap_or(NONE);
+        // The thread is the task's payload: no map to look it up in. A new task may be picked
+        // before `spawn` has recorded its id for the thread: record it here too, before the
+        // thread runs (its own calls name it by this id).
+        let picked = smp.pick(cpu, now).expect(OUR_CPU).next;
+        let next = match picked {
+            Some((id, slot)) => {
+                T_TASK[slot as usize].store(id.to_raw(), Relaxed);
+                slot as usize
+            }
+            None => NONE,
+        };
         let since = SWITCH_IN[cpu].swap(now, Relaxed);
         if prev != NONE {
             T_CPU_NS[prev].fetch_add(now.saturating_sub(since), Relaxed);
@@ -889,7 +861,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
                 );
             }
         }
-        smp.finish_switch(cpu, now).expect(OUR_CPU);
+        smp.finish(cpu, now).expect(OUR_CPU);
         let f = PENDING_FREE[cpu].swap(NONE, Relaxed);
         if f != NONE {
             free_thread(f);
@@ -919,11 +891,13 @@ fn update_tickless_with(smp: &Kernel, cpu: usize) {
         && SLEEPERS.load(Acquire) == 0;
     let tickless = TICKLESS[cpu].load(Relaxed);
     if idle && !tickless {
-        smp.nohz_enter_idle(cpu).expect(OUR_CPU);
-        arch::timer_stop();
-        TICKLESS[cpu].store(true, Release);
+        // The core counts it tickless (it checked the same idleness).
+        if smp.idle_enter(cpu).expect(OUR_CPU) {
+            arch::timer_stop();
+            TICKLESS[cpu].store(true, Release);
+        }
     } else if !idle && tickless {
-        smp.nohz_exit_idle(cpu).expect(OUR_CPU);
+        smp.idle_exit(cpu).expect(OUR_CPU);
         arm_tick(cpu);
         // The watchdog reads TICKLESS, then the heartbeat: restart the heartbeat first.
         HEARTBEAT_NS[cpu].store(arch::now_ns(), Release);

@@ -658,13 +658,13 @@ mod tests {
         let cpus = rust_const_u64(KERNEL_ARCH, "MAX_CPUS");
         let (tasks, qlen) = (rust_const_u64(KERNEL_SCHED, "TASKS"), rust_const_u64(KERNEL_SCHED, "QLEN"));
         assert!(
-            KERNEL_SCHED.contains("Smp<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>"),
-            "the kernel's Smp type changed: update kernel-shim/README.md and this test"
+            KERNEL_SCHED.contains("Scheduler<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>"),
+            "the kernel's scheduler type changed: update kernel-shim/README.md and this test"
         );
         assert_states(
             KERNEL_README,
             doc,
-            &format!("`sched_core::Smp<KPlatform, {cpus}, {tasks}, {qlen}, YieldRelax>`"),
+            &format!("`sched_core::port::Scheduler<KPlatform, {cpus}, {tasks}, {qlen}, YieldRelax>`"),
         );
         assert_states(KERNEL_README, doc, &format!("(GICv3, up to {cpus} CPUs)"));
         assert_states(KERNEL_README, doc, &format!("`SMP=n` (1..{cpus})"));
