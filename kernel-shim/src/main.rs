@@ -1,4 +1,4 @@
-//! kernel-shim: an SMP aarch64 kernel for QEMU `virt` that runs `sched_core::Smp`.
+//! kernel-shim: an SMP aarch64 kernel for QEMU `virt` that runs sched-core through its porter's API.
 //!
 //! CPU 0 reads the device tree (CPU count, PSCI method, command line), sets up the
 //! scheduler, the GIC and its timer, starts the other CPUs with PSCI CPU_ON and creates the
@@ -7,6 +7,7 @@
 
 #![no_std]
 #![no_main]
+#![deny(unsafe_code)]
 
 pub mod arch;
 pub mod log;
