@@ -55,7 +55,7 @@ fn cpu_main(cpu: usize, t0: Instant, sync: &Barrier) {
             next_tick = t + TICK_NS;
         }
         // The way out of an interrupt or call: reschedule if asked (or poll while idle).
-        if RESCHED[cpu].swap(false, SeqCst) || SCHED.need_resched(cpu) || current.is_none() {
+        if RESCHED[cpu].swap(false, SeqCst) || SCHED.need_resched(cpu).unwrap() || current.is_none() {
             current = SCHED.reschedule(cpu, now(t0), |_| {}).unwrap().next;
         }
         match current {

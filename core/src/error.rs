@@ -41,6 +41,9 @@ pub enum SchedError {
     Reentered(usize),
     /// `now` was 0; times are nanoseconds of a monotonic clock that starts above 0.
     ZeroTime,
+    /// A switch was picked on this CPU and not finished yet (see
+    /// [`crate::port::Scheduler::pick`]): finish it first.
+    SwitchPending(usize),
 }
 
 impl core::fmt::Display for SchedError {
@@ -61,6 +64,7 @@ impl core::fmt::Display for SchedError {
             SchedError::CpuNotUp(cpu) => write!(f, "cpu {cpu} is not up yet"),
             SchedError::Reentered(cpu) => write!(f, "cpu {cpu} called the scheduler from inside a call"),
             SchedError::ZeroTime => f.write_str("time 0 is not a valid now"),
+            SchedError::SwitchPending(cpu) => write!(f, "cpu {cpu} has a switch picked and not finished"),
         }
     }
 }

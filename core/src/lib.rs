@@ -30,6 +30,10 @@
 //!
 //! ## Driving it
 //!
+//! A kernel hosts the core through [`port::Scheduler`], the porter's API over [`Smp`] that
+//! refuses calls breaking the calling contract; PORTING.md (at the repository's root) states
+//! that contract per call, and `examples/toy_port.rs` is a complete 2-CPU host. Underneath:
+//!
 //! A platform (a kernel, the simulator, a test) owns one [`Smp`] for the whole machine,
 //! builds its topology with [`Smp::init`] (or a preset through [`Smp::init_with`]), and calls
 //! it from every CPU with the current time in ns: [`Smp::create`], [`Smp::block`],
@@ -42,7 +46,8 @@
 //! validates its input first and returns a [`SchedError`] without changing anything on bad
 //! input; [`Smp::check_invariants`] verifies the whole state. A uniprocessor platform can
 //! use [`SingleCpu`], the same machinery with one CPU behind a smaller API. The contract a
-//! port must keep (lock order, who calls what and when) is in ARCHITECTURE.md.
+//! port must keep (who calls what and when, under which locks callbacks run) is in
+//! PORTING.md; the lock order is in [`smp`].
 //!
 //! ```
 //! use sched_core::{Features, NoPlatform, Smp, TaskParams};

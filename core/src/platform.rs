@@ -8,22 +8,24 @@
 use crate::task::{TaskId, TaskState};
 
 /// What a platform keeps with each task — its thread's index, a pointer, a handle — given to
-/// `create` and handed back by `schedule` under the same lock that makes the task visible,
-/// so a platform needs no id → thread map of its own (and no race between publishing such
-/// a map and another CPU picking the new task). `NONE` fills the slots no task holds, so an
-/// empty machine is still a `const`.
+/// `create_with` (or the porter's `create`) and handed back by `schedule_switch` under the
+/// lock that makes the switch, so a platform needs no id → thread map of its own (and no race
+/// between publishing such a map and another CPU picking the new task). `NONE` fills the
+/// slots no task holds, so an empty machine is still a `const`, and is the payload of a task
+/// created without one; it need not differ from real payloads. Give it zero bytes (`0`,
+/// `None`) to keep a `static` machine in `.bss`.
 ///
 /// ```
 /// use sched_core::TaskPayload;
 /// #[derive(Clone, Copy)]
 /// struct ThreadIndex(u16);
 /// impl TaskPayload for ThreadIndex {
-///     const NONE: Self = ThreadIndex(u16::MAX);
+///     const NONE: Self = ThreadIndex(0);
 /// }
 /// assert_eq!(<u32 as TaskPayload>::NONE, 0);
 /// ```
 pub trait TaskPayload: Copy + Send + 'static {
-    /// The value of a slot that holds no task (never handed out as a task's payload).
+    /// The value of a slot that holds no task.
     const NONE: Self;
 }
 

@@ -17,10 +17,12 @@
 //!    [`Scheduler::idle_exit`] when an interrupt ends the idle period.
 //!
 //! Every call names the CPU it runs on and is made with that CPU's interrupts masked. A call
-//! made while that CPU is already inside one — from a platform callback, or from an
-//! interrupt taken with interrupts unmasked — returns [`SchedError::Reentered`] instead of
-//! deadlocking on the lock the outer call holds. `now` is nanoseconds of one monotonic clock
-//! all CPUs share; 0 is refused ([`SchedError::ZeroTime`]).
+//! that names the calling CPU, made while that CPU is already inside one — from a platform
+//! callback, or from an interrupt taken with interrupts unmasked — returns
+//! [`SchedError::Reentered`] instead of deadlocking on the lock the outer call holds (the
+//! reads that name no CPU are listed in PORTING.md with where they are safe). `now` is
+//! nanoseconds of one monotonic clock all CPUs share; 0 is refused
+//! ([`SchedError::ZeroTime`]).
 //!
 //! ```
 //! use sched_core::port::Scheduler;
@@ -65,10 +67,11 @@ pub struct Resched<T> {
     pub again: bool,
 }
 
-/// Per-CPU state of the facade: brought up, and inside a call.
+/// Per-CPU state of the facade: brought up, inside a call, a switch picked and not finished.
 struct PortCpu {
     up: AtomicBool,
     inside: AtomicBool,
+    picked: AtomicBool,
 }
 
 /// Marks a CPU inside a call until dropped.
@@ -98,7 +101,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
         Scheduler {
             smp: Smp::new(platform, features, hz),
-            cpus: [const { PortCpu { up: AtomicBool::new(false), inside: AtomicBool::new(false) } }; CPUS],
+            cpus: [const {
+                PortCpu {
+                    up: AtomicBool::new(false),
+                    inside: AtomicBool::new(false),
+                    picked: AtomicBool::new(false),
+                }
+            }; CPUS],
         }
     }
 
@@ -135,6 +144,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.smp.init_with(build)?;
         for c in &self.cpus {
             c.up.store(false, Ordering::Release);
+            c.picked.store(false, Ordering::Release);
         }
         Ok(())
     }
@@ -160,17 +170,22 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.smp.tick(cpu, now)
     }
 
-    /// Whether the core wants `cpu` to reschedule (lock-free).
-    pub fn need_resched(&self, cpu: usize) -> bool {
-        self.smp.need_resched(cpu)
+    /// Whether the core wants `cpu` to reschedule; ask on the way out of every interrupt and
+    /// call. It takes `cpu`'s runqueue lock, so from a callback (which may run under it) it
+    /// is refused with [`SchedError::Reentered`].
+    pub fn need_resched(&self, cpu: usize) -> Result<bool, SchedError> {
+        let _inside = self.enter(cpu, 1)?;
+        Ok(self.smp.need_resched(cpu))
     }
 
     /// Picks what `cpu` runs next and completes the switch, as often as the core asks (up to
     /// [`MAX_PASSES`]). The context of the task running until now must already be saved (an
     /// exception entry has saved it): it may run on another CPU as soon as this returns.
-    /// `on_switch` sees each pass — in particular a task switched away from in state
-    /// `Exiting`, which is gone and whose thread the port may free. A port that switches
-    /// stacks inside the kernel instead uses [`Scheduler::pick`] and [`Scheduler::finish`].
+    /// `on_switch` sees each pass once it is complete; a task in its [`Switch::exited`] is
+    /// gone and its thread can be freed (each exit is reported there exactly once). It runs
+    /// inside this call: a scheduler call from it is refused with [`SchedError::Reentered`].
+    /// A port that switches stacks inside the kernel uses [`Scheduler::pick`] and
+    /// [`Scheduler::finish`] instead.
     pub fn reschedule(
         &self,
         cpu: usize,
@@ -178,10 +193,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         mut on_switch: impl FnMut(&Switch<P::Payload>),
     ) -> Result<Resched<P::Payload>, SchedError> {
         let _inside = self.enter_up(cpu, now)?;
+        if self.cpus[cpu].picked.load(Ordering::Acquire) {
+            return Err(SchedError::SwitchPending(cpu));
+        }
         let mut next = None;
         for _ in 0..MAX_PASSES {
-            let sw = self.smp.schedule_switch(cpu, now)?;
-            self.smp.finish_switch(cpu, now)?;
+            // (No switch is pending, so the pick finishes none and reports no exit itself.)
+            let mut sw = self.smp.schedule_switch(cpu, now)?;
+            sw.exited = self.smp.finish_switch(cpu, now)?;
             on_switch(&sw);
             next = sw.next;
             if !self.smp.need_resched(cpu) {
@@ -191,18 +210,29 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(Resched { next, again: true })
     }
 
-    /// The first half of a switch for ports that switch stacks inside the kernel: picks the
-    /// next task. The previous one stays this CPU's until [`Scheduler::finish`], which the
-    /// port calls on the next task's stack once the previous context is saved.
+    /// The first half of a switch for ports that switch stacks inside the kernel (or must
+    /// record the previous context between the halves): picks the next task. The previous
+    /// one stays this CPU's until [`Scheduler::finish`], which the port calls once the
+    /// previous context is saved; a second `pick` before it is refused
+    /// ([`SchedError::SwitchPending`]).
     pub fn pick(&self, cpu: usize, now: u64) -> Result<Switch<P::Payload>, SchedError> {
         let _inside = self.enter_up(cpu, now)?;
-        self.smp.schedule_switch(cpu, now)
+        if self.cpus[cpu].picked.swap(true, Ordering::AcqRel) {
+            return Err(SchedError::SwitchPending(cpu));
+        }
+        let picked = self.smp.schedule_switch(cpu, now);
+        if picked.is_err() {
+            self.cpus[cpu].picked.store(false, Ordering::Release);
+        }
+        picked
     }
 
-    /// The second half of a switch (see [`Scheduler::pick`]). Call
+    /// The second half of a switch (see [`Scheduler::pick`]). Returns the task that exited
+    /// with this switch, with its payload: it is gone, and its thread can be freed. Ask
     /// [`Scheduler::need_resched`] after it: the core may want another pick.
-    pub fn finish(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+    pub fn finish(&self, cpu: usize, now: u64) -> Result<Option<(TaskId, P::Payload)>, SchedError> {
         let _inside = self.enter_up(cpu, now)?;
+        self.cpus[cpu].picked.store(false, Ordering::Release);
         self.smp.finish_switch(cpu, now)
     }
 
@@ -234,11 +264,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.smp.wake(cpu, now, id)
     }
 
-    /// A task exits (called from `cpu`). A running task keeps its CPU until the next
-    /// reschedule, which reports it switched away from as `Exiting`.
-    pub fn exit(&self, cpu: usize, now: u64, id: TaskId) -> Result<(), SchedError> {
+    /// A task exits (called from `cpu`). `true`: it is gone now (it was not running), and its
+    /// thread can be freed. `false`: it was running or being switched away from; it leaves
+    /// with the switch that finishes it on its CPU, which reports it ([`Switch::exited`] in
+    /// [`Scheduler::reschedule`], or [`Scheduler::finish`]'s answer).
+    pub fn exit(&self, cpu: usize, now: u64, id: TaskId) -> Result<bool, SchedError> {
         let _inside = self.enter_up(cpu, now)?;
-        self.smp.exit(now, id)
+        self.smp.exit_now(now, id)
     }
 
     /// The task running on `cpu` yields once.

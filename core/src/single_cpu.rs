@@ -20,7 +20,7 @@ use crate::topology::TopologyDesc;
 ///
 /// ```
 /// use sched_core::{NoPlatform, SingleCpu, TaskParams, Tunables, Features};
-/// let mut s: SingleCpu<NoPlatform, 16, 16> =
+/// let s: SingleCpu<NoPlatform, 16, 16> =
 ///     SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default()).unwrap();
 /// let a = s.create(0, TaskParams::default()).unwrap();
 /// let b = s.create(0, TaskParams::default()).unwrap();
@@ -78,7 +78,9 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler with no CPU yet, `const` so that it can be a `static`: with a platform of
     /// zeros (such as a unit struct) it is all zeros, so it costs no `.data` (no copy in
     /// flash) and no code to build. Call [`SingleCpu::init`] before anything else; until
-    /// then calls find no CPU and do nothing.
+    /// then the life-cycle calls find no CPU and do nothing (the views [`SingleCpu::rq`],
+    /// [`SingleCpu::tasks`] and [`SingleCpu::with_fair`] show an empty machine). Its calls
+    /// take `&self` and lock as [`Smp`]'s do: mask interrupts around each one.
     ///
     /// ```
     /// use sched_core::{Features, NoPlatform, SingleCpu, TaskParams, Tunables};
@@ -137,7 +139,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     ///
     /// ```
     /// use sched_core::{NoPlatform, SingleCpu, TaskParams, Tunables, Features};
-    /// let mut s: SingleCpu<NoPlatform, 4, 4> =
+    /// let s: SingleCpu<NoPlatform, 4, 4> =
     ///     SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(1), Features::default()).unwrap();
     /// s.create(0, TaskParams::default()).unwrap();
     /// assert_eq!(s.with_fair(|rq| rq.nr_running()), 1);

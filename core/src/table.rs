@@ -167,6 +167,15 @@ impl<const N: usize, T: TaskPayload> TaskTable<N, T> {
         }
     }
 
+    /// The payload of task `id` if it is live, else `T::NONE`; a payload of no bytes (such
+    /// as `()`) has one value, so then there is no lookup at all.
+    pub(crate) fn payload_or_none(&self, id: TaskId) -> T {
+        match core::mem::size_of::<T>() {
+            0 => T::NONE,
+            _ => self.payload(id).unwrap_or(T::NONE),
+        }
+    }
+
     /// The payload of live task `id`.
     pub fn payload(&self, id: TaskId) -> Result<T, SchedError> {
         self.validate(id)?;

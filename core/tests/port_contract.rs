@@ -52,9 +52,12 @@ struct CallsBack {
 impl Platform for CallsBack {
     type Payload = u32;
     fn resched_cpu(&self, _cpu: u32) {
-        // Made on CPU 0's behalf (the test calls only from CPU 0).
+        // Made on CPU 0's behalf (the test calls only from CPU 0): a call, and the way-out
+        // question, which takes the runqueue lock this callback runs under.
         let r = SCHED.yield_now(0, 2 * T);
         self.inner.lock().unwrap().push(r);
+        let asked = SCHED.need_resched(0).map(|_| ());
+        self.inner.lock().unwrap().push(asked);
     }
 }
 
@@ -93,7 +96,37 @@ fn a_switch_hands_back_the_payload_and_reports_an_exit() {
     assert_eq!(r.next, None);
     assert_eq!(seen.len(), 1);
     assert_eq!(seen[0].prev, Some((a, TaskState::Exiting, 11)));
+    assert_eq!(seen[0].exited, Some((a, 11)), "reported gone, once");
     assert_eq!(s.payload(a), Err(SchedError::StaleTask(a)), "gone once the switch finished");
+    // A task that is not running is gone at once: exit says so.
+    let b = s.create(0, 3 * T, TaskParams::default(), 12).unwrap();
+    let c = s.create(0, 3 * T, TaskParams::default(), 13).unwrap();
+    let run = s.reschedule(0, 3 * T, |_| {}).unwrap().next.unwrap().0;
+    let queued = if run == b { c } else { b };
+    assert_eq!(s.exit(0, 4 * T, queued), Ok(true));
+    assert_eq!(s.exit(0, 4 * T, run), Ok(false), "running: it leaves with its switch");
+}
+
+#[test]
+fn an_exit_between_pick_and_finish_is_reported_by_finish() {
+    let s: Box<Scheduler<Payloads, 2, 8, 8>> = Box::new(Scheduler::new(Payloads, Features::DEFAULT, 250));
+    s.init_with(|t| t.init_flat(2)).unwrap();
+    s.cpu_up(0, T).unwrap();
+    s.cpu_up(1, T).unwrap();
+    let here = TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() };
+    let a = s.create(0, T, here, 21).unwrap();
+    s.reschedule(0, T, |_| {}).unwrap();
+    // CPU 0 switches away from `a` (it yields to nothing: idle after it blocks)...
+    s.block(0, 2 * T, a).unwrap();
+    let sw = s.pick(0, 2 * T).unwrap();
+    assert_eq!(sw.prev, Some((a, TaskState::Blocked, 21)));
+    assert_eq!(s.pick(0, 2 * T).map(|_| ()), Err(SchedError::SwitchPending(0)), "finish first");
+    assert_eq!(s.reschedule(0, 2 * T, |_| {}).map(|_| ()), Err(SchedError::SwitchPending(0)));
+    // ...and before it finishes, CPU 1 ends the task.
+    assert_eq!(s.exit(1, 2 * T, a), Ok(false));
+    assert_eq!(s.finish(0, 2 * T), Ok(Some((a, 21))), "the switch that ends it reports it");
+    assert_eq!(s.payload(a), Err(SchedError::StaleTask(a)));
+    s.check_invariants().unwrap();
 }
 
 /// A platform that names each event's task by its payload from inside the callback, as a

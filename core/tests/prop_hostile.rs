@@ -362,7 +362,7 @@ fn execute<const T: usize>(m: &M<T>, now: u64, call: Call) -> Result<Out, SchedE
             }
             Ok(Out::Pick(next))
         }
-        Call::FinishSwitch { cpu } => m.finish_switch(cpu, now).map(|()| Out::Unit),
+        Call::FinishSwitch { cpu } => m.finish_switch(cpu, now).map(|_| Out::Unit),
     }
 }
 
@@ -851,6 +851,7 @@ fn err_kind(e: &SchedError) -> &'static str {
         SchedError::CpuNotUp(_) => "CpuNotUp",
         SchedError::Reentered(_) => "Reentered",
         SchedError::ZeroTime => "ZeroTime",
+        SchedError::SwitchPending(_) => "SwitchPending",
     }
 }
 

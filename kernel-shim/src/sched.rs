@@ -256,9 +256,10 @@ pub fn hz() -> u32 {
     SMP.hz()
 }
 
-/// Every CPU that calls the core is one this kernel brought up, and the core was set up
-/// with all of them: a refusal of its CPU number would be a bug of this kernel.
-const OUR_CPU: &str = "a CPU this kernel runs is one the core schedules";
+/// Every call into the core keeps the porter's contract: its own CPU, brought up, with IRQs
+/// masked (`with_core`), a switch finished before the next, time above 0. A refusal on those
+/// grounds would be a bug of this kernel.
+const OUR_CPU: &str = "the kernel calls the core as the porter's contract asks";
 
 /// Runs `f` with the core, on this CPU with its IRQs masked: the only way to reach the core
 /// from outside this module. The core's locks are spin locks that ticks and SGIs take too;
@@ -795,7 +796,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
     let mut cur = frame;
     let was_idle = CURRENT[cpu].load(Relaxed) == NONE;
     for _ in 0..8 {
-        if !smp.need_resched(cpu) {
+        if !smp.need_resched(cpu).expect(OUR_CPU) {
             break;
         }
         let now = arch::now_ns();
@@ -861,7 +862,8 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
                 );
             }
         }
-        smp.finish(cpu, now).expect(OUR_CPU);
+        // (An exiting thread is freed through PENDING_FREE, set by its own exit call.)
+        let _ = smp.finish(cpu, now).expect(OUR_CPU);
         let f = PENDING_FREE[cpu].swap(NONE, Relaxed);
         if f != NONE {
             free_thread(f);
@@ -878,8 +880,9 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
     cur
 }
 
-/// With `nohz=on`: an idle CPU stops its tick and tells the core (`nohz_enter_idle`, after
-/// which busy CPUs kick it to balance for all tickless CPUs); a CPU with work ticks again.
+/// With `nohz=on`: an idle CPU tells the core (`idle_enter`) and stops its tick when the core
+/// counts it tickless (busy CPUs then kick it to balance for all tickless CPUs); a CPU with
+/// work tells it `idle_exit` and ticks again.
 fn update_tickless(cpu: usize) {
     with_core(|smp| update_tickless_with(smp, cpu))
 }

@@ -215,6 +215,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                             _ => continue,
                         }
                     };
+                    let taken = e;
                     let waker = self.record_wakee(cpu, id, now);
                     let (target, affine) =
                         self.select_cpu(cpu, &mut e, SelectFor::Wake(prev as u32), wf, waker);
@@ -264,7 +265,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                             let mut t = self.table();
                             if let Ok(te) = t.get_mut(id) {
                                 *te = entry;
-                                self.pool().put(id, entity);
+                                self.pool().put(id, taken);
                             }
                             Err(err)
                         }
@@ -298,6 +299,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// A task exits: the task running on its CPU keeps it until `schedule`; any other
     /// task is gone at once. Its id becomes stale.
     pub fn exit(&self, now: u64, id: TaskId) -> Result<(), SchedError> {
+        self.exit_now(now, id).map(|_| ())
+    }
+
+    /// [`Smp::exit`], telling whether the task is gone at once (`true`) or leaves with the
+    /// switch that finishes it on its CPU (`false`: [`Smp::finish_switch`] reports it).
+    pub(crate) fn exit_now(&self, now: u64, id: TaskId) -> Result<bool, SchedError> {
         loop {
             let entry = *self.table().get(id)?;
             match (entry.state, entry.location) {
@@ -319,7 +326,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     self.after_update(cpu as usize, &mut st);
                     drop(st);
                     self.emit(now, cpu as u32, EventKind::Exit { task: id });
-                    return Ok(());
+                    return Ok(true);
                 }
                 (_, Location::OnCpu { cpu, slot }) => {
                     let c = cpu as usize;
@@ -348,7 +355,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     self.after_update(c, &mut st);
                     drop(st);
                     self.emit(now, cpu as u32, EventKind::Exit { task: id });
-                    return Ok(());
+                    return Ok(!busy);
                 }
             }
         }

@@ -447,10 +447,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         src: usize,
         dst: usize,
     ) -> bool {
-        if idle != IdleType::NotIdle
-            && d.flags.contains(SdFlags::ASYM_PACKING)
-            && self.asym_prefer(dst as u32, src as u32)
-        {
+        if idle != IdleType::NotIdle && d.flags.asym_packing() && self.asym_prefer(dst as u32, src as u32) {
             return true;
         }
         let (s, t) = (self.snap(src), self.snap(dst));

@@ -9,7 +9,7 @@ use super::{CpuState, Move, Moved, Smp};
 use crate::error::SchedError;
 use crate::fair::WakeFlags;
 use crate::placement::{SelectFor, Waker};
-use crate::platform::{EventKind, Platform, TaskPayload};
+use crate::platform::{EventKind, Platform};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 
@@ -23,6 +23,10 @@ pub struct Switch<T> {
     pub prev: Option<(TaskId, TaskState, T)>,
     /// The task to run and its payload; `None`: idle.
     pub next: Option<(TaskId, T)>,
+    /// A task whose exit completed inside this call: it had been switched away from by an
+    /// earlier `schedule` left unfinished, and this call finished that switch. Gone now; its
+    /// thread can be freed.
+    pub exited: Option<(TaskId, T)>,
 }
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
@@ -70,10 +74,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let st = self.rq(cpu);
             st.rq.switching_out_slot().is_none().then(|| goes_idle(&st))
         };
+        let mut exited = None;
         let mut idle_next = match idle_now {
             Some(idle) => idle,
             None => {
-                self.finish_switch_on(cpu, now);
+                exited = self.finish_switch_on(cpu, now);
                 goes_idle(&self.rq(cpu))
             }
         };
@@ -129,15 +134,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     e.state = TaskState::Running;
                 }
             }
-            // (A task on a runqueue is always in the table; NONE only guards the lookup. A
-            // payload of no bytes, such as `()`, has one value: no lookup at all.)
-            let payload = |id: TaskId| match core::mem::size_of::<P::Payload>() {
-                0 => P::Payload::NONE,
-                _ => t.payload(id).unwrap_or(P::Payload::NONE),
-            };
+            // (A task on a runqueue is always in the table; NONE only guards the lookup.)
+            let payload = |id: TaskId| t.payload_or_none(id);
             let sw = Switch {
                 prev: ids.0.zip(prev_state).map(|(id, s)| (id, s, payload(id))),
                 next: ids.1.map(|id| (id, payload(id))),
+                exited,
             };
             (prev_state, sw)
         };
@@ -161,30 +163,34 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// run elsewhere, and if it blocked or exited it leaves the runqueue. A task with a planned
     /// move (exec, affinity) goes into the slot reserved for it, one whose affinity no longer
     /// allows this CPU is evicted, and a pending active-balance push runs. A CPU out of range is [`SchedError::CpuOutOfRange`].
-    pub fn finish_switch(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
+    ///
+    /// Returns the task that exited with this switch (it was switched away from in state
+    /// `Exiting`, or its exit came between `schedule` and now) with its payload: it is gone,
+    /// and its thread can be freed.
+    pub fn finish_switch(&self, cpu: usize, now: u64) -> Result<Option<(TaskId, P::Payload)>, SchedError> {
         self.check_cpu(cpu)?;
-        self.finish_switch_on(cpu, now);
-        Ok(())
+        Ok(self.finish_switch_on(cpu, now))
     }
 
-    fn finish_switch_on(&self, cpu: usize, now: u64) {
+    fn finish_switch_on(&self, cpu: usize, now: u64) -> Option<(TaskId, P::Payload)> {
         let mut st = self.rq(cpu);
         let prev = st.rq.switching_out_slot();
-        self.finish_switch_locked(cpu, &mut st);
+        let exited = self.finish_switch_locked(cpu, &mut st);
         if CPUS == 1 {
             // One CPU plans no pushes (placement has no other CPU to choose), and every
             // affinity includes it: nothing below can apply.
-            return;
+            return exited;
         }
         // The task switched away from may have a slot waiting elsewhere (exec, affinity).
         let planned = prev.and_then(|p| st.take_push(p));
         // A task still queued here that may no longer run here leaves now that its
         // context is saved.
+        // (Its entity is copied only for an unplanned eviction, which chooses a CPU for it.)
         let evict = prev.and_then(|n| {
             let id = st.rq.task_at(n)?;
-            let e = self.pool().get(id)?;
+            let e = st.rq.entity_in(self.pool(), n)?;
             let pushed = planned.is_some_and(|p| p.task == id);
-            (e.on_rq && (pushed || !e.affinity.contains(cpu))).then_some((n, id, e))
+            (e.on_rq && (pushed || !e.affinity.contains(cpu))).then(|| (n, id, (!pushed).then(|| *e)))
         });
         let push = st.active_balance;
         if evict.is_some() {
@@ -204,7 +210,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if let Some(p) = planned {
                     self.unreserve(p.dst as usize);
                 }
-                if let Some((slot, id, mut e)) = evict {
+                if let Some((slot, id, Some(mut e))) = evict {
                     // Not planned (cannot happen while set_affinity plans every running
                     // task's move): the best allowed CPU with room.
                     let (d, _) = self.select_cpu(
@@ -223,22 +229,28 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if CPUS > 1 && push {
             self.active_balance_stop(cpu, now);
         }
+        exited
     }
 
-    fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) {
-        let Some(id) = st.rq.fair(self.pool()).finish_switch() else { return };
+    /// Completes the switch away from the task `cpu` was switching out; returns it with its
+    /// payload if it exited (it leaves the table here).
+    fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) -> Option<(TaskId, P::Payload)> {
+        let id = st.rq.fair(self.pool()).finish_switch()?;
         let mut t = self.table();
         let state = t.get(id).map(|x| x.state).ok();
+        let mut exited = None;
         if state == Some(TaskState::Exiting) {
             if let Some(mut e) = self.pool().lock(id) {
                 st.rq.remove_entity_load(&mut e);
             }
+            exited = Some((id, t.payload_or_none(id)));
             let _ = t.remove(id);
         } else if let Ok(te) = t.get_mut(id) {
             te.location = Location::Parked { cpu: cpu as u16 };
         }
         drop(t);
         self.after_update(cpu, st);
+        exited
     }
 
     /// The task running on `cpu` yields once (nothing happens when none runs). A CPU out

@@ -529,10 +529,11 @@ pub fn counter_freq() -> u64 {
     CNTFRQ_EL0.get().max(1)
 }
 
-/// Monotonic time in ns since the counter started (QEMU: machine reset).
+/// Monotonic time in ns since the counter started (QEMU: machine reset), never 0 (the
+/// scheduler's clock starts above 0; the counter reads 0 only in the first nanoseconds).
 pub fn now_ns() -> u64 {
     let cnt = CNTVCT_EL0.get() as u128;
-    (cnt * 1_000_000_000 / counter_freq() as u128) as u64
+    ((cnt * 1_000_000_000 / counter_freq() as u128) as u64).max(1)
 }
 
 /// The virtual counter (ticks at [`counter_freq`]).
