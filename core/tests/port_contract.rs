@@ -227,7 +227,7 @@ fn porting_md_states_the_code_s_figures() {
     let port_files = [
         ("main.rs", include_str!("../../kernel-shim/src/main.rs")),
         ("sched.rs", include_str!("../../kernel-shim/src/sched.rs")),
-        ("arch/mod.rs", include_str!("../../kernel-shim/src/arch/mod.rs")),
+        ("arch/aarch64/mod.rs", include_str!("../../kernel-shim/src/arch/aarch64/mod.rs")),
     ];
     for (name, src) in port_files {
         let n = src.lines().count();

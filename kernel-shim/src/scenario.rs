@@ -349,6 +349,7 @@ static NCPUS: AtomicU32 = AtomicU32::new(1);
 
 /// Creates the scenario's main thread (on CPU 0, during boot, IRQs masked).
 pub fn start(cfg: &Config, ncpus: usize) {
+    sched::set_hooks(sched::Hooks { thread_main, on_tick, on_switch });
     SCENARIO.call_once(|| cfg.scenario);
     NCPUS.store(ncpus as u32, Relaxed);
     if let Scenario::Panic { cpu } | Scenario::Fault { cpu, .. } | Scenario::Hang { cpu } = cfg.scenario {

@@ -26,6 +26,32 @@ pub const QLEN: usize = 64;
 /// spinning with `yield` (see `arch::YieldRelax`).
 pub type Kernel = Scheduler<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>;
 
+/// What the host calls in the workloads it runs. The workloads register them once at boot
+/// ([`set_hooks`]); the host never names a workload.
+pub struct Hooks {
+    /// The body of every kernel thread, by kind and argument (as given to [`spawn`]).
+    pub thread_main: fn(kind: usize, arg: usize),
+    /// After each tick on a CPU, at time `now`.
+    pub on_tick: fn(cpu: usize, now: u64),
+    /// After each switch on a CPU, with the kind of the thread now running (`None`: idle).
+    pub on_switch: fn(cpu: usize, now: u64, kind: Option<usize>),
+}
+
+/// Nothing to call before the workloads register theirs.
+const NO_HOOKS: Hooks = Hooks { thread_main: |_, _| {}, on_tick: |_, _| {}, on_switch: |_, _, _| {} };
+
+static HOOKS: spin::Once<Hooks> = spin::Once::new();
+
+/// Registers the workloads' hooks (boot, before the first thread is spawned); later calls
+/// change nothing.
+pub fn set_hooks(hooks: Hooks) {
+    HOOKS.call_once(|| hooks);
+}
+
+fn hooks() -> &'static Hooks {
+    HOOKS.get().unwrap_or(&NO_HOOKS)
+}
+
 /// SGI asking a CPU to reschedule.
 pub const SGI_RESCHED: u32 = 0;
 /// SGI of the boot scenario's round trip (to the target CPU).
@@ -422,7 +448,7 @@ pub enum SpawnError {
     Core(SchedError),
 }
 
-/// Creates a kernel thread running `crate::scenario::thread_main(kind, arg)` and makes it a
+/// Creates a kernel thread running the workloads' `thread_main(kind, arg)` and makes it a
 /// task of the core, created by the task running on `cpu`. Call with IRQs masked.
 pub fn spawn(
     cpu: usize,
@@ -564,7 +590,7 @@ pub fn current_kind(cpu: usize) -> Option<usize> {
 }
 
 extern "C" fn thread_start(kind: usize, arg: usize) -> ! {
-    crate::scenario::thread_main(kind, arg);
+    (hooks().thread_main)(kind, arg);
     arch::sys_exit()
 }
 
@@ -608,7 +634,7 @@ fn handle_irqs(cpu: usize) {
                 wake_sleepers(cpu, now);
             }
             with_core(|k| k.tick(cpu, now).expect(OUR_CPU));
-            crate::scenario::on_tick(cpu, now);
+            (hooks().on_tick)(cpu, now);
         } else {
             match irq.sgi() {
                 Some(SGI_RESCHED) => {
@@ -868,7 +894,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         if f != NONE {
             free_thread(f);
         }
-        crate::scenario::on_switch(cpu, now, current_kind(cpu));
+        (hooks().on_switch)(cpu, now, current_kind(cpu));
     }
     if NOHZ.load(Relaxed) {
         update_tickless(cpu);

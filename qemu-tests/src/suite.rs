@@ -541,7 +541,7 @@ mod tests {
     // The kernel is a bare-metal crate and cannot be a dependency of this host crate: its
     // constants are read from its source text.
     const KERNEL_MAIN: &str = include_str!("../../kernel-shim/src/main.rs");
-    const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+    const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/aarch64/mod.rs");
     const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched.rs");
     const CORE_SMP: &str = include_str!("../../core/src/smp/mod.rs");
     const KERNEL_SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
