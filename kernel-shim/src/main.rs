@@ -14,8 +14,6 @@ pub mod log;
 pub mod scenario;
 pub mod sched;
 
-use core::sync::atomic::Ordering;
-
 use arch::MAX_CPUS;
 use scenario::{Config, EXIT_BAD_ARGS, EXIT_MACHINE};
 
@@ -121,9 +119,9 @@ pub fn kmain() -> ! {
     }
     // The scheduler counts n CPUs: start work only once all of them take interrupts.
     let deadline = arch::now_ns() + 2_000_000_000;
-    while sched::ONLINE.load(Ordering::Acquire) < n {
+    while sched::online() < n {
         if arch::now_ns() > deadline {
-            defmt::error!("error: only {} of {} CPUs came online", sched::ONLINE.load(Ordering::Acquire), n);
+            defmt::error!("error: only {} of {} CPUs came online", sched::online(), n);
             arch::exit(EXIT_MACHINE);
         }
         arch::relax();

@@ -32,7 +32,7 @@ use sched_core::Features;
 
 use crate::arch::{self, MAX_CPUS};
 use crate::kprintln;
-use crate::sched::{self, CPU};
+use crate::sched;
 
 mod bench;
 mod boot;
@@ -546,36 +546,38 @@ fn report_latency(tag: &str, what: &str, count: u32) {
 }
 
 fn report_cpus(tag: &str, n: usize) {
-    let m = &sched::MIGRATIONS_BY_REASON;
+    let totals = sched::totals();
+    let m = totals.migrations_by_reason;
     kprintln!(
         "{}: migrations {} (wakeup {}, placement {}, balance {}, active balance {}, affinity {})",
         tag,
-        sched::MIGRATIONS.load(Relaxed),
-        m[0].load(Relaxed),
-        m[1].load(Relaxed),
-        m[2].load(Relaxed),
-        m[3].load(Relaxed),
-        m[4].load(Relaxed)
+        totals.migrations,
+        m[0],
+        m[1],
+        m[2],
+        m[3],
+        m[4]
     );
-    for (c, cc) in CPU.iter().enumerate().take(n) {
+    for c in 0..n {
+        let cc = sched::cpu_figures(c);
         kprintln!(
             "{}: cpu {} ticks {} switches {} migrations-in {} balance runs {} moved {} resched SGIs sent {} received {}",
             tag,
             c,
-            cc.ticks.load(Relaxed),
-            cc.switches.load(Relaxed),
-            cc.migrations_in.load(Relaxed),
-            cc.balance_runs.load(Relaxed),
-            cc.balance_moved.load(Relaxed),
-            cc.resched_sent.load(Relaxed),
-            cc.resched_sgis.load(Relaxed)
+            cc.ticks,
+            cc.switches,
+            cc.migrations_in,
+            cc.balance_runs,
+            cc.balance_moved,
+            cc.resched_sent,
+            cc.resched_sgis
         );
         kprintln!(
             "{}: cpu {} time in handlers {} us, longest {} us",
             tag,
             c,
-            cc.handler_ns.load(Relaxed) / 1000,
-            cc.handler_max_ns.load(Relaxed) / 1000
+            cc.handler_ns / 1000,
+            cc.handler_max_ns / 1000
         );
         kprintln!(
             "{}: cpu {} nohz: tickless (core {}, kernel {}), pending kick {}, next balance jiffy {}, now jiffy {}",
@@ -592,14 +594,14 @@ fn report_cpus(tag: &str, n: usize) {
             "{}: cpu {} balance outcomes: not designated {} balanced {} moved {} nothing detachable {} all pinned {} active balance {} (rounds: redirected {} retried {})",
             tag,
             c,
-            o[0].load(Relaxed),
-            o[1].load(Relaxed),
-            o[2].load(Relaxed),
-            o[3].load(Relaxed),
-            o[4].load(Relaxed),
-            o[5].load(Relaxed),
-            o[6].load(Relaxed),
-            o[7].load(Relaxed)
+            o[0],
+            o[1],
+            o[2],
+            o[3],
+            o[4],
+            o[5],
+            o[6],
+            o[7]
         );
     }
     let deepest = (0..n).map(arch::exc_stack_high_water).max().unwrap_or(0);

@@ -66,37 +66,37 @@ const NONE: usize = usize::MAX;
 /// The platform the core calls back into.
 pub struct KPlatform;
 
-/// Counters of one CPU, for reports.
-pub struct CpuCounters {
+/// Counters of one CPU, for reports (read through [`cpu_figures`]).
+struct CpuCounters {
     /// Timer ticks handled.
-    pub ticks: AtomicU64,
+    ticks: AtomicU64,
     /// Reschedule SGIs received.
-    pub resched_sgis: AtomicU64,
+    resched_sgis: AtomicU64,
     /// Reschedule SGIs sent to this CPU.
-    pub resched_sent: AtomicU64,
+    resched_sent: AtomicU64,
     /// Ping SGIs received.
-    pub pings: AtomicU64,
+    pings: AtomicU64,
     /// Context switches (to a different thread or idle).
-    pub switches: AtomicU64,
+    switches: AtomicU64,
     /// Tasks that migrated to this CPU.
-    pub migrations_in: AtomicU64,
+    migrations_in: AtomicU64,
     /// Load-balance passes made by this CPU (a pass may have several rounds).
-    pub balance_runs: AtomicU64,
+    balance_runs: AtomicU64,
     /// Tasks those passes moved.
-    pub balance_moved: AtomicU64,
+    balance_moved: AtomicU64,
     /// Passes by outcome: not designated, balanced, moved, nothing detachable, all pinned,
     /// active balance requested; then rounds that handed over: redirected, retried.
-    pub balance_outcomes: [AtomicU64; 8],
+    balance_outcomes: [AtomicU64; 8],
     /// When the CPU came online (ns), 0 while offline.
-    pub online_ns: AtomicU64,
+    online_ns: AtomicU64,
     /// Time spent in the exception handler (IRQs, syscalls, switches), total (ns).
-    pub handler_ns: AtomicU64,
+    handler_ns: AtomicU64,
     /// Longest single handler run (ns).
-    pub handler_max_ns: AtomicU64,
+    handler_max_ns: AtomicU64,
 }
 
 /// Per-CPU counters.
-pub static CPU: [CpuCounters; MAX_CPUS] = [const {
+static CPU: [CpuCounters; MAX_CPUS] = [const {
     CpuCounters {
         ticks: AtomicU64::new(0),
         resched_sgis: AtomicU64::new(0),
@@ -114,18 +114,109 @@ pub static CPU: [CpuCounters; MAX_CPUS] = [const {
 }; MAX_CPUS];
 
 /// All migrations so far.
-pub static MIGRATIONS: AtomicU64 = AtomicU64::new(0);
+static MIGRATIONS: AtomicU64 = AtomicU64::new(0);
 /// Migrations by reason: wakeup, placement, balance, active balance, affinity.
-pub static MIGRATIONS_BY_REASON: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
+static MIGRATIONS_BY_REASON: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 /// Wakeups of blocked threads so far, and how many of them the core placed on a CPU that
 /// had nothing else queued or running (the wakee found an idle CPU).
-pub static WAKEUPS: AtomicU64 = AtomicU64::new(0);
+static WAKEUPS: AtomicU64 = AtomicU64::new(0);
 /// See [`WAKEUPS`].
-pub static WAKEUPS_ONTO_IDLE: AtomicU64 = AtomicU64::new(0);
+static WAKEUPS_ONTO_IDLE: AtomicU64 = AtomicU64::new(0);
 /// Pong SGIs CPU 0 received.
-pub static PONGS: AtomicU64 = AtomicU64::new(0);
+static PONGS: AtomicU64 = AtomicU64::new(0);
 /// CPUs online.
-pub static ONLINE: AtomicUsize = AtomicUsize::new(0);
+static ONLINE: AtomicUsize = AtomicUsize::new(0);
+
+/// One CPU's counters, as plain numbers (each read on its own, not one snapshot).
+#[derive(Clone, Copy, Default)]
+pub struct CpuFigures {
+    /// Timer ticks handled.
+    pub ticks: u64,
+    /// Reschedule SGIs received.
+    pub resched_sgis: u64,
+    /// Reschedule SGIs sent to this CPU.
+    pub resched_sent: u64,
+    /// Ping SGIs received.
+    pub pings: u64,
+    /// Context switches (to a different thread or idle).
+    pub switches: u64,
+    /// Tasks that migrated to this CPU.
+    pub migrations_in: u64,
+    /// Load-balance passes made by this CPU.
+    pub balance_runs: u64,
+    /// Tasks those passes moved.
+    pub balance_moved: u64,
+    /// Passes by outcome (see the counters' order in the report).
+    pub balance_outcomes: [u64; 8],
+    /// When the CPU came online (ns), 0 while offline.
+    pub online_ns: u64,
+    /// Time in the exception handler, total and longest single run (ns).
+    pub handler_ns: u64,
+    /// See `handler_ns`.
+    pub handler_max_ns: u64,
+}
+
+/// `cpu`'s counters.
+pub fn cpu_figures(cpu: usize) -> CpuFigures {
+    let c = &CPU[cpu.min(MAX_CPUS - 1)];
+    let get = |a: &AtomicU64| a.load(Relaxed);
+    CpuFigures {
+        ticks: get(&c.ticks),
+        resched_sgis: get(&c.resched_sgis),
+        resched_sent: get(&c.resched_sent),
+        pings: get(&c.pings),
+        switches: get(&c.switches),
+        migrations_in: get(&c.migrations_in),
+        balance_runs: get(&c.balance_runs),
+        balance_moved: get(&c.balance_moved),
+        balance_outcomes: core::array::from_fn(|i| get(&c.balance_outcomes[i])),
+        online_ns: get(&c.online_ns),
+        handler_ns: get(&c.handler_ns),
+        handler_max_ns: get(&c.handler_max_ns),
+    }
+}
+
+/// Machine-wide counters, as plain numbers.
+#[derive(Clone, Copy, Default)]
+pub struct Totals {
+    /// All migrations so far.
+    pub migrations: u64,
+    /// Migrations by reason: wakeup, placement, balance, active balance, affinity.
+    pub migrations_by_reason: [u64; 5],
+    /// Wakeups of blocked threads, and how many found their CPU otherwise empty.
+    pub wakeups: u64,
+    /// See `wakeups`.
+    pub wakeups_onto_idle: u64,
+    /// Switch-ins of a thread on a CPU outside its affinity.
+    pub affinity_violations: u64,
+    /// The first such switch-in: (thread slot, CPU).
+    pub first_violation: Option<(u64, u64)>,
+}
+
+/// The machine-wide counters.
+pub fn totals() -> Totals {
+    Totals {
+        migrations: MIGRATIONS.load(Relaxed),
+        migrations_by_reason: core::array::from_fn(|i| MIGRATIONS_BY_REASON[i].load(Relaxed)),
+        wakeups: WAKEUPS.load(Relaxed),
+        wakeups_onto_idle: WAKEUPS_ONTO_IDLE.load(Relaxed),
+        affinity_violations: AFFINITY_VIOLATIONS.load(Relaxed),
+        first_violation: match FIRST_VIOLATION.load(Relaxed) {
+            0 => None,
+            f => Some(((f - 1) >> 8, (f - 1) & 0xff)),
+        },
+    }
+}
+
+/// Pong SGIs CPU 0 received (the boot scenario's round trips).
+pub fn pongs() -> u64 {
+    PONGS.load(Acquire)
+}
+
+/// CPUs online.
+pub fn online() -> usize {
+    ONLINE.load(Acquire)
+}
 
 static MPIDR: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static IN_HANDLER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
@@ -200,9 +291,9 @@ static SLEEPERS: AtomicUsize = AtomicUsize::new(0);
 /// When the thread running on each CPU was switched in (ns).
 static SWITCH_IN: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 /// Switch-ins of a thread on a CPU outside its affinity.
-pub static AFFINITY_VIOLATIONS: AtomicU64 = AtomicU64::new(0);
+static AFFINITY_VIOLATIONS: AtomicU64 = AtomicU64::new(0);
 /// The first such switch-in: `thread << 8 | cpu`, plus 1; 0 if none.
-pub static FIRST_VIOLATION: AtomicU64 = AtomicU64::new(0);
+static FIRST_VIOLATION: AtomicU64 = AtomicU64::new(0);
 
 /// `watchdog=` unless given: 250 ticks, 1 s at the default HZ.
 pub const DEFAULT_WATCHDOG_TICKS: u32 = 250;

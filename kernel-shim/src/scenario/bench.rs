@@ -159,7 +159,7 @@ pub(super) fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, n
         sched::hz(),
         defmt::Debug2Format(&sched::with_core(|k| k.features()))
     );
-    MIGRATIONS_AT_T0.store(sched::MIGRATIONS.load(Relaxed), Relaxed);
+    MIGRATIONS_AT_T0.store(sched::totals().migrations, Relaxed);
     T0.store(arch::now_ns(), Release);
     ACTIVE.store(true, Release);
     match mode {
@@ -392,15 +392,16 @@ fn sysbench_report() -> ! {
 /// `scenario=affinity`: no thread ever switched in outside its affinity, and every CPU ran
 /// a scenario thread.
 fn affinity_check(n: usize) -> bool {
-    let v = sched::AFFINITY_VIOLATIONS.load(Relaxed);
+    let totals = sched::totals();
+    let v = totals.affinity_violations;
     let mut ok = v == 0;
-    match sched::FIRST_VIOLATION.load(Relaxed) {
-        0 => kprintln!("affinity: no thread ran outside its affinity (checked on every switch-in)"),
-        f => defmt::error!(
+    match totals.first_violation {
+        None => kprintln!("affinity: no thread ran outside its affinity (checked on every switch-in)"),
+        Some((thread, cpu)) => defmt::error!(
             "affinity: FAIL {} switch-ins outside the affinity, the first: thread slot {} on CPU {}",
             v,
-            (f - 1) >> 8,
-            (f - 1) & 0xff
+            thread,
+            cpu
         ),
     }
     for (c, f) in FIRST_ANY.iter().enumerate().take(n) {
@@ -497,7 +498,7 @@ fn check_spread(now: u64) {
     if running >= want {
         let s = now.saturating_sub(T0.load(Relaxed)).max(1);
         if SPREAD.compare_exchange(0, s, AcqRel, Relaxed).is_ok() {
-            let m = sched::MIGRATIONS.load(Relaxed) - MIGRATIONS_AT_T0.load(Relaxed);
+            let m = sched::totals().migrations - MIGRATIONS_AT_T0.load(Relaxed);
             SPREAD_MIGRATIONS.store(m, Relaxed);
         }
     }

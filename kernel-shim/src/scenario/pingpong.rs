@@ -86,9 +86,9 @@ fn pingpong_finished() {
     // Wakee placement: where the core put each woken thread.
     kprintln!(
         "pingpong: wakee placement: {} wakeups, {} onto an idle CPU, {} moved to another CPU",
-        sched::WAKEUPS.load(Relaxed),
-        sched::WAKEUPS_ONTO_IDLE.load(Relaxed),
-        sched::MIGRATIONS_BY_REASON[0].load(Relaxed)
+        sched::totals().wakeups,
+        sched::totals().wakeups_onto_idle,
+        sched::totals().migrations_by_reason[0]
     );
     report_latency("pingpong", "round trip", pairs * rounds);
     ok &= check_invariants("pingpong");
