@@ -822,14 +822,16 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
     let now = arch::now_ns();
     match nr {
         arch::SYS_SPAWN => {
-            let r = spawn(cpu, now, frame.x[0] as usize, frame.x[1] as usize, frame.x[2] as i32, frame.x[3]);
-            frame.x[0] = match r {
+            let a = |i| frame.syscall_arg(i);
+            let r = spawn(cpu, now, a(0) as usize, a(1) as usize, a(2) as i32, a(3));
+            let ret = match r {
                 Ok(slot) => slot as u64,
                 Err(e) => {
                     defmt::error!("spawn failed: {}", defmt::Debug2Format(&e));
                     u64::MAX
                 }
             };
+            frame.set_syscall_ret(ret);
         }
         arch::SYS_YIELD => with_core(|k| k.yield_now(cpu, now).expect(OUR_CPU)),
         arch::SYS_EXIT => {
@@ -863,12 +865,12 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
             }
         }
         arch::SYS_UNPARK => {
-            let t = frame.x[0] as usize;
-            frame.x[0] = if unpark(cpu, now, t) { 0 } else { u64::MAX };
+            let t = frame.syscall_arg(0) as usize;
+            frame.set_syscall_ret(if unpark(cpu, now, t) { 0 } else { u64::MAX });
         }
         arch::SYS_SET_AFFINITY => {
-            let (t, bits) = (frame.x[0] as usize, frame.x[1]);
-            frame.x[0] = u64::MAX;
+            let (t, bits) = (frame.syscall_arg(0) as usize, frame.syscall_arg(1));
+            frame.set_syscall_ret(u64::MAX);
             if t < MAX_THREADS && T_USED[t].load(Acquire) {
                 let old = T_AFF[t].load(Relaxed);
                 // While the core changes it, either mask may be in force.
@@ -877,7 +879,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 match with_core(|k| k.set_affinity(cpu, now, id, cpu_mask(bits))) {
                     Ok(()) => {
                         T_AFF[t].store(bits, Relaxed);
-                        frame.x[0] = 0;
+                        frame.set_syscall_ret(0);
                     }
                     Err(_) => T_AFF[t].store(old, Relaxed),
                 }
@@ -885,7 +887,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
         }
         arch::SYS_SLEEP => {
             let t = CURRENT[cpu].load(Relaxed);
-            let ns = frame.x[0];
+            let ns = frame.syscall_arg(0);
             if ns == 0 || t == NONE {
                 with_core(|k| k.yield_now(cpu, now).expect(OUR_CPU));
             } else {
@@ -897,7 +899,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 T_SLEEP_UNTIL[t].store(now.saturating_add(ns).max(1), Release);
             }
         }
-        _ => frame.x[0] = u64::MAX,
+        _ => frame.set_syscall_ret(u64::MAX),
     }
 }
 

@@ -235,6 +235,18 @@ pub struct Frame {
     _pad: u64,
 }
 
+impl Frame {
+    /// System call argument `i` (0..4) of the interrupted thread: x0–x3.
+    pub fn syscall_arg(&self, i: usize) -> u64 {
+        self.x.get(i).copied().unwrap_or(0)
+    }
+
+    /// Sets the system call's return value: x0.
+    pub fn set_syscall_ret(&mut self, v: u64) {
+        self.x[0] = v;
+    }
+}
+
 const _: () = assert!(core::mem::size_of::<Frame>() == FRAME_SIZE);
 
 /// Per-CPU block; TPIDR_EL1 holds its address. The exception stack top must stay first.
