@@ -226,7 +226,8 @@ fn porting_md_states_the_code_s_figures() {
     assert!(text.contains(&format!("`core/examples/toy_port.rs` ({toy} lines)")), "toy port: {toy} lines");
     let port_files = [
         ("main.rs", include_str!("../../kernel-shim/src/main.rs")),
-        ("sched.rs", include_str!("../../kernel-shim/src/sched.rs")),
+        ("sched/porting.rs", include_str!("../../kernel-shim/src/sched/porting.rs")),
+        ("sched/mod.rs", include_str!("../../kernel-shim/src/sched/mod.rs")),
         ("arch/aarch64/mod.rs", include_str!("../../kernel-shim/src/arch/aarch64/mod.rs")),
     ];
     for (name, src) in port_files {

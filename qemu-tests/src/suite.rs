@@ -542,7 +542,7 @@ mod tests {
     // constants are read from its source text.
     const KERNEL_MAIN: &str = include_str!("../../kernel-shim/src/main.rs");
     const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/aarch64/mod.rs");
-    const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched.rs");
+    const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
     const CORE_SMP: &str = include_str!("../../core/src/smp/mod.rs");
     const KERNEL_SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
 
