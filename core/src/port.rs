@@ -14,7 +14,13 @@
 //!    task to run with the payload the port gave [`Scheduler::create`];
 //! 4. the task's calls: create, block, wake, exit, yield, nice, affinity;
 //! 5. idle: [`Scheduler::idle_enter`] (stop the tick only when it says so) and
-//!    [`Scheduler::idle_exit`] when an interrupt ends the idle period.
+//!    [`Scheduler::idle_exit`] when an interrupt ends the idle period; a kicked tickless CPU
+//!    balances for the others inside its next `reschedule` (or [`Scheduler::serve_kick`]).
+//!
+//! A port that must act between choosing the next task and completing the switch (store the
+//! previous context, switch stacks) uses [`Scheduler::pick`] and [`Scheduler::finish`]
+//! instead of `reschedule`. Each exit is reported exactly once, when the task is gone and its
+//! thread can be freed: [`Scheduler::exit`]'s answer, or the finishing switch.
 //!
 //! Every call names the CPU it runs on and is made with that CPU's interrupts masked. A call
 //! that names the calling CPU, made while that CPU is already inside one — from a platform
