@@ -229,7 +229,6 @@ static MPIDR: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static IN_HANDLER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
 static IDLE_FRAME: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
-static PENDING_FREE: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
 /// Idle CPUs stop their tick (`nohz=on`).
 static NOHZ: AtomicBool = AtomicBool::new(false);
 /// This CPU's tick is stopped.

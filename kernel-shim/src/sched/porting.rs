@@ -214,7 +214,7 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
                 if joiner != NONE {
                     unpark(cpu, now, joiner);
                 }
-                PENDING_FREE[cpu].store(t, Relaxed);
+                // Its slot is freed when the switch away from it finishes (`finish` says so).
             }
         }
         arch::SYS_PARK => {
@@ -291,8 +291,8 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         // The thread is the task's payload: no map to look it up in. A new task may be picked
         // before `spawn` has recorded its id for the thread: record it here too, before the
         // thread runs (its own calls name it by this id).
-        let picked = smp.pick(cpu, now).expect(OUR_CPU).next;
-        let next = match picked {
+        let switch = smp.pick(cpu, now).expect(OUR_CPU);
+        let next = match switch.next {
             Some((id, slot)) => {
                 T_TASK[slot as usize].store(id.to_raw(), Relaxed);
                 slot as usize
@@ -329,14 +329,11 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
             CPU[cpu].switches.fetch_add(1, Relaxed);
             if TRACE.load(Relaxed) {
                 // pid = slot + 1 (0 is idle); state: R runnable, S blocked, X exited.
-                let state = if prev == NONE {
-                    b'R'
-                } else {
-                    match smp.state(TaskId::from_raw(T_TASK[prev].load(Relaxed))) {
-                        Ok(sched_core::TaskState::Blocked) => b'S',
-                        Ok(sched_core::TaskState::Exiting) | Err(_) => b'X',
-                        Ok(_) => b'R',
-                    }
+                // (The pick reports the state it left the switched-out task in.)
+                let state = match switch.prev.map(|(_, state, _)| state) {
+                    Some(sched_core::TaskState::Blocked) => b'S',
+                    Some(sched_core::TaskState::Exiting) => b'X',
+                    _ => b'R',
                 };
                 let pid = |t: usize| if t == NONE { 0 } else { t as u32 + 1 };
                 defmt::info!(
@@ -349,11 +346,9 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
                 );
             }
         }
-        // (An exiting thread is freed through PENDING_FREE, set by its own exit call.)
-        let _ = smp.finish(cpu, now).expect(OUR_CPU);
-        let f = PENDING_FREE[cpu].swap(NONE, Relaxed);
-        if f != NONE {
-            free_thread(f);
+        // A thread whose task exited is gone once the switch away from it finishes.
+        if let Some((_, slot)) = smp.finish(cpu, now).expect(OUR_CPU) {
+            free_thread(slot as usize);
         }
         (hooks().on_switch)(cpu, now, current_kind(cpu));
     }
