@@ -45,7 +45,7 @@
 //! assert_eq!(run.next, Some((t, ())));
 //! ```
 
-use portable_atomic::{AtomicBool, Ordering};
+use portable_atomic::{AtomicBool, AtomicU32, Ordering};
 use spin::{RelaxStrategy, Spin};
 
 use crate::cpumask::CpuMask;
@@ -95,6 +95,8 @@ impl Drop for Inside<'_> {
 pub struct Scheduler<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
     smp: Smp<P, CPUS, TASKS, Q, R>,
     cpus: [PortCpu; CPUS],
+    /// How many CPUs are up (each counted once, by its `cpu_up`).
+    nr_up: AtomicU32,
 }
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
@@ -114,6 +116,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     picked: AtomicBool::new(false),
                 }
             }; CPUS],
+            nr_up: AtomicU32::new(0),
         }
     }
 
@@ -152,6 +155,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             c.up.store(false, Ordering::Release);
             c.picked.store(false, Ordering::Release);
         }
+        self.nr_up.store(0, Ordering::Release);
         Ok(())
     }
 
@@ -159,20 +163,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// placement can choose. Call it on the CPU itself, once, before it takes work; again is
     /// a no-op.
     pub fn cpu_up(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
-        let _inside = self.enter(cpu, now)?;
+        let _inside = self.enter(cpu, Some(now))?;
         if self.cpus[cpu].up.load(Ordering::Acquire) {
             return Ok(());
         }
         self.smp.schedule(cpu, now)?;
         self.smp.finish_switch(cpu, now)?;
         self.cpus[cpu].up.store(true, Ordering::Release);
+        self.nr_up.fetch_add(1, Ordering::AcqRel);
         Ok(())
     }
 
     /// The timer interrupt on `cpu`. Returns whether `cpu` should call
     /// [`Scheduler::reschedule`] on its way out.
     pub fn tick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.smp.tick(cpu, now)
     }
 
@@ -180,7 +185,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// call. It takes `cpu`'s runqueue lock, so from a callback (which may run under it) it
     /// is refused with [`SchedError::Reentered`].
     pub fn need_resched(&self, cpu: usize) -> Result<bool, SchedError> {
-        let _inside = self.enter(cpu, 1)?;
+        let _inside = self.enter(cpu, None)?;
         Ok(self.smp.need_resched(cpu))
     }
 
@@ -198,7 +203,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now: u64,
         mut on_switch: impl FnMut(&Switch<P::Payload>),
     ) -> Result<Resched<P::Payload>, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         if self.cpus[cpu].picked.load(Ordering::Acquire) {
             return Err(SchedError::SwitchPending(cpu));
         }
@@ -222,7 +227,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// previous context is saved; a second `pick` before it is refused
     /// ([`SchedError::SwitchPending`]).
     pub fn pick(&self, cpu: usize, now: u64) -> Result<Switch<P::Payload>, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         if self.cpus[cpu].picked.swap(true, Ordering::AcqRel) {
             return Err(SchedError::SwitchPending(cpu));
         }
@@ -237,7 +242,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// with this switch, with its payload: it is gone, and its thread can be freed. Ask
     /// [`Scheduler::need_resched`] after it: the core may want another pick.
     pub fn finish(&self, cpu: usize, now: u64) -> Result<Option<(TaskId, P::Payload)>, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.cpus[cpu].picked.store(false, Ordering::Release);
         self.smp.finish_switch(cpu, now)
     }
@@ -251,7 +256,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         params: TaskParams,
         payload: P::Payload,
     ) -> Result<TaskId, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.all_up()?;
         self.smp.create_with(cpu, now, params, payload)
     }
@@ -259,13 +264,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// The task running on `cpu` blocks; it keeps the CPU until the next reschedule, which
     /// this requests.
     pub fn block(&self, cpu: usize, now: u64, id: TaskId) -> Result<(), SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.smp.block(cpu, now, id)
     }
 
     /// Wakes a blocked task from `cpu`. Returns the CPU it was placed on.
     pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.all_up()?;
         self.smp.wake(cpu, now, id)
     }
@@ -275,25 +280,25 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// with the switch that finishes it on its CPU, which reports it ([`Switch::exited`] in
     /// [`Scheduler::reschedule`], or [`Scheduler::finish`]'s answer).
     pub fn exit(&self, cpu: usize, now: u64, id: TaskId) -> Result<bool, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.smp.exit_now(now, id)
     }
 
     /// The task running on `cpu` yields once.
     pub fn yield_now(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.smp.yield_now(cpu, now)
     }
 
     /// Changes a task's nice value (from `cpu`).
     pub fn set_nice(&self, cpu: usize, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.smp.set_nice(now, id, nice)
     }
 
     /// Changes a task's allowed CPUs (from `cpu`); it moves if it must.
     pub fn set_affinity(&self, cpu: usize, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         self.all_up()?;
         self.smp.set_affinity(now, id, mask)
     }
@@ -302,7 +307,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// may the port stop its tick (the core balances on its behalf and kicks it when work
     /// appears). Always `false` without the `nohz` feature.
     pub fn idle_enter(&self, cpu: usize) -> Result<bool, SchedError> {
-        let _inside = self.enter_up(cpu, 1)?;
+        let _inside = self.enter_up(cpu, None)?;
         #[cfg(feature = "nohz")]
         {
             self.smp.nohz_enter_idle(cpu)?;
@@ -318,7 +323,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// pending kick too; this is for ports that reschedule only when asked. Always `false`
     /// without the `nohz` feature.
     pub fn serve_kick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
-        let _inside = self.enter_up(cpu, now)?;
+        let _inside = self.enter_up(cpu, Some(now))?;
         #[cfg(feature = "nohz")]
         return self.smp.nohz_idle_balance(cpu, now);
         #[cfg(not(feature = "nohz"))]
@@ -328,7 +333,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// An interrupt ended `cpu`'s idle period: it counts as busy again (restart its tick if
     /// [`Scheduler::idle_enter`] stopped it).
     pub fn idle_exit(&self, cpu: usize) -> Result<(), SchedError> {
-        let _inside = self.enter_up(cpu, 1)?;
+        let _inside = self.enter_up(cpu, None)?;
         #[cfg(feature = "nohz")]
         self.smp.nohz_exit_idle(cpu)?;
         Ok(())
@@ -381,12 +386,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         &self.smp
     }
 
-    /// Enters a call on `cpu` at `now`: the CPU exists, `now` is not 0, and the CPU is not
-    /// inside another call.
-    fn enter(&self, cpu: usize, now: u64) -> Result<Inside<'_>, SchedError> {
+    /// Enters a call on `cpu` (at `now`, for the calls that take a time): the CPU exists,
+    /// `now` is not 0, and the CPU is not inside another call.
+    fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_>, SchedError> {
         let state =
             self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))?;
-        if now == 0 {
+        if now == Some(0) {
             return Err(SchedError::ZeroTime);
         }
         if state.inside.swap(true, Ordering::Acquire) {
@@ -396,7 +401,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// [`Scheduler::enter`] on a CPU that is up.
-    fn enter_up(&self, cpu: usize, now: u64) -> Result<Inside<'_>, SchedError> {
+    fn enter_up(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_>, SchedError> {
         let inside = self.enter(cpu, now)?;
         if !self.cpus[cpu].up.load(Ordering::Acquire) {
             return Err(SchedError::CpuNotUp(cpu));
@@ -404,9 +409,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(inside)
     }
 
-    /// Every CPU of the machine is up.
+    /// Every CPU of the machine is up: one load on the way that succeeds (create and wake);
+    /// the CPUs are searched only to name the first one missing.
     fn all_up(&self) -> Result<(), SchedError> {
-        match (0..self.smp.nr_cpus()).find(|&c| !self.cpus[c].up.load(Ordering::Acquire)) {
+        let n = self.smp.nr_cpus();
+        if self.nr_up.load(Ordering::Acquire) as usize == n {
+            return Ok(());
+        }
+        match (0..n).find(|&c| !self.cpus[c].up.load(Ordering::Acquire)) {
             Some(c) => Err(SchedError::CpuNotUp(c)),
             None => Ok(()),
         }

@@ -78,9 +78,10 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler with no CPU yet, `const` so that it can be a `static`: with a platform of
     /// zeros (such as a unit struct) it is all zeros, so it costs no `.data` (no copy in
     /// flash) and no code to build. Call [`SingleCpu::init`] before anything else; until
-    /// then the life-cycle calls find no CPU and do nothing (the views [`SingleCpu::rq`],
-    /// [`SingleCpu::tasks`] and [`SingleCpu::with_fair`] show an empty machine). Its calls
-    /// take `&self` and lock as [`Smp`]'s do: mask interrupts around each one.
+    /// then the life-cycle calls find no CPU and do nothing, and the views
+    /// ([`SingleCpu::rq`], [`SingleCpu::tasks`], [`SingleCpu::with_fair`]) show unset state
+    /// that means nothing: do not read them before `init`. Its calls take `&self` and lock as
+    /// [`Smp`]'s do: mask interrupts around each one.
     ///
     /// ```
     /// use sched_core::{Features, NoPlatform, SingleCpu, TaskParams, Tunables};

@@ -18,14 +18,16 @@ use crate::task::{TaskId, TaskState};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Switch<T> {
     /// The task switched away from, the state it was left in, and its payload; `None` when
-    /// no task was switched out (the CPU was idle, or the same task goes on). A task left
-    /// `Exiting` is gone once `finish_switch` has run: its thread can then be freed.
+    /// no task was switched out (the CPU was idle, or the same task goes on). `Exiting` only
+    /// says it is on its way out: its exit is reported once, by the switch that finishes it
+    /// (`exited`, or [`Smp::finish_switch`]'s answer).
     pub prev: Option<(TaskId, TaskState, T)>,
     /// The task to run and its payload; `None`: idle.
     pub next: Option<(TaskId, T)>,
-    /// A task whose exit completed inside this call: it had been switched away from by an
-    /// earlier `schedule` left unfinished, and this call finished that switch. Gone now; its
-    /// thread can be freed.
+    /// A task whose exit completed with this switch: gone now, its thread can be freed. From
+    /// [`Smp::schedule_switch`], one switched away from by an earlier `schedule` left
+    /// unfinished, which this call finished; in `port::Scheduler::reschedule`'s `on_switch`,
+    /// the one this pass's finish removed.
     pub exited: Option<(TaskId, T)>,
 }
 
@@ -66,26 +68,25 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     fn schedule_on(&self, cpu: usize, now: u64) -> Switch<P::Payload> {
-        let goes_idle = |st: &CpuState<Q>| self.goes_idle(st);
         // A platform that did not call finish_switch after the previous switch has saved that
         // context by now (it is calling schedule again on this CPU): finish it in full, pushes
         // and the stopper included.
         let idle_now = {
             let st = self.rq(cpu);
-            st.rq.switching_out_slot().is_none().then(|| goes_idle(&st))
+            st.rq.switching_out_slot().is_none().then(|| self.goes_idle(&st))
         };
         let mut exited = None;
         let mut idle_next = match idle_now {
             Some(idle) => idle,
             None => {
                 exited = self.finish_switch_on(cpu, now);
-                goes_idle(&self.rq(cpu))
+                self.goes_idle(&self.rq(cpu))
             }
         };
         // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
         // (One CPU is never kicked: there is no other CPU to kick it.)
         if CPUS > 1 && NOHZ && self.nohz_idle_balance_on(cpu, now) {
-            idle_next = goes_idle(&self.rq(cpu));
+            idle_next = self.goes_idle(&self.rq(cpu));
         }
         // A CPU about to idle first tries to pull work (newidle balance).
         if idle_next {
@@ -116,9 +117,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if next.is_none() && st.idle_stamp == 0 {
             st.idle_stamp = now.max(1);
         }
-        // The switch's bookkeeping, prev's state for the event, and the payloads, under one
-        // table lock.
-        let (prev_state, sw) = {
+        // The switch's bookkeeping, prev's state, and the payloads, under one table lock.
+        let sw = {
             let mut t = self.table();
             let mut prev_state = None;
             if let (Some(p), true) = (ids.0, prev != next) {
@@ -136,16 +136,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             }
             // (A task on a runqueue is always in the table; NONE only guards the lookup.)
             let payload = |id: TaskId| t.payload_or_none(id);
-            let sw = Switch {
+            Switch {
                 prev: ids.0.zip(prev_state).map(|(id, s)| (id, s, payload(id))),
                 next: ids.1.map(|id| (id, payload(id))),
                 exited,
-            };
-            (prev_state, sw)
+            }
         };
         self.after_update(cpu, &mut st);
         drop(st);
         if prev != next {
+            let prev_state = sw.prev.map(|(_, state, _)| state);
             self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
         sw
