@@ -1,8 +1,8 @@
 //! # sched-sim
 //!
 //! A deterministic multi-CPU machine model that drives `sched-core`'s [`sched_core::Smp`]
-//! through the same calls a kernel makes (tick, schedule/finish_switch, create, block, wake,
-//! exit), so every scheduling decision is the core's own code. CPUs run truly in parallel in
+//! through the calls the porter's API makes underneath (tick, schedule/finish_switch, create,
+//! block, wake, exit), so every scheduling decision is the core's own code. CPUs run truly in parallel in
 //! virtual time, which is what neither QEMU mode can show on a 2-core host: the throughput and
 //! tail-latency effect of spreading.
 //!

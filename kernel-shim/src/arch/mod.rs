@@ -1,7 +1,7 @@
 //! The machine layer: everything that touches hardware, one module per architecture, chosen
 //! by the target. It is the only part of the kernel with `unsafe`: the crate denies
 //! `unsafe_code`, and this module alone allows it. The rest of the kernel (`main.rs`,
-//! `sched.rs`, the workloads) is the same on every architecture and uses only what each
+//! `sched/`, the workloads) is the same on every architecture and uses only what each
 //! architecture module exports: its limits (`MAX_CPUS`, `MAX_THREADS`, `EXC_STACK_SIZE`), the
 //! machine description (`device_tree`, `mpidr`), CPU start-up, the interrupt controller
 //! (`gic_init_*`, `irq_ack`, `irq_eoi`, `send_sgi`), the timer and clock (`counter*`,

@@ -6,8 +6,8 @@
 //! per-thread accounting, sleep, the watchdog, the workloads' hooks and the figures they read.
 //!
 //! Every call into the core happens with IRQs masked on the calling CPU (inside an
-//! exception handler, or during boot), so an interrupt can never spin on a runqueue lock
-//! its own CPU holds.
+//! exception handler, during boot, or from a thread through `with_core`), so an interrupt
+//! can never spin on a runqueue lock its own CPU holds.
 
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
@@ -572,14 +572,6 @@ pub fn thread_ran_on(slot: usize) -> u64 {
 /// Threads blocked in `sys_sleep`.
 pub fn sleepers() -> usize {
     SLEEPERS.load(Relaxed)
-}
-
-/// The kind of the thread running on `cpu` (`None`: idle).
-pub fn current_kind(cpu: usize) -> Option<usize> {
-    match CURRENT[cpu.min(MAX_CPUS - 1)].load(Relaxed) {
-        NONE => None,
-        t => Some(T_KIND[t].load(Relaxed)),
-    }
 }
 
 extern "C" fn thread_start(kind: usize, arg: usize) -> ! {

@@ -12,7 +12,7 @@
 //! 5. the way out ([`reschedule`]): while `need_resched`, `pick`, store the interrupted
 //!    frame as the previous thread's, load the next thread's (its slot is the task's
 //!    payload), `finish`;
-//! 6. idle ([`update_tickless`], [`idle_wait`]): `idle_enter` and stop the tick when the core
+//! 6. idle ([`update_tickless_with`], [`idle_wait`]): `idle_enter` and stop the tick when the core
 //!    counts the CPU tickless, `idle_exit` and re-arm it when work comes.
 
 use super::*;
@@ -206,8 +206,10 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
             let t = CURRENT[cpu].load(Relaxed);
             if t != NONE {
                 let id = TaskId::from_raw(T_TASK[t].load(Relaxed));
-                if let Err(e) = with_core(|k| k.exit(cpu, now, id)) {
-                    panic!("exit of {:?} refused: {:?}", id, e);
+                match with_core(|k| k.exit(cpu, now, id)) {
+                    // The caller is the running task: it leaves with the switch that ends it.
+                    Ok(gone) => debug_assert!(!gone, "a running task is not gone at once"),
+                    Err(e) => panic!("exit of {:?} refused: {:?}", id, e),
                 }
                 T_EPOCH[t].fetch_add(1, SeqCst);
                 let joiner = T_JOINER[t].swap(NONE, SeqCst);
@@ -272,17 +274,21 @@ fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
 }
 
 /// If the core wants this CPU to reschedule: let it pick, store the interrupted context
-/// (`frame`) as prev's, and return next's. `finish_switch` comes after prev's frame is
+/// (`frame`) as prev's, and return next's. `finish` comes after prev's frame is
 /// stored, and this handler runs on the CPU's exception stack, so prev may resume on
 /// another CPU from then on.
 fn reschedule(cpu: usize, frame: usize) -> usize {
     with_core(|smp| reschedule_with(smp, cpu, frame))
 }
 
+/// The most pick/finish passes of one exception exit (this kernel's cap since before the
+/// porter's API, whose `reschedule` makes at most `MAX_PASSES`); more waits for the next exit.
+const SWITCH_PASSES: usize = 8;
+
 fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
     let mut cur = frame;
     let was_idle = CURRENT[cpu].load(Relaxed) == NONE;
-    for _ in 0..8 {
+    for _ in 0..SWITCH_PASSES {
         if !smp.need_resched(cpu).expect(OUR_CPU) {
             break;
         }
@@ -350,10 +356,10 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         if let Some((_, slot)) = smp.finish(cpu, now).expect(OUR_CPU) {
             free_thread(slot as usize);
         }
-        (hooks().on_switch)(cpu, now, current_kind(cpu));
+        (hooks().on_switch)(cpu, now, (next != NONE).then(|| T_KIND[next].load(Relaxed)));
     }
     if NOHZ.load(Relaxed) {
-        update_tickless(cpu);
+        update_tickless_with(smp, cpu);
     }
     if was_idle && CURRENT[cpu].load(Relaxed) != NONE && IDLE_EXIT_YIELD.load(Relaxed) {
         // Leaving idle for a task: hand the host CPU on once (see IDLE_EXIT_YIELD).
@@ -365,10 +371,6 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
 /// With `nohz=on`: an idle CPU tells the core (`idle_enter`) and stops its tick when the core
 /// counts it tickless (busy CPUs then kick it to balance for all tickless CPUs); a CPU with
 /// work tells it `idle_exit` and ticks again.
-fn update_tickless(cpu: usize) {
-    with_core(|smp| update_tickless_with(smp, cpu))
-}
-
 fn update_tickless_with(smp: &Kernel, cpu: usize) {
     // A CPU keeps ticking while threads sleep: sleepers are woken from ticks.
     let idle = CURRENT[cpu].load(Relaxed) == NONE

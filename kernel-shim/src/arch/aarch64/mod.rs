@@ -291,7 +291,7 @@ extern "C" fn exception_entry(frame: *mut Frame, kind: u64) -> *mut Frame {
     };
     // SAFETY: `frame` is the 272-byte frame this CPU's vector pushed on the interrupted
     // stack; until this handler returns no other code touches it (the thread it belongs to
-    // is not runnable elsewhere before the scheduler's finish_switch, which comes after the
+    // is not runnable elsewhere before the scheduler's `finish`, which comes after the
     // last use of this reference).
     let f = unsafe { &mut *frame };
     crate::sched::exception(f, frame as usize, kind) as *mut Frame
