@@ -1,9 +1,10 @@
-//! kernel-shim: an SMP aarch64 kernel for QEMU `virt` that runs sched-core through its porter's API.
+//! kernel-shim: an SMP kernel for QEMU `virt` (aarch64 and riscv64) that runs sched-core
+//! through its porter's API.
 //!
-//! CPU 0 reads the device tree (CPU count, PSCI method, command line), sets up the
-//! scheduler, the GIC and its timer, starts the other CPUs with PSCI CPU_ON and creates the
-//! scenario's main thread. Every CPU then idles in `wfi`; its timer tick and reschedule SGIs
-//! drive the core, and the exception path switches to whatever thread the core picks.
+//! CPU 0 (the boot CPU) reads the device tree (CPUs, command line), sets up the machine
+//! (`arch`), the scheduler and its tick, starts the other CPUs and creates the scenario's
+//! main thread. Every CPU then idles in `wfi`; its timer tick and reschedule IPIs drive the
+//! core, and the exception path switches to whatever thread the core picks.
 
 #![no_std]
 #![no_main]
@@ -17,27 +18,33 @@ pub mod sched;
 use arch::MAX_CPUS;
 use scenario::{Config, EXIT_BAD_ARGS, EXIT_MACHINE};
 
-/// CPU 0 after the boot code: stack, BSS and vectors are set up, IRQs masked.
+/// CPU 0 (the boot CPU) after the boot code: stack, BSS and trap vectors are set up,
+/// interrupts masked.
 pub fn kmain() -> ! {
-    kprintln!("kernel-shim: CPU 0 at EL1, counter {} Hz", arch::counter_freq());
     let fdt = match arch::device_tree() {
         Ok(f) => f,
         Err(e) => {
-            defmt::error!("error: no device tree at 0x4000_0000: {}", defmt::Debug2Format(&e));
+            defmt::error!("error: no device tree: {}", defmt::Debug2Format(&e));
             arch::exit(EXIT_MACHINE);
         }
     };
-    let mut mpidrs = [0u64; MAX_CPUS];
-    let mut listed = 0;
+    // The CPUs' hardware ids, the boot CPU's first: it is CPU 0 whatever its id (OpenSBI
+    // boots a riscv64 machine on any hart).
+    let me = arch::hw_id(0);
+    let mut ids = [me; MAX_CPUS];
+    let (mut n, mut listed, mut found) = (1, 0, false);
     for cpu in fdt.cpus() {
-        if listed < MAX_CPUS {
-            mpidrs[listed] = cpu.ids().first() as u64;
-        }
+        let id = cpu.ids().first() as u64;
         listed += 1;
+        if id == me {
+            found = true;
+        } else if n < MAX_CPUS {
+            ids[n] = id;
+            n += 1;
+        }
     }
-    let n = listed.min(MAX_CPUS);
-    if n == 0 {
-        defmt::error!("error: the device tree lists no CPUs");
+    if !found {
+        defmt::error!("error: the device tree does not list the boot CPU ({=u64:#x})", me);
         arch::exit(EXIT_MACHINE);
     }
     if listed > MAX_CPUS {
@@ -47,16 +54,11 @@ pub fn kmain() -> ! {
             MAX_CPUS
         );
     }
-    let method = fdt.find_node("/psci").and_then(|p| p.property("method")).and_then(|m| m.as_str());
-    let use_smc = match method {
-        Some("hvc") => false,
-        Some("smc") => true,
-        other if n > 1 => {
-            defmt::error!("error: /psci method {:?}: cannot start secondary CPUs", other);
-            arch::exit(EXIT_MACHINE);
-        }
-        _ => false,
-    };
+    if let Err(e) = arch::machine_init(&fdt, n) {
+        defmt::error!("error: machine set-up: {}", e);
+        arch::exit(EXIT_MACHINE);
+    }
+    kprintln!("kernel-shim: {} on CPU {=u64:#x}, counter {} Hz", arch::NAME, me, arch::counter_freq());
     // The raw property: the fdt crate's `bootargs()` answers None both when there is none and
     // when it is not UTF-8, and a malformed line must be refused, not read as empty.
     let raw = fdt.find_node("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value);
@@ -68,7 +70,7 @@ pub fn kmain() -> ! {
             arch::exit(EXIT_BAD_ARGS);
         }
     };
-    kprintln!("dtb: {} CPUs, psci method {}, bootargs \"{}\"", n, method.unwrap_or("-"), bootargs);
+    kprintln!("dtb: {} CPUs, bootargs \"{}\"", n, bootargs);
     let mut bad = "";
     let cfg = match Config::parse(bootargs, &mut bad) {
         Ok(c) => c,
@@ -98,22 +100,16 @@ pub fn kmain() -> ! {
     }
     sched::with_core(|smp| smp.set_features(cfg.features));
     sched::set_nohz(cfg.nohz);
-    if let Err(e) = arch::gic_init_global(n).and_then(|()| arch::gic_init_cpu(0, &sched::SGIS)) {
-        defmt::error!("error: GIC: {}", e);
+    if let Err(e) = arch::cpu_init(0, &sched::IPIS) {
+        defmt::error!("error: interrupts of CPU 0: {}", e);
         arch::exit(EXIT_MACHINE);
     }
-    sched::set_mpidrs(&mpidrs[..n]);
     sched::set_skew(cfg.skew, n);
     sched::arm_tick(0);
     sched::cpu_online(0);
-    for (i, &mpidr) in mpidrs.iter().enumerate().take(n).skip(1) {
-        if let Err(e) = arch::psci_cpu_on(use_smc, mpidr, i) {
-            defmt::error!(
-                "error: PSCI CPU_ON of CPU {} (MPIDR {=u64:#x}): {}",
-                i,
-                mpidr,
-                defmt::Debug2Format(&e)
-            );
+    for (i, &id) in ids.iter().enumerate().take(n).skip(1) {
+        if let Err(e) = arch::start_cpu(i, id) {
+            defmt::error!("error: starting CPU {} (hardware id {=u64:#x}): {}", i, id, e);
             arch::exit(EXIT_MACHINE);
         }
     }
@@ -138,10 +134,10 @@ pub fn kmain() -> ! {
     idle()
 }
 
-/// A secondary CPU after the boot code (PSCI context id = `cpu`).
+/// A secondary CPU after the boot code (`cpu` is the index CPU 0 started it as).
 pub fn secondary_main(cpu: usize) -> ! {
-    if let Err(e) = arch::gic_init_cpu(cpu, &sched::SGIS) {
-        defmt::error!("error: GIC on CPU {}: {}", cpu, e);
+    if let Err(e) = arch::cpu_init(cpu, &sched::IPIS) {
+        defmt::error!("error: interrupts of CPU {}: {}", cpu, e);
         arch::exit(EXIT_MACHINE);
     }
     sched::arm_tick(cpu);

@@ -1,6 +1,6 @@
 //! Workloads chosen on the kernel command line (`/chosen/bootargs`, QEMU `-append`):
 //!
-//! * `scenario=boot`: every CPU online and ticking, an SGI to each CPU and back; exit 0.
+//! * `scenario=boot`: every CPU online and ticking, an IPI to each CPU and back; exit 0.
 //! * `scenario=sysbench threads=N events=M maxprime=P`: N threads take M prime-counting
 //!   events from one shared counter; latency, per-thread counts, an exactly-once check and
 //!   the spread time; exit 0 if every check passes, else 1.
@@ -561,7 +561,7 @@ fn report_cpus(tag: &str, n: usize) {
     for c in 0..n {
         let cc = sched::cpu_figures(c);
         kprintln!(
-            "{}: cpu {} ticks {} switches {} migrations-in {} balance runs {} moved {} resched SGIs sent {} received {}",
+            "{}: cpu {} ticks {} switches {} migrations-in {} balance runs {} moved {} resched IPIs sent {} received {}",
             tag,
             c,
             cc.ticks,
@@ -570,7 +570,7 @@ fn report_cpus(tag: &str, n: usize) {
             cc.balance_runs,
             cc.balance_moved,
             cc.resched_sent,
-            cc.resched_sgis
+            cc.resched_ipis
         );
         kprintln!(
             "{}: cpu {} time in handlers {} us, longest {} us",

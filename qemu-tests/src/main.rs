@@ -46,11 +46,63 @@ fn main() -> ExitCode {
         Some("test") => run_tests(&args[1..]),
         Some("run") => xrun::main(&args[1..]),
         Some("size") => size::main(),
+        Some("boot") => boot_once(&args[1..]),
         _ => {
-            eprintln!("usage: qemu-tests test [cargo test args] | qemu-tests run [--help] | qemu-tests size");
+            eprintln!(
+                "usage: qemu-tests test [cargo test args] | qemu-tests run [--help] | qemu-tests size | \
+                 qemu-tests boot [--arch A] [--mode M] [boot line]"
+            );
             ExitCode::from(2)
         }
     }
+}
+
+/// `cargo xboot [--arch aarch64|riscv64] [--mode deterministic|parallel] [boot line]`: one
+/// boot of the kernel (default: aarch64, deterministic, `scenario=boot`), its decoded log
+/// printed; exits with the kernel's exit code.
+fn boot_once(args: &[String]) -> ExitCode {
+    let (mut arch, mut mode, mut line) = (qemu::Arch::Aarch64, qemu::Mode::Deterministic, Vec::new());
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--arch" => match it.next().map(|v| qemu::Arch::parse(v)) {
+                Some(Ok(x)) => arch = x,
+                _ => return usage_error("--arch needs aarch64 or riscv64"),
+            },
+            "--mode" => match it.next().map(String::as_str) {
+                Some("deterministic") => mode = qemu::Mode::Deterministic,
+                Some("parallel") => mode = qemu::Mode::Parallel,
+                _ => return usage_error("--mode needs deterministic or parallel"),
+            },
+            word => line.push(word),
+        }
+    }
+    let line = if line.is_empty() { "scenario=boot".to_string() } else { line.join(" ") };
+    let m = match qemu::prepare(arch) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("xboot: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
+    for l in &b.lines {
+        println!("{l}");
+    }
+    eprintln!(
+        "xboot: {} {} \"{line}\": exit {:?}{} in {:.1} s",
+        arch.name(),
+        mode.name(),
+        b.code,
+        if b.timed_out { " (timed out)" } else { "" },
+        b.wall.as_secs_f64()
+    );
+    ExitCode::from(b.code.map_or(1, |c| c.clamp(0, 255) as u8))
+}
+
+fn usage_error(line: &str) -> ExitCode {
+    eprintln!("xboot: {line}");
+    ExitCode::from(2)
 }
 
 /// The longest the toy port (`core/examples/toy_port.rs`) may be: PORTING.md promises a
@@ -177,7 +229,13 @@ const LINT_GATES: &[Gate] = &[
     Gate {
         name: "clippy (kernel, aarch64)",
         dir: "kernel-shim",
-        args: &["clippy", "--release", "--", "-D", "warnings"],
+        args: &["clippy", "--release", "--target", "aarch64-unknown-none-softfloat", "--", "-D", "warnings"],
+        env: &[],
+    },
+    Gate {
+        name: "clippy (kernel, riscv64)",
+        dir: "kernel-shim",
+        args: &["clippy", "--release", "--target", "riscv64imac-unknown-none-elf", "--", "-D", "warnings"],
         env: &[],
     },
     Gate {
@@ -196,7 +254,7 @@ const LINT_GATES: &[Gate] = &[
 
 /// Runs one lint gate; its output goes to the terminal.
 fn run_gate(gate: &Gate) -> bool {
-    if gate.dir == "kernel-shim" && !ensure_target(qemu::KERNEL_TARGET) {
+    if gate.dir == "kernel-shim" && !qemu::Arch::ALL.iter().all(|a| ensure_target(a.target())) {
         return false;
     }
     let dir = qemu::root().join(gate.dir);
@@ -214,12 +272,13 @@ fn run_gate(gate: &Gate) -> bool {
     }
 }
 
-/// Which cases, how many times each, in which mode (all modes if `None`).
-type Repeat = (suite::Selection, usize, Option<qemu::Mode>);
+/// Which cases, how many times each, in which mode (all modes if `None`), on which
+/// architecture (all if `None`).
+type Repeat = (suite::Selection, usize, Option<qemu::Mode>, Option<qemu::Arch>);
 
-/// `cargo xtest --repeat N [--mode parallel|deterministic]` and `cargo xtest --long [--repeat N]
-/// [--mode M]`: only QEMU boots, repeated, to hunt flakes and to run the long scenarios.
-/// `None` when the arguments ask for the ordinary run.
+/// `cargo xtest --repeat N [--mode parallel|deterministic] [--arch aarch64|riscv64]` and `cargo
+/// xtest --long [--repeat N] [--mode M] [--arch A]`: only QEMU boots, repeated, to hunt flakes
+/// and to run the long scenarios. `None` when the arguments ask for the ordinary run.
 fn repeat_mode(args: &[String]) -> Option<Result<Repeat, String>> {
     let has = |f: &str| args.iter().any(|a| a == f);
     if !has("--repeat") && !has("--long") {
@@ -239,8 +298,13 @@ fn repeat_mode(args: &[String]) -> Option<Result<Repeat, String>> {
         Some(Some(m)) if m == "deterministic" => Ok(Some(qemu::Mode::Deterministic)),
         Some(m) => Err(format!("--mode {}: parallel or deterministic", m.unwrap_or_default())),
     };
+    let arch = match value("--arch") {
+        None => Ok(None),
+        Some(Some(a)) => qemu::Arch::parse(&a).map(Some),
+        Some(None) => Err("--arch needs aarch64 or riscv64".to_string()),
+    };
     let which = if has("--long") { suite::Selection::Long } else { suite::Selection::Suite };
-    Some(repeat.and_then(|r| mode.map(|m| (which, r, m))))
+    Some(repeat.and_then(|r| mode.and_then(|m| arch.map(|a| (which, r, m, a)))))
 }
 
 fn run_tests(extra: &[String]) -> ExitCode {
@@ -250,8 +314,8 @@ fn run_tests(extra: &[String]) -> ExitCode {
             eprintln!("xtest: {line}");
             return ExitCode::from(2);
         }
-        Some(Ok((which, repeat, mode))) => {
-            let (p, f) = suite::run_repeated(which, repeat, mode);
+        Some(Ok((which, repeat, mode, arch))) => {
+            let (p, f) = suite::run_repeated(which, repeat, mode, arch);
             println!("xtest: {p} passed, {f} failed");
             return if f == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
@@ -330,7 +394,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
     eprintln!("xtest: [4/5] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
     tally.add_step("size budgets", size::check(), &mut steps_failed);
 
-    eprintln!("xtest: [5/5] the QEMU suite (kernel-shim on 8 vCPUs)");
+    eprintln!("xtest: [5/5] the QEMU suite (kernel-shim on 8 vCPUs), on aarch64 then riscv64");
     tally.add_step("QEMU suite", suite::run(), &mut steps_failed);
 
     if !steps_failed.is_empty() {
@@ -353,9 +417,12 @@ mod tests {
         let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
         assert!(repeat_mode(&a("--release")).is_none(), "an ordinary run");
         let r = repeat_mode(&a("--repeat 125 --mode parallel")).unwrap().unwrap();
-        assert_eq!(r, (suite::Selection::Suite, 125, Some(qemu::Mode::Parallel)));
+        assert_eq!(r, (suite::Selection::Suite, 125, Some(qemu::Mode::Parallel), None));
         let r = repeat_mode(&a("--long")).unwrap().unwrap();
-        assert_eq!(r, (suite::Selection::Long, 1, None));
+        assert_eq!(r, (suite::Selection::Long, 1, None, None));
+        let r = repeat_mode(&a("--repeat 3 --arch riscv64")).unwrap().unwrap();
+        assert_eq!(r, (suite::Selection::Suite, 3, None, Some(qemu::Arch::Riscv64)));
+        assert!(repeat_mode(&a("--repeat 3 --arch x86")).unwrap().is_err());
         assert!(repeat_mode(&a("--repeat 0")).unwrap().is_err());
         assert!(repeat_mode(&a("--repeat")).unwrap().is_err());
         assert!(repeat_mode(&a("--repeat 2 --mode fast")).unwrap().is_err());

@@ -5,8 +5,81 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The bare-metal target of the kernel.
-pub const KERNEL_TARGET: &str = "aarch64-unknown-none-softfloat";
+/// The machines the kernel is built for: QEMU `virt` of each architecture, 8 vCPUs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arch {
+    /// aarch64 `virt` with a GICv3 and Cortex-A57s; the kernel at EL1.
+    Aarch64,
+    /// riscv64 `virt` with OpenSBI as firmware; the kernel in S-mode.
+    Riscv64,
+}
+
+impl Arch {
+    /// Every architecture, in the order the suite runs them.
+    pub const ALL: [Arch; 2] = [Arch::Aarch64, Arch::Riscv64];
+
+    /// Its name on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64",
+            Arch::Riscv64 => "riscv64",
+        }
+    }
+
+    /// Parses `--arch`'s value.
+    pub fn parse(s: &str) -> Result<Arch, String> {
+        Arch::ALL.into_iter().find(|a| a.name() == s).ok_or(format!("--arch {s}: aarch64 or riscv64"))
+    }
+
+    /// The kernel's bare-metal target (integer-only on both: no FP state to switch).
+    pub fn target(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "aarch64-unknown-none-softfloat",
+            Arch::Riscv64 => "riscv64imac-unknown-none-elf",
+        }
+    }
+
+    /// The QEMU binary and the Debian package that has it.
+    fn qemu(self) -> (&'static str, &'static str) {
+        match self {
+            Arch::Aarch64 => ("qemu-system-aarch64", "qemu-system-arm"),
+            // qemu-system-misc pulls in qemu-system-data, which ships OpenSBI.
+            Arch::Riscv64 => ("qemu-system-riscv64", "qemu-system-misc"),
+        }
+    }
+
+    /// The machine: board, CPUs, RAM, firmware and exit device.
+    fn machine_args(self) -> &'static [&'static str] {
+        match self {
+            Arch::Aarch64 => &[
+                "-M",
+                "virt,gic-version=3",
+                "-cpu",
+                "cortex-a57",
+                "-smp",
+                "8",
+                "-m",
+                "256M",
+                "-semihosting",
+                "-nic",
+                "none",
+            ],
+            // QEMU's default firmware is OpenSBI; it boots the kernel in S-mode at 0x8020_0000.
+            Arch::Riscv64 => &["-M", "virt", "-smp", "8", "-m", "256M", "-bios", "default"],
+        }
+    }
+}
+
+/// A machine ready to boot: its architecture, the emulator and the kernel ELF.
+#[derive(Debug, Clone)]
+pub struct Machine {
+    /// The architecture.
+    pub arch: Arch,
+    /// The QEMU binary.
+    pub qemu: PathBuf,
+    /// The kernel built for it.
+    pub elf: PathBuf,
+}
 
 /// How QEMU runs the vCPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -30,7 +103,8 @@ impl Mode {
 /// What one boot produced.
 #[derive(Debug, Clone)]
 pub struct Boot {
-    /// QEMU's exit status (the kernel's semihosting exit code); None if killed.
+    /// QEMU's exit status (the kernel's exit code: semihosting or `sifive_test`); None if
+    /// killed.
     pub code: Option<i32>,
     /// Decoded log lines (message text, with the kernel's CPU/time prefix).
     pub lines: Vec<String>,
@@ -55,28 +129,29 @@ impl Boot {
     }
 }
 
-/// Finds `qemu-system-aarch64`, installing Debian's `qemu-system-arm` with apt-get when
-/// running as root. Otherwise one clear line says what to install.
-pub fn find_or_install() -> Result<PathBuf, String> {
-    if let Some(p) = which("qemu-system-aarch64") {
+/// Finds the architecture's QEMU, installing its Debian package with apt-get when running as
+/// root. Otherwise one clear line says what to install.
+pub fn find_or_install(arch: Arch) -> Result<PathBuf, String> {
+    let (bin, package) = arch.qemu();
+    if let Some(p) = which(bin) {
         return Ok(p);
     }
     let root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
     if root {
-        eprintln!("xtest: qemu-system-aarch64 not found; installing the Debian package qemu-system-arm");
+        eprintln!("xtest: {bin} not found; installing the Debian package {package}");
         let ok = Command::new("apt-get").args(["update", "-qq"]).status().is_ok_and(|s| s.success())
             && Command::new("apt-get")
-                .args(["install", "-y", "-qq", "--no-install-recommends", "qemu-system-arm"])
+                .args(["install", "-y", "-qq", "--no-install-recommends", package])
                 .env("DEBIAN_FRONTEND", "noninteractive")
                 .status()
                 .is_ok_and(|s| s.success());
         if ok {
-            if let Some(p) = which("qemu-system-aarch64") {
+            if let Some(p) = which(bin) {
                 return Ok(p);
             }
         }
     }
-    Err("qemu-system-aarch64 is missing: install the Debian package qemu-system-arm (apt-get install qemu-system-arm)".into())
+    Err(format!("{bin} is missing: install the Debian package {package} (apt-get install {package})"))
 }
 
 fn which(bin: &str) -> Option<PathBuf> {
@@ -89,41 +164,41 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().map(Path::to_path_buf).unwrap_or_default()
 }
 
-/// Everything a QEMU run needs: the emulator (found or installed) and the kernel ELF
-/// (built). The error is one line for the user.
-pub fn prepare() -> Result<(PathBuf, PathBuf), String> {
-    Ok((find_or_install()?, build_kernel()?))
+/// Everything a QEMU run on `arch` needs: the emulator (found or installed) and the kernel
+/// ELF (built). The error is one line for the user.
+pub fn prepare(arch: Arch) -> Result<Machine, String> {
+    Ok(Machine { arch, qemu: find_or_install(arch)?, elf: build_kernel(arch)? })
 }
 
-/// Builds the kernel (release) from its folder, installing the target if needed, and
-/// returns the ELF.
-pub fn build_kernel() -> Result<PathBuf, String> {
-    crate::ensure_target(KERNEL_TARGET);
+/// Builds the kernel for `arch` (release) from its folder, installing the target if needed,
+/// and returns the ELF.
+pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
+    crate::ensure_target(arch.target());
     let dir = root().join("kernel-shim");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let ok = Command::new(cargo)
-        .args(["build", "--release", "--quiet"])
+        .args(["build", "--release", "--quiet", "--target", arch.target()])
         .current_dir(&dir)
         .status()
         .is_ok_and(|s| s.success());
-    let elf = root().join("target").join(KERNEL_TARGET).join("release").join("kernel-shim");
+    let elf = root().join("target").join(arch.target()).join("release").join("kernel-shim");
     if ok && elf.is_file() {
         Ok(elf)
     } else {
-        Err("building kernel-shim failed".into())
+        Err(format!("building kernel-shim for {} failed", arch.name()))
     }
 }
 
-/// Boots `elf` on 8 vCPUs with `args` on the command line.
-pub fn boot(qemu: &Path, elf: &Path, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
+/// Boots the machine's kernel on 8 vCPUs with `args` on the command line.
+pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
     let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
-    let mut cmd = Command::new(qemu);
-    cmd.args(["-M", "virt,gic-version=3", "-cpu", "cortex-a57", "-smp", "8", "-m", "256M"])
-        .args(["-nographic", "-monitor", "none", "-semihosting", "-nic", "none"])
+    let mut cmd = Command::new(&m.qemu);
+    cmd.args(m.arch.machine_args())
+        .args(["-nographic", "-monitor", "none"])
         .arg("-serial")
         .arg(format!("file:{}", log.display()))
         .arg("-kernel")
-        .arg(elf)
+        .arg(&m.elf)
         .arg("-append")
         .arg(args)
         .stdin(Stdio::null())
@@ -149,7 +224,14 @@ pub fn boot(qemu: &Path, elf: &Path, args: impl AsRef<OsStr>, mode: Mode, limit:
     };
     let bytes = std::fs::read(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
-    Boot { code, lines: decode(elf, &bytes), timed_out, wall: start.elapsed() }
+    Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall: start.elapsed() }
+}
+
+/// The kernel's defmt stream in what the serial port captured: everything after the first
+/// zero byte, which the kernel writes before its first frame. Before it comes the firmware's
+/// text (OpenSBI's banner on riscv64), which has no zero bytes.
+fn kernel_stream(serial: &[u8]) -> &[u8] {
+    serial.iter().position(|&b| b == 0).map_or(&[][..], |i| &serial[i + 1..])
 }
 
 fn unique() -> u64 {

@@ -129,15 +129,9 @@ pub fn check() -> (u64, u64) {
 /// Boots the sysbench-like run (8 CPUs, 2x4, deterministic) and reads the deepest CPU's
 /// exception-stack high-water mark from its report.
 fn deepest_stack() -> Result<u64, String> {
-    let (qemu_bin, elf) = crate::qemu::prepare()?;
+    let m = crate::qemu::prepare(crate::qemu::Arch::Aarch64)?;
     let args = "scenario=sysbench threads=8 events=1000 clusters=4 seed=1";
-    let b = crate::qemu::boot(
-        &qemu_bin,
-        &elf,
-        args,
-        crate::qemu::Mode::Deterministic,
-        std::time::Duration::from_secs(60),
-    );
+    let b = crate::qemu::boot(&m, args, crate::qemu::Mode::Deterministic, std::time::Duration::from_secs(60));
     b.number_after(crate::suite::STACK_REPORT)
         .map(|n| n as u64)
         .ok_or_else(|| "no high-water line".to_string())

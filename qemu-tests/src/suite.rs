@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::qemu::{self, Boot, Mode};
+use crate::qemu::{self, Arch, Boot, Machine, Mode};
 
 pub struct Case {
     name: &'static str,
@@ -325,36 +325,46 @@ const CASES: &[Case] = &[
     },
 ];
 
-/// Runs the suite. Returns (passed, failed).
+/// Runs the suite on every architecture, each with its boot-line fuzz. Returns (passed,
+/// failed).
 pub fn run() -> (u64, u64) {
-    let Some((qemu_bin, elf)) = prepared() else { return (0, 1) };
-    let cases: Vec<&Case> = CASES.iter().collect();
-    let (passed, failed, _) = run_cases(&qemu_bin, &elf, &cases, 1, SUITE_LIMIT);
-    let (p, f) = fuzz_boot_lines(&qemu_bin, &elf);
-    (passed + p, failed + f)
+    let (mut passed, mut failed) = (0, 0);
+    for arch in Arch::ALL {
+        let Some(m) = prepared(arch) else {
+            failed += 1;
+            continue;
+        };
+        let cases: Vec<&Case> = CASES.iter().collect();
+        let (p, f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
+        let (fp, ff) = fuzz_boot_lines(&m);
+        passed += p + fp;
+        failed += f + ff;
+    }
+    (passed, failed)
 }
 
-/// QEMU and the kernel, or one line saying why not.
-fn prepared() -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    qemu::prepare().map_err(|line| eprintln!("xtest: {line}")).ok()
+/// QEMU and the kernel for `arch`, or one line saying why not.
+fn prepared(arch: Arch) -> Option<Machine> {
+    qemu::prepare(arch).map_err(|line| eprintln!("xtest: {line}")).ok()
 }
 
-/// Boots each case `repeat` times, each within `limit`. Returns the boots passed and failed,
-/// and how many times each case failed.
-fn run_cases(
-    qemu_bin: &std::path::Path,
-    elf: &std::path::Path,
-    cases: &[&Case],
-    repeat: usize,
-    limit: Duration,
-) -> (u64, u64, Vec<u64>) {
+/// Boots each case `repeat` times on `m`, each within `limit`. Returns the boots passed and
+/// failed, and how many times each case failed.
+fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u64, u64, Vec<u64>) {
     let mut failures = vec![0u64; cases.len()];
     let (mut passed, mut failed) = (0, 0);
     for round in 1..=repeat {
         for (i, c) in cases.iter().enumerate() {
             let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
-            eprint!("xtest: qemu {round}[{}/{}] {} ({}) ... ", i + 1, cases.len(), c.name, c.mode.name());
-            if run_case(qemu_bin, elf, c, limit) {
+            eprint!(
+                "xtest: qemu {} {round}[{}/{}] {} ({}) ... ",
+                m.arch.name(),
+                i + 1,
+                cases.len(),
+                c.name,
+                c.mode.name()
+            );
+            if run_case(m, c, limit) {
                 passed += 1;
             } else {
                 failed += 1;
@@ -366,8 +376,8 @@ fn run_cases(
 }
 
 /// Boots one case and judges it; prints the verdict (and, on failure, why and the log's end).
-fn run_case(qemu_bin: &std::path::Path, elf: &std::path::Path, c: &Case, limit: Duration) -> bool {
-    let b = qemu::boot(qemu_bin, elf, c.args, c.mode, limit);
+fn run_case(m: &Machine, c: &Case, limit: Duration) -> bool {
+    let b = qemu::boot(m, c.args, c.mode, limit);
     match (c.judge)(&b).and_then(|()| stack_within_budget(&b)) {
         Ok(()) => {
             let stack = b.number_after(STACK_REPORT);
@@ -422,27 +432,36 @@ pub enum Selection {
     Long,
 }
 
-/// Runs the selected cases `repeat` times each, only those of `mode` if given (`cargo xtest
-/// --repeat N --mode parallel`, `cargo xtest --long`). Prints how often each case failed.
-/// Returns (passed, failed) boots.
-pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>) -> (u64, u64) {
-    let Some((qemu_bin, elf)) = prepared() else { return (0, 1) };
-    let (cases, limit) = match which {
-        Selection::Suite => (CASES, SUITE_LIMIT),
-        Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
-    };
-    let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
-    let start = std::time::Instant::now();
-    let (passed, failed, failures) = run_cases(&qemu_bin, &elf, &cases, repeat, limit);
-    eprintln!(
-        "xtest: {} boots of {} cases in {:.0} s: {} failed",
-        passed + failed,
-        cases.len(),
-        start.elapsed().as_secs_f64(),
-        failed
-    );
-    for (c, f) in cases.iter().zip(&failures).filter(|(_, &f)| f > 0) {
-        eprintln!("xtest:   {f} of {repeat} failed: {} ({})", c.name, c.mode.name());
+/// Runs the selected cases `repeat` times each, only those of `mode` if given, on `arch` (every
+/// architecture if `None`) (`cargo xtest --repeat N --mode parallel --arch riscv64`, `cargo
+/// xtest --long`). Prints how often each case failed. Returns (passed, failed) boots.
+pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>, arch: Option<Arch>) -> (u64, u64) {
+    let (mut passed, mut failed) = (0, 0);
+    for arch in Arch::ALL.into_iter().filter(|a| arch.is_none_or(|x| x == *a)) {
+        let Some(m) = prepared(arch) else {
+            failed += 1;
+            continue;
+        };
+        let (cases, limit) = match which {
+            Selection::Suite => (CASES, SUITE_LIMIT),
+            Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
+        };
+        let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
+        let start = std::time::Instant::now();
+        let (p, f, failures) = run_cases(&m, &cases, repeat, limit);
+        eprintln!(
+            "xtest: {}: {} boots of {} cases in {:.0} s: {} failed",
+            arch.name(),
+            p + f,
+            cases.len(),
+            start.elapsed().as_secs_f64(),
+            f
+        );
+        for (c, n) in cases.iter().zip(&failures).filter(|(_, &n)| n > 0) {
+            eprintln!("xtest:   {n} of {repeat} failed on {}: {} ({})", arch.name(), c.name, c.mode.name());
+        }
+        passed += p;
+        failed += f;
     }
     (passed, failed)
 }
@@ -490,26 +509,22 @@ pub const LONG_CASES: &[Case] = &[
 
 /// The boot-line fuzz: every line ends by itself with exit 0 or 3 (deterministic mode).
 /// One result for the whole set; each failing line is shown.
-fn fuzz_boot_lines(qemu_bin: &std::path::Path, elf: &std::path::Path) -> (u64, u64) {
+fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (n, seed) = (env("FUZZ_LINES", FUZZ_LINES) as usize, env("FUZZ_SEED", FUZZ_SEED));
     let mut lines = crate::fuzz::fixed_lines();
     lines.extend(crate::fuzz::random_lines(seed, n));
     eprint!(
-        "xtest: qemu boot-line fuzz: {} malformed lines (seed {seed}), each exit 0 or {EXIT_BAD_ARGS} ... ",
+        "xtest: qemu {} boot-line fuzz: {} malformed lines (seed {seed}), each exit 0 or {EXIT_BAD_ARGS} ... ",
+        m.arch.name(),
         lines.len()
     );
     let start = std::time::Instant::now();
     let mut bad = Vec::new();
     for line in &lines {
         use std::os::unix::ffi::OsStrExt;
-        let b = qemu::boot(
-            qemu_bin,
-            elf,
-            std::ffi::OsStr::from_bytes(line),
-            Mode::Deterministic,
-            Duration::from_secs(30),
-        );
+        let b =
+            qemu::boot(m, std::ffi::OsStr::from_bytes(line), Mode::Deterministic, Duration::from_secs(30));
         let ok = !b.timed_out && matches!(b.code, Some(0) | Some(EXIT_BAD_ARGS));
         if !ok {
             bad.push(format!("{:?} (timed out: {}): {}", b.code, b.timed_out, crate::fuzz::show(line)));
@@ -541,7 +556,9 @@ mod tests {
     // The kernel is a bare-metal crate and cannot be a dependency of this host crate: its
     // constants are read from its source text.
     const KERNEL_MAIN: &str = include_str!("../../kernel-shim/src/main.rs");
-    const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/aarch64/mod.rs");
+    const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+    const KERNEL_STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
+    const KERNEL_AARCH64: &str = include_str!("../../kernel-shim/src/arch/aarch64/mod.rs");
     const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
     const CORE_SMP: &str = include_str!("../../core/src/smp/mod.rs");
     const KERNEL_SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
@@ -669,20 +686,20 @@ mod tests {
         assert_states(KERNEL_README, doc, &format!("(GICv3, up to {cpus} CPUs)"));
         assert_states(KERNEL_README, doc, &format!("`SMP=n` (1..{cpus})"));
         let (threads, stack) =
-            (rust_const_u64(KERNEL_ARCH, "MAX_THREADS"), rust_const_u64(KERNEL_ARCH, "STACK_SIZE"));
+            (rust_const_u64(KERNEL_ARCH, "MAX_THREADS"), rust_const_u64(KERNEL_STACKS, "STACK_SIZE"));
         assert_states(
             KERNEL_README,
             doc,
             &format!("Threads: {threads} × {} KiB static stacks", stack / 1024),
         );
-        let exc = rust_const_u64(KERNEL_ARCH, "EXC_STACK_SIZE");
+        let exc = rust_const_u64(KERNEL_STACKS, "EXC_STACK_SIZE");
         assert_states(KERNEL_README, doc, &format!("`exception stack high-water: N of {exc} bytes`"));
         assert_states(
             KERNEL_README,
             doc,
             &format!("the suite fails a case above {} KiB", EXC_STACK_BUDGET / 1024),
         );
-        let boot = rust_const_u64(KERNEL_ARCH, "BOOT_STACK_SIZE");
+        let boot = rust_const_u64(KERNEL_STACKS, "BOOT_STACK_SIZE");
         assert_states(
             KERNEL_README,
             doc,
@@ -693,7 +710,7 @@ mod tests {
                 boot / 1024
             ),
         );
-        let frame = rust_const_u64(KERNEL_ARCH, "FRAME_SIZE");
+        let frame = rust_const_u64(KERNEL_AARCH64, "FRAME_SIZE");
         assert_states(KERNEL_README, doc, &format!("(x0–x30, ELR_EL1, SPSR_EL1; {frame} bytes)"));
         // The command-line table: limits and defaults.
         let spinners = rust_const_u64(KERNEL_SCENARIO, "MAX_SPINNERS");

@@ -1,6 +1,6 @@
-//! `cargo xrun`: the seed's experiment. The sysbench-like workload runs on the aarch64 kernel
-//! under QEMU (8 vCPUs) K times with the seed's rule on and K times off, from the same image,
-//! and the seed-style table is printed; then the simulator's table (where CPUs truly run in
+//! `cargo xrun`: the seed's experiment. The sysbench-like workload runs on the kernel under
+//! QEMU (aarch64 `virt`, or riscv64 with `--arch riscv64`; 8 vCPUs) K times with the seed's
+//! rule on and K times off, from the same image, and the seed-style table is printed; then the simulator's table (where CPUs truly run in
 //! parallel) beside it, and a trace and SVG of one run, with the trace checked by
 //! [`sched_sim::trace_check`].
 
@@ -46,6 +46,9 @@ struct Args {
     /// Where the trace (.json) and timeline (.svg) go.
     #[arg(long, default_value = "target/xrun")]
     out: PathBuf,
+    /// The QEMU machine: aarch64 or riscv64 `virt`.
+    #[arg(long, default_value = "aarch64")]
+    arch: String,
     /// vCPUs (QEMU -smp is 8).
     #[arg(long, default_value_t = 8)]
     vcpus: u32,
@@ -133,7 +136,14 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (qemu_bin, elf) = match qemu::prepare() {
+    let arch = match qemu::Arch::parse(&a.arch) {
+        Ok(arch) => arch,
+        Err(line) => {
+            eprintln!("xrun: {line}");
+            return ExitCode::from(2);
+        }
+    };
+    let machine = match qemu::prepare(arch) {
         Ok(p) => p,
         Err(line) => {
             eprintln!("xrun: {line}");
@@ -153,7 +163,7 @@ pub fn main(args: &[String]) -> ExitCode {
                 a.iterations,
                 if rule { "on" } else { "off" }
             );
-            let b = qemu::boot(&qemu_bin, &elf, &cmd, mode, Duration::from_secs(120));
+            let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
             match figures(&b) {
                 Some(f) => out.push(f),
                 None => {
@@ -169,7 +179,8 @@ pub fn main(args: &[String]) -> ExitCode {
     eprintln!();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "QEMU virt, 8 vCPUs, {} mode, HZ={} ({}), scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
+        "QEMU {} virt, 8 vCPUs, {} mode, HZ={} ({}), scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
+        arch.name(),
         mode.name(),
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
@@ -201,7 +212,9 @@ pub fn main(args: &[String]) -> ExitCode {
         println!("{name:<26} {:>28} {:>28} {p:>9.4}", summary(&va), summary(&vb));
     }
     println!("(median [min–max]; a spread never reached counts as the whole run, with all its migrations)");
-    println!("Linux 6.1 on the same QEMU, deterministic mode: spread 5.5 / 6.4 / 13.4 ms (min/median/max of 15), 0–2 migrations, total 873 ms; parallel mode on this host: 33 / 47 / 94 ms.");
+    if arch == qemu::Arch::Aarch64 {
+        println!("Linux 6.1 on the same QEMU, deterministic mode: spread 5.5 / 6.4 / 13.4 ms (min/median/max of 15), 0–2 migrations, total 873 ms; parallel mode on this host: 33 / 47 / 94 ms.");
+    }
     println!();
     println!(
         "The simulator (sched-sim, 2x4 octo core, CPUs truly parallel in virtual time), same workload shape:"
@@ -219,15 +232,16 @@ pub fn main(args: &[String]) -> ExitCode {
     let _ = std::fs::create_dir_all(&a.out);
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = sysbench_cmd(&a, 1, true, true);
-    let b = qemu::boot(&qemu_bin, &elf, &cmd, mode, Duration::from_secs(120));
+    let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
     let log = qemu_trace(&b);
     if log.switches.is_empty() {
         println!("no trace of the QEMU run: the traced run logged no context switches (exit {:?})", b.code);
     } else {
         let end = log.switches.last().map_or(0, |s| s.time);
-        let other = serde_json::json!({ "source": "kernel-shim under QEMU", "command_line": cmd, "mode": mode.name() });
+        let other = serde_json::json!({ "source": "kernel-shim under QEMU", "arch": arch.name(), "command_line": cmd, "mode": mode.name() });
         let (j, s) = (a.out.join("qemu-trace.json"), a.out.join("qemu-timeline.svg"));
-        let svg = log.svg(&format!("kernel-shim on QEMU ({} mode): {cmd}", mode.name()), 0, end);
+        let svg =
+            log.svg(&format!("kernel-shim on QEMU {} ({} mode): {cmd}", arch.name(), mode.name()), 0, end);
         let json = log.chrome_json(other);
         if std::fs::write(&j, &json).is_ok() && std::fs::write(&s, svg).is_ok() {
             println!(

@@ -1,17 +1,177 @@
-//! The machine layer: everything that touches hardware, one module per architecture, chosen
-//! by the target. It is the only part of the kernel with `unsafe`: the crate denies
-//! `unsafe_code`, and this module alone allows it. The rest of the kernel (`main.rs`,
-//! `sched/`, the workloads) is the same on every architecture and uses only what each
-//! architecture module exports: its limits (`MAX_CPUS`, `MAX_THREADS`, `EXC_STACK_SIZE`), the
-//! machine description (`device_tree`, `mpidr`), CPU start-up, the interrupt controller
-//! (`gic_init_*`, `irq_ack`, `irq_eoi`, `send_sgi`), the timer and clock (`counter*`,
-//! `now_ns`, `timer_arm_at`, `timer_stop`), interrupt masking (`IrqGuard`, `irq_enable`,
-//! `wfi`, `relax`, `Lock`, `YieldRelax`), threads and traps (`Frame`, `ExcKind`,
-//! `init_thread_frame`, `fault_info`, the `sys_*` calls and `SYS_*` numbers), stack checks
-//! and `exit`.
+//! The machine layer: everything that touches hardware. It is the only part of the kernel
+//! with `unsafe`: the crate denies `unsafe_code`, and this module alone allows it.
+//!
+//! What every machine shares lives here — the kernel's limits, the stack areas and their
+//! checks ([`stacks`]), the per-CPU block and the common entry of every CPU, the defmt logger,
+//! the system-call wrappers ([`syscall`]), interrupt masking and the kernel's lock. One
+//! module per architecture, chosen by the target, holds the rest, behind the same names:
+//!
+//! | | `aarch64/` (QEMU `virt`, EL1) | `riscv64/` (QEMU `virt`, S-mode under OpenSBI) |
+//! |---|---|---|
+//! | boot | `_start`, PSCI `CPU_ON` | `_start`, SBI HSM `hart_start` |
+//! | interrupts, IPIs | GICv3, SGIs | `sie`/`sip`, SBI IPIs with a pending-kind word per CPU |
+//! | tick | EL1 virtual timer | `stimecmp` (Sstc) or the SBI timer |
+//! | traps | vector table, `svc #0` | `stvec`, `ebreak` (S-mode `ecall` belongs to the SBI) |
+//! | console, exit | PL011, semihosting | ns16550, `sifive_test` |
+//!
+//! A port exports: `NAME`; the saved-register `Frame` (`FRAME_SIZE`, `syscall_arg`,
+//! `set_syscall_ret`, `new_thread`) and `fault_info`; `device_tree`, `machine_init`,
+//! `cpu_init`, `start_cpu`; `Irq`, `irq_ack`, `irq_eoi`, `send_ipi`; `counter`,
+//! `counter_freq`, `timer_arm_at`, `timer_stop`; `irq_save`, `irq_restore`, `irq_enable`,
+//! `wfi`, `relax`; `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
+//! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack.
 #![allow(unsafe_code)]
+
+mod logger;
+pub mod stacks;
+pub mod syscall;
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "aarch64")]
 pub use aarch64::*;
+
+#[cfg(target_arch = "riscv64")]
+mod riscv64;
+#[cfg(target_arch = "riscv64")]
+pub use riscv64::*;
+
+use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+pub use stacks::{
+    cpu_stacks_intact, exc_stack_high_water, init_thread_frame, thread_stack_intact, BOOT_STACK_SIZE,
+    EXC_STACK_SIZE, STACK_SIZE,
+};
+pub use syscall::*;
+
+/// Most CPUs this kernel drives (the scheduler's `CPUS`).
+pub const MAX_CPUS: usize = 8;
+/// Kernel threads in the static pool.
+pub const MAX_THREADS: usize = 64;
+
+/// Why the machine could not be brought up: what failed, and the firmware's or driver's
+/// error code where there is one (0 otherwise).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchError {
+    /// What failed.
+    pub what: &'static str,
+    /// The firmware's (PSCI, SBI) or driver's error code, 0 if none.
+    pub code: i64,
+}
+
+impl ArchError {
+    /// An error without a code.
+    pub const fn new(what: &'static str) -> ArchError {
+        ArchError { what, code: 0 }
+    }
+}
+
+impl defmt::Format for ArchError {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        if self.code == 0 {
+            defmt::write!(f, "{=str}", self.what)
+        } else {
+            defmt::write!(f, "{=str} (error {=i64})", self.what, self.code)
+        }
+    }
+}
+
+/// What a trap was, as the port decoded it for the host.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ExcKind {
+    /// A system call (the port's trap instruction), with its number.
+    Svc(u64),
+    /// A synchronous exception that is not a system call: a fault.
+    Fault,
+    /// An interrupt: read them with `irq_ack`.
+    Irq,
+    /// Anything this kernel never expects (the port's raw cause or vector).
+    Unexpected(u64),
+}
+
+/// Per-CPU block; the port keeps its address in a register (aarch64 `TPIDR_EL1`, riscv64
+/// `sscratch`) for [`cpu_id`] and its trap entry. The exception stack top must stay first:
+/// the trap entry loads it from there.
+#[repr(C)]
+struct PerCpu {
+    exc_stack_top: AtomicUsize,
+    index: AtomicUsize,
+}
+
+static PERCPU: [PerCpu; MAX_CPUS] =
+    [const { PerCpu { exc_stack_top: AtomicUsize::new(0), index: AtomicUsize::new(0) } }; MAX_CPUS];
+
+/// Each CPU's hardware id (MPIDR affinity, hart id), by kernel CPU index.
+static HW_ID: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+
+/// Entered from the port's boot code on every CPU: `cpu` is the kernel's index for it (the
+/// boot CPU is 0, whatever its hardware id), `hw_id` its hardware id; its boot stack is set
+/// up and interrupts are masked.
+#[unsafe(no_mangle)]
+extern "C" fn kernel_entry(cpu: usize, hw_id: u64) -> ! {
+    let cpu = cpu.min(MAX_CPUS - 1);
+    let pc = &PERCPU[cpu];
+    pc.index.store(cpu, Ordering::Relaxed);
+    pc.exc_stack_top.store(stacks::exc_stack_top(cpu), Ordering::Relaxed);
+    HW_ID[cpu].store(hw_id, Ordering::Relaxed);
+    set_percpu(pc as *const PerCpu as usize);
+    stacks::prepare_cpu(cpu);
+    if cpu == 0 {
+        // A zero byte ends whatever the firmware printed (OpenSBI's banner has none): the host
+        // decodes the defmt frames after it.
+        uart_write(&[0]);
+        crate::kmain()
+    } else {
+        crate::secondary_main(cpu)
+    }
+}
+
+/// This CPU's index, in O(1) from the per-CPU register.
+pub fn cpu_id() -> usize {
+    percpu().wrapping_sub(PERCPU.as_ptr() as usize) / core::mem::size_of::<PerCpu>()
+}
+
+/// The hardware id of CPU `cpu` (recorded by [`start_cpu`] and at its entry).
+pub fn hw_id(cpu: usize) -> u64 {
+    HW_ID[cpu.min(MAX_CPUS - 1)].load(Ordering::Relaxed)
+}
+
+fn record_hw_id(cpu: usize, hw_id: u64) {
+    HW_ID[cpu.min(MAX_CPUS - 1)].store(hw_id, Ordering::Relaxed);
+}
+
+/// Monotonic time in ns since the machine's counter started, never 0 (the scheduler's clock
+/// starts above 0; the counter reads 0 only in the first nanoseconds).
+pub fn now_ns() -> u64 {
+    ((counter() as u128 * 1_000_000_000 / counter_freq() as u128) as u64).max(1)
+}
+
+/// Interrupts masked on this CPU until dropped (restores the previous mask).
+pub struct IrqGuard(usize);
+
+impl IrqGuard {
+    /// Masks interrupts.
+    pub fn mask() -> IrqGuard {
+        IrqGuard(irq_save())
+    }
+}
+
+impl Drop for IrqGuard {
+    fn drop(&mut self) {
+        irq_restore(self.0)
+    }
+}
+
+/// Spin-lock relax strategy of the kernel's locks: the port's [`relax`] (on aarch64 a
+/// `yield`, which under QEMU's round-robin TCG ends the spinning vCPU's slice so the lock
+/// holder runs).
+pub struct YieldRelax;
+
+impl spin::RelaxStrategy for YieldRelax {
+    fn relax() {
+        relax();
+    }
+}
+
+/// The kernel's own spin lock.
+pub type Lock<T> = spin::mutex::Mutex<T, YieldRelax>;

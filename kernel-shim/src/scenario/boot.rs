@@ -1,4 +1,4 @@
-//! The `boot` scenario: every CPU online and ticking, an SGI to each CPU and back.
+//! The `boot` scenario: every CPU online and ticking, an IPI to each CPU and back.
 
 use super::*;
 
@@ -27,14 +27,14 @@ pub(super) fn boot() {
     for c in 0..n {
         let before = sched::pongs();
         let t = arch::now_ns();
-        sched::send_sgi(sched::SGI_PING, c);
+        sched::send_ipi(sched::IPI_PING, c);
         if !wait_until(t + 1_000_000_000, || sched::pongs() > before) {
-            defmt::error!("boot: FAIL no answer to the SGI sent to CPU {}", c);
+            defmt::error!("boot: FAIL no answer to the IPI sent to CPU {}", c);
             arch::exit(EXIT_FAILED);
         }
         let rtt = arch::now_ns() - t;
         kprintln!(
-            "boot: cpu {} online at {} us, pings received {}, SGI round trip {} us",
+            "boot: cpu {} online at {} us, pings received {}, IPI round trip {} us",
             c,
             sched::cpu_figures(c).online_ns / 1000,
             sched::cpu_figures(c).pings,

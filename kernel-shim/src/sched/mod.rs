@@ -59,14 +59,14 @@ fn hooks() -> &'static Hooks {
     HOOKS.get().unwrap_or(&NO_HOOKS)
 }
 
-/// SGI asking a CPU to reschedule.
-pub const SGI_RESCHED: u32 = 0;
-/// SGI of the boot scenario's round trip (to the target CPU).
-pub const SGI_PING: u32 = 1;
-/// SGI answering a ping (back to CPU 0).
-pub const SGI_PONG: u32 = 2;
-/// SGIs every CPU enables.
-pub const SGIS: [u32; 3] = [SGI_RESCHED, SGI_PING, SGI_PONG];
+/// IPI asking a CPU to reschedule.
+pub const IPI_RESCHED: u32 = 0;
+/// IPI of the boot scenario's round trip (to the target CPU).
+pub const IPI_PING: u32 = 1;
+/// IPI answering a ping (back to CPU 0).
+pub const IPI_PONG: u32 = 2;
+/// IPI kinds every CPU takes (on aarch64 the IPIs of these numbers).
+pub const IPIS: [u32; 3] = [IPI_RESCHED, IPI_PING, IPI_PONG];
 
 const NONE: usize = usize::MAX;
 
@@ -77,11 +77,11 @@ pub struct KPlatform;
 struct CpuCounters {
     /// Timer ticks handled.
     ticks: AtomicU64,
-    /// Reschedule SGIs received.
-    resched_sgis: AtomicU64,
-    /// Reschedule SGIs sent to this CPU.
+    /// Reschedule IPIs received.
+    resched_ipis: AtomicU64,
+    /// Reschedule IPIs sent to this CPU.
     resched_sent: AtomicU64,
-    /// Ping SGIs received.
+    /// Ping IPIs received.
     pings: AtomicU64,
     /// Context switches (to a different thread or idle).
     switches: AtomicU64,
@@ -106,7 +106,7 @@ struct CpuCounters {
 static CPU: [CpuCounters; MAX_CPUS] = [const {
     CpuCounters {
         ticks: AtomicU64::new(0),
-        resched_sgis: AtomicU64::new(0),
+        resched_ipis: AtomicU64::new(0),
         resched_sent: AtomicU64::new(0),
         pings: AtomicU64::new(0),
         switches: AtomicU64::new(0),
@@ -129,7 +129,7 @@ static MIGRATIONS_BY_REASON: [AtomicU64; 5] = [const { AtomicU64::new(0) }; 5];
 static WAKEUPS: AtomicU64 = AtomicU64::new(0);
 /// See [`WAKEUPS`].
 static WAKEUPS_ONTO_IDLE: AtomicU64 = AtomicU64::new(0);
-/// Pong SGIs CPU 0 received.
+/// Pong IPIs CPU 0 received.
 static PONGS: AtomicU64 = AtomicU64::new(0);
 /// CPUs online.
 static ONLINE: AtomicUsize = AtomicUsize::new(0);
@@ -139,11 +139,11 @@ static ONLINE: AtomicUsize = AtomicUsize::new(0);
 pub struct CpuFigures {
     /// Timer ticks handled.
     pub ticks: u64,
-    /// Reschedule SGIs received.
-    pub resched_sgis: u64,
-    /// Reschedule SGIs sent to this CPU.
+    /// Reschedule IPIs received.
+    pub resched_ipis: u64,
+    /// Reschedule IPIs sent to this CPU.
     pub resched_sent: u64,
-    /// Ping SGIs received.
+    /// Ping IPIs received.
     pub pings: u64,
     /// Context switches (to a different thread or idle).
     pub switches: u64,
@@ -169,7 +169,7 @@ pub fn cpu_figures(cpu: usize) -> CpuFigures {
     let get = |a: &AtomicU64| a.load(Relaxed);
     CpuFigures {
         ticks: get(&c.ticks),
-        resched_sgis: get(&c.resched_sgis),
+        resched_ipis: get(&c.resched_ipis),
         resched_sent: get(&c.resched_sent),
         pings: get(&c.pings),
         switches: get(&c.switches),
@@ -215,7 +215,7 @@ pub fn totals() -> Totals {
     }
 }
 
-/// Pong SGIs CPU 0 received (the boot scenario's round trips).
+/// Pong IPIs CPU 0 received (the boot scenario's round trips).
 pub fn pongs() -> u64 {
     PONGS.load(Acquire)
 }
@@ -225,7 +225,6 @@ pub fn online() -> usize {
     ONLINE.load(Acquire)
 }
 
-static MPIDR: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static IN_HANDLER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
 static IDLE_FRAME: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
@@ -420,16 +419,9 @@ fn trace_event(event: &Event) {
     }
 }
 
-/// Records the affinity (MPIDR) of every CPU from the device tree, for SGIs.
-pub fn set_mpidrs(mpidrs: &[u64]) {
-    for (m, &v) in MPIDR.iter().zip(mpidrs) {
-        m.store(v, Relaxed);
-    }
-}
-
-/// Sends SGI `sgi` to `cpu`.
-pub fn send_sgi(sgi: u32, cpu: usize) {
-    arch::send_sgi(sgi, MPIDR[cpu.min(MAX_CPUS - 1)].load(Relaxed));
+/// Sends IPI `kind` to `cpu`.
+pub fn send_ipi(kind: u32, cpu: usize) {
+    arch::send_ipi(cpu.min(MAX_CPUS - 1), kind);
 }
 
 /// Why a thread could not be created.

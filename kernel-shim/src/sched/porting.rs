@@ -1,13 +1,13 @@
 //! The porting recipe: everything this kernel does to host sched-core, in one place and in
 //! the order a port needs it (see the root PORTING.md for the contract each step keeps):
 //!
-//! 1. the [`Platform`] the core calls back: a reschedule SGI for another CPU, the clock,
+//! 1. the [`Platform`] the core calls back: a reschedule IPI for another CPU, the clock,
 //!    events for the reports;
 //! 2. [`with_core`]: the only way to the core, with this CPU's IRQs masked;
 //! 3. [`cpu_online`]: each CPU's first pass through the scheduler (`cpu_up`) before it is
 //!    counted online;
 //! 4. [`exception`]: every interrupt and system call ends here: the tick
-//!    (`tick`), the reschedule SGI (`serve_kick` on a tickless CPU), the system calls
+//!    (`tick`), the reschedule IPI (`serve_kick` on a tickless CPU), the system calls
 //!    (`create`, `block`, `wake`, `exit`, `yield_now`, `set_affinity`), then the way out;
 //! 5. the way out ([`reschedule`]): while `need_resched`, `pick`, store the interrupted
 //!    frame as the previous thread's, load the next thread's (its slot is the task's
@@ -18,7 +18,7 @@
 use super::*;
 
 /// Runs `f` with the core, on this CPU with its IRQs masked: the only way to reach the core
-/// from outside this module. The core's locks are spin locks that ticks and SGIs take too;
+/// from outside this module. The core's locks are spin locks that ticks and IPIs take too;
 /// a core call interrupted on its own CPU by a handler that takes the same lock would spin
 /// forever, so every call — from a handler (IRQs already masked; masking again is free of
 /// effect) or from a thread — comes through here.
@@ -49,7 +49,7 @@ impl Platform for KPlatform {
             return;
         }
         CPU[c].resched_sent.fetch_add(1, Relaxed);
-        arch::send_sgi(SGI_RESCHED, MPIDR[c].load(Relaxed));
+        arch::send_ipi(c, IPI_RESCHED);
     }
 
     fn clock_ns(&self) -> Option<u64> {
@@ -104,9 +104,8 @@ impl Platform for KPlatform {
     }
 }
 
-/// Marks this CPU online: records its affinity for SGIs and the time.
+/// Marks this CPU online: records the time, and passes it through the scheduler once.
 pub fn cpu_online(cpu: usize) {
-    MPIDR[cpu].store(arch::mpidr(), Relaxed);
     CPU[cpu].online_ns.store(arch::now_ns().max(1), Relaxed);
     // Its timer is armed: from now on it must tick (a CPU that hangs before its first tick
     // is watched too).
@@ -132,8 +131,7 @@ pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
         ExcKind::Irq => handle_irqs(cpu),
         ExcKind::Svc(nr) => syscall(cpu, frame, nr),
         ExcKind::Fault => {
-            let (esr, far, elr) = arch::fault_info(frame);
-            panic!("unhandled synchronous exception: ESR {:#x} FAR {:#x} ELR {:#x}", esr, far, elr);
+            panic!("unhandled synchronous exception: {}", arch::fault_info(frame));
         }
         ExcKind::Unexpected(k) => panic!("unexpected exception (vector entry {})", k),
     }
@@ -163,23 +161,23 @@ fn handle_irqs(cpu: usize) {
             with_core(|k| k.tick(cpu, now).expect(OUR_CPU));
             (hooks().on_tick)(cpu, now);
         } else {
-            match irq.sgi() {
-                Some(SGI_RESCHED) => {
-                    CPU[cpu].resched_sgis.fetch_add(1, Relaxed);
+            match irq.ipi() {
+                Some(IPI_RESCHED) => {
+                    CPU[cpu].resched_ipis.fetch_add(1, Relaxed);
                     if TICKLESS[cpu].load(Relaxed) {
                         // Maybe a kick to balance for all tickless CPUs; the core ignores
                         // the call if there is none.
                         with_core(|k| k.serve_kick(cpu, arch::now_ns()).expect(OUR_CPU));
                     }
                 }
-                Some(SGI_PING) => {
+                Some(IPI_PING) => {
                     CPU[cpu].pings.fetch_add(1, Relaxed);
-                    send_sgi(SGI_PONG, 0);
+                    send_ipi(IPI_PONG, 0);
                 }
-                Some(SGI_PONG) => {
+                Some(IPI_PONG) => {
                     PONGS.fetch_add(1, Release);
                 }
-                _ => crate::kprintln!("spurious interrupt {}", irq.intid()),
+                _ => crate::kprintln!("spurious interrupt {}", irq.number()),
             }
         }
         arch::irq_eoi(irq);

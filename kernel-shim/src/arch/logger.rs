@@ -1,29 +1,30 @@
-//! The defmt global logger: frames go raw to the PL011. A frame is written whole under a
-//! spin lock taken with IRQs masked on this CPU, so frames from different CPUs never
+//! The defmt global logger: frames go raw to the machine's UART (the port's `uart_write`). A
+//! frame is written whole under a spin lock taken with interrupts masked on this CPU, so frames from different CPUs never
 //! interleave and an interrupt handler that logs cannot deadlock against its own CPU.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicUsize, Ordering};
 
-use super::{cpu_id, uart_write, MAX_CPUS};
+use super::{cpu_id, irq_restore, irq_save, uart_write, MAX_CPUS};
 
 /// Holder CPU + 1, 0 when free.
 static HOLDER: AtomicUsize = AtomicUsize::new(0);
 /// Nesting depth of the holder (a panic while a frame is open re-enters on the same CPU).
 static DEPTH: AtomicUsize = AtomicUsize::new(0);
-/// DAIF of each CPU before it acquired the logger.
-static SAVED_DAIF: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+/// Interrupt mask of each CPU before it acquired the logger.
+static SAVED_MASK: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
 
 struct EncoderCell(UnsafeCell<defmt::Encoder>);
 
-// SAFETY: the encoder is only touched by the CPU that holds `HOLDER`, with its IRQs masked.
+// SAFETY: the encoder is only touched by the CPU that holds `HOLDER`, with its interrupts
+// masked.
 unsafe impl Sync for EncoderCell {}
 
 static ENCODER: EncoderCell = EncoderCell(UnsafeCell::new(defmt::Encoder::new()));
 
 fn encoder() -> &'static mut defmt::Encoder {
     // SAFETY: called only between acquire and release, on the CPU holding the logger with
-    // IRQs masked, so this is the only live reference.
+    // interrupts masked, so this is the only live reference.
     unsafe { &mut *ENCODER.0.get() }
 }
 
@@ -34,9 +35,7 @@ struct Logger;
 // only called in between, as the trait requires.
 unsafe impl defmt::Logger for Logger {
     fn acquire() {
-        let daif: u64;
-        // SAFETY: reads DAIF and masks IRQs/FIQs (a compiler barrier: not `nomem`).
-        unsafe { core::arch::asm!("mrs {0}, daif", "msr daifset, #3", out(reg) daif, options(nostack)) };
+        let mask = irq_save();
         let me = cpu_id().min(MAX_CPUS - 1);
         if HOLDER.load(Ordering::Relaxed) == me + 1 {
             // Re-entered (a panic inside a frame): close the open frame, start a new one.
@@ -49,7 +48,7 @@ unsafe impl defmt::Logger for Logger {
             super::relax();
         }
         DEPTH.store(1, Ordering::Relaxed);
-        SAVED_DAIF[me].store(daif, Ordering::Relaxed);
+        SAVED_MASK[me].store(mask, Ordering::Relaxed);
         encoder().start_frame(uart_write);
     }
 
@@ -62,10 +61,9 @@ unsafe impl defmt::Logger for Logger {
             return;
         }
         let me = cpu_id().min(MAX_CPUS - 1);
-        let daif = SAVED_DAIF[me].load(Ordering::Relaxed);
+        let mask = SAVED_MASK[me].load(Ordering::Relaxed);
         HOLDER.store(0, Ordering::Release);
-        // SAFETY: restores the DAIF value saved in acquire (a compiler barrier as well).
-        unsafe { core::arch::asm!("msr daif, {0}", in(reg) daif, options(nostack)) };
+        irq_restore(mask);
     }
 
     unsafe fn write(bytes: &[u8]) {

@@ -1,0 +1,527 @@
+//! The riscv64 port (QEMU `virt`, S-mode under OpenSBI): boot code, the trap entry, the
+//! saved-register frame, CSRs, SBI calls (HSM to start harts, IPIs, the timer), Sstc, the
+//! ns16550 UART and the `sifive_test` exit device.
+//!
+//! Facts of the machine this port relies on: OpenSBI enters the kernel at its link address
+//! in S-mode on one hart chosen by lottery (not always hart 0) with `a0` = hart id and
+//! `a1` = the device tree; the other harts wait, stopped, until `hart_start`. Kernel threads
+//! run in S-mode, so a system call cannot be `ecall` (that goes to OpenSBI): it is `ebreak`,
+//! whose breakpoint exception OpenSBI delegates to S-mode. An IPI carries no number: the
+//! sender sets the kind's bit in the target's pending word before the SBI call.
+
+use core::arch::{asm, global_asm};
+use core::fmt;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+
+use qemu_exit::QEMUExit;
+use riscv::register::{sie, sip, sscratch, stval, time};
+use sbi_rt::HartMask;
+
+use super::{cpu_id, hw_id, record_hw_id, ArchError, ExcKind, BOOT_STACK_SIZE, MAX_CPUS};
+
+/// What the boot banner calls this machine.
+pub const NAME: &str = "riscv64 in S-mode";
+/// Size of the saved-register frame the trap entry pushes (x1–x31, sepc, sstatus, padding).
+pub const FRAME_SIZE: usize = 272;
+
+const UART_BASE: usize = 0x1000_0000;
+const SIFIVE_TEST_BASE: u64 = 0x10_0000;
+
+/// `sstatus` bits: interrupts enabled (SIE), previous SIE (SPIE), previous privilege S (SPP).
+const SSTATUS_SIE: usize = 1 << 1;
+const SSTATUS_SPIE: usize = 1 << 5;
+const SSTATUS_SPP: usize = 1 << 8;
+/// `sip`/`sie` bits: supervisor software (IPI) and timer interrupts.
+const SSIP: usize = 1 << 1;
+const STIP: usize = 1 << 5;
+/// `scause` codes.
+const INTERRUPT: usize = 1 << 63;
+const IRQ_SOFTWARE: usize = 1;
+const IRQ_TIMER: usize = 5;
+const EXC_BREAKPOINT: usize = 3;
+
+/// The device tree's address, from `a1` at boot.
+static DTB: AtomicUsize = AtomicUsize::new(0);
+/// `rdtime` frequency, from the device tree (QEMU `virt`: 10 MHz).
+static TIMEBASE_HZ: AtomicU64 = AtomicU64::new(10_000_000);
+/// The hart has Sstc: the tick writes `stimecmp` directly instead of calling the SBI.
+static SSTC: AtomicBool = AtomicBool::new(false);
+/// IPI kinds pending per CPU (bit per kind), set before the SBI IPI that announces them.
+static PENDING: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+
+global_asm!(
+    r#"
+.equ FRAME_SIZE, {frame}
+
+.section .text.boot, "ax"
+.global _start
+_start:
+    csrw    sie, zero
+    mv      s0, a0              // hart id
+    li      s1, 0               // the boot hart is CPU 0
+    // Clear .bss (stacks included) before anything uses memory, then keep the DTB address.
+    la      t0, __bss_start
+    la      t1, __bss_end
+1:
+    bgeu    t0, t1, 2f
+    sd      zero, 0(t0)
+    addi    t0, t0, 8
+    j       1b
+2:
+    la      t0, {dtb}
+    sd      a1, 0(t0)
+    j       3f
+
+.global _secondary_entry
+_secondary_entry:
+    csrw    sie, zero
+    mv      s0, a0              // hart id
+    mv      s1, a1              // hart_start's opaque value: the CPU index
+3:
+    // sp = __boot_stacks + (index + 1) * BOOT_STACK_SIZE (a power of two: no `mul`, which
+    // module-level assembly may not have).
+    la      sp, __boot_stacks
+    addi    t0, s1, 1
+    slli    t0, t0, {boot_shift}
+    add     sp, sp, t0
+    la      t0, trap_entry
+    csrw    stvec, t0
+    mv      a0, s1
+    mv      a1, s0
+    call    kernel_entry
+4:
+    wfi
+    j       4b
+
+.section .text.trap, "ax"
+.balign 4
+trap_entry:
+    addi    sp, sp, -FRAME_SIZE
+    sd      x1, 0(sp)
+    sd      x3, 16(sp)
+    sd      x4, 24(sp)
+    sd      x5, 32(sp)
+    sd      x6, 40(sp)
+    sd      x7, 48(sp)
+    sd      x8, 56(sp)
+    sd      x9, 64(sp)
+    sd      x10, 72(sp)
+    sd      x11, 80(sp)
+    sd      x12, 88(sp)
+    sd      x13, 96(sp)
+    sd      x14, 104(sp)
+    sd      x15, 112(sp)
+    sd      x16, 120(sp)
+    sd      x17, 128(sp)
+    sd      x18, 136(sp)
+    sd      x19, 144(sp)
+    sd      x20, 152(sp)
+    sd      x21, 160(sp)
+    sd      x22, 168(sp)
+    sd      x23, 176(sp)
+    sd      x24, 184(sp)
+    sd      x25, 192(sp)
+    sd      x26, 200(sp)
+    sd      x27, 208(sp)
+    sd      x28, 216(sp)
+    sd      x29, 224(sp)
+    sd      x30, 232(sp)
+    sd      x31, 240(sp)
+    addi    t0, sp, FRAME_SIZE
+    sd      t0, 8(sp)           // the interrupted sp
+    csrr    t0, sepc
+    sd      t0, 248(sp)
+    csrr    t0, sstatus
+    sd      t0, 256(sp)
+    // The handler runs on this CPU's exception stack (its top is the first word of the
+    // per-CPU block sscratch points at), so the interrupted thread's stack is left alone
+    // once its frame is stored: another CPU may resume that thread right away.
+    mv      a0, sp
+    csrr    a1, scause
+    csrr    t0, sscratch
+    ld      sp, 0(t0)
+    call    exception_entry
+    // a0: the frame to resume (maybe another thread's, on its own stack).
+    mv      sp, a0
+    ld      t0, 248(sp)
+    csrw    sepc, t0
+    ld      t0, 256(sp)
+    csrw    sstatus, t0
+    ld      x1, 0(sp)
+    ld      x3, 16(sp)
+    ld      x4, 24(sp)
+    ld      x5, 32(sp)
+    ld      x6, 40(sp)
+    ld      x7, 48(sp)
+    ld      x8, 56(sp)
+    ld      x9, 64(sp)
+    ld      x10, 72(sp)
+    ld      x11, 80(sp)
+    ld      x12, 88(sp)
+    ld      x13, 96(sp)
+    ld      x14, 104(sp)
+    ld      x15, 112(sp)
+    ld      x16, 120(sp)
+    ld      x17, 128(sp)
+    ld      x18, 136(sp)
+    ld      x19, 144(sp)
+    ld      x20, 152(sp)
+    ld      x21, 160(sp)
+    ld      x22, 168(sp)
+    ld      x23, 176(sp)
+    ld      x24, 184(sp)
+    ld      x25, 192(sp)
+    ld      x26, 200(sp)
+    ld      x27, 208(sp)
+    ld      x28, 216(sp)
+    ld      x29, 224(sp)
+    ld      x30, 232(sp)
+    ld      x31, 240(sp)
+    ld      sp, 8(sp)
+    sret
+"#,
+    frame = const FRAME_SIZE,
+    boot_shift = const BOOT_STACK_SIZE.trailing_zeros(),
+    dtb = sym DTB,
+);
+
+// The secondary harts' entry point in the assembly above (only its address is passed to the
+// SBI).
+unsafe extern "C" {
+    fn _secondary_entry();
+}
+
+/// A saved context: what the trap entry pushes and pops.
+#[repr(C)]
+pub struct Frame {
+    /// x1–x31 (`x[i]` holds register x(i+1); `x[1]` is the interrupted `sp`).
+    pub x: [u64; 31],
+    /// Where execution resumes.
+    pub sepc: u64,
+    /// The saved `sstatus` (SPP, SPIE: the privilege and interrupt state `sret` returns to).
+    pub sstatus: u64,
+    _pad: u64,
+}
+
+/// `Frame::x` index of register `a0` (x10); a1–a3 follow, `a7` (x17) holds the call number.
+const A0: usize = 9;
+const A7: usize = 16;
+
+impl Frame {
+    /// A new thread's first frame: it starts at `entry(a0, a1)` in S-mode with interrupts on,
+    /// its stack pointer at `sp_top`.
+    pub fn new_thread(entry: extern "C" fn(usize, usize) -> !, a0: usize, a1: usize, sp_top: usize) -> Frame {
+        let mut x = [0u64; 31];
+        x[1] = sp_top as u64;
+        x[A0] = a0 as u64;
+        x[A0 + 1] = a1 as u64;
+        let sstatus = (SSTATUS_SPP | SSTATUS_SPIE) as u64;
+        Frame { x, sepc: entry as usize as u64, sstatus, _pad: 0 }
+    }
+
+    /// System call argument `i` (0..4) of the interrupted thread: a0–a3.
+    pub fn syscall_arg(&self, i: usize) -> u64 {
+        if i < 4 {
+            self.x[A0 + i]
+        } else {
+            0
+        }
+    }
+
+    /// Sets the system call's return value: a0.
+    pub fn set_syscall_ret(&mut self, v: u64) {
+        self.x[A0] = v;
+    }
+}
+
+/// The Rust side of the trap entry. Returns the frame to resume.
+#[unsafe(no_mangle)]
+extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
+    // SAFETY: `frame` is the 272-byte frame this CPU's trap entry pushed on the interrupted
+    // stack; until this handler returns no other code touches it (the thread it belongs to
+    // is not runnable elsewhere before the scheduler's `finish`, which comes after the
+    // last use of this reference).
+    let f = unsafe { &mut *frame };
+    let kind = if scause & INTERRUPT != 0 {
+        match scause & !INTERRUPT {
+            IRQ_SOFTWARE | IRQ_TIMER => ExcKind::Irq,
+            _ => ExcKind::Unexpected(scause as u64),
+        }
+    } else if scause == EXC_BREAKPOINT {
+        // The system call's `ebreak` is 4 bytes (assembled without compression).
+        f.sepc += 4;
+        ExcKind::Svc(f.x[A7])
+    } else {
+        ExcKind::Fault
+    };
+    crate::sched::exception(f, frame as usize, kind) as *mut Frame
+}
+
+/// The registers that explain a fault.
+pub struct FaultInfo {
+    scause: usize,
+    stval: usize,
+    sepc: u64,
+}
+
+impl fmt::Display for FaultInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "scause {:#x} stval {:#x} sepc {:#x}", self.scause, self.stval, self.sepc)
+    }
+}
+
+/// Cause, faulting value and return address of the current synchronous exception.
+pub fn fault_info(frame: &Frame) -> FaultInfo {
+    let scause: usize;
+    // SAFETY: reads the scause CSR, no side effects.
+    unsafe { asm!("csrr {0}, scause", out(reg) scause, options(nomem, nostack)) };
+    FaultInfo { scause, stval: stval::read(), sepc: frame.sepc }
+}
+
+/// Points `sscratch` at this CPU's per-CPU block (the trap entry finds its stack there).
+pub(super) fn set_percpu(addr: usize) {
+    // SAFETY: sscratch is this port's per-CPU pointer; only the trap entry reads it.
+    unsafe { sscratch::write(addr) };
+}
+
+/// The per-CPU block's address, from `sscratch`.
+pub(super) fn percpu() -> usize {
+    sscratch::read()
+}
+
+/// Executes an illegal instruction (the `fault` scenario checks the fault path).
+pub fn undefined_instruction() {
+    // SAFETY: `unimp` raises an illegal-instruction exception, which the trap entry reports
+    // as a fault (the handler panics); no state of this thread is touched.
+    unsafe { asm!("unimp", options(nostack)) }
+}
+
+// ---- interrupt masking, idle, relax ---------------------------------------------------
+
+/// Masks interrupts (clears `sstatus.SIE`); returns whether they were enabled, for
+/// [`irq_restore`].
+pub fn irq_save() -> usize {
+    let old: usize;
+    // SAFETY: atomically clears SIE and reads the old sstatus. Not `nomem`: the asm is a
+    // compiler barrier, so no memory access of the critical section moves before the mask.
+    unsafe { asm!("csrrci {0}, sstatus, 2", out(reg) old, options(nostack)) };
+    old & SSTATUS_SIE
+}
+
+/// Restores the interrupt state [`irq_save`] returned.
+pub fn irq_restore(saved: usize) {
+    if saved & SSTATUS_SIE != 0 {
+        irq_enable();
+    } else {
+        // A compiler barrier like `irq_save`, even when nothing changes.
+        // SAFETY: an empty asm statement.
+        unsafe { asm!("", options(nostack)) };
+    }
+}
+
+/// Enables interrupts on this CPU (end of boot, entering the idle loop).
+pub fn irq_enable() {
+    // SAFETY: setting SIE is what the idle loop and threads run with.
+    unsafe { asm!("csrsi sstatus, 2", options(nostack)) }
+}
+
+/// Waits for an interrupt (`wfi` also ends this hart's slice under single-threaded TCG).
+pub fn wfi() {
+    // SAFETY: `wfi` only pauses the hart.
+    unsafe { asm!("wfi", options(nomem, nostack)) }
+}
+
+/// A busy-wait hint (`pause`). Unlike aarch64's `yield`, it does not end the spinning hart's
+/// slice under QEMU's single-threaded TCG: there a spin lasts until the next timer event.
+pub fn relax() {
+    core::hint::spin_loop();
+}
+
+/// A system call: `ebreak` (4 bytes) with the number in a7, arguments in a0–a3, the result
+/// in a0.
+pub(super) fn trap(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> u64 {
+    let ret: u64;
+    // SAFETY: `ebreak` traps to this kernel's trap entry (OpenSBI delegates breakpoints to
+    // S-mode), which saves and restores every register except a0 (the result) and resumes
+    // after the instruction.
+    unsafe {
+        asm!(
+            ".option push",
+            ".option norvc",
+            "ebreak",
+            ".option pop",
+            inlateout("a0") a0 => ret, in("a1") a1, in("a2") a2, in("a3") a3, in("a7") nr,
+        );
+    }
+    ret
+}
+
+// ---- time -------------------------------------------------------------------------------
+
+/// `rdtime` frequency (Hz), from the device tree.
+pub fn counter_freq() -> u64 {
+    TIMEBASE_HZ.load(Ordering::Relaxed).max(1)
+}
+
+/// The `time` CSR (ticks at [`counter_freq`]; one clock for all harts).
+pub fn counter() -> u64 {
+    time::read() as u64
+}
+
+fn set_timer(at: u64) {
+    if SSTC.load(Ordering::Relaxed) {
+        // SAFETY: writes stimecmp (CSR 0x14d), which Sstc gives S-mode: the timer interrupt
+        // is pending while `time` ≥ stimecmp, so a new deadline also clears it.
+        unsafe { asm!("csrw 0x14d, {0}", in(reg) at, options(nomem, nostack)) };
+    } else {
+        let _ = sbi_rt::set_timer(at);
+    }
+}
+
+/// Arms this hart's timer to fire when the counter reaches `at` (at once if it has).
+pub fn timer_arm_at(at: u64) {
+    set_timer(at);
+}
+
+/// Stops this hart's timer (a tickless idle CPU): the deadline moves to the end of time.
+pub fn timer_stop() {
+    set_timer(u64::MAX);
+}
+
+// ---- machine set-up: SBI -----------------------------------------------------------------
+
+/// Machine-wide set-up on CPU 0, before the others start: the timebase and Sstc from the
+/// device tree, and the SBI extensions this port needs (HSM only to start more than one hart).
+pub fn machine_init(fdt: &fdt::Fdt<'_>, ncpus: usize) -> Result<(), ArchError> {
+    let cpu = fdt.cpus().next().ok_or(ArchError::new("no CPU in the device tree"))?;
+    TIMEBASE_HZ.store(cpu.timebase_frequency() as u64, Ordering::Relaxed);
+    let isa = cpu.property("riscv,isa").and_then(|p| p.as_str()).unwrap_or("");
+    SSTC.store(isa.split('_').any(|ext| ext == "sstc"), Ordering::Relaxed);
+    if !sbi_rt::probe_extension(sbi_rt::Timer).is_available() && !SSTC.load(Ordering::Relaxed) {
+        return Err(ArchError::new("neither Sstc nor the SBI timer extension"));
+    }
+    if ncpus > 1 && !sbi_rt::probe_extension(sbi_rt::Hsm).is_available() {
+        return Err(ArchError::new("no SBI HSM extension to start harts with"));
+    }
+    if ncpus > 1 && !sbi_rt::probe_extension(sbi_rt::Ipi).is_available() {
+        return Err(ArchError::new("no SBI IPI extension"));
+    }
+    Ok(())
+}
+
+/// Per-CPU interrupt set-up: the software (IPI) and timer interrupts enabled in `sie`. Every
+/// IPI kind is taken, so `_ipis` needs no set-up.
+pub fn cpu_init(cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
+    PENDING[cpu.min(MAX_CPUS - 1)].store(0, Ordering::Relaxed);
+    // SAFETY: enables the two interrupt sources this kernel handles; they are taken only once
+    // sstatus.SIE is set (the idle loop), with the trap entry installed.
+    unsafe {
+        sie::set_ssoft();
+        sie::set_stimer();
+    }
+    Ok(())
+}
+
+/// Starts hart `hw_id` as kernel CPU `index` (SBI HSM `hart_start`, opaque = index).
+pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
+    record_hw_id(index, hw_id);
+    let entry = _secondary_entry as *const () as usize;
+    let r = sbi_rt::hart_start(hw_id as usize, entry, index);
+    if r.error == 0 {
+        Ok(())
+    } else {
+        Err(ArchError { what: "SBI hart_start", code: r.error as i64 })
+    }
+}
+
+/// A pending interrupt (nothing to end: [`irq_eoi`] does nothing here).
+pub enum Irq {
+    /// The timer.
+    Timer,
+    /// An IPI of this kind.
+    Ipi(u32),
+}
+
+impl Irq {
+    /// Its `scause` code.
+    pub fn number(&self) -> u32 {
+        match self {
+            Irq::Timer => IRQ_TIMER as u32,
+            Irq::Ipi(_) => IRQ_SOFTWARE as u32,
+        }
+    }
+
+    /// Whether it is the timer.
+    pub fn is_timer(&self) -> bool {
+        matches!(self, Irq::Timer)
+    }
+
+    /// The IPI kind, if it is an IPI.
+    pub fn ipi(&self) -> Option<u32> {
+        match self {
+            Irq::Ipi(k) => Some(*k),
+            Irq::Timer => None,
+        }
+    }
+}
+
+/// The next pending interrupt: an IPI kind, else the timer.
+pub fn irq_ack() -> Option<Irq> {
+    let pending = sip::read().bits();
+    if pending & SSIP != 0 {
+        // Cleared before the kinds are read: an IPI sent after this read sets it again.
+        // SAFETY: S-mode owns SSIP (OpenSBI sets it for an IPI; S-mode clears it).
+        unsafe { sip::clear_ssoft() };
+    }
+    let word = &PENDING[cpu_id().min(MAX_CPUS - 1)];
+    let kinds = word.load(Ordering::Acquire);
+    if kinds != 0 {
+        let k = kinds.trailing_zeros();
+        word.fetch_and(!(1 << k), Ordering::AcqRel);
+        return Some(Irq::Ipi(k));
+    }
+    (pending & STIP != 0).then_some(Irq::Timer)
+}
+
+/// Ends an interrupt: nothing to do (the timer's pending bit clears with its next deadline,
+/// an IPI's in [`irq_ack`]).
+pub fn irq_eoi(_irq: Irq) {}
+
+/// Sends IPI `kind` to kernel CPU `cpu`: marks the kind pending there, then the SBI IPI.
+pub fn send_ipi(cpu: usize, kind: u32) {
+    PENDING[cpu.min(MAX_CPUS - 1)].fetch_or(1 << (kind & 31), Ordering::Release);
+    let _ = sbi_rt::send_ipi(HartMask::from_mask_base(1, hw_id(cpu) as usize));
+}
+
+// ---- ns16550, DTB, exit ---------------------------------------------------------------------
+
+/// Writes bytes to the ns16550 (polling its transmit-holding-empty bit). Callers serialise
+/// (the log lock).
+pub fn uart_write(bytes: &[u8]) {
+    let thr = UART_BASE as *mut u8;
+    let lsr = (UART_BASE + 5) as *const u8;
+    for &b in bytes {
+        // SAFETY: QEMU virt's ns16550 transmit and line-status registers, device memory
+        // (no MMU); OpenSBI left it set up.
+        unsafe {
+            while lsr.read_volatile() & (1 << 5) == 0 {}
+            thr.write_volatile(b);
+        }
+    }
+}
+
+/// The device tree OpenSBI passed in `a1`.
+pub fn device_tree() -> Result<fdt::Fdt<'static>, fdt::FdtError> {
+    // SAFETY: the address the firmware passed at boot; QEMU placed the DTB at the end of RAM,
+    // above anything this kernel uses, and nothing writes it. A null address (never seen)
+    // fails the magic check.
+    unsafe { fdt::Fdt::from_ptr(DTB.load(Ordering::Relaxed) as *const u8) }
+}
+
+/// Ends the QEMU run with `code` (`sifive_test`; the host sees `code & 0xff`).
+pub fn exit(code: u32) -> ! {
+    // SAFETY: QEMU virt's sifive_test device at 0x10_0000 (from its device tree), device
+    // memory without an MMU.
+    let dev = unsafe { qemu_exit::RISCV64::new(SIFIVE_TEST_BASE) };
+    dev.exit(code)
+}

@@ -1,0 +1,140 @@
+//! The kernel's stacks, the same on every machine: one boot (then idle) stack and one
+//! exception stack per CPU, one stack per thread, all static. A canary in the lowest word of
+//! each catches an overflow; each CPU's exception stack is painted at boot so its high-water
+//! mark can be measured (every call into the core runs on it).
+//!
+//! The ports' boot code finds the boot stacks by the symbol `__boot_stacks`.
+
+use core::cell::UnsafeCell;
+
+use super::{Frame, FRAME_SIZE, MAX_CPUS, MAX_THREADS};
+
+/// Stack size of every kernel thread.
+pub const STACK_SIZE: usize = 16 * 1024;
+/// Boot (and then idle) stack of each CPU: CPU 0 initialises the scheduler on it, and
+/// `Smp::init_with` builds each CPU's runqueue on the stack. A power of two (the riscv64 boot
+/// code shifts by it).
+pub const BOOT_STACK_SIZE: usize = 128 * 1024;
+/// Exception stack of each CPU: every call into the core runs on it. The suite measures its
+/// high-water mark (about 2.5 KB) and fails above 4 KB; this is twice that budget.
+pub const EXC_STACK_SIZE: usize = 8 * 1024;
+
+const _: () = assert!(BOOT_STACK_SIZE.is_power_of_two());
+const _: () = assert!(FRAME_SIZE.is_multiple_of(16) && core::mem::size_of::<Frame>() == FRAME_SIZE);
+
+/// A statically allocated, 16-byte aligned stack area (zeroed, so it lands in `.bss`).
+#[repr(C, align(16))]
+pub struct Area<const N: usize>(UnsafeCell<[u8; N]>);
+
+// SAFETY: the kernel never forms references into a stack area; it is only used through raw
+// addresses, each stack by the one CPU or thread that owns it (see the users below).
+unsafe impl<const N: usize> Sync for Area<N> {}
+
+impl<const N: usize> Area<N> {
+    const fn new() -> Self {
+        Area(UnsafeCell::new([0; N]))
+    }
+
+    fn base(&self) -> usize {
+        self.0.get() as usize
+    }
+}
+
+/// The boot stacks (named for the ports' boot code, which sets each CPU's stack pointer to
+/// `__boot_stacks + (cpu + 1) * BOOT_STACK_SIZE`).
+#[unsafe(no_mangle)]
+static __boot_stacks: Area<{ BOOT_STACK_SIZE * MAX_CPUS }> = Area::new();
+static EXC_STACKS: Area<{ EXC_STACK_SIZE * MAX_CPUS }> = Area::new();
+static THREAD_STACKS: Area<{ STACK_SIZE * MAX_THREADS }> = Area::new();
+
+/// Written at the lowest word of every stack; a stack that grew past its end overwrote it.
+const CANARY: u64 = 0x57ac_c0de_5afe_f00d;
+
+/// Fills each CPU's exception stack at boot; the deepest word no longer holding it marks how
+/// far the stack has ever grown.
+const PAINT: u64 = 0x5eed_5eed_5eed_5eed;
+
+fn exc_bottom(cpu: usize) -> usize {
+    EXC_STACKS.base() + cpu.min(MAX_CPUS - 1) * EXC_STACK_SIZE
+}
+
+fn boot_bottom(cpu: usize) -> usize {
+    __boot_stacks.base() + cpu.min(MAX_CPUS - 1) * BOOT_STACK_SIZE
+}
+
+fn thread_bottom(slot: usize) -> usize {
+    THREAD_STACKS.base() + slot.min(MAX_THREADS - 1) * STACK_SIZE
+}
+
+/// The initial stack pointer of `cpu`'s exception stack.
+pub(super) fn exc_stack_top(cpu: usize) -> usize {
+    exc_bottom(cpu) + EXC_STACK_SIZE
+}
+
+/// At a CPU's entry: canaries on its exception and boot stacks, paint on its exception stack.
+pub(super) fn prepare_cpu(cpu: usize) {
+    let exc = exc_bottom(cpu);
+    // SAFETY: the lowest words of this CPU's exception and boot stacks: this CPU's own, far
+    // below anything used yet (the boot stack is in use only near its top).
+    unsafe {
+        (exc as *mut u64).write_volatile(CANARY);
+        (boot_bottom(cpu) as *mut u64).write_volatile(CANARY);
+    }
+    for w in (exc + 8..exc + EXC_STACK_SIZE).step_by(8) {
+        // SAFETY: this CPU's own exception stack, which nothing uses before this CPU takes
+        // its first exception (interrupts are masked until its idle loop).
+        unsafe { (w as *mut u64).write_volatile(PAINT) };
+    }
+}
+
+/// Writes the first frame of thread `slot` at the top of its stack (the port's
+/// `Frame::new_thread`: it starts at `entry(a0, a1)` in kernel mode with interrupts on) and
+/// its canary. Returns the frame's address.
+pub fn init_thread_frame(
+    slot: usize,
+    entry: extern "C" fn(usize, usize) -> !,
+    a0: usize,
+    a1: usize,
+) -> usize {
+    let bottom = thread_bottom(slot);
+    let top = bottom + STACK_SIZE;
+    let frame = (top - FRAME_SIZE) as *mut Frame;
+    // SAFETY: the frame and the canary lie inside thread `slot`'s stack, which the caller
+    // owns: the slot is allocated to it and no CPU runs on that stack.
+    unsafe {
+        frame.write(Frame::new_thread(entry, a0, a1, top));
+        (bottom as *mut u64).write_volatile(CANARY);
+    }
+    frame as usize
+}
+
+/// The most bytes of `cpu`'s exception stack ever used (every call into the core runs on it),
+/// from the paint the boot left on it.
+pub fn exc_stack_high_water(cpu: usize) -> usize {
+    let bottom = exc_bottom(cpu);
+    let untouched = (bottom + 8..bottom + EXC_STACK_SIZE)
+        .step_by(8)
+        // SAFETY: words of the static exception stack area, always mapped. A volatile read of
+        // a word the CPU may be writing is a diagnostic race: the value read is either the
+        // paint or not, and either answer is a valid measurement.
+        .take_while(|&w| unsafe { (w as *const u64).read_volatile() } == PAINT)
+        .count();
+    EXC_STACK_SIZE - 8 - untouched * 8
+}
+
+fn canary_intact(bottom: usize) -> bool {
+    // SAFETY: `bottom` is the lowest word of one of the static stack areas, always mapped; a
+    // volatile read of it races with nothing that matters (a stack only reaches it by
+    // overflowing, which is what this detects).
+    unsafe { (bottom as *const u64).read_volatile() == CANARY }
+}
+
+/// Whether thread `slot`'s stack still has its canary.
+pub fn thread_stack_intact(slot: usize) -> bool {
+    canary_intact(thread_bottom(slot))
+}
+
+/// Whether `cpu`'s exception and boot (idle) stacks still have their canaries.
+pub fn cpu_stacks_intact(cpu: usize) -> bool {
+    canary_intact(exc_bottom(cpu)) && canary_intact(boot_bottom(cpu))
+}
