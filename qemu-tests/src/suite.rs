@@ -558,7 +558,6 @@ mod tests {
     const KERNEL_MAIN: &str = include_str!("../../kernel-shim/src/main.rs");
     const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
     const KERNEL_STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
-    const KERNEL_AARCH64: &str = include_str!("../../kernel-shim/src/arch/aarch64/mod.rs");
     const KERNEL_SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
     const CORE_SMP: &str = include_str!("../../core/src/smp/mod.rs");
     const KERNEL_SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
@@ -710,7 +709,7 @@ mod tests {
                 boot / 1024
             ),
         );
-        let frame = rust_const_u64(KERNEL_AARCH64, "FRAME_SIZE");
+        let frame = rust_const_u64(KERNEL_ARCH, "FRAME_SIZE");
         assert_states(KERNEL_README, doc, &format!("(x0–x30, ELR_EL1, SPSR_EL1; {frame} bytes)"));
         // The command-line table: limits and defaults.
         let spinners = rust_const_u64(KERNEL_SCENARIO, "MAX_SPINNERS");

@@ -14,7 +14,7 @@
 //! | traps | vector table, `svc #0` | `stvec`, `ebreak` (S-mode `ecall` belongs to the SBI) |
 //! | console, exit | PL011, semihosting | ns16550, `sifive_test` |
 //!
-//! A port exports: `NAME`; the saved-register `Frame` (`FRAME_SIZE`, `syscall_arg`,
+//! A port exports: `NAME`; the meaning of the saved-register [`Frame`] (`syscall_arg`,
 //! `set_syscall_ret`, `new_thread`) and `fault_info`; `device_tree`, `machine_init`,
 //! `cpu_init`, `start_cpu`; `Irq`, `irq_ack`, `irq_eoi`, `send_ipi`; `counter`,
 //! `counter_freq`, `timer_arm_at`, `timer_stop`; `irq_save`, `irq_restore`, `irq_enable`,
@@ -48,6 +48,35 @@ pub use syscall::*;
 pub const MAX_CPUS: usize = 8;
 /// Kernel threads in the static pool.
 pub const MAX_THREADS: usize = 64;
+
+/// Size of the saved-register frame every port's trap entry pushes.
+pub const FRAME_SIZE: usize = 272;
+
+/// A saved context: what a port's trap entry pushes and pops (the same 272 bytes on both
+/// ports). The port gives it its meaning: `syscall_arg`, `set_syscall_ret`, `new_thread`.
+#[repr(C)]
+pub struct Frame {
+    /// The general registers: x0–x30 on aarch64; x1–x31 on riscv64 (`x[1]` is `sp`).
+    pub x: [u64; 31],
+    /// Where execution resumes (ELR_EL1, sepc).
+    pub pc: u64,
+    /// The saved status `eret`/`sret` returns to (SPSR_EL1, sstatus).
+    pub status: u64,
+    _pad: u64,
+}
+
+/// The registers that explain a fault, by name (the port's `fault_info`).
+pub struct FaultInfo(pub [(&'static str, u64); 3]);
+
+impl core::fmt::Display for FaultInfo {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, (name, value)) in self.0.iter().enumerate() {
+            let sep = if i == 0 { "" } else { " " };
+            write!(f, "{sep}{name} {value:#x}")?;
+        }
+        Ok(())
+    }
+}
 
 /// Why the machine could not be brought up: what failed, and the firmware's or driver's
 /// error code where there is one (0 otherwise).

@@ -3,7 +3,6 @@
 //! semihosting.
 
 use core::arch::{asm, global_asm};
-use core::fmt;
 use core::ptr::NonNull;
 use core::sync::atomic::{AtomicBool, Ordering};
 
@@ -15,12 +14,12 @@ use arm_gic::gicv3::{GicCpuInterface, GicV3, SgiTarget, SgiTargetGroup};
 use arm_gic::{IntId, InterruptGroup, UniqueMmioPointer};
 use qemu_exit::QEMUExit;
 
-use super::{hw_id, record_hw_id, ArchError, ExcKind, IrqGuard, Lock, BOOT_STACK_SIZE};
+use super::{
+    hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Frame, IrqGuard, Lock, BOOT_STACK_SIZE, FRAME_SIZE,
+};
 
 /// What the boot banner calls this machine.
 pub const NAME: &str = "aarch64 at EL1";
-/// Size of the saved-register frame the vectors push (x0–x30, ELR, SPSR, padding).
-pub const FRAME_SIZE: usize = 272;
 
 const UART_BASE: usize = 0x0900_0000;
 const GICD_BASE: usize = 0x0800_0000;
@@ -183,18 +182,7 @@ unsafe extern "C" {
     fn _secondary_entry();
 }
 
-/// A saved context: what the vectors push on exception entry and pop on return.
-#[repr(C)]
-pub struct Frame {
-    /// x0–x30.
-    pub x: [u64; 31],
-    /// Where execution resumes.
-    pub elr: u64,
-    /// The saved PSTATE.
-    pub spsr: u64,
-    _pad: u64,
-}
-
+/// The frame the vectors push: x0–x30, ELR_EL1 (`pc`), SPSR_EL1 (`status`).
 impl Frame {
     /// A new thread's first frame: it starts at `entry(x0 = a0, x1 = a1)` at EL1h with
     /// interrupts unmasked (the vectors take `sp` from the frame's own address, so `_sp_top`
@@ -208,7 +196,7 @@ impl Frame {
         let mut x = [0u64; 31];
         x[0] = a0 as u64;
         x[1] = a1 as u64;
-        Frame { x, elr: entry as usize as u64, spsr: 0x5, _pad: 0 }
+        Frame { x, pc: entry as usize as u64, status: 0x5, _pad: 0 }
     }
 
     /// System call argument `i` (0..4) of the interrupted thread: x0–x3.
@@ -247,22 +235,9 @@ extern "C" fn exception_entry(frame: *mut Frame, kind: u64) -> *mut Frame {
     crate::sched::exception(f, frame as usize, kind) as *mut Frame
 }
 
-/// The registers that explain a fault.
-pub struct FaultInfo {
-    esr: u64,
-    far: u64,
-    elr: u64,
-}
-
-impl fmt::Display for FaultInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "ESR {:#x} FAR {:#x} ELR {:#x}", self.esr, self.far, self.elr)
-    }
-}
-
 /// Syndrome, fault address and return address of the current synchronous exception.
 pub fn fault_info(frame: &Frame) -> FaultInfo {
-    FaultInfo { esr: ESR_EL1.get(), far: FAR_EL1.get(), elr: frame.elr }
+    FaultInfo([("ESR", ESR_EL1.get()), ("FAR", FAR_EL1.get()), ("ELR", frame.pc)])
 }
 
 /// Points TPIDR_EL1 at this CPU's per-CPU block.

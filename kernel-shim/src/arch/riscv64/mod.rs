@@ -10,19 +10,18 @@
 //! sender sets the kind's bit in the target's pending word before the SBI call.
 
 use core::arch::{asm, global_asm};
-use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 
 use qemu_exit::QEMUExit;
 use riscv::register::{sie, sip, sscratch, stval, time};
 use sbi_rt::HartMask;
 
-use super::{cpu_id, hw_id, record_hw_id, ArchError, ExcKind, BOOT_STACK_SIZE, MAX_CPUS};
+use super::{
+    cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Frame, BOOT_STACK_SIZE, FRAME_SIZE, MAX_CPUS,
+};
 
 /// What the boot banner calls this machine.
 pub const NAME: &str = "riscv64 in S-mode";
-/// Size of the saved-register frame the trap entry pushes (x1–x31, sepc, sstatus, padding).
-pub const FRAME_SIZE: usize = 272;
 
 const UART_BASE: usize = 0x1000_0000;
 const SIFIVE_TEST_BASE: u64 = 0x10_0000;
@@ -191,22 +190,13 @@ unsafe extern "C" {
     fn _secondary_entry();
 }
 
-/// A saved context: what the trap entry pushes and pops.
-#[repr(C)]
-pub struct Frame {
-    /// x1–x31 (`x[i]` holds register x(i+1); `x[1]` is the interrupted `sp`).
-    pub x: [u64; 31],
-    /// Where execution resumes.
-    pub sepc: u64,
-    /// The saved `sstatus` (SPP, SPIE: the privilege and interrupt state `sret` returns to).
-    pub sstatus: u64,
-    _pad: u64,
-}
-
 /// `Frame::x` index of register `a0` (x10); a1–a3 follow, `a7` (x17) holds the call number.
 const A0: usize = 9;
 const A7: usize = 16;
 
+/// The frame the trap entry pushes: `x[i]` holds register x(i+1) (`x[1]` the interrupted
+/// `sp`), `pc` sepc, `status` sstatus (SPP, SPIE: the privilege and interrupt state `sret`
+/// returns to).
 impl Frame {
     /// A new thread's first frame: it starts at `entry(a0, a1)` in S-mode with interrupts on,
     /// its stack pointer at `sp_top`.
@@ -216,7 +206,7 @@ impl Frame {
         x[A0] = a0 as u64;
         x[A0 + 1] = a1 as u64;
         let sstatus = (SSTATUS_SPP | SSTATUS_SPIE) as u64;
-        Frame { x, sepc: entry as usize as u64, sstatus, _pad: 0 }
+        Frame { x, pc: entry as usize as u64, status: sstatus, _pad: 0 }
     }
 
     /// System call argument `i` (0..4) of the interrupted thread: a0–a3.
@@ -249,7 +239,7 @@ extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
         }
     } else if scause == EXC_BREAKPOINT {
         // The system call's `ebreak` is 4 bytes (assembled without compression).
-        f.sepc += 4;
+        f.pc += 4;
         ExcKind::Svc(f.x[A7])
     } else {
         ExcKind::Fault
@@ -257,25 +247,12 @@ extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
     crate::sched::exception(f, frame as usize, kind) as *mut Frame
 }
 
-/// The registers that explain a fault.
-pub struct FaultInfo {
-    scause: usize,
-    stval: usize,
-    sepc: u64,
-}
-
-impl fmt::Display for FaultInfo {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "scause {:#x} stval {:#x} sepc {:#x}", self.scause, self.stval, self.sepc)
-    }
-}
-
 /// Cause, faulting value and return address of the current synchronous exception.
 pub fn fault_info(frame: &Frame) -> FaultInfo {
     let scause: usize;
     // SAFETY: reads the scause CSR, no side effects.
     unsafe { asm!("csrr {0}, scause", out(reg) scause, options(nomem, nostack)) };
-    FaultInfo { scause, stval: stval::read(), sepc: frame.sepc }
+    FaultInfo([("scause", scause as u64), ("stval", stval::read() as u64), ("sepc", frame.pc)])
 }
 
 /// Points `sscratch` at this CPU's per-CPU block (the trap entry finds its stack there).
