@@ -308,10 +308,38 @@ pub fn wfi() {
     unsafe { asm!("wfi", options(nomem, nostack)) }
 }
 
-/// A busy-wait hint (`pause`). Unlike aarch64's `yield`, it does not end the spinning hart's
-/// slice under QEMU's single-threaded TCG: there a spin lasts until the next timer event.
+/// A busy-wait step that hands the host CPU on, as aarch64's `yield` does.
+///
+/// Under QEMU 7.2's single-threaded TCG with icount a spinning hart keeps its slice up to the
+/// next timer deadline, and the hart after it in round-robin order is then handed an empty
+/// budget, every time: it starves for as long as the spin lasts (a `pause` changes nothing).
+/// Only a halt ends a slice early, so this halts without waiting: with interrupts masked it
+/// raises its own software interrupt, executes `wfi` (which halts, and under round-robin lets
+/// the next hart run; with the interrupt pending the hart resumes at once, which is all that
+/// happens under multi-threaded TCG or on hardware), and withdraws the interrupt again unless
+/// a real IPI is waiting. Before `cpu_init` enables the software interrupt a `wfi` could wait
+/// forever, so early spins only `pause`.
 pub fn relax() {
-    core::hint::spin_loop();
+    if sie::read().bits() & SSIP == 0 {
+        core::hint::spin_loop();
+        return;
+    }
+    let saved = irq_save();
+    let already = sip::read().bits() & SSIP != 0;
+    // SAFETY: S-mode may set and clear its own SSIP; with SIE clear no trap is taken, and the
+    // pending, enabled interrupt makes `wfi` return at once.
+    unsafe {
+        sip::set_ssoft();
+        asm!("wfi", options(nomem, nostack));
+        if !already {
+            sip::clear_ssoft();
+            // An IPI that arrived meanwhile set SSIP too: keep it pending for its handler.
+            if PENDING[cpu_id().min(MAX_CPUS - 1)].load(Ordering::Acquire) != 0 {
+                sip::set_ssoft();
+            }
+        }
+    }
+    irq_restore(saved);
 }
 
 /// A system call: `ebreak` (4 bytes) with the number in a7, arguments in a0–a3, the result
