@@ -682,7 +682,11 @@ mod tests {
             doc,
             &format!("`sched_core::port::Scheduler<KPlatform, {cpus}, {tasks}, {qlen}, YieldRelax>`"),
         );
-        assert_states(KERNEL_README, doc, &format!("(GICv3, up to {cpus} CPUs)"));
+        assert_states(
+            KERNEL_README,
+            doc,
+            &format!("(GICv3, up to {cpus} CPUs) and riscv64 (OpenSBI, up to {cpus}"),
+        );
         assert_states(KERNEL_README, doc, &format!("`SMP=n` (1..{cpus})"));
         let (threads, stack) =
             (rust_const_u64(KERNEL_ARCH, "MAX_THREADS"), rust_const_u64(KERNEL_STACKS, "STACK_SIZE"));
@@ -710,7 +714,11 @@ mod tests {
             ),
         );
         let frame = rust_const_u64(KERNEL_ARCH, "FRAME_SIZE");
-        assert_states(KERNEL_README, doc, &format!("(x0–x30, ELR_EL1, SPSR_EL1; {frame} bytes)"));
+        assert_states(
+            KERNEL_README,
+            doc,
+            &format!("(x0–x30, ELR_EL1, SPSR_EL1; {frame} bytes — on riscv64 x1–x31, sepc, sstatus, the same size)"),
+        );
         // The command-line table: limits and defaults.
         let spinners = rust_const_u64(KERNEL_SCENARIO, "MAX_SPINNERS");
         let events = rust_const_u64(KERNEL_SCENARIO, "MAX_EVENTS");
