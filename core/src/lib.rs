@@ -12,21 +12,21 @@
 //!   [`Entity`]: weight (from [`Nice`] via the 40-entry table), vruntime, runtime accounting
 //!   and PELT signals.
 //! * **The timeline.** Runnable tasks that are not running wait on their CPU's
-//!   [`Timeline`], ordered by vruntime (wrap-safe). The running task is not on it. A task's
+//!   `Timeline`, ordered by vruntime (wrap-safe). The running task is not on it. A task's
 //!   vruntime advances by `wall time × 1024 / weight`; the leftmost task is the one that has
 //!   had the least of its fair share. `min_vruntime` follows the timeline and never goes
 //!   back; new and waking tasks are placed relative to it.
 //! * **Preemption.** The tick preempts a task that used its slice (its weight's share of the
 //!   24 ms latency on 8 CPUs) or ran too far ahead; a waking task preempts one that is more
 //!   than the wakeup granularity ahead of it.
-//! * **PELT** ([`pelt`]): each task and runqueue keeps geometric sums of its runnable,
+//! * **PELT** (`pelt`): each task and runqueue keeps geometric sums of its runnable,
 //!   running and weighted time (half-life 32 ms) and averages `load_avg`, `runnable_avg`,
 //!   `util_avg` in 0..1024 units of capacity; `util_est` remembers a task's utilisation across
 //!   sleeps. The load balancer of the SMP layer decides with these signals.
-//! * **Ownership.** Every task's entity lives in one cell of the machine's [`Entities`],
+//! * **Ownership.** Every task's entity lives in one cell of the machine's `Entities`,
 //!   stored once for its whole life. While the task is queued or running on a CPU it is
-//!   attached to that CPU's [`RunQueue`] (a slot with its id and links), and whoever holds
-//!   the runqueue owns its entity; asleep, the [`TaskTable`] (its lock) owns it.
+//!   attached to that CPU's `RunQueue` (a slot with its id and links), and whoever holds
+//!   the runqueue owns its entity; asleep, the `TaskTable` (its lock) owns it.
 //!
 //! ## Driving it
 //!
@@ -48,6 +48,12 @@
 //! use [`SingleCpu`], the same machinery with one CPU behind a smaller API. The contract a
 //! port must keep (who calls what and when, under which locks callbacks run) is in
 //! PORTING.md; the lock order is in [`smp`].
+//!
+//! A port needs only the modules public by default (`port`, `platform`, `smp`,
+//! `single_cpu`, `topology`, `task`, `features`, `error`, `cpumask`, `weights`). The machinery
+//! under them — the modules `balance`, `capacity`, `entities`, `fair`, `pelt`, `placement`,
+//! `runqueue`, `table` and `timeline`, and their types at the root — is public only with the
+//! `internals` feature, which the simulator and the tests turn on.
 //!
 //! ```
 //! use sched_core::{Features, NoPlatform, Smp, TaskParams};
@@ -72,43 +78,61 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 
-pub mod balance;
-pub mod capacity;
+// The porter's surface: what a kernel names to host the core.
 pub mod cpumask;
-pub mod entities;
 pub mod error;
-pub mod fair;
 pub mod features;
-pub mod pelt;
-pub mod placement;
 pub mod platform;
 pub mod port;
-pub mod runqueue;
 pub mod single_cpu;
 pub mod smp;
-pub mod table;
 pub mod task;
-pub mod timeline;
 pub mod topology;
 pub mod weights;
+
+/// The machinery under the porter's surface: public with the `internals` feature (for the
+/// simulator, the tests and experiments that reach into the machine), private otherwise, so
+/// a port sees only what it hosts the core with.
+macro_rules! internal_modules {
+    ($($name:ident),* $(,)?) => {
+        $(
+            #[cfg(feature = "internals")]
+            pub mod $name;
+            #[cfg(not(feature = "internals"))]
+            mod $name;
+        )*
+    };
+}
+
+internal_modules!(balance, capacity, entities, fair, pelt, placement, runqueue, table, timeline);
 
 /// The atomics of the published per-CPU figures ([`smp::RqStats`]) are portable-atomic's, so
 /// the core builds for targets without 64-bit atomics or without compare-and-swap; on
 /// targets that have them they are the standard ones.
 pub use portable_atomic;
 
-pub use balance::IdleType;
+// What the porter's surface hands out from the machinery: the balancer's reports (in
+// `EventKind::Balance`) and what `check_invariants` answers.
+pub use balance::{BalanceRecord, IdleType, Outcome, Round};
+pub use runqueue::InvariantViolation;
+
 pub use cpumask::{CpuMask, MAX_CPUS};
-pub use entities::{Entities, Pool};
 pub use error::{InitError, SchedError};
-pub use fair::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
 pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform, TaskPayload};
-pub use runqueue::{InvariantViolation, RunQueue, SlotId};
 pub use single_cpu::SingleCpu;
 pub use smp::{Smp, Switch};
-pub use table::{Location, TaskEntry, TaskTable};
 pub use task::{Entity, Policy, TaskId, TaskParams, TaskState};
-pub use timeline::Timeline;
 pub use topology::{Topology, TopologyDesc, TopologyError};
 pub use weights::{LoadWeight, Nice};
+
+#[cfg(feature = "internals")]
+pub use entities::{Entities, Pool};
+#[cfg(feature = "internals")]
+pub use fair::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
+#[cfg(feature = "internals")]
+pub use runqueue::{RunQueue, SlotId};
+#[cfg(feature = "internals")]
+pub use table::{Location, TaskEntry, TaskTable};
+#[cfg(feature = "internals")]
+pub use timeline::Timeline;

@@ -25,7 +25,7 @@ pub type SlotId = u32;
 
 const NIL: u32 = u32::MAX;
 
-/// A runqueue invariant that does not hold (found by [`RunQueue::check`]).
+/// A runqueue invariant that does not hold (found by `RunQueue::check`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvariantViolation {
     /// The CPU whose runqueue is inconsistent.

@@ -110,7 +110,7 @@ impl Default for TaskParams {
 }
 
 /// The scheduling entity: everything the fair class keeps per task. It lives in the cell of
-/// its task's slot (see [`crate::entities`]), so it does not repeat the task's id.
+/// its task's slot (see the `entities` module), so it does not repeat the task's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entity {
     /// Policy.

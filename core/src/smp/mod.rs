@@ -1,4 +1,4 @@
-//! The SMP scheduler: one [`RunQueue`](crate::runqueue::RunQueue) per CPU, each behind its own spin lock, the task
+//! The SMP scheduler: one `RunQueue` per CPU, each behind its own spin lock, the task
 //! table, the topology, and the shared state the load balancer reads.
 //!
 //! ## Lock order (the one place it is written down)
@@ -9,7 +9,7 @@
 //! 2. **Runqueue** locks: at most two at once, and then the lower-numbered CPU first.
 //! 3. The **task table** lock: taken with or without runqueue locks, never held while
 //!    taking a runqueue lock.
-//! 4. An **entity cell** ([`crate::entities`]): innermost, and only ever locked by the
+//! 4. An **entity cell** (the `entities` module): innermost, and only ever locked by the
 //!    entity's owner — the holder of the runqueue lock of the CPU the task is attached to,
 //!    of the table lock for a parked task, or the caller moving a task in transit — so it is
 //!    never contended. Two cells are held at once only for two tasks of the runqueue whose

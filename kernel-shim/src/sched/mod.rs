@@ -16,7 +16,7 @@ use sched_core::{
     CpuMask, Event, EventKind, Features, MigrateReason, Platform, Policy, SchedError, TaskId, TaskParams,
 };
 
-use sched_core::balance::Outcome;
+use sched_core::Outcome;
 
 use crate::arch::{self, ExcKind, Frame, MAX_CPUS, MAX_THREADS};
 
