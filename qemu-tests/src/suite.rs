@@ -337,6 +337,13 @@ pub fn run() -> (u64, u64) {
         let cases: Vec<&Case> = CASES.iter().collect();
         let (p, f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
         let (fp, ff) = fuzz_boot_lines(&m);
+        eprintln!(
+            "xtest: QEMU suite on {}: {} passed, {} failed ({} cases and the boot-line fuzz)",
+            arch.name(),
+            p + fp,
+            f + ff,
+            cases.len()
+        );
         passed += p + fp;
         failed += f + ff;
     }
