@@ -21,20 +21,23 @@ use scenario::{Config, EXIT_BAD_ARGS, EXIT_MACHINE};
 /// CPU 0 (the boot CPU) after the boot code: stack, BSS and trap vectors are set up,
 /// interrupts masked.
 pub fn kmain() -> ! {
-    let fdt = match arch::device_tree() {
+    let firmware = match arch::firmware() {
         Ok(f) => f,
         Err(e) => {
-            defmt::error!("error: no device tree: {}", defmt::Debug2Format(&e));
+            defmt::error!("error: no machine description: {}", e);
             arch::exit(EXIT_MACHINE);
         }
+    };
+    let fdt = match &firmware {
+        arch::Firmware::DeviceTree(fdt) => Some(fdt),
+        arch::Firmware::Fixed { .. } => None,
     };
     // The CPUs' hardware ids, the boot CPU's first: it is CPU 0 whatever its id (OpenSBI
     // boots a riscv64 machine on any hart).
     let me = arch::hw_id(0);
     let mut ids = [me; MAX_CPUS];
     let (mut n, mut listed, mut found) = (1, 0, false);
-    for cpu in fdt.cpus() {
-        let id = cpu.ids().first() as u64;
+    let mut add = |id: u64| {
         listed += 1;
         if id == me {
             found = true;
@@ -42,26 +45,35 @@ pub fn kmain() -> ! {
             ids[n] = id;
             n += 1;
         }
+    };
+    match &firmware {
+        arch::Firmware::DeviceTree(fdt) => fdt.cpus().for_each(|cpu| add(cpu.ids().first() as u64)),
+        arch::Firmware::Fixed { cpus, .. } => cpus.iter().for_each(|&id| add(id)),
     }
     if !found {
-        defmt::error!("error: the device tree does not list the boot CPU ({=u64:#x})", me);
+        defmt::error!("error: the machine description does not list the boot CPU ({=u64:#x})", me);
         arch::exit(EXIT_MACHINE);
     }
     if listed > MAX_CPUS {
         defmt::warn!(
-            "warning: the device tree lists {} CPUs; this kernel drives the first {}",
+            "warning: the machine has {} CPUs; this kernel drives the first {}",
             listed,
             MAX_CPUS
         );
     }
-    if let Err(e) = arch::machine_init(&fdt, n) {
+    if let Err(e) = arch::machine_init(fdt, n) {
         defmt::error!("error: machine set-up: {}", e);
         arch::exit(EXIT_MACHINE);
     }
     kprintln!("kernel-shim: {} on CPU {=u64:#x}, counter {} Hz", arch::NAME, me, arch::counter_freq());
     // The raw property: the fdt crate's `bootargs()` answers None both when there is none and
     // when it is not UTF-8, and a malformed line must be refused, not read as empty.
-    let raw = fdt.find_node("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value);
+    let raw = match &firmware {
+        arch::Firmware::DeviceTree(fdt) => {
+            fdt.find_node("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value)
+        }
+        arch::Firmware::Fixed { bootargs, .. } => bootargs,
+    };
     let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
     let bootargs = match core::str::from_utf8(raw) {
         Ok(s) => s,
@@ -70,7 +82,7 @@ pub fn kmain() -> ! {
             arch::exit(EXIT_BAD_ARGS);
         }
     };
-    kprintln!("dtb: {} CPUs, bootargs \"{}\"", n, bootargs);
+    kprintln!("machine: {} CPUs, bootargs \"{}\"", n, bootargs);
     let mut bad = "";
     let cfg = match Config::parse(bootargs, &mut bad) {
         Ok(c) => c,
@@ -80,6 +92,11 @@ pub fn kmain() -> ! {
         }
     };
     sched::select_hz(cfg.hz);
+    if cfg.nohz && !arch::TICKLESS {
+        // A periodic tick that is also the clock (SysTick) cannot stop.
+        defmt::error!("error: bad argument \"nohz=on\": this machine's tick cannot stop");
+        arch::exit(EXIT_BAD_ARGS);
+    }
     let k = cfg.clusters as usize;
     if k != 0 && k < n && n % k != 0 {
         // Clusters of k CPUs would leave n mod k CPUs out of every domain.

@@ -26,7 +26,7 @@
 //! default off), `features=` (comma-separated core feature
 //! switches, `NO_` to turn one off). Anything unknown or malformed: one error line, exit 3.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
 
 use sched_core::Features;
 
@@ -80,11 +80,26 @@ pub const KIND_BUSY: usize = 9;
 pub const KIND_CORECALLS: usize = 10;
 
 /// Most events a sysbench run may ask for (one done-flag each).
+#[cfg(not(target_arch = "arm"))]
 pub const MAX_EVENTS: u32 = 65_536;
 /// Most sysbench threads (the pool keeps one for the main thread).
+#[cfg(not(target_arch = "arm"))]
 pub const MAX_SPINNERS: u32 = 56;
 /// Most pingpong pairs.
+#[cfg(not(target_arch = "arm"))]
 pub const MAX_PAIRS: u32 = 28;
+/// Most events a sysbench run may ask for (one done-flag each).
+#[cfg(target_arch = "arm")]
+pub const MAX_EVENTS: u32 = 4096;
+/// Most sysbench threads (the pool keeps one for the main thread).
+#[cfg(target_arch = "arm")]
+pub const MAX_SPINNERS: u32 = 6;
+/// Most pingpong pairs.
+#[cfg(target_arch = "arm")]
+pub const MAX_PAIRS: u32 = 3;
+// A microcontroller's pool holds 8 threads and its RAM a few KB of done-flags.
+#[cfg(target_arch = "arm")]
+const _: () = assert!(MAX_SPINNERS as usize <= arch::MAX_THREADS - 1 && 2 * MAX_PAIRS <= MAX_SPINNERS);
 
 /// What to run.
 #[derive(Clone, Copy, Debug)]
@@ -610,6 +625,12 @@ fn report_cpus(tag: &str, n: usize) {
         tag,
         deepest,
         arch::EXC_STACK_SIZE
+    );
+    kprintln!(
+        "{}: thread stack high-water: {} of {} bytes (deepest thread)",
+        tag,
+        arch::thread_stack_high_water(),
+        arch::STACK_SIZE
     );
 }
 

@@ -14,10 +14,11 @@
 //! | traps | vector table, `svc #0` | `stvec`, `ebreak` (S-mode `ecall` belongs to the SBI) |
 //! | console, exit | PL011, semihosting | ns16550, `sifive_test` |
 //!
-//! A port exports: `NAME`; the meaning of the saved-register [`Frame`] (`syscall_arg`,
-//! `set_syscall_ret`, `new_thread`) and `fault_info`; `device_tree`, `machine_init`,
-//! `cpu_init`, `start_cpu`; `Irq`, `irq_ack`, `irq_eoi`, `send_ipi`; `counter`,
-//! `counter_freq`, `timer_arm_at`, `timer_stop`; `irq_save`, `irq_restore`, `irq_enable`,
+//! A port exports: `NAME`, `TICKLESS` (whether its tick can stop); the meaning of the
+//! saved-register [`Frame`] (`syscall_arg`, `set_syscall_ret`, `new_thread`) and `fault_info`;
+//! `firmware` (the machine's description, see [`Firmware`]), `machine_init`, `cpu_init`,
+//! `start_cpu`; `Irq`, `irq_ack`, `irq_eoi`, `send_ipi`; `counter`, `counter_freq`,
+//! `timer_arm_at`, `timer_stop`; `irq_save`, `irq_restore`, `irq_enable`,
 //! `wfi`, `relax`; `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
 //! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack.
 #![allow(unsafe_code)]
@@ -36,24 +37,53 @@ mod riscv64;
 #[cfg(target_arch = "riscv64")]
 pub use riscv64::*;
 
-use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+#[cfg(target_arch = "arm")]
+mod cortex_m;
+#[cfg(target_arch = "arm")]
+pub use cortex_m::*;
+
+use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub use stacks::{
-    cpu_stacks_intact, exc_stack_high_water, init_thread_frame, thread_stack_intact, BOOT_STACK_SIZE,
-    EXC_STACK_SIZE, STACK_SIZE,
+    cpu_stacks_intact, exc_stack_high_water, init_thread_frame, thread_stack_high_water, thread_stack_intact,
+    BOOT_STACK_SIZE, EXC_STACK_SIZE, STACK_SIZE,
 };
 pub use syscall::*;
 
 /// Most CPUs this kernel drives (the scheduler's `CPUS`).
+#[cfg(not(target_arch = "arm"))]
 pub const MAX_CPUS: usize = 8;
 /// Kernel threads in the static pool.
+#[cfg(not(target_arch = "arm"))]
 pub const MAX_THREADS: usize = 64;
+/// Most CPUs this kernel drives on a microcontroller.
+#[cfg(target_arch = "arm")]
+pub const MAX_CPUS: usize = 1;
+/// Kernel threads in a microcontroller's static pool.
+#[cfg(target_arch = "arm")]
+pub const MAX_THREADS: usize = 8;
 
-/// Size of the saved-register frame every port's trap entry pushes.
+/// Where the kernel learns its machine: a device tree (aarch64 and riscv64 `virt`), or what
+/// the port knows and the boot line it was given (a microcontroller board).
+pub enum Firmware {
+    /// The device tree the firmware or QEMU passed.
+    DeviceTree(fdt::Fdt<'static>),
+    /// No device tree: the CPUs' hardware ids and the boot line.
+    Fixed {
+        /// Hardware ids of the CPUs, the boot CPU first.
+        cpus: &'static [u64],
+        /// The boot line (not yet checked to be UTF-8).
+        bootargs: &'static [u8],
+    },
+}
+
+/// Size of the saved-register frame the 64-bit ports' trap entries push.
+#[cfg(not(target_arch = "arm"))]
 pub const FRAME_SIZE: usize = 272;
 
-/// A saved context: what a port's trap entry pushes and pops (the same 272 bytes on both
-/// ports). The port gives it its meaning: `syscall_arg`, `set_syscall_ret`, `new_thread`.
+/// A saved context: what a 64-bit port's trap entry pushes and pops (the same 272 bytes on
+/// both). The port gives it its meaning: `syscall_arg`, `set_syscall_ret`, `new_thread`.
+#[cfg(not(target_arch = "arm"))]
 #[repr(C)]
 pub struct Frame {
     /// The general registers: x0–x30 on aarch64; x1–x31 on riscv64 (`x[1]` is `sp`).
@@ -146,6 +176,7 @@ extern "C" fn kernel_entry(cpu: usize, hw_id: u64) -> ! {
     set_percpu(pc as *const PerCpu as usize);
     stacks::prepare_cpu(cpu);
     if cpu == 0 {
+        stacks::paint_thread_stacks();
         // A zero byte ends whatever the firmware printed (OpenSBI's banner has none): the host
         // decodes the defmt frames after it.
         uart_write(&[0]);

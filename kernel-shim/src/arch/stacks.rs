@@ -10,14 +10,28 @@ use core::cell::UnsafeCell;
 use super::{Frame, FRAME_SIZE, MAX_CPUS, MAX_THREADS};
 
 /// Stack size of every kernel thread.
+#[cfg(not(target_arch = "arm"))]
 pub const STACK_SIZE: usize = 16 * 1024;
 /// Boot (and then idle) stack of each CPU: CPU 0 initialises the scheduler on it, and
 /// `Smp::init_with` builds each CPU's runqueue on the stack. A power of two (the riscv64 boot
 /// code shifts by it).
+#[cfg(not(target_arch = "arm"))]
 pub const BOOT_STACK_SIZE: usize = 128 * 1024;
 /// Exception stack of each CPU: every call into the core runs on it. The suite measures its
 /// high-water mark (about 2.5 KB) and fails above 4 KB; this is twice that budget.
+#[cfg(not(target_arch = "arm"))]
 pub const EXC_STACK_SIZE: usize = 8 * 1024;
+/// A microcontroller thread's stack: the deepest thread of the suite's MCU cases measures
+/// under half of it (`thread stack high-water` in every report).
+#[cfg(target_arch = "arm")]
+pub const STACK_SIZE: usize = 2 * 1024;
+/// A microcontroller's boot and idle stack (the process stack of the idle loop).
+#[cfg(target_arch = "arm")]
+pub const BOOT_STACK_SIZE: usize = 4 * 1024;
+/// A microcontroller's exception stack (the main stack every handler runs on): the 4 KB
+/// budget of a public call.
+#[cfg(target_arch = "arm")]
+pub const EXC_STACK_SIZE: usize = 4 * 1024;
 
 const _: () = assert!(BOOT_STACK_SIZE.is_power_of_two());
 const _: () = assert!(FRAME_SIZE.is_multiple_of(16) && core::mem::size_of::<Frame>() == FRAME_SIZE);
@@ -87,6 +101,36 @@ pub(super) fn prepare_cpu(cpu: usize) {
     }
 }
 
+/// At boot: paint every thread stack, so [`thread_stack_high_water`] can tell how deep any
+/// thread has gone (a slot's later threads only find the paint their predecessors left).
+pub(super) fn paint_thread_stacks() {
+    let base = thread_bottom(0);
+    for w in (base..base + STACK_SIZE * MAX_THREADS).step_by(8) {
+        // SAFETY: the static thread stack area, which no thread uses before the first spawn
+        // (this runs on CPU 0 before it starts anything).
+        unsafe { (w as *mut u64).write_volatile(PAINT) };
+    }
+}
+
+/// The most bytes any thread's stack has used so far (from the boot's paint; the first frame
+/// a spawn writes at the top counts as used).
+pub fn thread_stack_high_water() -> usize {
+    (0..MAX_THREADS).map(|slot| high_water(thread_bottom(slot), STACK_SIZE)).max().unwrap_or(0)
+}
+
+/// Bytes used of the stack `[bottom, bottom + size)`: everything above the lowest word that
+/// no longer holds the paint (the canary word at the bottom is not counted).
+fn high_water(bottom: usize, size: usize) -> usize {
+    let untouched = (bottom + 8..bottom + size)
+        .step_by(8)
+        // SAFETY: words of a static stack area, always mapped. A volatile read of a word the
+        // owner may be writing is a diagnostic race: the value read is either the paint or
+        // not, and either answer is a valid measurement.
+        .take_while(|&w| unsafe { (w as *const u64).read_volatile() } == PAINT)
+        .count();
+    size - 8 - untouched * 8
+}
+
 /// Writes the first frame of thread `slot` at the top of its stack (the port's
 /// `Frame::new_thread`: it starts at `entry(a0, a1)` in kernel mode with interrupts on) and
 /// its canary. Returns the frame's address.
@@ -111,15 +155,7 @@ pub fn init_thread_frame(
 /// The most bytes of `cpu`'s exception stack ever used (every call into the core runs on it),
 /// from the paint the boot left on it.
 pub fn exc_stack_high_water(cpu: usize) -> usize {
-    let bottom = exc_bottom(cpu);
-    let untouched = (bottom + 8..bottom + EXC_STACK_SIZE)
-        .step_by(8)
-        // SAFETY: words of the static exception stack area, always mapped. A volatile read of
-        // a word the CPU may be writing is a diagnostic race: the value read is either the
-        // paint or not, and either answer is a valid measurement.
-        .take_while(|&w| unsafe { (w as *const u64).read_volatile() } == PAINT)
-        .count();
-    EXC_STACK_SIZE - 8 - untouched * 8
+    high_water(exc_bottom(cpu), EXC_STACK_SIZE)
 }
 
 fn canary_intact(bottom: usize) -> bool {

@@ -6,8 +6,9 @@ use super::*;
 /// Serial numbers of churn threads: one per live thread, reused once its thread has exited,
 /// so a run of any length never runs out (more than the threads that can be alive at once).
 const CH_SERIALS: usize = 256;
-/// Most churn threads alive at once (the pool has 64 slots).
-const CH_LIVE_MAX: u32 = 32;
+/// Most churn threads alive at once: 32, or as many as a small pool holds besides the main
+/// thread and one spare.
+const CH_LIVE_MAX: u32 = if arch::MAX_THREADS > 33 { 32 } else { arch::MAX_THREADS as u32 - 2 };
 /// Operation kinds, as counted.
 const CH_OP_NAMES: [&str; 8] =
     ["spawn", "exit", "park", "unpark", "unpark (none parked)", "yield", "sleep", "spawn refused"];

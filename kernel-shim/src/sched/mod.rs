@@ -9,7 +9,7 @@
 //! exception handler, during boot, or from a thread through `with_core`), so an interrupt
 //! can never spin on a runqueue lock its own CPU holds.
 
-use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
+use portable_atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::*};
 
 use sched_core::port::Scheduler;
 use sched_core::{
@@ -26,9 +26,17 @@ use porting::smp;
 pub use porting::{cpu_online, exception, idle_wait, with_core};
 
 /// Task-table size of the core.
+#[cfg(not(target_arch = "arm"))]
 pub const TASKS: usize = 256;
 /// Runnable tasks per CPU.
+#[cfg(not(target_arch = "arm"))]
 pub const QLEN: usize = 64;
+/// Task-table size of the core on a microcontroller (its 8 threads and room to spare).
+#[cfg(target_arch = "arm")]
+pub const TASKS: usize = 16;
+/// Runnable tasks per CPU on a microcontroller.
+#[cfg(target_arch = "arm")]
+pub const QLEN: usize = 16;
 /// The scheduler this kernel runs (sched-core's `Smp` behind the porter's API), its locks
 /// spinning with `yield` (see `arch::YieldRelax`).
 pub type Kernel = Scheduler<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>;
@@ -370,7 +378,7 @@ pub fn arm_tick(cpu: usize) {
     let offset = if SKEW.load(Relaxed) { period * cpu as u64 / SKEW_CPUS.load(Relaxed) as u64 } else { 0 };
     let now = arch::counter();
     let next = if now < offset { offset } else { ((now - offset) / period + 1) * period + offset };
-    arch::timer_arm_at(next);
+    arch::timer_arm_at(next, period);
 }
 
 /// The tick rate.

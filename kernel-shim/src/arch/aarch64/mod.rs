@@ -15,11 +15,14 @@ use arm_gic::{IntId, InterruptGroup, UniqueMmioPointer};
 use qemu_exit::QEMUExit;
 
 use super::{
-    hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Frame, IrqGuard, Lock, BOOT_STACK_SIZE, FRAME_SIZE,
+    hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, BOOT_STACK_SIZE,
+    FRAME_SIZE,
 };
 
 /// What the boot banner calls this machine.
 pub const NAME: &str = "aarch64 at EL1";
+/// Its tick can stop (a one-shot timer; the counter runs on), so `nohz=on` is offered.
+pub const TICKLESS: bool = true;
 
 const UART_BASE: usize = 0x0900_0000;
 const GICD_BASE: usize = 0x0800_0000;
@@ -318,8 +321,9 @@ pub fn counter() -> u64 {
     CNTVCT_EL0.get()
 }
 
-/// Arms the virtual timer to fire when the counter reaches `at` (at once if it has).
-pub fn timer_arm_at(at: u64) {
+/// Arms the virtual timer to fire when the counter reaches `at` (at once if it has); it is a
+/// one-shot timer, so the tick's `_period` needs no set-up.
+pub fn timer_arm_at(at: u64, _period: u64) {
     CNTV_CVAL_EL0.set(at);
     CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::SET + CNTV_CTL_EL0::IMASK::CLEAR);
 }
@@ -345,7 +349,8 @@ static PSCI_SMC: AtomicBool = AtomicBool::new(false);
 /// Machine-wide set-up on CPU 0, before the others start: the PSCI conduit from the device
 /// tree (needed only to start more than one CPU), the GIC distributor and all `ncpus`
 /// redistributors.
-pub fn machine_init(fdt: &fdt::Fdt<'_>, ncpus: usize) -> Result<(), ArchError> {
+pub fn machine_init(fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
+    let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
     let method = fdt.find_node("/psci").and_then(|p| p.property("method")).and_then(|m| m.as_str());
     match method {
         Some("hvc") => PSCI_SMC.store(false, Ordering::Relaxed),
@@ -456,10 +461,11 @@ pub fn uart_write(bytes: &[u8]) {
 }
 
 /// The device tree QEMU placed at 0x4000_0000 (present because the kernel links above it).
-pub fn device_tree() -> Result<fdt::Fdt<'static>, fdt::FdtError> {
+pub fn firmware() -> Result<Firmware, ArchError> {
     // SAFETY: QEMU put the DTB there before starting the guest; nothing writes that memory
     // (the kernel's image, stacks and data all lie above 0x4020_0000).
-    unsafe { fdt::Fdt::from_ptr(DTB_BASE as *const u8) }
+    let fdt = unsafe { fdt::Fdt::from_ptr(DTB_BASE as *const u8) };
+    fdt.map(Firmware::DeviceTree).map_err(|_| ArchError::new("no device tree at 0x4000_0000"))
 }
 
 /// Ends the QEMU run with `code` (semihosting).

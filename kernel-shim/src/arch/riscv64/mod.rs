@@ -17,11 +17,14 @@ use riscv::register::{sie, sip, sscratch, stval, time};
 use sbi_rt::HartMask;
 
 use super::{
-    cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Frame, BOOT_STACK_SIZE, FRAME_SIZE, MAX_CPUS,
+    cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, BOOT_STACK_SIZE, FRAME_SIZE,
+    MAX_CPUS,
 };
 
 /// What the boot banner calls this machine.
 pub const NAME: &str = "riscv64 in S-mode";
+/// Its tick can stop (a one-shot deadline; `time` runs on), so `nohz=on` is offered.
+pub const TICKLESS: bool = true;
 
 const UART_BASE: usize = 0x1000_0000;
 const SIFIVE_TEST_BASE: u64 = 0x10_0000;
@@ -383,8 +386,9 @@ fn set_timer(at: u64) {
     }
 }
 
-/// Arms this hart's timer to fire when the counter reaches `at` (at once if it has).
-pub fn timer_arm_at(at: u64) {
+/// Arms this hart's timer to fire when the counter reaches `at` (at once if it has); it is a
+/// one-shot timer, so the tick's `_period` needs no set-up.
+pub fn timer_arm_at(at: u64, _period: u64) {
     set_timer(at);
 }
 
@@ -397,7 +401,8 @@ pub fn timer_stop() {
 
 /// Machine-wide set-up on CPU 0, before the others start: the timebase and Sstc from the
 /// device tree, and the SBI extensions this port needs (HSM only to start more than one hart).
-pub fn machine_init(fdt: &fdt::Fdt<'_>, ncpus: usize) -> Result<(), ArchError> {
+pub fn machine_init(fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
+    let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
     let cpu = fdt.cpus().next().ok_or(ArchError::new("no CPU in the device tree"))?;
     TIMEBASE_HZ.store(cpu.timebase_frequency() as u64, Ordering::Relaxed);
     let isa = cpu.property("riscv,isa").and_then(|p| p.as_str()).unwrap_or("");
@@ -516,11 +521,15 @@ pub fn uart_write(bytes: &[u8]) {
 }
 
 /// The device tree OpenSBI passed in `a1`.
-pub fn device_tree() -> Result<fdt::Fdt<'static>, fdt::FdtError> {
+pub fn firmware() -> Result<Firmware, ArchError> {
+    let addr = DTB.load(Ordering::Relaxed);
+    if addr == 0 {
+        return Err(ArchError::new("no device tree address from the firmware"));
+    }
     // SAFETY: the address the firmware passed at boot; QEMU placed the DTB at the end of RAM,
-    // above anything this kernel uses, and nothing writes it. A null address (never seen)
-    // fails the magic check.
-    unsafe { fdt::Fdt::from_ptr(DTB.load(Ordering::Relaxed) as *const u8) }
+    // above anything this kernel uses, and nothing writes it.
+    let fdt = unsafe { fdt::Fdt::from_ptr(addr as *const u8) };
+    fdt.map(Firmware::DeviceTree).map_err(|_| ArchError::new("the firmware's device tree is not valid"))
 }
 
 /// Ends the QEMU run with `code` (`sifive_test`; the host sees `code & 0xff`).
