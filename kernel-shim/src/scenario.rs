@@ -99,7 +99,7 @@ pub const MAX_SPINNERS: u32 = 6;
 pub const MAX_PAIRS: u32 = 3;
 // A microcontroller's pool holds 8 threads and its RAM a few KB of done-flags.
 #[cfg(target_arch = "arm")]
-const _: () = assert!(MAX_SPINNERS as usize <= arch::MAX_THREADS - 1 && 2 * MAX_PAIRS <= MAX_SPINNERS);
+const _: () = assert!((MAX_SPINNERS as usize) < arch::MAX_THREADS && 2 * MAX_PAIRS <= MAX_SPINNERS);
 
 /// What to run.
 #[derive(Clone, Copy, Debug)]

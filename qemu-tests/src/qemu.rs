@@ -12,39 +12,74 @@ pub enum Arch {
     Aarch64,
     /// riscv64 `virt` with OpenSBI as firmware; the kernel in S-mode.
     Riscv64,
+    /// A microcontroller: one Cortex-M4F on the `mps2-an386` board, the kernel in Thread mode
+    /// and its handlers, with 64 KB of RAM.
+    CortexM4,
 }
 
 impl Arch {
-    /// Every architecture, in the order the suite runs them.
-    pub const ALL: [Arch; 2] = [Arch::Aarch64, Arch::Riscv64];
+    /// Every machine, in the order the suite runs them.
+    pub const ALL: [Arch; 3] = [Arch::Aarch64, Arch::Riscv64, Arch::CortexM4];
 
     /// Its name on the command line and in reports.
     pub fn name(self) -> &'static str {
         match self {
             Arch::Aarch64 => "aarch64",
             Arch::Riscv64 => "riscv64",
+            Arch::CortexM4 => "cortex-m4",
         }
     }
 
     /// Parses `--arch`'s value.
     pub fn parse(s: &str) -> Result<Arch, String> {
-        Arch::ALL.into_iter().find(|a| a.name() == s).ok_or(format!("--arch {s}: aarch64 or riscv64"))
+        Arch::ALL
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or(format!("--arch {s}: aarch64, riscv64 or cortex-m4"))
     }
 
-    /// The kernel's bare-metal target (integer-only on both: no FP state to switch).
+    /// The kernel's bare-metal target (integer-only on the 64-bit machines: no FP state to
+    /// switch; the Cortex-M kernel turns its FPU off).
     pub fn target(self) -> &'static str {
         match self {
             Arch::Aarch64 => "aarch64-unknown-none-softfloat",
             Arch::Riscv64 => "riscv64imac-unknown-none-elf",
+            Arch::CortexM4 => "thumbv7em-none-eabihf",
+        }
+    }
+
+    /// The cargo profile the kernel is built with: a microcontroller's flash wants the
+    /// smallest code (`mcu`: opt-level "z", LTO).
+    pub fn profile(self) -> &'static str {
+        match self {
+            Arch::Aarch64 | Arch::Riscv64 => "release",
+            Arch::CortexM4 => "mcu",
+        }
+    }
+
+    /// How many CPUs the machine has.
+    #[allow(dead_code)]
+    pub fn cpus(self) -> usize {
+        match self {
+            Arch::Aarch64 | Arch::Riscv64 => 8,
+            Arch::CortexM4 => 1,
         }
     }
 
     /// The QEMU binary and the Debian package that has it.
     fn qemu(self) -> (&'static str, &'static str) {
         match self {
-            Arch::Aarch64 => ("qemu-system-aarch64", "qemu-system-arm"),
+            Arch::Aarch64 | Arch::CortexM4 => (self.qemu_binary(), "qemu-system-arm"),
             // qemu-system-misc pulls in qemu-system-data, which ships OpenSBI.
-            Arch::Riscv64 => ("qemu-system-riscv64", "qemu-system-misc"),
+            Arch::Riscv64 => (self.qemu_binary(), "qemu-system-misc"),
+        }
+    }
+
+    fn qemu_binary(self) -> &'static str {
+        match self {
+            Arch::Aarch64 => "qemu-system-aarch64",
+            Arch::Riscv64 => "qemu-system-riscv64",
+            Arch::CortexM4 => "qemu-system-arm",
         }
     }
 
@@ -66,6 +101,8 @@ impl Arch {
             ],
             // QEMU's default firmware is OpenSBI; it boots the kernel in S-mode at 0x8020_0000.
             Arch::Riscv64 => &["-M", "virt", "-smp", "8", "-m", "256M", "-bios", "default"],
+            // The boot line reaches the kernel through semihosting, as does its exit code.
+            Arch::CortexM4 => &["-M", "mps2-an386", "-semihosting"],
         }
     }
 }
@@ -177,11 +214,11 @@ pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
     let dir = root().join("kernel-shim");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let ok = Command::new(cargo)
-        .args(["build", "--release", "--quiet", "--target", arch.target()])
+        .args(["build", "--profile", arch.profile(), "--quiet", "--target", arch.target()])
         .current_dir(&dir)
         .status()
         .is_ok_and(|s| s.success());
-    let elf = root().join("target").join(arch.target()).join("release").join("kernel-shim");
+    let elf = root().join("target").join(arch.target()).join(arch.profile()).join("kernel-shim");
     if ok && elf.is_file() {
         Ok(elf)
     } else {

@@ -325,6 +325,115 @@ const CASES: &[Case] = &[
     },
 ];
 
+/// The microcontroller's cases (one Cortex-M4 core, 8 threads of 2 KiB, SysTick at 250 and
+/// 1000 HZ): what fits one core, judged as on the 8-CPU machines.
+const MCU_CASES: &[Case] = &[
+    Case {
+        name: "boot: the CPU online, ticking, an IPI to itself (PendSV)",
+        args: "scenario=boot",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "boot: OK (1 CPUs")
+        },
+    },
+    Case {
+        name: "sysbench-like: 4 threads share one CPU, every event once",
+        args: "scenario=sysbench threads=4 events=1000",
+        mode: Mode::Deterministic,
+        judge: sysbench_ok,
+    },
+    Case {
+        name: "nice: two nice levels share the CPU in the weight ratio (250 HZ)",
+        args: "scenario=nice threads=4",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "nice: OK")
+        },
+    },
+    Case {
+        name: "nice: the same at 1000 HZ",
+        args: "scenario=nice threads=4 hz=1000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "nice: OK")
+        },
+    },
+    Case {
+        name: "sleep/wake ping-pong: no lost wakeups",
+        args: "scenario=pingpong pairs=3 rounds=1000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: OK")
+        },
+    },
+    Case {
+        name: "churn: 10000 spawn/exit/park/wake/sleep/yield operations, nothing lost",
+        args: "scenario=churn ops=10000 seed=1",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "churn (parallel)",
+        args: "scenario=churn ops=10000 seed=2",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "a panic is reported and fails the run",
+        args: "scenario=panic",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_PANIC)?;
+            has(b, "PANIC on CPU 0")
+        },
+    },
+    Case {
+        name: "a fault (undefined instruction) is reported and fails the run",
+        args: "scenario=fault",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_PANIC)?;
+            has(b, "unhandled synchronous exception")
+        },
+    },
+    Case {
+        name: "a bad boot parameter is one clear error and a distinct exit code",
+        args: "scenario=sysbench threads=7",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, r#"error: bad argument "threads=7""#)
+        },
+    },
+    Case {
+        name: "tickless idle is refused: SysTick is the clock",
+        args: "scenario=boot nohz=on",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, r#"error: bad argument "nohz=on""#)
+        },
+    },
+];
+
+/// The suite's cases for `arch`.
+fn cases(arch: Arch) -> &'static [Case] {
+    match arch {
+        Arch::Aarch64 | Arch::Riscv64 => CASES,
+        Arch::CortexM4 => MCU_CASES,
+    }
+}
+
 /// Runs the suite on every architecture, each with its boot-line fuzz. Returns (passed,
 /// failed).
 pub fn run() -> (u64, u64) {
@@ -334,7 +443,7 @@ pub fn run() -> (u64, u64) {
             failed += 1;
             continue;
         };
-        let cases: Vec<&Case> = CASES.iter().collect();
+        let cases: Vec<&Case> = cases(arch).iter().collect();
         let (p, f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
         let (fp, ff) = fuzz_boot_lines(&m);
         eprintln!(
@@ -450,7 +559,8 @@ pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>, arch: O
             continue;
         };
         let (cases, limit) = match which {
-            Selection::Suite => (CASES, SUITE_LIMIT),
+            Selection::Suite => (cases(arch), SUITE_LIMIT),
+            Selection::Long if arch == Arch::CortexM4 => (&[][..], SUITE_LIMIT),
             Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
         };
         let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();

@@ -196,6 +196,7 @@ pub fn hw_id(cpu: usize) -> u64 {
     HW_ID[cpu.min(MAX_CPUS - 1)].load(Ordering::Relaxed)
 }
 
+#[cfg_attr(target_arch = "arm", allow(dead_code))]
 fn record_hw_id(cpu: usize, hw_id: u64) {
     HW_ID[cpu.min(MAX_CPUS - 1)].store(hw_id, Ordering::Relaxed);
 }

@@ -34,7 +34,9 @@ pub const BOOT_STACK_SIZE: usize = 4 * 1024;
 pub const EXC_STACK_SIZE: usize = 4 * 1024;
 
 const _: () = assert!(BOOT_STACK_SIZE.is_power_of_two());
-const _: () = assert!(FRAME_SIZE.is_multiple_of(16) && core::mem::size_of::<Frame>() == FRAME_SIZE);
+// A frame keeps the stack aligned as the ABI wants it (16 bytes on 64-bit, 8 on 32-bit).
+const _: () =
+    assert!(FRAME_SIZE.is_multiple_of(2 * size_of::<usize>()) && core::mem::size_of::<Frame>() == FRAME_SIZE);
 
 /// A statically allocated, 16-byte aligned stack area (zeroed, so it lands in `.bss`).
 #[repr(C, align(16))]
@@ -78,6 +80,12 @@ fn boot_bottom(cpu: usize) -> usize {
 
 fn thread_bottom(slot: usize) -> usize {
     THREAD_STACKS.base() + slot.min(MAX_THREADS - 1) * STACK_SIZE
+}
+
+/// The initial stack pointer of `cpu`'s boot stack.
+#[cfg_attr(not(target_arch = "arm"), allow(dead_code))]
+pub(super) fn boot_stack_top(cpu: usize) -> usize {
+    boot_bottom(cpu) + BOOT_STACK_SIZE
 }
 
 /// The initial stack pointer of `cpu`'s exception stack.

@@ -1,0 +1,478 @@
+//! The Cortex-M port: one Cortex-M4F core on QEMU's `mps2-an386` board
+//! (`thumbv7em-none-eabihf`), the one-CPU machine. Boot through `cortex-m-rt`, the exception
+//! entry shared by SysTick, PendSV and SVCall, the saved-register frame, SysTick as tick and
+//! clock, PendSV as the reschedule interrupt, the CMSDK UART for defmt, semihosting for the
+//! boot line and the exit code.
+//!
+//! Threads (the idle loop included) run in Thread mode on the process stack; every handler
+//! runs on the main stack, which is this CPU's exception stack. SysTick, PendSV and SVCall
+//! keep their equal reset priority, so none preempts another and a switch is always made
+//! from Thread mode. The FPU is switched off: the kernel uses no floating point, and a stray
+//! FP instruction faults instead of leaving FP state unsaved across a switch.
+
+use core::arch::{asm, global_asm};
+use core::cell::UnsafeCell;
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
+
+use cortex_m_rt::{entry, exception, ExceptionFrame};
+use qemu_exit::QEMUExit;
+
+use super::{ArchError, ExcKind, FaultInfo, Firmware};
+
+/// What the boot banner calls this machine.
+pub const NAME: &str = "Cortex-M4 (mps2-an386) in Thread mode";
+/// Its tick cannot stop: SysTick is also the clock.
+pub const TICKLESS: bool = false;
+/// Size of the saved-register frame: the entry's 10 words (r4–r11, EXC_RETURN and a pad that
+/// keeps the stack 8-byte aligned) below the 8 words the core stacks itself.
+pub const FRAME_SIZE: usize = 72;
+
+/// The CPU clock, which SysTick counts (the board's SYSCLK).
+const SYSCLK_HZ: u64 = 25_000_000;
+const UART0: usize = 0x4000_4000;
+const SYST_CSR: usize = 0xE000_E010;
+const SYST_RVR: usize = 0xE000_E014;
+const SYST_CVR: usize = 0xE000_E018;
+const ICSR: usize = 0xE000_ED04;
+const ICSR_PENDSVSET: u32 = 1 << 28;
+const ICSR_PENDSTSET: u32 = 1 << 26;
+const CPACR: usize = 0xE000_ED88;
+const CFSR: usize = 0xE000_ED28;
+const HFSR: usize = 0xE000_ED2C;
+/// Exception numbers (IPSR).
+const EXC_SVCALL: u32 = 11;
+const EXC_PENDSV: u32 = 14;
+const EXC_SYSTICK: u32 = 15;
+/// Thread mode, process stack, no FP state: what a new thread's frame returns with.
+const EXC_RETURN_THREAD_PSP: u32 = 0xFFFF_FFFD;
+
+/// SysTick wraps since it started (the high part of the clock).
+static TICKS: AtomicU32 = AtomicU32::new(0);
+/// SysTick's reload value + 1 (its period in CPU cycles), 0 before it starts.
+static PERIOD: AtomicU32 = AtomicU32::new(0);
+/// A SysTick interrupt not yet handed to the host by `irq_ack`.
+static TIMER_PENDING: AtomicBool = AtomicBool::new(false);
+/// IPI kinds this CPU sent itself (bit per kind), announced with PendSV.
+static PENDING: AtomicU32 = AtomicU32::new(0);
+/// The per-CPU block's address (one CPU: a plain static).
+static PERCPU_ADDR: AtomicUsize = AtomicUsize::new(0);
+
+global_asm!(
+    r#"
+.syntax unified
+.thumb
+.equ EXC_RETURN_THREAD_PSP, {exc_return}
+
+// The first thread-mode code after the reset handler's `main`: r0 = top of the boot (idle)
+// stack, r1 = top of the exception stack. Thread mode moves to the process stack, the main
+// stack becomes the exception stack, then kernel_entry(cpu 0, hardware id 0).
+.section .text.m_start, "ax"
+.global m_start
+.type m_start, %function
+.thumb_func
+m_start:
+    msr     psp, r0
+    movs    r2, #2
+    msr     control, r2
+    isb
+    msr     msp, r1
+    movs    r0, #0
+    movs    r2, #0
+    movs    r3, #0
+    bl      kernel_entry
+1:
+    b       1b
+
+// SysTick, PendSV and SVCall: the interrupted thread's r4-r11 and EXC_RETURN go below the
+// frame the core pushed on the process stack; the handler, on the main stack, returns the
+// frame to resume (maybe another thread's), whose registers are reloaded.
+.section .text.m_exception, "ax"
+.global SysTick
+.type SysTick, %function
+.global PendSV
+.type PendSV, %function
+.global SVCall
+.type SVCall, %function
+.thumb_func
+SysTick:
+.thumb_func
+PendSV:
+.thumb_func
+SVCall:
+    mrs     r0, psp
+    stmdb   r0!, {{r2, r4-r11, lr}}
+    mrs     r1, ipsr
+    bl      m_exception_entry
+    ldmia   r0!, {{r2, r4-r11, lr}}
+    msr     psp, r0
+    bx      lr
+"#,
+    exc_return = const EXC_RETURN_THREAD_PSP,
+);
+
+unsafe extern "C" {
+    fn m_start(boot_stack_top: usize, exc_stack_top: usize) -> !;
+}
+
+/// A saved context: the entry's words (a pad, r4–r11, EXC_RETURN), then what the core stacked
+/// (r0–r3, r12, lr, pc, xPSR).
+#[repr(C)]
+pub struct Frame {
+    _pad: u32,
+    /// r4–r11.
+    pub r4_r11: [u32; 8],
+    /// The EXC_RETURN the exception returns with.
+    pub exc_return: u32,
+    /// r0–r3: the system call's arguments, r0 its result.
+    pub r0_r3: [u32; 4],
+    /// r12: the system call's number.
+    pub r12: u32,
+    /// lr of the interrupted code.
+    pub lr: u32,
+    /// Where execution resumes.
+    pub pc: u32,
+    /// The saved program status (the Thumb bit must be set).
+    pub xpsr: u32,
+}
+
+impl Frame {
+    /// A new thread's first frame: it starts at `entry(r0 = a0, r1 = a1)` in Thread mode on
+    /// its process stack (which the frame's end, `_sp_top`, becomes), interrupts on.
+    pub fn new_thread(
+        entry: extern "C" fn(usize, usize) -> !,
+        a0: usize,
+        a1: usize,
+        _sp_top: usize,
+    ) -> Frame {
+        Frame {
+            _pad: 0,
+            r4_r11: [0; 8],
+            exc_return: EXC_RETURN_THREAD_PSP,
+            r0_r3: [a0 as u32, a1 as u32, 0, 0],
+            r12: 0,
+            lr: 0,
+            // The stacked pc is the instruction's address, without the Thumb bit.
+            pc: entry as usize as u32 & !1,
+            xpsr: 1 << 24,
+        }
+    }
+
+    /// System call argument `i` (0..4) of the interrupted thread: r0–r3.
+    pub fn syscall_arg(&self, i: usize) -> u64 {
+        self.r0_r3.get(i).copied().unwrap_or(0) as u64
+    }
+
+    /// Sets the system call's return value: r0 (32 bits; the caller sign-extends).
+    pub fn set_syscall_ret(&mut self, v: u64) {
+        self.r0_r3[0] = v as u32;
+    }
+}
+
+/// The Rust side of the exception entry. Returns the frame to resume.
+#[unsafe(no_mangle)]
+extern "C" fn m_exception_entry(frame: *mut Frame, ipsr: u32) -> *mut Frame {
+    // SAFETY: `frame` is the 72-byte frame the entry completed on the interrupted thread's
+    // process stack; until this handler returns no other code touches it (the thread is not
+    // resumed before the scheduler's `finish`, after the last use of this reference).
+    let f = unsafe { &mut *frame };
+    let kind = match ipsr & 0x1ff {
+        EXC_SYSTICK => {
+            // First, so that the clock read by anything below has the wrap counted.
+            TICKS.fetch_add(1, Ordering::Relaxed);
+            TIMER_PENDING.store(true, Ordering::Relaxed);
+            ExcKind::Irq
+        }
+        EXC_PENDSV => ExcKind::Irq,
+        EXC_SVCALL => ExcKind::Svc(f.r12 as u64),
+        n => ExcKind::Unexpected(n as u64),
+    };
+    crate::sched::exception(f, frame as usize, kind) as *mut Frame
+}
+
+fn read(addr: usize) -> u32 {
+    // SAFETY: a System Control Space or board register this port names, device memory.
+    unsafe { (addr as *const u32).read_volatile() }
+}
+
+fn write(addr: usize, v: u32) {
+    // SAFETY: a System Control Space or board register this port names, device memory.
+    unsafe { (addr as *mut u32).write_volatile(v) }
+}
+
+/// Fault status and the faulting frame's pc.
+pub fn fault_info(frame: &Frame) -> FaultInfo {
+    FaultInfo([("CFSR", read(CFSR) as u64), ("HFSR", read(HFSR) as u64), ("PC", frame.pc as u64)])
+}
+
+/// A fault (an undefined instruction, a bus error, an FP instruction with the FPU off)
+/// escalates here: reported like the other ports' unhandled exceptions, then the panic exit.
+#[exception]
+unsafe fn HardFault(ef: &ExceptionFrame) -> ! {
+    panic!("unhandled synchronous exception: CFSR {:#x} HFSR {:#x} PC {:#x}", read(CFSR), read(HFSR), ef.pc())
+}
+
+/// Reset → `main`: the UART on, the FPU off, interrupts masked; then onto the boot stack as
+/// the process stack, with the main stack as the exception stack.
+#[entry]
+fn main() -> ! {
+    cortex_m::interrupt::disable();
+    write(CPACR, 0);
+    // CMSDK UART: transmit enabled (output is dropped silently without it).
+    write(UART0 + 0x10, 16);
+    write(UART0 + 0x8, 1);
+    // SAFETY: m_start switches to stacks nothing uses yet and never returns.
+    unsafe { m_start(super::stacks::boot_stack_top(0), super::stacks::exc_stack_top(0)) }
+}
+
+/// Records this CPU's per-CPU block.
+pub(super) fn set_percpu(addr: usize) {
+    PERCPU_ADDR.store(addr, Ordering::Relaxed);
+}
+
+/// The per-CPU block's address.
+pub(super) fn percpu() -> usize {
+    PERCPU_ADDR.load(Ordering::Relaxed)
+}
+
+/// Executes an undefined instruction (the `fault` scenario checks the fault path).
+pub fn undefined_instruction() {
+    // SAFETY: `udf` raises a UsageFault, escalated to HardFault, which reports and exits.
+    unsafe { asm!("udf #0", options(nostack)) }
+}
+
+// ---- interrupt masking, idle, relax ---------------------------------------------------
+
+/// Masks interrupts (PRIMASK); returns the previous PRIMASK for [`irq_restore`].
+pub fn irq_save() -> usize {
+    let primask: u32;
+    // SAFETY: reads PRIMASK and masks interrupts. Not `nomem`: the asm is a compiler
+    // barrier, so no memory access of the critical section moves before the mask.
+    unsafe { asm!("mrs {0}, primask", "cpsid i", out(reg) primask, options(nostack)) };
+    primask as usize
+}
+
+/// Restores the PRIMASK [`irq_save`] returned.
+pub fn irq_restore(saved: usize) {
+    if saved & 1 == 0 {
+        irq_enable();
+    } else {
+        // A compiler barrier like `irq_save`, even when nothing changes.
+        // SAFETY: an empty asm statement.
+        unsafe { asm!("", options(nostack)) };
+    }
+}
+
+/// Unmasks interrupts (entering the idle loop).
+pub fn irq_enable() {
+    // SAFETY: unmasking is what the idle loop and threads run with.
+    unsafe { asm!("cpsie i", options(nostack)) }
+}
+
+/// Waits for an interrupt.
+pub fn wfi() {
+    // SAFETY: `wfi` only pauses the core.
+    unsafe { asm!("wfi", options(nomem, nostack)) }
+}
+
+/// A busy-wait step (one core: nothing to hand on).
+pub fn relax() {
+    core::hint::spin_loop();
+}
+
+/// A system call: `svc #0` with the number in r12, arguments in r0–r3, the result in r0
+/// (sign-extended, so a negative answer stays negative).
+pub(super) fn trap(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> u64 {
+    let ret: u32;
+    // SAFETY: `svc #0` enters SVCall, which saves every register and returns the result in r0.
+    unsafe {
+        asm!(
+            "svc #0",
+            inlateout("r0") a0 as u32 => ret,
+            in("r1") a1 as u32,
+            in("r2") a2 as u32,
+            in("r3") a3 as u32,
+            in("r12") nr as u32,
+        );
+    }
+    ret as i32 as i64 as u64
+}
+
+// ---- time: SysTick ------------------------------------------------------------------------
+
+/// The clock's frequency: the CPU clock SysTick counts.
+pub fn counter_freq() -> u64 {
+    SYSCLK_HZ
+}
+
+/// CPU cycles since SysTick started: its wraps × its period + how far it has counted down.
+/// A wrap not yet handled (SysTick pending) counts too, so the clock never steps back.
+pub fn counter() -> u64 {
+    let period = PERIOD.load(Ordering::Relaxed);
+    if period == 0 {
+        return 0;
+    }
+    let saved = irq_save();
+    let mut ticks = TICKS.load(Ordering::Relaxed);
+    let mut val = read(SYST_CVR);
+    if read(ICSR) & ICSR_PENDSTSET != 0 {
+        // It wrapped and its handler has not run: the count after the wrap.
+        val = read(SYST_CVR);
+        ticks = ticks.wrapping_add(1);
+    }
+    irq_restore(saved);
+    ticks as u64 * period as u64 + (period - 1 - val.min(period - 1)) as u64
+}
+
+/// SysTick is periodic: the first call starts it with `period` CPU cycles per tick, and
+/// later calls change nothing unless the period changes (`_at` is always the next tick).
+pub fn timer_arm_at(_at: u64, period: u64) {
+    let period = period.clamp(2, 1 << 24) as u32;
+    if PERIOD.load(Ordering::Relaxed) == period {
+        return;
+    }
+    write(SYST_CSR, 0);
+    write(SYST_RVR, period - 1);
+    write(SYST_CVR, 0);
+    PERIOD.store(period, Ordering::Relaxed);
+    // Enabled, interrupting, counting the CPU clock.
+    write(SYST_CSR, 0b111);
+}
+
+/// The tick cannot stop here (SysTick is the clock); `nohz=on` is refused at boot.
+pub fn timer_stop() {}
+
+// ---- machine set-up ---------------------------------------------------------------------------
+
+/// The boot line as semihosting gives it (QEMU: the image's path, then `-append`'s text),
+/// written once at boot by [`firmware`].
+struct CmdLine(UnsafeCell<[u8; CMDLINE_MAX]>);
+
+/// The longest boot line taken; a longer one is cut there (and its last word then refused).
+const CMDLINE_MAX: usize = 2048;
+
+// SAFETY: written only inside `CMDLINE_LEN.call_once`, before any reader gets a reference.
+unsafe impl Sync for CmdLine {}
+
+static CMDLINE: CmdLine = CmdLine(UnsafeCell::new([0; CMDLINE_MAX]));
+static CMDLINE_LEN: spin::Once<usize> = spin::Once::new();
+
+/// The machine: one CPU (hardware id 0) and the boot line from semihosting
+/// (`SYS_GET_CMDLINE`).
+pub fn firmware() -> Result<Firmware, ArchError> {
+    let len = *CMDLINE_LEN.call_once(|| {
+        // One byte is kept for the terminating NUL.
+        let mut block = [CMDLINE.0.get() as usize, CMDLINE_MAX - 1];
+        // SAFETY: SYS_GET_CMDLINE (0x15) writes a NUL-terminated line of at most `block[1]`
+        // bytes at `block[0]` (the static buffer, which nothing reads yet) and its length into
+        // `block[1]`; QEMU runs with `-semihosting`. Passed as a raw pointer: the call
+        // writes the block.
+        let r = unsafe { cortex_m_semihosting::syscall1(0x15, block.as_mut_ptr() as usize) };
+        // SAFETY: the block written by the call above.
+        let said = unsafe { core::ptr::read_volatile(&block[1]) };
+        if r == 0 {
+            said.min(CMDLINE_MAX - 1)
+        } else {
+            0
+        }
+    });
+    // SAFETY: the buffer is written above, once, before this shared reference is made.
+    let buf: &'static [u8; CMDLINE_MAX] = unsafe { &*CMDLINE.0.get() };
+    let line = &buf[..len];
+    let line = line.iter().position(|&b| b == 0).map_or(line, |end| &line[..end]);
+    // The first word is the image's path; the boot line follows it.
+    let bootargs = match line.iter().position(|&b| b == b' ') {
+        Some(i) => &line[i + 1..],
+        None => &[][..],
+    };
+    Ok(Firmware::Fixed { cpus: &[0], bootargs })
+}
+
+/// Nothing machine-wide to set up beyond what `main` did.
+pub fn machine_init(_fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
+    if ncpus > 1 {
+        return Err(ArchError::new("this board has one CPU"));
+    }
+    Ok(())
+}
+
+/// Nothing per CPU: SysTick and PendSV need no enabling, the IPI kinds no set-up.
+pub fn cpu_init(_cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
+    PENDING.store(0, Ordering::Relaxed);
+    Ok(())
+}
+
+/// One CPU: there is no other to start.
+pub fn start_cpu(_index: usize, _hw_id: u64) -> Result<(), ArchError> {
+    Err(ArchError::new("this board has one CPU"))
+}
+
+/// A pending interrupt (nothing to end: [`irq_eoi`] does nothing here).
+pub enum Irq {
+    /// SysTick.
+    Timer,
+    /// An IPI of this kind (sent to itself, through PendSV).
+    Ipi(u32),
+}
+
+impl Irq {
+    /// Its exception number.
+    pub fn number(&self) -> u32 {
+        match self {
+            Irq::Timer => EXC_SYSTICK,
+            Irq::Ipi(_) => EXC_PENDSV,
+        }
+    }
+
+    /// Whether it is the tick.
+    pub fn is_timer(&self) -> bool {
+        matches!(self, Irq::Timer)
+    }
+
+    /// The IPI kind, if it is an IPI.
+    pub fn ipi(&self) -> Option<u32> {
+        match self {
+            Irq::Ipi(k) => Some(*k),
+            Irq::Timer => None,
+        }
+    }
+}
+
+/// The next interrupt to handle: the tick, else an IPI kind.
+pub fn irq_ack() -> Option<Irq> {
+    if TIMER_PENDING.swap(false, Ordering::Relaxed) {
+        return Some(Irq::Timer);
+    }
+    let kinds = PENDING.load(Ordering::Acquire);
+    if kinds == 0 {
+        return None;
+    }
+    let k = kinds.trailing_zeros();
+    PENDING.fetch_and(!(1 << k), Ordering::AcqRel);
+    Some(Irq::Ipi(k))
+}
+
+/// Ends an interrupt: nothing to do.
+pub fn irq_eoi(_irq: Irq) {}
+
+/// Sends IPI `kind` to CPU `_cpu` (this one, the only one): marks it pending and pends
+/// PendSV, which runs when the current handler (if any) returns.
+pub fn send_ipi(_cpu: usize, kind: u32) {
+    PENDING.fetch_or(1 << (kind & 31), Ordering::Release);
+    write(ICSR, ICSR_PENDSVSET);
+}
+
+// ---- UART, exit ---------------------------------------------------------------------------------
+
+/// Writes bytes to CMSDK UART0 (polling its transmit-full bit). Callers serialise (the log
+/// lock).
+pub fn uart_write(bytes: &[u8]) {
+    for &b in bytes {
+        while read(UART0 + 0x4) & 1 != 0 {}
+        write(UART0, b as u32);
+    }
+}
+
+/// Ends the QEMU run with `code` (semihosting `SYS_EXIT_EXTENDED`).
+pub fn exit(code: u32) -> ! {
+    qemu_exit::AArch32::new().exit(code)
+}
