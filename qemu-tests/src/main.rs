@@ -239,6 +239,12 @@ const LINT_GATES: &[Gate] = &[
         env: &[],
     },
     Gate {
+        name: "clippy (kernel, cortex-m4)",
+        dir: "kernel-shim",
+        args: &["clippy", "--profile", "mcu", "--target", "thumbv7em-none-eabihf", "--", "-D", "warnings"],
+        env: &[],
+    },
+    Gate {
         name: "rustdoc (host crates)",
         dir: "",
         args: &["doc", "--no-deps", "--workspace", "--exclude", "kernel-shim"],

@@ -54,6 +54,8 @@ struct Measured {
     wide: Vec<u64>,
     /// The thumbv7em images' sections.
     images: Vec<Row>,
+    /// The Cortex-M4 kernel's flash and RAM.
+    mcu: Vec<Row>,
 }
 
 /// The `size_of` rows for thumbv7em, with the same figures for aarch64 beside them, and the
@@ -64,12 +66,13 @@ fn measure() -> Result<Measured, String> {
     let rows =
         ENTRIES.iter().zip(&mcu).map(|(&(name, budget), &value)| Row { name, value, budget }).collect();
     let images = code_sizes().map_err(|e| format!("code size: {e}"))?;
-    Ok(Measured { rows, wide, images })
+    let mcu = mcu_kernel().map_err(|e| format!("the Cortex-M4 kernel: {e}"))?;
+    Ok(Measured { rows, wide, images, mcu })
 }
 
 /// Runs `cargo xsize`.
 pub fn main() -> ExitCode {
-    let Measured { rows, wide, images } = match measure() {
+    let Measured { rows, wide, images, mcu } = match measure() {
         Ok(m) => m,
         Err(e) => {
             eprintln!("xsize: {e}");
@@ -87,7 +90,13 @@ pub fn main() -> ExitCode {
     for r in &images {
         println!("{:<38} {:>22} {:>8}{}", r.name, r.value, r.budget.unwrap_or(0), mark(r));
     }
-    let mut over = rows.iter().chain(&images).filter(|r| r.over()).count();
+    println!();
+    println!("{:<38} {:>22} {:>8}", "the Cortex-M4 kernel (profile mcu)", "bytes", "budget");
+    for r in &mcu {
+        let b = r.budget.map_or("-".to_string(), |b| b.to_string());
+        println!("{:<38} {:>22} {b:>8}{}", r.name, r.value, mark(r));
+    }
+    let mut over = rows.iter().chain(&images).chain(&mcu).filter(|r| r.over()).count();
     match deepest_stack() {
         Ok(n) => {
             let r =
@@ -106,7 +115,7 @@ pub fn main() -> ExitCode {
 /// `cargo xtest`'s size step: every budgeted figure but the stack (the QEMU suite holds every
 /// case to it) must be within its budget. Returns (passed, failed).
 pub fn check() -> (u64, u64) {
-    let Measured { rows, images, .. } = match measure() {
+    let Measured { rows, images, mcu, .. } = match measure() {
         Ok(m) => m,
         Err(e) => {
             eprintln!("xtest: size budgets: {e}");
@@ -114,7 +123,7 @@ pub fn check() -> (u64, u64) {
         }
     };
     let (mut passed, mut failed) = (0, 0);
-    for (r, budget) in rows.iter().chain(&images).filter_map(|r| Some((r, r.budget?))) {
+    for (r, budget) in rows.iter().chain(&images).chain(&mcu).filter_map(|r| Some((r, r.budget?))) {
         if r.over() {
             failed += 1;
             eprintln!("xtest: size: {} {} B exceeds its budget {budget} ... FAILED", r.name, r.value);
@@ -155,6 +164,54 @@ fn code_sizes() -> Result<Vec<Row>, String> {
         row(".text, SingleCpu", section("text_single", ".text")?, 20 * 1024),
         row(".data, a static Smp of 2 CPUs", section("text_smp2", ".data")?, 0),
     ])
+}
+
+/// The microcontroller kernel's budgets (issue 15): the one-core build with 8 threads.
+const MCU_FLASH_BUDGET: u64 = 96 * 1024;
+const MCU_RAM_BUDGET: u64 = 64 * 1024;
+
+/// The Cortex-M4 kernel (mps2-an386, 8 threads), built as the suite boots it, counted as an
+/// MCU developer counts it: flash = what the image programs (vector table, code, read-only
+/// data, the initial values of `.data`); RAM = `.data` + `.bss` (every stack is a static in
+/// `.bss`: 8 threads × 2 KiB, the 4 KiB boot/idle and 4 KiB exception stacks).
+fn mcu_kernel() -> Result<Vec<Row>, String> {
+    let elf = crate::qemu::build_kernel(crate::qemu::Arch::CortexM4)?;
+    let data = std::fs::read(&elf).map_err(|e| format!("{}: {e}", elf.display()))?;
+    let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
+    let size = |name: &str| obj.section_by_name(name).map_or(0, |s| s.size());
+    let (vectors, text, rodata) = (size(".vector_table"), size(".text"), size(".rodata"));
+    let (data_, bss) = (size(".data"), size(".bss") + size(".uninit"));
+    let row = |name, value, budget| Row { name, value, budget };
+    Ok(vec![
+        row(
+            "flash: vectors + .text + .rodata + .data",
+            vectors + text + rodata + data_,
+            Some(MCU_FLASH_BUDGET),
+        ),
+        row("  of which .text", text, None),
+        row("RAM: .data + .bss, stacks included", data_ + bss, Some(MCU_RAM_BUDGET)),
+        row("  of which stacks", mcu_stacks(), None),
+    ])
+}
+
+/// The Cortex-M4 kernel's stacks (its constants: 8 threads × 2 KiB, 4 KiB boot, 4 KiB
+/// exception), read from the kernel's source so the row follows the code.
+fn mcu_stacks() -> u64 {
+    const STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
+    const ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+    // The Cortex-M values are the second definitions (the 64-bit ones come first).
+    let second = |src: &str, name: &str| -> u64 {
+        let decl = format!("pub const {name}: usize = ");
+        let value = src.lines().filter_map(|l| l.trim().strip_prefix(decl.as_str())).nth(1).unwrap_or("0;");
+        value
+            .trim_end_matches(';')
+            .split('*')
+            .map(|f| f.trim().replace('_', "").parse::<u64>().unwrap_or(0))
+            .product()
+    };
+    second(ARCH, "MAX_THREADS") * second(STACKS, "STACK_SIZE")
+        + second(STACKS, "BOOT_STACK_SIZE")
+        + second(STACKS, "EXC_STACK_SIZE")
 }
 
 /// Builds `core/size-probe` for `target` (installing the target if missing) with `how`.
@@ -218,5 +275,11 @@ mod tests {
         // On the host the probe's own figures are what this reads for a target.
         let entity = sched_size_probe::SCHED_SIZES[5] as usize;
         assert_eq!(entity, std::mem::size_of::<sched_core::Entity>());
+    }
+
+    #[test]
+    fn the_mcu_stacks_are_read_from_the_kernel() {
+        // 8 threads × 2 KiB + 4 KiB boot + 4 KiB exception.
+        assert_eq!(mcu_stacks(), 8 * 2048 + 4096 + 4096);
     }
 }
