@@ -231,6 +231,7 @@ fn porting_md_states_the_code_s_figures() {
         ("arch/mod.rs", include_str!("../../kernel-shim/src/arch/mod.rs")),
         ("arch/aarch64/mod.rs", include_str!("../../kernel-shim/src/arch/aarch64/mod.rs")),
         ("arch/riscv64/mod.rs", include_str!("../../kernel-shim/src/arch/riscv64/mod.rs")),
+        ("arch/cortex_m/mod.rs", include_str!("../../kernel-shim/src/arch/cortex_m/mod.rs")),
     ];
     for (name, src) in port_files {
         let n = src.lines().count();
