@@ -245,6 +245,21 @@ const LINT_GATES: &[Gate] = &[
         env: &[],
     },
     Gate {
+        name: "clippy (kernel, cortex-m33)",
+        dir: "kernel-shim",
+        args: &[
+            "clippy",
+            "--profile",
+            "mcu",
+            "--target",
+            "thumbv8m.main-none-eabihf",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+    Gate {
         name: "rustdoc (host crates)",
         dir: "",
         args: &["doc", "--no-deps", "--workspace", "--exclude", "kernel-shim"],

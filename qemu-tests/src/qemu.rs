@@ -15,11 +15,13 @@ pub enum Arch {
     /// A microcontroller: one Cortex-M4F on the `mps2-an386` board, the kernel in Thread mode
     /// and its handlers, with 64 KB of RAM.
     CortexM4,
+    /// Two Cortex-M33 on the `mps2-an521` board (an SSE-200, run Secure), 64 KB of RAM.
+    CortexM33,
 }
 
 impl Arch {
     /// Every machine, in the order the suite runs them.
-    pub const ALL: [Arch; 3] = [Arch::Aarch64, Arch::Riscv64, Arch::CortexM4];
+    pub const ALL: [Arch; 4] = [Arch::Aarch64, Arch::Riscv64, Arch::CortexM4, Arch::CortexM33];
 
     /// Its name on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -27,6 +29,7 @@ impl Arch {
             Arch::Aarch64 => "aarch64",
             Arch::Riscv64 => "riscv64",
             Arch::CortexM4 => "cortex-m4",
+            Arch::CortexM33 => "cortex-m33",
         }
     }
 
@@ -35,7 +38,7 @@ impl Arch {
         Arch::ALL
             .into_iter()
             .find(|a| a.name() == s)
-            .ok_or(format!("--arch {s}: aarch64, riscv64 or cortex-m4"))
+            .ok_or(format!("--arch {s}: aarch64, riscv64, cortex-m4 or cortex-m33"))
     }
 
     /// The kernel's bare-metal target (integer-only on the 64-bit machines: no FP state to
@@ -45,6 +48,7 @@ impl Arch {
             Arch::Aarch64 => "aarch64-unknown-none-softfloat",
             Arch::Riscv64 => "riscv64imac-unknown-none-elf",
             Arch::CortexM4 => "thumbv7em-none-eabihf",
+            Arch::CortexM33 => "thumbv8m.main-none-eabihf",
         }
     }
 
@@ -53,23 +57,23 @@ impl Arch {
     pub fn profile(self) -> &'static str {
         match self {
             Arch::Aarch64 | Arch::Riscv64 => "release",
-            Arch::CortexM4 => "mcu",
+            Arch::CortexM4 | Arch::CortexM33 => "mcu",
         }
     }
 
     /// How many CPUs the machine has.
-    #[allow(dead_code)]
     pub fn cpus(self) -> usize {
         match self {
             Arch::Aarch64 | Arch::Riscv64 => 8,
             Arch::CortexM4 => 1,
+            Arch::CortexM33 => 2,
         }
     }
 
     /// The QEMU binary and the Debian package that has it.
     fn qemu(self) -> (&'static str, &'static str) {
         match self {
-            Arch::Aarch64 | Arch::CortexM4 => (self.qemu_binary(), "qemu-system-arm"),
+            Arch::Aarch64 | Arch::CortexM4 | Arch::CortexM33 => (self.qemu_binary(), "qemu-system-arm"),
             // qemu-system-misc pulls in qemu-system-data, which ships OpenSBI.
             Arch::Riscv64 => (self.qemu_binary(), "qemu-system-misc"),
         }
@@ -79,7 +83,7 @@ impl Arch {
         match self {
             Arch::Aarch64 => "qemu-system-aarch64",
             Arch::Riscv64 => "qemu-system-riscv64",
-            Arch::CortexM4 => "qemu-system-arm",
+            Arch::CortexM4 | Arch::CortexM33 => "qemu-system-arm",
         }
     }
 
@@ -103,6 +107,7 @@ impl Arch {
             Arch::Riscv64 => &["-M", "virt", "-smp", "8", "-m", "256M", "-bios", "default"],
             // The boot line reaches the kernel through semihosting, as does its exit code.
             Arch::CortexM4 => &["-M", "mps2-an386", "-semihosting"],
+            Arch::CortexM33 => &["-M", "mps2-an521", "-semihosting"],
         }
     }
 }

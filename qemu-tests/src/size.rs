@@ -54,7 +54,7 @@ struct Measured {
     wide: Vec<u64>,
     /// The thumbv7em images' sections.
     images: Vec<Row>,
-    /// The Cortex-M4 kernel's flash and RAM.
+    /// The Cortex-M kernels' flash and RAM.
     mcu: Vec<Row>,
 }
 
@@ -66,7 +66,9 @@ fn measure() -> Result<Measured, String> {
     let rows =
         ENTRIES.iter().zip(&mcu).map(|(&(name, budget), &value)| Row { name, value, budget }).collect();
     let images = code_sizes().map_err(|e| format!("code size: {e}"))?;
-    let mcu = mcu_kernel().map_err(|e| format!("the Cortex-M4 kernel: {e}"))?;
+    let mut mcu =
+        mcu_kernel(crate::qemu::Arch::CortexM4).map_err(|e| format!("the Cortex-M4 kernel: {e}"))?;
+    mcu.extend(mcu_kernel(crate::qemu::Arch::CortexM33).map_err(|e| format!("the Cortex-M33 kernel: {e}"))?);
     Ok(Measured { rows, wide, images, mcu })
 }
 
@@ -91,7 +93,7 @@ pub fn main() -> ExitCode {
         println!("{:<38} {:>22} {:>8}{}", r.name, r.value, r.budget.unwrap_or(0), mark(r));
     }
     println!();
-    println!("{:<38} {:>22} {:>8}", "the Cortex-M4 kernel (profile mcu)", "bytes", "budget");
+    println!("{:<38} {:>22} {:>8}", "the Cortex-M kernels (profile mcu)", "bytes", "budget");
     for r in &mcu {
         let b = r.budget.map_or("-".to_string(), |b| b.to_string());
         println!("{:<38} {:>22} {b:>8}{}", r.name, r.value, mark(r));
@@ -170,48 +172,59 @@ fn code_sizes() -> Result<Vec<Row>, String> {
 const MCU_FLASH_BUDGET: u64 = 96 * 1024;
 const MCU_RAM_BUDGET: u64 = 64 * 1024;
 
-/// The Cortex-M4 kernel (mps2-an386, 8 threads), built as the suite boots it, counted as an
-/// MCU developer counts it: flash = what the image programs (vector table, code, read-only
-/// data, the initial values of `.data`); RAM = `.data` + `.bss` (every stack is a static in
-/// `.bss`: 8 threads × 2 KiB, the 4 KiB boot/idle and 4 KiB exception stacks).
-fn mcu_kernel() -> Result<Vec<Row>, String> {
-    let elf = crate::qemu::build_kernel(crate::qemu::Arch::CortexM4)?;
+/// A Cortex-M kernel (8 threads), built as the suite boots it, counted as an MCU developer
+/// counts it: flash = what the image programs (vector table, code, read-only data, the
+/// initial values of `.data`); RAM = `.data` + `.bss` (every stack is a static in `.bss`: 8
+/// threads × 2 KiB, and per CPU a 4 KiB boot/idle and a 4 KiB exception stack). The budgets
+/// are the one-core build's; the dual-core build (with the load balancer) is shown beside it.
+fn mcu_kernel(arch: crate::qemu::Arch) -> Result<Vec<Row>, String> {
+    let one_core = arch == crate::qemu::Arch::CortexM4;
+    let elf = crate::qemu::build_kernel(arch)?;
     let data = std::fs::read(&elf).map_err(|e| format!("{}: {e}", elf.display()))?;
     let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
     let size = |name: &str| obj.section_by_name(name).map_or(0, |s| s.size());
     let (vectors, text, rodata) = (size(".vector_table"), size(".text"), size(".rodata"));
     let (data_, bss) = (size(".data"), size(".bss") + size(".uninit"));
     let row = |name, value, budget| Row { name, value, budget };
-    Ok(vec![
-        row(
-            "flash: vectors + .text + .rodata + .data",
-            vectors + text + rodata + data_,
-            Some(MCU_FLASH_BUDGET),
-        ),
-        row("  of which .text", text, None),
-        row("RAM: .data + .bss, stacks included", data_ + bss, Some(MCU_RAM_BUDGET)),
-        row("  of which stacks", mcu_stacks(), None),
-    ])
+    let extra_cpus = arch.cpus() as u64 - 1;
+    let stacks = mcu_stacks() + extra_cpus * (mcu_const("BOOT_STACK_SIZE") + mcu_const("EXC_STACK_SIZE"));
+    let (flash, ram) = (vectors + text + rodata + data_, data_ + bss);
+    Ok(if one_core {
+        vec![
+            row("M4: flash (vectors, .text, .rodata, .data)", flash, Some(MCU_FLASH_BUDGET)),
+            row("M4:   of which .text", text, None),
+            row("M4: RAM (.data + .bss, stacks included)", ram, Some(MCU_RAM_BUDGET)),
+            row("M4:   of which stacks", stacks, None),
+        ]
+    } else {
+        vec![
+            row("2x M33: flash", flash, None),
+            row("2x M33: RAM (stacks included)", ram, None),
+            row("2x M33:   of which stacks", stacks, None),
+        ]
+    })
 }
 
-/// The Cortex-M4 kernel's stacks (its constants: 8 threads × 2 KiB, 4 KiB boot, 4 KiB
+/// The one-core kernel's stacks (its constants: 8 threads × 2 KiB, 4 KiB boot, 4 KiB
 /// exception), read from the kernel's source so the row follows the code.
 fn mcu_stacks() -> u64 {
+    mcu_const("MAX_THREADS") * mcu_const("STACK_SIZE")
+        + mcu_const("BOOT_STACK_SIZE")
+        + mcu_const("EXC_STACK_SIZE")
+}
+
+/// A Cortex-M constant of the kernel's: its second definition (the 64-bit one comes first).
+fn mcu_const(name: &str) -> u64 {
     const STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
     const ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
-    // The Cortex-M values are the second definitions (the 64-bit ones come first).
-    let second = |src: &str, name: &str| -> u64 {
-        let decl = format!("pub const {name}: usize = ");
-        let value = src.lines().filter_map(|l| l.trim().strip_prefix(decl.as_str())).nth(1).unwrap_or("0;");
-        value
-            .trim_end_matches(';')
-            .split('*')
-            .map(|f| f.trim().replace('_', "").parse::<u64>().unwrap_or(0))
-            .product()
-    };
-    second(ARCH, "MAX_THREADS") * second(STACKS, "STACK_SIZE")
-        + second(STACKS, "BOOT_STACK_SIZE")
-        + second(STACKS, "EXC_STACK_SIZE")
+    let src = if name == "MAX_THREADS" { ARCH } else { STACKS };
+    let decl = format!("pub const {name}: usize = ");
+    let value = src.lines().filter_map(|l| l.trim().strip_prefix(decl.as_str())).nth(1).unwrap_or("0;");
+    value
+        .trim_end_matches(';')
+        .split('*')
+        .map(|f| f.trim().replace('_', "").parse::<u64>().unwrap_or(0))
+        .product()
 }
 
 /// Builds `core/size-probe` for `target` (installing the target if missing) with `how`.

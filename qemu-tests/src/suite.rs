@@ -426,11 +426,86 @@ const MCU_CASES: &[Case] = &[
     },
 ];
 
+/// The dual Cortex-M33's cases: two CPUs with the load balancer, judged as on aarch64.
+const DUAL_MCU_CASES: &[Case] = &[
+    Case {
+        name: "boot: both cores online, ticking, IPIs both ways (MHU)",
+        args: "scenario=boot",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "boot: OK (2 CPUs")
+        },
+    },
+    Case {
+        name: "boot (parallel)",
+        args: "scenario=boot",
+        mode: Mode::Parallel,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "boot: OK (2 CPUs")
+        },
+    },
+    Case {
+        name: "spread: 2 spinners end up one per core, spread time recorded",
+        args: "scenario=sysbench threads=2 events=1000 seed=1",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            sysbench_ok(b)?;
+            has(b, "spread time")
+        },
+    },
+    Case {
+        name: "spread from one CPU: 2 spinners woken on core 0 end one per core",
+        args: "scenario=wakeone threads=2 events=1000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "spread time")?;
+            has(b, "wakeone: OK")
+        },
+    },
+    Case {
+        name: "oversubscription: 6 spinners on 2 cores, every event once (parallel)",
+        args: "scenario=sysbench threads=6 events=2000",
+        mode: Mode::Parallel,
+        judge: sysbench_ok,
+    },
+    Case {
+        name: "sleep/wake ping-pong across the cores: no lost wakeups",
+        args: "scenario=pingpong pairs=3 rounds=1000",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: OK")
+        },
+    },
+    Case {
+        name: "churn: 10000 operations on two cores, nothing lost",
+        args: "scenario=churn ops=10000 seed=1",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "churn: OK")
+        },
+    },
+    Case {
+        name: "panic on core 1 is reported and fails the run",
+        args: "scenario=panic cpu=1",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_PANIC)?;
+            has(b, "PANIC on CPU 1")
+        },
+    },
+];
+
 /// The suite's cases for `arch`.
 fn cases(arch: Arch) -> &'static [Case] {
     match arch {
         Arch::Aarch64 | Arch::Riscv64 => CASES,
         Arch::CortexM4 => MCU_CASES,
+        Arch::CortexM33 => DUAL_MCU_CASES,
     }
 }
 
@@ -560,7 +635,7 @@ pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>, arch: O
         };
         let (cases, limit) = match which {
             Selection::Suite => (cases(arch), SUITE_LIMIT),
-            Selection::Long if arch == Arch::CortexM4 => (&[][..], SUITE_LIMIT),
+            Selection::Long if matches!(arch, Arch::CortexM4 | Arch::CortexM33) => (&[][..], SUITE_LIMIT),
             Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
         };
         let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();

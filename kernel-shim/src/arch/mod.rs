@@ -56,9 +56,12 @@ pub const MAX_CPUS: usize = 8;
 /// Kernel threads in the static pool.
 #[cfg(not(target_arch = "arm"))]
 pub const MAX_THREADS: usize = 64;
-/// Most CPUs this kernel drives on a microcontroller.
-#[cfg(target_arch = "arm")]
+/// Most CPUs this kernel drives on a microcontroller: the Cortex-M4 board has one core.
+#[cfg(all(target_arch = "arm", not(board_an521)))]
 pub const MAX_CPUS: usize = 1;
+/// The dual Cortex-M33 board (`mps2-an521`) has two.
+#[cfg(all(target_arch = "arm", board_an521))]
+pub const MAX_CPUS: usize = 2;
 /// Kernel threads in a microcontroller's static pool.
 #[cfg(target_arch = "arm")]
 pub const MAX_THREADS: usize = 8;

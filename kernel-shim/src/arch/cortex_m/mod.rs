@@ -1,8 +1,11 @@
-//! The Cortex-M port: one Cortex-M4F core on QEMU's `mps2-an386` board
-//! (`thumbv7em-none-eabihf`), the one-CPU machine. Boot through `cortex-m-rt`, the exception
-//! entry shared by SysTick, PendSV and SVCall, the saved-register frame, SysTick as tick and
-//! clock, PendSV as the reschedule interrupt, the CMSDK UART for defmt, semihosting for the
-//! boot line and the exit code.
+//! The Cortex-M port, for two QEMU boards: one Cortex-M4F on `mps2-an386`
+//! (`thumbv7em-none-eabihf`, the one-CPU machine) and two Cortex-M33 on `mps2-an521`
+//! (`thumbv8m.main-none-eabihf`, an SSE-200 run Secure; cfg `board_an521`, set by build.rs).
+//! Boot through `cortex-m-rt`, the exception entry shared by SysTick, PendSV, SVCall and the
+//! interrupts, the saved-register frame, SysTick as the tick, the CMSDK timer 0 as the clock
+//! all CPUs share, PendSV as the reschedule interrupt to oneself and the SSE-200's message
+//! handling unit (MHU 0) to the other core, the CMSDK UART for defmt, semihosting for the boot
+//! line and the exit code.
 //!
 //! Threads (the idle loop included) run in Thread mode on the process stack; every handler
 //! runs on the main stack, which is this CPU's exception stack. SysTick, PendSV and SVCall
@@ -17,25 +20,57 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use qemu_exit::QEMUExit;
 
-use super::{ArchError, ExcKind, FaultInfo, Firmware};
+use super::{ArchError, ExcKind, FaultInfo, Firmware, Lock, MAX_CPUS};
 
 /// What the boot banner calls this machine.
+#[cfg(not(board_an521))]
 pub const NAME: &str = "Cortex-M4 (mps2-an386) in Thread mode";
-/// Its tick cannot stop: SysTick is also the clock.
+/// What the boot banner calls this machine.
+#[cfg(board_an521)]
+pub const NAME: &str = "Cortex-M33 (mps2-an521, Secure) in Thread mode";
+/// Its tick does not stop: SysTick runs periodically (and idle CPUs are few).
 pub const TICKLESS: bool = false;
 /// Size of the saved-register frame: the entry's 10 words (r4–r11, EXC_RETURN and a pad that
 /// keeps the stack 8-byte aligned) below the 8 words the core stacks itself.
 pub const FRAME_SIZE: usize = 72;
 
-/// The CPU clock, which SysTick counts (the board's SYSCLK).
+/// The CPU clock, which SysTick and the CMSDK timers count (the board's SYSCLK).
+#[cfg(not(board_an521))]
 const SYSCLK_HZ: u64 = 25_000_000;
+#[cfg(not(board_an521))]
 const UART0: usize = 0x4000_4000;
+/// The CMSDK timer 0 (the clock): CTRL, VALUE, RELOAD.
+#[cfg(not(board_an521))]
+const TIMER0: usize = 0x4000_0000;
+#[cfg(board_an521)]
+const SYSCLK_HZ: u64 = 20_000_000;
+#[cfg(board_an521)]
+const UART0: usize = 0x5020_0000;
+#[cfg(board_an521)]
+const TIMER0: usize = 0x5000_0000;
+/// SSE-200: which core reads it (0 or 1), its message handling unit 0 (an interrupt to
+/// each core: STAT, SET, CLR at +0x00 for core 0 and +0x10 for core 1), and the system
+/// control registers that start core 1.
+#[cfg(board_an521)]
+const CPU_IDENTITY: usize = 0x4001_F000;
+#[cfg(board_an521)]
+const MHU0: usize = 0x5000_3000;
+#[cfg(board_an521)]
+const INITSVTOR1: usize = 0x5002_1114;
+#[cfg(board_an521)]
+const CPUWAIT: usize = 0x5002_1118;
+/// MHU 0's interrupt (IRQ 6) on each core.
+#[cfg(board_an521)]
+const MHU0_IRQ: u32 = 6;
+#[cfg(board_an521)]
+const NVIC_ISER0: usize = 0xE000_E100;
+#[cfg(board_an521)]
+const VTOR: usize = 0xE000_ED08;
 const SYST_CSR: usize = 0xE000_E010;
 const SYST_RVR: usize = 0xE000_E014;
 const SYST_CVR: usize = 0xE000_E018;
 const ICSR: usize = 0xE000_ED04;
 const ICSR_PENDSVSET: u32 = 1 << 28;
-const ICSR_PENDSTSET: u32 = 1 << 26;
 const CPACR: usize = 0xE000_ED88;
 const CFSR: usize = 0xE000_ED28;
 const HFSR: usize = 0xE000_ED2C;
@@ -46,16 +81,18 @@ const EXC_SYSTICK: u32 = 15;
 /// Thread mode, process stack, no FP state: what a new thread's frame returns with.
 const EXC_RETURN_THREAD_PSP: u32 = 0xFFFF_FFFD;
 
-/// SysTick wraps since it started (the high part of the clock).
-static TICKS: AtomicU32 = AtomicU32::new(0);
-/// SysTick's reload value + 1 (its period in CPU cycles), 0 before it starts.
-static PERIOD: AtomicU32 = AtomicU32::new(0);
-/// A SysTick interrupt not yet handed to the host by `irq_ack`.
-static TIMER_PENDING: AtomicBool = AtomicBool::new(false);
-/// IPI kinds this CPU sent itself (bit per kind), announced with PendSV.
-static PENDING: AtomicU32 = AtomicU32::new(0);
-/// The per-CPU block's address (one CPU: a plain static).
-static PERCPU_ADDR: AtomicUsize = AtomicUsize::new(0);
+/// Each CPU's SysTick reload value + 1 (its tick period in CPU cycles), 0 before it starts.
+static PERIOD: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+/// A SysTick interrupt not yet handed to the host by `irq_ack`, per CPU.
+static TIMER_PENDING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// IPI kinds pending per CPU (bit per kind), set before the interrupt that announces them
+/// (PendSV to oneself, MHU 0 to the other core).
+static PENDING: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+/// Each CPU's per-CPU block, by core.
+static PERCPU_ADDR: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+/// The clock: timer 0's wraps and its last count (read under the lock, so that CPUs agree on
+/// when it wrapped).
+static CLOCK: Lock<(u32, u32)> = Lock::new((0, 0));
 
 global_asm!(
     r#"
@@ -83,9 +120,33 @@ m_start:
 1:
     b       1b
 
-// SysTick, PendSV and SVCall: the interrupted thread's r4-r11 and EXC_RETURN go below the
-// frame the core pushed on the process stack; the handler, on the main stack, returns the
-// frame to resume (maybe another thread's), whose registers are reloaded.
+// A secondary core's reset handler (from its vector table in RAM, whose first word gave it
+// its exception stack as the main stack): the same as m_start, with its boot stack and index
+// from M_SECONDARY.
+.section .text.m_secondary, "ax"
+.global m_secondary
+.type m_secondary, %function
+.thumb_func
+m_secondary:
+    cpsid   i
+    movw    r3, :lower16:{secondary}
+    movt    r3, :upper16:{secondary}
+    ldr     r0, [r3]
+    msr     psp, r0
+    movs    r2, #2
+    msr     control, r2
+    isb
+    ldr     r0, [r3, #4]
+    mov     r2, r0
+    movs    r3, #0
+    bl      kernel_entry
+1:
+    b       1b
+
+// SysTick, PendSV, SVCall and every interrupt (DefaultHandler): the interrupted thread's
+// r4-r11 and EXC_RETURN go below the frame the core pushed on the process stack; the
+// handler, on the main stack, returns the frame to resume (maybe another thread's), whose
+// registers are reloaded.
 .section .text.m_exception, "ax"
 .global SysTick
 .type SysTick, %function
@@ -93,12 +154,16 @@ m_start:
 .type PendSV, %function
 .global SVCall
 .type SVCall, %function
+.global DefaultHandler
+.type DefaultHandler, %function
 .thumb_func
 SysTick:
 .thumb_func
 PendSV:
 .thumb_func
 SVCall:
+.thumb_func
+DefaultHandler:
     mrs     r0, psp
     stmdb   r0!, {{r2, r4-r11, lr}}
     mrs     r1, ipsr
@@ -108,11 +173,17 @@ SVCall:
     bx      lr
 "#,
     exc_return = const EXC_RETURN_THREAD_PSP,
+    secondary = sym M_SECONDARY,
 );
 
 unsafe extern "C" {
     fn m_start(boot_stack_top: usize, exc_stack_top: usize) -> !;
+    #[cfg_attr(not(board_an521), allow(dead_code))]
+    fn m_secondary() -> !;
 }
+
+/// What a secondary core's reset handler reads: its boot stack's top and its CPU index.
+static M_SECONDARY: [AtomicU32; 2] = [const { AtomicU32::new(0) }; 2];
 
 /// A saved context: the entry's words (a pad, r4–r11, EXC_RETURN), then what the core stacked
 /// (r0–r3, r12, lr, pc, xPSR).
@@ -175,14 +246,19 @@ extern "C" fn m_exception_entry(frame: *mut Frame, ipsr: u32) -> *mut Frame {
     // process stack; until this handler returns no other code touches it (the thread is not
     // resumed before the scheduler's `finish`, after the last use of this reference).
     let f = unsafe { &mut *frame };
+    let me = core_id();
     let kind = match ipsr & 0x1ff {
         EXC_SYSTICK => {
-            // First, so that the clock read by anything below has the wrap counted.
-            TICKS.fetch_add(1, Ordering::Relaxed);
-            TIMER_PENDING.store(true, Ordering::Relaxed);
+            TIMER_PENDING[me].store(true, Ordering::Relaxed);
             ExcKind::Irq
         }
         EXC_PENDSV => ExcKind::Irq,
+        #[cfg(board_an521)]
+        n if n == 16 + MHU0_IRQ => {
+            // Cleared before the kinds are read: an IPI sent after this raises it again.
+            write(MHU0 + 0x10 * me + 0x8, read(MHU0 + 0x10 * me));
+            ExcKind::Irq
+        }
         EXC_SVCALL => ExcKind::Svc(f.r12 as u64),
         n => ExcKind::Unexpected(n as u64),
     };
@@ -211,8 +287,8 @@ unsafe fn HardFault(ef: &ExceptionFrame) -> ! {
     panic!("unhandled synchronous exception: CFSR {:#x} HFSR {:#x} PC {:#x}", read(CFSR), read(HFSR), ef.pc())
 }
 
-/// Reset → `main`: the UART on, the FPU off, interrupts masked; then onto the boot stack as
-/// the process stack, with the main stack as the exception stack.
+/// Reset → `main` (core 0): the UART on, the clock started, the FPU off, interrupts masked;
+/// then onto the boot stack as the process stack, with the main stack as the exception stack.
 #[entry]
 fn main() -> ! {
     cortex_m::interrupt::disable();
@@ -220,18 +296,30 @@ fn main() -> ! {
     // CMSDK UART: transmit enabled (output is dropped silently without it).
     write(UART0 + 0x10, 16);
     write(UART0 + 0x8, 1);
+    // Timer 0 counts down from 2^32 - 1 at the CPU clock, forever: the clock.
+    write(TIMER0 + 0x8, u32::MAX);
+    write(TIMER0 + 0x4, u32::MAX);
+    write(TIMER0, 1);
     // SAFETY: m_start switches to stacks nothing uses yet and never returns.
     unsafe { m_start(super::stacks::boot_stack_top(0), super::stacks::exc_stack_top(0)) }
 }
 
+/// Which core runs this (0 on the one-core board).
+fn core_id() -> usize {
+    #[cfg(board_an521)]
+    return (read(CPU_IDENTITY) as usize).min(MAX_CPUS - 1);
+    #[cfg(not(board_an521))]
+    0
+}
+
 /// Records this CPU's per-CPU block.
 pub(super) fn set_percpu(addr: usize) {
-    PERCPU_ADDR.store(addr, Ordering::Relaxed);
+    PERCPU_ADDR[core_id()].store(addr, Ordering::Relaxed);
 }
 
 /// The per-CPU block's address.
 pub(super) fn percpu() -> usize {
-    PERCPU_ADDR.load(Ordering::Relaxed)
+    PERCPU_ADDR[core_id()].load(Ordering::Relaxed)
 }
 
 /// Executes an undefined instruction (the `fault` scenario checks the fault path).
@@ -274,9 +362,11 @@ pub fn wfi() {
     unsafe { asm!("wfi", options(nomem, nostack)) }
 }
 
-/// A busy-wait step (one core: nothing to hand on).
+/// A busy-wait step: `yield`, which under QEMU's single-threaded TCG ends the spinning core's
+/// slice, so the other core runs.
 pub fn relax() {
-    core::hint::spin_loop();
+    // SAFETY: `yield` is a hint with no effects (a compiler barrier, for spin loops).
+    unsafe { asm!("yield", options(nostack)) }
 }
 
 /// A system call: `svc #0` with the number in r12, arguments in r0–r3, the result in r0
@@ -297,48 +387,48 @@ pub(super) fn trap(nr: u64, a0: u64, a1: u64, a2: u64, a3: u64) -> u64 {
     ret as i32 as i64 as u64
 }
 
-// ---- time: SysTick ------------------------------------------------------------------------
+// ---- time: the CMSDK timer 0 as the clock, SysTick as the tick ----------------------------------
 
-/// The clock's frequency: the CPU clock SysTick counts.
+/// The clock's frequency: the CPU clock the timer counts.
 pub fn counter_freq() -> u64 {
     SYSCLK_HZ
 }
 
-/// CPU cycles since SysTick started: its wraps × its period + how far it has counted down.
-/// A wrap not yet handled (SysTick pending) counts too, so the clock never steps back.
+/// CPU cycles since boot, from timer 0 (32 bits, counting down) and the wraps seen: one
+/// clock for every CPU. Read under a lock so the CPUs agree on each wrap; any CPU's tick
+/// reads it far more often than once per wrap (171 s at 25 MHz).
 pub fn counter() -> u64 {
-    let period = PERIOD.load(Ordering::Relaxed);
-    if period == 0 {
-        return 0;
-    }
     let saved = irq_save();
-    let mut ticks = TICKS.load(Ordering::Relaxed);
-    let mut val = read(SYST_CVR);
-    if read(ICSR) & ICSR_PENDSTSET != 0 {
-        // It wrapped and its handler has not run: the count after the wrap.
-        val = read(SYST_CVR);
-        ticks = ticks.wrapping_add(1);
+    let mut clock = CLOCK.lock();
+    let now = !read(TIMER0 + 0x4);
+    if now < clock.1 {
+        clock.0 = clock.0.wrapping_add(1);
     }
+    clock.1 = now;
+    let value = (clock.0 as u64) << 32 | now as u64;
+    drop(clock);
     irq_restore(saved);
-    ticks as u64 * period as u64 + (period - 1 - val.min(period - 1)) as u64
+    value
 }
 
-/// SysTick is periodic: the first call starts it with `period` CPU cycles per tick, and
-/// later calls change nothing unless the period changes (`_at` is always the next tick).
+/// SysTick is periodic: the first call on a CPU starts its SysTick with `period` CPU cycles
+/// per tick, and later calls change nothing unless the period changes (`_at` is always the
+/// next tick).
 pub fn timer_arm_at(_at: u64, period: u64) {
     let period = period.clamp(2, 1 << 24) as u32;
-    if PERIOD.load(Ordering::Relaxed) == period {
+    let mine = &PERIOD[core_id()];
+    if mine.load(Ordering::Relaxed) == period {
         return;
     }
     write(SYST_CSR, 0);
     write(SYST_RVR, period - 1);
     write(SYST_CVR, 0);
-    PERIOD.store(period, Ordering::Relaxed);
+    mine.store(period, Ordering::Relaxed);
     // Enabled, interrupting, counting the CPU clock.
     write(SYST_CSR, 0b111);
 }
 
-/// The tick cannot stop here (SysTick is the clock); `nohz=on` is refused at boot.
+/// The tick does not stop here (`TICKLESS` is false; `nohz=on` is refused at boot).
 pub fn timer_stop() {}
 
 // ---- machine set-up ---------------------------------------------------------------------------
@@ -356,8 +446,8 @@ unsafe impl Sync for CmdLine {}
 static CMDLINE: CmdLine = CmdLine(UnsafeCell::new([0; CMDLINE_MAX]));
 static CMDLINE_LEN: spin::Once<usize> = spin::Once::new();
 
-/// The machine: one CPU (hardware id 0) and the boot line from semihosting
-/// (`SYS_GET_CMDLINE`).
+/// The machine: its cores (hardware ids 0 and, on the dual-core board, 1) and the boot line
+/// from semihosting (`SYS_GET_CMDLINE`).
 pub fn firmware() -> Result<Firmware, ArchError> {
     let len = *CMDLINE_LEN.call_once(|| {
         // One byte is kept for the terminating NUL.
@@ -384,24 +474,68 @@ pub fn firmware() -> Result<Firmware, ArchError> {
         Some(i) => &line[i + 1..],
         None => &[][..],
     };
-    Ok(Firmware::Fixed { cpus: &[0], bootargs })
+    Ok(Firmware::Fixed { cpus: &[0, 1][..MAX_CPUS], bootargs })
 }
 
 /// Nothing machine-wide to set up beyond what `main` did.
 pub fn machine_init(_fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
-    if ncpus > 1 {
-        return Err(ArchError::new("this board has one CPU"));
+    if ncpus > MAX_CPUS {
+        return Err(ArchError::new("more CPUs than this board has"));
     }
     Ok(())
 }
 
-/// Nothing per CPU: SysTick and PendSV need no enabling, the IPI kinds no set-up.
-pub fn cpu_init(_cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
-    PENDING.store(0, Ordering::Relaxed);
+/// Per CPU: SysTick and PendSV need no enabling; on the dual-core board MHU 0's interrupt
+/// (the other core's IPIs) is enabled in this core's NVIC.
+pub fn cpu_init(cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
+    PENDING[cpu.min(MAX_CPUS - 1)].store(0, Ordering::Relaxed);
+    #[cfg(board_an521)]
+    write(NVIC_ISER0, 1 << MHU0_IRQ);
+    Ok(())
+}
+
+/// Core 1's vector table: core 0's, with core 1's own stack and reset handler (the SSE-200
+/// starts core 1 from the table INITSVTOR1 names; QEMU's starts it powered off, waiting).
+#[cfg(board_an521)]
+#[repr(C, align(512))]
+struct VectorTable(UnsafeCell<[u32; 128]>);
+
+// SAFETY: written once by core 0 before core 1 is released, read by core 1's hardware.
+#[cfg(board_an521)]
+unsafe impl Sync for VectorTable {}
+
+#[cfg(board_an521)]
+static CORE1_VECTORS: VectorTable = VectorTable(UnsafeCell::new([0; 128]));
+
+/// Starts core `hw_id` (1) as kernel CPU `index`: its vector table (core 0's, with its own
+/// exception stack and `m_secondary` as reset), INITSVTOR1, then CPUWAIT cleared.
+#[cfg(board_an521)]
+pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
+    if hw_id != 1 || index >= MAX_CPUS {
+        return Err(ArchError::new("the SSE-200 starts only core 1"));
+    }
+    super::record_hw_id(index, hw_id);
+    M_SECONDARY[0].store(super::stacks::boot_stack_top(index) as u32, Ordering::Relaxed);
+    M_SECONDARY[1].store(index as u32, Ordering::Relaxed);
+    let table = CORE1_VECTORS.0.get() as *mut u32;
+    let ours = read(VTOR) as *const u32;
+    for i in 0..128 {
+        // SAFETY: core 0's vector table (128 words: 16 exceptions and the SSE-200's and the
+        // board's interrupts) and core 1's, which nothing else uses before core 1 starts.
+        unsafe { table.add(i).write_volatile(ours.add(i).read_volatile()) };
+    }
+    // SAFETY: the same table, as above.
+    unsafe {
+        table.write_volatile(super::stacks::exc_stack_top(index) as u32);
+        table.add(1).write_volatile(m_secondary as *const () as usize as u32 | 1);
+    }
+    write(INITSVTOR1, table as usize as u32);
+    write(CPUWAIT, 0);
     Ok(())
 }
 
 /// One CPU: there is no other to start.
+#[cfg(not(board_an521))]
 pub fn start_cpu(_index: usize, _hw_id: u64) -> Result<(), ArchError> {
     Err(ArchError::new("this board has one CPU"))
 }
@@ -439,26 +573,34 @@ impl Irq {
 
 /// The next interrupt to handle: the tick, else an IPI kind.
 pub fn irq_ack() -> Option<Irq> {
-    if TIMER_PENDING.swap(false, Ordering::Relaxed) {
+    let me = core_id();
+    if TIMER_PENDING[me].swap(false, Ordering::Relaxed) {
         return Some(Irq::Timer);
     }
-    let kinds = PENDING.load(Ordering::Acquire);
+    let kinds = PENDING[me].load(Ordering::Acquire);
     if kinds == 0 {
         return None;
     }
     let k = kinds.trailing_zeros();
-    PENDING.fetch_and(!(1 << k), Ordering::AcqRel);
+    PENDING[me].fetch_and(!(1 << k), Ordering::AcqRel);
     Some(Irq::Ipi(k))
 }
 
 /// Ends an interrupt: nothing to do.
 pub fn irq_eoi(_irq: Irq) {}
 
-/// Sends IPI `kind` to CPU `_cpu` (this one, the only one): marks it pending and pends
-/// PendSV, which runs when the current handler (if any) returns.
-pub fn send_ipi(_cpu: usize, kind: u32) {
-    PENDING.fetch_or(1 << (kind & 31), Ordering::Release);
-    write(ICSR, ICSR_PENDSVSET);
+/// Sends IPI `kind` to CPU `cpu`: marks it pending there, then pends PendSV if that is this
+/// core (it runs when the current handler, if any, returns) or raises MHU 0's interrupt on
+/// the other core.
+pub fn send_ipi(cpu: usize, kind: u32) {
+    let cpu = cpu.min(MAX_CPUS - 1);
+    PENDING[cpu].fetch_or(1 << (kind & 31), Ordering::Release);
+    if cpu == core_id() {
+        write(ICSR, ICSR_PENDSVSET);
+    } else {
+        #[cfg(board_an521)]
+        write(MHU0 + 0x10 * cpu + 0x4, 1);
+    }
 }
 
 // ---- UART, exit ---------------------------------------------------------------------------------
