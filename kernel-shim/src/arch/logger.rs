@@ -3,7 +3,7 @@
 //! interleave and an interrupt handler that logs cannot deadlock against its own CPU.
 
 use core::cell::UnsafeCell;
-use core::sync::atomic::{AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use super::{cpu_id, irq_restore, irq_save, uart_write, MAX_CPUS};
 
@@ -11,8 +11,8 @@ use super::{cpu_id, irq_restore, irq_save, uart_write, MAX_CPUS};
 static HOLDER: AtomicUsize = AtomicUsize::new(0);
 /// Nesting depth of the holder (a panic while a frame is open re-enters on the same CPU).
 static DEPTH: AtomicUsize = AtomicUsize::new(0);
-/// Interrupt mask of each CPU before it acquired the logger.
-static SAVED_MASK: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
+/// Whether each CPU had interrupts enabled before it acquired the logger.
+static SAVED_MASK: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 
 struct EncoderCell(UnsafeCell<defmt::Encoder>);
 

@@ -18,14 +18,19 @@
 //! saved-register [`Frame`] (`syscall_arg`, `set_syscall_ret`, `new_thread`) and `fault_info`;
 //! `firmware` (the machine's description, see [`Firmware`]), `machine_init`, `cpu_init`,
 //! `start_cpu`; `Irq`, `irq_ack`, `irq_eoi`, `send_ipi`; `counter`, `counter_freq`,
-//! `timer_arm_at`, `timer_stop`; `irq_save`, `irq_restore`, `irq_enable`,
-//! `wfi`, `relax`; `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
+//! `timer_arm_at`, `timer_stop`; `irq_save`, `irq_enable`, `relax` (riscv64; the others share
+//! `yield`); `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
 //! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack.
 #![allow(unsafe_code)]
 
 mod logger;
+#[cfg(any(target_arch = "riscv64", target_arch = "arm"))]
+mod soft_ipi;
 pub mod stacks;
 pub mod syscall;
+
+#[cfg(any(target_arch = "riscv64", target_arch = "arm"))]
+pub use soft_ipi::{irq_eoi, Irq};
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
@@ -210,8 +215,38 @@ pub fn now_ns() -> u64 {
     ((counter() as u128 * 1_000_000_000 / counter_freq() as u128) as u64).max(1)
 }
 
+/// A kernel thread's entry point: `entry(a0, a1)`, never returning.
+pub type ThreadEntry = extern "C" fn(usize, usize) -> !;
+
+/// Restores the interrupt state the port's `irq_save` reported: unmasks them if they were
+/// enabled. Either way a compiler barrier, like `irq_save`, so no access of the critical
+/// section moves past it.
+pub fn irq_restore(was_enabled: bool) {
+    if was_enabled {
+        irq_enable();
+    } else {
+        core::sync::atomic::compiler_fence(Ordering::SeqCst);
+    }
+}
+
+/// Waits for an interrupt (`wfi` on every port). Under QEMU's single-threaded TCG a halt also
+/// ends the CPU's slice.
+pub fn wfi() {
+    // SAFETY: `wfi` only pauses the CPU until an interrupt is pending.
+    unsafe { core::arch::asm!("wfi", options(nomem, nostack)) }
+}
+
+/// A busy-wait hint: `yield`, which under QEMU's single-threaded TCG ends the spinning vCPU's
+/// slice so another runs (never `isb`: under icount an isb-spin makes time crawl). riscv64 has
+/// no such hint; its port has its own `relax`.
+#[cfg(any(target_arch = "aarch64", target_arch = "arm"))]
+pub fn relax() {
+    // SAFETY: `yield` is a hint with no effects (a compiler barrier, for spin loops).
+    unsafe { core::arch::asm!("yield", options(nostack)) }
+}
+
 /// Interrupts masked on this CPU until dropped (restores the previous mask).
-pub struct IrqGuard(usize);
+pub struct IrqGuard(bool);
 
 impl IrqGuard {
     /// Masks interrupts.

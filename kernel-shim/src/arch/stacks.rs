@@ -142,12 +142,7 @@ fn high_water(bottom: usize, size: usize) -> usize {
 /// Writes the first frame of thread `slot` at the top of its stack (the port's
 /// `Frame::new_thread`: it starts at `entry(a0, a1)` in kernel mode with interrupts on) and
 /// its canary. Returns the frame's address.
-pub fn init_thread_frame(
-    slot: usize,
-    entry: extern "C" fn(usize, usize) -> !,
-    a0: usize,
-    a1: usize,
-) -> usize {
+pub fn init_thread_frame(slot: usize, entry: super::ThreadEntry, a0: usize, a1: usize) -> usize {
     let bottom = thread_bottom(slot);
     let top = bottom + STACK_SIZE;
     let frame = (top - FRAME_SIZE) as *mut Frame;

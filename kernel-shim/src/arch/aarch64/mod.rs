@@ -15,8 +15,8 @@ use arm_gic::{IntId, InterruptGroup, UniqueMmioPointer};
 use qemu_exit::QEMUExit;
 
 use super::{
-    hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, BOOT_STACK_SIZE,
-    FRAME_SIZE,
+    hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, ThreadEntry,
+    BOOT_STACK_SIZE, FRAME_SIZE,
 };
 
 /// What the boot banner calls this machine.
@@ -190,12 +190,7 @@ impl Frame {
     /// A new thread's first frame: it starts at `entry(x0 = a0, x1 = a1)` at EL1h with
     /// interrupts unmasked (the vectors take `sp` from the frame's own address, so `_sp_top`
     /// is implied).
-    pub fn new_thread(
-        entry: extern "C" fn(usize, usize) -> !,
-        a0: usize,
-        a1: usize,
-        _sp_top: usize,
-    ) -> Frame {
+    pub fn new_thread(entry: ThreadEntry, a0: usize, a1: usize, _sp_top: usize) -> Frame {
         let mut x = [0u64; 31];
         x[0] = a0 as u64;
         x[1] = a1 as u64;
@@ -262,40 +257,21 @@ pub fn undefined_instruction() {
 
 // ---- interrupt masking, idle, relax ---------------------------------------------------
 
-/// Masks IRQs and FIQs; returns the previous DAIF for [`irq_restore`].
-pub fn irq_save() -> usize {
+/// Masks IRQs and FIQs; returns whether IRQs were unmasked (for `irq_restore`).
+pub fn irq_save() -> bool {
     let daif: u64;
     // SAFETY: reads DAIF and masks IRQs/FIQs. Not `nomem`: the asm is a compiler barrier, so
     // no memory access of the critical section moves before the mask.
     unsafe {
         asm!("mrs {0}, daif", "msr daifset, #3", out(reg) daif, options(nostack));
     }
-    daif as usize
-}
-
-/// Restores the DAIF value [`irq_save`] returned.
-pub fn irq_restore(saved: usize) {
-    // SAFETY: restores a DAIF value read by `irq_save`; a compiler barrier like it.
-    unsafe { asm!("msr daif, {0}", in(reg) saved as u64, options(nostack)) }
+    daif & (1 << 7) == 0
 }
 
 /// Unmasks IRQs on this CPU (end of boot, entering the idle loop).
 pub fn irq_enable() {
     // SAFETY: unmasking interrupts is what the idle loop and threads run with.
     unsafe { asm!("msr daifclr, #3", options(nostack)) }
-}
-
-/// Waits for an interrupt.
-pub fn wfi() {
-    // SAFETY: `wfi` only pauses the CPU.
-    unsafe { asm!("wfi", options(nomem, nostack)) }
-}
-
-/// A busy-wait hint: `yield`, which under QEMU's round-robin TCG ends the spinning vCPU's
-/// slice (never `isb`: under icount an isb-spin makes time crawl).
-pub fn relax() {
-    // SAFETY: `yield` is a hint with no effects (a compiler barrier, for spin loops).
-    unsafe { asm!("yield", options(nostack)) }
 }
 
 /// A system call: `svc #0` with the number in x8, arguments in x0–x3, the result in x0.

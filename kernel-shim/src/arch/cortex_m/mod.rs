@@ -20,7 +20,9 @@ use core::sync::atomic::{AtomicBool, AtomicU32, AtomicUsize, Ordering};
 use cortex_m_rt::{entry, exception, ExceptionFrame};
 use qemu_exit::QEMUExit;
 
-use super::{ArchError, ExcKind, FaultInfo, Firmware, Lock, MAX_CPUS};
+use super::{
+    irq_restore, soft_ipi, ArchError, ExcKind, FaultInfo, Firmware, Irq, Lock, ThreadEntry, MAX_CPUS,
+};
 
 /// What the boot banner calls this machine.
 #[cfg(not(board_an521))]
@@ -78,6 +80,9 @@ const HFSR: usize = 0xE000_ED2C;
 const EXC_SVCALL: u32 = 11;
 const EXC_PENDSV: u32 = 14;
 const EXC_SYSTICK: u32 = 15;
+/// How a reported interrupt is numbered: its exception number.
+pub(super) const IRQ_NUMBER_TIMER: u32 = EXC_SYSTICK;
+pub(super) const IRQ_NUMBER_IPI: u32 = EXC_PENDSV;
 /// Thread mode, process stack, no FP state: what a new thread's frame returns with.
 const EXC_RETURN_THREAD_PSP: u32 = 0xFFFF_FFFD;
 
@@ -85,9 +90,6 @@ const EXC_RETURN_THREAD_PSP: u32 = 0xFFFF_FFFD;
 static PERIOD: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 /// A SysTick interrupt not yet handed to the host by `irq_ack`, per CPU.
 static TIMER_PENDING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
-/// IPI kinds pending per CPU (bit per kind), set before the interrupt that announces them
-/// (PendSV to oneself, MHU 0 to the other core).
-static PENDING: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 /// Each CPU's per-CPU block, by core.
 static PERCPU_ADDR: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
 /// The clock: timer 0's wraps and its last count (read under the lock, so that CPUs agree on
@@ -209,12 +211,7 @@ pub struct Frame {
 impl Frame {
     /// A new thread's first frame: it starts at `entry(r0 = a0, r1 = a1)` in Thread mode on
     /// its process stack (which the frame's end, `_sp_top`, becomes), interrupts on.
-    pub fn new_thread(
-        entry: extern "C" fn(usize, usize) -> !,
-        a0: usize,
-        a1: usize,
-        _sp_top: usize,
-    ) -> Frame {
+    pub fn new_thread(entry: ThreadEntry, a0: usize, a1: usize, _sp_top: usize) -> Frame {
         Frame {
             _pad: 0,
             r4_r11: [0; 8],
@@ -330,43 +327,19 @@ pub fn undefined_instruction() {
 
 // ---- interrupt masking, idle, relax ---------------------------------------------------
 
-/// Masks interrupts (PRIMASK); returns the previous PRIMASK for [`irq_restore`].
-pub fn irq_save() -> usize {
+/// Masks interrupts (PRIMASK); returns whether they were enabled (for `irq_restore`).
+pub fn irq_save() -> bool {
     let primask: u32;
     // SAFETY: reads PRIMASK and masks interrupts. Not `nomem`: the asm is a compiler
     // barrier, so no memory access of the critical section moves before the mask.
     unsafe { asm!("mrs {0}, primask", "cpsid i", out(reg) primask, options(nostack)) };
-    primask as usize
-}
-
-/// Restores the PRIMASK [`irq_save`] returned.
-pub fn irq_restore(saved: usize) {
-    if saved & 1 == 0 {
-        irq_enable();
-    } else {
-        // A compiler barrier like `irq_save`, even when nothing changes.
-        // SAFETY: an empty asm statement.
-        unsafe { asm!("", options(nostack)) };
-    }
+    primask & 1 == 0
 }
 
 /// Unmasks interrupts (entering the idle loop).
 pub fn irq_enable() {
     // SAFETY: unmasking is what the idle loop and threads run with.
     unsafe { asm!("cpsie i", options(nostack)) }
-}
-
-/// Waits for an interrupt.
-pub fn wfi() {
-    // SAFETY: `wfi` only pauses the core.
-    unsafe { asm!("wfi", options(nomem, nostack)) }
-}
-
-/// A busy-wait step: `yield`, which under QEMU's single-threaded TCG ends the spinning core's
-/// slice, so the other core runs.
-pub fn relax() {
-    // SAFETY: `yield` is a hint with no effects (a compiler barrier, for spin loops).
-    unsafe { asm!("yield", options(nostack)) }
 }
 
 /// A system call: `svc #0` with the number in r12, arguments in r0–r3, the result in r0
@@ -488,7 +461,7 @@ pub fn machine_init(_fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), Arc
 /// Per CPU: SysTick and PendSV need no enabling; on the dual-core board MHU 0's interrupt
 /// (the other core's IPIs) is enabled in this core's NVIC.
 pub fn cpu_init(cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
-    PENDING[cpu.min(MAX_CPUS - 1)].store(0, Ordering::Relaxed);
+    soft_ipi::clear(cpu);
     #[cfg(board_an521)]
     write(NVIC_ISER0, 1 << MHU0_IRQ);
     Ok(())
@@ -540,61 +513,21 @@ pub fn start_cpu(_index: usize, _hw_id: u64) -> Result<(), ArchError> {
     Err(ArchError::new("this board has one CPU"))
 }
 
-/// A pending interrupt (nothing to end: [`irq_eoi`] does nothing here).
-pub enum Irq {
-    /// SysTick.
-    Timer,
-    /// An IPI of this kind (sent to itself, through PendSV).
-    Ipi(u32),
-}
-
-impl Irq {
-    /// Its exception number.
-    pub fn number(&self) -> u32 {
-        match self {
-            Irq::Timer => EXC_SYSTICK,
-            Irq::Ipi(_) => EXC_PENDSV,
-        }
-    }
-
-    /// Whether it is the tick.
-    pub fn is_timer(&self) -> bool {
-        matches!(self, Irq::Timer)
-    }
-
-    /// The IPI kind, if it is an IPI.
-    pub fn ipi(&self) -> Option<u32> {
-        match self {
-            Irq::Ipi(k) => Some(*k),
-            Irq::Timer => None,
-        }
-    }
-}
-
 /// The next interrupt to handle: the tick, else an IPI kind.
 pub fn irq_ack() -> Option<Irq> {
     let me = core_id();
     if TIMER_PENDING[me].swap(false, Ordering::Relaxed) {
         return Some(Irq::Timer);
     }
-    let kinds = PENDING[me].load(Ordering::Acquire);
-    if kinds == 0 {
-        return None;
-    }
-    let k = kinds.trailing_zeros();
-    PENDING[me].fetch_and(!(1 << k), Ordering::AcqRel);
-    Some(Irq::Ipi(k))
+    soft_ipi::take(me)
 }
-
-/// Ends an interrupt: nothing to do.
-pub fn irq_eoi(_irq: Irq) {}
 
 /// Sends IPI `kind` to CPU `cpu`: marks it pending there, then pends PendSV if that is this
 /// core (it runs when the current handler, if any, returns) or raises MHU 0's interrupt on
 /// the other core.
 pub fn send_ipi(cpu: usize, kind: u32) {
     let cpu = cpu.min(MAX_CPUS - 1);
-    PENDING[cpu].fetch_or(1 << (kind & 31), Ordering::Release);
+    soft_ipi::mark(cpu, kind);
     if cpu == core_id() {
         write(ICSR, ICSR_PENDSVSET);
     } else {

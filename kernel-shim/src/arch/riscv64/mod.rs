@@ -10,15 +10,15 @@
 //! sender sets the kind's bit in the target's pending word before the SBI call.
 
 use core::arch::{asm, global_asm};
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use qemu_exit::QEMUExit;
 use riscv::register::{sie, sip, sscratch, stval, time};
 use sbi_rt::HartMask;
 
 use super::{
-    cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, BOOT_STACK_SIZE, FRAME_SIZE,
-    MAX_CPUS,
+    cpu_id, hw_id, irq_restore, record_hw_id, soft_ipi, ArchError, ExcKind, FaultInfo, Firmware, Frame, Irq,
+    ThreadEntry, BOOT_STACK_SIZE, FRAME_SIZE,
 };
 
 /// What the boot banner calls this machine.
@@ -40,6 +40,9 @@ const STIP: usize = 1 << 5;
 const INTERRUPT: usize = 1 << 63;
 const IRQ_SOFTWARE: usize = 1;
 const IRQ_TIMER: usize = 5;
+/// How a reported interrupt is numbered: its `scause` code.
+pub(super) const IRQ_NUMBER_TIMER: u32 = IRQ_TIMER as u32;
+pub(super) const IRQ_NUMBER_IPI: u32 = IRQ_SOFTWARE as u32;
 const EXC_BREAKPOINT: usize = 3;
 
 /// The device tree's address, from `a1` at boot.
@@ -48,8 +51,6 @@ static DTB: AtomicUsize = AtomicUsize::new(0);
 static TIMEBASE_HZ: AtomicU64 = AtomicU64::new(10_000_000);
 /// The hart has Sstc: the tick writes `stimecmp` directly instead of calling the SBI.
 static SSTC: AtomicBool = AtomicBool::new(false);
-/// IPI kinds pending per CPU (bit per kind), set before the SBI IPI that announces them.
-static PENDING: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 
 global_asm!(
     r#"
@@ -203,7 +204,7 @@ const A7: usize = 16;
 impl Frame {
     /// A new thread's first frame: it starts at `entry(a0, a1)` in S-mode with interrupts on,
     /// its stack pointer at `sp_top`.
-    pub fn new_thread(entry: extern "C" fn(usize, usize) -> !, a0: usize, a1: usize, sp_top: usize) -> Frame {
+    pub fn new_thread(entry: ThreadEntry, a0: usize, a1: usize, sp_top: usize) -> Frame {
         let mut x = [0u64; 31];
         x[1] = sp_top as u64;
         x[A0] = a0 as u64;
@@ -278,37 +279,20 @@ pub fn undefined_instruction() {
 
 // ---- interrupt masking, idle, relax ---------------------------------------------------
 
-/// Masks interrupts (clears `sstatus.SIE`); returns whether they were enabled, for
-/// [`irq_restore`].
-pub fn irq_save() -> usize {
+/// Masks interrupts (clears `sstatus.SIE`); returns whether they were enabled (for
+/// `irq_restore`).
+pub fn irq_save() -> bool {
     let old: usize;
     // SAFETY: atomically clears SIE and reads the old sstatus. Not `nomem`: the asm is a
     // compiler barrier, so no memory access of the critical section moves before the mask.
     unsafe { asm!("csrrci {0}, sstatus, 2", out(reg) old, options(nostack)) };
-    old & SSTATUS_SIE
-}
-
-/// Restores the interrupt state [`irq_save`] returned.
-pub fn irq_restore(saved: usize) {
-    if saved & SSTATUS_SIE != 0 {
-        irq_enable();
-    } else {
-        // A compiler barrier like `irq_save`, even when nothing changes.
-        // SAFETY: an empty asm statement.
-        unsafe { asm!("", options(nostack)) };
-    }
+    old & SSTATUS_SIE != 0
 }
 
 /// Enables interrupts on this CPU (end of boot, entering the idle loop).
 pub fn irq_enable() {
     // SAFETY: setting SIE is what the idle loop and threads run with.
     unsafe { asm!("csrsi sstatus, 2", options(nostack)) }
-}
-
-/// Waits for an interrupt (`wfi` also ends this hart's slice under single-threaded TCG).
-pub fn wfi() {
-    // SAFETY: `wfi` only pauses the hart.
-    unsafe { asm!("wfi", options(nomem, nostack)) }
 }
 
 /// A busy-wait step that hands the host CPU on, as aarch64's `yield` does.
@@ -337,7 +321,7 @@ pub fn relax() {
         if !already {
             sip::clear_ssoft();
             // An IPI that arrived meanwhile set SSIP too: keep it pending for its handler.
-            if PENDING[cpu_id().min(MAX_CPUS - 1)].load(Ordering::Acquire) != 0 {
+            if soft_ipi::any(cpu_id()) {
                 sip::set_ssoft();
             }
         }
@@ -422,7 +406,7 @@ pub fn machine_init(fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), Arch
 /// Per-CPU interrupt set-up: the software (IPI) and timer interrupts enabled in `sie`. Every
 /// IPI kind is taken, so `_ipis` needs no set-up.
 pub fn cpu_init(cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
-    PENDING[cpu.min(MAX_CPUS - 1)].store(0, Ordering::Relaxed);
+    soft_ipi::clear(cpu);
     // SAFETY: enables the two interrupt sources this kernel handles; they are taken only once
     // sstatus.SIE is set (the idle loop), with the trap entry installed.
     unsafe {
@@ -444,37 +428,6 @@ pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
     }
 }
 
-/// A pending interrupt (nothing to end: [`irq_eoi`] does nothing here).
-pub enum Irq {
-    /// The timer.
-    Timer,
-    /// An IPI of this kind.
-    Ipi(u32),
-}
-
-impl Irq {
-    /// Its `scause` code.
-    pub fn number(&self) -> u32 {
-        match self {
-            Irq::Timer => IRQ_TIMER as u32,
-            Irq::Ipi(_) => IRQ_SOFTWARE as u32,
-        }
-    }
-
-    /// Whether it is the timer.
-    pub fn is_timer(&self) -> bool {
-        matches!(self, Irq::Timer)
-    }
-
-    /// The IPI kind, if it is an IPI.
-    pub fn ipi(&self) -> Option<u32> {
-        match self {
-            Irq::Ipi(k) => Some(*k),
-            Irq::Timer => None,
-        }
-    }
-}
-
 /// The next pending interrupt: an IPI kind, else the timer.
 pub fn irq_ack() -> Option<Irq> {
     let pending = sip::read().bits();
@@ -483,23 +436,13 @@ pub fn irq_ack() -> Option<Irq> {
         // SAFETY: S-mode owns SSIP (OpenSBI sets it for an IPI; S-mode clears it).
         unsafe { sip::clear_ssoft() };
     }
-    let word = &PENDING[cpu_id().min(MAX_CPUS - 1)];
-    let kinds = word.load(Ordering::Acquire);
-    if kinds != 0 {
-        let k = kinds.trailing_zeros();
-        word.fetch_and(!(1 << k), Ordering::AcqRel);
-        return Some(Irq::Ipi(k));
-    }
-    (pending & STIP != 0).then_some(Irq::Timer)
+    // The timer's pending bit clears with its next deadline.
+    soft_ipi::take(cpu_id()).or((pending & STIP != 0).then_some(Irq::Timer))
 }
-
-/// Ends an interrupt: nothing to do (the timer's pending bit clears with its next deadline,
-/// an IPI's in [`irq_ack`]).
-pub fn irq_eoi(_irq: Irq) {}
 
 /// Sends IPI `kind` to kernel CPU `cpu`: marks the kind pending there, then the SBI IPI.
 pub fn send_ipi(cpu: usize, kind: u32) {
-    PENDING[cpu.min(MAX_CPUS - 1)].fetch_or(1 << (kind & 31), Ordering::Release);
+    soft_ipi::mark(cpu, kind);
     let _ = sbi_rt::send_ipi(HartMask::from_mask_base(1, hw_id(cpu) as usize));
 }
 
