@@ -57,17 +57,22 @@ fn main() -> ExitCode {
     }
 }
 
-/// `cargo xboot [--arch aarch64|riscv64] [--mode deterministic|parallel] [boot line]`: one
-/// boot of the kernel (default: aarch64, deterministic, `scenario=boot`), its decoded log
+/// `cargo xboot [--arch A] [--mode deterministic|parallel] [--smp N] [boot line]`: one boot of
+/// the kernel (default: aarch64, deterministic, 8 vCPUs, `scenario=boot`), its decoded log
 /// printed; exits with the kernel's exit code.
 fn boot_once(args: &[String]) -> ExitCode {
     let (mut arch, mut mode, mut line) = (qemu::Arch::Aarch64, qemu::Mode::Deterministic, Vec::new());
+    let mut cpus = None;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--arch" => match it.next().map(|v| qemu::Arch::parse(v)) {
                 Some(Ok(x)) => arch = x,
                 _ => return usage_error("--arch needs aarch64 or riscv64"),
+            },
+            "--smp" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
+                Some(n) => cpus = Some(n),
+                None => return usage_error("--smp needs a CPU count"),
             },
             "--mode" => match it.next().map(String::as_str) {
                 Some("deterministic") => mode = qemu::Mode::Deterministic,
@@ -78,13 +83,19 @@ fn boot_once(args: &[String]) -> ExitCode {
         }
     }
     let line = if line.is_empty() { "scenario=boot".to_string() } else { line.join(" ") };
-    let m = match qemu::prepare(arch) {
+    let mut m = match qemu::prepare(arch) {
         Ok(m) => m,
         Err(e) => {
             eprintln!("xboot: {e}");
             return ExitCode::FAILURE;
         }
     };
+    if let Some(n) = cpus {
+        if n == 0 || n > arch.max_cpus() || (arch.max_cpus() == arch.cpus() && n != arch.cpus()) {
+            return usage_error(&format!("--smp {n}: {} takes 1..={} CPUs", arch.name(), arch.max_cpus()));
+        }
+        m.cpus = n;
+    }
     let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
     for l in &b.lines {
         println!("{l}");

@@ -87,7 +87,17 @@ impl Arch {
         }
     }
 
-    /// The machine: board, CPUs, RAM, firmware and exit device.
+    /// The most CPUs the kernel drives on this machine (its `MAX_CPUS`): 64 on the `virt`
+    /// boards, what the board has on a microcontroller.
+    pub fn max_cpus(self) -> usize {
+        match self {
+            Arch::Aarch64 | Arch::Riscv64 => 64,
+            Arch::CortexM4 | Arch::CortexM33 => self.cpus(),
+        }
+    }
+
+    /// The machine: board, RAM, firmware and exit device (the CPU count is `-smp`, added by
+    /// [`boot`] where the board takes one).
     fn machine_args(self) -> &'static [&'static str] {
         match self {
             Arch::Aarch64 => &[
@@ -95,8 +105,6 @@ impl Arch {
                 "virt,gic-version=3",
                 "-cpu",
                 "cortex-a57",
-                "-smp",
-                "8",
                 "-m",
                 "256M",
                 "-semihosting",
@@ -104,7 +112,7 @@ impl Arch {
                 "none",
             ],
             // QEMU's default firmware is OpenSBI; it boots the kernel in S-mode at 0x8020_0000.
-            Arch::Riscv64 => &["-M", "virt", "-smp", "8", "-m", "256M", "-bios", "default"],
+            Arch::Riscv64 => &["-M", "virt", "-m", "256M", "-bios", "default"],
             // The boot line reaches the kernel through semihosting, as does its exit code.
             Arch::CortexM4 => &["-M", "mps2-an386", "-semihosting"],
             Arch::CortexM33 => &["-M", "mps2-an521", "-semihosting"],
@@ -121,6 +129,8 @@ pub struct Machine {
     pub qemu: PathBuf,
     /// The kernel built for it.
     pub elf: PathBuf,
+    /// vCPUs to boot with (`-smp`; the microcontroller boards have theirs fixed).
+    pub cpus: usize,
 }
 
 /// How QEMU runs the vCPUs.
@@ -209,7 +219,7 @@ pub fn root() -> PathBuf {
 /// Everything a QEMU run on `arch` needs: the emulator (found or installed) and the kernel
 /// ELF (built). The error is one line for the user.
 pub fn prepare(arch: Arch) -> Result<Machine, String> {
-    Ok(Machine { arch, qemu: find_or_install(arch)?, elf: build_kernel(arch)? })
+    Ok(Machine { arch, qemu: find_or_install(arch)?, elf: build_kernel(arch)?, cpus: arch.cpus() })
 }
 
 /// Builds the kernel for `arch` (release) from its folder, installing the target if needed,
@@ -235,8 +245,11 @@ pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
 pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
     let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
     let mut cmd = Command::new(&m.qemu);
-    cmd.args(m.arch.machine_args())
-        .args(["-nographic", "-monitor", "none"])
+    cmd.args(m.arch.machine_args());
+    if matches!(m.arch, Arch::Aarch64 | Arch::Riscv64) {
+        cmd.arg("-smp").arg(m.cpus.to_string());
+    }
+    cmd.args(["-nographic", "-monitor", "none"])
         .arg("-serial")
         .arg(format!("file:{}", log.display()))
         .arg("-kernel")

@@ -500,6 +500,45 @@ const DUAL_MCU_CASES: &[Case] = &[
     },
 ];
 
+/// Cases on other vCPU counts than 8 (aarch64): the kernel takes 1..=64 from `-smp`.
+const VCPU_CASES: &[(usize, Case)] = &[
+    (
+        2,
+        Case {
+            name: "2 vCPUs: 2 spinners end up one per CPU, spread time recorded",
+            args: "scenario=sysbench threads=2 events=1000 seed=1",
+            mode: Mode::Deterministic,
+            judge: |b| {
+                sysbench_ok(b)?;
+                has(b, "spread time")?;
+                has(b, "machine: 2 CPUs")
+            },
+        },
+    ),
+    (
+        16,
+        Case {
+            name: "16 vCPUs in 4x4 clusters: 16 spinners end up one per CPU",
+            args: "scenario=sysbench threads=16 events=1000 clusters=4 seed=1",
+            mode: Mode::Deterministic,
+            judge: |b| {
+                sysbench_ok(b)?;
+                has(b, "spread time")?;
+                has(b, "machine: 16 CPUs")
+            },
+        },
+    ),
+    (
+        16,
+        Case {
+            name: "16 vCPUs: 24 spinners, every event once",
+            args: "scenario=sysbench threads=24 events=2000 watchdog=2500",
+            mode: Mode::Parallel,
+            judge: sysbench_ok,
+        },
+    ),
+];
+
 /// The suite's cases for `arch`.
 fn cases(arch: Arch) -> &'static [Case] {
     match arch {
@@ -519,14 +558,22 @@ pub fn run() -> (u64, u64) {
             continue;
         };
         let cases: Vec<&Case> = cases(arch).iter().collect();
-        let (p, f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
+        let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
+        if arch == Arch::Aarch64 {
+            for (cpus, case) in VCPU_CASES {
+                let m = Machine { cpus: *cpus, ..m.clone() };
+                let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
+                p += vp;
+                f += vf;
+            }
+        }
         let (fp, ff) = fuzz_boot_lines(&m);
         eprintln!(
             "xtest: QEMU suite on {}: {} passed, {} failed ({} cases and the boot-line fuzz)",
             arch.name(),
             p + fp,
             f + ff,
-            cases.len()
+            cases.len() + if arch == Arch::Aarch64 { VCPU_CASES.len() } else { 0 }
         );
         passed += p + fp;
         failed += f + ff;
@@ -547,8 +594,9 @@ fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u
     for round in 1..=repeat {
         for (i, c) in cases.iter().enumerate() {
             let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
+            let cpus = if m.cpus == m.arch.cpus() { String::new() } else { format!("{} vCPUs ", m.cpus) };
             eprint!(
-                "xtest: qemu {} {round}[{}/{}] {} ({}) ... ",
+                "xtest: qemu {} {cpus}{round}[{}/{}] {} ({}) ... ",
                 m.arch.name(),
                 i + 1,
                 cases.len(),

@@ -33,7 +33,8 @@ struct Args {
     /// QEMU mode: deterministic (icount, byte-identical) or parallel (multi-threaded TCG).
     #[arg(long, default_value = "deterministic")]
     mode: String,
-    /// Scheduler topology on the 8 vCPUs: cluster size (4 = the seed's 2x4; 0 = flat 1x8).
+    /// Scheduler topology: cluster size, dividing the vCPUs (4 on 8 vCPUs = the seed's 2x4; 0,
+    /// or at least the vCPU count = one flat cluster, what Linux builds on QEMU virt).
     #[arg(long, default_value_t = 4)]
     clusters: u32,
     /// Keep the tick on idle CPUs (default: idle CPUs go tickless and busy CPUs kick an idle
@@ -46,12 +47,125 @@ struct Args {
     /// Where the trace (.json) and timeline (.svg) go.
     #[arg(long, default_value = "target/xrun")]
     out: PathBuf,
-    /// The QEMU machine: aarch64 or riscv64 `virt`.
+    /// The QEMU machine: aarch64 or riscv64 `virt`, or a microcontroller board (cortex-m4: 1
+    /// CPU, cortex-m33: 2; both need --ticking).
     #[arg(long, default_value = "aarch64")]
     arch: String,
-    /// vCPUs (QEMU -smp is 8).
-    #[arg(long, default_value_t = 8)]
-    vcpus: u32,
+    /// vCPUs (QEMU's -smp), 1..=64 on the virt boards; the simulator gets as many CPUs.
+    /// Deterministic mode takes longer as they grow (README: about 0.4 s per run at 2 or 16
+    /// vCPUs, 0.7 s at 64).
+    /// (Default: 8 on the virt boards, the board's cores on a microcontroller.)
+    #[arg(long)]
+    vcpus: Option<u32>,
+}
+
+impl Args {
+    /// The vCPU count (`check` fills in the machine's default).
+    fn cpus(&self) -> u32 {
+        self.vcpus.unwrap_or(8)
+    }
+}
+
+/// The kernel's sysbench limits (`MAX_SPINNERS`, `MAX_EVENTS` of its 64-bit build) and HZ
+/// choices: checked here so that a bad option is one line before anything runs.
+const MAX_THREADS: u32 = 56;
+const MAX_EVENTS: u32 = 65_536;
+const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
+
+/// What the options ask for, checked: the machine, the QEMU mode and the feature switches
+/// both halves run with (the seed's rule aside). `Err` is one line for the user.
+fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
+    let arch = qemu::Arch::parse(&a.arch)?;
+    let mode = match a.mode.as_str() {
+        "deterministic" => Mode::Deterministic,
+        "parallel" => Mode::Parallel,
+        m => return Err(format!("--mode {m}: deterministic or parallel")),
+    };
+    let max = arch.max_cpus() as u32;
+    let vcpus = *a.vcpus.get_or_insert(if max == arch.cpus() as u32 { max } else { 8 });
+    if vcpus == 0 || vcpus > max || (max == arch.cpus() as u32 && vcpus != max) {
+        let range = if max == arch.cpus() as u32 { format!("{max}") } else { format!("1..={max}") };
+        return Err(format!("--vcpus {vcpus}: the {} machine takes {range}", arch.name()));
+    }
+    let (threads, events) = match arch {
+        qemu::Arch::CortexM4 | qemu::Arch::CortexM33 => (6, 4096),
+        _ => (MAX_THREADS, MAX_EVENTS),
+    };
+    if a.threads == 0 || a.threads > threads {
+        return Err(format!("--threads {}: 1..={threads}", a.threads));
+    }
+    if a.events == 0 || a.events > events {
+        return Err(format!("--events {}: 1..={events}", a.events));
+    }
+    if !HZ_CHOICES.contains(&a.hz) {
+        return Err(format!("--hz {}: one of 100, 250, 300, 1000", a.hz));
+    }
+    if a.clusters != 0 && a.clusters < vcpus && vcpus % a.clusters != 0 {
+        return Err(format!("--clusters {}: does not divide the {vcpus} vCPUs (0: flat)", a.clusters));
+    }
+    if a.iterations == 0 {
+        return Err("--iterations 0: at least 1".into());
+    }
+    if !a.ticking && matches!(arch, qemu::Arch::CortexM4 | qemu::Arch::CortexM33) {
+        return Err(format!("--arch {}: its tick cannot stop; add --ticking", arch.name()));
+    }
+    // One word at a time, so the line can name the word it does not know.
+    let mut features = Features::default();
+    for word in a.features.split([',', ' ']).filter(|w| !w.is_empty()) {
+        features = features.parse_list(word).map_err(|_| format!("--features: unknown switch {word:?}"))?;
+    }
+    Ok((arch, mode, features))
+}
+
+/// The simulator's machine for the same experiment: as many CPUs, the same topology, HZ,
+/// tickless choice and feature switches.
+fn sim_config(a: &Args, features: Features) -> sched_sim::Config {
+    let topology = if a.clusters == 0 || a.clusters >= a.cpus() {
+        sched_sim::machine::TopologyKind::Flat
+    } else {
+        sched_sim::machine::TopologyKind::Clusters(a.clusters as usize)
+    };
+    sched_sim::Config {
+        cpus: a.cpus() as usize,
+        topology,
+        hz: a.hz,
+        nohz: !a.ticking,
+        features,
+        ..sched_sim::Config::octo(1)
+    }
+}
+
+/// The topology in words.
+fn topology_name(a: &Args) -> String {
+    if a.clusters == 0 || a.clusters >= a.cpus() {
+        format!("flat 1x{}", a.cpus())
+    } else {
+        format!("{}x{} clusters", a.cpus() / a.clusters, a.clusters)
+    }
+}
+
+/// Linux 6.1 (Debian arm64) on the same QEMU, 8 vCPUs, its own flat one-level domain,
+/// `sysbench cpu --events=1000`, deterministic mode, 15 runs: spread min / median / max (ms)
+/// per thread count. Only these were measured, so only these are printed beside a run.
+const LINUX_SPREAD: [(u32, [f64; 3]); 4] =
+    [(4, [2.42, 2.95, 3.10]), (8, [5.49, 6.41, 13.43]), (12, [6.33, 7.05, 7.15]), (16, [6.35, 7.34, 7.46])];
+
+/// The Linux reference for this configuration, if one was measured.
+fn linux_reference(a: &Args, arch: qemu::Arch, mode: Mode) -> Option<String> {
+    if arch != qemu::Arch::Aarch64 || a.cpus() != 8 || a.events != 1000 {
+        return None;
+    }
+    let &(_, [min, med, max]) = LINUX_SPREAD.iter().find(|(t, _)| *t == a.threads)?;
+    match mode {
+        Mode::Deterministic => Some(format!(
+            "Linux 6.1 on the same QEMU (8 vCPUs, its flat domain, deterministic mode, {} threads): spread {min} / {med} / {max} ms (min / median / max of 15).",
+            a.threads
+        )),
+        Mode::Parallel if a.threads == 8 => Some(
+            "Linux 6.1 on the same QEMU (8 vCPUs, its flat domain, parallel mode on this host, 8 threads): spread 33 / 47 / 94 ms (min / median / max of 15).".into(),
+        ),
+        Mode::Parallel => None,
+    }
 }
 
 struct Figures {
@@ -117,39 +231,28 @@ fn sysbench_cmd(a: &Args, seed: u64, trace: bool, rule: bool) -> String {
 }
 
 pub fn main(args: &[String]) -> ExitCode {
-    let a = match Args::try_parse_from(std::iter::once("xrun".to_string()).chain(args.iter().cloned())) {
+    let mut a = match Args::try_parse_from(std::iter::once("xrun".to_string()).chain(args.iter().cloned())) {
         Ok(a) => a,
         Err(e) => {
             let _ = e.print();
             return ExitCode::from(2);
         }
     };
-    if a.vcpus != 8 {
-        eprintln!("xrun: only 8 vCPUs are supported (the kernel's CPU limit)");
-        return ExitCode::from(2);
-    }
-    let mode = match a.mode.as_str() {
-        "deterministic" => Mode::Deterministic,
-        "parallel" => Mode::Parallel,
-        m => {
-            eprintln!("xrun: unknown mode {m:?} (deterministic or parallel)");
-            return ExitCode::from(2);
-        }
-    };
-    let arch = match qemu::Arch::parse(&a.arch) {
-        Ok(arch) => arch,
+    let (arch, mode, features) = match check(&mut a) {
+        Ok(c) => c,
         Err(line) => {
             eprintln!("xrun: {line}");
             return ExitCode::from(2);
         }
     };
-    let machine = match qemu::prepare(arch) {
+    let mut machine = match qemu::prepare(arch) {
         Ok(p) => p,
         Err(line) => {
             eprintln!("xrun: {line}");
             return ExitCode::FAILURE;
         }
     };
+    machine.cpus = a.cpus() as usize;
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..a.iterations {
@@ -179,12 +282,13 @@ pub fn main(args: &[String]) -> ExitCode {
     eprintln!();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!(
-        "QEMU {} virt, 8 vCPUs, {} mode, HZ={} ({}), scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
+        "QEMU {}, {} vCPUs, {} mode, HZ={} ({}), scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
         arch.name(),
+        a.cpus(),
         mode.name(),
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
-        if a.clusters == 0 { "flat 1x8".to_string() } else { format!("clusters of {}", a.clusters) },
+        topology_name(&a),
         a.threads,
         a.events,
         a.iterations
@@ -212,17 +316,29 @@ pub fn main(args: &[String]) -> ExitCode {
         println!("{name:<26} {:>28} {:>28} {p:>9.4}", summary(&va), summary(&vb));
     }
     println!("(median [min–max]; a spread never reached counts as the whole run, with all its migrations)");
-    if arch == qemu::Arch::Aarch64 {
-        println!("Linux 6.1 on the same QEMU, deterministic mode: spread 5.5 / 6.4 / 13.4 ms (min/median/max of 15), 0–2 migrations, total 873 ms; parallel mode on this host: 33 / 47 / 94 ms.");
+    if let Some(line) = linux_reference(&a, arch, mode) {
+        println!("{line}");
     }
     println!();
     println!(
-        "The simulator (sched-sim, 2x4 octo core, CPUs truly parallel in virtual time), same workload shape:"
+        "The simulator (sched-sim: {} CPUs, {}, HZ={}, {}; CPUs truly parallel in virtual time), the same workload ({} threads, {} events):",
+        a.cpus(),
+        topology_name(&a),
+        a.hz,
+        if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
+        a.threads,
+        a.events
     );
-    let cfg = sched_sim::Config::octo(1);
+    let cfg = sim_config(&a, features);
+    let workload = match sched_sim::Workload::seed() {
+        sched_sim::Workload::Sysbench { cost_ns, jitter, .. } => {
+            sched_sim::Workload::Sysbench { threads: a.threads, events: a.events as u64, cost_ns, jitter }
+        }
+        w => w,
+    };
     let t = sched_sim::ab(
         &cfg,
-        &sched_sim::Workload::seed(),
+        &workload,
         (cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK, "without rule (pre-patch)"),
         (cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with rule (c32b4308)"),
         a.iterations,
@@ -251,7 +367,7 @@ pub fn main(args: &[String]) -> ExitCode {
             );
         }
         // Every vCPU must show up as a scheduling track (docs/trace-formats.md).
-        let check = check_chrome_trace(&json, a.vcpus as usize);
+        let check = check_chrome_trace(&json, a.cpus() as usize);
         println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
     }
     // And one simulated run.

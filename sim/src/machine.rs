@@ -379,6 +379,8 @@ pub struct Machine<const C: usize> {
     last_worker_exit: Option<u64>,
     spread_at: Option<(u64, u64, u64)>,
     workers: u32,
+    /// Workers a sysbench main thread will create (0: not a sysbench run).
+    worker_target: u32,
     ticks: u64,
 }
 
@@ -415,6 +417,7 @@ impl<const C: usize> Machine<C> {
             last_worker_exit: None,
             spread_at: None,
             workers: 0,
+            worker_target: 0,
             ticks: 0,
         };
         // Every CPU starts in its idle loop with its tick running.
@@ -493,6 +496,9 @@ impl<const C: usize> Machine<C> {
             .expect("the simulated machine has room for its tasks");
         let parent = self.cpus[cpu].running;
         let is_worker = matches!(behavior, Behavior::SysbenchWorker { .. } | Behavior::Spinner);
+        if let Behavior::SysbenchMain { threads, .. } = behavior {
+            self.worker_target = threads;
+        }
         let remaining = self.first_work(&behavior);
         self.tasks.insert(
             id,
@@ -721,15 +727,26 @@ impl<const C: usize> Machine<C> {
         self.check_spread();
     }
 
+    /// The spread instant, defined as the kernel's report defines it: as many CPUs as there are
+    /// workers (all of them, with more workers than CPUs) each running a worker, alone on its
+    /// runqueue unless there are more workers than CPUs.
     fn check_spread(&mut self) {
-        if self.workers == 0 || self.spread_at.is_some() || self.workers < self.cpus.len() as u32 {
+        // The workers the run will have: a sysbench main thread says how many it creates;
+        // otherwise all were created together.
+        let target = if self.worker_target > 0 { self.worker_target } else { self.workers } as usize;
+        let n = self.cpus.len();
+        let want = target.min(n);
+        if self.workers == 0 || self.spread_at.is_some() || (self.workers as usize) < want {
             return;
         }
-        let all_one = (0..self.cpus.len()).all(|c| {
-            self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker)
-                && self.smp.stats(c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1
-        });
-        if all_one {
+        let lone = target <= n;
+        let spread = (0..n)
+            .filter(|&c| {
+                self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker)
+                    && (!lone || self.smp.stats(c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1)
+            })
+            .count();
+        if spread >= want {
             let p = self.smp.platform();
             self.spread_at = Some((self.now, p.migrations.get(), p.failed_balances.get()));
         }

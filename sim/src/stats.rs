@@ -22,6 +22,10 @@ pub fn range(xs: &[f64]) -> (f64, f64) {
 
 /// A table cell: `median [min–max]` with three decimals.
 pub fn summary(xs: &[f64]) -> String {
+    if xs.iter().all(|x| x.is_nan()) {
+        // Nothing measured (e.g. a spread never reached in any run).
+        return "never".to_string();
+    }
     let (lo, hi) = range(xs);
     format!("{:.3} [{:.3}–{:.3}]", median(xs), lo, hi)
 }

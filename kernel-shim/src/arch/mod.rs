@@ -57,7 +57,7 @@ pub use syscall::*;
 
 /// Most CPUs this kernel drives (the scheduler's `CPUS`).
 #[cfg(not(target_arch = "arm"))]
-pub const MAX_CPUS: usize = 8;
+pub const MAX_CPUS: usize = 64;
 /// Kernel threads in the static pool.
 #[cfg(not(target_arch = "arm"))]
 pub const MAX_THREADS: usize = 64;
