@@ -100,7 +100,7 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
     if !HZ_CHOICES.contains(&a.hz) {
         return Err(format!("--hz {}: one of 100, 250, 300, 1000", a.hz));
     }
-    if a.clusters != 0 && a.clusters < vcpus && vcpus % a.clusters != 0 {
+    if a.clusters != 0 && a.clusters < vcpus && !vcpus.is_multiple_of(a.clusters) {
         return Err(format!("--clusters {}: does not divide the {vcpus} vCPUs (0: flat)", a.clusters));
     }
     if a.iterations == 0 {
