@@ -94,7 +94,13 @@ fn boot_once(args: &[String]) -> ExitCode {
         if n == 0 || n > arch.max_cpus() || (arch.max_cpus() == arch.cpus() && n != arch.cpus()) {
             return usage_error(&format!("--smp {n}: {} takes 1..={} CPUs", arch.name(), arch.max_cpus()));
         }
-        m.cpus = n;
+        m = match m.with_cpus(n) {
+            Ok(m) => m,
+            Err(e) => {
+                eprintln!("xboot: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
     }
     let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
     for l in &b.lines {

@@ -87,8 +87,8 @@ impl Arch {
         }
     }
 
-    /// The most CPUs the kernel drives on this machine (its `MAX_CPUS`): 64 on the `virt`
-    /// boards, what the board has on a microcontroller.
+    /// The most CPUs the kernel drives on this machine: 64 on the `virt` boards (more than 8
+    /// with its wide build), what the board has on a microcontroller.
     pub fn max_cpus(self) -> usize {
         match self {
             Arch::Aarch64 | Arch::Riscv64 => 64,
@@ -225,15 +225,21 @@ pub fn prepare(arch: Arch) -> Result<Machine, String> {
 /// Builds the kernel for `arch` (release) from its folder, installing the target if needed,
 /// and returns the ELF.
 pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
+    build_kernel_as(arch, arch.profile(), &[])
+}
+
+/// Builds the kernel with `profile` and extra cargo arguments (the wide build's feature).
+fn build_kernel_as(arch: Arch, profile: &str, extra: &[&str]) -> Result<PathBuf, String> {
     crate::ensure_target(arch.target());
     let dir = root().join("kernel-shim");
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let ok = Command::new(cargo)
-        .args(["build", "--profile", arch.profile(), "--quiet", "--target", arch.target()])
+        .args(["build", "--profile", profile, "--quiet", "--target", arch.target()])
+        .args(extra)
         .current_dir(&dir)
         .status()
         .is_ok_and(|s| s.success());
-    let elf = root().join("target").join(arch.target()).join(arch.profile()).join("kernel-shim");
+    let elf = root().join("target").join(arch.target()).join(profile).join("kernel-shim");
     if ok && elf.is_file() {
         Ok(elf)
     } else {
@@ -241,7 +247,25 @@ pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
     }
 }
 
-/// Boots the machine's kernel on 8 vCPUs with `args` on the command line.
+impl Machine {
+    /// The same machine with `cpus` vCPUs: more than the default kernel drives (8) takes its
+    /// wide build (feature `cpus-64`, profile `wide`), built here if needed.
+    pub fn with_cpus(&self, cpus: usize) -> Result<Machine, String> {
+        let elf = if cpus > self.arch.cpus() {
+            build_kernel_as(self.arch, "wide", &["--features", "cpus-64"])?
+        } else {
+            self.elf.clone()
+        };
+        Ok(Machine { elf, cpus, ..self.clone() })
+    }
+
+    /// Whether it runs the kernel's wide (64-CPU) build.
+    pub fn wide(&self) -> bool {
+        self.cpus > self.arch.cpus()
+    }
+}
+
+/// Boots the machine's kernel on its vCPUs with `args` on the command line.
 pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
     let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
     let mut cmd = Command::new(&m.qemu);

@@ -561,10 +561,17 @@ pub fn run() -> (u64, u64) {
         let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
         if arch == Arch::Aarch64 {
             for (cpus, case) in VCPU_CASES {
-                let m = Machine { cpus: *cpus, ..m.clone() };
-                let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
-                p += vp;
-                f += vf;
+                match m.with_cpus(*cpus) {
+                    Ok(m) => {
+                        let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
+                        p += vp;
+                        f += vf;
+                    }
+                    Err(e) => {
+                        eprintln!("xtest: {e}");
+                        f += 1;
+                    }
+                }
             }
         }
         let (fp, ff) = fuzz_boot_lines(&m);
@@ -617,7 +624,8 @@ fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u
 /// Boots one case and judges it; prints the verdict (and, on failure, why and the log's end).
 fn run_case(m: &Machine, c: &Case, limit: Duration) -> bool {
     let b = qemu::boot(m, c.args, c.mode, limit);
-    match (c.judge)(&b).and_then(|()| stack_within_budget(&b)) {
+    let budget = if m.wide() { WIDE_EXC_STACK_BUDGET } else { EXC_STACK_BUDGET };
+    match (c.judge)(&b).and_then(|()| stack_within_budget(&b, budget)) {
         Ok(()) => {
             let stack = b.number_after(STACK_REPORT);
             let stack = stack.map_or(String::new(), |n| format!(", exception stack {n} B"));
@@ -648,12 +656,17 @@ pub const STACK_REPORT: &str = "exception stack high-water:";
 /// the kernel's exception stacks are twice this budget.
 pub const EXC_STACK_BUDGET: u64 = 4 * 1024;
 
+/// The kernel's wide build (up to 64 CPUs) sizes the balancer's per-CPU arrays for 64 CPUs, so
+/// a core call needs more stack: measured 5 248 B on aarch64 and 5 752 B on riscv64 at 8 vCPUs.
+/// Its budget, within the 8 KiB exception stacks.
+pub const WIDE_EXC_STACK_BUDGET: u64 = 7 * 1024;
+
 /// Every run that reports its CPUs reports the exception stacks' high-water mark: it must
-/// stay within [`EXC_STACK_BUDGET`].
-fn stack_within_budget(b: &Boot) -> Result<(), String> {
+/// stay within `budget` ([`EXC_STACK_BUDGET`], or [`WIDE_EXC_STACK_BUDGET`] for the wide build).
+fn stack_within_budget(b: &Boot, budget: u64) -> Result<(), String> {
     match b.number_after(STACK_REPORT) {
-        Some(n) if n as u64 > EXC_STACK_BUDGET => {
-            Err(format!("an exception stack grew to {n} bytes (budget {EXC_STACK_BUDGET})"))
+        Some(n) if n as u64 > budget => {
+            Err(format!("an exception stack grew to {n} bytes (budget {budget})"))
         }
         _ => Ok(()),
     }

@@ -252,7 +252,13 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    machine.cpus = a.cpus() as usize;
+    machine = match machine.with_cpus(a.cpus() as usize) {
+        Ok(m) => m,
+        Err(line) => {
+            eprintln!("xrun: {line}");
+            return ExitCode::FAILURE;
+        }
+    };
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..a.iterations {
