@@ -17,6 +17,7 @@ pub mod arch;
 pub mod log;
 pub mod scenario;
 pub mod sched;
+pub mod topology;
 
 use arch::MAX_CPUS;
 use scenario::{Config, EXIT_BAD_ARGS, EXIT_MACHINE};
@@ -37,21 +38,28 @@ pub fn kmain() -> ! {
     };
     // The CPUs' hardware ids, the boot CPU's first: it is CPU 0 whatever its id (OpenSBI
     // boots a riscv64 machine on any hart).
+    // Each CPU's NUMA node too, where the device tree gives one (`-numa node,...`).
     let me = arch::hw_id(0);
     let mut ids = [me; MAX_CPUS];
+    let mut node_of = [None::<usize>; MAX_CPUS];
     let (mut n, mut listed, mut found) = (1, 0, false);
-    let mut add = |id: u64| {
+    let mut add = |id: u64, node: Option<usize>| {
         listed += 1;
         if id == me {
             found = true;
+            node_of[0] = node;
         } else if n < MAX_CPUS {
             ids[n] = id;
+            node_of[n] = node;
             n += 1;
         }
     };
     match &firmware {
-        arch::Firmware::DeviceTree(fdt) => fdt.cpus().for_each(|cpu| add(cpu.ids().first() as u64)),
-        arch::Firmware::Fixed { cpus, .. } => cpus.iter().for_each(|&id| add(id)),
+        arch::Firmware::DeviceTree(fdt) => fdt.cpus().for_each(|cpu| {
+            let node = cpu.property("numa-node-id").and_then(|p| p.as_usize());
+            add(cpu.ids().first() as u64, node)
+        }),
+        arch::Firmware::Fixed { cpus, .. } => cpus.iter().for_each(|&id| add(id, None)),
     }
     if !found {
         defmt::error!("error: the machine description does not list the boot CPU ({=u64:#x})", me);
@@ -96,20 +104,34 @@ pub fn kmain() -> ! {
         defmt::error!("error: bad argument \"nohz=on\": this machine's tick cannot stop");
         arch::exit(EXIT_BAD_ARGS);
     }
-    let k = cfg.clusters as usize;
-    if k != 0 && k < n && n % k != 0 {
-        // Clusters of k CPUs would leave n mod k CPUs out of every domain.
-        defmt::error!("error: bad argument \"clusters={}\": does not divide the {} CPUs", k, n);
-        arch::exit(EXIT_BAD_ARGS);
-    }
-    let build = |t: &mut sched_core::Topology<{ arch::MAX_CPUS }>| {
-        if k == 0 || k >= n {
-            t.init_flat(n)
-        } else {
-            t.init_clusters(n / k, k)
+    let topo = match topology::Layout::new(&node_of[..n], cfg.clusters as usize) {
+        // NUMA nodes take the general description; otherwise the presets, which a small
+        // machine links without the core's topology planner.
+        #[cfg(not(target_arch = "arm"))]
+        Ok(layout) if layout.nodes() > 1 => {
+            kprintln!("machine: {} NUMA nodes of {} CPUs", layout.nodes(), n / layout.nodes());
+            sched::with_core(|smp| smp.init(&layout.desc()))
+        }
+        Ok(_) => {
+            let k = cfg.clusters as usize;
+            sched::with_core(|smp| {
+                smp.init_with(|t| if k == 0 || k >= n { t.init_flat(n) } else { t.init_clusters(n / k, k) })
+            })
+        }
+        Err(topology::LayoutError::Clusters { k, per }) => {
+            // Clusters of k CPUs would leave CPUs out of every domain.
+            defmt::error!(
+                "error: bad argument \"clusters={}\": does not divide the {} CPUs of a node",
+                k,
+                per
+            );
+            arch::exit(EXIT_BAD_ARGS);
+        }
+        Err(topology::LayoutError::Nodes) => {
+            defmt::error!("error: the device tree's NUMA nodes are uneven or miss CPUs");
+            arch::exit(EXIT_MACHINE);
         }
     };
-    let topo = sched::with_core(|smp| smp.init_with(build));
     if let Err(e) = topo {
         defmt::error!("error: topology for {} CPUs: {}", n, defmt::Debug2Format(&e));
         arch::exit(EXIT_MACHINE);

@@ -62,7 +62,7 @@ fn main() -> ExitCode {
 /// printed; exits with the kernel's exit code.
 fn boot_once(args: &[String]) -> ExitCode {
     let (mut arch, mut mode, mut line) = (qemu::Arch::Aarch64, qemu::Mode::Deterministic, Vec::new());
-    let mut cpus = None;
+    let (mut cpus, mut numa) = (None, 0);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -73,6 +73,10 @@ fn boot_once(args: &[String]) -> ExitCode {
             "--smp" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
                 Some(n) => cpus = Some(n),
                 None => return usage_error("--smp needs a CPU count"),
+            },
+            "--numa" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
+                Some(n) => numa = n,
+                None => return usage_error("--numa needs a node count"),
             },
             "--mode" => match it.next().map(String::as_str) {
                 Some("deterministic") => mode = qemu::Mode::Deterministic,
@@ -101,6 +105,12 @@ fn boot_once(args: &[String]) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+    }
+    if numa > 1 {
+        if !matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64) || m.cpus % numa != 0 {
+            return usage_error(&format!("--numa {numa}: a virt board whose CPUs it divides"));
+        }
+        m.numa = numa;
     }
     let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
     for l in &b.lines {

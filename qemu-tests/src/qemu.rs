@@ -131,6 +131,9 @@ pub struct Machine {
     pub elf: PathBuf,
     /// vCPUs to boot with (`-smp`; the microcontroller boards have theirs fixed).
     pub cpus: usize,
+    /// NUMA nodes (0 or 1: none): QEMU's `-numa node` for each, an equal share of the CPUs
+    /// (in order) and of the 256 MiB each.
+    pub numa: usize,
 }
 
 /// How QEMU runs the vCPUs.
@@ -219,7 +222,7 @@ pub fn root() -> PathBuf {
 /// Everything a QEMU run on `arch` needs: the emulator (found or installed) and the kernel
 /// ELF (built). The error is one line for the user.
 pub fn prepare(arch: Arch) -> Result<Machine, String> {
-    Ok(Machine { arch, qemu: find_or_install(arch)?, elf: build_kernel(arch)?, cpus: arch.cpus() })
+    Ok(Machine { arch, qemu: find_or_install(arch)?, elf: build_kernel(arch)?, cpus: arch.cpus(), numa: 0 })
 }
 
 /// Builds the kernel for `arch` (release) from its folder, installing the target if needed,
@@ -272,6 +275,17 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
     cmd.args(m.arch.machine_args());
     if matches!(m.arch, Arch::Aarch64 | Arch::Riscv64) {
         cmd.arg("-smp").arg(m.cpus.to_string());
+        if m.numa > 1 {
+            let (per, mem) = (m.cpus / m.numa, 256 / m.numa);
+            for node in 0..m.numa {
+                cmd.arg("-object").arg(format!("memory-backend-ram,id=mem{node},size={mem}M"));
+                cmd.arg("-numa").arg(format!(
+                    "node,nodeid={node},memdev=mem{node},cpus={}-{}",
+                    node * per,
+                    node * per + per - 1
+                ));
+            }
+        }
     }
     cmd.args(["-nographic", "-monitor", "none"])
         .arg("-serial")

@@ -500,10 +500,12 @@ const DUAL_MCU_CASES: &[Case] = &[
     },
 ];
 
-/// Cases on other vCPU counts than 8 (aarch64): the kernel takes 1..=64 from `-smp`.
-const VCPU_CASES: &[(usize, Case)] = &[
+/// Cases on other machines than 8 flat vCPUs (aarch64): (vCPUs, NUMA nodes, case). The kernel
+/// takes 1..=64 CPUs from `-smp` (the wide build above 8) and NUMA nodes from the device tree.
+const VCPU_CASES: &[(usize, usize, Case)] = &[
     (
         2,
+        0,
         Case {
             name: "2 vCPUs: 2 spinners end up one per CPU, spread time recorded",
             args: "scenario=sysbench threads=2 events=1000 seed=1",
@@ -517,6 +519,7 @@ const VCPU_CASES: &[(usize, Case)] = &[
     ),
     (
         16,
+        0,
         Case {
             name: "16 vCPUs in 4x4 clusters: 16 spinners end up one per CPU",
             args: "scenario=sysbench threads=16 events=1000 clusters=4 seed=1",
@@ -530,11 +533,26 @@ const VCPU_CASES: &[(usize, Case)] = &[
     ),
     (
         16,
+        0,
         Case {
             name: "16 vCPUs: 24 spinners, every event once",
             args: "scenario=sysbench threads=24 events=2000 watchdog=2500",
             mode: Mode::Parallel,
             judge: sysbench_ok,
+        },
+    ),
+    (
+        8,
+        2,
+        Case {
+            name: "NUMA: 2 nodes of 4 vCPUs from the device tree, 8 spinners end up one per CPU",
+            args: "scenario=sysbench threads=8 events=1000 seed=1",
+            mode: Mode::Deterministic,
+            judge: |b| {
+                sysbench_ok(b)?;
+                has(b, "machine: 2 NUMA nodes of 4 CPUs")?;
+                has(b, "spread time")
+            },
         },
     ),
 ];
@@ -560,9 +578,10 @@ pub fn run() -> (u64, u64) {
         let cases: Vec<&Case> = cases(arch).iter().collect();
         let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
         if arch == Arch::Aarch64 {
-            for (cpus, case) in VCPU_CASES {
+            for (cpus, numa, case) in VCPU_CASES {
                 match m.with_cpus(*cpus) {
                     Ok(m) => {
+                        let m = Machine { numa: *numa, ..m };
                         let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
                         p += vp;
                         f += vf;
@@ -601,7 +620,11 @@ fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u
     for round in 1..=repeat {
         for (i, c) in cases.iter().enumerate() {
             let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
-            let cpus = if m.cpus == m.arch.cpus() { String::new() } else { format!("{} vCPUs ", m.cpus) };
+            let cpus = match (m.cpus == m.arch.cpus(), m.numa > 1) {
+                (true, false) => String::new(),
+                (_, false) => format!("{} vCPUs ", m.cpus),
+                (_, true) => format!("{} vCPUs in {} NUMA nodes ", m.cpus, m.numa),
+            };
             eprint!(
                 "xtest: qemu {} {cpus}{round}[{}/{}] {} ({}) ... ",
                 m.arch.name(),

@@ -37,6 +37,11 @@ struct Args {
     /// or at least the vCPU count = one flat cluster, what Linux builds on QEMU virt).
     #[arg(long, default_value_t = 4)]
     clusters: u32,
+    /// NUMA nodes (0: none): QEMU's `-numa node` for each, an equal share of the vCPUs in
+    /// order; the kernel reads them from the device tree, the simulator gets the same nodes.
+    /// `--clusters` then sizes the clusters inside each node.
+    #[arg(long, default_value_t = 0)]
+    numa: u32,
     /// Keep the tick on idle CPUs (default: idle CPUs go tickless and busy CPUs kick an idle
     /// balancer, as Linux's NO_HZ_IDLE does).
     #[arg(long)]
@@ -100,8 +105,17 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
     if !HZ_CHOICES.contains(&a.hz) {
         return Err(format!("--hz {}: one of 100, 250, 300, 1000", a.hz));
     }
-    if a.clusters != 0 && a.clusters < vcpus && !vcpus.is_multiple_of(a.clusters) {
-        return Err(format!("--clusters {}: does not divide the {vcpus} vCPUs (0: flat)", a.clusters));
+    if a.numa > 1
+        && (!matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64) || !vcpus.is_multiple_of(a.numa))
+    {
+        return Err(format!("--numa {}: the nodes must divide the {vcpus} vCPUs of a virt board", a.numa));
+    }
+    let per_node = if a.numa > 1 { vcpus / a.numa } else { vcpus };
+    if a.clusters != 0 && a.clusters < per_node && !per_node.is_multiple_of(a.clusters) {
+        return Err(format!(
+            "--clusters {}: does not divide the {per_node} vCPUs of a node (0: flat)",
+            a.clusters
+        ));
     }
     if a.iterations == 0 {
         return Err("--iterations 0: at least 1".into());
@@ -120,7 +134,9 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
 /// The simulator's machine for the same experiment: as many CPUs, the same topology, HZ,
 /// tickless choice and feature switches.
 fn sim_config(a: &Args, features: Features) -> sched_sim::Config {
-    let topology = if a.clusters == 0 || a.clusters >= a.cpus() {
+    let topology = if a.numa > 1 {
+        sched_sim::machine::TopologyKind::NumaNodes { nodes: a.numa as usize, cluster: a.clusters as usize }
+    } else if a.clusters == 0 || a.clusters >= a.cpus() {
         sched_sim::machine::TopologyKind::Flat
     } else {
         sched_sim::machine::TopologyKind::Clusters(a.clusters as usize)
@@ -137,7 +153,15 @@ fn sim_config(a: &Args, features: Features) -> sched_sim::Config {
 
 /// The topology in words.
 fn topology_name(a: &Args) -> String {
-    if a.clusters == 0 || a.clusters >= a.cpus() {
+    if a.numa > 1 {
+        let per = a.cpus() / a.numa;
+        let inside = if a.clusters == 0 || a.clusters >= per {
+            String::new()
+        } else {
+            format!(", clusters of {}", a.clusters)
+        };
+        format!("{} NUMA nodes of {per} vCPUs{inside}", a.numa)
+    } else if a.clusters == 0 || a.clusters >= a.cpus() {
         format!("flat 1x{}", a.cpus())
     } else {
         format!("{}x{} clusters", a.cpus() / a.clusters, a.clusters)
@@ -152,7 +176,7 @@ const LINUX_SPREAD: [(u32, [f64; 3]); 4] =
 
 /// The Linux reference for this configuration, if one was measured.
 fn linux_reference(a: &Args, arch: qemu::Arch, mode: Mode) -> Option<String> {
-    if arch != qemu::Arch::Aarch64 || a.cpus() != 8 || a.events != 1000 {
+    if arch != qemu::Arch::Aarch64 || a.cpus() != 8 || a.events != 1000 || a.numa > 1 {
         return None;
     }
     let &(_, [min, med, max]) = LINUX_SPREAD.iter().find(|(t, _)| *t == a.threads)?;
@@ -259,6 +283,7 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    machine.numa = a.numa as usize;
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..a.iterations {

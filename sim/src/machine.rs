@@ -36,13 +36,28 @@ pub enum TopologyKind {
     BigLittle(u64),
     /// Two NUMA nodes, each with clusters of this many CPUs.
     Numa(usize),
+    /// `nodes` NUMA nodes of equal CPU counts (in order), each with clusters of `cluster`
+    /// CPUs (0, or at least a node's CPUs: one cluster per node) — what the kernel builds
+    /// from QEMU's `-numa node` options.
+    NumaNodes {
+        /// NUMA nodes.
+        nodes: usize,
+        /// Cluster size inside a node.
+        cluster: usize,
+    },
 }
 
 impl TopologyKind {
-    /// Parses `flat`, `2x4`-style `clusters:4`, `biglittle:446`, `numa:4`.
+    /// Parses `flat`, `2x4`-style `clusters:4`, `biglittle:446`, `numa:4`, `nodes:4` (4 NUMA
+    /// nodes) or `nodes:4:2` (4 nodes of clusters of 2).
     pub fn parse(s: &str) -> Option<TopologyKind> {
         let (name, arg) = s.split_once(':').unwrap_or((s, ""));
         match name {
+            "nodes" => {
+                let (nodes, cluster) = arg.split_once(':').unwrap_or((arg, "0"));
+                let nodes = nodes.parse().ok().filter(|&n| n > 0)?;
+                Some(TopologyKind::NumaNodes { nodes, cluster: cluster.parse().ok()? })
+            }
             "flat" => Some(TopologyKind::Flat),
             "clusters" => arg.parse().ok().map(TopologyKind::Clusters),
             "biglittle" => Some(TopologyKind::BigLittle(arg.parse().unwrap_or(446))),
@@ -57,6 +72,11 @@ impl TopologyKind {
             TopologyKind::Clusters(k) => t.init_clusters(cpus / k.max(1), k.max(1)),
             TopologyKind::BigLittle(cap) => t.init_big_little(cpus / 2, cpus - cpus / 2, cap),
             TopologyKind::Numa(k) => t.init_numa(2, cpus / 2 / k.max(1), k.max(1)),
+            TopologyKind::NumaNodes { nodes, cluster } => {
+                let per = cpus / nodes.max(1);
+                let k = if cluster == 0 || cluster >= per { per } else { cluster };
+                t.init_numa(nodes.max(1), per / k.max(1), k.max(1))
+            }
         }
     }
 }

@@ -28,7 +28,8 @@ struct MachineArgs {
     /// Number of CPUs (up to 1024).
     #[arg(long, default_value_t = 8)]
     cpus: usize,
-    /// Topology: flat, clusters:K, biglittle:CAP, numa:K.
+    /// Topology: flat, clusters:K, biglittle:CAP, numa:K (2 nodes of clusters of K), nodes:N or
+    /// nodes:N:K (N NUMA nodes, as `cargo xrun --numa N --clusters K` builds them in QEMU).
     #[arg(long, default_value = "clusters:4")]
     topology: String,
     /// Tick rate.
@@ -126,7 +127,10 @@ fn features(list: &str) -> Features {
 
 fn config(m: &MachineArgs) -> Config {
     let topology = TopologyKind::parse(&m.topology).unwrap_or_else(|| {
-        eprintln!("xsim: unknown topology {:?} (flat, clusters:K, biglittle:CAP, numa:K)", m.topology);
+        eprintln!(
+            "xsim: unknown topology {:?} (flat, clusters:K, biglittle:CAP, numa:K, nodes:N[:K])",
+            m.topology
+        );
         std::process::exit(2)
     });
     if m.cpus == 0 || m.cpus > 1024 {
