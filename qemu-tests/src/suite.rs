@@ -45,6 +45,38 @@ fn has(b: &Boot, needle: &str) -> Result<(), String> {
     b.line(needle).map(|_| ()).ok_or_else(|| format!("no line containing {needle:?}"))
 }
 
+/// The kernel's own check of the workload passed (`pingpong: OK`) and it exited 0.
+fn pingpong_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "pingpong: OK")
+}
+
+/// The kernel's own check of the workload passed (`churn: OK`) and it exited 0.
+fn churn_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "churn: OK")
+}
+
+/// The kernel's own check of the workload passed (`nice: OK`) and it exited 0.
+fn nice_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "nice: OK")
+}
+
+/// The kernel's own check of the workload passed (`affinity: OK`) and it exited 0.
+fn affinity_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "affinity: OK")
+}
+
+/// The spread-from-one-CPU case: the workers spread by balancing alone and the kernel's
+/// checks held.
+fn wakeone_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "spread time")?;
+    has(b, "wakeone: OK")
+}
+
 fn sysbench_ok(b: &Boot) -> Result<(), String> {
     exit_is(b, 0)?;
     let l = b.line("exactly-once check").ok_or("no exactly-once check line")?;
@@ -186,38 +218,25 @@ const CASES: &[Case] = &[
         name: "sleep/wake ping-pong (parallel)",
         args: "scenario=pingpong pairs=12 rounds=2000 watchdog=2500",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "pingpong: OK")
-        },
+        judge: pingpong_ok,
     },
     Case {
         name: "spread from one CPU: 8 spinners woken on CPU 0 end one per CPU",
         args: "scenario=wakeone threads=8 events=1000 nohz=on",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "spread time")?;
-            has(b, "wakeone: OK")
-        },
+        judge: wakeone_ok,
     },
     Case {
         name: "affinity: pinned threads never leave their CPUs, the rest spread",
         args: "scenario=affinity",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "affinity: OK")
-        },
+        judge: affinity_ok,
     },
     Case {
         name: "affinity (parallel)",
         args: "scenario=affinity watchdog=2500",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "affinity: OK")
-        },
+        judge: affinity_ok,
     },
     Case {
         // Tickless: idle CPUs are balanced only through nohz kicks, and a CPU that is the
@@ -225,28 +244,19 @@ const CASES: &[Case] = &[
         name: "affinity, tickless idle (parallel)",
         args: "scenario=affinity nohz=on watchdog=2500",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "affinity: OK")
-        },
+        judge: affinity_ok,
     },
     Case {
         name: "nice: two nice levels share one CPU in the weight ratio",
         args: "scenario=nice",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "nice: OK")
-        },
+        judge: nice_ok,
     },
     Case {
         name: "churn: 10000 spawn/exit/park/wake/yield operations, nothing lost",
         args: "scenario=churn ops=10000 seed=1 watchdog=2500",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         // 200 000 operations spawn far more threads than there are serial numbers, which
@@ -254,10 +264,7 @@ const CASES: &[Case] = &[
         name: "churn: 200000 operations, past any fixed count of serial numbers",
         args: "scenario=churn ops=200000 seed=2",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         name: "a hung CPU is caught by the watchdog",
@@ -347,46 +354,31 @@ const MCU_CASES: &[Case] = &[
         name: "nice: two nice levels share the CPU in the weight ratio (250 HZ)",
         args: "scenario=nice threads=4",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "nice: OK")
-        },
+        judge: nice_ok,
     },
     Case {
         name: "nice: the same at 1000 HZ",
         args: "scenario=nice threads=4 hz=1000",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "nice: OK")
-        },
+        judge: nice_ok,
     },
     Case {
         name: "sleep/wake ping-pong: no lost wakeups",
         args: "scenario=pingpong pairs=3 rounds=1000",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "pingpong: OK")
-        },
+        judge: pingpong_ok,
     },
     Case {
         name: "churn: 10000 spawn/exit/park/wake/sleep/yield operations, nothing lost",
         args: "scenario=churn ops=10000 seed=1",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         name: "churn (parallel)",
         args: "scenario=churn ops=10000 seed=2",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         name: "a panic is reported and fails the run",
@@ -459,11 +451,7 @@ const DUAL_MCU_CASES: &[Case] = &[
         name: "spread from one CPU: 2 spinners woken on core 0 end one per core",
         args: "scenario=wakeone threads=2 events=1000",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "spread time")?;
-            has(b, "wakeone: OK")
-        },
+        judge: wakeone_ok,
     },
     Case {
         name: "oversubscription: 6 spinners on 2 cores, every event once (parallel)",
@@ -475,19 +463,13 @@ const DUAL_MCU_CASES: &[Case] = &[
         name: "sleep/wake ping-pong across the cores: no lost wakeups",
         args: "scenario=pingpong pairs=3 rounds=1000",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "pingpong: OK")
-        },
+        judge: pingpong_ok,
     },
     Case {
         name: "churn: 10000 operations on two cores, nothing lost",
         args: "scenario=churn ops=10000 seed=1",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         name: "panic on core 1 is reported and fails the run",
@@ -749,37 +731,25 @@ pub const LONG_CASES: &[Case] = &[
         name: "churn: 10^6 operations, nothing lost",
         args: "scenario=churn ops=1000000 seed=3",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         name: "churn: 10^6 operations, nothing lost",
         args: "scenario=churn ops=1000000 seed=4 watchdog=2500",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "churn: OK")
-        },
+        judge: churn_ok,
     },
     Case {
         name: "ping-pong: 28 pairs x 10^5 round trips, no lost wakeup",
         args: "scenario=pingpong pairs=28 rounds=100000",
         mode: Mode::Deterministic,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "pingpong: OK")
-        },
+        judge: pingpong_ok,
     },
     Case {
         name: "ping-pong: 28 pairs x 10^5 round trips, no lost wakeup",
         args: "scenario=pingpong pairs=28 rounds=100000 watchdog=2500",
         mode: Mode::Parallel,
-        judge: |b| {
-            exit_is(b, 0)?;
-            has(b, "pingpong: OK")
-        },
+        judge: pingpong_ok,
     },
 ];
 
