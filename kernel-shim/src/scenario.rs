@@ -562,6 +562,14 @@ fn report_latency(tag: &str, what: &str, count: u32) {
 
 fn report_cpus(tag: &str, n: usize) {
     let totals = sched::totals();
+    let (starts, sum, max) = totals.start_lag;
+    kprintln!(
+        "{}: start lag (runnable -> running): {} starts, mean {} us, max {} us",
+        tag,
+        starts,
+        sum / starts.max(1) / 1000,
+        max / 1000
+    );
     let m = totals.migrations_by_reason;
     kprintln!(
         "{}: migrations {} (wakeup {}, placement {}, balance {}, active balance {}, affinity {})",

@@ -206,6 +206,9 @@ pub struct Totals {
     pub affinity_violations: u64,
     /// The first such switch-in: (thread slot, CPU).
     pub first_violation: Option<(u64, u64)>,
+    /// Start lag: how long a thread made runnable (created or woken) waited until a CPU
+    /// switched to it, ns: how many starts were timed, their sum and the longest.
+    pub start_lag: (u64, u64, u64),
 }
 
 /// The machine-wide counters.
@@ -220,6 +223,32 @@ pub fn totals() -> Totals {
             0 => None,
             f => Some(((f - 1) >> 8, (f - 1) & 0xff)),
         },
+        start_lag: (START_LAGS.load(Relaxed), START_LAG_SUM.load(Relaxed), START_LAG_MAX.load(Relaxed)),
+    }
+}
+
+/// When each thread was last made runnable (created or woken; 0: not waiting to start).
+static T_READY_AT: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+static START_LAGS: AtomicU64 = AtomicU64::new(0);
+static START_LAG_SUM: AtomicU64 = AtomicU64::new(0);
+static START_LAG_MAX: AtomicU64 = AtomicU64::new(0);
+
+/// Thread `slot` (a task's payload) became runnable at `time`: the clock of its start lag.
+fn ready(slot: Option<u32>, time: u64) {
+    if let Some(t) = T_READY_AT.get(slot.map_or(usize::MAX, |s| s as usize)) {
+        t.store(time.max(1), Relaxed);
+    }
+}
+
+/// Thread `slot` is switched in at `now`: ends its start lag, if one was running.
+fn started(slot: usize, now: u64) {
+    let Some(t) = T_READY_AT.get(slot) else { return };
+    let at = t.swap(0, Relaxed);
+    if at != 0 {
+        let lag = now.saturating_sub(at);
+        START_LAGS.fetch_add(1, Relaxed);
+        START_LAG_SUM.fetch_add(lag, Relaxed);
+        START_LAG_MAX.fetch_max(lag, Relaxed);
     }
 }
 

@@ -62,7 +62,10 @@ impl Platform for KPlatform {
             trace_event(event);
         }
         match event.kind {
-            EventKind::Waking { .. } => {
+            // Payloads may be read from a callback (PORTING.md): the thread's start lag starts.
+            EventKind::NewTask { task } => ready(smp().payload(task).ok(), event.time),
+            EventKind::Waking { task } => {
+                ready(smp().payload(task).ok(), event.time);
                 WAKEUPS.fetch_add(1, Relaxed);
                 // Published right after the enqueue: 1 means the wakee is alone there.
                 if smp().stats(c).nr_running.load(Relaxed) == 1 {
@@ -308,6 +311,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
             T_CPU_NS[prev].fetch_add(now.saturating_sub(since), Relaxed);
         }
         if next != NONE && next != prev {
+            started(next, now);
             T_RAN_ON[next].fetch_or(1 << cpu, Relaxed);
             if T_AFF[next].load(Relaxed) >> cpu & 1 == 0 {
                 AFFINITY_VIOLATIONS.fetch_add(1, Relaxed);
