@@ -380,7 +380,7 @@ pub fn main(args: &[String]) -> ExitCode {
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = sysbench_cmd(&a, 1, true, true);
     let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
-    let log = qemu_trace(&b);
+    let log = qemu_trace(&b, machine.cpus);
     if log.switches.is_empty() {
         println!("no trace of the QEMU run: the traced run logged no context switches (exit {:?})", b.code);
     } else {
@@ -401,12 +401,9 @@ pub fn main(args: &[String]) -> ExitCode {
         let check = check_chrome_trace(&json, a.cpus() as usize);
         println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
     }
-    // And one simulated run.
-    let traced = sched_sim::experiments::on_big_stack(|| {
-        let cfg = sched_sim::Config { trace: true, ..sched_sim::Config::octo(1) };
-        let mut m = sched_sim::Machine::<8>::new(cfg).ok()?;
-        sched_sim::experiments::drive(&mut m, &sched_sim::Workload::seed()).1
-    });
+    // And one simulated run of the same machine and workload, rule on.
+    let rule_on = sched_sim::Config { features: features | Features::UTIL_PULL_SKIPS_LONE_TASK, ..cfg };
+    let traced = sched_sim::experiments::traced_run(&rule_on, &workload);
     if let Some((json, svg)) = traced {
         let (j, s) = (a.out.join("sim-trace.json"), a.out.join("sim-timeline.svg"));
         if std::fs::write(&j, json).is_ok() && std::fs::write(&s, svg).is_ok() {
@@ -418,8 +415,8 @@ pub fn main(args: &[String]) -> ExitCode {
 
 /// Builds a trace from the kernel's `trace: switch cpu=C t=NS prev=P state=S next=N` lines
 /// (pid = thread slot + 1, 0 = idle; state R/S/X as a byte) and its `trace: waking` lines.
-fn qemu_trace(b: &Boot) -> sched_sim::trace::TraceLog {
-    let mut log = sched_sim::trace::TraceLog::new(8);
+fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
+    let mut log = sched_sim::trace::TraceLog::new(cpus);
     for l in &b.lines {
         if let Some(rest) = l.split("trace: waking ").nth(1) {
             // `waking cpu=C t=NS pid=P by=B`: a wakeup of P onto C.

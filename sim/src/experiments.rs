@@ -53,6 +53,22 @@ pub fn run_once(cfg: &Config, w: &Workload) -> RunReport {
     })
 }
 
+/// Runs one traced iteration of `w` on a machine built from `cfg` (any CPU count): its trace
+/// as Chrome JSON and SVG, `None` if the topology is refused.
+pub fn traced_run(cfg: &Config, w: &Workload) -> Option<(String, String)> {
+    fn on<const C: usize>(cfg: Config, w: &Workload) -> Option<(String, String)> {
+        let mut m = Machine::<C>::new(Config { trace: true, ..cfg }).ok()?;
+        drive(&mut m, w).1
+    }
+    let (cfg, w) = (cfg.clone(), w.clone());
+    on_big_stack(move || match cfg.cpus {
+        0..=8 => on::<8>(cfg, &w),
+        9..=64 => on::<64>(cfg, &w),
+        65..=256 => on::<256>(cfg, &w),
+        _ => on::<1024>(cfg, &w),
+    })
+}
+
 /// Runs `f` on a thread with room for a machine of up to 1024 CPUs on its stack.
 pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::Builder::new()
