@@ -401,6 +401,65 @@ pub fn main(args: &[String]) -> ExitCode {
         let check = check_chrome_trace(&json, a.cpus() as usize);
         println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
     }
+    // The A/B pictures: rule off above rule on, the same seed, one time axis.
+    let desc = format!(
+        "{} threads, {} events, {} vCPUs, {}, HZ={}, {}",
+        a.threads,
+        a.events,
+        a.cpus(),
+        topology_name(&a),
+        a.hz,
+        if a.ticking { "idle CPUs ticking" } else { "tickless idle" }
+    );
+    let off_cmd = sysbench_cmd(&a, 1, true, false);
+    let off = qemu_trace(&qemu::boot(&machine, &off_cmd, mode, Duration::from_secs(120)), machine.cpus);
+    let from = log.switches.iter().chain(&off.switches).map(|s| s.time).min().unwrap_or(0);
+    let to = log.switches.iter().chain(&off.switches).map(|s| s.time).max().unwrap_or(from);
+    let window = |spreads: [Option<u64>; 2], from: u64, to: u64| {
+        let last = spreads.iter().flatten().max().map_or(to, |&t| t);
+        to.min(from + 4 * last.saturating_sub(from).max(5_000_000))
+    };
+    // The kernel's main thread is the first thread (slot 0); the workers are the others.
+    let qemu_worker: sched_sim::picture::IsWorker = |n| n != "thread0";
+    let spreads = [&off, &log].map(|l| sched_sim::picture::spread_instant(l, qemu_worker));
+    let svg = sched_sim::picture::ab_svg(
+        &format!("kernel-shim on QEMU {} ({} mode), seed 1: {desc}", arch.name(), mode.name()),
+        &sched_sim::picture::Side { label: "without the rule (pre-patch)", log: &off },
+        &sched_sim::picture::Side { label: "with the rule (c32b4308)", log: &log },
+        from,
+        window(spreads, from, to),
+        qemu_worker,
+    );
+    let sim_rule = |on: bool| sched_sim::Config {
+        features: if on {
+            features | Features::UTIL_PULL_SKIPS_LONE_TASK
+        } else {
+            features - Features::UTIL_PULL_SKIPS_LONE_TASK
+        },
+        ..cfg.clone()
+    };
+    let sim_worker: sched_sim::picture::IsWorker = |n| n.starts_with("worker");
+    let sim_svg = match (
+        sched_sim::experiments::traced_log(&sim_rule(false), &workload),
+        sched_sim::experiments::traced_log(&sim_rule(true), &workload),
+    ) {
+        (Some((off, from, end_off)), Some((on, _, end_on))) => {
+            let spreads = [&off, &on].map(|l| sched_sim::picture::spread_instant(l, sim_worker));
+            Some(sched_sim::picture::ab_svg(
+                &format!("the simulator, seed 1: {desc}"),
+                &sched_sim::picture::Side { label: "without the rule (pre-patch)", log: &off },
+                &sched_sim::picture::Side { label: "with the rule (c32b4308)", log: &on },
+                from,
+                window(spreads, from, end_off.max(end_on)),
+                sim_worker,
+            ))
+        }
+        _ => None,
+    };
+    let (qa, sa) = (a.out.join("qemu-ab.svg"), a.out.join("sim-ab.svg"));
+    if std::fs::write(&qa, svg).is_ok() && sim_svg.is_some_and(|s| std::fs::write(&sa, s).is_ok()) {
+        println!("A/B pictures (rule off above rule on, seed 1): {} and {}", qa.display(), sa.display());
+    }
     // And one simulated run of the same machine and workload, rule on.
     let rule_on = sched_sim::Config { features: features | Features::UTIL_PULL_SKIPS_LONE_TASK, ..cfg };
     let traced = sched_sim::experiments::traced_run(&rule_on, &workload);

@@ -7,6 +7,7 @@ use sched_core::{CpuMask, Features};
 use crate::machine::{Behavior, Config, Machine, RunReport};
 use crate::rng::Rng;
 use crate::stats::{mann_whitney, median, range, summary};
+use crate::trace::TraceLog;
 
 /// A workload run on a fresh machine.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -69,6 +70,23 @@ pub fn traced_run(cfg: &Config, w: &Workload) -> Option<(String, String)> {
     })
 }
 
+/// Runs one traced iteration of `w` on a machine built from `cfg` (any CPU count) and hands
+/// back its trace with the window the workload ran in (ns): for pictures.
+pub fn traced_log(cfg: &Config, w: &Workload) -> Option<(TraceLog, u64, u64)> {
+    fn on<const C: usize>(cfg: Config, w: &Workload) -> Option<(TraceLog, u64, u64)> {
+        let mut m = Machine::<C>::new(Config { trace: true, ..cfg }).ok()?;
+        drive(&mut m, w);
+        Some((m.trace()?.clone(), DRIVE_START, m.now()))
+    }
+    let (cfg, w) = (cfg.clone(), w.clone());
+    on_big_stack(move || match cfg.cpus {
+        0..=8 => on::<8>(cfg, &w),
+        9..=64 => on::<64>(cfg, &w),
+        65..=256 => on::<256>(cfg, &w),
+        _ => on::<1024>(cfg, &w),
+    })
+}
+
 /// Runs `f` on a thread with room for a machine of up to 1024 CPUs on its stack.
 pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     std::thread::Builder::new()
@@ -84,10 +102,13 @@ fn run_on<const C: usize>(cfg: Config, w: &Workload) -> RunReport {
     drive(&mut m, w).0
 }
 
+/// When [`drive`] starts the workload: every CPU is idle and ticking by then (ns).
+pub const DRIVE_START: u64 = 10_000_000;
+
 /// Runs `w` on `m` to completion; returns the report and (if tracing) the machine's trace
 /// as Chrome JSON and SVG.
 pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Option<(String, String)>) {
-    let start = 10_000_000; // every CPU idle and ticking by then
+    let start = DRIVE_START;
     m.run_until(start);
     match *w {
         Workload::Sysbench { threads, events, cost_ns, jitter } => {

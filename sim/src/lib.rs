@@ -10,6 +10,7 @@
 
 pub mod experiments;
 pub mod machine;
+pub mod picture;
 pub mod rng;
 pub mod stats;
 pub mod trace;

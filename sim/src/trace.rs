@@ -46,6 +46,11 @@ impl TraceLog {
         TraceLog { cpus, ..TraceLog::default() }
     }
 
+    /// The CPUs it covers.
+    pub fn cpus(&self) -> usize {
+        self.cpus
+    }
+
     /// Records a switch.
     #[allow(clippy::too_many_arguments)]
     pub fn switch(
