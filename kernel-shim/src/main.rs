@@ -1,7 +1,8 @@
-//! kernel-shim: an SMP kernel for QEMU `virt` (aarch64 and riscv64) that runs sched-core
-//! through its porter's API.
+//! kernel-shim: an SMP kernel for QEMU `virt` (aarch64 and riscv64) and two Cortex-M boards
+//! (`mps2-an386`, `mps2-an521`) that runs sched-core through its porter's API.
 //!
-//! CPU 0 (the boot CPU) reads the device tree (CPUs, command line), sets up the machine
+//! CPU 0 (the boot CPU) reads the machine's description (the device tree, or on a
+//! microcontroller what the port knows and the boot line from semihosting), sets up the machine
 //! (`arch`), the scheduler and its tick, starts the other CPUs and creates the scenario's
 //! main thread. Every CPU then idles in `wfi`; its timer tick and reschedule IPIs drive the
 //! core, and the exception path switches to whatever thread the core picks.
@@ -100,7 +101,7 @@ pub fn kmain() -> ! {
     };
     sched::select_hz(cfg.hz);
     if cfg.nohz && !arch::TICKLESS {
-        // A periodic tick that is also the clock (SysTick) cannot stop.
+        // A port whose tick is periodic (Cortex-M's SysTick) does not stop it.
         defmt::error!("error: bad argument \"nohz=on\": this machine's tick cannot stop");
         arch::exit(EXIT_BAD_ARGS);
     }

@@ -43,7 +43,7 @@ impl Layout {
             clusters: [CpuMask::EMPTY; MAX_CPUS],
             nr_clusters: 0,
         };
-        let numbered = node_of.iter().filter(|x| x.is_some()).count();
+        let numbered = node_of.iter().take(n).filter(|x| x.is_some()).count();
         if numbered != 0 && numbered != n {
             return Err(LayoutError::Nodes);
         }

@@ -14,6 +14,11 @@
 //! | traps | vector table, `svc #0` | `stvec`, `ebreak` (S-mode `ecall` belongs to the SBI) |
 //! | console, exit | PL011, semihosting | ns16550, `sifive_test` |
 //!
+//! The Cortex-M port (`cortex_m/`: one Cortex-M4 on `mps2-an386`, two Cortex-M33 on
+//! `mps2-an521`) keeps the same names: reset through cortex-m-rt, core 1 started from a vector
+//! table named in INITSVTOR1; IPIs through PendSV (to oneself) and the SSE-200's MHU; SysTick
+//! as the tick and the CMSDK timer 0 as the clock; `svc #0`; CMSDK UART and semihosting.
+//!
 //! A port exports: `NAME`, `TICKLESS` (whether its tick can stop); the meaning of the
 //! saved-register [`Frame`] (`syscall_arg`, `set_syscall_ret`, `new_thread`) and `fault_info`;
 //! `firmware` (the machine's description, see [`Firmware`]), `machine_init`, `cpu_init`,
@@ -162,9 +167,10 @@ pub enum ExcKind {
     Unexpected(u64),
 }
 
-/// Per-CPU block; the port keeps its address in a register (aarch64 `TPIDR_EL1`, riscv64
-/// `sscratch`) for [`cpu_id`] and its trap entry. The exception stack top must stay first:
-/// the trap entry loads it from there.
+/// Per-CPU block; the port keeps its address where each CPU finds its own (aarch64
+/// `TPIDR_EL1`, riscv64 `sscratch`, Cortex-M a static indexed by the core's identity) for
+/// [`cpu_id`] and its trap entry. The exception stack top must stay first: the riscv64 trap
+/// entry loads it from there.
 #[repr(C)]
 struct PerCpu {
     exc_stack_top: AtomicUsize,

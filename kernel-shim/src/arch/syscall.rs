@@ -51,7 +51,18 @@ pub fn sys_set_affinity(slot: usize, affinity: u64) -> bool {
 /// Blocks the calling thread for at least `ns` nanoseconds (it is woken by the first tick
 /// of any CPU after the deadline, so up to one tick period later); `ns == 0` yields.
 pub fn sys_sleep(ns: u64) {
-    trap(SYS_SLEEP, ns, 0, 0, 0);
+    // A 32-bit port's trap carries 32 bits: a longer sleep is several (each at least as long
+    // as asked, so the whole is too).
+    let most = if usize::BITS < 64 { u32::MAX as u64 } else { u64::MAX };
+    let mut left = ns;
+    loop {
+        let part = left.min(most);
+        trap(SYS_SLEEP, part, 0, 0, 0);
+        left -= part;
+        if left == 0 {
+            break;
+        }
+    }
 }
 
 /// Ends the calling thread.

@@ -254,6 +254,8 @@ extern "C" fn m_exception_entry(frame: *mut Frame, ipsr: u32) -> *mut Frame {
         n if n == 16 + MHU0_IRQ => {
             // Cleared before the kinds are read: an IPI sent after this raises it again.
             write(MHU0 + 0x10 * me + 0x8, read(MHU0 + 0x10 * me));
+            // The clear lands before the kinds are read, or an IPI could find both empty.
+            cortex_m::asm::dmb();
             ExcKind::Irq
         }
         EXC_SVCALL => ExcKind::Svc(f.r12 as u64),
@@ -385,8 +387,9 @@ pub fn counter() -> u64 {
 }
 
 /// SysTick is periodic: the first call on a CPU starts its SysTick with `period` CPU cycles
-/// per tick, and later calls change nothing unless the period changes (`_at` is always the
-/// next tick).
+/// per tick, and later calls change nothing unless the period changes. `_at` is not used: the
+/// ticks fall every period from where SysTick started, not on the host's grid, so `skew=`
+/// has no effect here.
 pub fn timer_arm_at(_at: u64, period: u64) {
     let period = period.clamp(2, 1 << 24) as u32;
     let mine = &PERIOD[core_id()];
@@ -489,6 +492,7 @@ pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
     }
     super::record_hw_id(index, hw_id);
     M_SECONDARY[0].store(super::stacks::boot_stack_top(index) as u32, Ordering::Relaxed);
+    // Core 1's index, which m_secondary also passes as its hardware id (core 1 is CPU 1).
     M_SECONDARY[1].store(index as u32, Ordering::Relaxed);
     let table = CORE1_VECTORS.0.get() as *mut u32;
     let ours = read(VTOR) as *const u32;
@@ -502,6 +506,8 @@ pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
         table.write_volatile(super::stacks::exc_stack_top(index) as u32);
         table.add(1).write_volatile(m_secondary as *const () as usize as u32 | 1);
     }
+    // The table and M_SECONDARY are ordinary stores: complete them before core 1 starts.
+    cortex_m::asm::dsb();
     write(INITSVTOR1, table as usize as u32);
     write(CPUWAIT, 0);
     Ok(())
@@ -531,6 +537,9 @@ pub fn send_ipi(cpu: usize, kind: u32) {
     if cpu == core_id() {
         write(ICSR, ICSR_PENDSVSET);
     } else {
+        // The kind's bit before the interrupt that announces it (memory, then device).
+        #[cfg(board_an521)]
+        cortex_m::asm::dmb();
         #[cfg(board_an521)]
         write(MHU0 + 0x10 * cpu + 0x4, 1);
     }

@@ -269,7 +269,8 @@ pub fn fault_info(frame: &Frame) -> FaultInfo {
 
 /// Points `sscratch` at this CPU's per-CPU block (the trap entry finds its stack there).
 pub(super) fn set_percpu(addr: usize) {
-    // SAFETY: sscratch is this port's per-CPU pointer; only the trap entry reads it.
+    // SAFETY: sscratch is this port's per-CPU pointer (read by the trap entry and `percpu`);
+    // nothing else uses the register.
     unsafe { sscratch::write(addr) };
 }
 
@@ -381,7 +382,8 @@ fn set_timer(at: u64) {
 /// Each hart's tick deadline as the host asked for it (`u64::MAX`: stopped).
 static DEADLINE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(u64::MAX) }; MAX_CPUS];
 
-/// The longest a busy hart runs without a timer interrupt: 250 µs of `time` (10 MHz). Before
+/// The longest a busy hart runs without a timer interrupt: 250 µs (of `time`, at the device
+/// tree's timebase). Before
 /// its tick's deadline a hart also takes these slice interrupts, which the host never sees; each
 /// ends with the slice-ending halt of `relax`. Under QEMU 7.2's icount round robin, which hands
 /// out host time up to the next timer deadline and then starves the next hart in line, the
@@ -391,11 +393,12 @@ static DEADLINE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(u64::MAX) }; MA
 /// sat at its 1.10 bound), 1.046 and 1.079 with 250 µs slices (1.068 and 1.083 at 125 µs,
 /// 1.079 and 1.079 at 500 µs). On multi-threaded TCG or hardware a slice costs one short
 /// interrupt.
-const SLICE: u64 = 2_500;
+const SLICE_US: u64 = 250;
 
 fn arm(cpu: usize) {
     let deadline = DEADLINE[cpu].load(Ordering::Relaxed);
-    set_timer(if deadline == u64::MAX { u64::MAX } else { deadline.min(counter().saturating_add(SLICE)) });
+    let slice = (counter_freq() * SLICE_US / 1_000_000).max(1);
+    set_timer(if deadline == u64::MAX { u64::MAX } else { deadline.min(counter().saturating_add(slice)) });
 }
 
 /// Arms this hart's timer to fire when the counter reaches `at` (at once if it has); it is a
