@@ -13,6 +13,7 @@
 mod fuzz;
 mod qemu;
 mod size;
+mod source;
 mod suite;
 mod xrun;
 
@@ -442,7 +443,7 @@ fn run_tests(extra: &[String]) -> ExitCode {
     eprintln!("xtest: [4/5] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
     tally.add_step("size budgets", size::check(), &mut steps_failed);
 
-    eprintln!("xtest: [5/5] the QEMU suite (kernel-shim on 8 vCPUs), on aarch64 then riscv64");
+    eprintln!("xtest: [5/5] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
     tally.add_step("QEMU suite", suite::run(), &mut steps_failed);
 
     if !steps_failed.is_empty() {

@@ -213,18 +213,13 @@ fn mcu_stacks() -> u64 {
         + mcu_const("EXC_STACK_SIZE")
 }
 
-/// A Cortex-M constant of the kernel's: its second definition (the 64-bit one comes first).
+/// A Cortex-M constant of the kernel's: the microcontrollers' definition, the last one (the
+/// 64-bit machines' come first).
 fn mcu_const(name: &str) -> u64 {
     const STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
     const ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
     let src = if name == "MAX_THREADS" { ARCH } else { STACKS };
-    let decl = format!("pub const {name}: usize = ");
-    let value = src.lines().filter_map(|l| l.trim().strip_prefix(decl.as_str())).nth(1).unwrap_or("0;");
-    value
-        .trim_end_matches(';')
-        .split('*')
-        .map(|f| f.trim().replace('_', "").parse::<u64>().unwrap_or(0))
-        .product()
+    crate::source::const_u64(src, name, 1)
 }
 
 /// Builds `core/size-probe` for `target` (installing the target if missing) with `how`.

@@ -818,29 +818,15 @@ mod tests {
         assert!(flat(doc).contains(&flat(phrase)), "{name} should state {phrase:?}");
     }
 
-    /// The value of `const NAME: T = VALUE;` (`pub` or not) in Rust source.
+    /// The value of the first `const NAME: T = VALUE;` (`pub` or not) in Rust source.
     fn rust_const<'a>(src: &'a str, name: &str) -> &'a str {
-        let decl = format!("const {name}:");
-        let line = src
-            .lines()
-            .map(str::trim_start)
-            .find(|l| l.strip_prefix("pub ").unwrap_or(l).starts_with(&decl))
-            .unwrap_or_else(|| panic!("no `const {name}` in the kernel source"));
-        let (_, value) = line.split_once('=').unwrap_or_else(|| panic!("`const {name}` has no value"));
-        value.trim().trim_end_matches(';').trim()
+        crate::source::rust_const_nth(src, name, 0)
+            .unwrap_or_else(|| panic!("no `const {name}` in the kernel source"))
     }
 
-    /// A numeric `const`: an integer literal (with `_`s) or a product of them (`16 * 1024`).
+    /// A numeric `const` (its first definition).
     fn rust_const_u64(src: &str, name: &str) -> u64 {
-        rust_const(src, name)
-            .split('*')
-            .map(|f| {
-                f.trim()
-                    .replace('_', "")
-                    .parse::<u64>()
-                    .unwrap_or_else(|_| panic!("`{name}` is not a number"))
-            })
-            .product()
+        crate::source::const_u64(src, name, 0)
     }
 
     #[test]

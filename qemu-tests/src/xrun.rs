@@ -76,6 +76,9 @@ impl Args {
 const MAX_THREADS: u32 = 56;
 const MAX_EVENTS: u32 = 65_536;
 const HZ_CHOICES: [u32; 4] = [100, 250, 300, 1000];
+/// The same limits of the microcontroller build.
+const MCU_MAX_THREADS: u32 = 6;
+const MCU_MAX_EVENTS: u32 = 4096;
 
 /// What the options ask for, checked: the machine, the QEMU mode and the feature switches
 /// both halves run with (the seed's rule aside). `Err` is one line for the user.
@@ -93,7 +96,7 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
         return Err(format!("--vcpus {vcpus}: the {} machine takes {range}", arch.name()));
     }
     let (threads, events) = match arch {
-        qemu::Arch::CortexM4 | qemu::Arch::CortexM33 => (6, 4096),
+        qemu::Arch::CortexM4 | qemu::Arch::CortexM33 => (MCU_MAX_THREADS, MCU_MAX_EVENTS),
         _ => (MAX_THREADS, MAX_EVENTS),
     };
     if a.threads == 0 || a.threads > threads {
@@ -439,18 +442,17 @@ pub fn main(args: &[String]) -> ExitCode {
         ..cfg.clone()
     };
     let sim_worker: sched_sim::picture::IsWorker = |n| n.starts_with("worker");
-    let sim_svg = match (
-        sched_sim::experiments::traced_log(&sim_rule(false), &workload),
-        sched_sim::experiments::traced_log(&sim_rule(true), &workload),
-    ) {
-        (Some((off, from, end_off)), Some((on, _, end_on))) => {
-            let spreads = [&off, &on].map(|l| sched_sim::picture::spread_instant(l, sim_worker));
+    let sim_on = sched_sim::experiments::traced_run(&sim_rule(true), &workload);
+    let sim_svg = match (sched_sim::experiments::traced_run(&sim_rule(false), &workload), &sim_on) {
+        (Some(off), Some(on)) => {
+            let spreads = [&off.log, &on.log].map(|l| sched_sim::picture::spread_instant(l, sim_worker));
+            let (from, end) = (off.window.0, off.window.1.max(on.window.1));
             Some(sched_sim::picture::ab_svg(
                 &format!("the simulator, seed 1: {desc}"),
-                &sched_sim::picture::Side { label: "without the rule (pre-patch)", log: &off },
-                &sched_sim::picture::Side { label: "with the rule (c32b4308)", log: &on },
+                &sched_sim::picture::Side { label: "without the rule (pre-patch)", log: &off.log },
+                &sched_sim::picture::Side { label: "with the rule (c32b4308)", log: &on.log },
                 from,
-                window(spreads, from, end_off.max(end_on)),
+                window(spreads, from, end),
                 sim_worker,
             ))
         }
@@ -460,12 +462,10 @@ pub fn main(args: &[String]) -> ExitCode {
     if std::fs::write(&qa, svg).is_ok() && sim_svg.is_some_and(|s| std::fs::write(&sa, s).is_ok()) {
         println!("A/B pictures (rule off above rule on, seed 1): {} and {}", qa.display(), sa.display());
     }
-    // And one simulated run of the same machine and workload, rule on.
-    let rule_on = sched_sim::Config { features: features | Features::UTIL_PULL_SKIPS_LONE_TASK, ..cfg };
-    let traced = sched_sim::experiments::traced_run(&rule_on, &workload);
-    if let Some((json, svg)) = traced {
+    // And the simulated run of the same machine and workload, rule on, as trace files.
+    if let Some(on) = sim_on {
         let (j, s) = (a.out.join("sim-trace.json"), a.out.join("sim-timeline.svg"));
-        if std::fs::write(&j, json).is_ok() && std::fs::write(&s, svg).is_ok() {
+        if std::fs::write(&j, on.json).is_ok() && std::fs::write(&s, on.svg).is_ok() {
             println!("trace of one simulated run (rule on): {} , timeline: {}", j.display(), s.display());
         }
     }
@@ -508,4 +508,57 @@ fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
         log.switch(t, cpu as usize, id(prev), name(prev), id(next), name(next), Some(st));
     }
     log
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::source::{const_u64, rust_const_nth};
+
+    const SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
+    const SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
+    const ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+
+    /// The options are refused exactly where the kernel would refuse the boot line, and the
+    /// vCPU counts are the kernel's builds'.
+    #[test]
+    fn the_limits_checked_are_the_kernels() {
+        assert_eq!(const_u64(SCENARIO, "MAX_SPINNERS", 0), MAX_THREADS as u64);
+        assert_eq!(const_u64(SCENARIO, "MAX_EVENTS", 0), MAX_EVENTS as u64);
+        assert_eq!(const_u64(SCENARIO, "MAX_SPINNERS", 1), MCU_MAX_THREADS as u64);
+        assert_eq!(const_u64(SCENARIO, "MAX_EVENTS", 1), MCU_MAX_EVENTS as u64);
+        let hz = rust_const_nth(SCHED, "HZ_CHOICES", 0).expect("the kernel's HZ choices");
+        assert_eq!(hz, format!("{HZ_CHOICES:?}"));
+        // MAX_CPUS: the 8-CPU build, the wide build, the Cortex-M4, the dual Cortex-M33.
+        let cpus = |arch: qemu::Arch| arch.cpus() as u64;
+        assert_eq!(const_u64(ARCH, "MAX_CPUS", 0), cpus(qemu::Arch::Aarch64));
+        assert_eq!(const_u64(ARCH, "MAX_CPUS", 1), qemu::Arch::Riscv64.max_cpus() as u64);
+        assert_eq!(const_u64(ARCH, "MAX_CPUS", 2), cpus(qemu::Arch::CortexM4));
+        assert_eq!(const_u64(ARCH, "MAX_CPUS", 3), cpus(qemu::Arch::CortexM33));
+    }
+
+    #[test]
+    fn bad_options_are_refused_with_one_line() {
+        let parse = |line: &str| {
+            let mut a = Args::try_parse_from(std::iter::once("xrun").chain(line.split_whitespace())).unwrap();
+            check(&mut a).err()
+        };
+        assert_eq!(parse(""), None, "the defaults run");
+        assert_eq!(parse("--vcpus 4 --threads 4"), None);
+        assert_eq!(parse("--vcpus 16 --threads 24 --numa 2"), None);
+        for bad in [
+            "--threads 0",
+            "--vcpus 0",
+            "--vcpus 65",
+            "--clusters 3",
+            "--hz 7",
+            "--features NO_SUCH_SWITCH",
+            "--numa 3",
+            "--arch cortex-m4",
+            "--events 0",
+        ] {
+            let why = parse(bad).unwrap_or_else(|| panic!("{bad} was accepted"));
+            assert!(!why.contains('\n'), "{bad}: more than one line: {why}");
+        }
+    }
 }

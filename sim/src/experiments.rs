@@ -42,49 +42,46 @@ impl Workload {
     }
 }
 
+/// Calls `$f::<C>(cfg, &w)` on a big stack, `C` the machine size that holds `$cfg.cpus` CPUs.
+macro_rules! on_machine_for {
+    ($cfg:expr, $w:expr, $f:ident) => {{
+        let (cfg, w) = ($cfg.clone(), $w.clone());
+        on_big_stack(move || match cfg.cpus {
+            0..=8 => $f::<8>(cfg, &w),
+            9..=64 => $f::<64>(cfg, &w),
+            65..=256 => $f::<256>(cfg, &w),
+            _ => $f::<1024>(cfg, &w),
+        })
+    }};
+}
+
 /// Runs one iteration of `w` on a machine built from `cfg`.
 pub fn run_once(cfg: &Config, w: &Workload) -> RunReport {
-    let cfg = cfg.clone();
-    let w = w.clone();
-    on_big_stack(move || match cfg.cpus {
-        0..=8 => run_on::<8>(cfg, &w),
-        9..=64 => run_on::<64>(cfg, &w),
-        65..=256 => run_on::<256>(cfg, &w),
-        _ => run_on::<1024>(cfg, &w),
-    })
+    on_machine_for!(cfg, w, run_on)
 }
 
-/// Runs one traced iteration of `w` on a machine built from `cfg` (any CPU count): its trace
-/// as Chrome JSON and SVG, `None` if the topology is refused.
-pub fn traced_run(cfg: &Config, w: &Workload) -> Option<(String, String)> {
-    fn on<const C: usize>(cfg: Config, w: &Workload) -> Option<(String, String)> {
-        let mut m = Machine::<C>::new(Config { trace: true, ..cfg }).ok()?;
-        drive(&mut m, w).1
-    }
-    let (cfg, w) = (cfg.clone(), w.clone());
-    on_big_stack(move || match cfg.cpus {
-        0..=8 => on::<8>(cfg, &w),
-        9..=64 => on::<64>(cfg, &w),
-        65..=256 => on::<256>(cfg, &w),
-        _ => on::<1024>(cfg, &w),
-    })
+/// One traced run: its trace as Chrome JSON and SVG (the files `cargo xsim` and `cargo xrun`
+/// write), the trace itself (for pictures), and the window the workload ran in (ns).
+pub struct Traced {
+    /// Chrome JSON (Perfetto).
+    pub json: String,
+    /// The single-run timeline.
+    pub svg: String,
+    /// The trace.
+    pub log: TraceLog,
+    /// When the workload started and when the run ended.
+    pub window: (u64, u64),
 }
 
-/// Runs one traced iteration of `w` on a machine built from `cfg` (any CPU count) and hands
-/// back its trace with the window the workload ran in (ns): for pictures.
-pub fn traced_log(cfg: &Config, w: &Workload) -> Option<(TraceLog, u64, u64)> {
-    fn on<const C: usize>(cfg: Config, w: &Workload) -> Option<(TraceLog, u64, u64)> {
+/// Runs one traced iteration of `w` on a machine built from `cfg` (any CPU count); `None` if
+/// the topology is refused.
+pub fn traced_run(cfg: &Config, w: &Workload) -> Option<Traced> {
+    fn on<const C: usize>(cfg: Config, w: &Workload) -> Option<Traced> {
         let mut m = Machine::<C>::new(Config { trace: true, ..cfg }).ok()?;
-        drive(&mut m, w);
-        Some((m.trace()?.clone(), DRIVE_START, m.now()))
+        let (json, svg) = drive(&mut m, w).1?;
+        Some(Traced { json, svg, log: m.trace()?.clone(), window: (DRIVE_START, m.now()) })
     }
-    let (cfg, w) = (cfg.clone(), w.clone());
-    on_big_stack(move || match cfg.cpus {
-        0..=8 => on::<8>(cfg, &w),
-        9..=64 => on::<64>(cfg, &w),
-        65..=256 => on::<256>(cfg, &w),
-        _ => on::<1024>(cfg, &w),
-    })
+    on_machine_for!(cfg, w, on)
 }
 
 /// Runs `f` on a thread with room for a machine of up to 1024 CPUs on its stack.
