@@ -97,6 +97,8 @@ fn s1_without_the_rule_fails_three_times_then_active_balances() {
     assert_eq!(r.outcome, Outcome::ActiveBalance);
     assert_eq!(r.nr_balance_failed, 2, "kicked: failures set to cache_nice_tries + 1");
     assert_eq!(m.platform().stoppers(), [0]);
+    // A port reschedules only while need_resched is set: the stopper must set it.
+    assert!(m.need_resched(0), "the stopper preempts CPU0's running task");
     assert_eq!(m.balance_state(7).unwrap().domains[DIE].balance_interval_ms, 16, "doubled");
     // CPU0 runs its stopper: the running task is switched out, then pushed.
     assert_eq!(m.schedule(0, NOW).unwrap(), None);

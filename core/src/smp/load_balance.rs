@@ -371,6 +371,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if !st.active_balance {
                         st.active_balance = true;
                         st.push_cpu = cpu as u32;
+                        // The stopper preempts whatever runs there, as Linux's stop
+                        // thread does: a port reschedules only while need_resched is set.
+                        st.rq.resched_curr();
                         active = true;
                     }
                     drop(st);

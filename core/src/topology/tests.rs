@@ -666,3 +666,37 @@ fn small_build_refuses_what_it_left_out() {
     assert_eq!(t.nr_levels(0), 1);
     t.init_big_little(4, 4, 1024).unwrap();
 }
+
+/// The presets build what a description of the same machine builds, entry for entry: a port
+/// that describes its machine (the kernel, from the device tree) gets the table the simulator
+/// gets from the preset.
+#[test]
+fn presets_match_their_descriptions() {
+    fn blocks(n: usize, k: usize) -> Vec<CpuMask> {
+        (0..n / k).map(|i| CpuMask::range(i * k, i * k + k)).collect()
+    }
+    fn same(preset: impl FnOnce(&mut Topology<16>) -> Result<(), TopologyError>, desc: &TopologyDesc) {
+        let mut a: Box<Topology<16>> = Box::new(Topology::empty());
+        let mut b: Box<Topology<16>> = Box::new(Topology::empty());
+        preset(&mut a).unwrap();
+        b.init(desc).unwrap();
+        assert!(*a == *b, "{desc:?}");
+    }
+    let (c4, c2) = (blocks(16, 4), blocks(16, 2));
+    let halves = blocks(16, 8);
+    same(|t| t.init_clusters(4, 4), &TopologyDesc { nr_cpus: 16, clusters: &c4, ..Default::default() });
+    #[cfg(feature = "numa")]
+    same(
+        |t| t.init_numa(2, 4, 2),
+        &TopologyDesc { nr_cpus: 16, clusters: &c2, nodes: &halves, ..Default::default() },
+    );
+    #[cfg(feature = "asym-capacity")]
+    {
+        let caps: Vec<u64> = (0..16).map(|c| if c < 8 { 446 } else { 1024 }).collect();
+        same(
+            |t| t.init_big_little(8, 8, 446),
+            &TopologyDesc { nr_cpus: 16, clusters: &halves, capacity: &caps, ..Default::default() },
+        );
+    }
+    let _ = (&c2, &halves);
+}
