@@ -38,29 +38,37 @@ pub fn kmain() -> ! {
         arch::Firmware::Fixed { .. } => None,
     };
     // The CPUs' hardware ids, the boot CPU's first: it is CPU 0 whatever its id (OpenSBI
-    // boots a riscv64 machine on any hart).
-    // Each CPU's NUMA node too, where the device tree gives one (`-numa node,...`).
+    // boots a riscv64 machine on any hart). What the device tree says of each CPU too: its
+    // NUMA node (`-numa node,...`), capacity and phandle (which the cpu-map names).
     let me = arch::hw_id(0);
     let mut ids = [me; MAX_CPUS];
-    let mut node_of = [None::<usize>; MAX_CPUS];
+    let mut info = [topology::CpuInfo::default(); MAX_CPUS];
     let (mut n, mut listed, mut found) = (1, 0, false);
-    let mut add = |id: u64, node: Option<usize>| {
+    let mut add = |id: u64, cpu: topology::CpuInfo| {
         listed += 1;
         if id == me {
             found = true;
-            node_of[0] = node;
+            info[0] = cpu;
         } else if n < MAX_CPUS {
             ids[n] = id;
-            node_of[n] = node;
+            info[n] = cpu;
             n += 1;
         }
     };
     match &firmware {
         arch::Firmware::DeviceTree(fdt) => fdt.cpus().for_each(|cpu| {
-            let node = cpu.property("numa-node-id").and_then(|p| p.as_usize());
-            add(cpu.ids().first() as u64, node)
+            let prop = |name| cpu.property(name).and_then(|p| p.as_usize());
+            let described = topology::CpuInfo {
+                node: prop("numa-node-id"),
+                dmips: prop("capacity-dmips-mhz"),
+                phandle: prop("phandle"),
+                cluster: None,
+            };
+            add(cpu.ids().first() as u64, described)
         }),
-        arch::Firmware::Fixed { cpus, .. } => cpus.iter().for_each(|&id| add(id, None)),
+        arch::Firmware::Fixed { cpus, .. } => {
+            cpus.iter().for_each(|&id| add(id, topology::CpuInfo::default()))
+        }
     }
     if !found {
         defmt::error!("error: the machine description does not list the boot CPU ({=u64:#x})", me);
@@ -105,20 +113,11 @@ pub fn kmain() -> ! {
         defmt::error!("error: bad argument \"nohz=on\": this machine's tick cannot stop");
         arch::exit(EXIT_BAD_ARGS);
     }
-    let topo = match topology::Layout::new(&node_of[..n], cfg.clusters as usize) {
-        // NUMA nodes take the general description; otherwise the presets, which a small
-        // machine links without the core's topology planner.
-        #[cfg(not(target_arch = "arm"))]
-        Ok(layout) if layout.nodes() > 1 => {
-            kprintln!("machine: {} NUMA nodes of {} CPUs", layout.nodes(), n / layout.nodes());
-            sched::with_core(|smp| smp.init(&layout.desc()))
-        }
-        Ok(_) => {
-            let k = cfg.clusters as usize;
-            sched::with_core(|smp| {
-                smp.init_with(|t| if k == 0 || k >= n { t.init_flat(n) } else { t.init_clusters(n / k, k) })
-            })
-        }
+    if let arch::Firmware::DeviceTree(fdt) = &firmware {
+        topology::read_cpu_map(fdt, &mut info[..n]);
+    }
+    let layout = match topology::Layout::new(&info[..n], cfg.clusters as usize, &cfg.capacity) {
+        Ok(layout) => layout,
         Err(topology::LayoutError::Clusters { k, per }) => {
             // Clusters of k CPUs would leave CPUs out of every domain.
             defmt::error!(
@@ -128,10 +127,54 @@ pub fn kmain() -> ! {
             );
             arch::exit(EXIT_BAD_ARGS);
         }
+        Err(topology::LayoutError::Capacities { given, cpus }) => {
+            defmt::error!("error: bad argument \"capacity=\": {} values for {} CPUs", given, cpus);
+            arch::exit(EXIT_BAD_ARGS);
+        }
         Err(topology::LayoutError::Nodes) => {
             defmt::error!("error: the device tree's NUMA nodes are uneven or miss CPUs");
             arch::exit(EXIT_MACHINE);
         }
+        Err(topology::LayoutError::CpuMap) => {
+            defmt::error!("error: the device tree's cpu-map leaves some CPUs out of every cluster");
+            arch::exit(EXIT_MACHINE);
+        }
+    };
+    if layout.nodes() > 1 {
+        kprintln!("machine: {} NUMA nodes of {} CPUs", layout.nodes(), n / layout.nodes());
+    }
+    if layout.cluster_source == topology::ClusterSource::CpuMap && layout.clusters() > 0 {
+        match layout.cluster_size() {
+            0 => kprintln!(
+                "machine: {} clusters of unequal sizes from the device tree's cpu-map",
+                layout.clusters()
+            ),
+            k => kprintln!(
+                "machine: {} clusters of {} CPUs from the device tree's cpu-map",
+                layout.clusters(),
+                k
+            ),
+        }
+    }
+    if layout.asymmetric() {
+        let from = match layout.capacity_source {
+            topology::CapacitySource::BootLine => "the boot line",
+            _ => "the device tree's capacity-dmips-mhz",
+        };
+        kprintln!("machine: CPU capacities {=[?]} from {=str}", layout.capacities(), from);
+    }
+    // The virt boards take the general description; a microcontroller the presets, which it
+    // links without the core's topology planner (and without asymmetric capacities).
+    #[cfg(not(target_arch = "arm"))]
+    let topo = sched::with_core(|smp| smp.init(&layout.desc()));
+    #[cfg(target_arch = "arm")]
+    let topo = {
+        if layout.asymmetric() {
+            defmt::error!("error: bad argument \"capacity=\": this build has equal CPUs only");
+            arch::exit(EXIT_BAD_ARGS);
+        }
+        let (c, k) = (layout.clusters(), layout.cluster_size());
+        sched::with_core(|smp| smp.init_with(|t| if c == 0 { t.init_flat(n) } else { t.init_clusters(c, k) }))
     };
     if let Err(e) = topo {
         defmt::error!("error: topology for {} CPUs: {}", n, defmt::Debug2Format(&e));

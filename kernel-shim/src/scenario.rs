@@ -204,6 +204,8 @@ pub struct Config {
     /// Cluster size for the scheduler's topology (`clusters=K`); 0: one cluster of all CPUs,
     /// which is what Linux builds on QEMU virt. `clusters=4` on 8 CPUs gives the seed's 2×4.
     pub clusters: u32,
+    /// Per-CPU capacities (`capacity=446*4,1024*4`); none given: from the device tree.
+    pub capacity: crate::topology::Capacities,
     /// CPUs' ticks are staggered over the period (`skew=on`, the default); see `sched::set_skew`.
     pub skew: bool,
 }
@@ -260,6 +262,8 @@ pub enum ArgError {
     OnOff,
     /// `fault=` is not `udf` or `stack`.
     Fault,
+    /// `capacity=` is not a list of capacities.
+    Capacity,
 }
 
 impl core::fmt::Display for ArgError {
@@ -269,7 +273,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters pairs rounds cpu fault nice ops watchdog hz nohz skew idle_yield features trace)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters capacity pairs rounds cpu fault nice ops watchdog hz nohz skew idle_yield features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -280,6 +284,11 @@ impl core::fmt::Display for ArgError {
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
             ArgError::OnOff => write!(f, "nohz, skew, idle_yield, barrier and trace must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
+            ArgError::Capacity => write!(
+                f,
+                "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
+                MAX_CPUS
+            ),
         }
     }
 }
@@ -296,6 +305,7 @@ impl Config {
         let mut nohz = false;
         let mut skew = true;
         let mut clusters = 0;
+        let mut capacity = crate::topology::Capacities::NONE;
         let mut fault = Fault::Udf;
         let (mut nice, mut ops) = (5, 10_000);
         for word in bootargs.split_ascii_whitespace() {
@@ -311,6 +321,7 @@ impl Config {
                 "maxprime" => maxprime = number(k, v, 3, 10_000_000)?,
                 "seed" => SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed),
                 "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
+                "capacity" => capacity = crate::topology::Capacities::parse(v).ok_or(ArgError::Capacity)?,
                 "cpu" => cpu = number(k, v, 0, MAX_CPUS as u32 - 1)?,
                 "pairs" => pairs = number(k, v, 1, MAX_PAIRS)?,
                 "rounds" => rounds = number(k, v, 1, 1_000_000)?,
@@ -369,7 +380,7 @@ impl Config {
             }
         };
         *bad = "";
-        Ok(Config { scenario, hz, features, nohz, clusters, skew })
+        Ok(Config { scenario, hz, features, nohz, clusters, capacity, skew })
     }
 }
 

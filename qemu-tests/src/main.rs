@@ -58,12 +58,13 @@ fn main() -> ExitCode {
     }
 }
 
-/// `cargo xboot [--arch A] [--mode deterministic|parallel] [--smp N] [boot line]`: one boot of
-/// the kernel (default: aarch64, deterministic, 8 vCPUs, `scenario=boot`), its decoded log
-/// printed; exits with the kernel's exit code.
+/// `cargo xboot [--arch A] [--mode deterministic|parallel] [--smp N] [--numa N] [--clusters K]
+/// [boot line]`: one boot of the kernel (default: aarch64, deterministic, 8 vCPUs,
+/// `scenario=boot`), its decoded log printed; exits with the kernel's exit code. `--numa` and
+/// `--clusters` describe the machine to QEMU (see [`qemu::Machine`]).
 fn boot_once(args: &[String]) -> ExitCode {
     let (mut arch, mut mode, mut line) = (qemu::Arch::Aarch64, qemu::Mode::Deterministic, Vec::new());
-    let (mut cpus, mut numa) = (None, 0);
+    let (mut cpus, mut numa, mut clusters) = (None, 0, 0);
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
@@ -78,6 +79,10 @@ fn boot_once(args: &[String]) -> ExitCode {
             "--numa" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
                 Some(n) => numa = n,
                 None => return usage_error("--numa needs a node count"),
+            },
+            "--clusters" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
+                Some(k) => clusters = k,
+                None => return usage_error("--clusters needs a cluster size"),
             },
             "--mode" => match it.next().map(String::as_str) {
                 Some("deterministic") => mode = qemu::Mode::Deterministic,
@@ -112,6 +117,17 @@ fn boot_once(args: &[String]) -> ExitCode {
             return usage_error(&format!("--numa {numa}: a virt board whose CPUs it divides"));
         }
         m.numa = numa;
+    }
+    if clusters > 0 {
+        let per = m.cpus / m.numa.max(1);
+        if !matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64)
+            || (clusters < per && per % clusters != 0)
+        {
+            return usage_error(&format!(
+                "--clusters {clusters}: a virt board whose nodes' {per} CPUs it divides"
+            ));
+        }
+        m.clusters = clusters;
     }
     let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
     for l in &b.lines {

@@ -134,6 +134,12 @@ pub struct Machine {
     /// NUMA nodes (0 or 1: none): QEMU's `-numa node` for each, an equal share of the CPUs
     /// (in order) and of the 256 MiB each.
     pub numa: usize,
+    /// Cluster size inside each node (0: one cluster per node). aarch64's `virt` describes it
+    /// in the device tree's `cpu-map` (`-smp N,clusters=C,cores=K`), which the kernel reads;
+    /// riscv64's `virt` cannot (its cpu-map has a cluster per socket, a socket per NUMA node)
+    /// and a microcontroller has no device tree, so there [`Machine::boot_words`] puts
+    /// `clusters=K` on the boot line instead.
+    pub clusters: usize,
 }
 
 /// How QEMU runs the vCPUs.
@@ -222,7 +228,14 @@ pub fn root() -> PathBuf {
 /// Everything a QEMU run on `arch` needs: the emulator (found or installed) and the kernel
 /// ELF (built). The error is one line for the user.
 pub fn prepare(arch: Arch) -> Result<Machine, String> {
-    Ok(Machine { arch, qemu: find_or_install(arch)?, elf: build_kernel(arch)?, cpus: arch.cpus(), numa: 0 })
+    Ok(Machine {
+        arch,
+        qemu: find_or_install(arch)?,
+        elf: build_kernel(arch)?,
+        cpus: arch.cpus(),
+        numa: 0,
+        clusters: 0,
+    })
 }
 
 /// Builds the kernel for `arch` (release) from its folder, installing the target if needed,
@@ -262,6 +275,28 @@ impl Machine {
         Ok(Machine { elf, cpus, ..self.clone() })
     }
 
+    /// What the boot line must add for the topology QEMU cannot describe on this board: the
+    /// clusters anywhere but aarch64 (see [`Machine::clusters`]); empty there.
+    pub fn boot_words(&self) -> String {
+        let per = self.cpus / self.numa.max(1);
+        if self.arch != Arch::Aarch64 && self.clusters != 0 && self.clusters < per {
+            format!(" clusters={}", self.clusters)
+        } else {
+            String::new()
+        }
+    }
+
+    /// QEMU's `-smp` value: the vCPUs and, on aarch64, how they group into clusters.
+    fn smp(&self) -> String {
+        let per = self.cpus / self.numa.max(1);
+        let k = self.clusters;
+        if self.arch == Arch::Aarch64 && k != 0 && k < per && self.cpus.is_multiple_of(k) {
+            format!("{},sockets=1,clusters={},cores={k},threads=1", self.cpus, self.cpus / k)
+        } else {
+            self.cpus.to_string()
+        }
+    }
+
     /// Whether it runs the kernel's wide (64-CPU) build.
     pub fn wide(&self) -> bool {
         self.cpus > self.arch.cpus()
@@ -270,11 +305,13 @@ impl Machine {
 
 /// Boots the machine's kernel on its vCPUs with `args` on the command line.
 pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
+    let mut args = args.as_ref().to_os_string();
+    args.push(m.boot_words());
     let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
     let mut cmd = Command::new(&m.qemu);
     cmd.args(m.arch.machine_args());
     if matches!(m.arch, Arch::Aarch64 | Arch::Riscv64) {
-        cmd.arg("-smp").arg(m.cpus.to_string());
+        cmd.arg("-smp").arg(m.smp());
         if m.numa > 1 {
             let (per, mem) = (m.cpus / m.numa, 256 / m.numa);
             for node in 0..m.numa {

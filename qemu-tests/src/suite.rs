@@ -114,6 +114,29 @@ fn fair_shares(b: &Boot) -> Result<(), String> {
     Ok(())
 }
 
+/// The runqueue lengths the kernel samples half-way through a sysbench-like run.
+fn half_way(b: &Boot) -> Result<Vec<u32>, String> {
+    let l = b.line("runqueue lengths at half-way").ok_or("no runqueue line")?;
+    let list = l.split('[').nth(1).and_then(|r| r.split(']').next()).ok_or("no runqueue list")?;
+    list.split(',').map(|v| v.trim().parse().map_err(|_| format!("bad runqueue list: {l}"))).collect()
+}
+
+/// big.LITTLE (first half of the CPUs LITTLE): at steady state every spinner runs alone on a
+/// big CPU and the LITTLE ones idle — misfit tasks were moved up, by the active balance a
+/// running task needs.
+fn misfits_moved_up(b: &Boot) -> Result<(), String> {
+    sysbench_ok(b)?;
+    has(b, "machine: CPU capacities")?;
+    let rq = half_way(b)?;
+    let (little, big) = rq.split_at(rq.len() / 2);
+    if little.iter().any(|&n| n != 0) || big.iter().any(|&n| n != 1) {
+        return Err(format!(
+            "runqueue lengths at half-way {rq:?}: want the LITTLE half idle, one spinner per big CPU"
+        ));
+    }
+    Ok(())
+}
+
 const CASES: &[Case] = &[
     Case {
         name: "boot: 8 CPUs online, ticking, SGIs both ways",
@@ -123,6 +146,12 @@ const CASES: &[Case] = &[
             exit_is(b, 0)?;
             has(b, "boot: OK (8 CPUs")
         },
+    },
+    Case {
+        name: "big.LITTLE (capacities from the boot line): 4 spinners end up alone on the 4 big CPUs",
+        args: "scenario=sysbench threads=4 events=2000 clusters=4 capacity=446*4,1024*4 seed=1",
+        mode: Mode::Deterministic,
+        judge: misfits_moved_up,
     },
     Case {
         name: "boot (parallel)",
@@ -484,9 +513,10 @@ const DUAL_MCU_CASES: &[Case] = &[
 
 /// Cases on other machines than 8 flat vCPUs (aarch64): (vCPUs, NUMA nodes, case). The kernel
 /// takes 1..=64 CPUs from `-smp` (the wide build above 8) and NUMA nodes from the device tree.
-const VCPU_CASES: &[(usize, usize, Case)] = &[
+const VCPU_CASES: &[(usize, usize, usize, Case)] = &[
     (
         2,
+        0,
         0,
         Case {
             name: "2 vCPUs: 2 spinners end up one per CPU, spread time recorded",
@@ -502,6 +532,7 @@ const VCPU_CASES: &[(usize, usize, Case)] = &[
     (
         16,
         0,
+        0,
         Case {
             name: "16 vCPUs in 4x4 clusters: 16 spinners end up one per CPU",
             args: "scenario=sysbench threads=16 events=1000 clusters=4 seed=1",
@@ -516,6 +547,7 @@ const VCPU_CASES: &[(usize, usize, Case)] = &[
     (
         16,
         0,
+        0,
         Case {
             name: "16 vCPUs: 24 spinners, every event once",
             args: "scenario=sysbench threads=24 events=2000 watchdog=2500",
@@ -526,6 +558,7 @@ const VCPU_CASES: &[(usize, usize, Case)] = &[
     (
         8,
         2,
+        0,
         Case {
             name: "NUMA: 2 nodes of 4 vCPUs from the device tree, 8 spinners end up one per CPU",
             args: "scenario=sysbench threads=8 events=1000 seed=1",
@@ -533,6 +566,37 @@ const VCPU_CASES: &[(usize, usize, Case)] = &[
             judge: |b| {
                 sysbench_ok(b)?;
                 has(b, "machine: 2 NUMA nodes of 4 CPUs")?;
+                has(b, "spread time")
+            },
+        },
+    ),
+    (
+        8,
+        0,
+        4,
+        Case {
+            name: "clusters from the device tree's cpu-map (-smp 8,clusters=2,cores=4): 8 spinners end up one per CPU",
+            args: "scenario=sysbench threads=8 events=1000 seed=1",
+            mode: Mode::Deterministic,
+            judge: |b| {
+                sysbench_ok(b)?;
+                has(b, "machine: 2 clusters of 4 CPUs from the device tree's cpu-map")?;
+                has(b, "spread time")
+            },
+        },
+    ),
+    (
+        8,
+        2,
+        2,
+        Case {
+            name: "NUMA with clusters: 2 nodes, cpu-map clusters of 2 inside them, 8 spinners end up one per CPU",
+            args: "scenario=sysbench threads=8 events=1000 seed=1",
+            mode: Mode::Deterministic,
+            judge: |b| {
+                sysbench_ok(b)?;
+                has(b, "machine: 2 NUMA nodes of 4 CPUs")?;
+                has(b, "machine: 4 clusters of 2 CPUs from the device tree's cpu-map")?;
                 has(b, "spread time")
             },
         },
@@ -560,10 +624,10 @@ pub fn run() -> (u64, u64) {
         let cases: Vec<&Case> = cases(arch).iter().collect();
         let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
         if arch == Arch::Aarch64 {
-            for (cpus, numa, case) in VCPU_CASES {
+            for (cpus, numa, clusters, case) in VCPU_CASES {
                 match m.with_cpus(*cpus) {
                     Ok(m) => {
-                        let m = Machine { numa: *numa, ..m };
+                        let m = Machine { numa: *numa, clusters: *clusters, ..m };
                         let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
                         p += vp;
                         f += vf;

@@ -13,6 +13,8 @@ use sched_core::Features;
 use sched_sim::stats::{mann_whitney, summary};
 use sched_sim::trace_check::{check_chrome_trace, verdict};
 
+use sched_sim::machine::TopologyKind;
+
 use crate::qemu::{self, Boot, Mode};
 
 #[derive(Parser)]
@@ -33,15 +35,15 @@ struct Args {
     /// QEMU mode: deterministic (icount, byte-identical) or parallel (multi-threaded TCG).
     #[arg(long, default_value = "deterministic")]
     mode: String,
-    /// Scheduler topology: cluster size, dividing the vCPUs (4 on 8 vCPUs = the seed's 2x4; 0,
-    /// or at least the vCPU count = one flat cluster, what Linux builds on QEMU virt).
-    #[arg(long, default_value_t = 4)]
-    clusters: u32,
-    /// NUMA nodes (0: none): QEMU's `-numa node` for each, an equal share of the vCPUs in
-    /// order; the kernel reads them from the device tree, the simulator gets the same nodes.
-    /// `--clusters` then sizes the clusters inside each node.
-    #[arg(long, default_value_t = 0)]
-    numa: u32,
+    /// The machine's topology, as `cargo xsim --topology` takes it: flat (one cluster, what
+    /// Linux builds on QEMU virt), clusters:K (K dividing the vCPUs; clusters:4 on 8 = the
+    /// seed's 2x4), biglittle:CAP (two clusters, the first LITTLE of capacity CAP), nodes:N or
+    /// nodes:N:K (N NUMA nodes, clusters of K inside each), numa:K (= nodes:2:K). QEMU
+    /// describes it in the device tree (`-smp` clusters in the cpu-map on aarch64, `-numa`
+    /// nodes); the kernel reads it from there, riscv64's clusters and big.LITTLE capacities
+    /// from the boot line. The simulator builds the same machine.
+    #[arg(long, default_value = "clusters:4")]
+    topology: String,
     /// Keep the tick on idle CPUs (default: idle CPUs go tickless and busy CPUs kick an idle
     /// balancer, as Linux's NO_HZ_IDLE does).
     #[arg(long)]
@@ -82,7 +84,7 @@ const MCU_MAX_EVENTS: u32 = 4096;
 
 /// What the options ask for, checked: the machine, the QEMU mode and the feature switches
 /// both halves run with (the seed's rule aside). `Err` is one line for the user.
-fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
+fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), String> {
     let arch = qemu::Arch::parse(&a.arch)?;
     let mode = match a.mode.as_str() {
         "deterministic" => Mode::Deterministic,
@@ -108,17 +110,12 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
     if !HZ_CHOICES.contains(&a.hz) {
         return Err(format!("--hz {}: one of 100, 250, 300, 1000", a.hz));
     }
-    if a.numa > 1
-        && (!matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64) || !vcpus.is_multiple_of(a.numa))
-    {
-        return Err(format!("--numa {}: the nodes must divide the {vcpus} vCPUs of a virt board", a.numa));
-    }
-    let per_node = if a.numa > 1 { vcpus / a.numa } else { vcpus };
-    if a.clusters != 0 && a.clusters < per_node && !per_node.is_multiple_of(a.clusters) {
-        return Err(format!(
-            "--clusters {}: does not divide the {per_node} vCPUs of a node (0: flat)",
-            a.clusters
-        ));
+    let topology = TopologyKind::parse(&a.topology)
+        .ok_or_else(|| format!("--topology {}: not one of {}", a.topology, TopologyKind::GRAMMAR))?;
+    topology.check(vcpus as usize).map_err(|why| format!("--topology {}: {why}", a.topology))?;
+    let virt = matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64);
+    if !virt && (topology.nodes() > 1 || topology.capacities(vcpus as usize).is_some()) {
+        return Err(format!("--topology {}: NUMA nodes and big.LITTLE need a virt board", a.topology));
     }
     if a.iterations == 0 {
         return Err("--iterations 0: at least 1".into());
@@ -131,19 +128,12 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features), String> {
     for word in a.features.split([',', ' ']).filter(|w| !w.is_empty()) {
         features = features.parse_list(word).map_err(|_| format!("--features: unknown switch {word:?}"))?;
     }
-    Ok((arch, mode, features))
+    Ok((arch, mode, features, topology))
 }
 
 /// The simulator's machine for the same experiment: as many CPUs, the same topology, HZ,
 /// tickless choice and feature switches.
-fn sim_config(a: &Args, features: Features) -> sched_sim::Config {
-    let topology = if a.numa > 1 {
-        sched_sim::machine::TopologyKind::NumaNodes { nodes: a.numa as usize, cluster: a.clusters as usize }
-    } else if a.clusters == 0 || a.clusters >= a.cpus() {
-        sched_sim::machine::TopologyKind::Flat
-    } else {
-        sched_sim::machine::TopologyKind::Clusters(a.clusters as usize)
-    };
+fn sim_config(a: &Args, features: Features, topology: TopologyKind) -> sched_sim::Config {
     sched_sim::Config {
         cpus: a.cpus() as usize,
         topology,
@@ -154,23 +144,6 @@ fn sim_config(a: &Args, features: Features) -> sched_sim::Config {
     }
 }
 
-/// The topology in words.
-fn topology_name(a: &Args) -> String {
-    if a.numa > 1 {
-        let per = a.cpus() / a.numa;
-        let inside = if a.clusters == 0 || a.clusters >= per {
-            String::new()
-        } else {
-            format!(", clusters of {}", a.clusters)
-        };
-        format!("{} NUMA nodes of {per} vCPUs{inside}", a.numa)
-    } else if a.clusters == 0 || a.clusters >= a.cpus() {
-        format!("flat 1x{}", a.cpus())
-    } else {
-        format!("{}x{} clusters", a.cpus() / a.clusters, a.clusters)
-    }
-}
-
 /// Linux 6.1 (Debian arm64) on the same QEMU, 8 vCPUs, its own flat one-level domain,
 /// `sysbench cpu --events=1000`, deterministic mode, 15 runs: spread min / median / max (ms)
 /// per thread count. Only these were measured, so only these are printed beside a run.
@@ -178,8 +151,10 @@ const LINUX_SPREAD: [(u32, [f64; 3]); 4] =
     [(4, [2.42, 2.95, 3.10]), (8, [5.49, 6.41, 13.43]), (12, [6.33, 7.05, 7.15]), (16, [6.35, 7.34, 7.46])];
 
 /// The Linux reference for this configuration, if one was measured.
-fn linux_reference(a: &Args, arch: qemu::Arch, mode: Mode) -> Option<String> {
-    if arch != qemu::Arch::Aarch64 || a.cpus() != 8 || a.events != 1000 || a.numa > 1 {
+fn linux_reference(a: &Args, arch: qemu::Arch, mode: Mode, topology: TopologyKind) -> Option<String> {
+    // (Measured on equal CPUs in one node; Linux's own domain is flat, this one any clusters.)
+    let equal_one_node = topology.nodes() == 1 && topology.capacities(8).is_none();
+    if arch != qemu::Arch::Aarch64 || a.cpus() != 8 || a.events != 1000 || !equal_one_node {
         return None;
     }
     let &(_, [min, med, max]) = LINUX_SPREAD.iter().find(|(t, _)| *t == a.threads)?;
@@ -241,20 +216,39 @@ fn figures(b: &Boot) -> Option<Figures> {
     })
 }
 
-/// The kernel command line of one run: the workload, seed, optional switch tracing, and the
-/// features with the seed's rule switched on or off.
-fn sysbench_cmd(a: &Args, seed: u64, trace: bool, rule: bool) -> String {
+/// The kernel command line of one run: the workload, seed, optional switch tracing, the
+/// features with the seed's rule switched on or off, and the CPUs' capacities if they differ
+/// (QEMU has no way to give them). The clusters and nodes are the machine's (see
+/// [`qemu::Machine`]).
+fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: bool) -> String {
     let extra = if a.features.is_empty() { String::new() } else { format!("{},", a.features) };
     let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
+    let capacity = match topology.capacities(a.cpus() as usize) {
+        Some(caps) => format!(" capacity={}", capacity_list(&caps)),
+        None => String::new(),
+    };
     format!(
-        "scenario=sysbench threads={} events={} hz={} clusters={} nohz={} seed={seed}{} features={extra}{flag}",
+        "scenario=sysbench threads={} events={} hz={} nohz={} seed={seed}{}{capacity} features={extra}{flag}",
         a.threads,
         a.events,
         a.hz,
-        a.clusters,
         if a.ticking { "off" } else { "on" },
         if trace { " trace=on" } else { "" }
     )
+}
+
+/// Capacities as the kernel's `capacity=` takes them, runs of one value as `value*count`.
+fn capacity_list(caps: &[u64]) -> String {
+    let mut runs: Vec<(u64, usize)> = Vec::new();
+    for &c in caps {
+        match runs.last_mut() {
+            Some((v, n)) if *v == c => *n += 1,
+            _ => runs.push((c, 1)),
+        }
+    }
+    let words: Vec<String> =
+        runs.iter().map(|&(v, n)| if n == 1 { v.to_string() } else { format!("{v}*{n}") }).collect();
+    words.join(",")
 }
 
 pub fn main(args: &[String]) -> ExitCode {
@@ -265,7 +259,7 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let (arch, mode, features) = match check(&mut a) {
+    let (arch, mode, features, topology) = match check(&mut a) {
         Ok(c) => c,
         Err(line) => {
             eprintln!("xrun: {line}");
@@ -286,13 +280,14 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    machine.numa = a.numa as usize;
+    machine.numa = topology.nodes();
+    machine.clusters = topology.cluster_size(a.cpus() as usize);
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..a.iterations {
         let seed = 1 + i as u64;
         for (rule, out) in [(true, &mut on), (false, &mut off)] {
-            let cmd = sysbench_cmd(&a, seed, false, rule);
+            let cmd = sysbench_cmd(&a, topology, seed, false, rule);
             eprint!(
                 "\rxrun: QEMU {} run {}/{} (rule {})   ",
                 mode.name(),
@@ -322,7 +317,7 @@ pub fn main(args: &[String]) -> ExitCode {
         mode.name(),
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
-        topology_name(&a),
+        topology.describe(a.cpus() as usize),
         a.threads,
         a.events,
         a.iterations
@@ -350,20 +345,20 @@ pub fn main(args: &[String]) -> ExitCode {
         println!("{name:<26} {:>28} {:>28} {p:>9.4}", summary(&va), summary(&vb));
     }
     println!("(median [min–max]; a spread never reached counts as the whole run, with all its migrations)");
-    if let Some(line) = linux_reference(&a, arch, mode) {
+    if let Some(line) = linux_reference(&a, arch, mode, topology) {
         println!("{line}");
     }
     println!();
     println!(
         "The simulator (sched-sim: {} CPUs, {}, HZ={}, {}; CPUs truly parallel in virtual time), the same workload ({} threads, {} events):",
         a.cpus(),
-        topology_name(&a),
+        topology.describe(a.cpus() as usize),
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
         a.threads,
         a.events
     );
-    let cfg = sim_config(&a, features);
+    let cfg = sim_config(&a, features, topology);
     let workload = match sched_sim::Workload::seed() {
         sched_sim::Workload::Sysbench { cost_ns, jitter, .. } => {
             sched_sim::Workload::Sysbench { threads: a.threads, events: a.events as u64, cost_ns, jitter }
@@ -381,7 +376,7 @@ pub fn main(args: &[String]) -> ExitCode {
     print!("{}", t.render());
     let _ = std::fs::create_dir_all(&a.out);
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
-    let cmd = sysbench_cmd(&a, 1, true, true);
+    let cmd = sysbench_cmd(&a, topology, 1, true, true);
     let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
     let log = qemu_trace(&b, machine.cpus);
     if log.switches.is_empty() {
@@ -410,11 +405,11 @@ pub fn main(args: &[String]) -> ExitCode {
         a.threads,
         a.events,
         a.cpus(),
-        topology_name(&a),
+        topology.describe(a.cpus() as usize),
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" }
     );
-    let off_cmd = sysbench_cmd(&a, 1, true, false);
+    let off_cmd = sysbench_cmd(&a, topology, 1, true, false);
     let off = qemu_trace(&qemu::boot(&machine, &off_cmd, mode, Duration::from_secs(120)), machine.cpus);
     let from = log.switches.iter().chain(&off.switches).map(|s| s.time).min().unwrap_or(0);
     let to = log.switches.iter().chain(&off.switches).map(|s| s.time).max().unwrap_or(from);
@@ -545,15 +540,21 @@ mod tests {
         };
         assert_eq!(parse(""), None, "the defaults run");
         assert_eq!(parse("--vcpus 4 --threads 4"), None);
-        assert_eq!(parse("--vcpus 16 --threads 24 --numa 2"), None);
+        assert_eq!(parse("--vcpus 16 --threads 24 --topology nodes:2"), None);
+        assert_eq!(parse("--topology biglittle:446"), None);
+        assert_eq!(parse("--topology nodes:2:2"), None);
         for bad in [
             "--threads 0",
             "--vcpus 0",
             "--vcpus 65",
-            "--clusters 3",
+            "--topology clusters:3",
+            "--topology clusters:0",
+            "--topology biglittle:0",
+            "--topology rings",
             "--hz 7",
             "--features NO_SUCH_SWITCH",
-            "--numa 3",
+            "--topology nodes:3",
+            "--arch cortex-m33 --ticking --topology biglittle:446",
             "--arch cortex-m4",
             "--events 0",
         ] {

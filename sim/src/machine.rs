@@ -66,6 +66,100 @@ impl TopologyKind {
         }
     }
 
+    /// The grammar [`TopologyKind::parse`] takes, for messages.
+    pub const GRAMMAR: &'static str = "flat, clusters:K, biglittle:CAP, numa:K, nodes:N or nodes:N:K";
+
+    /// Whether this shape fits `cpus` CPUs; `Err` says why in a few words.
+    pub fn check(self, cpus: usize) -> Result<(), String> {
+        let divides = |k: usize, of: usize, what: &str| {
+            if k == 0 || !of.is_multiple_of(k) {
+                Err(format!("{k} does not divide the {of} CPUs of {what}"))
+            } else {
+                Ok(())
+            }
+        };
+        match self {
+            TopologyKind::Flat => Ok(()),
+            TopologyKind::Clusters(0) => Err("clusters of 0 CPUs (one cluster of all is `flat`)".into()),
+            TopologyKind::Clusters(k) if k >= cpus => Ok(()),
+            TopologyKind::Clusters(k) => divides(k, cpus, "the machine"),
+            TopologyKind::BigLittle(cap) if cap == 0 || cap > 1024 => {
+                Err(format!("the LITTLE capacity {cap} is not in 1..=1024"))
+            }
+            TopologyKind::BigLittle(_) if cpus < 2 => Err("big.LITTLE needs at least 2 CPUs".into()),
+            TopologyKind::BigLittle(_) => Ok(()),
+            TopologyKind::Numa(k) => TopologyKind::NumaNodes { nodes: 2, cluster: k }.check(cpus),
+            TopologyKind::NumaNodes { nodes, cluster } => {
+                divides(nodes, cpus, "the machine")
+                    .map_err(|_| format!("{nodes} nodes do not divide the {cpus} CPUs"))?;
+                let per = cpus / nodes;
+                if cluster == 0 || cluster >= per {
+                    Ok(())
+                } else {
+                    divides(cluster, per, "a node")
+                }
+            }
+        }
+    }
+
+    /// The shape in words, on `cpus` CPUs: `flat 1x8`, `2x4 clusters`, `big.LITTLE 4 at 446 +
+    /// 4 at 1024`, `2 NUMA nodes of 4 CPUs, clusters of 2`.
+    pub fn describe(self, cpus: usize) -> String {
+        match self {
+            TopologyKind::Flat => format!("flat 1x{cpus}"),
+            TopologyKind::Clusters(k) if k == 0 || k >= cpus => format!("flat 1x{cpus}"),
+            TopologyKind::Clusters(k) => format!("{}x{k} clusters", cpus / k),
+            TopologyKind::BigLittle(cap) => {
+                format!("big.LITTLE {} at {cap} + {} at 1024", cpus / 2, cpus - cpus / 2)
+            }
+            TopologyKind::Numa(k) => TopologyKind::NumaNodes { nodes: 2, cluster: k }.describe(cpus),
+            TopologyKind::NumaNodes { nodes, cluster } => {
+                let per = cpus / nodes.max(1);
+                let inside = if cluster == 0 || cluster >= per {
+                    String::new()
+                } else {
+                    format!(", clusters of {cluster}")
+                };
+                format!("{nodes} NUMA nodes of {per} CPUs{inside}")
+            }
+        }
+    }
+
+    /// NUMA nodes (1: none).
+    pub fn nodes(self) -> usize {
+        match self {
+            TopologyKind::Numa(_) => 2,
+            TopologyKind::NumaNodes { nodes, .. } => nodes.max(1),
+            _ => 1,
+        }
+    }
+
+    /// The MC level's cluster size on `cpus` CPUs (0: one cluster per node).
+    pub fn cluster_size(self, cpus: usize) -> usize {
+        let per = cpus / self.nodes();
+        let k = match self {
+            TopologyKind::Flat => 0,
+            TopologyKind::Clusters(k) | TopologyKind::Numa(k) => k,
+            TopologyKind::BigLittle(_) => cpus / 2,
+            TopologyKind::NumaNodes { cluster, .. } => cluster,
+        };
+        if k == 0 || k >= per {
+            0
+        } else {
+            k
+        }
+    }
+
+    /// Each CPU's capacity, if they differ (big.LITTLE: the first half LITTLE).
+    pub fn capacities(self, cpus: usize) -> Option<Vec<u64>> {
+        match self {
+            TopologyKind::BigLittle(cap) => {
+                Some((0..cpus).map(|c| if c < cpus / 2 { cap } else { 1024 }).collect())
+            }
+            _ => None,
+        }
+    }
+
     fn build<const C: usize>(self, t: &mut Topology<C>, cpus: usize) -> Result<(), TopologyError> {
         match self {
             TopologyKind::Flat => t.init_flat(cpus),

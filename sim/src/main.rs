@@ -26,10 +26,11 @@ enum Mode {
 #[derive(clap::Args, Clone)]
 struct MachineArgs {
     /// Number of CPUs (up to 1024).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, visible_alias = "vcpus", default_value_t = 8)]
     cpus: usize,
-    /// Topology: flat, clusters:K, biglittle:CAP, numa:K (2 nodes of clusters of K), nodes:N or
-    /// nodes:N:K (N NUMA nodes, as `cargo xrun --numa N --clusters K` builds them in QEMU).
+    /// Topology: flat, clusters:K, biglittle:CAP (first half LITTLE at CAP, second half big),
+    /// numa:K (2 nodes of clusters of K), nodes:N or nodes:N:K (N NUMA nodes, clusters of K
+    /// inside each). `cargo xrun --topology` takes the same and builds it in QEMU.
     #[arg(long, default_value = "clusters:4")]
     topology: String,
     /// Tick rate.
@@ -127,14 +128,15 @@ fn features(list: &str) -> Features {
 
 fn config(m: &MachineArgs) -> Config {
     let topology = TopologyKind::parse(&m.topology).unwrap_or_else(|| {
-        eprintln!(
-            "xsim: unknown topology {:?} (flat, clusters:K, biglittle:CAP, numa:K, nodes:N[:K])",
-            m.topology
-        );
+        eprintln!("xsim: --topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR);
         std::process::exit(2)
     });
     if m.cpus == 0 || m.cpus > 1024 {
         eprintln!("xsim: --cpus must be 1..=1024");
+        std::process::exit(2)
+    }
+    if let Err(why) = topology.check(m.cpus) {
+        eprintln!("xsim: --topology {}: {why}", m.topology);
         std::process::exit(2)
     }
     Config {
