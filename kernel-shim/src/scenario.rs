@@ -229,7 +229,7 @@ fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
 fn key_name(key: &str) -> &'static str {
     [
         "threads", "events", "maxprime", "cpu", "hz", "pairs", "rounds", "seed", "clusters", "nice", "ops",
-        "watchdog",
+        "watchdog", "slice_us",
     ]
     .into_iter()
     .find(|k| *k == key)
@@ -273,7 +273,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters capacity pairs rounds cpu fault nice ops watchdog hz nohz skew idle_yield features trace)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us hz nohz skew idle_yield features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -328,6 +328,7 @@ impl Config {
                 "nice" => nice = number(k, v, 1, 19)?,
                 "ops" => ops = number(k, v, 1, 1_000_000)?,
                 "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
+                "slice_us" => arch::set_slice_us(number(k, v, 0, arch::MAX_SLICE_US as u32)? as u64),
                 "hz" => {
                     hz = number(k, v, 1, 10_000)?;
                     if !sched::HZ_CHOICES.contains(&hz) {
@@ -579,6 +580,14 @@ fn report_cpus(tag: &str, n: usize) {
         tag,
         starts,
         sum / starts.max(1) / 1000,
+        max / 1000
+    );
+    let (wakes, sum, max) = totals.wake_lag;
+    kprintln!(
+        "{}: wake-up lag (an idle CPU handed a thread -> it runs one): {} wake-ups, mean {} us, max {} us",
+        tag,
+        wakes,
+        sum / wakes.max(1) / 1000,
         max / 1000
     );
     let m = totals.migrations_by_reason;

@@ -413,10 +413,7 @@ pub fn main(args: &[String]) -> ExitCode {
     let off = qemu_trace(&qemu::boot(&machine, &off_cmd, mode, Duration::from_secs(120)), machine.cpus);
     let from = log.switches.iter().chain(&off.switches).map(|s| s.time).min().unwrap_or(0);
     let to = log.switches.iter().chain(&off.switches).map(|s| s.time).max().unwrap_or(from);
-    let window = |spreads: [Option<u64>; 2], from: u64, to: u64| {
-        let last = spreads.iter().flatten().max().map_or(to, |&t| t);
-        to.min(from + 4 * last.saturating_sub(from).max(5_000_000))
-    };
+    let window = sched_sim::picture::window;
     // The kernel's main thread is the first thread (slot 0); the workers are the others.
     let qemu_worker: sched_sim::picture::IsWorker = |n| n != "thread0";
     let spreads = [&off, &log].map(|l| sched_sim::picture::spread_instant(l, qemu_worker));
@@ -428,30 +425,16 @@ pub fn main(args: &[String]) -> ExitCode {
         window(spreads, from, to),
         qemu_worker,
     );
-    let sim_rule = |on: bool| sched_sim::Config {
-        features: if on {
-            features | Features::UTIL_PULL_SKIPS_LONE_TASK
-        } else {
-            features - Features::UTIL_PULL_SKIPS_LONE_TASK
-        },
-        ..cfg.clone()
-    };
-    let sim_worker: sched_sim::picture::IsWorker = |n| n.starts_with("worker");
-    let sim_on = sched_sim::experiments::traced_run(&sim_rule(true), &workload);
-    let sim_svg = match (sched_sim::experiments::traced_run(&sim_rule(false), &workload), &sim_on) {
-        (Some(off), Some(on)) => {
-            let spreads = [&off.log, &on.log].map(|l| sched_sim::picture::spread_instant(l, sim_worker));
-            let (from, end) = (off.window.0, off.window.1.max(on.window.1));
-            Some(sched_sim::picture::ab_svg(
-                &format!("the simulator, seed 1: {desc}"),
-                &sched_sim::picture::Side { label: "without the rule (pre-patch)", log: &off.log },
-                &sched_sim::picture::Side { label: "with the rule (c32b4308)", log: &on.log },
-                from,
-                window(spreads, from, end),
-                sim_worker,
-            ))
-        }
-        _ => None,
+    let sim = sched_sim::picture::sim_ab(
+        &cfg,
+        &workload,
+        (features - Features::UTIL_PULL_SKIPS_LONE_TASK, "without the rule (pre-patch)"),
+        (features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with the rule (c32b4308)"),
+        &format!("the simulator, seed 1: {desc}"),
+    );
+    let (sim_svg, sim_on) = match sim {
+        Some((svg, on)) => (Some(svg), Some(on)),
+        None => (None, None),
     };
     let (qa, sa) = (a.out.join("qemu-ab.svg"), a.out.join("sim-ab.svg"));
     if std::fs::write(&qa, svg).is_ok() && sim_svg.is_some_and(|s| std::fs::write(&sa, s).is_ok()) {
@@ -484,6 +467,15 @@ fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
                     let id = sched_core::TaskId::new(pid as u32 - 1, 0);
                     log.waking(t, cpu as usize, id, &format!("thread{}", pid - 1));
                 }
+            }
+            continue;
+        }
+        if let Some(rest) = l.split("trace: balance-failed ").nth(1) {
+            // `balance-failed cpu=C t=NS`: CPU C's balance attempt moved nothing.
+            let f: Vec<u64> =
+                rest.split_whitespace().take(2).filter_map(|kv| kv.split_once('=')?.1.parse().ok()).collect();
+            if let [cpu, t] = f[..] {
+                log.balance_failed(t, cpu as usize);
             }
             continue;
         }

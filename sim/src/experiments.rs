@@ -79,7 +79,7 @@ pub fn traced_run(cfg: &Config, w: &Workload) -> Option<Traced> {
     fn on<const C: usize>(cfg: Config, w: &Workload) -> Option<Traced> {
         let mut m = Machine::<C>::new(Config { trace: true, ..cfg }).ok()?;
         let (json, svg) = drive(&mut m, w).1?;
-        Some(Traced { json, svg, log: m.trace()?.clone(), window: (DRIVE_START, m.now()) })
+        Some(Traced { json, svg, log: m.trace_log()?, window: (DRIVE_START, m.now()) })
     }
     on_machine_for!(cfg, w, on)
 }

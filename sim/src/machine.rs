@@ -383,6 +383,8 @@ struct CpuSim {
 #[derive(Debug, Default)]
 pub struct SimPlatform {
     resched: RefCell<Vec<u32>>,
+    /// (time, CPU) of each failed balance attempt, kept only while tracing.
+    failures: RefCell<Option<Vec<(u64, usize)>>>,
     /// Counted migrations (all reasons).
     pub migrations: Cell<u64>,
     /// Balance attempts that found an imbalance and a queue but moved nothing.
@@ -423,15 +425,18 @@ impl Platform for SimPlatform {
                 if !consistent {
                     self.inconsistent_records.set(self.inconsistent_records.get() + 1);
                 }
-                match r.outcome {
-                    Outcome::NothingDetachable | Outcome::AllPinned => {
-                        self.failed_balances.set(self.failed_balances.get() + 1)
+                let failed = matches!(
+                    r.outcome,
+                    Outcome::NothingDetachable | Outcome::AllPinned | Outcome::ActiveBalance
+                );
+                if failed {
+                    self.failed_balances.set(self.failed_balances.get() + 1);
+                    if let Some(f) = self.failures.borrow_mut().as_mut() {
+                        f.push((e.time, e.cpu as usize));
                     }
-                    Outcome::ActiveBalance => {
-                        self.failed_balances.set(self.failed_balances.get() + 1);
-                        self.active_balances.set(self.active_balances.get() + 1)
-                    }
-                    _ => {}
+                }
+                if r.outcome == Outcome::ActiveBalance {
+                    self.active_balances.set(self.active_balances.get() + 1)
                 }
             }
             _ => {}
@@ -504,6 +509,9 @@ impl<const C: usize> Machine<C> {
         let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
         smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
+        if cfg.trace {
+            *smp.platform().failures.borrow_mut() = Some(Vec::new());
+        }
         let mut t = Tunables::for_cpus(cfg.cpus);
         t.runnable_init = cfg.runnable_init;
         smp.set_tunables(t).expect("the default tunables are in range");
@@ -558,6 +566,13 @@ impl<const C: usize> Machine<C> {
     /// The trace recorded so far, if tracing.
     pub fn trace(&self) -> Option<&TraceLog> {
         self.trace.as_ref()
+    }
+
+    /// A copy of the trace with the failed balance attempts it saw, if tracing.
+    pub fn trace_log(&self) -> Option<TraceLog> {
+        let mut log = self.trace.clone()?;
+        log.balance_failures = self.smp.platform().failures.borrow().clone().unwrap_or_default();
+        Some(log)
     }
 
     fn push(&mut self, at: u64, ev: Ev) {

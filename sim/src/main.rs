@@ -192,6 +192,35 @@ fn write_trace(m: &MachineArgs, cfg: &Config, w: &Workload) {
     }
 }
 
+/// Writes the A/B picture (side A above side B, seed `cfg.seed`, one time axis) of the
+/// experiment into `--out`, if given.
+fn write_ab_picture(m: &MachineArgs, cfg: &Config, w: &Workload, a: (Features, &str), b: (Features, &str)) {
+    let Some(dir) = &m.out else { return };
+    let desc = match w {
+        Workload::Sysbench { threads, events, .. } => format!("{threads} threads, {events} events"),
+        other => format!("{other:?}"),
+    };
+    let title = format!(
+        "the simulator, seed {}: {desc}, {} CPUs, {}, HZ={}, {}",
+        cfg.seed,
+        cfg.cpus,
+        cfg.topology.describe(cfg.cpus),
+        cfg.hz,
+        if cfg.nohz { "tickless idle" } else { "idle CPUs ticking" }
+    );
+    let (cfg, w, a, b) = (cfg.clone(), w.clone(), (a.0, a.1.to_string()), (b.0, b.1.to_string()));
+    let svg = on_big_stack(move || {
+        sched_sim::picture::sim_ab(&cfg, &w, (a.0, &a.1), (b.0, &b.1), &title).map(|(svg, _)| svg)
+    });
+    if let Some(svg) = svg {
+        let _ = std::fs::create_dir_all(dir);
+        let p = dir.join("sim-ab.svg");
+        if std::fs::write(&p, svg).is_ok() {
+            eprintln!("xsim: wrote {} (A above B, one time axis)", p.display());
+        }
+    }
+}
+
 fn main() {
     match Cli::parse().cmd {
         Cmd::Sysbench { m, w: args } => {
@@ -224,6 +253,13 @@ fn main() {
                 print!("{}", t.render());
                 println!("every event done exactly once: {}", t.all_events_exactly_once);
             }
+            write_ab_picture(
+                &m,
+                &cfg,
+                &w,
+                (off, "without the rule (pre-patch)"),
+                (on, "with the rule (c32b4308)"),
+            );
             if m.out.is_some() && cfg.cpus <= 8 {
                 write_trace(&m, &Config { features: on, ..cfg }, &w);
             }
@@ -251,13 +287,16 @@ fn main() {
         }
         Cmd::Ab { m, a, b, w: args } => {
             let cfg = config(&m);
-            let t =
-                run_ab(&cfg, &args.workload(), (features(&a), &a), (features(&b), &b), args.iterations, "ab");
+            let w = args.workload();
+            let t = run_ab(&cfg, &w, (features(&a), &a), (features(&b), &b), args.iterations, "ab");
             if m.json {
                 println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             } else {
                 print!("{}", t.render());
             }
+            let label =
+                |side: &str, f: &str| format!("{side}: {}", if f.is_empty() { "the defaults" } else { f });
+            write_ab_picture(&m, &cfg, &w, (features(&a), &label("A", &a)), (features(&b), &label("B", &b)));
         }
     }
 }

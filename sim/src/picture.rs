@@ -170,6 +170,17 @@ pub fn ab_svg(title: &str, a: &Side<'_>, b: &Side<'_>, from: u64, to: u64, is_wo
                 bar(&mut s, cpu, t0, to, p);
             }
         }
+        // A failed balance attempt: an orange triangle pointing up at the bottom of the lane
+        // of the CPU that tried.
+        for &(t, cpu) in side.log.balance_failures.iter().filter(|(t, c)| *c < cpus && (from..to).contains(t))
+        {
+            let (fx, fy) = (x(t), lanes_y + lane * (cpu + 1) as f64 - 1.0);
+            let _ = write!(
+                s,
+                r##"<path d="M{fx:.1},{fy:.1} l4,-5 l-8,0 z" transform="rotate(180 {fx:.1} {:.1})" fill="#e08000"><title>failed balance attempt</title></path>"##,
+                fy - 2.5
+            );
+        }
         if let Some(t) = spread_instant(side.log, is_worker).filter(|t| (from..to).contains(t)) {
             let _ = write!(
                 s,
@@ -216,6 +227,14 @@ pub fn ab_svg(title: &str, a: &Side<'_>, b: &Side<'_>, from: u64, to: u64, is_wo
         ly - 10.0,
         left + 86.0
     );
+    let fx = left + 190.0;
+    let _ = write!(
+        s,
+        r##"<path d="M{fx:.1},{0:.1} l4,-5 l-8,0 z" transform="rotate(180 {fx:.1} {1:.1})" fill="#e08000"/><text x="{2:.1}" y="{0:.1}">failed balance attempt</text>"##,
+        ly - 6.0,
+        ly - 8.5,
+        fx + 8.0
+    );
     for (i, (p, n)) in names.iter().take(per_row * 6).enumerate() {
         let (col, row) = (i % per_row, i / per_row + 1);
         let (lx, y) = (left + col as f64 * 140.0, ly + row as f64 * 18.0);
@@ -245,6 +264,44 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
+/// The stretch of time a picture shows: from `from` to four times the later side's spread
+/// instant (at least 5 ms), so the spreading fills the picture; to `to` if neither side
+/// spread.
+pub fn window(spreads: [Option<u64>; 2], from: u64, to: u64) -> u64 {
+    let last = spreads.iter().flatten().max().map_or(to, |&t| t);
+    to.min(from + 4 * last.saturating_sub(from).max(5_000_000))
+}
+
+/// The workers of a simulated sysbench-like run (its main thread is `main`).
+pub fn sim_worker(name: &str) -> bool {
+    name.starts_with("worker")
+}
+
+/// The simulator's A/B picture of one experiment: side A (`a`: features and label) above
+/// side B, one traced run each of `w` on the machine `cfg` (its seed), titled `title`.
+/// Returns the picture and side B's traced run (`None` if the machine is refused).
+pub fn sim_ab(
+    cfg: &crate::Config,
+    w: &crate::Workload,
+    a: (sched_core::Features, &str),
+    b: (sched_core::Features, &str),
+    title: &str,
+) -> Option<(String, crate::experiments::Traced)> {
+    let run = |f| crate::experiments::traced_run(&crate::Config { features: f, ..cfg.clone() }, w);
+    let (ta, tb) = (run(a.0)?, run(b.0)?);
+    let spreads = [&ta.log, &tb.log].map(|l| spread_instant(l, sim_worker));
+    let (from, end) = (ta.window.0, ta.window.1.max(tb.window.1));
+    let svg = ab_svg(
+        title,
+        &Side { label: a.1, log: &ta.log },
+        &Side { label: b.1, log: &tb.log },
+        from,
+        window(spreads, from, end),
+        sim_worker,
+    );
+    Some((svg, tb))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -259,6 +316,7 @@ mod tests {
         l.switch(3_000_000, 1, None, None, id(3), name("worker1"), None);
         // worker1 moves to CPU 0 later: a migration.
         l.switch(5_000_000, 0, id(2), name("worker0"), id(3), name("worker1"), None);
+        l.balance_failed(4_000_000, 1);
         l
     }
 
@@ -286,6 +344,7 @@ mod tests {
             "worker1",
             "main",
             "<title>migration</title>",
+            "<title>failed balance attempt</title>",
             "spread instant at 3.00 ms",
             ">10<",
         ] {

@@ -34,6 +34,10 @@ pub struct TraceLog {
     pub wakings: Vec<(u64, usize, u32, String)>,
     /// (time, CPU, util, load) samples.
     pub counters: Vec<(u64, usize, u64, u64)>,
+    /// (time, CPU) of balance attempts that found an imbalance and moved nothing (nothing
+    /// detachable, all pinned, or an active balance asked for): the A/B picture marks them.
+    /// Not part of the Perfetto JSON or the ftrace text.
+    pub balance_failures: Vec<(u64, usize)>,
 }
 
 fn pid(t: TaskId) -> u32 {
@@ -83,6 +87,11 @@ impl TraceLog {
     /// Records a wakeup of `t` onto `cpu`.
     pub fn waking(&mut self, time: u64, cpu: usize, t: TaskId, name: &str) {
         self.wakings.push((time, cpu, pid(t), clean(name, pid(t))));
+    }
+
+    /// Records a failed balance attempt by `cpu`.
+    pub fn balance_failed(&mut self, time: u64, cpu: usize) {
+        self.balance_failures.push((time, cpu));
     }
 
     /// Records a util/load sample of a CPU.

@@ -23,7 +23,8 @@
 //! saved-register [`Frame`] (`syscall_arg`, `set_syscall_ret`, `new_thread`) and `fault_info`;
 //! `firmware` (the machine's description, see [`Firmware`]), `machine_init`, `cpu_init`,
 //! `start_cpu`; `Irq`, `irq_ack`, `irq_eoi`, `send_ipi`; `counter`, `counter_freq`,
-//! `timer_arm_at`, `timer_stop`; `irq_save`, `irq_enable`, `relax` (riscv64; the others share
+//! `program_timer` (a 64-bit port: `slice.rs` arms the tick and the slices with it) or
+//! `timer_arm_at` and `timer_stop` (Cortex-M); `irq_save`, `irq_enable`, `relax` (riscv64; the others share
 //! `yield`); `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
 //! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack.
 #![allow(unsafe_code)]
@@ -36,6 +37,26 @@ pub mod syscall;
 
 #[cfg(any(target_arch = "riscv64", target_arch = "arm"))]
 pub use soft_ipi::{irq_eoi, Irq};
+
+// The tick and the slice interrupts of the 64-bit ports, on one one-shot timer per CPU.
+#[cfg(not(target_arch = "arm"))]
+mod slice;
+#[cfg(not(target_arch = "arm"))]
+pub use slice::{set_running, set_slice_us, timer_arm_at, timer_stop, DEFAULT_SLICE_US, MAX_SLICE_US};
+
+/// A microcontroller's SysTick is periodic and its cores are few: no slices (`slice_us=` other
+/// than 0 is refused).
+#[cfg(target_arch = "arm")]
+pub const DEFAULT_SLICE_US: u64 = 0;
+/// See [`DEFAULT_SLICE_US`].
+#[cfg(target_arch = "arm")]
+pub const MAX_SLICE_US: u64 = 0;
+/// No slices on a microcontroller.
+#[cfg(target_arch = "arm")]
+pub fn set_slice_us(_us: u64) {}
+/// No slices on a microcontroller.
+#[cfg(target_arch = "arm")]
+pub fn set_running(_running: bool) {}
 
 #[cfg(target_arch = "aarch64")]
 mod aarch64;

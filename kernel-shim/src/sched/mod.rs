@@ -209,6 +209,10 @@ pub struct Totals {
     /// Start lag: how long a thread made runnable (created or woken) waited until a CPU
     /// switched to it, ns: how many starts were timed, their sum and the longest.
     pub start_lag: (u64, u64, u64),
+    /// Wake-up lag: how long an idle CPU handed a thread (a new one placed there, or a
+    /// wakeup) took to switch to a thread, ns: count, sum, longest. The machine's part of
+    /// the start lag, whatever the scheduler then picks.
+    pub wake_lag: (u64, u64, u64),
 }
 
 /// The machine-wide counters.
@@ -224,6 +228,7 @@ pub fn totals() -> Totals {
             f => Some(((f - 1) >> 8, (f - 1) & 0xff)),
         },
         start_lag: (START_LAGS.load(Relaxed), START_LAG_SUM.load(Relaxed), START_LAG_MAX.load(Relaxed)),
+        wake_lag: (WAKE_LAGS.load(Relaxed), WAKE_LAG_SUM.load(Relaxed), WAKE_LAG_MAX.load(Relaxed)),
     }
 }
 
@@ -237,6 +242,35 @@ static START_LAG_MAX: AtomicU64 = AtomicU64::new(0);
 fn ready(slot: Option<u32>, time: u64) {
     if let Some(t) = T_READY_AT.get(slot.map_or(usize::MAX, |s| s as usize)) {
         t.store(time.max(1), Relaxed);
+    }
+}
+
+/// When each idle CPU was first handed a thread since it last ran one (0: not waiting).
+static HANDED_AT: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
+static WAKE_LAGS: AtomicU64 = AtomicU64::new(0);
+static WAKE_LAG_SUM: AtomicU64 = AtomicU64::new(0);
+static WAKE_LAG_MAX: AtomicU64 = AtomicU64::new(0);
+
+/// CPU `cpu` was handed a thread at `time`: if it is idle, its wake-up lag starts (the first
+/// hand-over counts; later ones wait no longer than it).
+fn handed(cpu: usize, time: u64) {
+    if let (Some(c), Some(at)) = (CURRENT.get(cpu), HANDED_AT.get(cpu)) {
+        if c.load(Relaxed) == NONE {
+            let _ = at.compare_exchange(0, time.max(1), Relaxed, Relaxed);
+        }
+    }
+}
+
+/// Idle CPU `cpu` picked at `now`: a thread (`ran`), which ends its wake-up lag, if one
+/// runs; or nothing, when another CPU took the thread first, which drops it uncounted.
+fn woke(cpu: usize, now: u64, ran: bool) {
+    let Some(at) = HANDED_AT.get(cpu) else { return };
+    let at = at.swap(0, Relaxed);
+    if at != 0 && ran {
+        let lag = now.saturating_sub(at);
+        WAKE_LAGS.fetch_add(1, Relaxed);
+        WAKE_LAG_SUM.fetch_add(lag, Relaxed);
+        WAKE_LAG_MAX.fetch_max(lag, Relaxed);
     }
 }
 

@@ -63,9 +63,14 @@ impl Platform for KPlatform {
         }
         match event.kind {
             // Payloads may be read from a callback (PORTING.md): the thread's start lag starts.
-            EventKind::NewTask { task } => ready(smp().payload(task).ok(), event.time),
+            EventKind::NewTask { task } => {
+                ready(smp().payload(task).ok(), event.time);
+                handed(c, event.time);
+                handed(c, event.time);
+            }
             EventKind::Waking { task } => {
                 ready(smp().payload(task).ok(), event.time);
+                handed(c, event.time);
                 WAKEUPS.fetch_add(1, Relaxed);
                 // Published right after the enqueue: 1 means the wakee is alone there.
                 if smp().stats(c).nr_running.load(Relaxed) == 1 {
@@ -310,6 +315,9 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         if prev != NONE {
             T_CPU_NS[prev].fetch_add(now.saturating_sub(since), Relaxed);
         }
+        if prev == NONE {
+            woke(cpu, now, next != NONE);
+        }
         if next != NONE && next != prev {
             started(next, now);
             T_RAN_ON[next].fetch_or(1 << cpu, Relaxed);
@@ -333,6 +341,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
         }
         cur = if next != NONE { T_FRAME[next].load(Acquire) } else { IDLE_FRAME[cpu].load(Relaxed) };
         CURRENT[cpu].store(next, Relaxed);
+        arch::set_running(next != NONE);
         if next != prev {
             CPU[cpu].switches.fetch_add(1, Relaxed);
             if TRACE.load(Relaxed) {

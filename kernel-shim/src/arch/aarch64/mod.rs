@@ -4,7 +4,7 @@
 
 use core::arch::{asm, global_asm};
 use core::ptr::NonNull;
-use core::sync::atomic::{AtomicBool, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use aarch64_cpu::registers::{
     Readable, Writeable, CNTFRQ_EL0, CNTVCT_EL0, CNTV_CTL_EL0, CNTV_CVAL_EL0, ESR_EL1, FAR_EL1, TPIDR_EL1,
@@ -15,8 +15,8 @@ use arm_gic::{IntId, InterruptGroup, UniqueMmioPointer};
 use qemu_exit::QEMUExit;
 
 use super::{
-    hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, ThreadEntry,
-    BOOT_STACK_SIZE, FRAME_SIZE,
+    cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, ThreadEntry,
+    BOOT_STACK_SIZE, FRAME_SIZE, MAX_CPUS,
 };
 
 /// What the boot banner calls this machine.
@@ -222,7 +222,22 @@ extern "C" fn exception_entry(frame: *mut Frame, kind: u64) -> *mut Frame {
                 ExcKind::Fault
             }
         }
-        5 => ExcKind::Irq,
+        5 => {
+            // A slice interrupt (`slice.rs`) is the port's alone: the next slice or the tick
+            // is armed, and `yield` hands the emulator's turn on. Any other interrupt goes to
+            // the host's `irq_ack` (and one still pending traps again after the return).
+            let cpu = cpu_id().min(MAX_CPUS - 1);
+            if let Some(irq) = GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1).map(Irq)
+            {
+                if irq.is_timer() && super::slice::take_slice() {
+                    irq_eoi(irq);
+                    super::relax();
+                    return frame;
+                }
+                ACKED[cpu].store(irq.0.raw_value() + 1, Ordering::Relaxed);
+            }
+            ExcKind::Irq
+        }
         k => ExcKind::Unexpected(k),
     };
     // SAFETY: `frame` is the 272-byte frame this CPU's vector pushed on the interrupted
@@ -297,16 +312,15 @@ pub fn counter() -> u64 {
     CNTVCT_EL0.get()
 }
 
-/// Arms the virtual timer to fire when the counter reaches `at` (at once if it has); it is a
-/// one-shot timer, so the tick's `_period` needs no set-up.
-pub fn timer_arm_at(at: u64, _period: u64) {
-    CNTV_CVAL_EL0.set(at);
-    CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::SET + CNTV_CTL_EL0::IMASK::CLEAR);
-}
-
-/// Stops the virtual timer (a tickless idle CPU).
-pub fn timer_stop() {
-    CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::CLEAR);
+/// Programs this CPU's virtual timer to fire when the counter reaches `at` (at once if it
+/// has; `u64::MAX`: never). The tick and the slices are armed through it (`slice.rs`).
+pub(super) fn program_timer(at: u64) {
+    if at == u64::MAX {
+        CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::CLEAR);
+    } else {
+        CNTV_CVAL_EL0.set(at);
+        CNTV_CTL_EL0.write(CNTV_CTL_EL0::ENABLE::SET + CNTV_CTL_EL0::IMASK::CLEAR);
+    }
 }
 
 // ---- machine set-up: GICv3, PSCI ----------------------------------------------------------
@@ -399,9 +413,28 @@ impl Irq {
     }
 }
 
-/// The next pending interrupt, acknowledged.
+/// An interrupt the vector acknowledged for the host (INTID + 1; 0: none).
+static ACKED: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
+
+/// The next pending interrupt, acknowledged (the one the vector already took first). A
+/// slice interrupt among them (see `slice.rs`) is handled here: the next slice or the tick
+/// is armed and it is ended, and the host goes on to the next.
 pub fn irq_ack() -> Option<Irq> {
-    GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1).map(Irq)
+    loop {
+        let irq = match ACKED[cpu_id().min(MAX_CPUS - 1)].swap(0, Ordering::Relaxed) {
+            0 => GicCpuInterface::get_and_acknowledge_interrupt(InterruptGroup::Group1).map(Irq)?,
+            // (It was a valid INTID when the vector acknowledged it.)
+            id => match IntId::try_from(id - 1) {
+                Ok(intid) => Irq(intid),
+                Err(_) => continue,
+            },
+        };
+        if irq.is_timer() && super::slice::take_slice() {
+            irq_eoi(irq);
+            continue;
+        }
+        return Some(irq);
+    }
 }
 
 /// Ends an acknowledged interrupt.

@@ -236,6 +236,12 @@ extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
     // is not runnable elsewhere before the scheduler's `finish`, which comes after the
     // last use of this reference).
     let f = unsafe { &mut *frame };
+    // A slice interrupt (`slice.rs`) with no IPI waiting is the port's alone: the next slice
+    // or the tick is armed, and the halt of `relax` hands the emulator's turn on.
+    if scause == INTERRUPT | IRQ_TIMER && sip::read().bits() & SSIP == 0 && super::slice::take_slice() {
+        relax();
+        return frame;
+    }
     let kind = if scause & INTERRUPT != 0 {
         match scause & !INTERRUPT {
             IRQ_SOFTWARE | IRQ_TIMER => ExcKind::Irq,
@@ -248,12 +254,9 @@ extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
     } else {
         ExcKind::Fault
     };
-    // A slice interrupt (a timer interrupt before the tick's deadline, see SLICE) ends with
-    // the halt that hands the host CPU on.
-    let slice = scause == INTERRUPT | IRQ_TIMER
-        && counter() < DEADLINE[cpu_id().min(MAX_CPUS - 1)].load(Ordering::Relaxed);
     let next = crate::sched::exception(f, frame as usize, kind) as *mut Frame;
-    if slice {
+    // A slice interrupt (`slice.rs`) ends with the halt that hands the emulator's turn on.
+    if SLICED[cpu_id().min(MAX_CPUS - 1)].swap(false, Ordering::Relaxed) {
         relax();
     }
     next
@@ -369,7 +372,9 @@ pub fn counter() -> u64 {
     time::read() as u64
 }
 
-fn set_timer(at: u64) {
+/// Programs this hart's timer to fire when `time` reaches `at` (at once if it has;
+/// `u64::MAX`: never). The tick and the slices are armed through it (`slice.rs`).
+pub(super) fn program_timer(at: u64) {
     if SSTC.load(Ordering::Relaxed) {
         // SAFETY: writes stimecmp (CSR 0x14d), which Sstc gives S-mode: the timer interrupt
         // is pending while `time` ≥ stimecmp, so a new deadline also clears it.
@@ -377,43 +382,6 @@ fn set_timer(at: u64) {
     } else {
         let _ = sbi_rt::set_timer(at);
     }
-}
-
-/// Each hart's tick deadline as the host asked for it (`u64::MAX`: stopped).
-static DEADLINE: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(u64::MAX) }; MAX_CPUS];
-
-/// The longest a busy hart runs without a timer interrupt: 250 µs (of `time`, at the device
-/// tree's timebase). Before
-/// its tick's deadline a hart also takes these slice interrupts, which the host never sees; each
-/// ends with the slice-ending halt of `relax`. Under QEMU 7.2's icount round robin, which hands
-/// out host time up to the next timer deadline and then starves the next hart in line, the
-/// extra deadlines make busy harts take turns every 250 µs instead of once per tick of another
-/// hart. The fair-share cases (16 and 24 spinners, max/min CPU time at steady state) measured
-/// 1.101 and 1.050 with ticks alone (1.096 and 1.051 with another build: the 16-spinner case
-/// sat at its 1.10 bound), 1.046 and 1.079 with 250 µs slices (1.068 and 1.083 at 125 µs,
-/// 1.079 and 1.079 at 500 µs). On multi-threaded TCG or hardware a slice costs one short
-/// interrupt.
-const SLICE_US: u64 = 250;
-
-fn arm(cpu: usize) {
-    let deadline = DEADLINE[cpu].load(Ordering::Relaxed);
-    let slice = (counter_freq() * SLICE_US / 1_000_000).max(1);
-    set_timer(if deadline == u64::MAX { u64::MAX } else { deadline.min(counter().saturating_add(slice)) });
-}
-
-/// Arms this hart's timer to fire when the counter reaches `at` (at once if it has); it is a
-/// one-shot timer, so the tick's `_period` needs no set-up. Slice interrupts come before it
-/// (see [`SLICE`]).
-pub fn timer_arm_at(at: u64, _period: u64) {
-    let cpu = cpu_id().min(MAX_CPUS - 1);
-    DEADLINE[cpu].store(at, Ordering::Relaxed);
-    arm(cpu);
-}
-
-/// Stops this hart's timer (a tickless idle CPU): the deadline moves to the end of time.
-pub fn timer_stop() {
-    DEADLINE[cpu_id().min(MAX_CPUS - 1)].store(u64::MAX, Ordering::Relaxed);
-    set_timer(u64::MAX);
 }
 
 // ---- machine set-up: SBI -----------------------------------------------------------------
@@ -478,15 +446,18 @@ pub fn irq_ack() -> Option<Irq> {
     if pending & STIP == 0 {
         return None;
     }
-    if counter() < DEADLINE[cpu].load(Ordering::Relaxed) {
+    if super::slice::take_slice() {
         // A slice interrupt: the next one (or the tick) is armed, which clears it; the host
         // has nothing to do, and the exit's halt ends the slice.
-        arm(cpu);
+        SLICED[cpu].store(true, Ordering::Relaxed);
         return None;
     }
     // The tick: its pending bit clears with the next deadline, which the host arms.
     Some(Irq::Timer)
 }
+
+/// Whether this hart took a slice interrupt in the current exception.
+static SLICED: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 
 /// Sends IPI `kind` to kernel CPU `cpu`: marks the kind pending there, then the SBI IPI.
 pub fn send_ipi(cpu: usize, kind: u32) {
