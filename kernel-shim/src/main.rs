@@ -198,6 +198,8 @@ pub fn kmain() -> ! {
     // The scheduler counts n CPUs: start work only once all of them take interrupts.
     let deadline = arch::now_ns() + 2_000_000_000;
     while sched::online() < n {
+        #[cfg(target_arch = "riscv64")]
+        arch::release_parked_cpus(n);
         if arch::now_ns() > deadline {
             defmt::error!("error: only {} of {} CPUs came online", sched::online(), n);
             arch::exit(EXIT_MACHINE);

@@ -264,6 +264,8 @@ pub enum ArgError {
     Fault,
     /// `capacity=` is not a list of capacities.
     Capacity,
+    /// `entry_race=on` on a machine without that firmware race.
+    EntryRace,
 }
 
 impl core::fmt::Display for ArgError {
@@ -273,7 +275,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us hz nohz skew idle_yield features trace)"
+                    "unknown key (known: scenario threads events maxprime seed barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us entry_race hz nohz skew idle_yield features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -282,8 +284,9 @@ impl core::fmt::Display for ArgError {
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
             ArgError::Feature => write!(f, "unknown feature switch in the features list"),
-            ArgError::OnOff => write!(f, "nohz, skew, idle_yield, barrier and trace must be on or off"),
+            ArgError::OnOff => write!(f, "nohz, skew, idle_yield, barrier, trace and entry_race must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
+            ArgError::EntryRace => write!(f, "entry_race=on needs riscv64 (its SBI firmware has the race)"),
             ArgError::Capacity => write!(
                 f,
                 "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
@@ -329,6 +332,11 @@ impl Config {
                 "ops" => ops = number(k, v, 1, 1_000_000)?,
                 "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
                 "slice_us" => arch::set_slice_us(number(k, v, 0, arch::MAX_SLICE_US as u32)? as u64),
+                "entry_race" => {
+                    if !arch::simulate_entry_race(on_off(v)?) {
+                        return Err(ArgError::EntryRace);
+                    }
+                }
                 "hz" => {
                     hz = number(k, v, 1, 10_000)?;
                     if !sched::HZ_CHOICES.contains(&hz) {

@@ -606,13 +606,28 @@ const VCPU_CASES: &[(usize, usize, usize, Case)] = &[
     ),
 ];
 
+/// Cases of riscv64 alone, after the shared ones.
+const RISCV_CASES: &[Case] = &[Case {
+    name:
+        "a hart sent to the kernel's boot entry (OpenSBI's race under parallel mode) is released as its CPU",
+    args: "scenario=boot entry_race=on",
+    mode: Mode::Deterministic,
+    judge: |b| {
+        exit_is(b, 0)?;
+        has(b, "hart 1 came to the kernel's entry by itself; it runs as CPU 1")?;
+        has(b, "boot: OK (8 CPUs")
+    },
+}];
+
 /// The suite's cases for `arch`.
-fn cases(arch: Arch) -> &'static [Case] {
-    match arch {
-        Arch::Aarch64 | Arch::Riscv64 => CASES,
-        Arch::CortexM4 => MCU_CASES,
-        Arch::CortexM33 => DUAL_MCU_CASES,
-    }
+fn cases(arch: Arch) -> Vec<&'static Case> {
+    let (shared, own): (&[Case], &[Case]) = match arch {
+        Arch::Aarch64 => (CASES, &[]),
+        Arch::Riscv64 => (CASES, RISCV_CASES),
+        Arch::CortexM4 => (MCU_CASES, &[]),
+        Arch::CortexM33 => (DUAL_MCU_CASES, &[]),
+    };
+    shared.iter().chain(own).collect()
 }
 
 /// Runs the suite on every architecture, each with its boot-line fuzz. Returns (passed,
@@ -624,7 +639,7 @@ pub fn run() -> (u64, u64) {
             failed += 1;
             continue;
         };
-        let cases: Vec<&Case> = cases(arch).iter().collect();
+        let cases = cases(arch);
         let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
         if arch == Arch::Aarch64 {
             for (cpus, numa, clusters, case) in VCPU_CASES {
@@ -768,10 +783,10 @@ pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>, arch: O
         };
         let (cases, limit) = match which {
             Selection::Suite => (cases(arch), SUITE_LIMIT),
-            Selection::Long if matches!(arch, Arch::CortexM4 | Arch::CortexM33) => (&[][..], SUITE_LIMIT),
-            Selection::Long => (LONG_CASES, Duration::from_secs(3600)),
+            Selection::Long if matches!(arch, Arch::CortexM4 | Arch::CortexM33) => (Vec::new(), SUITE_LIMIT),
+            Selection::Long => (LONG_CASES.iter().collect(), Duration::from_secs(3600)),
         };
-        let cases: Vec<&Case> = cases.iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
+        let cases: Vec<&Case> = cases.into_iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
         let start = std::time::Instant::now();
         let (p, f, failures) = run_cases(&m, &cases, repeat, limit);
         eprintln!(

@@ -58,6 +58,13 @@ pub fn set_slice_us(_us: u64) {}
 #[cfg(target_arch = "arm")]
 pub fn set_running(_running: bool) {}
 
+/// Only riscv64's firmware can send a started hart to the kernel's boot entry
+/// (`entry_race=`): elsewhere there is nothing to simulate.
+#[cfg(not(target_arch = "riscv64"))]
+pub fn simulate_entry_race(on: bool) -> bool {
+    !on
+}
+
 #[cfg(target_arch = "aarch64")]
 mod aarch64;
 #[cfg(target_arch = "aarch64")]

@@ -56,11 +56,29 @@ global_asm!(
     r#"
 .equ FRAME_SIZE, {frame}
 
+.section .data
+.balign 8
+// Set by the hart that boots the kernel; in .data, so clearing .bss does not reset it.
+boot_claim:
+    .dword  0
+// (`__parked_harts`, per hart id: 0, or 1 while the hart waits in `parked` below, or the CPU
+// index + 2 that releases it, is the Rust static PARKED, also in .data.)
+
 .section .text.boot, "ax"
 .global _start
 _start:
     csrw    sie, zero
     mv      s0, a0              // hart id
+    // Only one hart boots the kernel. Under QEMU's parallel mode OpenSBI has been seen to
+    // send a second hart here (a hart that had not finished its own start-up when the
+    // kernel asked for it with HSM hart_start): it waits until `start_cpu` releases it.
+    la      t0, boot_claim
+    li      t1, 1
+    .option push
+    .option arch, +a            // (module-level assembly does not see the target's features)
+    amoswap.d t1, t1, (t0)
+    .option pop
+    bnez    t1, parked
     li      s1, 0               // the boot hart is CPU 0
     // Clear .bss (stacks included) before anything uses memory, then keep the DTB address.
     la      t0, __bss_start
@@ -74,6 +92,25 @@ _start:
     la      t0, {dtb}
     sd      a1, 0(t0)
     j       3f
+
+parked:
+    li      t0, {parked_harts}
+    bgeu    s0, t0, 6f          // a hart id beyond the table waits for ever
+    la      t0, __parked_harts
+    slli    t1, s0, 3
+    add     t0, t0, t1
+    li      t1, 1
+    sd      t1, 0(t0)
+5:
+    ld      t1, 0(t0)
+    li      t2, 2
+    bltu    t1, t2, 5b
+    fence   r, rw
+    addi    s1, t1, -2          // the CPU index `start_cpu` gave it
+    j       3f
+6:
+    wfi
+    j       6b
 
 .global _secondary_entry
 _secondary_entry:
@@ -184,6 +221,7 @@ trap_entry:
     sret
 "#,
     frame = const FRAME_SIZE,
+    parked_harts = const PARKED_HARTS,
     boot_shift = const BOOT_STACK_SIZE.trailing_zeros(),
     dtb = sym DTB,
 );
@@ -191,6 +229,7 @@ trap_entry:
 // The secondary harts' entry point in the assembly above (only its address is passed to the
 // SBI).
 unsafe extern "C" {
+    fn _start();
     fn _secondary_entry();
 }
 
@@ -422,14 +461,71 @@ pub fn cpu_init(cpu: usize, _ipis: &[u32]) -> Result<(), ArchError> {
 /// Starts hart `hw_id` as kernel CPU `index` (SBI HSM `hart_start`, opaque = index).
 pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
     record_hw_id(index, hw_id);
-    let entry = _secondary_entry as *const () as usize;
+    let entry = if index == 1 && ENTRY_RACE.load(Ordering::Relaxed) {
+        _start as *const () as usize
+    } else {
+        _secondary_entry as *const () as usize
+    };
     let r = sbi_rt::hart_start(hw_id as usize, entry, index);
     if r.error == 0 {
-        Ok(())
-    } else {
-        Err(ArchError { what: "SBI hart_start", code: r.error as i64 })
+        return Ok(());
+    }
+    // "Already available": the hart is running, which here means it came to `_start` on its
+    // own and waits there (see the boot assembly): release it as CPU `index`.
+    if r.error as isize == SBI_ERR_ALREADY_AVAILABLE {
+        let deadline = counter().saturating_add(counter_freq() / 10);
+        while counter() < deadline {
+            if release_parked(index, hw_id) {
+                return Ok(());
+            }
+            core::hint::spin_loop();
+        }
+    }
+    Err(ArchError { what: "SBI hart_start", code: r.error as i64 })
+}
+
+/// The boot CPU's wait for the others: a hart that came to `_start` by itself although
+/// `start_cpu` had started it (OpenSBI sent it to its default entry instead) is released
+/// here as the CPU it was started as.
+pub fn release_parked_cpus(n: usize) {
+    for index in 1..n.min(MAX_CPUS) {
+        release_parked(index, hw_id(index));
     }
 }
+
+/// Releases hart `hw_id` as CPU `index` if it waits in `_start`'s `parked`.
+fn release_parked(index: usize, hw_id: u64) -> bool {
+    let Some(slot) = PARKED.get(hw_id as usize) else { return false };
+    let released = slot.compare_exchange(1, index as u64 + 2, Ordering::Release, Ordering::Relaxed).is_ok();
+    if released {
+        crate::kprintln!("hart {=u64} came to the kernel's entry by itself; it runs as CPU {}", hw_id, index);
+    }
+    released
+}
+
+/// `entry_race=on`: CPU 1 is started at the kernel's boot entry, as OpenSBI does when it
+/// loses a started hart's address, so the suite can check that the boot recovers.
+static ENTRY_RACE: AtomicBool = AtomicBool::new(false);
+
+/// Makes `start_cpu` send CPU 1 to `_start` (the boot line's `entry_race=on`). Returns
+/// whether this machine can (only riscv64's firmware has the race).
+pub fn simulate_entry_race(on: bool) -> bool {
+    ENTRY_RACE.store(on, Ordering::Relaxed);
+    true
+}
+
+/// SBI's error for starting a hart that already runs.
+const SBI_ERR_ALREADY_AVAILABLE: isize = -6;
+
+/// Hart ids the boot assembly can park (a hart beyond them that comes to `_start` by itself
+/// waits for ever).
+const PARKED_HARTS: usize = 64;
+
+/// The boot assembly's table of parked harts (`__parked_harts`, see `_start`), in .data so
+/// that clearing .bss leaves it alone: this static *is* that table.
+#[unsafe(export_name = "__parked_harts")]
+#[unsafe(link_section = ".data")]
+static PARKED: [AtomicU64; PARKED_HARTS] = [const { AtomicU64::new(0) }; PARKED_HARTS];
 
 /// The next pending interrupt: an IPI kind, else the timer.
 pub fn irq_ack() -> Option<Irq> {
