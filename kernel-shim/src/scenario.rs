@@ -228,8 +228,21 @@ fn number(key: &str, v: &str, min: u32, max: u32) -> Result<u32, ArgError> {
 
 fn key_name(key: &str) -> &'static str {
     [
-        "threads", "events", "maxprime", "cpu", "hz", "pairs", "rounds", "seed", "clusters", "nice", "ops",
-        "watchdog", "slice_us",
+        "threads",
+        "events",
+        "maxprime",
+        "cpu",
+        "hz",
+        "pairs",
+        "rounds",
+        "seed",
+        "clusters",
+        "nice",
+        "ops",
+        "watchdog",
+        "slice_us",
+        "create_us",
+        "setup_us",
     ]
     .into_iter()
     .find(|k| *k == key)
@@ -275,7 +288,7 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us entry_race hz nohz skew idle_yield features trace)"
+                    "unknown key (known: scenario threads events maxprime seed create_us setup_us barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us entry_race hz nohz skew idle_yield features trace)"
                 )
             }
             ArgError::UnknownScenario => {
@@ -323,6 +336,8 @@ impl Config {
                 }
                 "maxprime" => maxprime = number(k, v, 3, 10_000_000)?,
                 "seed" => SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed),
+                "create_us" => SB_CREATE_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed),
+                "setup_us" => SB_SETUP_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed),
                 "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
                 "capacity" => capacity = crate::topology::Capacities::parse(v).ok_or(ArgError::Capacity)?,
                 "cpu" => cpu = number(k, v, 0, MAX_CPUS as u32 - 1)?,
@@ -530,6 +545,13 @@ fn mix(x: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     z ^ (z >> 31)
 }
+
+/// The sysbench main thread's busy work before each worker's creation (`create_us=`, ns; 0:
+/// none, the kernel creates threads as fast as it can, a few µs apart).
+static SB_CREATE_NS: AtomicU64 = AtomicU64::new(0);
+/// Each sysbench worker's busy set-up before the start barrier (`setup_us=`, ns), in place
+/// of the seeded start offset; `u64::MAX`: not given.
+static SB_SETUP_NS: AtomicU64 = AtomicU64::new(u64::MAX);
 
 /// sysbench starts its threads together: each waits at a start barrier until all have
 /// arrived (`barrier=on`, the default). Threads that block right after creation leave their

@@ -23,6 +23,8 @@ const KEYS: &[&str] = &[
     "capacity",
     "slice_us",
     "entry_race",
+    "create_us",
+    "setup_us",
     "nice",
     "ops",
     "fault",

@@ -44,6 +44,15 @@ struct Args {
     /// from the boot line. The simulator builds the same machine.
     #[arg(long, default_value = "clusters:4")]
     topology: String,
+    /// The main thread's work before each worker's creation (µs), in both halves (the kernel's
+    /// `create_us=`). Not given: each half its own, the kernel as fast as it creates threads
+    /// (a few µs apart), the simulator 30 µs.
+    #[arg(long)]
+    create_us: Option<u32>,
+    /// Each worker's set-up before the start barrier (µs), in both halves (the kernel's
+    /// `setup_us=`). Not given: the kernel's seeded 0..112 µs, the simulator's 20 µs.
+    #[arg(long)]
+    setup_us: Option<u32>,
     /// Keep the tick on idle CPUs (default: idle CPUs go tickless and busy CPUs kick an idle
     /// balancer, as Linux's NO_HZ_IDLE does).
     #[arg(long)]
@@ -117,6 +126,11 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     if !virt && (topology.nodes() > 1 || topology.capacities(vcpus as usize).is_some()) {
         return Err(format!("--topology {}: NUMA nodes and big.LITTLE need a virt board", a.topology));
     }
+    for (name, v) in [("--create-us", a.create_us), ("--setup-us", a.setup_us)] {
+        if v.is_some_and(|us| us > 100_000) {
+            return Err(format!("{name} {}: 0..=100000", v.unwrap_or(0)));
+        }
+    }
     if a.iterations == 0 {
         return Err("--iterations 0: at least 1".into());
     }
@@ -140,6 +154,8 @@ fn sim_config(a: &Args, features: Features, topology: TopologyKind) -> sched_sim
         hz: a.hz,
         nohz: !a.ticking,
         features,
+        create_ns: a.create_us.map_or(sched_sim::machine::DEFAULT_CREATE_NS, |us| us as u64 * 1000),
+        setup_ns: a.setup_us.map_or(sched_sim::machine::DEFAULT_SETUP_NS, |us| us as u64 * 1000),
         ..sched_sim::Config::octo(1)
     }
 }
@@ -227,8 +243,12 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
         Some(caps) => format!(" capacity={}", capacity_list(&caps)),
         None => String::new(),
     };
+    let model = [("create_us", a.create_us), ("setup_us", a.setup_us)]
+        .iter()
+        .filter_map(|(k, v)| v.map(|us| format!(" {k}={us}")))
+        .collect::<String>();
     format!(
-        "scenario=sysbench threads={} events={} hz={} nohz={} seed={seed}{}{capacity} features={extra}{flag}",
+        "scenario=sysbench threads={} events={} hz={} nohz={} seed={seed}{}{capacity}{model} features={extra}{flag}",
         a.threads,
         a.events,
         a.hz,
@@ -358,6 +378,15 @@ pub fn main(args: &[String]) -> ExitCode {
         a.threads,
         a.events
     );
+    let model = |v: Option<u32>, kernel: &str, sim: u64| match v {
+        Some(us) => format!("{us} µs in both halves"),
+        None => format!("{kernel} in the kernel, {} µs in the simulator", sim / 1000),
+    };
+    println!(
+        "(thread creation: {}; a worker's set-up before the barrier: {}; --create-us and --setup-us set both)",
+        model(a.create_us, "a few µs", sched_sim::machine::DEFAULT_CREATE_NS),
+        model(a.setup_us, "0..112 µs by seed", sched_sim::machine::DEFAULT_SETUP_NS)
+    );
     let cfg = sim_config(&a, features, topology);
     let workload = match sched_sim::Workload::seed() {
         sched_sim::Workload::Sysbench { cost_ns, jitter, .. } => {
@@ -440,6 +469,22 @@ pub fn main(args: &[String]) -> ExitCode {
     if std::fs::write(&qa, svg).is_ok() && sim_svg.is_some_and(|s| std::fs::write(&sa, s).is_ok()) {
         println!("A/B pictures (rule off above rule on, seed 1): {} and {}", qa.display(), sa.display());
     }
+    // Worker by worker, the QEMU run and the simulated run (rule on, seed 1) side by side.
+    if let Some(on) = &sim_on {
+        let text = format!(
+            "{}\n{}",
+            sched_sim::story::table(
+                "QEMU (rule on, seed 1): each worker's creation, first run, block at the barrier, wakeup, next run (ms, CPU)",
+                &sched_sim::story::stories(&log, qemu_worker)
+            ),
+            sched_sim::story::table(
+                "the simulator (rule on, seed 1), the same",
+                &sched_sim::story::stories(&on.log, sched_sim::picture::sim_worker)
+            )
+        );
+        print!("\n{text}");
+        let _ = std::fs::write(a.out.join("stories.txt"), &text);
+    }
     // And the simulated run of the same machine and workload, rule on, as trace files.
     if let Some(on) = sim_on {
         let (j, s) = (a.out.join("sim-trace.json"), a.out.join("sim-timeline.svg"));
@@ -455,8 +500,9 @@ pub fn main(args: &[String]) -> ExitCode {
 fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
     let mut log = sched_sim::trace::TraceLog::new(cpus);
     for l in &b.lines {
-        if let Some(rest) = l.split("trace: waking ").nth(1) {
-            // `waking cpu=C t=NS pid=P by=B`: a wakeup of P onto C.
+        let woken = l.split("trace: waking ").nth(1);
+        if let Some(rest) = woken.or_else(|| l.split("trace: new ").nth(1)) {
+            // `waking cpu=C t=NS pid=P by=B`: a wakeup of P onto C; `new ...`: P created there.
             let f: Vec<u64> = rest
                 .split_whitespace()
                 .take(3)

@@ -110,7 +110,8 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
     match *w {
         Workload::Sysbench { threads, events, cost_ns, jitter } => {
             m.set_pool(events, cost_ns, jitter, threads + 1);
-            m.spawn(0, Behavior::SysbenchMain { threads, create_ns: 30_000 }, "sysbench", CpuMask::ALL);
+            let create_ns = m.config().create_ns;
+            m.spawn(0, Behavior::SysbenchMain { threads, create_ns }, "sysbench", CpuMask::ALL);
             m.start(0);
             m.run_until(start + 600_000_000_000);
         }

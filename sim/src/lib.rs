@@ -13,6 +13,7 @@ pub mod machine;
 pub mod picture;
 pub mod rng;
 pub mod stats;
+pub mod story;
 pub mod trace;
 pub mod trace_check;
 

@@ -192,6 +192,13 @@ pub struct Config {
     pub runnable_init: RunnableInit,
     /// Reschedule IPI latency.
     pub ipi_latency_ns: u64,
+    /// A sysbench-like main thread's work before each worker's creation (thread-creation
+    /// cost). (Written to traces only when not the default, which keeps older traces valid.)
+    #[serde(skip_serializing_if = "is_default_create")]
+    pub create_ns: u64,
+    /// A sysbench-like worker's set-up before the start barrier.
+    #[serde(skip_serializing_if = "is_default_setup")]
+    pub setup_ns: u64,
     /// Cost of a context switch before the next task progresses.
     pub switch_cost_ns: u64,
     /// Cache refill paid by a task that runs on another CPU than last time.
@@ -205,6 +212,19 @@ pub struct Config {
     /// Run the core's invariant checker after every event (stress tests; slow).
     #[serde(skip)]
     pub check_every_event: bool,
+}
+
+/// The default thread-creation cost of a sysbench-like main thread (ns).
+pub const DEFAULT_CREATE_NS: u64 = 30_000;
+/// The default set-up of a sysbench-like worker before the start barrier (ns).
+pub const DEFAULT_SETUP_NS: u64 = 20_000;
+
+fn is_default_create(ns: &u64) -> bool {
+    *ns == DEFAULT_CREATE_NS
+}
+
+fn is_default_setup(ns: &u64) -> bool {
+    *ns == DEFAULT_SETUP_NS
 }
 
 fn ser_features<S: serde::Serializer>(f: &Features, s: S) -> Result<S::Ok, S::Error> {
@@ -222,6 +242,8 @@ impl Config {
             features: Features::default(),
             runnable_init: RunnableInit::CpuCapacity,
             ipi_latency_ns: 5_000,
+            create_ns: DEFAULT_CREATE_NS,
+            setup_ns: DEFAULT_SETUP_NS,
             switch_cost_ns: 3_000,
             migration_cost_ns: 30_000,
             nohz: true,
@@ -898,7 +920,8 @@ impl<const C: usize> Machine<C> {
                     if let Some(s) = self.tasks.get_mut(&t) {
                         s.step += 1;
                     }
-                    self.spawn_inner(cpu, Behavior::SysbenchWorker { init_ns: 20_000 }, &name, CpuMask::ALL);
+                    let init_ns = self.cfg.setup_ns;
+                    self.spawn_inner(cpu, Behavior::SysbenchWorker { init_ns }, &name, CpuMask::ALL);
                     // spawn_inner changes only the new task's entry and this one's
                     // children_alive, so the step is still the one just set.
                     if step + 1 < threads {

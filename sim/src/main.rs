@@ -45,6 +45,12 @@ struct MachineArgs {
     /// Extra feature switches applied to both sides, e.g. "NO_UTIL_EST".
     #[arg(long, default_value = "")]
     features: String,
+    /// A sysbench-like main thread's work before each worker's creation (µs).
+    #[arg(long, default_value_t = 30)]
+    create_us: u64,
+    /// A sysbench-like worker's set-up before the start barrier (µs).
+    #[arg(long, default_value_t = 20)]
+    setup_us: u64,
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
@@ -146,6 +152,8 @@ fn config(m: &MachineArgs) -> Config {
         features: features(&m.features),
         nohz: matches!(m.mode, Mode::Tickless),
         seed: m.seed,
+        create_ns: m.create_us.saturating_mul(1000),
+        setup_ns: m.setup_us.saturating_mul(1000),
         ..Config::octo(m.seed)
     }
 }

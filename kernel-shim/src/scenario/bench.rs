@@ -163,7 +163,10 @@ pub(super) fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, n
     T0.store(arch::now_ns(), Release);
     ACTIVE.store(true, Release);
     match mode {
-        Mode::Sysbench => (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, u64::MAX)),
+        Mode::Sysbench => (0..threads).for_each(|i| {
+            busy_for(SB_CREATE_NS.load(Relaxed));
+            spawn_worker(i, KIND_SPINNER, 0, u64::MAX)
+        }),
         Mode::Wakeone => {
             kprintln!("wakeone: creating the threads pinned to CPU 0, then widening them to all CPUs");
             (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, 1));
@@ -236,19 +239,28 @@ fn half_nr_snapshot(h: &[AtomicU32; MAX_CPUS], n: usize) -> [u32; MAX_CPUS] {
     out
 }
 
+/// Busy work for `ns` of guest time (counted on the clock, so the same in both QEMU modes).
+fn busy_for(ns: u64) {
+    let until = arch::now_ns() + ns;
+    while arch::now_ns() < until {
+        core::hint::black_box(count_primes(START_OFFSET_PRIMES));
+    }
+}
+
 pub(super) fn spinner(i: usize) {
     let events = SB_EVENTS.load(Relaxed);
     let maxprime = SB_MAXPRIME.load(Relaxed);
     let primes = SB_PRIMES.load(Relaxed);
     let seed = SB_SEED.load(Relaxed);
-    if seed != 0 {
+    let setup = SB_SETUP_NS.load(Relaxed);
+    if setup != u64::MAX {
+        // A set-up of fixed length (`setup_us=`), as the simulator's workers have.
+        busy_for(setup);
+    } else if seed != 0 {
         // Start offset: 0..7 × 16 µs of work before the thread reaches the barrier, as
         // real threads start at different times (a Linux thread's clone-to-run latency is
         // tens of µs). Busy, not asleep, so it is the same in both QEMU modes.
-        let until = arch::now_ns() + mix(seed as u64 ^ (i as u64) << 32) % 8 * START_OFFSET_UNIT_NS;
-        while arch::now_ns() < until {
-            core::hint::black_box(count_primes(START_OFFSET_PRIMES));
-        }
+        busy_for(mix(seed as u64 ^ (i as u64) << 32) % 8 * START_OFFSET_UNIT_NS);
     }
     if SB_BARRIER.load(Relaxed) {
         start_barrier();
