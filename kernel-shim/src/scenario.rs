@@ -604,22 +604,21 @@ fn report_latency(tag: &str, what: &str, count: u32) {
 
 fn report_cpus(tag: &str, n: usize) {
     let totals = sched::totals();
-    let (starts, sum, max) = totals.start_lag;
-    kprintln!(
-        "{}: start lag (runnable -> running): {} starts, mean {} us, max {} us",
-        tag,
-        starts,
-        sum / starts.max(1) / 1000,
-        max / 1000
-    );
-    let (wakes, sum, max) = totals.wake_lag;
-    kprintln!(
-        "{}: wake-up lag (an idle CPU handed a thread -> it runs one): {} wake-ups, mean {} us, max {} us",
-        tag,
-        wakes,
-        sum / wakes.max(1) / 1000,
-        max / 1000
-    );
+    let lags = [
+        ("start lag (runnable -> running)", "starts", totals.start_lag),
+        ("wake-up lag (an idle CPU handed a thread -> it runs one)", "wake-ups", totals.wake_lag),
+    ];
+    for (what, unit, (n, sum, max)) in lags {
+        kprintln!(
+            "{}: {=str}: {} {=str}, mean {} us, max {} us",
+            tag,
+            what,
+            n,
+            unit,
+            sum / n.max(1) / 1000,
+            max / 1000
+        );
+    }
     let m = totals.migrations_by_reason;
     kprintln!(
         "{}: migrations {} (wakeup {}, placement {}, balance {}, active balance {}, affinity {})",
