@@ -80,6 +80,10 @@
 
 // The porter's surface: what a kernel names to host the core.
 pub mod cpumask;
+/// EEVDF's arithmetic: the average vruntime kept incrementally, eligibility, lag, placement,
+/// deadlines and slices (the second fair policy, built in with the `eevdf` feature).
+#[cfg(feature = "eevdf")]
+pub mod eevdf;
 pub mod error;
 pub mod features;
 pub mod platform;

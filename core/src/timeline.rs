@@ -85,6 +85,20 @@ impl Node {
     const UNSET: Node = Node { key: 0, seq: 0, left: 0, right: 0, parent: 0, height: 0 };
 }
 
+/// The EEVDF augmentation of one slot: its entry's virtual deadline, and the best entry of the
+/// subtree it roots — the earliest (deadline, vruntime, seq), all compared wrap-safely.
+#[cfg(feature = "eevdf")]
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Aug {
+    deadline: u64,
+    best: u32,
+}
+
+#[cfg(feature = "eevdf")]
+impl Aug {
+    const ZERO: Aug = Aug { deadline: 0, best: 0 };
+}
+
 /// Runnable, not-running tasks of one CPU ordered by (vruntime, insertion order).
 ///
 /// Worst-case O(log n) insert and remove, O(1) leftmost. Holds at most `CAP`
@@ -92,6 +106,12 @@ impl Node {
 #[derive(Clone, PartialEq, Eq)]
 pub struct Timeline<const CAP: usize> {
     nodes: [Node; CAP],
+    /// Per slot: its virtual deadline and its subtree's best entry (see [`Aug`]).
+    #[cfg(feature = "eevdf")]
+    aug: [Aug; CAP],
+    /// Whether `aug` is maintained (EEVDF switched on).
+    #[cfg(feature = "eevdf")]
+    augmented: bool,
     root: u32,
     /// Cached in-order first node, kept up to date by insert and remove.
     leftmost: u32,
@@ -106,13 +126,32 @@ impl<const CAP: usize> Timeline<CAP> {
 
     /// All zeros (links not yet `NIL`), for a runqueue that `init` has not
     /// built yet; not a usable timeline.
-    pub(crate) const UNSET: Self =
-        Timeline { nodes: [Node::UNSET; CAP], root: 0, leftmost: 0, len: 0, next_seq: 0 };
+    pub(crate) const UNSET: Self = Timeline {
+        nodes: [Node::UNSET; CAP],
+        #[cfg(feature = "eevdf")]
+        aug: [Aug::ZERO; CAP],
+        #[cfg(feature = "eevdf")]
+        augmented: false,
+        root: 0,
+        leftmost: 0,
+        len: 0,
+        next_seq: 0,
+    };
 
     /// An empty timeline. `const` so per-CPU timelines can live in statics.
     pub const fn new() -> Self {
         let () = Self::CAP_FITS_U32;
-        Timeline { nodes: [Node::VACANT; CAP], root: NIL, leftmost: NIL, len: 0, next_seq: 0 }
+        Timeline {
+            nodes: [Node::VACANT; CAP],
+            #[cfg(feature = "eevdf")]
+            aug: [Aug::ZERO; CAP],
+            #[cfg(feature = "eevdf")]
+            augmented: false,
+            root: NIL,
+            leftmost: NIL,
+            len: 0,
+            next_seq: 0,
+        }
     }
 
     /// Number of queued tasks.
@@ -144,6 +183,14 @@ impl<const CAP: usize> Timeline<CAP> {
     ///
     /// Worst case O(log n).
     pub fn insert(&mut self, id: usize, vruntime: u64) -> Result<(), TimelineError> {
+        self.insert_with_deadline(id, vruntime, vruntime)
+    }
+
+    /// [`Timeline::insert`] with the entry's virtual deadline, which orders the EEVDF pick
+    /// ([`Timeline::pick_eligible`]); without the `eevdf` feature it is not kept.
+    pub fn insert_with_deadline(&mut self, id: usize, vruntime: u64, deadline: u64) -> Result<(), TimelineError> {
+        #[cfg(not(feature = "eevdf"))]
+        let _ = deadline;
         let node = self.nodes.get(id).ok_or(TimelineError::IdOutOfRange)?;
         if node.height != 0 {
             return Err(TimelineError::AlreadyQueued);
@@ -180,8 +227,13 @@ impl<const CAP: usize> Timeline<CAP> {
         if is_leftmost {
             self.leftmost = z;
         }
+        #[cfg(feature = "eevdf")]
+        {
+            self.aug[id] = Aug { deadline, best: z };
+        }
         self.len += 1;
         self.retrace(parent);
+        self.propagate(parent);
         Ok(())
     }
 
@@ -243,6 +295,7 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[id] = Node::VACANT;
         self.len -= 1;
         self.retrace(fix_from);
+        self.propagate(fix_from);
         Ok(())
     }
 
@@ -281,6 +334,93 @@ impl<const CAP: usize> Timeline<CAP> {
     #[inline]
     pub fn vruntime_of(&self, id: usize) -> Option<u64> {
         self.nodes.get(id).filter(|n| n.height != 0).map(|n| n.key)
+    }
+
+    /// Switches the EEVDF augmentation on (rebuilt at once over the queued entries, O(n log n))
+    /// or off (no longer maintained).
+    #[cfg(feature = "eevdf")]
+    pub fn set_augmented(&mut self, on: bool) {
+        if on && !self.augmented {
+            self.augmented = true;
+            // Children before parents: by height, lowest first.
+            let top = self.height(self.root);
+            for h in 1..=top {
+                for x in 0..CAP {
+                    if self.nodes[x].height == h {
+                        self.fix_aug(x as u32);
+                    }
+                }
+            }
+        }
+        self.augmented = on;
+    }
+
+    /// Whether the EEVDF augmentation is maintained.
+    #[cfg(feature = "eevdf")]
+    pub fn augmented(&self) -> bool {
+        self.augmented
+    }
+
+    /// The virtual deadline `id` was queued with, or `None` if it is not queued.
+    #[cfg(feature = "eevdf")]
+    pub fn deadline_of(&self, id: usize) -> Option<u64> {
+        self.contains(id).then(|| self.aug[id].deadline)
+    }
+
+    /// EEVDF's pick: among the queued entries whose vruntime is `eligible`, the one with the
+    /// earliest virtual deadline (ties: smaller vruntime, then earlier insertion). `eligible`
+    /// must hold for every vruntime up to some point and for none after it (as "lag ≥ 0"
+    /// does), so that eligibility is decided per subtree. O(log n); `None` if none is
+    /// eligible or the augmentation is off.
+    #[cfg(feature = "eevdf")]
+    pub fn pick_eligible(&self, eligible: impl Fn(u64) -> bool) -> Option<usize> {
+        if !self.augmented {
+            return None;
+        }
+        // The best candidate seen: an eligible node alone, or a whole eligible subtree (a
+        // left subtree of an eligible node), by its best entry.
+        let mut best = NIL;
+        let mut node = self.root;
+        while node != NIL {
+            let n = self.nodes[node as usize];
+            if !eligible(n.key) {
+                // Everything to the right is later still, so ineligible too.
+                node = n.left;
+                continue;
+            }
+            // `node` and its whole left subtree are eligible.
+            let mut cand = node;
+            if n.left != NIL {
+                let lb = self.aug[n.left as usize].best;
+                if self.earlier(lb, cand) {
+                    cand = lb;
+                }
+            }
+            if best == NIL || self.earlier(cand, best) {
+                best = cand;
+            }
+            // Only the right subtree may hold something better.
+            match n.right {
+                r if r != NIL && self.earlier(self.aug[r as usize].best, best) => node = r,
+                _ => break,
+            }
+        }
+        Self::opt(best)
+    }
+
+    /// Whether queued entry `a` comes before `b` in the EEVDF order (deadline, vruntime, seq).
+    #[cfg(feature = "eevdf")]
+    #[inline]
+    fn earlier(&self, a: u32, b: u32) -> bool {
+        let (da, db) = (self.aug[a as usize].deadline, self.aug[b as usize].deadline);
+        if da != db {
+            return vruntime_before(da, db);
+        }
+        let (na, nb) = (&self.nodes[a as usize], &self.nodes[b as usize]);
+        if na.key != nb.key {
+            return vruntime_before(na.key, nb.key);
+        }
+        vruntime_before(na.seq, nb.seq)
     }
 
     /// In-order iterator over queued ids, leftmost first.
@@ -404,6 +544,28 @@ impl<const CAP: usize> Timeline<CAP> {
         if visited != self.len {
             return Err("not every queued node is reachable from the root");
         }
+        #[cfg(feature = "eevdf")]
+        if self.augmented {
+            for x in self.iter() {
+                let n = &self.nodes[x];
+                let mut best = x as u32;
+                for c in [n.left, n.right] {
+                    if c == NIL {
+                        continue;
+                    }
+                    let b = self.aug[c as usize].best;
+                    if self.nodes.get(b as usize).is_none_or(|bn| bn.height == 0) {
+                        return Err("a subtree's earliest-deadline entry is not queued");
+                    }
+                    if self.earlier(b, best) {
+                        best = b;
+                    }
+                }
+                if self.aug[x].best != best {
+                    return Err("a subtree's earliest-deadline entry is stale");
+                }
+            }
+        }
         Ok(())
     }
 
@@ -465,6 +627,43 @@ impl<const CAP: usize> Timeline<CAP> {
     fn update_height(&mut self, x: u32) {
         let n = self.nodes[x as usize];
         self.nodes[x as usize].height = 1 + self.height(n.left).max(self.height(n.right));
+        self.fix_aug(x);
+    }
+
+    /// Recomputes `x`'s subtree best from its own entry and its children's (EEVDF only).
+    #[inline]
+    fn fix_aug(&mut self, x: u32) {
+        #[cfg(feature = "eevdf")]
+        if self.augmented {
+            let n = self.nodes[x as usize];
+            let mut best = x;
+            for c in [n.left, n.right] {
+                if c != NIL {
+                    let b = self.aug[c as usize].best;
+                    if self.earlier(b, best) {
+                        best = b;
+                    }
+                }
+            }
+            self.aug[x as usize].best = best;
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = x;
+    }
+
+    /// Refreshes the subtree bests from `x` up to the root (after an insert or a removal,
+    /// whose retrace may stop early; O(log n), EEVDF only).
+    #[inline]
+    fn propagate(&mut self, mut x: u32) {
+        #[cfg(feature = "eevdf")]
+        if self.augmented {
+            while x != NIL {
+                self.fix_aug(x);
+                x = self.nodes[x as usize].parent;
+            }
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = &mut x;
     }
 
     /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
@@ -950,5 +1149,68 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The EEVDF pick against a brute-force one over random inserts (with deadlines),
+    /// removals and switches of the augmentation, with the structure checked after each step.
+    #[cfg(feature = "eevdf")]
+    #[test]
+    fn eevdf_pick_matches_brute_force() {
+        let mut rng = 0x2545_F491_4F6C_DD1Du64;
+        let mut t: Timeline<48> = Timeline::new();
+        t.set_augmented(true);
+        // Keys near 2^64 too, so wrap-safe comparison is exercised.
+        let base = u64::MAX - 5_000;
+        let mut queued: Vec<(usize, u64, u64, u64)> = Vec::new(); // (id, key, deadline, order)
+        let mut order = 0u64;
+        for step in 0..20_000 {
+            let r = xorshift(&mut rng);
+            let id = (r % 48) as usize;
+            if r.is_multiple_of(97) {
+                let on = !t.augmented();
+                t.set_augmented(on);
+            } else if t.contains(id) {
+                t.remove(id).unwrap();
+                queued.retain(|q| q.0 != id);
+            } else {
+                let key = base.wrapping_add(xorshift(&mut rng) % 10_000);
+                let deadline = key.wrapping_add(xorshift(&mut rng) % 6_000);
+                t.insert_with_deadline(id, key, deadline).unwrap();
+                queued.push((id, key, deadline, order));
+                order += 1;
+            }
+            assert_eq!(t.check(), Ok(()), "step {step}");
+            let threshold = base.wrapping_add(xorshift(&mut rng) % 11_000);
+            let eligible = |k: u64| !vruntime_before(threshold, k);
+            let want = queued
+                .iter()
+                .filter(|q| eligible(q.1))
+                .min_by(|a, b| {
+                    let rel = |x: u64| x.wrapping_sub(base);
+                    (rel(a.2), rel(a.1), a.3).cmp(&(rel(b.2), rel(b.1), b.3))
+                })
+                .map(|q| q.0);
+            let got = t.pick_eligible(eligible);
+            if t.augmented() {
+                assert_eq!(got, want, "step {step}: threshold {threshold}");
+            } else {
+                assert_eq!(got, None, "no pick while the augmentation is off");
+            }
+        }
+    }
+
+    /// A subtree best that no longer matches its entries is reported, not trusted.
+    #[cfg(feature = "eevdf")]
+    #[test]
+    fn check_detects_a_stale_earliest_deadline() {
+        let mut t: Timeline<8> = Timeline::new();
+        t.set_augmented(true);
+        for (id, key, deadline) in [(0, 10, 50), (1, 20, 30), (2, 30, 40)] {
+            t.insert_with_deadline(id, key, deadline).unwrap();
+        }
+        assert_eq!(t.pick_eligible(|_| true), Some(1));
+        assert_eq!(t.pick_eligible(|k| k <= 10), Some(0));
+        t.aug[2].deadline = 1;
+        assert!(t.check().is_err());
     }
 }
