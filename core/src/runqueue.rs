@@ -148,7 +148,7 @@ impl<const Q: usize> RunQueue<Q> {
             removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
             need_resched: false,
             nr_switches: 0,
-            pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0 },
+            pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0, moves: 0 },
             tunables,
             features,
         }
@@ -586,9 +586,12 @@ impl<const Q: usize> RunQueue<Q> {
         let div = self.avg.divider();
         let min_div = LOAD_AVG_MAX - 1024;
         let sl = &self.pelt_slack;
+        // Each move also truncates: an entity's average is its weighted sum / divider rounded
+        // down, so taking out (or putting in) its average with its full sum leaves the two
+        // apart by up to one more unit per move (`moves`).
         let close = |avg: u64, sum: u64, input: u64, moved: u64| {
             let from_sum = sum / div;
-            from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64
+            from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64 + sl.moves
         };
         if !close(self.avg.util_avg, self.avg.util_sum as u64, SCHED_CAPACITY_SCALE, sl.util_moved) {
             return fail("rq util_avg inconsistent with util_sum");
@@ -613,13 +616,15 @@ pub(crate) struct PeltSlack {
     load_moved: u64,
     runnable_moved: u64,
     util_moved: u64,
+    /// How many moves those were.
+    moves: u64,
 }
 
 impl PeltSlack {
     /// Inputs fed to the sums; a crossed period boundary recomputed the averages.
     fn fed(&mut self, load: u64, nr: u64, crossed: bool) {
         if crossed {
-            *self = PeltSlack { load_in: load, nr_in: nr, load_moved: 0, runnable_moved: 0, util_moved: 0 };
+            *self = PeltSlack { load_in: load, nr_in: nr, ..PeltSlack::default() };
         } else {
             self.load_in = self.load_in.max(load);
             self.nr_in = self.nr_in.max(nr);
@@ -631,6 +636,7 @@ impl PeltSlack {
         self.load_moved += load;
         self.runnable_moved += runnable;
         self.util_moved += util;
+        self.moves += 1;
     }
 }
 
