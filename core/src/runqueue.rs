@@ -591,12 +591,12 @@ impl<const Q: usize> RunQueue<Q> {
         // apart by up to one more unit per move (`moves`).
         let close = |avg: u64, sum: u64, input: u64, moved: u64| {
             let from_sum = sum / div;
-            from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64 + sl.moves
+            from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64 + sl.moves as u64
         };
         if !close(self.avg.util_avg, self.avg.util_sum as u64, SCHED_CAPACITY_SCALE, sl.util_moved) {
             return fail("rq util_avg inconsistent with util_sum");
         }
-        let runnable_in = sl.nr_in.max(nr as u64) * SCHED_CAPACITY_SCALE;
+        let runnable_in = (sl.nr_in as u64).max(nr as u64) * SCHED_CAPACITY_SCALE;
         if !close(self.avg.runnable_avg, self.avg.runnable_sum, runnable_in, sl.runnable_moved) {
             return fail("rq runnable_avg inconsistent with runnable_sum");
         }
@@ -612,22 +612,22 @@ impl<const Q: usize> RunQueue<Q> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub(crate) struct PeltSlack {
     load_in: u64,
-    nr_in: u64,
+    nr_in: u32,
     load_moved: u64,
     runnable_moved: u64,
     util_moved: u64,
-    /// How many moves those were.
-    moves: u64,
+    /// How many moves those were (beside `nr_in`, so the struct does not grow).
+    moves: u32,
 }
 
 impl PeltSlack {
     /// Inputs fed to the sums; a crossed period boundary recomputed the averages.
     fn fed(&mut self, load: u64, nr: u64, crossed: bool) {
         if crossed {
-            *self = PeltSlack { load_in: load, nr_in: nr, ..PeltSlack::default() };
+            *self = PeltSlack { load_in: load, nr_in: nr as u32, ..PeltSlack::default() };
         } else {
             self.load_in = self.load_in.max(load);
-            self.nr_in = self.nr_in.max(nr);
+            self.nr_in = self.nr_in.max(nr as u32);
         }
     }
 
@@ -636,7 +636,7 @@ impl PeltSlack {
         self.load_moved += load;
         self.runnable_moved += runnable;
         self.util_moved += util;
-        self.moves += 1;
+        self.moves = self.moves.saturating_add(1);
     }
 }
 
