@@ -86,17 +86,20 @@ impl Node {
 }
 
 /// The EEVDF augmentation of one slot: its entry's virtual deadline, and the best entry of the
-/// subtree it roots — the earliest (deadline, vruntime, seq), all compared wrap-safely.
+/// subtree it roots — the earliest (deadline, vruntime, seq), all compared wrap-safely — with
+/// that entry's deadline and vruntime cached, so that keeping it up needs no other slot's.
 #[cfg(feature = "eevdf")]
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Aug {
     deadline: u64,
+    best_deadline: u64,
+    best_key: u64,
     best: u32,
 }
 
 #[cfg(feature = "eevdf")]
 impl Aug {
-    const ZERO: Aug = Aug { deadline: 0, best: 0 };
+    const ZERO: Aug = Aug { deadline: 0, best_deadline: 0, best_key: 0, best: 0 };
 }
 
 /// Runnable, not-running tasks of one CPU ordered by (vruntime, insertion order).
@@ -229,11 +232,11 @@ impl<const CAP: usize> Timeline<CAP> {
         }
         #[cfg(feature = "eevdf")]
         {
-            self.aug[id] = Aug { deadline, best: z };
+            self.aug[id] = Aug { deadline, best_deadline: deadline, best_key: vruntime, best: z };
         }
         self.len += 1;
-        self.retrace(parent);
-        self.propagate(parent);
+        let rest = self.retrace(parent);
+        self.propagate(rest);
         Ok(())
     }
 
@@ -294,8 +297,8 @@ impl<const CAP: usize> Timeline<CAP> {
 
         self.nodes[id] = Node::VACANT;
         self.len -= 1;
-        self.retrace(fix_from);
-        self.propagate(fix_from);
+        let rest = self.retrace(fix_from);
+        self.propagate(rest);
         Ok(())
     }
 
@@ -380,6 +383,7 @@ impl<const CAP: usize> Timeline<CAP> {
         // The best candidate seen: an eligible node alone, or a whole eligible subtree (a
         // left subtree of an eligible node), by its best entry.
         let mut best = NIL;
+        let mut best_c = (0, 0, NIL);
         let mut node = self.root;
         while node != NIL {
             let n = self.nodes[node as usize];
@@ -389,38 +393,53 @@ impl<const CAP: usize> Timeline<CAP> {
                 continue;
             }
             // `node` and its whole left subtree are eligible.
-            let mut cand = node;
+            let mut cand = self.own(node);
             if n.left != NIL {
-                let lb = self.aug[n.left as usize].best;
-                if self.earlier(lb, cand) {
+                let lb = self.subtree_best(n.left);
+                if self.before(lb, cand) {
                     cand = lb;
                 }
             }
-            if best == NIL || self.earlier(cand, best) {
-                best = cand;
+            if best == NIL || self.before(cand, best_c) {
+                best = cand.2;
+                best_c = cand;
             }
             // Only the right subtree may hold something better.
             match n.right {
-                r if r != NIL && self.earlier(self.aug[r as usize].best, best) => node = r,
+                r if r != NIL && self.before(self.subtree_best(r), best_c) => node = r,
                 _ => break,
             }
         }
         Self::opt(best)
     }
 
-    /// Whether queued entry `a` comes before `b` in the EEVDF order (deadline, vruntime, seq).
+    /// Queued entry `x` as an EEVDF candidate: (deadline, vruntime, id).
     #[cfg(feature = "eevdf")]
     #[inline]
-    fn earlier(&self, a: u32, b: u32) -> bool {
-        let (da, db) = (self.aug[a as usize].deadline, self.aug[b as usize].deadline);
-        if da != db {
-            return vruntime_before(da, db);
+    fn own(&self, x: u32) -> (u64, u64, u32) {
+        (self.aug[x as usize].deadline, self.nodes[x as usize].key, x)
+    }
+
+    /// The best entry of the subtree rooted at `x`, as a candidate.
+    #[cfg(feature = "eevdf")]
+    #[inline]
+    fn subtree_best(&self, x: u32) -> (u64, u64, u32) {
+        let a = &self.aug[x as usize];
+        (a.best_deadline, a.best_key, a.best)
+    }
+
+    /// Whether candidate `a` comes before `b` in the EEVDF order (deadline, vruntime, seq);
+    /// only a tie of both looks at the entries' insertion order.
+    #[cfg(feature = "eevdf")]
+    #[inline]
+    fn before(&self, a: (u64, u64, u32), b: (u64, u64, u32)) -> bool {
+        if a.0 != b.0 {
+            return vruntime_before(a.0, b.0);
         }
-        let (na, nb) = (&self.nodes[a as usize], &self.nodes[b as usize]);
-        if na.key != nb.key {
-            return vruntime_before(na.key, nb.key);
+        if a.1 != b.1 {
+            return vruntime_before(a.1, b.1);
         }
-        vruntime_before(na.seq, nb.seq)
+        vruntime_before(self.nodes[a.2 as usize].seq, self.nodes[b.2 as usize].seq)
     }
 
     /// In-order iterator over queued ids, leftmost first.
@@ -548,20 +567,21 @@ impl<const CAP: usize> Timeline<CAP> {
         if self.augmented {
             for x in self.iter() {
                 let n = &self.nodes[x];
-                let mut best = x as u32;
+                let mut best = self.own(x as u32);
                 for c in [n.left, n.right] {
                     if c == NIL {
                         continue;
                     }
-                    let b = self.aug[c as usize].best;
-                    if self.nodes.get(b as usize).is_none_or(|bn| bn.height == 0) {
-                        return Err("a subtree's earliest-deadline entry is not queued");
+                    let b = self.subtree_best(c);
+                    match self.nodes.get(b.2 as usize) {
+                        Some(bn) if bn.height != 0 && bn.key == b.1 && self.aug[b.2 as usize].deadline == b.0 => {}
+                        _ => return Err("a subtree's earliest-deadline entry is not queued as cached"),
                     }
-                    if self.earlier(b, best) {
+                    if self.before(b, best) {
                         best = b;
                     }
                 }
-                if self.aug[x].best != best {
+                if self.subtree_best(x as u32) != best {
                     return Err("a subtree's earliest-deadline entry is stale");
                 }
             }
@@ -636,23 +656,24 @@ impl<const CAP: usize> Timeline<CAP> {
         #[cfg(feature = "eevdf")]
         if self.augmented {
             let n = self.nodes[x as usize];
-            let mut best = x;
+            let mut best = self.own(x);
             for c in [n.left, n.right] {
                 if c != NIL {
-                    let b = self.aug[c as usize].best;
-                    if self.earlier(b, best) {
+                    let b = self.subtree_best(c);
+                    if self.before(b, best) {
                         best = b;
                     }
                 }
             }
-            self.aug[x as usize].best = best;
+            let a = &mut self.aug[x as usize];
+            (a.best_deadline, a.best_key, a.best) = best;
         }
         #[cfg(not(feature = "eevdf"))]
         let _ = x;
     }
 
-    /// Refreshes the subtree bests from `x` up to the root (after an insert or a removal,
-    /// whose retrace may stop early; O(log n), EEVDF only).
+    /// Refreshes the subtree bests from `x` up to the root (where an insert's or a removal's
+    /// retrace stopped; O(log n), EEVDF only).
     #[inline]
     fn propagate(&mut self, mut x: u32) {
         #[cfg(feature = "eevdf")]
@@ -702,10 +723,12 @@ impl<const CAP: usize> Timeline<CAP> {
         y
     }
 
-    /// Restore heights and balance from `x` up. Stops as soon as a subtree
-    /// keeps its previous height, since nothing above it can have changed;
-    /// that bounds the work to O(log n) and usually to a few levels.
-    fn retrace(&mut self, mut x: u32) {
+    /// Restore heights and balance from `x` up (and the EEVDF augmentation of the nodes it
+    /// passes). Stops as soon as a subtree keeps its previous height, since no height or
+    /// balance above it can have changed; that bounds the work to O(log n) and usually to a
+    /// few levels. Returns where it stopped: the parent of the last node it fixed (NIL at the
+    /// root), from which only the augmentation still needs refreshing.
+    fn retrace(&mut self, mut x: u32) -> u32 {
         while x != NIL {
             let old = self.nodes[x as usize].height;
             let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
@@ -724,14 +747,16 @@ impl<const CAP: usize> Timeline<CAP> {
                 self.rotate_left(x)
             } else {
                 self.nodes[x as usize].height = 1 + hl.max(hr);
+                self.fix_aug(x);
                 x
             };
             let tn = &self.nodes[top as usize];
             if tn.height == old {
-                return;
+                return tn.parent;
             }
             x = tn.parent;
         }
+        NIL
     }
 }
 
