@@ -26,6 +26,9 @@ pub const NICE_0_WEIGHT: u64 = 1024;
 /// Linux's base slice before scaling by the CPU count: 0.75 ms.
 pub const BASE_SLICE_NS: u64 = 750_000;
 
+/// The tick the lag clamp allows for at least: 4 ms, a tick at this core's default HZ (250).
+pub const LAG_TICK_NS: u64 = 4_000_000;
+
 /// The shortest slice a task may ask for: 0.1 ms.
 pub const MIN_SLICE_NS: u64 = 100_000;
 

@@ -9,6 +9,9 @@ use crate::topology::TopologyError;
 pub enum SchedError {
     /// A nice value outside −20..=19.
     InvalidNice(i32),
+    /// An EEVDF slice (ns) outside 0.1–100 ms.
+    #[cfg(feature = "eevdf")]
+    InvalidSlice(u64),
     /// An affinity mask with no CPU in it.
     EmptyAffinity,
     /// An affinity mask that names no CPU this scheduler runs (or, for the one-CPU
@@ -50,6 +53,8 @@ impl core::fmt::Display for SchedError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             SchedError::InvalidNice(n) => write!(f, "nice {n} is outside -20..=19"),
+            #[cfg(feature = "eevdf")]
+            SchedError::InvalidSlice(ns) => write!(f, "slice {ns} ns is outside 100000..=100000000"),
             SchedError::EmptyAffinity => f.write_str("affinity mask is empty"),
             SchedError::AffinityNotOnline => f.write_str("affinity mask names no online CPU"),
             SchedError::TaskTableFull => f.write_str("task table is full"),

@@ -12,6 +12,8 @@ use core::ops::{Deref, DerefMut};
 use bitflags::bitflags;
 use spin::mutex::MutexGuard;
 
+#[cfg(feature = "eevdf")]
+use crate::eevdf;
 use crate::entities::Pool;
 use crate::features::{Features, RunnableInit};
 use crate::pelt;
@@ -30,6 +32,8 @@ bitflags! {
         const RESTORE = 1 << 1;
         /// It is waking on a different CPU than it slept on: vruntime is normalised.
         const MIGRATED = 1 << 2;
+        /// A new task's first enqueue (EEVDF gives its first request half a slice).
+        const INITIAL = 1 << 3;
     }
 
     /// How a task is being dequeued.
@@ -159,6 +163,33 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.rq.insert_reserved(id)
     }
 
+    /// Puts the entity at `slot` on the timeline (with its deadline, and into the average
+    /// vruntime's sums).
+    fn tl_insert(&mut self, slot: SlotId, se: &Entity) {
+        #[cfg(feature = "eevdf")]
+        {
+            // Cannot fail: slot < Q and it is not queued.
+            let _ = self.timeline.insert_with_deadline(slot as usize, se.vruntime, se.deadline);
+            let base = self.min_vruntime;
+            self.eavg.add(se.vruntime, base, se.weight());
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = self.timeline.insert(slot as usize, se.vruntime);
+    }
+
+    /// Takes the entity at `slot` off the timeline (and out of the average's sums, with the
+    /// vruntime it was queued with).
+    fn tl_remove(&mut self, slot: SlotId, se: &Entity) {
+        #[cfg(feature = "eevdf")]
+        if let Some(v) = self.timeline.vruntime_of(slot as usize) {
+            let base = self.min_vruntime;
+            self.eavg.sub(v, base, se.weight());
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = se;
+        let _ = self.timeline.remove(slot as usize);
+    }
+
     /// Charges the current task for the time since it was last charged: its runtime grows
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
@@ -186,6 +217,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.exec_start = now;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load()));
+        #[cfg(feature = "eevdf")]
+        if self.eevdf() {
+            self.update_deadline(se);
+        }
         self.min_vruntime_with(se.on_rq.then_some(se.vruntime));
     }
 
@@ -197,7 +232,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if let Some(lv) = self.timeline.leftmost().and_then(|l| self.timeline.vruntime_of(l)) {
             vr = if curr.is_none() { lv } else { min_vruntime(vr, lv) };
         }
-        self.min_vruntime = max_vruntime(self.min_vruntime, vr);
+        let old = self.min_vruntime;
+        self.min_vruntime = max_vruntime(old, vr);
+        #[cfg(feature = "eevdf")]
+        if self.min_vruntime != old {
+            let new = self.min_vruntime;
+            self.eavg.rebase(old, new);
+        }
     }
 
     /// `update_load_avg` for an entity here, whose cell the caller holds, and for the
@@ -259,9 +300,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
         let is_curr = self.curr == Some(slot);
+        let eevdf = self.eevdf();
         // The current entity is renormalised before update_curr so its pending runtime is
         // charged against the right base; others after, against the updated min_vruntime.
-        if renorm && is_curr {
+        // (EEVDF places every enqueue by its lag instead, around the average: Linux 6.6.)
+        if eevdf && is_curr {
+            self.place_eevdf(slot, &mut se, flags);
+        } else if renorm && is_curr {
             se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
         if is_curr {
@@ -269,7 +314,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         } else {
             self.update_curr();
         }
-        if renorm && !is_curr {
+        if eevdf && !is_curr {
+            self.place_eevdf(slot, &mut se, flags);
+        } else if renorm && !is_curr {
             se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
         self.load_avg_with(&mut se, is_curr, PeltFlags::DO_ATTACH);
@@ -278,12 +325,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.nr_running += 1;
         self.idle_nr_running += (se.policy == Policy::Idle) as u32;
         self.mru_push_head(slot);
-        if flags.contains(EnqueueFlags::WAKEUP) {
+        if flags.contains(EnqueueFlags::WAKEUP) && !eevdf {
             self.rq.place_entity(&mut se, false);
         }
         if !is_curr {
-            // Cannot fail: slot < Q and it is not queued (on_rq was false).
-            let _ = self.timeline.insert(slot as usize, se.vruntime);
+            self.tl_insert(slot, &se);
         }
         se.on_rq = true;
     }
@@ -306,8 +352,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         };
         self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
+        #[cfg(feature = "eevdf")]
+        if self.eevdf() {
+            // The lag it leaves with, against the average it is still part of.
+            let curr = if is_curr { Some((se.vruntime, se.weight())) } else { self.curr_vw() };
+            let avg = self.eavg.avg(self.min_vruntime, curr);
+            let limit = eevdf::lag_limit(self.slice_of(&se), eevdf::LAG_TICK_NS, se.weight());
+            se.vlag = eevdf::lag(avg, se.vruntime, limit);
+        }
         if !is_curr {
-            let _ = self.timeline.remove(slot as usize);
+            self.tl_remove(slot, &se);
         }
         self.load.sub(se.load().weight);
         self.nr_running -= 1;
@@ -332,6 +386,82 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
+    /// The slice of an entity: its own, or the machine's default (`min_granularity`, which
+    /// is Linux 6.6's base slice, 0.75 ms × (1 + log2 of the CPU count)).
+    #[cfg(feature = "eevdf")]
+    pub fn slice_of(&self, e: &Entity) -> u64 {
+        if e.slice != 0 {
+            e.slice
+        } else {
+            self.tunables.min_granularity_ns
+        }
+    }
+
+    /// The current entity's vruntime and weight, if it is runnable (what the average counts
+    /// besides the timeline).
+    #[cfg(feature = "eevdf")]
+    fn curr_vw(&self) -> Option<(u64, u64)> {
+        let c = self.ent(self.curr?);
+        c.on_rq.then(|| (c.vruntime, c.weight()))
+    }
+
+    /// EEVDF's placement of the entity at `slot` as it is enqueued: at the average, behind
+    /// or ahead of it by its lag (none for a new task), with a deadline one slice on (half a
+    /// slice for a new task).
+    #[cfg(feature = "eevdf")]
+    fn place_eevdf(&mut self, slot: SlotId, se: &mut Entity, flags: EnqueueFlags) {
+        let w = se.weight();
+        let curr = if self.curr == Some(slot) { None } else { self.curr_vw() };
+        let base = self.min_vruntime;
+        let avg = self.eavg.avg(base, curr);
+        let load = self.eavg.load() + curr.map_or(0, |c| c.1);
+        let initial = flags.contains(EnqueueFlags::INITIAL);
+        let vlag = if initial { 0 } else { se.vlag };
+        se.vruntime = eevdf::place(avg, vlag, load, w);
+        let slice = self.slice_of(se);
+        let vslice = eevdf::to_virtual(if initial { slice / 2 } else { slice }, w);
+        se.deadline = se.vruntime.wrapping_add(vslice);
+    }
+
+    /// `update_deadline`: the current entity whose request is done starts the next, one slice
+    /// on, and gives the CPU up if another task waits.
+    #[cfg(feature = "eevdf")]
+    fn update_deadline(&mut self, se: &mut Entity) {
+        if vruntime_before(se.vruntime, se.deadline) {
+            return;
+        }
+        se.deadline = se.vruntime.wrapping_add(eevdf::to_virtual(self.slice_of(se), se.weight()));
+        if self.nr_running > 1 {
+            self.resched_curr();
+        }
+    }
+
+    /// EEVDF's wakeup preemption: the woken entity `w` (at `wakee`, queued) preempts the
+    /// current `c` when the pick, counting `c`, would choose it — unless `c` is eligible and
+    /// still in the request it was picked for (RUN_TO_PARITY).
+    #[cfg(feature = "eevdf")]
+    fn eevdf_preempts(&self, wakee: SlotId, w: &Entity, c: &Entity) -> bool {
+        let base = self.min_vruntime;
+        let curr = c.on_rq.then(|| (c.vruntime, c.weight()));
+        let avg = self.eavg;
+        let c_eligible = c.on_rq && avg.eligible(c.vruntime, base, curr);
+        if c_eligible && c.deadline == self.picked_deadline {
+            return false;
+        }
+        let best = self.timeline.pick_eligible(|v| avg.eligible(v, base, curr));
+        best == Some(wakee as usize) && (!c_eligible || vruntime_before(w.deadline, c.deadline))
+    }
+
+    /// Without EEVDF built in there is nothing to place.
+    #[cfg(not(feature = "eevdf"))]
+    fn place_eevdf(&mut self, _slot: SlotId, _se: &mut Entity, _flags: EnqueueFlags) {}
+
+    /// Without EEVDF built in it never preempts.
+    #[cfg(not(feature = "eevdf"))]
+    fn eevdf_preempts(&self, _wakee: SlotId, _w: &Entity, _c: &Entity) -> bool {
+        false
+    }
+
     // ---- buddies --------------------------------------------------------------------
 
     /// A candidate's vruntime: its timeline key while queued (equal to its entity's).
@@ -348,6 +478,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// and the second is not too far behind; then the last buddy and finally the next
     /// buddy win if not too unfair to the leftmost. Clears the chosen one's buddy marks.
     pub fn pick_next_entity(&mut self) -> Option<SlotId> {
+        #[cfg(feature = "eevdf")]
+        if self.eevdf() {
+            let base = self.min_vruntime;
+            let avg = self.eavg;
+            // (Nothing eligible cannot happen with anything queued — the least vruntime is
+            // never ahead of the average — but the leftmost is the safe answer.)
+            let pick = self.timeline.pick_eligible(|v| avg.eligible(v, base, None)).or(self.timeline.leftmost());
+            return pick.map(|p| p as SlotId);
+        }
         let left = self.timeline.leftmost()? as SlotId;
         let mut se = left;
         if self.skip.is_some() || self.last.is_some() || self.next.is_some() {
@@ -387,9 +526,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         };
         if se.on_rq {
-            let _ = self.timeline.remove(slot as usize);
+            self.tl_remove(slot, &se);
             let is_curr = self.curr == Some(slot);
             self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
+        }
+        #[cfg(feature = "eevdf")]
+        {
+            self.picked_deadline = se.deadline;
         }
         se.exec_start = self.clock_task;
         se.prev_sum_exec_runtime = se.sum_exec_runtime;
@@ -409,7 +552,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if let Some(mut se) = self.entity(prev) {
             if se.on_rq {
                 self.charge_curr(&mut se);
-                let _ = self.timeline.insert(prev as usize, se.vruntime);
+                self.tl_insert(prev, &se);
                 self.load_avg_with(&mut se, true, PeltFlags::empty());
             }
         }
@@ -425,7 +568,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
         let prev = self.put_prev();
-        let next = self.pick_next_entity();
+        let mut next = self.pick_next_entity();
+        #[cfg(feature = "eevdf")]
+        if let Some(p) = prev.filter(|_| self.eevdf()) {
+            // RUN_TO_PARITY: a task still eligible keeps the CPU until its request is done.
+            let (on_rq, v, d) = {
+                let e = self.ent(p);
+                (e.on_rq, e.vruntime, e.deadline)
+            };
+            if on_rq && d == self.picked_deadline && self.eavg.eligible(v, self.min_vruntime, None) {
+                next = Some(p);
+            }
+        }
         if let Some(n) = next {
             self.set_next(n);
         } else if prev.is_some() {
@@ -468,7 +622,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let Some(mut se) = self.entity(c) else { return };
         self.charge_curr(&mut se);
         self.load_avg_with(&mut se, true, PeltFlags::empty());
-        if self.nr_running > 1 && se.on_rq {
+        // (EEVDF preempts when a request is done: `update_deadline`, from charge_curr.)
+        if self.nr_running > 1 && se.on_rq && !self.eevdf() {
             self.check_preempt_tick(c, &se);
         }
     }
@@ -521,6 +676,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             true
         } else if wp != Policy::Normal || !self.features.contains(Features::WAKEUP_PREEMPTION) {
             return;
+        } else if self.eevdf() {
+            self.charge_curr(&mut c);
+            self.eevdf_preempts(wakee, &w, &c)
         } else {
             self.charge_curr(&mut c);
             if self.wakeup_preempt_entity(&c, &w) == 1 {
@@ -557,6 +715,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if se.policy != Policy::Batch {
             self.charge_curr(&mut se);
         }
+        #[cfg(feature = "eevdf")]
+        if self.eevdf() {
+            // Its request is over: the next one starts one slice later.
+            let vslice = eevdf::to_virtual(self.slice_of(&se), se.weight());
+            se.deadline = se.deadline.wrapping_add(vslice);
+            return;
+        }
         if buddy_allowed(&se) {
             self.skip = Some(c);
         }
@@ -567,6 +732,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// whichever is later — and returns it normalised (relative to `min_vruntime`) for
     /// enqueueing on whichever CPU it is placed.
     pub(crate) fn fork_vruntime(&mut self, child: &mut Entity) {
+        #[cfg(feature = "eevdf")]
+        {
+            // EEVDF places a new task at the average with no lag (INITIAL enqueue).
+            child.vlag = 0;
+        }
         self.update_curr();
         if let Some(c) = self.curr {
             child.vruntime = self.ent(c).vruntime;
@@ -776,6 +946,8 @@ fn buddy_allowed(e: &Entity) -> bool {
 /// parked entity did not see), so taking out the stale `load_avg` with the full sum leaves
 /// the two apart by as much until the runqueue's next boundary, as in Linux.
 fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> u64 {
+    #[cfg(feature = "eevdf")]
+    let old_weight = se.weight();
     let attached = se.pelt_attached;
     let old_avg = se.avg.load_avg;
     // `ceil(w_old · period_contrib / 1024)`: the lag bound in `moved` units (the check
@@ -794,6 +966,11 @@ fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> 
     if attached {
         rq_avg.load_avg += se.avg.load_avg;
         rq_avg.load_sum += w * se.avg.load_sum;
+    }
+    #[cfg(feature = "eevdf")]
+    {
+        // EEVDF: the same virtual service owed, in the new weight's virtual time.
+        se.vlag = (se.vlag as i128 * old_weight as i128 / w.max(1) as i128) as i64;
     }
     old_avg + se.avg.load_avg + lag
 }

@@ -36,6 +36,12 @@ bitflags! {
         /// runqueue to pull *utilisation* from (migrate_util), skip runqueues with at most
         /// one running fair task, since a lone running task cannot be detached.
         const UTIL_PULL_SKIPS_LONE_TASK = 1 << 8;
+        /// EEVDF (Linux 6.6+) instead of CFS's pick: the eligible task (lag ≥ 0 against the
+        /// load-weighted average vruntime) with the earliest virtual deadline runs; lag is
+        /// kept across sleep, migration and reweight; slices are per task. Off by default.
+        /// Needs the `eevdf` cargo feature.
+        #[cfg(feature = "eevdf")]
+        const EEVDF = 1 << 9;
     }
 }
 

@@ -87,6 +87,15 @@ pub struct RunQueue<const Q: usize> {
     /// Bounds how far PELT sums and averages may drift apart between two recomputes of
     /// the averages (for the invariant checker).
     pub(crate) pelt_slack: PeltSlack,
+    /// EEVDF: Σ (vᵢ − min_vruntime)·wᵢ and Σ wᵢ over the entities on the timeline (the
+    /// current one apart), kept whichever policy runs so that switching to EEVDF needs no
+    /// rebuild.
+    #[cfg(feature = "eevdf")]
+    pub(crate) eavg: crate::eevdf::AvgVruntime,
+    /// EEVDF: the current entity's deadline when it was picked (RUN_TO_PARITY: it keeps the
+    /// CPU against wakeups until that request is done).
+    #[cfg(feature = "eevdf")]
+    pub(crate) picked_deadline: u64,
 
     pub(crate) tunables: Tunables,
     pub(crate) features: Features,
@@ -149,6 +158,10 @@ impl<const Q: usize> RunQueue<Q> {
             need_resched: false,
             nr_switches: 0,
             pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0, moves: 0 },
+            #[cfg(feature = "eevdf")]
+            eavg: crate::eevdf::AvgVruntime::new(),
+            #[cfg(feature = "eevdf")]
+            picked_deadline: 0,
             tunables,
             features,
         }
@@ -273,6 +286,17 @@ impl<const Q: usize> RunQueue<Q> {
     pub fn configure(&mut self, tunables: Tunables, features: Features) {
         self.tunables = tunables;
         self.features = features;
+        #[cfg(feature = "eevdf")]
+        self.timeline.set_augmented(features.contains(Features::EEVDF));
+    }
+
+    /// Whether EEVDF picks (the `EEVDF` switch, with the `eevdf` feature built in).
+    #[inline]
+    pub fn eevdf(&self) -> bool {
+        #[cfg(feature = "eevdf")]
+        return self.features.contains(Features::EEVDF);
+        #[cfg(not(feature = "eevdf"))]
+        false
     }
     /// Attached task ids, most recently run first (the order the balancer's `cfs_tasks`
     /// has; the balancer scans it from the tail).
@@ -481,6 +505,8 @@ impl<const Q: usize> RunQueue<Q> {
         let mut idle = 0u32;
         let mut weight = 0u64;
         let mut attached = 0usize;
+        #[cfg(feature = "eevdf")]
+        let mut eavg = crate::eevdf::AvgVruntime::new();
         for i in 0..Q {
             let slot = i as SlotId;
             let in_tree = self.timeline.contains(i);
@@ -508,6 +534,13 @@ impl<const Q: usize> RunQueue<Q> {
                 if in_tree && self.timeline.vruntime_of(i) != Some(e.vruntime) {
                     return fail("timeline key differs from entity vruntime");
                 }
+                #[cfg(feature = "eevdf")]
+                if in_tree {
+                    eavg.add(e.vruntime, self.min_vruntime, e.weight());
+                    if self.eevdf() && self.timeline.deadline_of(i) != Some(e.deadline) {
+                        return fail("timeline deadline differs from entity deadline");
+                    }
+                }
             } else {
                 if in_tree {
                     return fail("unaccounted task on the timeline");
@@ -522,6 +555,10 @@ impl<const Q: usize> RunQueue<Q> {
             if e.avg.load_avg > e.weight() {
                 return fail("task load_avg above its weight");
             }
+        }
+        #[cfg(feature = "eevdf")]
+        if eavg != self.eavg {
+            return fail("average vruntime sums differ from the timeline's entities");
         }
         if let Some(n) = self.switching_out {
             if self.curr == Some(n) || entity(n).is_none_or(|e| !e.on_cpu) {

@@ -149,6 +149,16 @@ pub struct Entity {
     pub last_wakee: TaskId,
     /// A CPU it recently ran on or woke a task from, tried at its next wakeup.
     pub recent_used_cpu: u32,
+    /// EEVDF: its virtual deadline (the end of its current request).
+    #[cfg(feature = "eevdf")]
+    pub deadline: u64,
+    /// EEVDF: its lag (virtual service owed, negative if received ahead), kept from its last
+    /// dequeue to its next placement.
+    #[cfg(feature = "eevdf")]
+    pub vlag: i64,
+    /// EEVDF: its request size (wall-clock ns); 0 means the machine's default slice.
+    #[cfg(feature = "eevdf")]
+    pub slice: u64,
 }
 
 impl Entity {
@@ -171,6 +181,12 @@ impl Entity {
         wakee_flip_decay_ts: 0,
         last_wakee: TaskId::NONE,
         recent_used_cpu: 0,
+        #[cfg(feature = "eevdf")]
+        deadline: 0,
+        #[cfg(feature = "eevdf")]
+        vlag: 0,
+        #[cfg(feature = "eevdf")]
+        slice: 0,
     };
 
     /// All zeros: what an entity cell holds before its task is created (never read as a
@@ -197,6 +213,12 @@ impl Entity {
             wakee_flip_decay_ts: 0,
             last_wakee: TaskId::NONE,
             recent_used_cpu: cpu,
+            #[cfg(feature = "eevdf")]
+            deadline: 0,
+            #[cfg(feature = "eevdf")]
+            vlag: 0,
+            #[cfg(feature = "eevdf")]
+            slice: 0,
         }
     }
 

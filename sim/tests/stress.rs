@@ -1,10 +1,10 @@
 //! Stress: many random scenarios — topologies, task mixes (spinners, periodic sleepers,
 //! sysbench pools), affinities, nice levels, churn — with the core's invariant checker after
 //! every simulated event: no task lost, duplicated or misplaced; every pinned task where its
-//! affinity allows.
+//! affinity allows. Half the scenarios run EEVDF, whose sums the checker recomputes too.
 
 use proptest::prelude::*;
-use sched_core::CpuMask;
+use sched_core::{CpuMask, Features};
 use sched_sim::experiments::on_big_stack;
 use sched_sim::machine::{Behavior, Config, Machine, TopologyKind};
 
@@ -12,6 +12,8 @@ use sched_sim::machine::{Behavior, Config, Machine, TopologyKind};
 struct Spec {
     topo: u8,
     nohz: bool,
+    /// EEVDF instead of CFS (half the scenarios).
+    eevdf: bool,
     tasks: Vec<(u8, u8, u16, u16, u8, i8)>,
     renice: Vec<(u8, i8)>,
     seed: u64,
@@ -21,11 +23,19 @@ fn spec() -> impl Strategy<Value = Spec> {
     (
         0u8..4,
         any::<bool>(),
+        any::<bool>(),
         prop::collection::vec((0u8..3, 0u8..8, 1u16..400, 0u16..400, 0u8..4, -5i8..6), 1..24),
         prop::collection::vec((0u8..24, -10i8..10), 0..6),
         any::<u64>(),
     )
-        .prop_map(|(topo, nohz, tasks, renice, seed)| Spec { topo, nohz, tasks, renice, seed })
+        .prop_map(|(topo, nohz, eevdf, tasks, renice, seed)| Spec {
+            topo,
+            nohz,
+            eevdf,
+            tasks,
+            renice,
+            seed,
+        })
 }
 
 fn run(s: Spec) {
@@ -35,8 +45,15 @@ fn run(s: Spec) {
         2 => TopologyKind::BigLittle(446),
         _ => TopologyKind::Numa(2),
     };
-    let cfg =
-        Config { topology, nohz: s.nohz, seed: s.seed, check_every_event: true, ..Config::octo(s.seed) };
+    let features = if s.eevdf { Features::default() | Features::EEVDF } else { Features::default() };
+    let cfg = Config {
+        topology,
+        nohz: s.nohz,
+        seed: s.seed,
+        features,
+        check_every_event: true,
+        ..Config::octo(s.seed)
+    };
     let mut m = Machine::<8>::new(cfg).unwrap();
     m.run_until(5_000_000);
     let mut ids = vec![];

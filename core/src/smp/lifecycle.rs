@@ -65,7 +65,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         // In transit: this call owns the new task's cell.
         self.pool().put(id, child);
-        match self.activate_on(target, now, id, EnqueueFlags::empty(), WakeFlags::FORK, true) {
+        match self.activate_on(target, now, id, EnqueueFlags::INITIAL, WakeFlags::FORK, true) {
             Ok(_) => {
                 self.emit(now, target as u32, EventKind::NewTask { task: id });
                 Ok(id)
@@ -460,6 +460,54 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
                     st.rq.fair(self.pool()).change_nice(slot as u32, nice);
+                    self.after_update(c, &mut st);
+                    return Ok(());
+                }
+            }
+        }
+    }
+
+    /// Sets a task's EEVDF slice (its request size, Linux's `sched_attr.sched_runtime`), in
+    /// ns within 0.1–100 ms ([`crate::eevdf::MIN_SLICE_NS`], [`crate::eevdf::MAX_SLICE_NS`]);
+    /// 0 returns it to the machine's default. It takes effect with the task's next request.
+    /// Out of range is [`SchedError::InvalidSlice`] and nothing changes.
+    ///
+    /// ```
+    /// # use sched_core::{Smp, NoPlatform, Features, TaskParams, SchedError};
+    /// let m: Box<Smp<NoPlatform, 1, 4, 4>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+    /// m.init_with(|t| t.init_flat(1)).unwrap();
+    /// let t = m.create(0, 0, TaskParams::default()).unwrap();
+    /// assert_eq!(m.set_slice(0, t, 1_000_000), Ok(()));
+    /// assert_eq!(m.set_slice(0, t, 50_000), Err(SchedError::InvalidSlice(50_000)));
+    /// ```
+    #[cfg(feature = "eevdf")]
+    pub fn set_slice(&self, now: u64, id: TaskId, ns: u64) -> Result<(), SchedError> {
+        if ns != 0 && crate::eevdf::checked_slice_ns(ns).is_none() {
+            return Err(SchedError::InvalidSlice(ns));
+        }
+        loop {
+            let entry = *self.table().get(id)?;
+            match entry.location {
+                Location::InTransit { .. } => core::hint::spin_loop(),
+                Location::Parked { .. } => {
+                    // A parked task's entity belongs to whoever holds the table lock.
+                    let mut t = self.table();
+                    match t.get_mut(id) {
+                        Ok(te) if matches!(te.location, Location::Parked { .. }) => {}
+                        _ => continue,
+                    }
+                    if let Some(mut e) = self.pool().lock(id) {
+                        e.slice = ns;
+                    }
+                    return Ok(());
+                }
+                Location::OnCpu { cpu, .. } => {
+                    let c = cpu as usize;
+                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
+                    st.rq.update_clock(now);
+                    if let Some(mut e) = self.pool().lock(id) {
+                        e.slice = ns;
+                    }
                     self.after_update(c, &mut st);
                     return Ok(());
                 }

@@ -155,6 +155,8 @@ impl<const Q: usize> CpuState<Q> {
     pub(super) fn reset(&mut self, cpu: u32, capacity_orig: u64, tunables: Tunables, features: Features) {
         // Field by field: assigning a whole `CpuState` passed in would copy it with memmove.
         self.rq = RunQueue::new(cpu, capacity_orig, tunables, features);
+        // (The timeline's EEVDF augmentation follows the switch.)
+        self.rq.configure(tunables, features);
         self.checked_min_vruntime = self.rq.min_vruntime();
         self.active_balance = false;
         self.push_cpu = 0;
