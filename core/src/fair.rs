@@ -568,6 +568,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
         let prev = self.put_prev();
+        #[cfg_attr(not(feature = "eevdf"), allow(unused_mut))]
         let mut next = self.pick_next_entity();
         #[cfg(feature = "eevdf")]
         if let Some(p) = prev.filter(|_| self.eevdf()) {

@@ -852,6 +852,8 @@ fn err_kind(e: &SchedError) -> &'static str {
         SchedError::Reentered(_) => "Reentered",
         SchedError::ZeroTime => "ZeroTime",
         SchedError::SwitchPending(_) => "SwitchPending",
+        #[cfg(feature = "eevdf")]
+        SchedError::InvalidSlice(_) => "InvalidSlice",
     }
 }
 
