@@ -200,25 +200,11 @@ impl Entity {
             policy,
             nice,
             affinity,
-            vruntime: 0,
-            exec_start: 0,
-            sum_exec_runtime: 0,
-            prev_sum_exec_runtime: 0,
             avg: crate::pelt::init_task_avg(load.down()),
-            on_rq: false,
-            pelt_attached: false,
-            on_cpu: false,
             cpu,
-            wakee_flips: 0,
-            wakee_flip_decay_ts: 0,
-            last_wakee: TaskId::NONE,
             recent_used_cpu: cpu,
-            #[cfg(feature = "eevdf")]
-            deadline: 0,
-            #[cfg(feature = "eevdf")]
-            vlag: 0,
-            #[cfg(feature = "eevdf")]
-            slice: 0,
+            // Nothing run, queued or woken yet; no wakee (`TaskId::NONE`).
+            ..Entity::UNUSED
         }
     }
 
