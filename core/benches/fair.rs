@@ -1,6 +1,7 @@
 //! Hot paths of the fair class at 1, 16, 256 and 1024 queued tasks: enqueue+dequeue,
 //! pick-next (choosing among leftmost and buddies), a whole switch (put_prev + pick +
 //! set_next, as `schedule` does), and a tick (update_curr + PELT update + preemption check).
+//! The `eevdf_*` groups are the first three with the `EEVDF` switch on, in the same run.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use sched_core::{DequeueFlags, EnqueueFlags, Features, NoPlatform, SingleCpu, TaskParams, Tunables};
@@ -11,8 +12,13 @@ const SIZES: [usize; 4] = [1, 16, 256, 1024];
 
 /// A machine with `n` spinners queued (plus one running), aged by 100 ms of ticks.
 fn loaded_rq(n: usize) -> Box<SingleCpu<NoPlatform, CAP, CAP>> {
+    loaded_rq_with(n, Features::default())
+}
+
+/// [`loaded_rq`] with the given feature switches.
+fn loaded_rq_with(n: usize, features: Features) -> Box<SingleCpu<NoPlatform, CAP, CAP>> {
     let s: Box<SingleCpu<NoPlatform, CAP, CAP>> =
-        Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), Features::default()).unwrap());
+        Box::new(SingleCpu::new(NoPlatform, 1024, Tunables::for_cpus(8), features).unwrap());
     for i in 0..=n {
         s.create(0, TaskParams { nice: (i % 7) as i32 - 3, ..TaskParams::default() }).unwrap();
     }
@@ -88,6 +94,60 @@ fn bench(c: &mut Criterion) {
                     rq.update_clock(now);
                     rq.task_tick();
                     black_box(rq.need_resched())
+                })
+            });
+        });
+    }
+    g.finish();
+
+    #[cfg(feature = "eevdf")]
+    eevdf(c);
+}
+
+/// Enqueue+dequeue, pick and switch with EEVDF picking (the same loaded runqueues).
+#[cfg(feature = "eevdf")]
+fn eevdf(c: &mut Criterion) {
+    let features = Features::default() | Features::EEVDF;
+    let mut g = c.benchmark_group("eevdf_enqueue_dequeue");
+    for n in SIZES {
+        let s = loaded_rq_with(n, features);
+        s.with_fair(|rq| {
+            let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
+            let slot = ids[ids.len() / 2];
+            let slot = if Some(slot) == rq.curr_slot() { ids[0] } else { slot };
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| {
+                    rq.dequeue(black_box(slot), DequeueFlags::SAVE);
+                    rq.enqueue(black_box(slot), EnqueueFlags::RESTORE);
+                })
+            });
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("eevdf_pick_next");
+    for n in SIZES {
+        let s = loaded_rq_with(n, features);
+        s.with_fair(|rq| {
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| black_box(rq.pick_next_entity()))
+            });
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("eevdf_switch");
+    for n in SIZES {
+        let s = loaded_rq_with(n, features);
+        s.with_fair(|rq| {
+            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+                b.iter(|| {
+                    rq.put_prev();
+                    let next = rq.pick_next_entity();
+                    if let Some(next) = next {
+                        rq.set_next(next);
+                    }
+                    black_box(next)
                 })
             });
         });
