@@ -170,8 +170,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         {
             // Cannot fail: slot < Q and it is not queued.
             let _ = self.timeline.insert_with_deadline(slot as usize, se.vruntime, se.deadline);
-            let base = self.min_vruntime;
-            self.eavg.add(se.vruntime, base, se.weight());
+            if self.eevdf() {
+                let base = self.min_vruntime;
+                self.eavg.add(se.vruntime, base, se.weight());
+            }
         }
         #[cfg(not(feature = "eevdf"))]
         let _ = self.timeline.insert(slot as usize, se.vruntime);
@@ -181,7 +183,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// vruntime it was queued with).
     fn tl_remove(&mut self, slot: SlotId, se: &Entity) {
         #[cfg(feature = "eevdf")]
-        if let Some(v) = self.timeline.vruntime_of(slot as usize) {
+        if let Some(v) = self.timeline.vruntime_of(slot as usize).filter(|_| self.eevdf()) {
             let base = self.min_vruntime;
             self.eavg.sub(v, base, se.weight());
         }
@@ -235,7 +237,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let old = self.min_vruntime;
         self.min_vruntime = max_vruntime(old, vr);
         #[cfg(feature = "eevdf")]
-        if self.min_vruntime != old {
+        if self.min_vruntime != old && self.eevdf() {
             let new = self.min_vruntime;
             self.eavg.rebase(old, new);
         }

@@ -88,8 +88,8 @@ pub struct RunQueue<const Q: usize> {
     /// the averages (for the invariant checker).
     pub(crate) pelt_slack: PeltSlack,
     /// EEVDF: Σ (vᵢ − min_vruntime)·wᵢ and Σ wᵢ over the entities on the timeline (the
-    /// current one apart), kept whichever policy runs so that switching to EEVDF needs no
-    /// rebuild.
+    /// current one apart), kept only while EEVDF is on (CFS's enqueue and dequeue do not pay
+    /// for it) and rebuilt when it is switched on ([`RunQueue::rebuild_eavg`]).
     #[cfg(feature = "eevdf")]
     pub(crate) eavg: crate::eevdf::AvgVruntime,
     /// EEVDF: the current entity's deadline when it was picked (RUN_TO_PARITY: it keeps the
@@ -288,6 +288,19 @@ impl<const Q: usize> RunQueue<Q> {
         self.features = features;
         #[cfg(feature = "eevdf")]
         self.timeline.set_augmented(features.contains(Features::EEVDF));
+    }
+
+    /// Recomputes the EEVDF average's sums from the timeline's entities (after the switch is
+    /// turned on: CFS does not keep them). O(Q).
+    #[cfg(feature = "eevdf")]
+    pub(crate) fn rebuild_eavg(&mut self, pool: Pool<'_>) {
+        let mut eavg = crate::eevdf::AvgVruntime::new();
+        for i in self.timeline.iter() {
+            if let (Some(v), Some(e)) = (self.timeline.vruntime_of(i), self.entity_in(pool, i as SlotId)) {
+                eavg.add(v, self.min_vruntime, e.weight());
+            }
+        }
+        self.eavg = eavg;
     }
 
     /// Whether EEVDF picks (the `EEVDF` switch, with the `eevdf` feature built in).
@@ -557,7 +570,7 @@ impl<const Q: usize> RunQueue<Q> {
             }
         }
         #[cfg(feature = "eevdf")]
-        if eavg != self.eavg {
+        if self.eevdf() && eavg != self.eavg {
             return fail("average vruntime sums differ from the timeline's entities");
         }
         if let Some(n) = self.switching_out {

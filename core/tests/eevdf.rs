@@ -192,3 +192,17 @@ fn a_slice_out_of_range_is_refused_and_nothing_changes() {
     let e = d.s.entity(a).unwrap();
     assert!(e.deadline.wrapping_sub(e.vruntime) as i64 <= to_virtual(2 * MS, 1024) as i64);
 }
+
+/// Switched on at run time with tasks queued, EEVDF starts from sums rebuilt from the
+/// timeline (CFS does not keep them), which the invariant checker recomputes.
+#[test]
+fn switching_eevdf_on_mid_run_rebuilds_the_average() {
+    let mut d = Driver::with(Tunables::for_cpus(8), Features::default(), MS);
+    let tasks = [d.spawn(0), d.spawn(3), d.spawn(-2)];
+    d.run(30 * MS);
+    d.s.smp().set_features(Features::default() | Features::EEVDF);
+    d.s.check_invariants().unwrap();
+    let picks = run_checked(&mut d, &tasks, 100 * MS);
+    assert!(picks > 10, "only {picks} picks checked");
+    d.s.check_invariants().unwrap();
+}

@@ -300,7 +300,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         for cpu in 0..self.nr_cpus() {
             let mut st = self.rq(cpu);
             let t = *st.rq.tunables();
+            #[cfg(feature = "eevdf")]
+            let was = st.rq.eevdf();
             st.rq.configure(t, f);
+            #[cfg(feature = "eevdf")]
+            if st.rq.eevdf() && !was {
+                st.rq.rebuild_eavg(self.pool());
+            }
         }
     }
 
