@@ -34,10 +34,12 @@ fn loaded_rq_with(n: usize, features: Features) -> Box<SingleCpu<NoPlatform, CAP
     s
 }
 
-fn bench(c: &mut Criterion) {
-    let mut g = c.benchmark_group("enqueue_dequeue");
+/// The enqueue+dequeue, pick and switch groups on runqueues loaded with `features`, their
+/// names prefixed with `prefix`.
+fn hot_paths(c: &mut Criterion, prefix: &str, features: Features) {
+    let mut g = c.benchmark_group(format!("{prefix}enqueue_dequeue"));
     for n in SIZES {
-        let s = loaded_rq(n);
+        let s = loaded_rq_with(n, features);
         s.with_fair(|rq| {
             // A task from the middle of the timeline, so the tree is at its full depth.
             let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
@@ -53,9 +55,9 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("pick_next");
+    let mut g = c.benchmark_group(format!("{prefix}pick_next"));
     for n in SIZES {
-        let s = loaded_rq(n);
+        let s = loaded_rq_with(n, features);
         s.with_fair(|rq| {
             g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
                 b.iter(|| black_box(rq.pick_next_entity()))
@@ -64,9 +66,9 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    let mut g = c.benchmark_group("switch");
+    let mut g = c.benchmark_group(format!("{prefix}switch"));
     for n in SIZES {
-        let s = loaded_rq(n);
+        let s = loaded_rq_with(n, features);
         s.with_fair(|rq| {
             g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
                 b.iter(|| {
@@ -81,6 +83,10 @@ fn bench(c: &mut Criterion) {
         });
     }
     g.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    hot_paths(c, "", Features::default());
 
     let mut g = c.benchmark_group("tick");
     for n in SIZES {
@@ -100,59 +106,9 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
+    // The same hot paths with EEVDF picking, in the same run.
     #[cfg(feature = "eevdf")]
-    eevdf(c);
-}
-
-/// Enqueue+dequeue, pick and switch with EEVDF picking (the same loaded runqueues).
-#[cfg(feature = "eevdf")]
-fn eevdf(c: &mut Criterion) {
-    let features = Features::default() | Features::EEVDF;
-    let mut g = c.benchmark_group("eevdf_enqueue_dequeue");
-    for n in SIZES {
-        let s = loaded_rq_with(n, features);
-        s.with_fair(|rq| {
-            let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
-            let slot = ids[ids.len() / 2];
-            let slot = if Some(slot) == rq.curr_slot() { ids[0] } else { slot };
-            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-                b.iter(|| {
-                    rq.dequeue(black_box(slot), DequeueFlags::SAVE);
-                    rq.enqueue(black_box(slot), EnqueueFlags::RESTORE);
-                })
-            });
-        });
-    }
-    g.finish();
-
-    let mut g = c.benchmark_group("eevdf_pick_next");
-    for n in SIZES {
-        let s = loaded_rq_with(n, features);
-        s.with_fair(|rq| {
-            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-                b.iter(|| black_box(rq.pick_next_entity()))
-            });
-        });
-    }
-    g.finish();
-
-    let mut g = c.benchmark_group("eevdf_switch");
-    for n in SIZES {
-        let s = loaded_rq_with(n, features);
-        s.with_fair(|rq| {
-            g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
-                b.iter(|| {
-                    rq.put_prev();
-                    let next = rq.pick_next_entity();
-                    if let Some(next) = next {
-                        rq.set_next(next);
-                    }
-                    black_box(next)
-                })
-            });
-        });
-    }
-    g.finish();
+    hot_paths(c, "eevdf_", Features::default() | Features::EEVDF);
 }
 
 criterion_group!(benches, bench);
