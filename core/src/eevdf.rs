@@ -60,7 +60,12 @@ pub fn checked_slice_ns(ns: u64) -> Option<u64> {
 /// assert_eq!(sched_core::eevdf::to_virtual(3_000_000, 2048), 1_500_000);
 /// ```
 pub fn to_virtual(delta: u64, weight: u64) -> u64 {
-    (delta as u128 * NICE_0_WEIGHT as u128 / weight.max(1) as u128).min(u64::MAX as u128) as u64
+    // A 64-bit division when the product fits (every slice and tick does): the 128-bit one is
+    // a library call several times slower on the hot path.
+    match delta.checked_mul(NICE_0_WEIGHT) {
+        Some(p) => p / weight.max(1),
+        None => (delta as u128 * NICE_0_WEIGHT as u128 / weight.max(1) as u128).min(u64::MAX as u128) as u64,
+    }
 }
 
 /// The virtual deadline of an entity that starts a request of `slice_ns` at `vruntime`:
@@ -139,7 +144,12 @@ impl AvgVruntime {
         if load == 0 {
             return base;
         }
-        base.wrapping_add(sum.div_euclid(load) as i64 as u64)
+        // 64-bit when the sums fit, as they do but for vruntimes far apart.
+        let q = match (i64::try_from(sum), i64::try_from(load)) {
+            (Ok(s), Ok(l)) => s.div_euclid(l) as i128,
+            _ => sum.div_euclid(load),
+        };
+        base.wrapping_add(q as i64 as u64)
     }
 
     /// Whether an entity at `v` is eligible — its lag (average − v) is not negative — decided
@@ -173,8 +183,15 @@ pub fn place(avg: u64, vlag: i64, load: u64, weight: u64) -> u64 {
     if load == 0 {
         return avg;
     }
-    let scaled = vlag as i128 * (load as i128 + weight as i128) / load as i128;
-    let scaled = scaled.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+    let total = load.saturating_add(weight);
+    // 64-bit when the product fits (lags are bounded by slices, so it does).
+    let scaled = match (i64::try_from(total).ok().and_then(|t| vlag.checked_mul(t)), i64::try_from(load)) {
+        (Some(p), Ok(l)) => p / l,
+        _ => {
+            let s = vlag as i128 * (load as i128 + weight as i128) / load as i128;
+            s.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+        }
+    };
     avg.wrapping_sub(scaled as u64)
 }
 

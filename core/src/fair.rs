@@ -359,8 +359,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             // The lag it leaves with, against the average it is still part of.
             let curr = if is_curr { Some((se.vruntime, se.weight())) } else { self.curr_vw() };
             let avg = self.eavg.avg(self.min_vruntime, curr);
-            let limit = eevdf::lag_limit(self.slice_of(&se), eevdf::LAG_TICK_NS, se.weight());
-            se.vlag = eevdf::lag(avg, se.vruntime, limit);
+            se.vlag = eevdf::lag(avg, se.vruntime, self.lag_bound(&se));
+            if !flags.contains(DequeueFlags::SLEEP) {
+                // Leaving for another runqueue or a nice change, mid-request: the deadline
+                // travels relative to the vruntime (Linux's PLACE_REL_DEADLINE).
+                se.deadline = se.deadline.wrapping_sub(se.vruntime);
+            }
         }
         if !is_curr {
             self.tl_remove(slot, &se);
@@ -388,17 +392,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    /// The slice of an entity: its own, or the machine's default (`min_granularity`, which
-    /// is Linux 6.6's base slice, 0.75 ms × (1 + log2 of the CPU count)).
-    #[cfg(feature = "eevdf")]
-    pub fn slice_of(&self, e: &Entity) -> u64 {
-        if e.slice != 0 {
-            e.slice
-        } else {
-            self.tunables.min_granularity_ns
-        }
-    }
-
     /// The current entity's vruntime and weight, if it is runnable (what the average counts
     /// besides the timeline).
     #[cfg(feature = "eevdf")]
@@ -422,7 +415,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.vruntime = eevdf::place(avg, vlag, load, w);
         let slice = self.slice_of(se);
         let vslice = eevdf::to_virtual(if initial { slice / 2 } else { slice }, w);
-        se.deadline = se.vruntime.wrapping_add(vslice);
+        // A wakeup or a new task starts a request; a task that moved or changed its nice
+        // mid-request keeps what was left of it (its deadline came relative, see `dequeue`;
+        // one enqueued under CFS brings none, and starts a request).
+        let rel = se.deadline;
+        let resumes = !flags.intersects(EnqueueFlags::WAKEUP | EnqueueFlags::INITIAL);
+        let left = if resumes && rel > 0 && rel <= vslice { rel } else { vslice };
+        se.deadline = se.vruntime.wrapping_add(left);
     }
 
     /// `update_deadline`: the current entity whose request is done starts the next, one slice
@@ -442,12 +441,20 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// current `c` when the pick, counting `c`, would choose it — unless `c` is eligible and
     /// still in the request it was picked for (RUN_TO_PARITY).
     #[cfg(feature = "eevdf")]
-    fn eevdf_preempts(&self, wakee: SlotId, w: &Entity, c: &Entity) -> bool {
+    fn eevdf_preempts(&mut self, wakee: SlotId, w: &Entity, c: &Entity) -> bool {
         let base = self.min_vruntime;
         let curr = c.on_rq.then(|| (c.vruntime, c.weight()));
         let avg = self.eavg;
         let c_eligible = c.on_rq && avg.eligible(c.vruntime, base, curr);
-        if c_eligible && c.deadline == self.picked_deadline {
+        let protected = c_eligible && c.deadline == self.picked_deadline;
+        // PREEMPT_SHORT (Linux 6.12): an eligible wakee with a shorter slice and an earlier
+        // deadline ends the running task's protection (for the pick that follows too).
+        let short = self.slice_of(w) < self.slice_of(c)
+            && avg.eligible(w.vruntime, base, curr)
+            && vruntime_before(w.deadline, c.deadline);
+        if protected && short {
+            self.picked_deadline = c.deadline.wrapping_add(1);
+        } else if protected {
             return false;
         }
         let best = self.timeline.pick_eligible(|v| avg.eligible(v, base, curr));
@@ -460,7 +467,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Without EEVDF built in it never preempts.
     #[cfg(not(feature = "eevdf"))]
-    fn eevdf_preempts(&self, _wakee: SlotId, _w: &Entity, _c: &Entity) -> bool {
+    fn eevdf_preempts(&mut self, _wakee: SlotId, _w: &Entity, _c: &Entity) -> bool {
         false
     }
 
@@ -767,8 +774,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
+        let eevdf = self.eevdf();
         let Some(mut se) = self.entity(slot) else { return };
+        #[cfg(feature = "eevdf")]
+        let old_weight = se.weight();
         let moved = reweight_entity(&mut self.avg, &mut se, nice);
+        #[cfg(feature = "eevdf")]
+        if eevdf {
+            // What is left of the request (relative, out of the accounting) takes as long
+            // in wall time at the new weight: scaled like the lag.
+            se.deadline = (se.deadline as u128 * old_weight as u128 / se.weight().max(1) as u128) as u64;
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = eevdf;
         self.pelt_slack.moved(moved, 0, 0);
     }
 

@@ -254,6 +254,8 @@ impl<const CAP: usize> Timeline<CAP> {
         let (l, r, p) = (node.left, node.right, node.parent);
         // Deepest node whose subtree height may have changed.
         let fix_from;
+        // The successor moved into z's place, if any.
+        let mut moved = NIL;
         if l == NIL || r == NIL {
             let child = if l != NIL { l } else { r };
             if child != NIL {
@@ -285,6 +287,7 @@ impl<const CAP: usize> Timeline<CAP> {
                 self.nodes[r as usize].parent = s;
                 fix_from = sp;
             }
+            moved = s;
             let sn = &mut self.nodes[s as usize];
             sn.left = l;
             sn.parent = p;
@@ -297,8 +300,25 @@ impl<const CAP: usize> Timeline<CAP> {
 
         self.nodes[id] = Node::VACANT;
         self.len -= 1;
+        // A successor moved into z's place holds its old subtree's best, and the retrace may
+        // stop below it: bring the path up to it up to date first, and propagate above it too.
+        #[cfg(feature = "eevdf")]
+        if moved != NIL && self.augmented {
+            let mut x = fix_from;
+            while x != NIL {
+                self.fix_aug(x);
+                if x == moved {
+                    break;
+                }
+                x = self.nodes[x as usize].parent;
+            }
+        }
         let rest = self.retrace(fix_from);
         self.propagate(rest);
+        if moved != NIL {
+            let above = self.nodes[moved as usize].parent;
+            self.propagate(above);
+        }
         Ok(())
     }
 
@@ -672,14 +692,21 @@ impl<const CAP: usize> Timeline<CAP> {
         let _ = x;
     }
 
-    /// Refreshes the subtree bests from `x` up to the root (where an insert's or a removal's
-    /// retrace stopped; O(log n), EEVDF only).
+    /// Refreshes the subtree bests from `x` up towards the root (from where an insert's or a
+    /// removal's retrace stopped; O(log n), EEVDF only). Everything below `x` is up to date and
+    /// only the path up from it changed, so once a node's best comes out as it was, every
+    /// ancestor's does too, and the walk stops there (usually at once: a new request's
+    /// deadline is rarely a subtree's earliest).
     #[inline]
     fn propagate(&mut self, mut x: u32) {
         #[cfg(feature = "eevdf")]
         if self.augmented {
             while x != NIL {
+                let was = self.aug[x as usize];
                 self.fix_aug(x);
+                if self.aug[x as usize] == was {
+                    break;
+                }
                 x = self.nodes[x as usize].parent;
             }
         }

@@ -206,3 +206,134 @@ fn switching_eevdf_on_mid_run_rebuilds_the_average() {
     assert!(picks > 10, "only {picks} picks checked");
     d.s.check_invariants().unwrap();
 }
+
+/// Every runnable task's lag (the service it is owed, in ns of CPU: (V − v)·w/1024) stays
+/// within the paper's steady-state bound (Theorem 1: −r < lag < max(r, q), r the task's own
+/// request) widened by one quantum, since this core, as Linux, decides only at ticks (q = the
+/// tick) and a request overruns by up to one. Mixed weights and slices, checked after every
+/// tick over 2 s; the load-weighted lags sum to zero but for rounding.
+#[test]
+fn steady_lags_stay_within_the_papers_bound() {
+    let q = MS;
+    let mut d = eevdf_driver(q);
+    let spec = [(0, MS), (0, 3 * MS), (3, 5 * MS / 2), (-2, MS / 2), (5, 3 * MS)];
+    let tasks: Vec<(TaskId, u64)> = spec
+        .iter()
+        .map(|&(nice, slice)| {
+            let t = d.spawn(nice);
+            d.s.smp().set_slice(d.now, t, slice).unwrap();
+            (t, slice)
+        })
+        .collect();
+    d.run(50 * MS);
+    let (mut lo, mut hi) = (0f64, 0f64);
+    for _ in 0..2000 {
+        d.run(q);
+        let es: Vec<_> = tasks.iter().map(|&(t, r)| (d.s.entity(t).unwrap(), r)).collect();
+        let base = es.iter().map(|(e, _)| e.vruntime).min().unwrap();
+        let mut avg = AvgVruntime::new();
+        for (e, _) in &es {
+            avg.add(e.vruntime, base, e.weight());
+        }
+        let v = avg.avg(base, None);
+        let mut sum = 0i128;
+        for (e, r) in &es {
+            let lag = v.wrapping_sub(e.vruntime) as i64 as i128 * e.weight() as i128 / 1024;
+            sum += lag * 1024;
+            let (min, max) = (-((r + q) as i128), (*r).max(q) as i128 + q as i128);
+            assert!(min < lag && lag < max, "lag {lag} ns outside ({min}, {max}) with a {r} ns slice");
+            lo = lo.min(lag as f64 / *r as f64);
+            hi = hi.max(lag as f64 / *r as f64);
+        }
+        let total: u64 = es.iter().map(|(e, _)| e.weight()).sum();
+        assert!(sum.abs() <= 2 * total as i128 + 1024 * 5, "lags sum to {sum}");
+    }
+    println!("lag / own slice ranged over [{lo:.2}, {hi:.2}]");
+    d.s.check_invariants().unwrap();
+}
+
+/// Linux 6.12's PREEMPT_SHORT: a woken task with a shorter slice and an earlier deadline
+/// preempts a task still inside the request it was picked for; with an equal slice it waits
+/// for that request to end (RUN_TO_PARITY). Judged at every wakeup where the pick would take
+/// the wakee while the running task is eligible and freshly picked.
+#[test]
+fn a_shorter_slice_wakee_preempts_a_protected_task() {
+    for (slice, preempts) in [(MS / 2, true), (0, false)] {
+        let mut d = eevdf_driver(MS / 4);
+        // Two spinners: each request's end is a pick (alone, a task's next request is not).
+        let spinners = [d.spawn(0), d.spawn(0)];
+        let sleeper = d.spawn(0);
+        if slice != 0 {
+            d.s.smp().set_slice(d.now, sleeper, slice).unwrap();
+        }
+        d.run(20 * MS);
+        let mut judged = 0;
+        for i in 0..300u64 {
+            d.run_until_current(sleeper, MS / 4, 50 * MS);
+            d.run(MS / 4 * (i % 3));
+            if d.s.current() != Some(sleeper) {
+                continue;
+            }
+            d.s.block(d.now, sleeper).unwrap();
+            d.s.schedule(d.now);
+            d.run(MS / 4 * (i % 13));
+            // A spinner a quarter of a tick into a request it was just picked for.
+            let fresh = |d: &Driver| {
+                d.s.current()
+                    .and_then(|c| spinners.contains(&c).then(|| d.s.entity(c).unwrap()))
+                    .is_some_and(|e| e.deadline.wrapping_sub(e.vruntime) == to_virtual(3 * MS, 1024))
+            };
+            while !fresh(&d) || d.s.need_resched() {
+                d.run(MS / 4);
+            }
+            d.now += MS / 16;
+            d.s.wake(d.now, sleeper).unwrap();
+            let curr = d.s.current().unwrap();
+            let es: Vec<_> = [spinners[0], spinners[1], sleeper].map(|t| (t, d.s.entity(t).unwrap())).into();
+            let base = es.iter().map(|(_, e)| e.vruntime).min().unwrap();
+            let mut avg = AvgVruntime::new();
+            for (_, e) in &es {
+                avg.add(e.vruntime, base, e.weight());
+            }
+            let eligible =
+                |t: TaskId| es.iter().any(|(u, e)| *u == t && avg.eligible(e.vruntime, base, None));
+            let rel = |e: &sched_core::Entity| e.deadline.wrapping_sub(base) as i64;
+            let pick = es.iter().filter(|(t, _)| eligible(*t)).min_by_key(|(_, e)| rel(e)).map(|(t, _)| *t);
+            if eligible(curr) && pick == Some(sleeper) {
+                judged += 1;
+                assert_eq!(d.s.need_resched(), preempts, "slice {slice}: wakeup {i} preempted");
+            }
+            d.resched_if_needed();
+            d.s.check_invariants().unwrap();
+        }
+        assert!(judged >= 20, "slice {slice}: only {judged} wakeups judged");
+    }
+}
+
+/// A nice change mid-request keeps what is left of the request, in wall time: the deadline's
+/// distance from the vruntime is scaled by old / new weight, as the lag is.
+#[test]
+fn a_nice_change_mid_request_scales_what_is_left_of_it() {
+    let mut d = eevdf_driver(MS / 4);
+    let _a = d.spawn(0);
+    let b = d.spawn(0);
+    d.run(20 * MS);
+    // `b` runs, a millisecond into its 3 ms request.
+    d.run_until_current(b, MS / 4, 50 * MS);
+    while d.s.current() != Some(b) || {
+        let e = d.s.entity(b).unwrap();
+        e.deadline.wrapping_sub(e.vruntime) > to_virtual(2 * MS, 1024)
+    } {
+        d.run(MS / 4);
+    }
+    let e = d.s.entity(b).unwrap();
+    let left = e.deadline.wrapping_sub(e.vruntime);
+    assert!(left > 0 && left < to_virtual(3 * MS, 1024), "b is mid-request: {left}");
+    d.s.set_nice(d.now, b, -5).unwrap();
+    assert_eq!(d.s.current(), Some(b));
+    let e = d.s.entity(b).unwrap();
+    let want = (left as u128 * 1024 / e.weight() as u128) as u64;
+    let now_left = e.deadline.wrapping_sub(e.vruntime);
+    assert!(now_left.abs_diff(want) <= 1, "{left} left at nice 0 became {now_left}, want {want}");
+    d.s.check_invariants().unwrap();
+}

@@ -1,7 +1,8 @@
 //! Stress: many random scenarios — topologies, task mixes (spinners, periodic sleepers,
 //! sysbench pools), affinities, nice levels, churn — with the core's invariant checker after
 //! every simulated event: no task lost, duplicated or misplaced; every pinned task where its
-//! affinity allows. Half the scenarios run EEVDF, whose sums the checker recomputes too.
+//! affinity allows. Half the scenarios run EEVDF with mixed slices, whose sums and sleepers'
+//! lags the checker covers too.
 
 use proptest::prelude::*;
 use sched_core::{CpuMask, Features};
@@ -75,6 +76,11 @@ fn run(s: Spec) {
         };
         let t = m.spawn(cpu, behavior, &format!("t{i}"), affinity);
         m.set_nice(t, nice as i32);
+        if s.eevdf {
+            // Mixed EEVDF slices: the default, 0.1 ms, 1 ms and 10 ms.
+            let slice = [0, 100_000, 1_000_000, 10_000_000][(run_us as usize + i) % 4];
+            m.smp.set_slice(m.now(), t, slice).expect("a valid slice for a live task");
+        }
         ids.push((t, affinity));
     }
     for step in 0..40u64 {

@@ -71,6 +71,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu {
                         return fail_t(cpu as usize, "parked task is not a blocked, idle entity", id);
                     }
+                    // The lag a sleeper keeps was clamped when it left, and stays within the
+                    // bound (which reweights scale alike and a new slice re-clamps).
+                    #[cfg(feature = "eevdf")]
+                    if let Some(st) = guards.get(cpu as usize).filter(|st| st.rq.eevdf()) {
+                        if entity.vlag.unsigned_abs() > st.rq.lag_bound(&entity) as u64 {
+                            return fail_t(cpu as usize, "a sleeper's kept lag beyond its bound", id);
+                        }
+                    }
                 }
                 Location::InTransit { from } => return fail_t(from as usize, "task left in transit", id),
             }

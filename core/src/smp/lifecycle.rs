@@ -490,6 +490,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             match entry.location {
                 Location::InTransit { .. } => core::hint::spin_loop(),
                 Location::Parked { .. } => {
+                    // The default slice (every CPU has the same tunables), read before the
+                    // table lock, which is never held while taking a runqueue lock.
+                    let default = self.rq(0).rq.tunables.min_granularity_ns;
                     // A parked task's entity belongs to whoever holds the table lock.
                     let mut t = self.table();
                     match t.get_mut(id) {
@@ -498,6 +501,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     if let Some(mut e) = self.pool().lock(id) {
                         e.slice = ns;
+                        // The lag it keeps is bounded by its slice: by the new one from now.
+                        let slice = if ns != 0 { ns } else { default };
+                        let bound = crate::eevdf::lag_limit(slice, crate::eevdf::LAG_TICK_NS, e.weight());
+                        e.vlag = e.vlag.clamp(-bound, bound);
                     }
                     return Ok(());
                 }
