@@ -411,7 +411,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let avg = self.eavg.avg(base, curr);
         let load = self.eavg.load() + curr.map_or(0, |c| c.1);
         let initial = flags.contains(EnqueueFlags::INITIAL);
-        let vlag = if initial { 0 } else { se.vlag };
+        let mut vlag = if initial { 0 } else { se.vlag };
+        if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
+            // The debt it slept with, less what the average has moved past it meanwhile: its
+            // vruntime is as it left it (absolute here, or relative to the old runqueue's
+            // min_vruntime, which the old average is at or past, after a migration).
+            let since = if flags.contains(EnqueueFlags::MIGRATED) {
+                (se.vruntime as i64).wrapping_neg()
+            } else {
+                avg.wrapping_sub(se.vruntime) as i64
+            };
+            vlag = vlag.max(since.min(0));
+        }
         se.vruntime = eevdf::place(avg, vlag, load, w);
         let slice = self.slice_of(se);
         let vslice = eevdf::to_virtual(if initial { slice / 2 } else { slice }, w);
@@ -778,15 +789,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let Some(mut se) = self.entity(slot) else { return };
         #[cfg(feature = "eevdf")]
         let old_weight = se.weight();
-        let moved = reweight_entity(&mut self.avg, &mut se, nice);
+        let moved = reweight_entity(&mut self.avg, &mut se, nice, eevdf);
         #[cfg(feature = "eevdf")]
         if eevdf {
             // What is left of the request (relative, out of the accounting) takes as long
             // in wall time at the new weight: scaled like the lag.
             se.deadline = (se.deadline as u128 * old_weight as u128 / se.weight().max(1) as u128) as u64;
         }
-        #[cfg(not(feature = "eevdf"))]
-        let _ = eevdf;
         self.pelt_slack.moved(moved, 0, 0);
     }
 
@@ -943,7 +952,8 @@ impl<const Q: usize> RunQueue<Q> {
     /// Reweights a task parked (asleep) off this runqueue whose blocked load is still in
     /// this runqueue's sums.
     pub(crate) fn reweight_parked(&mut self, se: &mut Entity, nice: Nice) {
-        let moved = reweight_entity(&mut self.avg, se, nice);
+        let eevdf = self.eevdf();
+        let moved = reweight_entity(&mut self.avg, se, nice, eevdf);
         self.pelt_slack.moved(moved, 0, 0);
     }
 }
@@ -966,7 +976,7 @@ fn buddy_allowed(e: &Entity) -> bool {
 /// The runqueue's own average may already hold that gain (it recomputed at a boundary the
 /// parked entity did not see), so taking out the stale `load_avg` with the full sum leaves
 /// the two apart by as much until the runqueue's next boundary, as in Linux.
-fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> u64 {
+fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice, eevdf: bool) -> u64 {
     #[cfg(feature = "eevdf")]
     let old_weight = se.weight();
     let attached = se.pelt_attached;
@@ -991,7 +1001,15 @@ fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice) -> 
     #[cfg(feature = "eevdf")]
     {
         // EEVDF: the same virtual service owed, in the new weight's virtual time.
-        se.vlag = (se.vlag as i128 * old_weight as i128 / w.max(1) as i128) as i64;
+        let vlag = (se.vlag as i128 * old_weight as i128 / w.max(1) as i128) as i64;
+        if eevdf && !se.on_rq {
+            // Off the runqueue, its vruntime moves by as much, so that it still marks where
+            // the average stood when it left (a sleeper's debt is paid off from there).
+            se.vruntime = se.vruntime.wrapping_add(se.vlag.wrapping_sub(vlag) as u64);
+        }
+        se.vlag = vlag;
     }
+    #[cfg(not(feature = "eevdf"))]
+    let _ = eevdf;
     old_avg + se.avg.load_avg + lag
 }

@@ -42,6 +42,13 @@ bitflags! {
         /// Needs the `eevdf` cargo feature.
         #[cfg(feature = "eevdf")]
         const EEVDF = 1 << 9;
+        /// Under EEVDF, a sleeper keeps the negative lag it left with however long it sleeps
+        /// (Linux 6.6). Off by default: the debt is paid off as the runqueue's average passes
+        /// the sleeper's vruntime, and it wakes owing at most what is still unpaid (the effect
+        /// on lag of Linux 6.12's DELAY_DEQUEUE, which keeps such a sleeper queued until its
+        /// lag is zero).
+        #[cfg(feature = "eevdf")]
+        const SLEEPER_KEEPS_LAG = 1 << 10;
     }
 }
 

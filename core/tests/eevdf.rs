@@ -250,6 +250,47 @@ fn steady_lags_stay_within_the_papers_bound() {
     }
     println!("lag / own slice ranged over [{lo:.2}, {hi:.2}]");
     d.s.check_invariants().unwrap();
+    // A slice sets how often a task is decided for, not its share: the two nice-0 spinners
+    // with 1 ms and 3 ms slices ran alike.
+    let (r1, r3) = (d.runtime(tasks[0].0), d.runtime(tasks[1].0));
+    assert!((r1 as f64 / r3 as f64 - 1.0).abs() < 0.03, "1 ms slice ran {r1} ns, 3 ms slice {r3} ns");
+}
+
+/// A sleeper's debt (negative lag) is paid off while the runqueue's average passes its
+/// vruntime, so a task that slept long enough wakes owing nothing (the effect of Linux 6.12's
+/// delayed dequeue); with SLEEPER_KEEPS_LAG (Linux 6.6) it wakes owing what it left with.
+#[test]
+fn a_long_sleep_pays_off_a_sleepers_debt() {
+    for keeps in [false, true] {
+        let mut f = Features::default() | Features::EEVDF;
+        f.set(Features::SLEEPER_KEEPS_LAG, keeps);
+        let mut d = Driver::with(Tunables::for_cpus(8), f, MS / 4);
+        let a = d.spawn(0);
+        let _b = d.spawn(0);
+        d.run(20 * MS);
+        // `a` runs a whole request (3 ms) ahead of `b`, then sleeps owing service.
+        d.run_until_current(a, MS / 4, 50 * MS);
+        d.run(2 * MS);
+        assert_eq!(d.s.current(), Some(a));
+        d.s.block(d.now, a).unwrap();
+        d.s.schedule(d.now);
+        let left_with = d.s.entity(a).unwrap().vlag;
+        assert!(left_with < 0, "a ran ahead: lag {left_with}");
+        d.run(20 * MS);
+        d.s.wake(d.now, a).unwrap();
+        let [ea, eb] = [a, _b].map(|t| d.s.entity(t).unwrap());
+        let mut avg = AvgVruntime::new();
+        let base = ea.vruntime.min(eb.vruntime);
+        avg.add(ea.vruntime, base, ea.weight());
+        avg.add(eb.vruntime, base, eb.weight());
+        let lag = avg.avg(base, None).wrapping_sub(ea.vruntime) as i64;
+        if keeps {
+            assert!((lag - left_with).abs() <= 2, "kept: woke with {lag}, left with {left_with}");
+        } else {
+            assert!(lag.abs() <= 2, "paid off: woke with {lag}, left with {left_with}");
+        }
+        d.s.check_invariants().unwrap();
+    }
 }
 
 /// Linux 6.12's PREEMPT_SHORT: a woken task with a shorter slice and an earlier deadline

@@ -6,7 +6,7 @@ use sched_core::{CpuMask, Features};
 
 use crate::machine::{Behavior, Config, Machine, RunReport};
 use crate::rng::Rng;
-use crate::stats::{mann_whitney, median, range, summary};
+use crate::stats::{mann_whitney, median, quantile, range, summary};
 use crate::trace::TraceLog;
 
 /// A workload run on a fresh machine.
@@ -32,6 +32,25 @@ pub enum Workload {
         /// How long to run.
         run_ns: u64,
     },
+    /// Latency-sensitive tasks among CPU hogs: `spinners` spinners with the default slice and
+    /// `periodic` tasks that each run `run_ns`, then sleep `sleep_ns`, over and over, for
+    /// `duration_ns`. Every other periodic task asks for an EEVDF slice of `slice_ns` (tagged
+    /// 1), the rest keep the default (tagged 0), so one run compares the two; CFS ignores
+    /// slices. The figures: the periodic tasks' wake-to-run times and everyone's CPU share.
+    Latency {
+        /// Spinners.
+        spinners: u32,
+        /// Periodic tasks.
+        periodic: u32,
+        /// Work per period.
+        run_ns: u64,
+        /// Sleep per period.
+        sleep_ns: u64,
+        /// The periodic tasks' EEVDF slice (0: the machine's default).
+        slice_ns: u64,
+        /// How long to run.
+        duration_ns: u64,
+    },
 }
 
 impl Workload {
@@ -39,6 +58,20 @@ impl Workload {
     /// event cost that makes 1000 events on 8 CPUs take about the seed's 158 ms.
     pub fn seed() -> Workload {
         Workload::Sysbench { threads: 8, events: 1000, cost_ns: 1_240_000, jitter: 0.02 }
+    }
+
+    /// The latency workload's defaults on an 8-CPU machine: 16 spinners (two per CPU) and 8
+    /// periodic tasks running 0.5 ms, then sleeping 4.5 ms, half of them with 0.5 ms slices,
+    /// for 2 s.
+    pub fn latency() -> Workload {
+        Workload::Latency {
+            spinners: 16,
+            periodic: 8,
+            run_ns: 500_000,
+            sleep_ns: 4_500_000,
+            slice_ns: 500_000,
+            duration_ns: 2_000_000_000,
+        }
     }
 }
 
@@ -123,8 +156,27 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             m.start(0);
             m.run_until(start + run_ns);
         }
+        Workload::Latency { spinners, periodic, run_ns, sleep_ns, slice_ns, duration_ns } => {
+            for i in 0..spinners {
+                m.spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::ALL);
+            }
+            for i in 0..periodic {
+                let b = Behavior::Periodic { run_ns, sleep_ns, repeat: u32::MAX };
+                let t = m.spawn(0, b, &format!("periodic{i}"), CpuMask::ALL);
+                if i % 2 == 0 {
+                    // A slice out of range is refused and leaves the default.
+                    let _ = m.smp.set_slice(m.now(), t, slice_ns);
+                    m.tag(t, 1);
+                }
+            }
+            m.start(0);
+            m.run_until(start + duration_ns);
+        }
     }
-    let r = m.report();
+    let mut r = m.report();
+    if let Workload::Latency { duration_ns, .. } = *w {
+        r.total_ns = duration_ns;
+    }
     let tr = m.trace().map(|t| {
         let end = m.now();
         let other = serde_json::json!({ "config": m.config(), "workload": w, "report": &r });
@@ -183,21 +235,12 @@ pub fn ab(
             progress();
         }
     }
-    type Figure = (&'static str, fn(&RunReport) -> f64);
-    let figures: [Figure; 7] = [
-        ("total time (ms)", |r| r.total_ns as f64 / 1e6),
-        ("per-request avg (ms)", |r| r.avg_latency_ns / 1e6),
-        ("per-request max (ms)", |r| r.max_latency_ns as f64 / 1e6),
-        ("spread time (ms)", |r| r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
-        ("migrations to spread", |r| r.migrations_to_spread as f64),
-        ("failed balances to spread", |r| r.failed_to_spread as f64),
-        ("failed balances (run)", |r| r.failed_balances as f64),
-    ];
-    let rows = figures
+    let cpus = base.cpus as f64;
+    let rows = figures(w)
         .iter()
         .map(|(name, f)| {
-            let va: Vec<f64> = ra.iter().map(f).collect();
-            let vb: Vec<f64> = rb.iter().map(f).collect();
+            let va: Vec<f64> = ra.iter().map(|r| f(r, cpus)).collect();
+            let vb: Vec<f64> = rb.iter().map(|r| f(r, cpus)).collect();
             let (_, p) = mann_whitney(&va, &vb);
             Row { name: name.to_string(), a: va, b: vb, p_value: p }
         })
@@ -214,14 +257,56 @@ pub fn ab(
     }
 }
 
+/// A table row's figure: its name and how to read it from a run's report (and the CPU count).
+type Figure = (&'static str, fn(&RunReport, f64) -> f64);
+
+/// The figures an A/B table shows for workload `w`.
+fn figures(w: &Workload) -> Vec<Figure> {
+    /// The `q`-quantile of the wake-to-run times of tasks tagged `tag` (µs).
+    fn wake_us(r: &RunReport, tag: u8, q: f64) -> f64 {
+        let v: Vec<f64> = r.wake_latencies.iter().filter(|l| l.0 == tag).map(|l| l.1 as f64 / 1e3).collect();
+        quantile(&v, q)
+    }
+    /// A CPU time as a share of the machine over the run (%).
+    fn share(ns: u64, r: &RunReport, cpus: f64) -> f64 {
+        100.0 * ns as f64 / (cpus * r.total_ns.max(1) as f64)
+    }
+    match w {
+        Workload::Latency { .. } => vec![
+            ("short slice: wake-to-run p50 (µs)", |r, _| wake_us(r, 1, 0.5)),
+            ("short slice: p99 (µs)", |r, _| wake_us(r, 1, 0.99)),
+            ("short slice: max (µs)", |r, _| wake_us(r, 1, 1.0)),
+            ("short slice: CPU share (%)", |r, c| share(r.periodic_cpu_ns[1], r, c)),
+            ("default slice: wake-to-run p50 (µs)", |r, _| wake_us(r, 0, 0.5)),
+            ("default slice: p99 (µs)", |r, _| wake_us(r, 0, 0.99)),
+            ("default slice: max (µs)", |r, _| wake_us(r, 0, 1.0)),
+            ("default slice: CPU share (%)", |r, c| share(r.periodic_cpu_ns[0], r, c)),
+            ("spinners' CPU share (%)", |r, c| share(r.spinner_cpu_ns, r, c)),
+            ("periods run", |r, _| r.wake_latencies.len() as f64),
+            ("migrations (run)", |r, _| r.migrations as f64),
+        ],
+        _ => vec![
+            ("total time (ms)", |r, _| r.total_ns as f64 / 1e6),
+            ("per-request avg (ms)", |r, _| r.avg_latency_ns / 1e6),
+            ("per-request max (ms)", |r, _| r.max_latency_ns as f64 / 1e6),
+            ("spread time (ms)", |r, _| r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
+            ("migrations to spread", |r, _| r.migrations_to_spread as f64),
+            ("failed balances to spread", |r, _| r.failed_to_spread as f64),
+            ("failed balances (run)", |r, _| r.failed_balances as f64),
+        ],
+    }
+}
+
 impl AbTable {
     /// The seed-style table: per figure the median and [min–max] over iterations on each
     /// side, and the p-value.
     pub fn render(&self) -> String {
-        let mut s = format!("{:<27} {:>26} {:>26} {:>9}\n", "", self.a_label, self.b_label, "p (M-W U)");
+        // The name column fits the longest name (27 at least, the seed tables' width).
+        let w = self.rows.iter().map(|r| r.name.chars().count()).max().unwrap_or(0).max(27);
+        let mut s = format!("{:<w$} {:>26} {:>26} {:>9}\n", "", self.a_label, self.b_label, "p (M-W U)");
         for r in &self.rows {
             s.push_str(&format!(
-                "{:<27} {:>26} {:>26} {:>9.4}\n",
+                "{:<w$} {:>26} {:>26} {:>9.4}\n",
                 r.name,
                 summary(&r.a),
                 summary(&r.b),

@@ -322,6 +322,12 @@ struct TaskSim {
     parent: Option<TaskId>,
     children_alive: u32,
     is_worker: bool,
+    /// CPU time it has had (ns).
+    ran_ns: u64,
+    /// When it last woke from a sleep and has not run since (latency probes: periodic tasks).
+    woke_at: Option<u64>,
+    /// A workload's label for the task's group (0 unless set with [`Machine::tag`]).
+    tag: u8,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -495,6 +501,24 @@ pub struct RunReport {
     pub events_exactly_once: bool,
     /// Simulated CPU-ticks processed.
     pub ticks: u64,
+    /// Each timer wakeup's wait until its task ran: the periodic tasks' wake-to-run, with
+    /// the task's tag (see [`Machine::tag`]), ns.
+    #[serde(skip)]
+    pub wake_latencies: Vec<(u8, u64)>,
+    /// CPU time the live spinners have had (ns).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub spinner_cpu_ns: u64,
+    /// CPU time the live periodic tasks have had, per tag 0 and 1 (ns).
+    #[serde(skip_serializing_if = "both_zero")]
+    pub periodic_cpu_ns: [u64; 2],
+}
+
+fn both_zero(n: &[u64; 2]) -> bool {
+    *n == [0, 0]
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The simulated machine.
@@ -523,6 +547,8 @@ pub struct Machine<const C: usize> {
     /// Workers a sysbench main thread will create (0: not a sysbench run).
     worker_target: u32,
     ticks: u64,
+    /// Every timer wakeup's wait until the task ran (its tag, ns), in order.
+    wake_latencies: Vec<(u8, u64)>,
 }
 
 impl<const C: usize> Machine<C> {
@@ -563,6 +589,7 @@ impl<const C: usize> Machine<C> {
             workers: 0,
             worker_target: 0,
             ticks: 0,
+            wake_latencies: Vec::new(),
         };
         // Every CPU starts in its idle loop with its tick running.
         for cpu in 0..n {
@@ -663,6 +690,9 @@ impl<const C: usize> Machine<C> {
                 parent,
                 children_alive: 0,
                 is_worker,
+                ran_ns: 0,
+                woke_at: None,
+                tag: 0,
             },
         );
         if let Some(p) = parent.and_then(|p| self.tasks.get_mut(&p)) {
@@ -786,6 +816,7 @@ impl<const C: usize> Machine<C> {
                 let ran = self.now - c.since;
                 if let Some(ts) = self.tasks.get_mut(&t) {
                     ts.remaining = ts.remaining.saturating_sub(ran);
+                    ts.ran_ns += ran;
                 }
                 c.since = self.now;
             }
@@ -847,11 +878,15 @@ impl<const C: usize> Machine<C> {
         if next != prev {
             c.since = self.now + self.cfg.switch_cost_ns;
             if let Some(t) = next {
+                let runs_at = c.since;
                 if let Some(ts) = self.tasks.get_mut(&t) {
                     if ts.last_cpu.is_some_and(|l| l != cpu) {
                         ts.remaining = ts.remaining.saturating_add(self.cfg.migration_cost_ns);
                     }
                     ts.last_cpu = Some(cpu);
+                    if let Some(woke) = ts.woke_at.take() {
+                        self.wake_latencies.push((ts.tag, runs_at - woke));
+                    }
                 }
             }
             if let Some(tr) = self.trace.as_mut() {
@@ -1075,6 +1110,9 @@ impl<const C: usize> Machine<C> {
         }
         // A timer wakeup fires on the CPU the task slept on.
         let waker = self.smp.task_cpu(t).unwrap_or(0) as usize;
+        if let Some(ts) = self.tasks.get_mut(&t) {
+            ts.woke_at = Some(self.now);
+        }
         self.wake_traced(waker, t, "sleeper wakes");
         if self.smp.need_resched(waker) {
             self.reschedule(waker);
@@ -1103,7 +1141,35 @@ impl<const C: usize> Machine<C> {
             active_balances: p.active_balances.get(),
             events_exactly_once: !self.pool.done.is_empty() && self.pool.done.iter().all(|&d| d == 1),
             ticks: self.ticks,
+            wake_latencies: self.wake_latencies.clone(),
+            spinner_cpu_ns: self.cpu_time_of(|t| matches!(t.behavior, Behavior::Spinner)),
+            periodic_cpu_ns: [0, 1].map(|tag| {
+                self.cpu_time_of(|t| matches!(t.behavior, Behavior::Periodic { .. }) && t.tag == tag)
+            }),
         }
+    }
+
+    /// Labels task `t`'s group for the figures (wake-to-run times and CPU time are reported
+    /// per tag).
+    pub fn tag(&mut self, t: TaskId, tag: u8) {
+        if let Some(ts) = self.tasks.get_mut(&t) {
+            ts.tag = tag;
+        }
+    }
+
+    /// CPU time (ns) the live tasks `which` selects have had, the running ones' up to now.
+    fn cpu_time_of(&self, which: impl Fn(&TaskSim) -> bool) -> u64 {
+        let running: u64 = self
+            .cpus
+            .iter()
+            .filter_map(|c| {
+                let t = self.tasks.get(&c.running?)?;
+                which(t).then(|| self.now.saturating_sub(c.since))
+            })
+            .sum();
+        let settled: u64 =
+            self.tasks.slots.iter().flatten().filter(|(_, t)| which(t)).map(|(_, t)| t.ran_ns).sum();
+        settled + running
     }
 
     /// Sets up a sysbench-like pool of `events` of `cost_ns` (± `jitter`).
@@ -1137,6 +1203,9 @@ mod tests {
             parent: None,
             children_alive: 0,
             is_worker: false,
+            ran_ns: 0,
+            woke_at: None,
+            tag: 0,
         }
     }
 

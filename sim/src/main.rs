@@ -90,6 +90,57 @@ impl SysbenchArgs {
     }
 }
 
+/// Which workload an A/B runs.
+#[derive(Clone, Copy, ValueEnum)]
+enum WorkloadKind {
+    /// The seed's sysbench-like run (its options above).
+    Sysbench,
+    /// Spinners plus periodic short-slice tasks: their wake-to-run times and the spinners'
+    /// CPU share (the options below).
+    Latency,
+}
+
+/// The latency workload: spinners plus periodic tasks with short slices.
+#[derive(clap::Args, Clone)]
+struct LatencyArgs {
+    /// Spinners (default slice).
+    #[arg(long, default_value_t = 16)]
+    spinners: u32,
+    /// Periodic tasks.
+    #[arg(long, default_value_t = 8)]
+    periodic: u32,
+    /// A periodic task's work per period (µs).
+    #[arg(long, default_value_t = 500)]
+    run_us: u64,
+    /// A periodic task's sleep per period (µs).
+    #[arg(long, default_value_t = 4500)]
+    sleep_us: u64,
+    /// The short slice every other periodic task asks for (µs; 0 the default, else
+    /// 100..=100000); the others keep the default.
+    #[arg(long, default_value_t = 500)]
+    slice_us: u64,
+    /// How long each run lasts (ms).
+    #[arg(long, default_value_t = 2000)]
+    duration_ms: u64,
+}
+
+impl LatencyArgs {
+    fn workload(&self) -> Workload {
+        if self.slice_us != 0 && sched_core::eevdf::checked_slice_ns(self.slice_us * 1000).is_none() {
+            eprintln!("xsim: --slice-us {} is not 0 or within 100..=100000", self.slice_us);
+            std::process::exit(2)
+        }
+        Workload::Latency {
+            spinners: self.spinners,
+            periodic: self.periodic,
+            run_ns: self.run_us.saturating_mul(1000).max(1),
+            sleep_ns: self.sleep_us.saturating_mul(1000),
+            slice_ns: self.slice_us * 1000,
+            duration_ns: self.duration_ms.saturating_mul(1_000_000),
+        }
+    }
+}
+
 #[derive(Subcommand)]
 enum Cmd {
     /// The seed's experiment: sysbench-like threads with the seed's rule on and off.
@@ -110,7 +161,8 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         iterations: usize,
     },
-    /// Any feature switch A vs B on the sysbench workload, same table.
+    /// Any feature switch A vs B on a workload (the sysbench-like one, or the latency one),
+    /// the same kind of table; e.g. `--workload latency --a "" --b EEVDF`.
     Ab {
         #[command(flatten)]
         m: MachineArgs,
@@ -120,8 +172,13 @@ enum Cmd {
         /// Features of B on top of the defaults.
         #[arg(long)]
         b: String,
+        /// The workload.
+        #[arg(long, value_enum, default_value_t = WorkloadKind::Sysbench)]
+        workload: WorkloadKind,
         #[command(flatten)]
         w: SysbenchArgs,
+        #[command(flatten)]
+        l: LatencyArgs,
     },
 }
 
@@ -293,13 +350,31 @@ fn main() {
                 }
             }
         }
-        Cmd::Ab { m, a, b, w: args } => {
+        Cmd::Ab { m, a, b, workload, w: args, l } => {
             let cfg = config(&m);
-            let w = args.workload();
+            let w = match workload {
+                WorkloadKind::Sysbench => args.workload(),
+                WorkloadKind::Latency => l.workload(),
+            };
             let t = run_ab(&cfg, &w, (features(&a), &a), (features(&b), &b), args.iterations, "ab");
             if m.json {
                 println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             } else {
+                if let WorkloadKind::Latency = workload {
+                    println!(
+                        "latency: {} spinners + {} periodic tasks ({} µs on, {} µs asleep; half \
+                         with a slice of {}), {} ms, {} CPUs ({}), HZ={}",
+                        l.spinners,
+                        l.periodic,
+                        l.run_us,
+                        l.sleep_us,
+                        if l.slice_us == 0 { "default".to_string() } else { format!("{} µs", l.slice_us) },
+                        l.duration_ms,
+                        cfg.cpus,
+                        m.topology,
+                        cfg.hz
+                    );
+                }
                 print!("{}", t.render());
             }
             let label =

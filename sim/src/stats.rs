@@ -15,6 +15,26 @@ pub fn median(xs: &[f64]) -> f64 {
     }
 }
 
+/// The `q`-quantile (0 ≤ q ≤ 1) by nearest rank: the smallest value with at least a `q`
+/// share of the values at or below it; NaN for no data.
+///
+/// ```
+/// use sched_sim::stats::quantile;
+/// let xs: Vec<f64> = (1..=100).map(f64::from).collect();
+/// assert_eq!(quantile(&xs, 0.5), 50.0);
+/// assert_eq!(quantile(&xs, 0.99), 99.0);
+/// assert_eq!(quantile(&xs, 1.0), 100.0);
+/// ```
+pub fn quantile(xs: &[f64], q: f64) -> f64 {
+    if xs.is_empty() {
+        return f64::NAN;
+    }
+    let mut v = xs.to_vec();
+    v.sort_by(|a, b| a.total_cmp(b));
+    let rank = (q.clamp(0.0, 1.0) * v.len() as f64).ceil().max(1.0) as usize;
+    v[rank - 1]
+}
+
 /// (min, max).
 pub fn range(xs: &[f64]) -> (f64, f64) {
     xs.iter().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), &x| (lo.min(x), hi.max(x)))
