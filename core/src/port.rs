@@ -296,6 +296,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.smp.set_nice(now, id, nice)
     }
 
+    /// Sets a task's EEVDF slice in ns (from `cpu`; 0: the machine's default); see
+    /// [`Smp::set_slice`].
+    #[cfg(feature = "eevdf")]
+    pub fn set_slice(&self, cpu: usize, now: u64, id: TaskId, ns: u64) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, Some(now))?;
+        self.smp.set_slice(now, id, ns)
+    }
+
     /// Changes a task's allowed CPUs (from `cpu`); it moves if it must.
     pub fn set_affinity(&self, cpu: usize, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
         let _inside = self.enter_up(cpu, Some(now))?;

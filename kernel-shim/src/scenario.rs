@@ -20,6 +20,11 @@
 //! * `scenario=churn ops=N seed=S`: random spawn/exit/park/unpark/yield/sleep until N
 //!   operations; every thread must start and exit exactly once.
 //! * `scenario=hang cpu=C`: a thread on CPU C spins with IRQs masked; the watchdog exits 5.
+//! * `scenario=latency spinners=N periodic=M run_us=R sleep_us=S short_slice_us=L
+//!   duration_ms=D policy=both|cfs|eevdf`: N spinners and M periodic threads (R µs of CPU, S
+//!   µs asleep, every other one with an EEVDF slice of L µs), D ms under CFS and then D ms
+//!   under EEVDF, switched at run time (or one of them); wake-to-run p50/p99/max and CPU
+//!   shares per group; exit 0 if every group ran. Not on a microcontroller (no EEVDF there).
 //!
 //! Every scenario that finishes also runs the core's `check_invariants` before exiting.
 //! Common keys: `hz=` (100, 250, 300, 1000), `nohz=on|off` (idle CPUs stop their tick;
@@ -39,6 +44,8 @@ mod boot;
 mod churn;
 mod corecalls;
 mod hang;
+#[cfg(not(target_arch = "arm"))]
+mod latency;
 mod pingpong;
 
 use bench::{bench_main, on_switch, on_tick, spinner, Mode};
@@ -46,6 +53,8 @@ use boot::boot;
 use churn::{churn_child, churn_main};
 use corecalls::{corecalls, corecalls_main};
 use hang::{hang, hang_main};
+#[cfg(not(target_arch = "arm"))]
+use latency::{latency_main, lt_spinner, periodic};
 use pingpong::{ping, pingpong_main, pong};
 
 /// Exit code for a bad command line.
@@ -78,6 +87,10 @@ pub const KIND_BUSY: usize = 9;
 /// A thread that calls the core from thread context in a loop (`scenario=corecalls`; arg:
 /// rounds).
 pub const KIND_CORECALLS: usize = 10;
+/// A periodic thread of `scenario=latency` (arg: its number).
+pub const KIND_PERIODIC: usize = 11;
+/// A spinner of `scenario=latency`.
+pub const KIND_LT_SPIN: usize = 12;
 
 /// Most events a sysbench run may ask for (one done-flag each).
 #[cfg(not(target_arch = "arm"))]
@@ -179,6 +192,55 @@ pub enum Scenario {
         /// Calls per thread.
         rounds: u32,
     },
+    /// Spinners beside periodic threads with short and default EEVDF slices, under CFS and
+    /// then EEVDF in one boot: wake-to-run times and shares.
+    Latency(Latency),
+}
+
+/// Which policies `scenario=latency` runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Policies {
+    /// CFS, then EEVDF.
+    Both,
+    /// CFS only.
+    Cfs,
+    /// EEVDF only.
+    Eevdf,
+}
+
+/// The workload's parameters (boot keys `spinners=`, `periodic=`, `run_us=`, `sleep_us=`,
+/// `short_slice_us=`, `duration_ms=`, `policy=`).
+#[derive(Clone, Copy, Debug)]
+pub struct Latency {
+    /// Spinners.
+    pub spinners: u32,
+    /// Periodic threads (every other one with the short slice).
+    pub periodic: u32,
+    /// A periodic thread's CPU time per period (µs).
+    pub run_us: u32,
+    /// Its sleep per period (µs).
+    pub sleep_us: u32,
+    /// The short slice (µs).
+    pub slice_us: u32,
+    /// Each phase's length (ms).
+    pub duration_ms: u32,
+    /// The policies, in order.
+    pub policies: Policies,
+}
+
+impl Latency {
+    /// Two spinners per CPU of an 8-CPU machine and one periodic thread per CPU: 0.5 ms of
+    /// CPU then 4.5 ms asleep, half of them with 0.5 ms slices; 500 ms per phase, both
+    /// policies (the simulator's latency workload, shorter).
+    pub const DEFAULT: Latency = Latency {
+        spinners: 16,
+        periodic: 8,
+        run_us: 500,
+        sleep_us: 4500,
+        slice_us: 500,
+        duration_ms: 500,
+        policies: Policies::Both,
+    };
 }
 
 /// The faults of `scenario=fault`.
@@ -243,6 +305,12 @@ fn key_name(key: &str) -> &'static str {
         "slice_us",
         "create_us",
         "setup_us",
+        "spinners",
+        "periodic",
+        "run_us",
+        "sleep_us",
+        "short_slice_us",
+        "duration_ms",
     ]
     .into_iter()
     .find(|k| *k == key)
@@ -279,6 +347,8 @@ pub enum ArgError {
     Capacity,
     /// `entry_race=on` on a machine without that firmware race.
     EntryRace,
+    /// `policy=` is not `both`, `cfs` or `eevdf`.
+    Policy,
 }
 
 impl core::fmt::Display for ArgError {
@@ -288,11 +358,11 @@ impl core::fmt::Display for ArgError {
             ArgError::UnknownKey => {
                 write!(
                     f,
-                    "unknown key (known: scenario threads events maxprime seed create_us setup_us barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us entry_race hz nohz skew idle_yield features trace)"
+                    "unknown key (known: scenario threads events maxprime seed create_us setup_us barrier clusters capacity pairs rounds cpu fault nice ops watchdog slice_us entry_race spinners periodic run_us sleep_us short_slice_us duration_ms policy hz nohz skew idle_yield features trace)"
                 )
             }
             ArgError::UnknownScenario => {
-                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang corecalls)")
+                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang corecalls latency)")
             }
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
@@ -300,6 +370,7 @@ impl core::fmt::Display for ArgError {
             ArgError::OnOff => write!(f, "nohz, skew, idle_yield, barrier, trace and entry_race must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
             ArgError::EntryRace => write!(f, "entry_race=on needs riscv64 (its SBI firmware has the race)"),
+            ArgError::Policy => write!(f, "policy must be both, cfs or eevdf"),
             ArgError::Capacity => write!(
                 f,
                 "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
@@ -324,6 +395,7 @@ impl Config {
         let mut capacity = crate::topology::Capacities::NONE;
         let mut fault = Fault::Udf;
         let (mut nice, mut ops) = (5, 10_000);
+        let mut lat = Latency::DEFAULT;
         for word in bootargs.split_ascii_whitespace() {
             *bad = word;
             let (k, v) = word.split_once('=').ok_or(ArgError::NotKeyValue)?;
@@ -346,6 +418,20 @@ impl Config {
                 "nice" => nice = number(k, v, 1, 19)?,
                 "ops" => ops = number(k, v, 1, 1_000_000)?,
                 "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
+                "spinners" => lat.spinners = number(k, v, 0, MAX_SPINNERS)?,
+                "periodic" => lat.periodic = number(k, v, 1, MAX_SPINNERS)?,
+                "run_us" => lat.run_us = number(k, v, 1, 100_000)?,
+                "sleep_us" => lat.sleep_us = number(k, v, 1, 1_000_000)?,
+                "short_slice_us" => lat.slice_us = number(k, v, 100, 100_000)?,
+                "duration_ms" => lat.duration_ms = number(k, v, 1, 60_000)?,
+                "policy" => {
+                    lat.policies = match v {
+                        "both" => Policies::Both,
+                        "cfs" => Policies::Cfs,
+                        "eevdf" => Policies::Eevdf,
+                        _ => return Err(ArgError::Policy),
+                    }
+                }
                 "slice_us" => arch::set_slice_us(number(k, v, 0, arch::MAX_SLICE_US as u32)? as u64),
                 "entry_race" => {
                     if !arch::simulate_entry_race(on_off(v)?) {
@@ -398,6 +484,17 @@ impl Config {
             "churn" => Scenario::Churn { ops },
             "hang" => Scenario::Hang { cpu },
             "corecalls" => Scenario::Corecalls { rounds },
+            "latency" => {
+                if lat.spinners + lat.periodic > MAX_SPINNERS {
+                    *bad = "periodic";
+                    return Err(ArgError::Range {
+                        key: "periodic",
+                        min: 1,
+                        max: MAX_SPINNERS - lat.spinners,
+                    });
+                }
+                Scenario::Latency(lat)
+            }
             other => {
                 *bad = other;
                 return Err(ArgError::UnknownScenario);
@@ -421,6 +518,10 @@ pub fn start(cfg: &Config, ncpus: usize) {
             defmt::error!("error: bad argument cpu={}: this machine has CPUs 0..{}", cpu, ncpus - 1);
             arch::exit(EXIT_BAD_ARGS);
         }
+    }
+    if cfg!(target_arch = "arm") && matches!(cfg.scenario, Scenario::Latency(_)) {
+        defmt::error!("error: bad argument scenario=latency: a microcontroller's kernel has no EEVDF");
+        arch::exit(EXIT_BAD_ARGS);
     }
     if matches!(cfg.scenario, Scenario::Hang { .. }) && ncpus < 2 {
         defmt::error!("error: bad argument scenario=hang: needs 2 CPUs (one hangs, one watches)");
@@ -452,6 +553,10 @@ pub fn thread_main(kind: usize, arg: usize) {
             Some(&Scenario::Churn { ops }) => churn_main(ops),
             Some(&Scenario::Hang { cpu }) => hang_main(cpu),
             Some(&Scenario::Corecalls { rounds }) => corecalls_main(rounds),
+            #[cfg(not(target_arch = "arm"))]
+            Some(&Scenario::Latency(l)) => latency_main(l),
+            #[cfg(target_arch = "arm")]
+            Some(Scenario::Latency(_)) => {}
             Some(&Scenario::Panic { cpu }) => pinned_main(KIND_PANIC, cpu as usize, cpu),
             Some(&Scenario::Fault { fault, cpu }) => pinned_main(KIND_FAULT, fault as usize, cpu),
             Some(&Scenario::Pingpong { pairs, rounds }) => pingpong_main(pairs, rounds),
@@ -464,6 +569,10 @@ pub fn thread_main(kind: usize, arg: usize) {
             arch::sys_yield();
         },
         KIND_CORECALLS => corecalls(arg),
+        #[cfg(not(target_arch = "arm"))]
+        KIND_PERIODIC => periodic(arg),
+        #[cfg(not(target_arch = "arm"))]
+        KIND_LT_SPIN => lt_spinner(),
         KIND_PING => ping(arg),
         KIND_FAULT => fault(arg),
         KIND_PONG => pong(arg),

@@ -27,6 +27,21 @@ const PINGPONG_UNPARKS: u64 = 8000;
 /// how soon a woken partner runs: measured 7997 (aarch64) and 7967 (riscv64) while QEMU's
 /// round robin took milliseconds to start a woken vCPU, 7842 on riscv64 with 50 µs slices.
 const PINGPONG_MIN_WAKEUPS: u64 = 7500;
+/// Latency A/B (CFS then EEVDF in one boot, HZ 1000): under EEVDF the short-slice threads'
+/// median wake-to-run is at least this many times shorter than the default-slice threads'
+/// (measured 1359/57 = 24 on aarch64, 989/62 = 16 on riscv64).
+const LATENCY_P50_RATIO: f64 = 4.0;
+/// ... and their p99 at least this many times (measured 4341/1830 = 2.4, 4567/1362 = 3.4).
+const LATENCY_P99_RATIO: f64 = 1.5;
+/// Under CFS the slice changes nothing: the two groups' p99 within this factor of each other
+/// (measured 272/205 = 1.3 and 250/247).
+const LATENCY_CFS_SAME: f64 = 2.0;
+/// CFS's sleeper credit preempts at once: its p99 at least this many times below EEVDF's for
+/// the default-slice threads (measured 4341/205 = 21, 4567/247 = 18).
+const LATENCY_CFS_FASTER: f64 = 4.0;
+/// ... and gives the periodic threads more CPU: their share under CFS at least this many
+/// times EEVDF's for the default-slice threads (measured 6.28/5.21 = 1.21, 6.68/5.28 = 1.27).
+const LATENCY_CFS_SHARE: f64 = 1.1;
 /// The kernel's exit code when the watchdog finds a hung CPU (`sched::EXIT_WATCHDOG`).
 const EXIT_WATCHDOG: i32 = 5;
 /// The kernel's exit code for a bad command line (`scenario::EXIT_BAD_ARGS`).
@@ -143,6 +158,46 @@ fn misfits_moved_up(b: &Boot) -> Result<(), String> {
     Ok(())
 }
 
+/// One group's figures from a `scenario=latency` report line: (p50 µs, p99 µs, CPU share %).
+fn latency_figures(b: &Boot, policy: &str, group: &str) -> Result<(f64, f64, f64), String> {
+    let key = format!("latency: {policy}: {group}:");
+    let l = b.line(&key).ok_or_else(|| format!("no line {key:?}"))?;
+    let after = |k: &str| -> Result<f64, String> {
+        let rest = l.split_once(k).map(|x| x.1).ok_or_else(|| format!("no {k:?} in {l:?}"))?;
+        let num: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+        num.parse().map_err(|_| format!("no number after {k:?} in {l:?}"))
+    };
+    Ok((after("p50")?, after("p99")?, after("CPU share")?))
+}
+
+/// The latency A/B in one boot: under EEVDF a short slice buys a shorter wake-to-run, under
+/// CFS it changes nothing; CFS's sleeper credit preempts at once and gives the periodic
+/// threads more CPU than EEVDF does. Margins are ratios within the run (see the constants).
+fn latency_ab(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "latency: OK")?;
+    let (cs, cd) = (latency_figures(b, "cfs", "short slice")?, latency_figures(b, "cfs", "default slice")?);
+    let (es, ed) =
+        (latency_figures(b, "eevdf", "short slice")?, latency_figures(b, "eevdf", "default slice")?);
+    let ratio = |a: f64, b: f64| a / b.max(1.0);
+    if ratio(ed.0, es.0) < LATENCY_P50_RATIO || ratio(ed.1, es.1) < LATENCY_P99_RATIO {
+        return Err(format!(
+            "EEVDF: short slices p50/p99 {}/{} us, default {}/{} us",
+            es.0, es.1, ed.0, ed.1
+        ));
+    }
+    if ratio(cs.1, cd.1).max(ratio(cd.1, cs.1)) > LATENCY_CFS_SAME {
+        return Err(format!("CFS: p99 {} us (short slice) against {} us", cs.1, cd.1));
+    }
+    if ratio(ed.1, cd.1) < LATENCY_CFS_FASTER {
+        return Err(format!("default slice p99: CFS {} us, EEVDF {} us", cd.1, ed.1));
+    }
+    if cd.2 < ed.2 * LATENCY_CFS_SHARE {
+        return Err(format!("default-slice share: CFS {} %, EEVDF {} %", cd.2, ed.2));
+    }
+    Ok(())
+}
+
 const CASES: &[Case] = &[
     Case {
         name: "boot: 8 CPUs online, ticking, SGIs both ways",
@@ -249,6 +304,12 @@ const CASES: &[Case] = &[
             }
             Ok(())
         },
+    },
+    Case {
+        name: "latency A/B, CFS then EEVDF in one boot: short slices wake sooner under EEVDF only",
+        args: "scenario=latency hz=1000",
+        mode: Mode::Deterministic,
+        judge: latency_ab,
     },
     Case {
         name: "sleep/wake ping-pong (parallel)",
@@ -882,6 +943,30 @@ const FUZZ_SEED: u64 = 0x5eed;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The latency judge on a real report (aarch64, deterministic) passes, and fails when
+    /// the short slice stops mattering under EEVDF or starts mattering under CFS.
+    #[test]
+    fn latency_judge_reads_the_report() {
+        let report = |eevdf_short_p50: u32, cfs_short_p99: u32| {
+            Boot {
+            code: Some(0),
+            lines: [
+                format!("latency: cfs: short slice: 371 wakeups, wake-to-run p50 51 us p99 {cfs_short_p99} us max 305 us, CPU share 6.28 %"),
+                "latency: cfs: default slice: 375 wakeups, wake-to-run p50 51 us p99 205 us max 274 us, CPU share 6.28 %".into(),
+                format!("latency: eevdf: short slice: 334 wakeups, wake-to-run p50 {eevdf_short_p50} us p99 1830 us max 2253 us, CPU share 5.77 %"),
+                "latency: eevdf: default slice: 305 wakeups, wake-to-run p50 1359 us p99 4341 us max 5558 us, CPU share 5.21 %".into(),
+                "latency: OK".into(),
+            ]
+            .into(),
+            timed_out: false,
+            wall: Duration::from_secs(4),
+        }
+        };
+        assert_eq!(latency_ab(&report(57, 272)), Ok(()));
+        assert!(latency_ab(&report(1000, 272)).is_err(), "short slices no sooner under EEVDF");
+        assert!(latency_ab(&report(57, 900)).is_err(), "the slice mattering under CFS");
+    }
 
     const README: &str = include_str!("../../README.md");
     const KERNEL_README: &str = include_str!("../../kernel-shim/README.md");

@@ -274,12 +274,22 @@ fn woke(cpu: usize, now: u64, ran: bool) {
     }
 }
 
+/// Each thread's last start lag (ns): from its last creation or wakeup to its switch-in.
+static T_LAST_LAG: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
+
+/// Thread `slot`'s last start lag (ns): read by the thread itself after a sleep, its
+/// wake-to-run time.
+pub fn last_start_lag(slot: usize) -> u64 {
+    T_LAST_LAG.get(slot).map_or(0, |t| t.load(Relaxed))
+}
+
 /// Thread `slot` is switched in at `now`: ends its start lag, if one was running.
 fn started(slot: usize, now: u64) {
     let Some(t) = T_READY_AT.get(slot) else { return };
     let at = t.swap(0, Relaxed);
     if at != 0 {
         let lag = now.saturating_sub(at);
+        T_LAST_LAG[slot].store(lag, Relaxed);
         START_LAGS.fetch_add(1, Relaxed);
         START_LAG_SUM.fetch_add(lag, Relaxed);
         START_LAG_MAX.fetch_max(lag, Relaxed);
@@ -605,6 +615,23 @@ pub fn current_thread() -> Option<usize> {
         NONE => None,
         t => Some(t),
     }
+}
+
+/// Gives thread `slot` an EEVDF slice of `ns` (0: the machine's default; else 0.1–100 ms).
+#[cfg(not(target_arch = "arm"))]
+pub fn set_slice(slot: usize, ns: u64) -> Result<(), sched_core::SchedError> {
+    let id = TaskId::from_raw(T_TASK.get(slot).map_or(0, |t| t.load(Relaxed)));
+    with_core(|k| k.set_slice(arch::cpu_id(), arch::now_ns(), id, ns))
+}
+
+/// Switches the core's features at run time (every CPU's next decision sees them).
+pub fn set_features(f: sched_core::Features) {
+    with_core(|k| k.smp().set_features(f));
+}
+
+/// The core's features now.
+pub fn features() -> sched_core::Features {
+    with_core(|k| k.smp().features())
 }
 
 /// Kernel threads in use (slots taken).
