@@ -70,7 +70,7 @@ fn phase(name: &str, l: &Latency) -> bool {
         }
         match kind {
             KIND_LT_SPIN => spinners |= 1 << slot,
-            _ => periodic[if arg % 2 == 0 { 1 } else { 0 }] |= 1 << slot,
+            _ => periodic[if arg.is_multiple_of(2) { 1 } else { 0 }] |= 1 << slot,
         }
     }
     let t0 = arch::now_ns();
@@ -145,7 +145,7 @@ pub(super) fn lt_spinner() {
 /// time, a sleep, and after each sleep its wake-to-run time, until the phase ends.
 pub(super) fn periodic(i: usize) {
     let Some(me) = sched::current_thread() else { return };
-    let short = i % 2 == 0;
+    let short = i.is_multiple_of(2);
     if short && sched::set_slice(me, LT_SLICE_NS.load(Relaxed)).is_err() {
         LT_SLICE_REFUSED.store(true, SeqCst);
     }
