@@ -41,10 +41,18 @@ fn hot_paths(c: &mut Criterion, prefix: &str, features: Features) {
     for n in SIZES {
         let s = loaded_rq_with(n, features);
         s.with_fair(|rq| {
-            // A task from the middle of the timeline, so the tree is at its full depth.
-            let ids: Vec<_> = rq.mru().map(|(slot, _)| slot).collect();
-            let slot = ids[ids.len() / 2];
-            let slot = if Some(slot) == rq.curr_slot() { ids[0] } else { slot };
+            // The queued task with the median vruntime: from the middle of the timeline, so
+            // the tree is at its full depth whichever policy placed the tasks.
+            let mut queued: Vec<_> = rq
+                .mru()
+                .map(|(slot, _)| slot)
+                .filter(|&slot| Some(slot) != rq.curr_slot())
+                .filter_map(|slot| {
+                    Some((rq.entity(slot)?.vruntime.wrapping_sub(rq.min_vruntime()) as i64, slot))
+                })
+                .collect();
+            queued.sort();
+            let slot = queued[queued.len() / 2].1;
             g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
                 b.iter(|| {
                     rq.dequeue(black_box(slot), DequeueFlags::SAVE);

@@ -80,6 +80,27 @@ pub fn lag_limit(slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {
     to_virtual((2 * slice_ns).max(tick_ns), weight).min(i64::MAX as u64) as i64
 }
 
+/// The lag of an entity at `v` of `weight` with `slice_ns` against the average `avg`, clamped
+/// to [`lag_limit`] with [`LAG_TICK_NS`] — [`lag`] with its limit, which takes a division only
+/// when the lag is beyond it.
+///
+/// ```
+/// use sched_core::eevdf::{bounded_lag, lag, lag_limit, LAG_TICK_NS};
+/// let limit = lag_limit(1_000_000, LAG_TICK_NS, 335);
+/// for v in [0u64, 1_000, 50_000_000] {
+///     assert_eq!(bounded_lag(10_000_000, v, 1_000_000, 335), lag(10_000_000, v, limit));
+/// }
+/// ```
+pub fn bounded_lag(avg: u64, v: u64, slice_ns: u64, weight: u64) -> i64 {
+    let raw = avg.wrapping_sub(v) as i64;
+    let span = (2 * slice_ns).max(LAG_TICK_NS) as u128 * NICE_0_WEIGHT as u128;
+    // |raw| ≤ span / weight exactly when |raw|·weight ≤ span (the limit is rounded down).
+    if (raw.unsigned_abs() as u128) * (weight.max(1) as u128) < span - span % weight.max(1) as u128 + 1 {
+        return raw;
+    }
+    lag(avg, v, lag_limit(slice_ns, LAG_TICK_NS, weight))
+}
+
 /// `v − base` as a signed distance (wrap-safe).
 #[inline]
 fn rel(v: u64, base: u64) -> i128 {

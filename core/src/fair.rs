@@ -202,9 +202,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// [`Fair::update_curr`], returning the current entity's vruntime if it is runnable (what
     /// `min_vruntime` follows), so a caller need not lock it again.
     fn update_curr_vr(&mut self) -> Option<u64> {
+        self.update_curr_vw().map(|c| c.0)
+    }
+
+    /// [`Fair::update_curr`], returning the current entity's vruntime and weight if it is
+    /// runnable (what `min_vruntime` follows and EEVDF's average counts besides the timeline).
+    fn update_curr_vw(&mut self) -> Option<(u64, u64)> {
         let mut se = self.entity(self.curr?)?;
         self.charge_curr(&mut se);
-        se.on_rq.then_some(se.vruntime)
+        se.on_rq.then(|| (se.vruntime, se.weight()))
     }
 
     /// [`Fair::update_curr`] on the current entity, whose cell the caller holds. (Each cell
@@ -307,17 +313,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         // charged against the right base; others after, against the updated min_vruntime.
         // (EEVDF places every enqueue by its lag instead, around the average: Linux 6.6.)
         if eevdf && is_curr {
-            self.place_eevdf(slot, &mut se, flags);
+            self.place_eevdf(&mut se, flags, None);
         } else if renorm && is_curr {
             se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
-        if is_curr {
+        let curr = if is_curr {
             self.charge_curr(&mut se);
+            None
         } else {
-            self.update_curr();
-        }
+            self.update_curr_vw()
+        };
         if eevdf && !is_curr {
-            self.place_eevdf(slot, &mut se, flags);
+            self.place_eevdf(&mut se, flags, curr);
         } else if renorm && !is_curr {
             se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
@@ -345,21 +352,22 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         let is_curr = self.curr == Some(slot);
-        // The runnable current entity's vruntime, for min_vruntime below.
-        let curr_vr = if is_curr {
+        // The runnable current entity's vruntime and weight, for min_vruntime below.
+        let curr_vw = if is_curr {
             self.charge_curr(&mut se);
             None // (it is this entity, about to stop being accounted)
         } else {
-            self.update_curr_vr()
+            self.update_curr_vw()
         };
+        let curr_vr = curr_vw.map(|c| c.0);
         self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
         #[cfg(feature = "eevdf")]
         if self.eevdf() {
             // The lag it leaves with, against the average it is still part of.
-            let curr = if is_curr { Some((se.vruntime, se.weight())) } else { self.curr_vw() };
+            let curr = if is_curr { Some((se.vruntime, se.weight())) } else { curr_vw };
             let avg = self.eavg.avg(self.min_vruntime, curr);
-            se.vlag = eevdf::lag(avg, se.vruntime, self.lag_bound(&se));
+            se.vlag = eevdf::bounded_lag(avg, se.vruntime, self.slice_of(&se), se.weight());
             if !flags.contains(DequeueFlags::SLEEP) {
                 // Leaving for another runqueue or a nice change, mid-request: the deadline
                 // travels relative to the vruntime (Linux's PLACE_REL_DEADLINE).
@@ -392,21 +400,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    /// The current entity's vruntime and weight, if it is runnable (what the average counts
-    /// besides the timeline).
+    /// EEVDF's placement of an entity as it is enqueued: at the average, behind or ahead of
+    /// it by its lag (none for a new task), with a deadline one slice on (half a slice for a
+    /// new task). `curr` is the runnable current entity's vruntime and weight, unless it is
+    /// the one placed.
     #[cfg(feature = "eevdf")]
-    fn curr_vw(&self) -> Option<(u64, u64)> {
-        let c = self.ent(self.curr?);
-        c.on_rq.then(|| (c.vruntime, c.weight()))
-    }
-
-    /// EEVDF's placement of the entity at `slot` as it is enqueued: at the average, behind
-    /// or ahead of it by its lag (none for a new task), with a deadline one slice on (half a
-    /// slice for a new task).
-    #[cfg(feature = "eevdf")]
-    fn place_eevdf(&mut self, slot: SlotId, se: &mut Entity, flags: EnqueueFlags) {
+    fn place_eevdf(&mut self, se: &mut Entity, flags: EnqueueFlags, curr: Option<(u64, u64)>) {
         let w = se.weight();
-        let curr = if self.curr == Some(slot) { None } else { self.curr_vw() };
         let base = self.min_vruntime;
         let avg = self.eavg.avg(base, curr);
         let load = self.eavg.load() + curr.map_or(0, |c| c.1);
@@ -425,7 +425,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         se.vruntime = eevdf::place(avg, vlag, load, w);
         let slice = self.slice_of(se);
-        let vslice = eevdf::to_virtual(if initial { slice / 2 } else { slice }, w);
+        // (Scaled by the inverse weight, as vruntime is: a multiply, not a division.)
+        let vslice = calc_delta_fair(if initial { slice / 2 } else { slice }, &se.load());
         // A wakeup or a new task starts a request; a task that moved or changed its nice
         // mid-request keeps what was left of it (its deadline came relative, see `dequeue`;
         // one enqueued under CFS brings none, and starts a request).
@@ -442,7 +443,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if vruntime_before(se.vruntime, se.deadline) {
             return;
         }
-        se.deadline = se.vruntime.wrapping_add(eevdf::to_virtual(self.slice_of(se), se.weight()));
+        se.deadline = se.vruntime.wrapping_add(calc_delta_fair(self.slice_of(se), &se.load()));
         if self.nr_running > 1 {
             self.resched_curr();
         }
@@ -474,7 +475,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Without EEVDF built in there is nothing to place.
     #[cfg(not(feature = "eevdf"))]
-    fn place_eevdf(&mut self, _slot: SlotId, _se: &mut Entity, _flags: EnqueueFlags) {}
+    fn place_eevdf(&mut self, _se: &mut Entity, _flags: EnqueueFlags, _curr: Option<(u64, u64)>) {}
 
     /// Without EEVDF built in it never preempts.
     #[cfg(not(feature = "eevdf"))]
@@ -739,7 +740,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         #[cfg(feature = "eevdf")]
         if self.eevdf() {
             // Its request is over: the next one starts one slice later.
-            let vslice = eevdf::to_virtual(self.slice_of(&se), se.weight());
+            let vslice = calc_delta_fair(self.slice_of(&se), &se.load());
             se.deadline = se.deadline.wrapping_add(vslice);
             return;
         }

@@ -235,8 +235,10 @@ impl<const CAP: usize> Timeline<CAP> {
             self.aug[id] = Aug { deadline, best_deadline: deadline, best_key: vruntime, best: z };
         }
         self.len += 1;
-        let rest = self.retrace(parent);
-        self.propagate(rest);
+        let (rest, changed) = self.retrace(parent, true);
+        if changed {
+            self.propagate(rest);
+        }
         Ok(())
     }
 
@@ -313,7 +315,7 @@ impl<const CAP: usize> Timeline<CAP> {
                 x = self.nodes[x as usize].parent;
             }
         }
-        let rest = self.retrace(fix_from);
+        let (rest, _) = self.retrace(fix_from, false);
         self.propagate(rest);
         if moved != NIL {
             let above = self.nodes[moved as usize].parent;
@@ -701,12 +703,7 @@ impl<const CAP: usize> Timeline<CAP> {
     fn propagate(&mut self, mut x: u32) {
         #[cfg(feature = "eevdf")]
         if self.augmented {
-            while x != NIL {
-                let was = self.aug[x as usize];
-                self.fix_aug(x);
-                if self.aug[x as usize] == was {
-                    break;
-                }
+            while x != NIL && self.refresh_aug(x) {
                 x = self.nodes[x as usize].parent;
             }
         }
@@ -754,8 +751,15 @@ impl<const CAP: usize> Timeline<CAP> {
     /// passes). Stops as soon as a subtree keeps its previous height, since no height or
     /// balance above it can have changed; that bounds the work to O(log n) and usually to a
     /// few levels. Returns where it stopped: the parent of the last node it fixed (NIL at the
-    /// root), from which only the augmentation still needs refreshing.
-    fn retrace(&mut self, mut x: u32) -> u32 {
+    /// root), from which only the augmentation may still need refreshing, and whether it
+    /// may (the last refresh changed a best, or a rotation happened).
+    ///
+    /// `after_insert`: the only change below `x` is one new leaf, every other best was up to
+    /// date; then a node whose best comes out unchanged means none above it changes either,
+    /// and the nodes above are no longer refreshed (rotations still refresh the nodes they
+    /// move). After a removal every node passed is refreshed.
+    fn retrace(&mut self, mut x: u32, after_insert: bool) -> (u32, bool) {
+        let mut dirty = true;
         while x != NIL {
             let old = self.nodes[x as usize].height;
             let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
@@ -774,16 +778,35 @@ impl<const CAP: usize> Timeline<CAP> {
                 self.rotate_left(x)
             } else {
                 self.nodes[x as usize].height = 1 + hl.max(hr);
-                self.fix_aug(x);
+                if dirty || !after_insert {
+                    dirty = self.refresh_aug(x);
+                }
                 x
             };
+            if top != x {
+                dirty = true;
+            }
             let tn = &self.nodes[top as usize];
             if tn.height == old {
-                return tn.parent;
+                return (tn.parent, dirty);
             }
             x = tn.parent;
         }
-        NIL
+        (NIL, dirty)
+    }
+
+    /// [`Self::fix_aug`], returning whether `x`'s subtree best changed (always false without
+    /// the augmentation).
+    #[inline]
+    fn refresh_aug(&mut self, x: u32) -> bool {
+        #[cfg(feature = "eevdf")]
+        if self.augmented {
+            let was = self.aug[x as usize];
+            self.fix_aug(x);
+            return self.aug[x as usize] != was;
+        }
+        let _ = x;
+        false
     }
 }
 
