@@ -210,7 +210,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     fn update_curr_vw(&mut self) -> Option<(u64, u64)> {
         let mut se = self.entity(self.curr?)?;
         self.charge_curr(&mut se);
-        se.on_rq.then(|| (se.vruntime, se.weight()))
+        // (Only EEVDF's average reads the weight: a build without it does not compute it.)
+        #[cfg(feature = "eevdf")]
+        let w = se.weight();
+        #[cfg(not(feature = "eevdf"))]
+        let w = 0;
+        se.on_rq.then_some((se.vruntime, w))
     }
 
     /// [`Fair::update_curr`] on the current entity, whose cell the caller holds. (Each cell

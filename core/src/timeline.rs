@@ -759,7 +759,10 @@ impl<const CAP: usize> Timeline<CAP> {
     /// and the nodes above are no longer refreshed (rotations still refresh the nodes they
     /// move). After a removal every node passed is refreshed.
     fn retrace(&mut self, mut x: u32, after_insert: bool) -> (u32, bool) {
+        #[cfg_attr(not(feature = "eevdf"), allow(unused_mut))]
         let mut dirty = true;
+        #[cfg(not(feature = "eevdf"))]
+        let _ = after_insert;
         while x != NIL {
             let old = self.nodes[x as usize].height;
             let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
@@ -778,11 +781,13 @@ impl<const CAP: usize> Timeline<CAP> {
                 self.rotate_left(x)
             } else {
                 self.nodes[x as usize].height = 1 + hl.max(hr);
+                #[cfg(feature = "eevdf")]
                 if dirty || !after_insert {
                     dirty = self.refresh_aug(x);
                 }
                 x
             };
+            #[cfg(feature = "eevdf")]
             if top != x {
                 dirty = true;
             }
@@ -795,18 +800,17 @@ impl<const CAP: usize> Timeline<CAP> {
         (NIL, dirty)
     }
 
-    /// [`Self::fix_aug`], returning whether `x`'s subtree best changed (always false without
-    /// the augmentation).
+    /// [`Self::fix_aug`], returning whether `x`'s subtree best changed (always false while
+    /// the augmentation is off).
+    #[cfg(feature = "eevdf")]
     #[inline]
     fn refresh_aug(&mut self, x: u32) -> bool {
-        #[cfg(feature = "eevdf")]
-        if self.augmented {
-            let was = self.aug[x as usize];
-            self.fix_aug(x);
-            return self.aug[x as usize] != was;
+        if !self.augmented {
+            return false;
         }
-        let _ = x;
-        false
+        let was = self.aug[x as usize];
+        self.fix_aug(x);
+        self.aug[x as usize] != was
     }
 }
 

@@ -23,10 +23,17 @@ const FAIR_RUNQUEUE_SPREAD: f64 = 1.0;
 const PINGPONG_UNPARKS: u64 = 8000;
 /// Ping-pong: at least this many of the unparks find the partner parked and wake it (the
 /// others leave a token), so that the placement check covers thousands of wakeups; every such
-/// wakeup must land on an idle CPU, none moved. How many find the partner parked depends on
-/// how soon a woken partner runs: measured 7997 (aarch64) and 7967 (riscv64) while QEMU's
-/// round robin took milliseconds to start a woken vCPU, 7842 on riscv64 with 50 µs slices.
+/// wakeup must land on an idle CPU. How many find the partner parked depends on how soon a
+/// woken partner runs: measured 7997 (aarch64) and 7967 (riscv64) while QEMU's round robin
+/// took milliseconds to start a woken vCPU, 7842 on riscv64 with 50 µs slices.
 const PINGPONG_MIN_WAKEUPS: u64 = 7500;
+/// Ping-pong: at most this many wakeups move their wakee off its previous CPU. At the start the
+/// main thread and the 8 workers (spinning until all are created) are 9 threads on 8 CPUs, so
+/// until the main thread exits one CPU is shared, and a wakee whose previous CPU is that one
+/// goes to an idle CPU instead, rightly; after that every previous CPU is idle when its thread
+/// wakes. Measured 0 in most builds, 1 on aarch64 once the kernel linked EEVDF (7989 of 7989
+/// onto an idle CPU) and its timing shifted.
+const PINGPONG_MAX_MOVED: u64 = 1;
 /// Latency A/B (CFS then EEVDF in one boot, HZ 1000): under EEVDF the short-slice threads'
 /// median wake-to-run is at least this many times shorter than the default-slice threads'
 /// (measured 1359/57 = 24 on aarch64, 989/62 = 16 on riscv64).
@@ -288,10 +295,10 @@ const CASES: &[Case] = &[
         judge: |b| {
             exit_is(b, 0)?;
             has(b, "pingpong: OK")?;
-            // 8 threads, at most 4 runnable, on 8 CPUs: the wakeup fast path (wake_affine,
-            // select_idle_sibling) must find every wakee an idle CPU, its previous one,
-            // without moving it (measured: 7997 of 7997, 0 moved). Of the 8000 unparks a few
-            // find the partner not parked yet and leave a token instead of waking it.
+            // 8 threads, at most 4 runnable once started, on 8 CPUs: the wakeup fast path
+            // (wake_affine, select_idle_sibling) must find every wakee an idle CPU, its
+            // previous one but while the start shares a CPU (`PINGPONG_MAX_MOVED`). Of the
+            // 8000 unparks a few find the partner not parked yet and leave a token instead.
             let line = b.line("wakee placement:").ok_or("no wakee placement line")?;
             let nums: Vec<u64> =
                 line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
@@ -299,7 +306,7 @@ const CASES: &[Case] = &[
             if wakeups < PINGPONG_MIN_WAKEUPS {
                 return Err(format!("only {wakeups} wakeups of {PINGPONG_UNPARKS} unparks"));
             }
-            if idle != wakeups || moved != 0 {
+            if idle != wakeups || moved > PINGPONG_MAX_MOVED {
                 return Err(format!("{wakeups} wakeups: {idle} onto an idle CPU, {moved} moved"));
             }
             Ok(())
@@ -1037,7 +1044,7 @@ mod tests {
             "README.md",
             &format!(
                 "at least {PINGPONG_MIN_WAKEUPS} of the {PINGPONG_UNPARKS} unparks wake a parked partner, \
-                 every one of those wakeups onto an idle CPU, none moved"
+                 every one of those wakeups onto an idle CPU, at most {PINGPONG_MAX_MOVED} moved"
             ),
         );
         // Exit codes the suite expects are the kernel's.
