@@ -77,7 +77,7 @@ pub fn deadline(vruntime: u64, slice_ns: u64, weight: u64) -> u64 {
 /// How far lag may go either way before it is clamped: the virtual time of twice the slice,
 /// or of one tick if that is longer.
 pub fn lag_limit(slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {
-    to_virtual((2 * slice_ns).max(tick_ns), weight).min(i64::MAX as u64) as i64
+    to_virtual(slice_ns.saturating_mul(2).max(tick_ns), weight).min(i64::MAX as u64) as i64
 }
 
 /// The lag of an entity at `v` of `weight` with `slice_ns` against the average `avg`, clamped
@@ -93,9 +93,10 @@ pub fn lag_limit(slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {
 /// ```
 pub fn bounded_lag(avg: u64, v: u64, slice_ns: u64, weight: u64) -> i64 {
     let raw = avg.wrapping_sub(v) as i64;
-    let span = (2 * slice_ns).max(LAG_TICK_NS) as u128 * NICE_0_WEIGHT as u128;
-    // |raw| ≤ span / weight exactly when |raw|·weight ≤ span (the limit is rounded down).
-    if (raw.unsigned_abs() as u128) * (weight.max(1) as u128) < span - span % weight.max(1) as u128 + 1 {
+    let span = slice_ns.saturating_mul(2).max(LAG_TICK_NS) as u128 * NICE_0_WEIGHT as u128;
+    // |raw| ≤ ⌊span / weight⌋ exactly when |raw|·weight ≤ span (|raw|·weight is a multiple of
+    // the weight, so it cannot fall between the rounded-down limit's product and the span).
+    if (raw.unsigned_abs() as u128) * (weight.max(1) as u128) <= span {
         return raw;
     }
     lag(avg, v, lag_limit(slice_ns, LAG_TICK_NS, weight))

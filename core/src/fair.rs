@@ -418,13 +418,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let initial = flags.contains(EnqueueFlags::INITIAL);
         let mut vlag = if initial { 0 } else { se.vlag };
         if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
-            // The debt it slept with, less what the average has moved past it meanwhile: its
-            // vruntime is as it left it (absolute here, or relative to the old runqueue's
-            // min_vruntime, which the old average is at or past, after a migration).
+            // The debt it slept with, less what the average has moved past it meanwhile, as if
+            // it had stayed queued (Linux 6.12): its vruntime is as it left it, and an average
+            // that still counted it would stand W/(W + w) of the way from it to this one. After
+            // a migration its vruntime is relative to the old runqueue's min_vruntime, which is
+            // all that is known of the old average there: an estimate.
             let since = if flags.contains(EnqueueFlags::MIGRATED) {
                 (se.vruntime as i64).wrapping_neg()
             } else {
-                avg.wrapping_sub(se.vruntime) as i64
+                let gap = avg.wrapping_sub(se.vruntime) as i64 as i128;
+                (gap * load as i128 / (load as i128 + w as i128)) as i64
             };
             vlag = vlag.max(since.min(0));
         }

@@ -275,15 +275,37 @@ fn a_long_sleep_pays_off_a_sleepers_debt() {
         d.s.block(d.now, a).unwrap();
         d.s.schedule(d.now);
         let left_with = d.s.entity(a).unwrap().vlag;
-        assert!(left_with < 0, "a ran ahead: lag {left_with}");
+        assert!(left_with < -(MS as i64) / 2, "a ran ahead: lag {left_with}");
+        // Half a millisecond of `b` alone moves an average that still counts the sleeper by
+        // a quarter: that much of the debt is paid.
+        d.run(MS / 2);
+        let woke = |d: &mut Driver| {
+            d.s.wake(d.now, a).unwrap();
+            let [ea, eb] = [a, _b].map(|t| d.s.entity(t).unwrap());
+            let mut avg = AvgVruntime::new();
+            let base = ea.vruntime.min(eb.vruntime);
+            avg.add(ea.vruntime, base, ea.weight());
+            avg.add(eb.vruntime, base, eb.weight());
+            avg.avg(base, None).wrapping_sub(ea.vruntime) as i64
+        };
+        let lag = woke(&mut d);
+        if keeps {
+            assert!((lag - left_with).abs() <= 2, "kept: woke with {lag}, left with {left_with}");
+        } else {
+            let paid = (MS / 4) as i64;
+            assert!(
+                (lag - (left_with + paid)).abs() <= 2,
+                "part paid: woke with {lag}, left with {left_with}"
+            );
+        }
+        // Again, with a sleep long enough to pay it all.
+        d.run_until_current(a, MS / 4, 100 * MS);
+        d.run(2 * MS);
+        d.s.block(d.now, a).unwrap();
+        d.s.schedule(d.now);
+        let left_with = d.s.entity(a).unwrap().vlag;
         d.run(20 * MS);
-        d.s.wake(d.now, a).unwrap();
-        let [ea, eb] = [a, _b].map(|t| d.s.entity(t).unwrap());
-        let mut avg = AvgVruntime::new();
-        let base = ea.vruntime.min(eb.vruntime);
-        avg.add(ea.vruntime, base, ea.weight());
-        avg.add(eb.vruntime, base, eb.weight());
-        let lag = avg.avg(base, None).wrapping_sub(ea.vruntime) as i64;
+        let lag = woke(&mut d);
         if keeps {
             assert!((lag - left_with).abs() <= 2, "kept: woke with {lag}, left with {left_with}");
         } else {
@@ -324,7 +346,9 @@ fn a_shorter_slice_wakee_preempts_a_protected_task() {
                     .and_then(|c| spinners.contains(&c).then(|| d.s.entity(c).unwrap()))
                     .is_some_and(|e| e.deadline.wrapping_sub(e.vruntime) == to_virtual(3 * MS, 1024))
             };
+            let since = d.now;
             while !fresh(&d) || d.s.need_resched() {
+                assert!(d.now - since < 100 * MS, "no spinner freshly picked within 100 ms");
                 d.run(MS / 4);
             }
             d.now += MS / 16;
@@ -377,4 +401,39 @@ fn a_nice_change_mid_request_scales_what_is_left_of_it() {
     let now_left = e.deadline.wrapping_sub(e.vruntime);
     assert!(now_left.abs_diff(want) <= 1, "{left} left at nice 0 became {now_left}, want {want}");
     d.s.check_invariants().unwrap();
+}
+
+/// A sleeper's kept lag stays within its bound when its bound shrinks: a new slice set while
+/// it blocks (even before its CPU has switched away from it), or a smaller default slice
+/// for the tasks on the default. The invariant checker holds every sleeper to its bound.
+#[test]
+fn a_smaller_slice_clamps_a_sleepers_kept_lag() {
+    for via_tunables in [false, true] {
+        let mut t = Tunables::for_cpus(8);
+        t.min_granularity_ns = 20 * MS;
+        let mut d = Driver::with(t, Features::default() | Features::EEVDF, MS / 4);
+        let a = d.spawn(0);
+        let _b = d.spawn(0);
+        d.run(50 * MS);
+        // `a` runs 15 ms into a 20 ms request, far ahead of `b`, and blocks.
+        d.run_until_current(a, MS / 4, 100 * MS);
+        d.run(15 * MS);
+        assert_eq!(d.s.current(), Some(a));
+        d.s.block(d.now, a).unwrap();
+        if via_tunables {
+            d.s.schedule(d.now);
+            let left_with = d.s.entity(a).unwrap().vlag;
+            assert!(left_with < -(6 * MS as i64), "a left owing more than the next bound: {left_with}");
+            d.s.smp().set_tunables(Tunables::for_cpus(8)).unwrap();
+        } else {
+            // Still current, being switched away from.
+            d.s.smp().set_slice(d.now, a, MS / 10).unwrap();
+            d.s.schedule(d.now);
+        }
+        let vlag = d.s.entity(a).unwrap().vlag;
+        let bound = 6 * MS as i64; // max(2 × 3 ms or 0.1 ms, a 4 ms tick) at nice 0
+        let want = if via_tunables { -bound } else { -(4 * MS as i64) };
+        assert_eq!(vlag, want, "kept lag after the bound shrank");
+        d.s.check_invariants().unwrap();
+    }
 }

@@ -349,6 +349,10 @@ pub enum ArgError {
     EntryRace,
     /// `policy=` is not `both`, `cfs` or `eevdf`.
     Policy,
+    /// `scenario=latency` with more spinners and periodic threads than a run may have.
+    LatencyThreads,
+    /// `scenario=latency` on a kernel built without EEVDF (a microcontroller's).
+    NoEevdf,
 }
 
 impl core::fmt::Display for ArgError {
@@ -371,6 +375,8 @@ impl core::fmt::Display for ArgError {
             ArgError::Fault => write!(f, "fault must be udf or stack"),
             ArgError::EntryRace => write!(f, "entry_race=on needs riscv64 (its SBI firmware has the race)"),
             ArgError::Policy => write!(f, "policy must be both, cfs or eevdf"),
+            ArgError::LatencyThreads => write!(f, "spinners + periodic must be at most {}", MAX_SPINNERS),
+            ArgError::NoEevdf => write!(f, "this kernel has no EEVDF (a microcontroller's is built without it)"),
             ArgError::Capacity => write!(
                 f,
                 "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
@@ -419,7 +425,7 @@ impl Config {
                 "ops" => ops = number(k, v, 1, 1_000_000)?,
                 "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
                 "spinners" => lat.spinners = number(k, v, 0, MAX_SPINNERS)?,
-                "periodic" => lat.periodic = number(k, v, 1, MAX_SPINNERS)?,
+                "periodic" => lat.periodic = number(k, v, 2, MAX_SPINNERS)?,
                 "run_us" => lat.run_us = number(k, v, 1, 100_000)?,
                 "sleep_us" => lat.sleep_us = number(k, v, 1, 1_000_000)?,
                 "short_slice_us" => lat.slice_us = number(k, v, 100, 100_000)?,
@@ -485,13 +491,12 @@ impl Config {
             "hang" => Scenario::Hang { cpu },
             "corecalls" => Scenario::Corecalls { rounds },
             "latency" => {
+                *bad = "scenario=latency";
+                if cfg!(target_arch = "arm") {
+                    return Err(ArgError::NoEevdf);
+                }
                 if lat.spinners + lat.periodic > MAX_SPINNERS {
-                    *bad = "periodic";
-                    return Err(ArgError::Range {
-                        key: "periodic",
-                        min: 1,
-                        max: MAX_SPINNERS - lat.spinners,
-                    });
+                    return Err(ArgError::LatencyThreads);
                 }
                 Scenario::Latency(lat)
             }
@@ -518,10 +523,6 @@ pub fn start(cfg: &Config, ncpus: usize) {
             defmt::error!("error: bad argument cpu={}: this machine has CPUs 0..{}", cpu, ncpus - 1);
             arch::exit(EXIT_BAD_ARGS);
         }
-    }
-    if cfg!(target_arch = "arm") && matches!(cfg.scenario, Scenario::Latency(_)) {
-        defmt::error!("error: bad argument scenario=latency: a microcontroller's kernel has no EEVDF");
-        arch::exit(EXIT_BAD_ARGS);
     }
     if matches!(cfg.scenario, Scenario::Hang { .. }) && ncpus < 2 {
         defmt::error!("error: bad argument scenario=hang: needs 2 CPUs (one hangs, one watches)");

@@ -520,6 +520,15 @@ const MCU_CASES: &[Case] = &[
             has(b, r#"error: bad argument "nohz=on""#)
         },
     },
+    Case {
+        name: "the latency A/B is refused: a microcontroller's core has no EEVDF",
+        args: "scenario=latency",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, "this kernel has no EEVDF")
+        },
+    },
 ];
 
 /// The dual Cortex-M33's cases: two CPUs with the load balancer, judged as on aarch64.
@@ -951,16 +960,17 @@ const FUZZ_SEED: u64 = 0x5eed;
 mod tests {
     use super::*;
 
-    /// The latency judge on a real report (aarch64, deterministic) passes, and fails when
-    /// the short slice stops mattering under EEVDF or starts mattering under CFS.
+    /// The latency judge on a real report (aarch64, deterministic) passes, and each of its
+    /// relations fails when the report breaks it.
     #[test]
     fn latency_judge_reads_the_report() {
-        let report = |eevdf_short_p50: u32, cfs_short_p99: u32| {
+        // (EEVDF short-slice p50, CFS short-slice p99, CFS default-slice p99, its share)
+        let report = |eevdf_short_p50: u32, cfs_short_p99: u32, cfs_default_p99: u32, cfs_share: &str| {
             Boot {
             code: Some(0),
             lines: [
                 format!("latency: cfs: short slice: 371 wakeups, wake-to-run p50 51 us p99 {cfs_short_p99} us max 305 us, CPU share 6.28 %"),
-                "latency: cfs: default slice: 375 wakeups, wake-to-run p50 51 us p99 205 us max 274 us, CPU share 6.28 %".into(),
+                format!("latency: cfs: default slice: 375 wakeups, wake-to-run p50 51 us p99 {cfs_default_p99} us max 274 us, CPU share {cfs_share} %"),
                 format!("latency: eevdf: short slice: 334 wakeups, wake-to-run p50 {eevdf_short_p50} us p99 1830 us max 2253 us, CPU share 5.77 %"),
                 "latency: eevdf: default slice: 305 wakeups, wake-to-run p50 1359 us p99 4341 us max 5558 us, CPU share 5.21 %".into(),
                 "latency: OK".into(),
@@ -970,9 +980,11 @@ mod tests {
             wall: Duration::from_secs(4),
         }
         };
-        assert_eq!(latency_ab(&report(57, 272)), Ok(()));
-        assert!(latency_ab(&report(1000, 272)).is_err(), "short slices no sooner under EEVDF");
-        assert!(latency_ab(&report(57, 900)).is_err(), "the slice mattering under CFS");
+        assert_eq!(latency_ab(&report(57, 272, 205, "6.28")), Ok(()));
+        assert!(latency_ab(&report(1000, 272, 205, "6.28")).is_err(), "short slices no sooner under EEVDF");
+        assert!(latency_ab(&report(57, 900, 205, "6.28")).is_err(), "the slice mattering under CFS");
+        assert!(latency_ab(&report(57, 1500, 1500, "6.28")).is_err(), "CFS no faster than EEVDF");
+        assert!(latency_ab(&report(57, 272, 205, "5.30")).is_err(), "CFS's sleepers no better off");
     }
 
     const README: &str = include_str!("../../README.md");

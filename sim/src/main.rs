@@ -106,7 +106,7 @@ struct LatencyArgs {
     /// Spinners (default slice).
     #[arg(long, default_value_t = 16)]
     spinners: u32,
-    /// Periodic tasks.
+    /// Periodic tasks (at least 2: every other one has the short slice).
     #[arg(long, default_value_t = 8)]
     periodic: u32,
     /// A periodic task's work per period (µs).
@@ -126,7 +126,16 @@ struct LatencyArgs {
 
 impl LatencyArgs {
     fn workload(&self) -> Workload {
-        if self.slice_us != 0 && sched_core::eevdf::checked_slice_ns(self.slice_us * 1000).is_none() {
+        if self.periodic < 2 {
+            eprintln!(
+                "xsim: --periodic {}: at least 2 (one with the short slice, one without)",
+                self.periodic
+            );
+            std::process::exit(2)
+        }
+        if self.slice_us != 0
+            && sched_core::eevdf::checked_slice_ns(self.slice_us.saturating_mul(1000)).is_none()
+        {
             eprintln!("xsim: --slice-us {} is not 0 or within 100..=100000", self.slice_us);
             std::process::exit(2)
         }
@@ -135,7 +144,7 @@ impl LatencyArgs {
             periodic: self.periodic,
             run_ns: self.run_us.saturating_mul(1000).max(1),
             sleep_ns: self.sleep_us.saturating_mul(1000),
-            slice_ns: self.slice_us * 1000,
+            slice_ns: self.slice_us.saturating_mul(1000),
             duration_ns: self.duration_ms.saturating_mul(1_000_000),
         }
     }

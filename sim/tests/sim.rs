@@ -127,5 +127,5 @@ fn latency_workload_eevdf_against_cfs() {
     let (short, default) = (med(&eevdf, 0), med(&eevdf, 1));
     assert!(short * 2.0 < default, "EEVDF p99: short slices {short} ns, default {default} ns");
     let keeps = med(&eevdf66, 0);
-    assert!(keeps > short, "with the debt kept across sleep: p99 {keeps} ns against {short} ns");
+    assert!(keeps > 2.0 * short, "with the debt kept across sleep: p99 {keeps} ns against {short} ns");
 }

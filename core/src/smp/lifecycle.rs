@@ -514,6 +514,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     st.rq.update_clock(now);
                     if let Some(mut e) = self.pool().lock(id) {
                         e.slice = ns;
+                        // A task that blocked here and is still being switched out keeps
+                        // the lag it left with: bounded by the new slice too.
+                        let bound = st.rq.lag_bound(&e);
+                        e.vlag = e.vlag.clamp(-bound, bound);
                     }
                     self.after_update(c, &mut st);
                     return Ok(());

@@ -323,7 +323,37 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         for cpu in 0..self.nr_cpus() {
             self.rq(cpu).rq.configure(t, f);
         }
+        #[cfg(feature = "eevdf")]
+        self.reclamp_kept_lags(t);
         Ok(())
+    }
+
+    /// Bounds every kept EEVDF lag by its task's slice again, after the default slice
+    /// (`min_granularity_ns`) changed: the tasks attached to a runqueue under its lock, the
+    /// parked ones under the table lock (taken after, as the lock order asks).
+    #[cfg(feature = "eevdf")]
+    fn reclamp_kept_lags(&self, t: Tunables) {
+        let clamp = |e: &mut crate::task::Entity| {
+            let slice = if e.slice != 0 { e.slice } else { t.min_granularity_ns };
+            let bound = crate::eevdf::lag_limit(slice, crate::eevdf::LAG_TICK_NS, e.weight());
+            e.vlag = e.vlag.clamp(-bound, bound);
+        };
+        for cpu in 0..self.nr_cpus() {
+            let st = self.rq(cpu);
+            for (_, id) in st.rq.attached() {
+                if let Some(mut e) = self.pool().lock(id) {
+                    clamp(&mut e);
+                }
+            }
+        }
+        let table = self.table();
+        for (id, te) in table.iter() {
+            if matches!(te.location, crate::table::Location::Parked { .. }) {
+                if let Some(mut e) = self.pool().lock(id) {
+                    clamp(&mut e);
+                }
+            }
+        }
     }
 
     /// Read access to the topology.

@@ -58,12 +58,11 @@ pub(super) fn latency_main(l: Latency) {
 fn phase(name: &str, l: &Latency) -> bool {
     LT_STOP.store(false, SeqCst);
     LT_COUNT.store(0, SeqCst);
-    let all = (1u64 << ncpus()) - 1;
     let (mut spinners, mut periodic) = (0u64, [0u64; 2]);
     for i in 0..l.spinners + l.periodic {
         let (kind, arg) =
             if i < l.spinners { (KIND_LT_SPIN, 0) } else { (KIND_PERIODIC, (i - l.spinners) as usize) };
-        let slot = arch::sys_spawn(kind, arg, 0, all);
+        let slot = arch::sys_spawn(kind, arg, 0, u64::MAX);
         if slot < 0 {
             defmt::error!("latency: FAIL cannot create thread {}", i);
             return false;
@@ -84,7 +83,11 @@ fn phase(name: &str, l: &Latency) -> bool {
     LT_STOP.store(true, SeqCst);
     sched::wait_threads(spinners | periodic[0] | periodic[1]);
     let share = |i: usize| (after[i] - before[i]) * 10_000 / (window * ncpus() as u64).max(1);
-    let n = (LT_COUNT.load(SeqCst) as usize).min(LT_SAMPLES);
+    let all = LT_COUNT.load(SeqCst) as usize;
+    let n = all.min(LT_SAMPLES);
+    if all > n {
+        kprintln!("latency: {=str}: {} wakeups, the first {} kept", name, all, n);
+    }
     let mut ok = !LT_SLICE_REFUSED.load(SeqCst);
     for (group, label) in [(1, "short slice"), (0, "default slice")] {
         let count = (0..n).filter(|&i| LT_SAMPLE[i].load(Relaxed) & GROUP_BIT != 0).count();
@@ -155,8 +158,11 @@ pub(super) fn periodic(i: usize) {
         while sched::thread_cpu_ns_now(me) < until {
             core::hint::black_box(count_primes(30));
         }
+        sched::forget_start_lag(me);
         arch::sys_sleep(sleep);
-        let us = (sched::last_start_lag(me) / 1000).min(GROUP_BIT as u64 - 1) as u32;
+        // None: woken before its CPU had switched away from it, so it never waited.
+        let Some(lag) = sched::last_start_lag(me) else { continue };
+        let us = (lag / 1000).min(GROUP_BIT as u64 - 1) as u32;
         let k = LT_COUNT.fetch_add(1, Relaxed) as usize;
         if let Some(s) = LT_SAMPLE.get(k) {
             s.store(us | if short { GROUP_BIT } else { 0 }, Relaxed);

@@ -278,9 +278,17 @@ fn woke(cpu: usize, now: u64, ran: bool) {
 static T_LAST_LAG: [AtomicU64; MAX_THREADS] = [const { AtomicU64::new(0) }; MAX_THREADS];
 
 /// Thread `slot`'s last start lag (ns): read by the thread itself after a sleep, its
-/// wake-to-run time.
-pub fn last_start_lag(slot: usize) -> u64 {
-    T_LAST_LAG.get(slot).map_or(0, |t| t.load(Relaxed))
+/// wake-to-run time; `None` if it has not been switched in since [`forget_start_lag`].
+pub fn last_start_lag(slot: usize) -> Option<u64> {
+    T_LAST_LAG.get(slot).map(|t| t.load(Relaxed)).filter(|&l| l != u64::MAX)
+}
+
+/// Forgets thread `slot`'s last start lag (before it sleeps, so that after the sleep
+/// [`last_start_lag`] is that wakeup's or nothing).
+pub fn forget_start_lag(slot: usize) {
+    if let Some(t) = T_LAST_LAG.get(slot) {
+        t.store(u64::MAX, Relaxed);
+    }
 }
 
 /// Thread `slot` is switched in at `now`: ends its start lag, if one was running.
