@@ -94,11 +94,17 @@ fn phase(name: &str, l: &Latency) -> bool {
         let count = if group == 1 { count } else { n - count };
         let q = |q: u32| quantile_us(n, group, count, q);
         let s = share(if group == 1 { 2 } else { 1 });
+        let sum: u64 = (0..n)
+            .map(|i| LT_SAMPLE[i].load(Relaxed))
+            .filter(|v| (v & GROUP_BIT != 0) == (group == 1))
+            .map(|v| (v & !GROUP_BIT) as u64)
+            .sum();
         kprintln!(
-            "latency: {=str}: {=str}: {} wakeups, wake-to-run p50 {} us p99 {} us max {} us, CPU share {}.{=u64:02} %",
+            "latency: {=str}: {=str}: {} wakeups, wake-to-run mean {} us p50 {} us p99 {} us max {} us, CPU share {}.{=u64:02} %",
             name,
             label,
             count,
+            sum / count.max(1) as u64,
             q(50),
             q(99),
             q(100),
