@@ -256,6 +256,15 @@ fn steady_lags_stay_within_the_papers_bound() {
     assert!((r1 as f64 / r3 as f64 - 1.0).abs() < 0.03, "1 ms slice ran {r1} ns, 3 ms slice {r3} ns");
 }
 
+/// Runs until `a` is picked, lets it run `into` its request, and blocks it there (still
+/// current: the caller schedules).
+fn block_into_request(d: &mut Driver, a: TaskId, into: u64) {
+    d.run_until_current(a, MS / 4, 100 * MS);
+    d.run(into);
+    assert_eq!(d.s.current(), Some(a), "still running {into} ns into its request");
+    d.s.block(d.now, a).unwrap();
+}
+
 /// A sleeper's debt (negative lag) is paid off while the runqueue's average passes its
 /// vruntime, so a task that slept long enough wakes owing nothing (the effect of Linux 6.12's
 /// delayed dequeue); with SLEEPER_KEEPS_LAG (Linux 6.6) it wakes owing what it left with.
@@ -269,10 +278,7 @@ fn a_long_sleep_pays_off_a_sleepers_debt() {
         let _b = d.spawn(0);
         d.run(20 * MS);
         // `a` runs a whole request (3 ms) ahead of `b`, then sleeps owing service.
-        d.run_until_current(a, MS / 4, 50 * MS);
-        d.run(2 * MS);
-        assert_eq!(d.s.current(), Some(a));
-        d.s.block(d.now, a).unwrap();
+        block_into_request(&mut d, a, 2 * MS);
         d.s.schedule(d.now);
         let left_with = d.s.entity(a).unwrap().vlag;
         assert!(left_with < -(MS as i64) / 2, "a ran ahead: lag {left_with}");
@@ -299,9 +305,7 @@ fn a_long_sleep_pays_off_a_sleepers_debt() {
             );
         }
         // Again, with a sleep long enough to pay it all.
-        d.run_until_current(a, MS / 4, 100 * MS);
-        d.run(2 * MS);
-        d.s.block(d.now, a).unwrap();
+        block_into_request(&mut d, a, 2 * MS);
         d.s.schedule(d.now);
         let left_with = d.s.entity(a).unwrap().vlag;
         d.run(20 * MS);
@@ -416,10 +420,7 @@ fn a_smaller_slice_clamps_a_sleepers_kept_lag() {
         let _b = d.spawn(0);
         d.run(50 * MS);
         // `a` runs 15 ms into a 20 ms request, far ahead of `b`, and blocks.
-        d.run_until_current(a, MS / 4, 100 * MS);
-        d.run(15 * MS);
-        assert_eq!(d.s.current(), Some(a));
-        d.s.block(d.now, a).unwrap();
+        block_into_request(&mut d, a, 15 * MS);
         if via_tunables {
             d.s.schedule(d.now);
             let left_with = d.s.entity(a).unwrap().vlag;
