@@ -196,13 +196,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
-        self.update_curr_vr();
-    }
-
-    /// [`Fair::update_curr`], returning the current entity's vruntime if it is runnable (what
-    /// `min_vruntime` follows), so a caller need not lock it again.
-    fn update_curr_vr(&mut self) -> Option<u64> {
-        self.update_curr_vw().map(|c| c.0)
+        self.update_curr_vw();
     }
 
     /// [`Fair::update_curr`], returning the current entity's vruntime and weight if it is
@@ -444,6 +438,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.deadline = se.vruntime.wrapping_add(left);
     }
 
+    /// An entity's slice in its virtual time: scaled by the inverse weight, as its vruntime
+    /// is (a multiply, not a division).
+    #[cfg(feature = "eevdf")]
+    fn vslice_of(&self, se: &Entity) -> u64 {
+        calc_delta_fair(self.slice_of(se), &se.load())
+    }
+
     /// `update_deadline`: the current entity whose request is done starts the next, one slice
     /// on, and gives the CPU up if another task waits.
     #[cfg(feature = "eevdf")]
@@ -451,7 +452,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if vruntime_before(se.vruntime, se.deadline) {
             return;
         }
-        se.deadline = se.vruntime.wrapping_add(calc_delta_fair(self.slice_of(se), &se.load()));
+        se.deadline = se.vruntime.wrapping_add(self.vslice_of(se));
         if self.nr_running > 1 {
             self.resched_curr();
         }
@@ -748,8 +749,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         #[cfg(feature = "eevdf")]
         if self.eevdf() {
             // Its request is over: the next one starts one slice later.
-            let vslice = calc_delta_fair(self.slice_of(&se), &se.load());
-            se.deadline = se.deadline.wrapping_add(vslice);
+            se.deadline = se.deadline.wrapping_add(self.vslice_of(&se));
             return;
         }
         if buddy_allowed(&se) {

@@ -307,18 +307,14 @@ impl<const Q: usize> RunQueue<Q> {
     /// which is Linux 6.6's base slice, 0.75 ms × (1 + log2 of the CPU count)).
     #[cfg(feature = "eevdf")]
     pub fn slice_of(&self, e: &Entity) -> u64 {
-        if e.slice != 0 {
-            e.slice
-        } else {
-            self.tunables.min_granularity_ns
-        }
+        e.slice_or(self.tunables.min_granularity_ns)
     }
 
     /// How far an entity's kept lag may go either way here: the virtual time of twice its
     /// slice or a tick ([`crate::eevdf::lag_limit`]).
     #[cfg(feature = "eevdf")]
     pub fn lag_bound(&self, e: &Entity) -> i64 {
-        crate::eevdf::lag_limit(self.slice_of(e), crate::eevdf::LAG_TICK_NS, e.weight())
+        e.lag_bound(self.tunables.min_granularity_ns)
     }
 
     /// Whether EEVDF picks (the `EEVDF` switch, with the `eevdf` feature built in).

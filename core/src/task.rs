@@ -219,6 +219,30 @@ impl Entity {
         self.load().down()
     }
 
+    /// EEVDF: its slice (ns), or `default_ns` (the machine's) if it asked for none.
+    #[cfg(feature = "eevdf")]
+    pub fn slice_or(&self, default_ns: u64) -> u64 {
+        if self.slice != 0 {
+            self.slice
+        } else {
+            default_ns
+        }
+    }
+
+    /// EEVDF: how far its kept lag may go either way, with `default_ns` the machine's slice:
+    /// the virtual time of twice its slice or a tick ([`crate::eevdf::lag_limit`]).
+    #[cfg(feature = "eevdf")]
+    pub fn lag_bound(&self, default_ns: u64) -> i64 {
+        crate::eevdf::lag_limit(self.slice_or(default_ns), crate::eevdf::LAG_TICK_NS, self.weight())
+    }
+
+    /// EEVDF: bounds its kept lag again (after its slice, or the default, got smaller).
+    #[cfg(feature = "eevdf")]
+    pub(crate) fn clamp_kept_lag(&mut self, default_ns: u64) {
+        let bound = self.lag_bound(default_ns);
+        self.vlag = self.vlag.clamp(-bound, bound);
+    }
+
     /// `task_util`: the PELT utilisation.
     pub fn util(&self) -> u64 {
         self.avg.util_avg

@@ -23,7 +23,7 @@
 //! * `scenario=latency spinners=N periodic=M run_us=R sleep_us=S short_slice_us=L
 //!   duration_ms=D policy=both|cfs|eevdf`: N spinners and M periodic threads (R µs of CPU, S
 //!   µs asleep, every other one with an EEVDF slice of L µs), D ms under CFS and then D ms
-//!   under EEVDF, switched at run time (or one of them); wake-to-run p50/p99/max and CPU
+//!   under EEVDF, switched at run time (or one of them); wake-to-run mean/p50/p99/max and CPU
 //!   shares per group; exit 0 if every group ran. Not on a microcontroller (no EEVDF there).
 //!
 //! Every scenario that finishes also runs the core's `check_invariants` before exiting.

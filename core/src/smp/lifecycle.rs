@@ -502,9 +502,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if let Some(mut e) = self.pool().lock(id) {
                         e.slice = ns;
                         // The lag it keeps is bounded by its slice: by the new one from now.
-                        let slice = if ns != 0 { ns } else { default };
-                        let bound = crate::eevdf::lag_limit(slice, crate::eevdf::LAG_TICK_NS, e.weight());
-                        e.vlag = e.vlag.clamp(-bound, bound);
+                        e.clamp_kept_lag(default);
                     }
                     return Ok(());
                 }
@@ -516,8 +514,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         e.slice = ns;
                         // A task that blocked here and is still being switched out keeps
                         // the lag it left with: bounded by the new slice too.
-                        let bound = st.rq.lag_bound(&e);
-                        e.vlag = e.vlag.clamp(-bound, bound);
+                        e.clamp_kept_lag(st.rq.tunables.min_granularity_ns);
                     }
                     self.after_update(c, &mut st);
                     return Ok(());

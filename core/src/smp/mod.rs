@@ -333,16 +333,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// parked ones under the table lock (taken after, as the lock order asks).
     #[cfg(feature = "eevdf")]
     fn reclamp_kept_lags(&self, t: Tunables) {
-        let clamp = |e: &mut crate::task::Entity| {
-            let slice = if e.slice != 0 { e.slice } else { t.min_granularity_ns };
-            let bound = crate::eevdf::lag_limit(slice, crate::eevdf::LAG_TICK_NS, e.weight());
-            e.vlag = e.vlag.clamp(-bound, bound);
-        };
+        let default = t.min_granularity_ns;
         for cpu in 0..self.nr_cpus() {
             let st = self.rq(cpu);
             for (_, id) in st.rq.attached() {
                 if let Some(mut e) = self.pool().lock(id) {
-                    clamp(&mut e);
+                    e.clamp_kept_lag(default);
                 }
             }
         }
@@ -350,7 +346,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         for (id, te) in table.iter() {
             if matches!(te.location, crate::table::Location::Parked { .. }) {
                 if let Some(mut e) = self.pool().lock(id) {
-                    clamp(&mut e);
+                    e.clamp_kept_lag(default);
                 }
             }
         }

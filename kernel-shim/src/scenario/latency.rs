@@ -1,7 +1,7 @@
 //! The `latency` scenario: spinners beside periodic threads that run a short burst and sleep,
 //! every other one with a short EEVDF slice, first under CFS and then, in the same boot, under
 //! EEVDF (switched at run time), or under one of them (`policy=`). Per phase and group it
-//! reports the wake-to-run times (p50, p99, max) and CPU shares: the experiment of
+//! reports the wake-to-run times (mean, p50, p99, max) and CPU shares: the experiment of
 //! `cargo xsim ab --workload latency`, on the emulated machine.
 
 use super::*;
