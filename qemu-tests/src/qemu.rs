@@ -183,11 +183,15 @@ impl Boot {
 
     /// The number right after `key` in the first line containing it.
     pub fn number_after(&self, key: &str) -> Option<f64> {
-        let l = self.line(key)?;
-        let rest = &l[l.find(key)? + key.len()..];
-        let num: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-        num.parse().ok()
+        number_after_in(self.line(key)?, key)
     }
+}
+
+/// The number right after the first `key` in `line`.
+pub fn number_after_in(line: &str, key: &str) -> Option<f64> {
+    let rest = &line[line.find(key)? + key.len()..];
+    let num: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    num.parse().ok()
 }
 
 /// Finds the architecture's QEMU, installing its Debian package with apt-get when running as

@@ -180,11 +180,8 @@ struct LatencyFigures {
 fn latency_figures(b: &Boot, policy: &str, group: &str) -> Result<LatencyFigures, String> {
     let key = format!("latency: {policy}: {group}:");
     let l = b.line(&key).ok_or_else(|| format!("no line {key:?}"))?;
-    let after = |k: &str| -> Result<f64, String> {
-        let rest = l.split_once(k).map(|x| x.1).ok_or_else(|| format!("no {k:?} in {l:?}"))?;
-        let num: String = rest.trim_start().chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
-        num.parse().map_err(|_| format!("no number after {k:?} in {l:?}"))
-    };
+    let after =
+        |k: &str| crate::qemu::number_after_in(l, k).ok_or_else(|| format!("no number after {k:?} in {l:?}"));
     Ok(LatencyFigures { mean: after("mean")?, p99: after("p99")?, share: after("CPU share")? })
 }
 
@@ -996,6 +993,9 @@ mod tests {
         assert!(latency_ab(&report(177, 200, 71, "6.27")).is_err(), "the slice mattering under CFS");
         assert!(latency_ab(&report(177, 800, 800, "6.27")).is_err(), "CFS no faster than EEVDF");
         assert!(latency_ab(&report(177, 72, 71, "5.30")).is_err(), "CFS's sleepers no better off");
+        let mut p99_alike = report(177, 72, 71, "6.27");
+        p99_alike.lines[2] = p99_alike.lines[2].replace("p99 1754 us", "p99 4000 us");
+        assert!(latency_ab(&p99_alike).is_err(), "short slices' p99 no shorter under EEVDF");
     }
 
     const README: &str = include_str!("../../README.md");
@@ -1062,6 +1062,16 @@ mod tests {
             word.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {key}= in {:?}", pingpong.args))
         };
         assert_eq!(2 * arg("pairs") * arg("rounds"), PINGPONG_UNPARKS);
+        // The latency case's margins, as the README quotes them.
+        for phrase in [
+            format!("mean wake-to-run at least {LATENCY_MEAN_RATIO} times and their p99 at least"),
+            format!("{LATENCY_P99_RATIO} times the short-slice threads'"),
+            format!("groups' means within a factor of {LATENCY_CFS_SAME}"),
+            format!("default-slice mean at least {LATENCY_CFS_FASTER} times CFS's"),
+            format!("default-slice threads' CPU share at least {LATENCY_CFS_SHARE} times EEVDF's"),
+        ] {
+            assert_states(README, "README.md", &phrase);
+        }
         assert_states(
             README,
             "README.md",

@@ -59,20 +59,6 @@ impl Workload {
     pub fn seed() -> Workload {
         Workload::Sysbench { threads: 8, events: 1000, cost_ns: 1_240_000, jitter: 0.02 }
     }
-
-    /// The latency workload's defaults on an 8-CPU machine: 16 spinners (two per CPU) and 8
-    /// periodic tasks running 0.5 ms, then sleeping 4.5 ms, half of them with 0.5 ms slices,
-    /// for 2 s.
-    pub fn latency() -> Workload {
-        Workload::Latency {
-            spinners: 16,
-            periodic: 8,
-            run_ns: 500_000,
-            sleep_ns: 4_500_000,
-            slice_ns: 500_000,
-            duration_ns: 2_000_000_000,
-        }
-    }
 }
 
 /// Calls `$f::<C>(cfg, &w)` on a big stack, `C` the machine size that holds `$cfg.cpus` CPUs.
@@ -260,17 +246,19 @@ pub fn ab(
 /// A table row's figure: its name and how to read it from a run's report (and the CPU count).
 type Figure = (&'static str, fn(&RunReport, f64) -> f64);
 
+/// The `q`-quantile of a run's wake-to-run times of the tasks tagged `tag` (µs).
+pub fn wake_us(r: &RunReport, tag: u8, q: f64) -> f64 {
+    let v: Vec<f64> = r.wake_latencies.iter().filter(|l| l.0 == tag).map(|l| l.1 as f64 / 1e3).collect();
+    quantile(&v, q)
+}
+
+/// CPU time `ns` as a share of a machine of `cpus` CPUs over the run (%).
+pub fn share(ns: u64, r: &RunReport, cpus: f64) -> f64 {
+    100.0 * ns as f64 / (cpus * r.total_ns.max(1) as f64)
+}
+
 /// The figures an A/B table shows for workload `w`.
 fn figures(w: &Workload) -> Vec<Figure> {
-    /// The `q`-quantile of the wake-to-run times of tasks tagged `tag` (µs).
-    fn wake_us(r: &RunReport, tag: u8, q: f64) -> f64 {
-        let v: Vec<f64> = r.wake_latencies.iter().filter(|l| l.0 == tag).map(|l| l.1 as f64 / 1e3).collect();
-        quantile(&v, q)
-    }
-    /// A CPU time as a share of the machine over the run (%).
-    fn share(ns: u64, r: &RunReport, cpus: f64) -> f64 {
-        100.0 * ns as f64 / (cpus * r.total_ns.max(1) as f64)
-    }
     match w {
         Workload::Latency { .. } => vec![
             ("short slice: wake-to-run p50 (µs)", |r, _| wake_us(r, 1, 0.5)),

@@ -6,7 +6,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressStyle};
 use sched_core::Features;
 use sched_sim::experiments::{ab, drive, on_big_stack, spread, Workload};
-use sched_sim::machine::{Config, Machine, TopologyKind};
+use sched_sim::machine::{Config, Machine, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 
 #[derive(Parser)]
 #[command(name = "xsim", about = "Experiments with sched-core on a simulated multi-CPU machine")]
@@ -46,10 +46,10 @@ struct MachineArgs {
     #[arg(long, default_value = "")]
     features: String,
     /// A sysbench-like main thread's work before each worker's creation (µs).
-    #[arg(long, default_value_t = 30)]
+    #[arg(long, default_value_t = DEFAULT_CREATE_NS / 1000)]
     create_us: u64,
     /// A sysbench-like worker's set-up before the start barrier (µs).
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = DEFAULT_SETUP_NS / 1000)]
     setup_us: u64,
     /// Print JSON instead of the table.
     #[arg(long)]

@@ -91,7 +91,8 @@ fn periodic_tasks_and_pinning_on_bigger_machines() {
 /// running task's request, gets less.
 #[test]
 fn latency_workload_eevdf_against_cfs() {
-    use sched_sim::stats::{median, quantile};
+    use sched_sim::experiments::{share, wake_us};
+    use sched_sim::stats::median;
     let w = Workload::Latency {
         spinners: 16,
         periodic: 8,
@@ -105,13 +106,13 @@ fn latency_workload_eevdf_against_cfs() {
             .map(|seed| {
                 let cfg = Config { hz: 1000, features, ..Config::octo(seed) };
                 let r = run_once(&cfg, &w);
-                let p99 = |tag: u8| {
-                    let v: Vec<f64> =
-                        r.wake_latencies.iter().filter(|l| l.0 == tag).map(|l| l.1 as f64).collect();
-                    quantile(&v, 0.99)
-                };
-                let share = |ns: u64| 100.0 * ns as f64 / (8.0 * r.total_ns as f64);
-                [p99(1), p99(0), share(r.periodic_cpu_ns[1]), share(r.periodic_cpu_ns[0])]
+                let cpus = cfg.cpus as f64;
+                [
+                    wake_us(&r, 1, 0.99),
+                    wake_us(&r, 0, 0.99),
+                    share(r.periodic_cpu_ns[1], &r, cpus),
+                    share(r.periodic_cpu_ns[0], &r, cpus),
+                ]
             })
             .collect::<Vec<_>>()
     };
@@ -119,13 +120,13 @@ fn latency_workload_eevdf_against_cfs() {
     let cfs = side(Features::default());
     let eevdf = side(Features::default() | Features::EEVDF);
     let eevdf66 = side(Features::default() | Features::EEVDF | Features::SLEEPER_KEEPS_LAG);
-    assert!(med(&cfs, 0) < 20_000.0 && med(&cfs, 1) < 20_000.0, "CFS wakeups preempt at once");
+    assert!(med(&cfs, 0) < 20.0 && med(&cfs, 1) < 20.0, "CFS wakeups preempt at once");
     for i in [2, 3] {
         assert!((med(&cfs, i) - 5.0).abs() < 0.1, "CFS: the whole demand, {}", med(&cfs, i));
     }
     assert!(med(&eevdf, 3) < 4.6, "EEVDF, default slice: {} % of the machine", med(&eevdf, 3));
     let (short, default) = (med(&eevdf, 0), med(&eevdf, 1));
-    assert!(short * 2.0 < default, "EEVDF p99: short slices {short} ns, default {default} ns");
+    assert!(short * 2.0 < default, "EEVDF p99: short slices {short} µs, default {default} µs");
     let keeps = med(&eevdf66, 0);
-    assert!(keeps > 2.0 * short, "with the debt kept across sleep: p99 {keeps} ns against {short} ns");
+    assert!(keeps > 2.0 * short, "with the debt kept across sleep: p99 {keeps} µs against {short} µs");
 }
