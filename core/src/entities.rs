@@ -58,6 +58,7 @@ pub struct Pool<'a> {
 impl<'a> Pool<'a> {
     /// Locks the cell of task-table slot `slot` (see the module documentation for who may).
     /// `None` for a slot beyond the pool.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn lock_slot(self, slot: usize) -> Option<MutexGuard<'a, Entity>> {
         let cell = self.cells.get(slot)?;
         match cell.try_lock() {
@@ -70,6 +71,7 @@ impl<'a> Pool<'a> {
     }
 
     /// Locks the cell of task `id`'s slot (the generation is the task table's business).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn lock(self, id: TaskId) -> Option<MutexGuard<'a, Entity>> {
         self.lock_slot(id.slot())
     }

@@ -128,6 +128,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// The entity of the task attached at `slot`, locked while the guard lives (the caller
     /// holds this runqueue, so it owns the entity); `None` for an empty slot.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub(crate) fn entity_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
         pool.lock(self.task_at(slot)?)
     }
@@ -144,6 +145,7 @@ impl<const Q: usize> RunQueue<Q> {
 impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// The entity of the task at `slot`, locked while the guard lives (drop it before
     /// touching the same task again).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn entity(&self, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
         self.rq.entity_in(self.pool, slot)
     }
@@ -165,6 +167,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Puts the entity at `slot` on the timeline (with its deadline, and into the average
     /// vruntime's sums).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn tl_insert(&mut self, slot: SlotId, se: &Entity) {
         #[cfg(feature = "eevdf")]
         {
@@ -181,9 +184,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Takes the entity at `slot` off the timeline (and out of the average's sums, with the
     /// vruntime it was queued with).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn tl_remove(&mut self, slot: SlotId, se: &Entity) {
         #[cfg(feature = "eevdf")]
-        if let Some(v) = self.timeline.vruntime_of(slot as usize).filter(|_| self.eevdf()) {
+        if let Some(v) = self.eevdf().then(|| self.timeline.vruntime_of(slot as usize)).flatten() {
             let base = self.min_vruntime;
             self.eavg.sub(v, base, se.weight());
         }
@@ -200,27 +204,33 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// [`Fair::update_curr`], returning the current entity's vruntime and weight if it is
-    /// runnable (what `min_vruntime` follows and EEVDF's average counts besides the timeline).
+    /// runnable (what `min_vruntime` follows and EEVDF's average counts besides the timeline;
+    /// the weight is 0 while CFS picks).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn update_curr_vw(&mut self) -> Option<(u64, u64)> {
         let mut se = self.entity(self.curr?)?;
         self.charge_curr(&mut se);
-        // (Only EEVDF's average reads the weight: a build without it does not compute it.)
-        #[cfg(feature = "eevdf")]
-        let w = se.weight();
-        #[cfg(not(feature = "eevdf"))]
-        let w = 0;
+        // (Only EEVDF's average reads the weight: CFS does not look it up.)
+        let w = if self.eevdf() { se.weight() } else { 0 };
         se.on_rq.then_some((se.vruntime, w))
     }
 
     /// [`Fair::update_curr`] on the current entity, whose cell the caller holds. (Each cell
     /// lock is an atomic operation, so the hot paths lock an entity once and pass it down.)
+    /// Nothing is charged when the clock has not moved since the last charge (as when one
+    /// wakeup enqueues and dequeues several tasks at the same instant), so that test is
+    /// inlined and the charge is not.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn charge_curr(&mut self, se: &mut Entity) {
         let now = self.clock_task;
         let delta = now as i64 - se.exec_start as i64;
-        if delta <= 0 {
-            return;
+        if delta > 0 {
+            self.charge_curr_for(se, now, delta as u64);
         }
-        let delta = delta as u64;
+    }
+
+    /// [`Fair::charge_curr`] of `delta` > 0 ns, up to `now`.
+    fn charge_curr_for(&mut self, se: &mut Entity, now: u64, delta: u64) {
         se.exec_start = now;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load()));
@@ -234,6 +244,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `update_min_vruntime`: `min_vruntime` = max(itself, min(the runnable current entity's
     /// vruntime `curr`, the leftmost's)), so it only moves forward. The leftmost's vruntime is
     /// its timeline key (they are equal while it is queued).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn min_vruntime_with(&mut self, curr: Option<u64>) {
         let mut vr = curr.unwrap_or(self.min_vruntime);
         if let Some(lv) = self.timeline.leftmost().and_then(|l| self.timeline.vruntime_of(l)) {
@@ -251,6 +262,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `update_load_avg` for an entity here, whose cell the caller holds, and for the
     /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
     /// attaches a detached entity if asked.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn load_avg_with(&mut self, se: &mut Entity, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
         if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {

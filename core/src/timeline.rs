@@ -235,9 +235,10 @@ impl<const CAP: usize> Timeline<CAP> {
             self.aug[id] = Aug { deadline, best_deadline: deadline, best_key: vruntime, best: z };
         }
         self.len += 1;
-        let (rest, changed) = self.retrace(parent, true);
-        if changed {
-            self.propagate(rest);
+        if self.aug_kept() {
+            self.rebalance_after_insert::<true>(parent);
+        } else {
+            self.rebalance_after_insert::<false>(parent);
         }
         Ok(())
     }
@@ -302,26 +303,57 @@ impl<const CAP: usize> Timeline<CAP> {
 
         self.nodes[id] = Node::VACANT;
         self.len -= 1;
+        if self.aug_kept() {
+            self.rebalance_after_remove::<true>(fix_from, moved);
+        } else {
+            self.rebalance_after_remove::<false>(fix_from, moved);
+        }
+        Ok(())
+    }
+
+    /// Whether the EEVDF augmentation is maintained (never without the `eevdf` feature). The
+    /// rebalancing after an insert or a removal is compiled once for each answer, so CFS's
+    /// paths carry none of the augmentation's checks.
+    #[inline]
+    fn aug_kept(&self) -> bool {
+        #[cfg(feature = "eevdf")]
+        return self.augmented;
+        #[cfg(not(feature = "eevdf"))]
+        false
+    }
+
+    /// Heights, balance and (if `AUG`) subtree bests from a new leaf's parent up.
+    #[inline]
+    fn rebalance_after_insert<const AUG: bool>(&mut self, parent: u32) {
+        let (rest, changed) = self.retrace::<AUG>(parent, true);
+        if changed {
+            self.propagate::<AUG>(rest);
+        }
+    }
+
+    /// Heights, balance and (if `AUG`) subtree bests after a removal: from `fix_from`, the
+    /// deepest node whose subtree lost a node, up; `moved` is the successor that took the
+    /// removed node's place, if any.
+    #[inline]
+    fn rebalance_after_remove<const AUG: bool>(&mut self, fix_from: u32, moved: u32) {
         // A successor moved into z's place holds its old subtree's best, and the retrace may
         // stop below it: bring the path up to it up to date first, and propagate above it too.
-        #[cfg(feature = "eevdf")]
-        if moved != NIL && self.augmented {
+        if AUG && moved != NIL {
             let mut x = fix_from;
             while x != NIL {
-                self.fix_aug(x);
+                self.fix_aug::<AUG>(x);
                 if x == moved {
                     break;
                 }
                 x = self.nodes[x as usize].parent;
             }
         }
-        let (rest, _) = self.retrace(fix_from, false);
-        self.propagate(rest);
+        let (rest, _) = self.retrace::<AUG>(fix_from, false);
+        self.propagate::<AUG>(rest);
         if moved != NIL {
             let above = self.nodes[moved as usize].parent;
-            self.propagate(above);
+            self.propagate::<AUG>(above);
         }
-        Ok(())
     }
 
     /// The task to run next (smallest vruntime, earliest inserted among equals). O(1).
@@ -372,7 +404,7 @@ impl<const CAP: usize> Timeline<CAP> {
             for h in 1..=top {
                 for x in 0..CAP {
                     if self.nodes[x].height == h {
-                        self.fix_aug(x as u32);
+                        self.fix_aug::<true>(x as u32);
                     }
                 }
             }
@@ -666,17 +698,18 @@ impl<const CAP: usize> Timeline<CAP> {
     }
 
     #[inline]
-    fn update_height(&mut self, x: u32) {
+    fn update_height<const AUG: bool>(&mut self, x: u32) {
         let n = self.nodes[x as usize];
         self.nodes[x as usize].height = 1 + self.height(n.left).max(self.height(n.right));
-        self.fix_aug(x);
+        self.fix_aug::<AUG>(x);
     }
 
-    /// Recomputes `x`'s subtree best from its own entry and its children's (EEVDF only).
+    /// Recomputes `x`'s subtree best from its own entry and its children's (if `AUG`, which
+    /// is never true without the `eevdf` feature).
     #[inline]
-    fn fix_aug(&mut self, x: u32) {
+    fn fix_aug<const AUG: bool>(&mut self, x: u32) {
         #[cfg(feature = "eevdf")]
-        if self.augmented {
+        if AUG {
             let n = self.nodes[x as usize];
             let mut best = self.own(x);
             for c in [n.left, n.right] {
@@ -700,10 +733,10 @@ impl<const CAP: usize> Timeline<CAP> {
     /// ancestor's does too, and the walk stops there (usually at once: a new request's
     /// deadline is rarely a subtree's earliest).
     #[inline]
-    fn propagate(&mut self, mut x: u32) {
+    fn propagate<const AUG: bool>(&mut self, mut x: u32) {
         #[cfg(feature = "eevdf")]
-        if self.augmented {
-            while x != NIL && self.refresh_aug(x) {
+        if AUG {
+            while x != NIL && self.refresh_aug::<AUG>(x) {
                 x = self.nodes[x as usize].parent;
             }
         }
@@ -712,7 +745,7 @@ impl<const CAP: usize> Timeline<CAP> {
     }
 
     /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
-    fn rotate_left(&mut self, x: u32) -> u32 {
+    fn rotate_left<const AUG: bool>(&mut self, x: u32) -> u32 {
         let y = self.nodes[x as usize].right;
         let t = self.nodes[y as usize].left;
         let p = self.nodes[x as usize].parent;
@@ -724,13 +757,13 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
-        self.update_height(x);
-        self.update_height(y);
+        self.update_height::<AUG>(x);
+        self.update_height::<AUG>(y);
         y
     }
 
     /// Mirror of [`Self::rotate_left`].
-    fn rotate_right(&mut self, x: u32) -> u32 {
+    fn rotate_right<const AUG: bool>(&mut self, x: u32) -> u32 {
         let y = self.nodes[x as usize].left;
         let t = self.nodes[y as usize].right;
         let p = self.nodes[x as usize].parent;
@@ -742,8 +775,8 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
-        self.update_height(x);
-        self.update_height(y);
+        self.update_height::<AUG>(x);
+        self.update_height::<AUG>(y);
         y
     }
 
@@ -758,7 +791,7 @@ impl<const CAP: usize> Timeline<CAP> {
     /// date; then a node whose best comes out unchanged means none above it changes either,
     /// and the nodes above are no longer refreshed (rotations still refresh the nodes they
     /// move). After a removal every node passed is refreshed.
-    fn retrace(&mut self, mut x: u32, after_insert: bool) -> (u32, bool) {
+    fn retrace<const AUG: bool>(&mut self, mut x: u32, after_insert: bool) -> (u32, bool) {
         #[cfg_attr(not(feature = "eevdf"), allow(unused_mut))]
         let mut dirty = true;
         #[cfg(not(feature = "eevdf"))]
@@ -770,25 +803,25 @@ impl<const CAP: usize> Timeline<CAP> {
             let top = if hl > hr + 1 {
                 let ln = self.nodes[l as usize];
                 if self.height(ln.left) < self.height(ln.right) {
-                    self.rotate_left(l);
+                    self.rotate_left::<AUG>(l);
                 }
-                self.rotate_right(x)
+                self.rotate_right::<AUG>(x)
             } else if hr > hl + 1 {
                 let rn = self.nodes[r as usize];
                 if self.height(rn.right) < self.height(rn.left) {
-                    self.rotate_right(r);
+                    self.rotate_right::<AUG>(r);
                 }
-                self.rotate_left(x)
+                self.rotate_left::<AUG>(x)
             } else {
                 self.nodes[x as usize].height = 1 + hl.max(hr);
                 #[cfg(feature = "eevdf")]
-                if dirty || !after_insert {
-                    dirty = self.refresh_aug(x);
+                if AUG && (dirty || !after_insert) {
+                    dirty = self.refresh_aug::<AUG>(x);
                 }
                 x
             };
             #[cfg(feature = "eevdf")]
-            if top != x {
+            if AUG && top != x {
                 dirty = true;
             }
             let tn = &self.nodes[top as usize];
@@ -800,16 +833,16 @@ impl<const CAP: usize> Timeline<CAP> {
         (NIL, dirty)
     }
 
-    /// [`Self::fix_aug`], returning whether `x`'s subtree best changed (always false while
-    /// the augmentation is off).
+    /// [`Self::fix_aug`], returning whether `x`'s subtree best changed (always false unless
+    /// `AUG`).
     #[cfg(feature = "eevdf")]
     #[inline]
-    fn refresh_aug(&mut self, x: u32) -> bool {
-        if !self.augmented {
+    fn refresh_aug<const AUG: bool>(&mut self, x: u32) -> bool {
+        if !AUG {
             return false;
         }
         let was = self.aug[x as usize];
-        self.fix_aug(x);
+        self.fix_aug::<AUG>(x);
         self.aug[x as usize] != was
     }
 }
