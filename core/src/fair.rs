@@ -200,14 +200,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
-        self.update_curr_vw();
+        self.update_curr_vw(false);
     }
 
     /// [`Fair::update_curr`], returning the current entity's vruntime and weight if it is
     /// runnable (what `min_vruntime` follows and EEVDF's average counts besides the timeline;
-    /// the weight is 0 while CFS picks).
+    /// the weight is 0 while CFS picks) — if `want` them: otherwise, when there is nothing to
+    /// charge, it returns `None` without locking the current task's cell.
     #[cfg_attr(target_pointer_width = "64", inline)]
-    fn update_curr_vw(&mut self) -> Option<(u64, u64)> {
+    fn update_curr_vw(&mut self, want: bool) -> Option<(u64, u64)> {
+        if self.curr_charged && !want {
+            return None;
+        }
         let mut se = self.entity(self.curr?)?;
         self.charge_curr(&mut se);
         // (Only EEVDF's average reads the weight: CFS does not look it up.)
@@ -230,8 +234,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// [`Fair::charge_curr`] of `delta` > 0 ns, up to `now`.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn charge_curr_for(&mut self, se: &mut Entity, now: u64, delta: u64) {
         se.exec_start = now;
+        self.curr_charged = true;
         se.sum_exec_runtime += delta;
         se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load()));
         #[cfg(feature = "eevdf")]
@@ -328,11 +334,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         } else if renorm && is_curr {
             se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
         }
+        // (Only EEVDF's placement needs the current entity's vruntime and weight.)
         let curr = if is_curr {
             self.charge_curr(&mut se);
             None
         } else {
-            self.update_curr_vw()
+            self.update_curr_vw(eevdf)
         };
         if eevdf && !is_curr {
             self.place_eevdf(&mut se, flags, curr);
@@ -363,12 +370,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         let is_curr = self.curr == Some(slot);
-        // The runnable current entity's vruntime and weight, for min_vruntime below.
+        // A save/restore pair comes straight back; don't let min_vruntime jump meanwhile.
+        let follow_min = flags & (DequeueFlags::SAVE | DequeueFlags::MOVE) != DequeueFlags::SAVE;
+        // The runnable current entity's vruntime and weight, for min_vruntime and EEVDF's
+        // lag below (when neither needs them, the current task is only charged).
         let curr_vw = if is_curr {
             self.charge_curr(&mut se);
             None // (it is this entity, about to stop being accounted)
         } else {
-            self.update_curr_vw()
+            self.update_curr_vw(follow_min || self.eevdf())
         };
         let curr_vr = curr_vw.map(|c| c.0);
         self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
@@ -396,8 +406,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if !flags.contains(DequeueFlags::SLEEP) {
             se.vruntime = se.vruntime.wrapping_sub(self.min_vruntime);
         }
-        // A save/restore pair comes straight back; don't let min_vruntime jump meanwhile.
-        if flags & (DequeueFlags::SAVE | DequeueFlags::MOVE) != DequeueFlags::SAVE {
+        if follow_min {
             self.min_vruntime_with(curr_vr);
         }
         if self.features.contains(Features::UTIL_EST) {
@@ -565,6 +574,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn set_next(&mut self, slot: SlotId) {
         let Some(mut se) = self.entity(slot) else {
             self.curr = Some(slot);
+            self.curr_charged = false;
             return;
         };
         if se.on_rq {
@@ -580,6 +590,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.prev_sum_exec_runtime = se.sum_exec_runtime;
         se.on_cpu = true;
         self.curr = Some(slot);
+        self.curr_charged = true;
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
         if se.on_rq {
@@ -599,6 +610,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             }
         }
         self.curr = None;
+        self.curr_charged = false;
         Some(prev)
     }
 
@@ -671,6 +683,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
+    #[cfg_attr(target_pointer_width = "64", inline)]
     fn check_preempt_tick(&mut self, curr: SlotId, c: &Entity) {
         let (ideal, delta_exec, cvr) =
             (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime);
@@ -905,14 +918,16 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// The wall-clock slice of an entity: its weight's share of the period. An entity not
     /// yet accounted counts itself in both the task number and the total weight.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn sched_slice_of(&self, e: &Entity) -> u64 {
+        let lw = e.load();
         let nr = self.nr_running as u64 + (!e.on_rq) as u64;
         let slice = self.sched_period(nr);
         let mut total = self.load;
         if !e.on_rq {
-            total.add(e.load().weight);
+            total.add(lw.weight);
         }
-        calc_delta(slice, e.load().weight, &total)
+        calc_delta(slice, lw.weight, &total)
     }
 
     /// The slice in the entity's virtual time.

@@ -83,6 +83,12 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) avg: SchedAvg,
     pub(crate) removed: Removed,
     pub(crate) need_resched: bool,
+    /// Whether charging the current task now would add nothing: it was last charged (or
+    /// picked) at this `clock_task`, which has not moved since. Enqueues and dequeues of
+    /// other tasks at the same instant (the second of two wakeups, a nice change's save and
+    /// restore) that need nothing else of it then skip locking its cell. Cleared when the
+    /// clock moves or `curr` changes.
+    pub(crate) curr_charged: bool,
     pub(crate) nr_switches: u64,
     /// Bounds how far PELT sums and averages may drift apart between two recomputes of
     /// the averages (for the invariant checker).
@@ -156,6 +162,7 @@ impl<const Q: usize> RunQueue<Q> {
             avg: SchedAvg::ZERO,
             removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
             need_resched: false,
+            curr_charged: false,
             nr_switches: 0,
             pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0, moves: 0 },
             #[cfg(feature = "eevdf")]
@@ -465,6 +472,7 @@ impl<const Q: usize> RunQueue<Q> {
         let delta = now - self.clock;
         self.clock = now;
         self.clock_task += delta;
+        self.curr_charged = false;
         if self.curr.is_none() {
             self.clock_pelt = self.clock_task;
         } else {
@@ -593,8 +601,9 @@ impl<const Q: usize> RunQueue<Q> {
             }
         }
         if let Some(n) = self.curr {
-            if entity(n).is_none_or(|e| !e.on_cpu) {
-                return fail("current task not marked on_cpu");
+            let Some(e) = entity(n).filter(|e| e.on_cpu) else { return fail("current task not marked on_cpu") };
+            if self.curr_charged && (self.clock_task.wrapping_sub(e.exec_start) as i64) > 0 {
+                return fail("current task marked charged but has time to be charged");
             }
         }
         if nr != self.nr_running || idle != self.idle_nr_running {

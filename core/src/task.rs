@@ -210,11 +210,13 @@ impl Entity {
 
     /// Load weight (high resolution) and inverse, from the policy and nice value (a table
     /// lookup, so the entity need not store it).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn load(&self) -> LoadWeight {
         weight_for(self.policy, self.nice)
     }
 
     /// The down-scaled weight PELT and the balancer use (1024 for nice 0).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn weight(&self) -> u64 {
         self.load().down()
     }
@@ -255,6 +257,7 @@ impl Entity {
 }
 
 /// The load weight a task of this policy and nice level gets.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn weight_for(policy: Policy, nice: Nice) -> LoadWeight {
     match policy {
         Policy::Idle => LoadWeight::idle_policy(),

@@ -70,7 +70,10 @@ impl Nice {
 
     /// Index into the 40-entry tables.
     pub const fn index(self) -> usize {
-        (self.0 as i32 + 20) as usize
+        // A `Nice` is −20..=19 by construction; the bound, which the compiler cannot see,
+        // lets every weight lookup go without a bounds check (a branch on the hot paths).
+        let i = (self.0 as i32 + 20) as u32;
+        (if i > 39 { 39 } else { i }) as usize
     }
 
     /// Load weight at user resolution (1024 for nice 0).
