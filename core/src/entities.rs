@@ -23,9 +23,9 @@
 //!
 //! An uncontended lock still costs one atomic read-modify-write (on x86 a `lock cmpxchg`, up
 //! to about 5 ns on this project's machine, where it drains the store buffer): what an entity
-//! access costs over the plain array that a runqueue-owned arena of entities would be. The fair class's hot paths therefore
-//! lock each entity at most once per call and pass it down, and leave the current task's cell
-//! alone when there is nothing to charge it.
+//! access costs over the plain array that a runqueue-owned arena of entities would be. The
+//! fair class's hot paths therefore lock each entity at most once per call and pass it down,
+//! and leave the current task's cell alone when there is nothing to charge it.
 
 use spin::mutex::{Mutex, MutexGuard};
 

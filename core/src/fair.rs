@@ -226,15 +226,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// inlined and the charge is not.
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn charge_curr(&mut self, se: &mut Entity) {
-        let now = self.clock_task;
-        let delta = now as i64 - se.exec_start as i64;
+        let delta = self.rq.runtime_owed(se);
         if delta > 0 {
-            self.charge_curr_for(se, now, delta as u64);
+            self.charge_curr_for(se, self.clock_task, delta as u64);
         }
     }
 
     /// [`Fair::charge_curr`] of `delta` > 0 ns, up to `now`.
-    #[cfg_attr(target_pointer_width = "64", inline)]
     fn charge_curr_for(&mut self, se: &mut Entity, now: u64, delta: u64) {
         se.exec_start = now;
         self.curr_charged = true;
@@ -683,7 +681,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    #[cfg_attr(target_pointer_width = "64", inline)]
     fn check_preempt_tick(&mut self, curr: SlotId, c: &Entity) {
         let (ideal, delta_exec, cvr) =
             (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime);
@@ -918,7 +915,6 @@ impl<const Q: usize> RunQueue<Q> {
 
     /// The wall-clock slice of an entity: its weight's share of the period. An entity not
     /// yet accounted counts itself in both the task number and the total weight.
-    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn sched_slice_of(&self, e: &Entity) -> u64 {
         let lw = e.load();
         let nr = self.nr_running as u64 + (!e.on_rq) as u64;

@@ -480,6 +480,13 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
+    /// How long the current entity `se` has run since it was last charged (ns; not positive
+    /// when there is nothing to charge).
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub(crate) fn runtime_owed(&self, se: &Entity) -> i64 {
+        self.clock_task.wrapping_sub(se.exec_start) as i64
+    }
+
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while
     /// the CPU was saturated is idle time PELT never saw; remember it so the signals of an
     /// always-busy small CPU are not inflated (`update_idle_rq_clock_pelt`).
@@ -602,7 +609,7 @@ impl<const Q: usize> RunQueue<Q> {
         }
         if let Some(n) = self.curr {
             let Some(e) = entity(n).filter(|e| e.on_cpu) else { return fail("current task not marked on_cpu") };
-            if self.curr_charged && (self.clock_task.wrapping_sub(e.exec_start) as i64) > 0 {
+            if self.curr_charged && self.runtime_owed(&e) > 0 {
                 return fail("current task marked charged but has time to be charged");
             }
         }

@@ -72,8 +72,9 @@ impl Nice {
     pub const fn index(self) -> usize {
         // A `Nice` is −20..=19 by construction; the bound, which the compiler cannot see,
         // lets every weight lookup go without a bounds check (a branch on the hot paths).
+        const LAST: u32 = PRIO_TO_WEIGHT.len() as u32 - 1;
         let i = (self.0 as i32 + 20) as u32;
-        (if i > 39 { 39 } else { i }) as usize
+        (if i > LAST { LAST } else { i }) as usize
     }
 
     /// Load weight at user resolution (1024 for nice 0).

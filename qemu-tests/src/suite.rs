@@ -861,8 +861,9 @@ fn stack_within_budget(b: &Boot, budget: u64) -> Result<(), String> {
 /// a microcontroller's threads have 2 KiB, of which the suite's deepest MCU case uses 1 640 B
 /// (the limit this leaves is 1 792 B).
 fn thread_stack_headroom(b: &Boot) -> Result<(), String> {
-    let Some(line) = b.line(THREAD_STACK_REPORT) else { return Ok(()) };
-    let rest = &line[line.find(THREAD_STACK_REPORT).map_or(0, |i| i + THREAD_STACK_REPORT.len())..];
+    let Some((_, rest)) = b.line(THREAD_STACK_REPORT).and_then(|l| l.split_once(THREAD_STACK_REPORT)) else {
+        return Ok(());
+    };
     match (qemu::number_after_in(rest, ""), qemu::number_after_in(rest, " of ")) {
         (Some(used), Some(size)) if used > size - size / 8.0 => {
             Err(format!("a thread stack grew to {used} of {size} bytes (at most seven eighths may be used)"))
