@@ -48,7 +48,7 @@ fn hot_paths(c: &mut Criterion, prefix: &str, features: Features) {
                 .map(|(slot, _)| slot)
                 .filter(|&slot| Some(slot) != rq.curr_slot())
                 .filter_map(|slot| {
-                    Some((rq.entity(slot)?.vruntime.wrapping_sub(rq.min_vruntime()) as i64, slot))
+                    Some((rq.entity(slot)?.vruntime().wrapping_sub(rq.min_vruntime()) as i64, slot))
                 })
                 .collect();
             queued.sort();

@@ -74,6 +74,19 @@ impl CpuMask {
     /// Every CPU `0..MAX_CPUS`.
     pub const ALL: CpuMask = CpuMask { words: [u64::MAX; WORDS] };
 
+    /// How many 64-bit words a mask holds.
+    pub(crate) const WORDS: usize = WORDS;
+
+    /// A mask from its words (bit `c % 64` of word `c / 64` is CPU `c`).
+    pub(crate) const fn from_words(words: [u64; WORDS]) -> CpuMask {
+        CpuMask { words }
+    }
+
+    /// The mask's words (see [`CpuMask::from_words`]).
+    pub(crate) const fn words(&self) -> &[u64; WORDS] {
+        &self.words
+    }
+
     /// A mask with only `cpu` (empty if out of range).
     pub const fn single(cpu: usize) -> CpuMask {
         CpuMask::EMPTY.with(cpu)

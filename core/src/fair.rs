@@ -10,11 +10,9 @@
 use core::ops::{Deref, DerefMut};
 
 use bitflags::bitflags;
-use spin::mutex::MutexGuard;
-
 #[cfg(feature = "eevdf")]
 use crate::eevdf;
-use crate::entities::Pool;
+use crate::entities::{EntityCell, Pool};
 use crate::features::{Features, RunnableInit};
 use crate::pelt;
 use crate::runqueue::{RunQueue, SlotId};
@@ -103,22 +101,9 @@ impl<const Q: usize> DerefMut for Fair<'_, '_, Q> {
     }
 }
 
-/// An entity read through a [`Fair`] view: its locked cell, or [`Entity::UNUSED`] for a slot that
-/// holds no task (a core bug the invariant checker reports; reads see harmless values).
-pub(crate) enum EntRef<'p> {
-    Cell(MutexGuard<'p, Entity>),
-    Missing,
-}
-
-impl Deref for EntRef<'_> {
-    type Target = Entity;
-    fn deref(&self) -> &Entity {
-        match self {
-            EntRef::Cell(g) => g,
-            EntRef::Missing => &Entity::UNUSED,
-        }
-    }
-}
+/// What [`RunQueue::ent_in`] reads for a slot that holds no task (a core bug the invariant
+/// checker reports): zeros, harmless values. Only read, never written.
+static MISSING: EntityCell = EntityCell::new();
 
 impl<const Q: usize> RunQueue<Q> {
     /// The fair class's view of this runqueue with the machine's entity pool.
@@ -126,32 +111,28 @@ impl<const Q: usize> RunQueue<Q> {
         Fair { rq: self, pool }
     }
 
-    /// The entity of the task attached at `slot`, locked while the guard lives (the caller
-    /// holds this runqueue, so it owns the entity); `None` for an empty slot.
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    pub(crate) fn entity_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
-        pool.lock(self.task_at(slot)?)
+    /// The entity cell of the task attached at `slot` (the caller holds this runqueue, so
+    /// it owns the entity); `None` for an empty slot.
+    #[inline]
+    pub(crate) fn entity_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> Option<&'p EntityCell> {
+        pool.cell(self.task_at(slot)?)
     }
 
-    /// [`RunQueue::entity_in`] for a slot the caller got from this runqueue.
-    pub(crate) fn ent_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> EntRef<'p> {
-        match self.entity_in(pool, slot) {
-            Some(g) => EntRef::Cell(g),
-            None => EntRef::Missing,
-        }
+    /// [`RunQueue::entity_in`] for a slot the caller got from this runqueue, to read.
+    pub(crate) fn ent_in<'p>(&self, pool: Pool<'p>, slot: SlotId) -> &'p EntityCell {
+        self.entity_in(pool, slot).unwrap_or(&MISSING)
     }
 }
 
 impl<'p, const Q: usize> Fair<'_, 'p, Q> {
-    /// The entity of the task at `slot`, locked while the guard lives (drop it before
-    /// touching the same task again).
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    pub fn entity(&self, slot: SlotId) -> Option<MutexGuard<'p, Entity>> {
+    /// The entity cell of the task at `slot`.
+    #[inline]
+    pub fn entity(&self, slot: SlotId) -> Option<&'p EntityCell> {
         self.rq.entity_in(self.pool, slot)
     }
 
-    /// Like [`Fair::entity`] for a slot the caller got from this runqueue.
-    pub(crate) fn ent(&self, slot: SlotId) -> EntRef<'p> {
+    /// Like [`Fair::entity`] for a slot the caller got from this runqueue, to read.
+    pub(crate) fn ent(&self, slot: SlotId) -> &'p EntityCell {
         self.rq.ent_in(self.pool, slot)
     }
 
@@ -168,24 +149,25 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// Puts the entity at `slot` on the timeline (with its deadline, and into the average
     /// vruntime's sums).
     #[cfg_attr(target_pointer_width = "64", inline)]
-    fn tl_insert(&mut self, slot: SlotId, se: &Entity) {
+    fn tl_insert(&mut self, slot: SlotId, se: &EntityCell) {
+        let vr = se.vruntime();
         #[cfg(feature = "eevdf")]
         {
             // Cannot fail: slot < Q and it is not queued.
-            let _ = self.timeline.insert_with_deadline(slot as usize, se.vruntime, se.deadline);
+            let _ = self.timeline.insert_with_deadline(slot as usize, vr, se.deadline());
             if self.eevdf() {
                 let base = self.min_vruntime;
-                self.eavg.add(se.vruntime, base, se.weight());
+                self.eavg.add(vr, base, se.weight());
             }
         }
         #[cfg(not(feature = "eevdf"))]
-        let _ = self.timeline.insert(slot as usize, se.vruntime);
+        let _ = self.timeline.insert(slot as usize, vr);
     }
 
     /// Takes the entity at `slot` off the timeline (and out of the average's sums, with the
     /// vruntime it was queued with).
     #[cfg_attr(target_pointer_width = "64", inline)]
-    fn tl_remove(&mut self, slot: SlotId, se: &Entity) {
+    fn tl_remove(&mut self, slot: SlotId, se: &EntityCell) {
         #[cfg(feature = "eevdf")]
         if let Some(v) = self.eevdf().then(|| self.timeline.vruntime_of(slot as usize)).flatten() {
             let base = self.min_vruntime;
@@ -206,43 +188,43 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// [`Fair::update_curr`], returning the current entity's vruntime and weight if it is
     /// runnable (what `min_vruntime` follows and EEVDF's average counts besides the timeline;
     /// the weight is 0 while CFS picks) — if `want` them: otherwise, when there is nothing to
-    /// charge, it returns `None` without locking the current task's cell.
+    /// charge, it returns `None` without reading the current task's cell.
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn update_curr_vw(&mut self, want: bool) -> Option<(u64, u64)> {
         if self.curr_charged && !want {
             return None;
         }
-        let mut se = self.entity(self.curr?)?;
-        self.charge_curr(&mut se);
+        let se = self.entity(self.curr?)?;
+        self.charge_curr(se);
         // (Only EEVDF's average reads the weight: CFS does not look it up.)
         let w = if self.eevdf() { se.weight() } else { 0 };
-        se.on_rq.then_some((se.vruntime, w))
+        se.on_rq().then(|| (se.vruntime(), w))
     }
 
-    /// [`Fair::update_curr`] on the current entity, whose cell the caller holds. (Each cell
-    /// lock is an atomic operation, so the hot paths lock an entity once and pass it down.)
-    /// Nothing is charged when the clock has not moved since the last charge (as when one
+    /// [`Fair::update_curr`] on the current entity, whose cell the caller has. Nothing is
+    /// charged when the clock has not moved since the last charge (as when one
     /// wakeup enqueues and dequeues several tasks at the same instant), so that test is
     /// inlined and the charge is not.
     #[cfg_attr(target_pointer_width = "64", inline)]
-    fn charge_curr(&mut self, se: &mut Entity) {
-        let delta = self.rq.runtime_owed(se);
+    fn charge_curr(&mut self, se: &EntityCell) {
+        let delta = self.rq.runtime_owed(se.exec_start());
         if delta > 0 {
             self.charge_curr_for(se, self.clock_task, delta as u64);
         }
     }
 
     /// [`Fair::charge_curr`] of `delta` > 0 ns, up to `now`.
-    fn charge_curr_for(&mut self, se: &mut Entity, now: u64, delta: u64) {
-        se.exec_start = now;
+    fn charge_curr_for(&mut self, se: &EntityCell, now: u64, delta: u64) {
+        se.set_exec_start(now);
         self.curr_charged = true;
-        se.sum_exec_runtime += delta;
-        se.vruntime = se.vruntime.wrapping_add(calc_delta_fair(delta, &se.load()));
+        se.set_sum_exec_runtime(se.sum_exec_runtime() + delta);
+        let vr = se.vruntime().wrapping_add(calc_delta_fair(delta, &se.load()));
+        se.set_vruntime(vr);
         #[cfg(feature = "eevdf")]
         if self.eevdf() {
             self.update_deadline(se);
         }
-        self.min_vruntime_with(se.on_rq.then_some(se.vruntime));
+        self.min_vruntime_with(se.on_rq().then_some(vr));
     }
 
     /// `update_min_vruntime`: `min_vruntime` = max(itself, min(the runnable current entity's
@@ -267,12 +249,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
     /// attaches a detached entity if asked.
     #[cfg_attr(target_pointer_width = "64", inline)]
-    fn load_avg_with(&mut self, se: &mut Entity, is_curr: bool, flags: PeltFlags) {
+    fn load_avg_with(&mut self, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
-        if se.pelt_attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
-            let w = se.weight();
-            let on_rq = se.on_rq;
-            se.avg.update_task(now, w, on_rq, is_curr);
+        if se.pelt_attached() && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
+            se.update_pelt(now, se.on_rq(), is_curr);
         }
         self.update_cfs_avg();
         if flags.contains(PeltFlags::DO_ATTACH) {
@@ -281,14 +261,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
-    fn attach_avg_with(&mut self, se: &mut Entity) {
-        if se.pelt_attached {
+    fn attach_avg_with(&mut self, se: &EntityCell) {
+        if se.pelt_attached() {
             return;
         }
         let w = se.weight();
-        self.avg.attach(&mut se.avg, w);
-        se.pelt_attached = true;
-        self.pelt_slack.moved(se.avg.load_avg, se.avg.runnable_avg, se.avg.util_avg);
+        let mut avg = se.avg();
+        self.avg.attach(&mut avg, w);
+        se.set_avg(avg);
+        se.set_pelt_attached(true);
+        self.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
     }
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
@@ -298,28 +280,30 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.avg;
         let is_curr = self.curr == Some(slot);
-        let Some(mut se) = self.entity(slot) else { return };
-        se.avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load().weight);
-        se.avg.runnable_avg = match runnable_init {
+        let Some(se) = self.entity(slot) else { return };
+        let mut avg = se.avg();
+        avg.util_avg = pelt::initial_util(cpu_scale, &rq_avg, se.load().weight);
+        avg.runnable_avg = match runnable_init {
             RunnableInit::CpuCapacity => cpu_scale,
-            RunnableInit::InitialUtil => se.avg.util_avg,
+            RunnableInit::InitialUtil => avg.util_avg,
         };
+        se.set_avg(avg);
         // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
-        self.load_avg_with(&mut se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
+        self.load_avg_with(se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
     }
 
     /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
     /// hierarchy). The task must be attached here and not yet accounted.
     pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
-        let Some(mut se) = self.entity(slot) else { return };
-        if se.on_rq {
+        let Some(se) = self.entity(slot) else { return };
+        if se.on_rq() {
             return;
         }
         // (A task attached here by `insert` takes this CPU now.)
-        se.cpu = self.rq.cpu;
+        se.set_cpu(self.rq.cpu);
         // util_est first, before PELT sees the task.
         if self.features.contains(Features::UTIL_EST) {
-            pelt::util_est_add(&mut self.avg.util_est, &se.avg.util_est);
+            pelt::util_est_add(&mut self.avg.util_est, &se.util_est_parts());
         }
         let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
         let is_curr = self.curr == Some(slot);
@@ -328,43 +312,44 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         // charged against the right base; others after, against the updated min_vruntime.
         // (EEVDF places every enqueue by its lag instead, around the average: Linux 6.6.)
         if eevdf && is_curr {
-            self.place_eevdf(&mut se, flags, None);
+            self.place_eevdf(se, flags, None);
         } else if renorm && is_curr {
-            se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
+            se.set_vruntime(se.vruntime().wrapping_add(self.min_vruntime));
         }
         // (Only EEVDF's placement needs the current entity's vruntime and weight.)
         let curr = if is_curr {
-            self.charge_curr(&mut se);
+            self.charge_curr(se);
             None
         } else {
             self.update_curr_vw(eevdf)
         };
         if eevdf && !is_curr {
-            self.place_eevdf(&mut se, flags, curr);
+            self.place_eevdf(se, flags, curr);
         } else if renorm && !is_curr {
-            se.vruntime = se.vruntime.wrapping_add(self.min_vruntime);
+            se.set_vruntime(se.vruntime().wrapping_add(self.min_vruntime));
         }
-        self.load_avg_with(&mut se, is_curr, PeltFlags::DO_ATTACH);
+        self.load_avg_with(se, is_curr, PeltFlags::DO_ATTACH);
         // account_entity_enqueue
+        let policy = se.policy();
         self.load.add(se.load().weight);
         self.nr_running += 1;
-        self.idle_nr_running += (se.policy == Policy::Idle) as u32;
+        self.idle_nr_running += (policy == Policy::Idle) as u32;
         self.mru_push_head(slot);
         if flags.contains(EnqueueFlags::WAKEUP) && !eevdf {
-            self.rq.place_entity(&mut se, false);
+            self.rq.place_entity(se);
         }
         if !is_curr {
-            self.tl_insert(slot, &se);
+            self.tl_insert(slot, se);
         }
-        se.on_rq = true;
+        se.set_on_rq(true);
     }
 
     /// Unaccounts the entity at `slot` (`dequeue_task_fair`). It stays attached (the
     /// current task keeps running until the next pick); a sleeping dequeue samples its
     /// util_est, any other normalises its vruntime for the trip to another runqueue.
     pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
-        let Some(mut se) = self.entity(slot) else { return };
-        if !se.on_rq {
+        let Some(se) = self.entity(slot) else { return };
+        if !se.on_rq() {
             return;
         }
         let is_curr = self.curr == Some(slot);
@@ -373,36 +358,38 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         // The runnable current entity's vruntime and weight, for min_vruntime and EEVDF's
         // lag below (when neither needs them, the current task is only charged).
         let curr_vw = if is_curr {
-            self.charge_curr(&mut se);
+            self.charge_curr(se);
             None // (it is this entity, about to stop being accounted)
         } else {
             self.update_curr_vw(follow_min || self.eevdf())
         };
         let curr_vr = curr_vw.map(|c| c.0);
-        self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
+        self.load_avg_with(se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
         #[cfg(feature = "eevdf")]
         if self.eevdf() {
             // The lag it leaves with, against the average it is still part of.
-            let curr = if is_curr { Some((se.vruntime, se.weight())) } else { curr_vw };
+            let (vr, w) = (se.vruntime(), se.weight());
+            let curr = if is_curr { Some((vr, w)) } else { curr_vw };
             let avg = self.eavg.avg(self.min_vruntime, curr);
-            se.vlag = eevdf::bounded_lag(avg, se.vruntime, self.slice_of(&se), se.weight());
+            se.set_vlag(eevdf::bounded_lag(avg, vr, self.slice_ns(se.slice()), w));
             if !flags.contains(DequeueFlags::SLEEP) {
                 // Leaving for another runqueue or a nice change, mid-request: the deadline
                 // travels relative to the vruntime (Linux's PLACE_REL_DEADLINE).
-                se.deadline = se.deadline.wrapping_sub(se.vruntime);
+                se.set_deadline(se.deadline().wrapping_sub(vr));
             }
         }
         if !is_curr {
-            self.tl_remove(slot, &se);
+            self.tl_remove(slot, se);
         }
+        let policy = se.policy();
         self.load.sub(se.load().weight);
         self.nr_running -= 1;
-        self.idle_nr_running -= (se.policy == Policy::Idle) as u32;
+        self.idle_nr_running -= (policy == Policy::Idle) as u32;
         self.mru_unlink(slot);
-        se.on_rq = false;
+        se.set_on_rq(false);
         if !flags.contains(DequeueFlags::SLEEP) {
-            se.vruntime = se.vruntime.wrapping_sub(self.min_vruntime);
+            se.set_vruntime(se.vruntime().wrapping_sub(self.min_vruntime));
         }
         if follow_min {
             self.min_vruntime_with(curr_vr);
@@ -410,10 +397,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
-            pelt::util_est_sub(&mut self.avg.util_est, &se.avg.util_est);
+            let mut ue = se.util_est_parts();
+            pelt::util_est_sub(&mut self.avg.util_est, &ue);
             if flags.contains(DequeueFlags::SLEEP) {
-                let util = se.avg.util_avg;
-                pelt::util_est_sample(&mut se.avg.util_est, util, capacity_orig, fastup);
+                pelt::util_est_sample(&mut ue, se.util(), capacity_orig, fastup);
+                se.set_util_est_parts(ue);
             }
         }
     }
@@ -423,55 +411,58 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// new task). `curr` is the runnable current entity's vruntime and weight, unless it is
     /// the one placed.
     #[cfg(feature = "eevdf")]
-    fn place_eevdf(&mut self, se: &mut Entity, flags: EnqueueFlags, curr: Option<(u64, u64)>) {
+    fn place_eevdf(&mut self, se: &EntityCell, flags: EnqueueFlags, curr: Option<(u64, u64)>) {
         let w = se.weight();
         let base = self.min_vruntime;
         let avg = self.eavg.avg(base, curr);
         let load = self.eavg.load() + curr.map_or(0, |c| c.1);
         let initial = flags.contains(EnqueueFlags::INITIAL);
-        let mut vlag = if initial { 0 } else { se.vlag };
+        let mut vlag = if initial { 0 } else { se.vlag() };
         if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
             // The debt it slept with, less what the average has moved past it meanwhile, as if
             // it had stayed queued (Linux 6.12): its vruntime is as it left it, and an average
             // that still counted it would stand W/(W + w) of the way from it to this one. After
             // a migration its vruntime is relative to the old runqueue's min_vruntime, which is
             // all that is known of the old average there: an estimate.
+            let vr = se.vruntime();
             let since = if flags.contains(EnqueueFlags::MIGRATED) {
-                (se.vruntime as i64).wrapping_neg()
+                (vr as i64).wrapping_neg()
             } else {
-                let gap = avg.wrapping_sub(se.vruntime) as i64 as i128;
+                let gap = avg.wrapping_sub(vr) as i64 as i128;
                 (gap * load as i128 / (load as i128 + w as i128)) as i64
             };
             vlag = vlag.max(since.min(0));
         }
-        se.vruntime = eevdf::place(avg, vlag, load, w);
-        let slice = self.slice_of(se);
+        let vr = eevdf::place(avg, vlag, load, w);
+        se.set_vruntime(vr);
+        let slice = self.slice_ns(se.slice());
         // (Scaled by the inverse weight, as vruntime is: a multiply, not a division.)
         let vslice = calc_delta_fair(if initial { slice / 2 } else { slice }, &se.load());
         // A wakeup or a new task starts a request; a task that moved or changed its nice
         // mid-request keeps what was left of it (its deadline came relative, see `dequeue`;
         // one enqueued under CFS brings none, and starts a request).
-        let rel = se.deadline;
+        let rel = se.deadline();
         let resumes = !flags.intersects(EnqueueFlags::WAKEUP | EnqueueFlags::INITIAL);
         let left = if resumes && rel > 0 && rel <= vslice { rel } else { vslice };
-        se.deadline = se.vruntime.wrapping_add(left);
+        se.set_deadline(vr.wrapping_add(left));
     }
 
     /// An entity's slice in its virtual time: scaled by the inverse weight, as its vruntime
     /// is (a multiply, not a division).
     #[cfg(feature = "eevdf")]
-    fn vslice_of(&self, se: &Entity) -> u64 {
-        calc_delta_fair(self.slice_of(se), &se.load())
+    fn vslice_of(&self, se: &EntityCell) -> u64 {
+        calc_delta_fair(self.slice_ns(se.slice()), &se.load())
     }
 
     /// `update_deadline`: the current entity whose request is done starts the next, one slice
     /// on, and gives the CPU up if another task waits.
     #[cfg(feature = "eevdf")]
-    fn update_deadline(&mut self, se: &mut Entity) {
-        if vruntime_before(se.vruntime, se.deadline) {
+    fn update_deadline(&mut self, se: &EntityCell) {
+        let vr = se.vruntime();
+        if vruntime_before(vr, se.deadline()) {
             return;
         }
-        se.deadline = se.vruntime.wrapping_add(self.vslice_of(se));
+        se.set_deadline(vr.wrapping_add(self.vslice_of(se)));
         if self.nr_running > 1 {
             self.resched_curr();
         }
@@ -481,33 +472,34 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// current `c` when the pick, counting `c`, would choose it — unless `c` is eligible and
     /// still in the request it was picked for (RUN_TO_PARITY).
     #[cfg(feature = "eevdf")]
-    fn eevdf_preempts(&mut self, wakee: SlotId, w: &Entity, c: &Entity) -> bool {
+    fn eevdf_preempts(&mut self, wakee: SlotId, w: &EntityCell, c: &EntityCell) -> bool {
         let base = self.min_vruntime;
-        let curr = c.on_rq.then(|| (c.vruntime, c.weight()));
+        let (c_on_rq, c_vr, c_dl, w_dl) = (c.on_rq(), c.vruntime(), c.deadline(), w.deadline());
+        let curr = c_on_rq.then(|| (c_vr, c.weight()));
         let avg = self.eavg;
-        let c_eligible = c.on_rq && avg.eligible(c.vruntime, base, curr);
-        let protected = c_eligible && c.deadline == self.picked_deadline;
+        let c_eligible = c_on_rq && avg.eligible(c_vr, base, curr);
+        let protected = c_eligible && c_dl == self.picked_deadline;
         // PREEMPT_SHORT (Linux 6.12): an eligible wakee with a shorter slice and an earlier
         // deadline ends the running task's protection (for the pick that follows too).
-        let short = self.slice_of(w) < self.slice_of(c)
-            && avg.eligible(w.vruntime, base, curr)
-            && vruntime_before(w.deadline, c.deadline);
+        let short = self.slice_ns(w.slice()) < self.slice_ns(c.slice())
+            && avg.eligible(w.vruntime(), base, curr)
+            && vruntime_before(w_dl, c_dl);
         if protected && short {
-            self.picked_deadline = c.deadline.wrapping_add(1);
+            self.picked_deadline = c_dl.wrapping_add(1);
         } else if protected {
             return false;
         }
         let best = self.timeline.pick_eligible(|v| avg.eligible(v, base, curr));
-        best == Some(wakee as usize) && (!c_eligible || vruntime_before(w.deadline, c.deadline))
+        best == Some(wakee as usize) && (!c_eligible || vruntime_before(w_dl, c_dl))
     }
 
     /// Without EEVDF built in there is nothing to place.
     #[cfg(not(feature = "eevdf"))]
-    fn place_eevdf(&mut self, _se: &mut Entity, _flags: EnqueueFlags, _curr: Option<(u64, u64)>) {}
+    fn place_eevdf(&mut self, _se: &EntityCell, _flags: EnqueueFlags, _curr: Option<(u64, u64)>) {}
 
     /// Without EEVDF built in it never preempts.
     #[cfg(not(feature = "eevdf"))]
-    fn eevdf_preempts(&mut self, _wakee: SlotId, _w: &Entity, _c: &Entity) -> bool {
+    fn eevdf_preempts(&mut self, _wakee: SlotId, _w: &EntityCell, _c: &EntityCell) -> bool {
         false
     }
 
@@ -517,7 +509,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     fn vruntime_of(&self, slot: SlotId) -> u64 {
         match self.timeline.vruntime_of(slot as usize) {
             Some(vr) => vr,
-            None => self.ent(slot).vruntime,
+            None => self.ent(slot).vruntime(),
         }
     }
 
@@ -540,7 +532,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let mut se = left;
         if self.skip.is_some() || self.last.is_some() || self.next.is_some() {
             // The candidates are compared with the leftmost by vruntime (their keys) and
-            // its wakeup granularity (its weight): one cell lock.
+            // its wakeup granularity (its weight).
             let left_vr = self.vruntime_of(left);
             let left_load = self.ent(left).load();
             let behind = |vr: u64| self.wakeup_preempt_vr(vr, left_vr, &left_load) < 1;
@@ -570,28 +562,29 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
     pub fn set_next(&mut self, slot: SlotId) {
-        let Some(mut se) = self.entity(slot) else {
+        let Some(se) = self.entity(slot) else {
             self.curr = Some(slot);
             self.curr_charged = false;
             return;
         };
-        if se.on_rq {
-            self.tl_remove(slot, &se);
+        let on_rq = se.on_rq();
+        if on_rq {
+            self.tl_remove(slot, se);
             let is_curr = self.curr == Some(slot);
-            self.load_avg_with(&mut se, is_curr, PeltFlags::empty());
+            self.load_avg_with(se, is_curr, PeltFlags::empty());
         }
         #[cfg(feature = "eevdf")]
         {
-            self.picked_deadline = se.deadline;
+            self.picked_deadline = se.deadline();
         }
-        se.exec_start = self.clock_task;
-        se.prev_sum_exec_runtime = se.sum_exec_runtime;
-        se.on_cpu = true;
+        se.set_exec_start(self.clock_task);
+        se.set_prev_sum_exec_runtime(se.sum_exec_runtime());
+        se.set_on_cpu(true);
         self.curr = Some(slot);
         self.curr_charged = true;
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
-        if se.on_rq {
+        if on_rq {
             self.mru_move_to_head(slot);
         }
     }
@@ -600,11 +593,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// back on the timeline. Returns its slot.
     pub fn put_prev(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
-        if let Some(mut se) = self.entity(prev) {
-            if se.on_rq {
-                self.charge_curr(&mut se);
-                self.tl_insert(prev, &se);
-                self.load_avg_with(&mut se, true, PeltFlags::empty());
+        if let Some(se) = self.entity(prev) {
+            if se.on_rq() {
+                self.charge_curr(se);
+                self.tl_insert(prev, se);
+                self.load_avg_with(se, true, PeltFlags::empty());
             }
         }
         self.curr = None;
@@ -627,7 +620,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             // RUN_TO_PARITY: a task still eligible keeps the CPU until its request is done.
             let (on_rq, v, d) = {
                 let e = self.ent(p);
-                (e.on_rq, e.vruntime, e.deadline)
+                (e.on_rq(), e.vruntime(), e.deadline())
             };
             if on_rq && d == self.picked_deadline && self.eavg.eligible(v, self.min_vruntime, None) {
                 next = Some(p);
@@ -652,9 +645,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn finish_switch(&mut self) -> Option<TaskId> {
         let prev = self.switching_out.take()?;
         let on_rq = {
-            let mut se = self.entity(prev)?;
-            se.on_cpu = false;
-            se.on_rq
+            let se = self.entity(prev)?;
+            se.set_on_cpu(false);
+            se.on_rq()
         };
         if on_rq {
             None
@@ -672,18 +665,21 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_blocked_averages();
             return;
         };
-        let Some(mut se) = self.entity(c) else { return };
-        self.charge_curr(&mut se);
-        self.load_avg_with(&mut se, true, PeltFlags::empty());
+        let Some(se) = self.entity(c) else { return };
+        self.charge_curr(se);
+        self.load_avg_with(se, true, PeltFlags::empty());
         // (EEVDF preempts when a request is done: `update_deadline`, from charge_curr.)
-        if self.nr_running > 1 && se.on_rq && !self.eevdf() {
-            self.check_preempt_tick(c, &se);
+        if self.nr_running > 1 && se.on_rq() && !self.eevdf() {
+            self.check_preempt_tick(c, se);
         }
     }
 
-    fn check_preempt_tick(&mut self, curr: SlotId, c: &Entity) {
-        let (ideal, delta_exec, cvr) =
-            (self.sched_slice_of(c), c.sum_exec_runtime - c.prev_sum_exec_runtime, c.vruntime);
+    fn check_preempt_tick(&mut self, curr: SlotId, c: &EntityCell) {
+        let (ideal, delta_exec, cvr) = (
+            self.sched_slice(&c.load(), c.on_rq()),
+            c.sum_exec_runtime() - c.prev_sum_exec_runtime(),
+            c.vruntime(),
+        );
         if delta_exec > ideal {
             self.resched_curr();
             self.clear_buddies(curr);
@@ -712,7 +708,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         let scale = self.nr_running as u64 >= self.tunables.nr_latency;
         let Some(w) = self.entity(wakee) else { return };
-        let wakee_allowed = buddy_allowed(&w);
+        let wakee_allowed = buddy_allowed(w.policy());
         let mut next_marked = false;
         if self.features.contains(Features::NEXT_BUDDY) && scale && !flags.contains(WakeFlags::FORK) {
             if wakee_allowed {
@@ -723,18 +719,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if self.need_resched {
             return;
         }
-        let Some(mut c) = self.entity(curr) else { return };
-        let (cp, wp) = (c.policy, w.policy);
+        let Some(c) = self.entity(curr) else { return };
+        let (cp, wp) = (c.policy(), w.policy());
         let preempt = if cp == Policy::Idle && wp != Policy::Idle {
             true
         } else if wp != Policy::Normal || !self.features.contains(Features::WAKEUP_PREEMPTION) {
             return;
         } else if self.eevdf() {
-            self.charge_curr(&mut c);
-            self.eevdf_preempts(wakee, &w, &c)
+            self.charge_curr(c);
+            self.eevdf_preempts(wakee, w, c)
         } else {
-            self.charge_curr(&mut c);
-            if self.wakeup_preempt_entity(&c, &w) == 1 {
+            self.charge_curr(c);
+            if self.wakeup_preempt_vr(c.vruntime(), w.vruntime(), &w.load()) == 1 {
                 if !next_marked && wakee_allowed {
                     self.next = Some(wakee);
                 }
@@ -747,10 +743,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         self.resched_curr();
-        if !c.on_rq {
+        if !c.on_rq() {
             return;
         }
-        if self.features.contains(Features::LAST_BUDDY) && scale && buddy_allowed(&c) {
+        if self.features.contains(Features::LAST_BUDDY) && scale && buddy_allowed(cp) {
             self.last = Some(curr);
         }
     }
@@ -759,22 +755,23 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// and marked as the skip buddy; the caller then reschedules.
     pub fn yield_curr(&mut self) {
         let Some(c) = self.curr else { return };
-        let Some(mut se) = self.entity(c) else { return };
+        let Some(se) = self.entity(c) else { return };
         // A current task that already blocked or exited has nothing to yield.
-        if self.nr_running <= 1 || !se.on_rq {
+        if self.nr_running <= 1 || !se.on_rq() {
             return;
         }
         self.clear_buddies(c);
-        if se.policy != Policy::Batch {
-            self.charge_curr(&mut se);
+        let policy = se.policy();
+        if policy != Policy::Batch {
+            self.charge_curr(se);
         }
         #[cfg(feature = "eevdf")]
         if self.eevdf() {
             // Its request is over: the next one starts one slice later.
-            se.deadline = se.deadline.wrapping_add(self.vslice_of(&se));
+            se.set_deadline(se.deadline().wrapping_add(self.vslice_of(se)));
             return;
         }
-        if buddy_allowed(&se) {
+        if buddy_allowed(policy) {
             self.skip = Some(c);
         }
     }
@@ -790,20 +787,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             child.vlag = 0;
         }
         self.update_curr();
-        if let Some(c) = self.curr {
-            child.vruntime = self.ent(c).vruntime;
-        } else {
-            child.vruntime = self.min_vruntime;
-        }
-        self.place_entity(child, true);
+        let start = match self.curr {
+            Some(c) => self.ent(c).vruntime(),
+            None => self.min_vruntime,
+        };
+        child.vruntime = self.place_vruntime(start, Some(&child.load()));
         if self.tunables.child_runs_first {
             if let Some(c) = self.curr {
-                let cvr = self.ent(c).vruntime;
+                let cvr = self.ent(c).vruntime();
                 if vruntime_before(cvr, child.vruntime) {
                     let cv = child.vruntime;
                     child.vruntime = cvr;
-                    if let Some(mut p) = self.entity(c) {
-                        p.vruntime = cv;
+                    if let Some(p) = self.entity(c) {
+                        p.set_vruntime(cv);
                     }
                     self.resched_curr();
                 }
@@ -817,7 +813,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
         let eevdf = self.eevdf();
-        let Some(mut se) = self.entity(slot) else { return };
+        let Some(cell) = self.entity(slot) else { return };
+        let mut se = cell.get();
         #[cfg(feature = "eevdf")]
         let old_weight = se.weight();
         let moved = reweight_entity(&mut self.avg, &mut se, nice, eevdf);
@@ -827,6 +824,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             // in wall time at the new weight: scaled like the lag.
             se.deadline = (se.deadline as u128 * old_weight as u128 / se.weight().max(1) as u128) as u64;
         }
+        cell.put(&se);
         self.pelt_slack.moved(moved, 0, 0);
     }
 
@@ -835,9 +833,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// RESTORE, and a reschedule if the change can alter who should run.
     pub fn change_nice(&mut self, slot: SlotId, nice: Nice) {
         let Some(e) = self.entity(slot) else { return };
-        let old = e.nice;
-        let queued = e.on_rq;
-        drop(e);
+        let (old, queued) = (e.nice(), e.on_rq());
         let running = self.curr == Some(slot);
         if queued {
             self.dequeue(slot, DequeueFlags::SAVE);
@@ -863,20 +859,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// entity stays in the pool, in transit).
     pub fn detach_task(&mut self, slot: SlotId) -> Option<TaskId> {
         match self.entity(slot) {
-            Some(e) if e.on_rq && !e.on_cpu && self.curr != Some(slot) => {}
+            Some(e) if e.on_rq() && !e.on_cpu() && self.curr != Some(slot) => {}
             _ => return None,
         }
         // `dequeue` brought its PELT signals up to date.
         self.dequeue(slot, DequeueFlags::empty());
-        let mut se = self.entity(slot)?;
-        if se.pelt_attached {
-            let w = se.weight();
-            self.avg.detach(&se.avg, w);
-            se.pelt_attached = false;
-            self.pelt_slack.moved(se.avg.load_avg, se.avg.runnable_avg, se.avg.util_avg);
+        let se = self.entity(slot)?;
+        if se.pelt_attached() {
+            let (avg, w) = (se.avg(), se.weight());
+            self.avg.detach(&avg, w);
+            se.set_pelt_attached(false);
+            self.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
         }
-        se.exec_start = 0;
-        drop(se);
+        se.set_exec_start(0);
         self.take(slot)
     }
 
@@ -916,11 +911,15 @@ impl<const Q: usize> RunQueue<Q> {
     /// The wall-clock slice of an entity: its weight's share of the period. An entity not
     /// yet accounted counts itself in both the task number and the total weight.
     pub fn sched_slice_of(&self, e: &Entity) -> u64 {
-        let lw = e.load();
-        let nr = self.nr_running as u64 + (!e.on_rq) as u64;
+        self.sched_slice(&e.load(), e.on_rq)
+    }
+
+    /// [`RunQueue::sched_slice_of`] for an entity of weight `lw`, accounted here if `on_rq`.
+    pub fn sched_slice(&self, lw: &LoadWeight, on_rq: bool) -> u64 {
+        let nr = self.nr_running as u64 + (!on_rq) as u64;
         let slice = self.sched_period(nr);
         let mut total = self.load;
-        if !e.on_rq {
+        if !on_rq {
             total.add(lw.weight);
         }
         calc_delta(slice, lw.weight, &total)
@@ -931,13 +930,15 @@ impl<const Q: usize> RunQueue<Q> {
         calc_delta_fair(self.sched_slice_of(e), &e.load())
     }
 
-    /// `place_entity`: a new task starts one vslice after `min_vruntime` (START_DEBIT); a
-    /// waking task gets at most half a latency (GENTLE_FAIR_SLEEPERS; else a full one) of
-    /// credit before `min_vruntime`. Never moves an entity backwards.
-    pub(crate) fn place_entity(&self, e: &mut Entity, initial: bool) {
+    /// `place_entity` for an entity at `vr`: a new task (`new_task`, its weight; not yet
+    /// accounted) starts one vslice after `min_vruntime` (START_DEBIT); a waking task gets at
+    /// most half a latency (GENTLE_FAIR_SLEEPERS; else a full one) of credit before
+    /// `min_vruntime`. Never moves an entity backwards: returns its new vruntime.
+    pub(crate) fn place_vruntime(&self, vr_now: u64, new_task: Option<&LoadWeight>) -> u64 {
         let mut vr = self.min_vruntime;
-        if initial && self.features.contains(Features::START_DEBIT) {
-            vr = vr.wrapping_add(self.sched_vslice_of(e));
+        let initial = new_task.is_some();
+        if let Some(lw) = new_task.filter(|_| self.features.contains(Features::START_DEBIT)) {
+            vr = vr.wrapping_add(calc_delta_fair(self.sched_slice(lw, false), lw));
         }
         if !initial {
             let mut thresh = self.tunables.latency_ns;
@@ -946,7 +947,12 @@ impl<const Q: usize> RunQueue<Q> {
             }
             vr = vr.wrapping_sub(thresh);
         }
-        e.vruntime = max_vruntime(e.vruntime, vr);
+        max_vruntime(vr_now, vr)
+    }
+
+    /// [`RunQueue::place_vruntime`] of a waking entity, in its cell.
+    fn place_entity(&self, e: &EntityCell) {
+        e.set_vruntime(self.place_vruntime(e.vruntime(), None));
     }
 
     pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
@@ -957,14 +963,10 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    /// −1 if `curr` is not ahead of `se`; 1 if it is ahead by more than `se`'s wakeup
-    /// granularity; else 0.
-    pub fn wakeup_preempt_entity(&self, curr: &Entity, se: &Entity) -> i32 {
-        self.wakeup_preempt_vr(curr.vruntime, se.vruntime, &se.load())
-    }
-
-    /// [`RunQueue::wakeup_preempt_entity`] from the two vruntimes and `se`'s weight.
-    fn wakeup_preempt_vr(&self, curr_vr: u64, se_vr: u64, se_load: &LoadWeight) -> i32 {
+    /// `wakeup_preempt_entity`, from the current entity's vruntime `curr_vr`, a candidate
+    /// `se`'s and `se`'s weight: −1 if `curr` is not ahead of `se`; 1 if it is ahead by more
+    /// than `se`'s wakeup granularity; else 0.
+    pub fn wakeup_preempt_vr(&self, curr_vr: u64, se_vr: u64, se_load: &LoadWeight) -> i32 {
         let vdiff = curr_vr.wrapping_sub(se_vr) as i64;
         if vdiff <= 0 {
             return -1;
@@ -991,8 +993,8 @@ impl<const Q: usize> RunQueue<Q> {
 }
 
 /// SCHED_IDLE tasks are never favoured as buddies.
-fn buddy_allowed(e: &Entity) -> bool {
-    e.policy != Policy::Idle
+fn buddy_allowed(policy: Policy) -> bool {
+    policy != Policy::Idle
 }
 
 /// Changes an entity's weight, moving its load contribution in `rq_avg` (if attached) from

@@ -88,6 +88,7 @@ pub mod error;
 pub mod features;
 pub mod platform;
 pub mod port;
+mod relaxed;
 pub mod single_cpu;
 pub mod smp;
 pub mod task;
@@ -131,7 +132,7 @@ pub use topology::{Topology, TopologyDesc, TopologyError};
 pub use weights::{LoadWeight, Nice};
 
 #[cfg(feature = "internals")]
-pub use entities::{Entities, Pool};
+pub use entities::{Entities, EntityCell, Pool};
 #[cfg(feature = "internals")]
 pub use fair::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
 #[cfg(feature = "internals")]

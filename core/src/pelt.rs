@@ -135,6 +135,7 @@ impl SchedAvg {
 
     /// Accumulates `delta_units` (1024 ns units) with the given inputs; returns the number
     /// of period boundaries crossed.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn accumulate(&mut self, delta_units: u64, load: u64, runnable: u64, running: bool) -> u64 {
         let mut contrib = delta_units;
         let d = delta_units + self.period_contrib as u64;
@@ -164,6 +165,7 @@ impl SchedAvg {
     /// Brings the sums up to PELT time `now` (ns). Returns true when a period boundary was
     /// crossed, i.e. when the averages must be recomputed with [`SchedAvg::update_avg`].
     /// A clock that went backwards resets `last_update_time` and changes nothing else.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn update_sum(&mut self, now: u64, load: u64, runnable: u64, running: bool) -> bool {
         if now < self.last_update_time {
             self.last_update_time = now;
@@ -181,6 +183,7 @@ impl SchedAvg {
 
     /// Recomputes the averages from the sums; `load_factor` is the task's down-scaled weight
     /// (or 1 for a runqueue, whose load argument is already weighted).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn update_avg(&mut self, load_factor: u64) {
         let divider = self.divider();
         self.load_avg = mul_div(load_factor, self.load_sum, divider);
@@ -191,6 +194,7 @@ impl SchedAvg {
     /// Updates a task's signals: `on_rq` drives load and runnable, `running` drives util.
     /// Returns true when the averages changed; then the util_est "unchanged" flag is
     /// cleared, so the next dequeue samples the new value.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn update_task(&mut self, now: u64, weight: u64, on_rq: bool, running: bool) -> bool {
         if self.update_sum(now, on_rq as u64, on_rq as u64, running) {
             self.update_avg(weight);
@@ -208,6 +212,7 @@ impl SchedAvg {
 
     /// Updates a runqueue's signals: load = its summed weight (down-scaled), runnable = its
     /// number of runnable tasks, running = whether a fair task is current.
+    #[cfg_attr(target_pointer_width = "64", inline(never))]
     pub fn update_rq(&mut self, now: u64, load: u64, h_nr_running: u64, running: bool) -> bool {
         if self.update_sum(now, load, h_nr_running, running) {
             self.update_avg(1);

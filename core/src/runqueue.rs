@@ -86,7 +86,7 @@ pub struct RunQueue<const Q: usize> {
     /// Whether charging the current task now would add nothing: it was last charged (or
     /// picked) at this `clock_task`, which has not moved since. Enqueues and dequeues of
     /// other tasks at the same instant (the second of two wakeups, a nice change's save and
-    /// restore) that need nothing else of it then skip locking its cell. Cleared when the
+    /// restore) that need nothing else of it then leave its cell alone. Cleared when the
     /// clock moves or `curr` changes.
     pub(crate) curr_charged: bool,
     pub(crate) nr_switches: u64,
@@ -314,7 +314,18 @@ impl<const Q: usize> RunQueue<Q> {
     /// which is Linux 6.6's base slice, 0.75 ms × (1 + log2 of the CPU count)).
     #[cfg(feature = "eevdf")]
     pub fn slice_of(&self, e: &Entity) -> u64 {
-        e.slice_or(self.tunables.min_granularity_ns)
+        self.slice_ns(e.slice)
+    }
+
+    /// [`RunQueue::slice_of`] for an entity that asked for `own` ns (0: none).
+    #[cfg(feature = "eevdf")]
+    #[inline]
+    pub fn slice_ns(&self, own: u64) -> u64 {
+        if own != 0 {
+            own
+        } else {
+            self.tunables.min_granularity_ns
+        }
     }
 
     /// How far an entity's kept lag may go either way here: the virtual time of twice its
@@ -480,11 +491,11 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    /// How long the current entity `se` has run since it was last charged (ns; not positive
-    /// when there is nothing to charge).
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    pub(crate) fn runtime_owed(&self, se: &Entity) -> i64 {
-        self.clock_task.wrapping_sub(se.exec_start) as i64
+    /// How long the current entity, last charged at `exec_start`, has run since (ns; not
+    /// positive when there is nothing to charge).
+    #[inline]
+    pub(crate) fn runtime_owed(&self, exec_start: u64) -> i64 {
+        self.clock_task.wrapping_sub(exec_start) as i64
     }
 
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while
@@ -539,7 +550,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// pointing at queued tasks, and PELT averages consistent with their sums. Cost O(Q).
     pub fn check(&self, pool: Pool<'_>) -> Result<(), InvariantViolation> {
         let fail = |what| Err(InvariantViolation { cpu: self.cpu, what, task: None });
-        let entity = |slot: SlotId| self.entity_in(pool, slot).map(|e| *e);
+        let entity = |slot: SlotId| self.entity_in(pool, slot).map(|e| e.get());
         if self.timeline.check().is_err() {
             return fail("timeline structure");
         }
@@ -609,7 +620,7 @@ impl<const Q: usize> RunQueue<Q> {
         }
         if let Some(n) = self.curr {
             let Some(e) = entity(n).filter(|e| e.on_cpu) else { return fail("current task not marked on_cpu") };
-            if self.curr_charged && self.runtime_owed(&e) > 0 {
+            if self.curr_charged && self.runtime_owed(e.exec_start) > 0 {
                 return fail("current task marked charged but has time to be charged");
             }
         }

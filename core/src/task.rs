@@ -76,6 +76,17 @@ pub enum Policy {
     Idle,
 }
 
+impl Policy {
+    /// The policy stored as `p as u8` (anything else reads as `Idle`, the least favoured).
+    pub(crate) const fn from_u8(p: u8) -> Policy {
+        match p {
+            0 => Policy::Normal,
+            1 => Policy::Batch,
+            _ => Policy::Idle,
+        }
+    }
+}
+
 /// Where a task is in its life cycle.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
@@ -109,8 +120,9 @@ impl Default for TaskParams {
     }
 }
 
-/// The scheduling entity: everything the fair class keeps per task. It lives in the cell of
-/// its task's slot (see the `entities` module), so it does not repeat the task's id.
+/// The scheduling entity: everything the fair class keeps per task, as a plain value (a
+/// copy). It is stored, field by field, in the cell of its task's slot (see the `entities`
+/// module), so it does not repeat the task's id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Entity {
     /// Policy.
@@ -188,10 +200,6 @@ impl Entity {
         #[cfg(feature = "eevdf")]
         slice: 0,
     };
-
-    /// All zeros: what an entity cell holds before its task is created (never read as a
-    /// task's entity).
-    pub const ZEROED: Entity = Entity { last_wakee: TaskId::new(0, 0), cpu: 0, ..Entity::UNUSED };
 
     /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
     pub fn new(nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {

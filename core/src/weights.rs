@@ -63,6 +63,12 @@ impl Nice {
         }
     }
 
+    /// A value read back from storage that only ever held valid ones (an out-of-range one
+    /// cannot panic: the weight tables bound their index).
+    pub(crate) const fn from_stored(nice: i8) -> Nice {
+        Nice(nice)
+    }
+
     /// The raw value.
     pub const fn get(self) -> i32 {
         self.0 as i32

@@ -23,7 +23,7 @@ fn moving_others_after_the_clock_moved_charges_the_current_task_first() {
     s.with_fair(|rq| {
         let curr = rq.curr_slot().unwrap();
         let other = rq.mru().map(|(slot, _)| slot).find(|&slot| slot != curr).unwrap();
-        let ran = |rq: &sched_core::Fair<'_, '_, 8>| rq.entity(curr).unwrap().sum_exec_runtime;
+        let ran = |rq: &sched_core::Fair<'_, '_, 8>| rq.entity(curr).unwrap().sum_exec_runtime();
         let start = ran(rq);
 
         // At the instant it was picked there is nothing to charge.
@@ -55,7 +55,8 @@ fn the_checker_catches_a_current_task_marked_charged_with_time_owed() {
     s.with_fair(|rq| {
         // Picked at this instant, so marked charged; make it look a nanosecond behind.
         let curr = rq.curr_slot().unwrap();
-        rq.entity(curr).unwrap().exec_start -= 1;
+        let e = rq.entity(curr).unwrap();
+        e.set_exec_start(e.exec_start() - 1);
     });
     let err = s.check_invariants().unwrap_err();
     assert_eq!(err.what, "current task marked charged but has time to be charged");

@@ -24,7 +24,7 @@ const ENTRIES: [(&str, Option<u64>); 8] = [
     ("Smp, 8 CPUs, 256 tasks, 64 per CPU", Some(128 * 1024)),
     ("SingleCpu, 8 tasks", Some(3 * 1024)),
     ("per task (what one more task slot adds)", Some(160)),
-    ("Entity (a task's scheduling state)", None),
+    ("EntityCell (a task's entity, stored)", None),
     ("TaskEntry (a task-table entry)", None),
     ("CpuMask", None),
 ];
@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(sched_size_probe::SCHED_SIZES.len(), ENTRIES.len());
         // On the host the probe's own figures are what this reads for a target.
         let entity = sched_size_probe::SCHED_SIZES[5] as usize;
-        assert_eq!(entity, std::mem::size_of::<sched_core::Entity>());
+        assert_eq!(entity, std::mem::size_of::<sched_core::EntityCell>());
     }
 
     #[test]

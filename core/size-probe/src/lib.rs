@@ -7,7 +7,7 @@
 
 use core::mem::size_of;
 
-use sched_core::{Entity, NoPlatform, SingleCpu, Smp, TaskEntry};
+use sched_core::{EntityCell, NoPlatform, SingleCpu, Smp, TaskEntry};
 
 /// What each entry of [`SCHED_SIZES`] measures, in order (printed by `cargo xsize`).
 pub const NAMES: [&str; 8] = [
@@ -16,7 +16,7 @@ pub const NAMES: [&str; 8] = [
     "Smp, 8 CPUs, 256 tasks, 64 per CPU",
     "SingleCpu, 8 tasks",
     "per task (what one more task slot adds)",
-    "Entity (a task's scheduling state)",
+    "EntityCell (a task's entity, stored)",
     "TaskEntry (a task-table entry)",
     "CpuMask",
 ];
@@ -35,7 +35,7 @@ pub static SCHED_SIZES: [u32; 8] = [
     size_of::<Smp<NoPlatform, 8, 256, 64>>() as u32,
     size_of::<SingleCpu<NoPlatform, 8, 8>>() as u32,
     PER_TASK as u32,
-    size_of::<Entity>() as u32,
+    size_of::<EntityCell>() as u32,
     size_of::<TaskEntry>() as u32,
     size_of::<sched_core::CpuMask>() as u32,
 ];

@@ -9,7 +9,8 @@ use crate::cpumask::CpuMask;
 use crate::fair::Fair;
 use crate::features::Features;
 use crate::runqueue::{RunQueue, SlotId};
-use crate::task::{Entity, Policy, TaskId};
+use crate::entities::EntityCell;
+use crate::task::{Policy, TaskId};
 
 bitflags! {
     /// `LBF_*`: what a detach pass ran into.
@@ -68,8 +69,8 @@ pub struct DetachEnv {
 pub const NR_MIGRATE_BREAK: u32 = 32;
 
 /// `task_hot`: the task ran on src too recently to leave its cache behind cheaply.
-fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &Entity) -> bool {
-    if e.policy == Policy::Idle {
+fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &EntityCell) -> bool {
+    if e.policy() == Policy::Idle {
         return false;
     }
     if env.features.contains(Features::CACHE_HOT_BUDDY)
@@ -81,30 +82,30 @@ fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e:
     if env.migration_cost_ns == 0 {
         return false;
     }
-    (src.clock_task().wrapping_sub(e.exec_start) as i64) < env.migration_cost_ns as i64
+    (src.clock_task().wrapping_sub(e.exec_start()) as i64) < env.migration_cost_ns as i64
 }
 
 /// `can_migrate_task`, checks in the kernel's order; records pinning in `env.flags`.
 pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &Fair<'_, '_, Q>, slot: SlotId) -> bool {
-    src.entity(slot).is_some_and(|e| can_migrate(env, src, slot, &e))
+    src.entity(slot).is_some_and(|e| can_migrate(env, src, slot, e))
 }
 
-/// [`can_migrate_task`] for the entity `e` of `slot`, whose cell the caller holds.
-fn can_migrate<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &Entity) -> bool {
-    if !e.affinity.contains(env.dst_cpu as usize) {
+/// [`can_migrate_task`] for the entity `e` of `slot`.
+fn can_migrate<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &EntityCell) -> bool {
+    if !e.allows(env.dst_cpu as usize) {
         env.flags |= LbfFlags::SOME_PINNED;
         // Remember another CPU of dst's group the task may use, once per pass.
         if env.idle == IdleType::NewlyIdle || env.flags.contains(LbfFlags::DST_PINNED) {
             return false;
         }
-        if let Some(cpu) = env.dst_grpmask.and(&env.cpus).and(&e.affinity).first() {
+        if let Some(cpu) = env.dst_grpmask.and(&env.cpus).and(&e.affinity()).first() {
             env.flags |= LbfFlags::DST_PINNED;
             env.new_dst_cpu = cpu as u32;
         }
         return false;
     }
     env.flags.remove(LbfFlags::ALL_PINNED);
-    if e.on_cpu {
+    if e.on_cpu() {
         return false;
     }
     let hot = task_hot(env, src, slot, e);
@@ -150,13 +151,13 @@ pub fn detach_tasks<const Q: usize>(
             env.flags |= LbfFlags::NEED_BREAK;
             break;
         }
-        // One cell lock for both checks (released before the detach).
+        // One look at the entity for both checks.
         let take = src.entity(slot).is_some_and(|e| {
-            can_migrate(env, src, slot, &e)
+            can_migrate(env, src, slot, e)
                 && match env.migration_type {
                     MigrationType::Load => {
                         // task_h_load without group scheduling is the task's load_avg (v5.7.0).
-                        let load = e.avg.load_avg as i64;
+                        let load = e.load_avg() as i64;
                         if load / 2 > env.imbalance && env.nr_balance_failed <= env.cache_nice_tries {
                             false
                         } else {

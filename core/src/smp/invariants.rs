@@ -43,7 +43,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     on_cpu += 1;
                     let c = cpu as usize;
                     let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
-                    let Some(ent) = st.rq.entity_in(self.pool(), slot as u32).map(|e| *e) else {
+                    let Some(ent) = st.rq.entity_in(self.pool(), slot as u32).map(|e| e.get()) else {
                         return fail(c, "table points at an empty slot");
                     };
                     if st.rq.task_at(slot as u32) != Some(id) {
@@ -88,7 +88,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // CPUs run, a destination may briefly hold more reservations than pushes.)
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {
-                match st.rq.entity_in(self.pool(), p.slot).map(|e| *e) {
+                match st.rq.entity_in(self.pool(), p.slot).map(|e| e.get()) {
                     Some(e) if st.rq.task_at(p.slot) == Some(p.task) && e.on_cpu => {}
                     _ => return fail_t(c, "a planned push names a task no longer on its CPU", p.task),
                 }

@@ -231,8 +231,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if affine {
                         let mut st = self.rq(cpu);
                         if let Some(n) = st.rq.curr_slot() {
-                            if let Some(mut w) = st.rq.fair(self.pool()).entity(n) {
-                                w.recent_used_cpu = cpu as u32;
+                            if let Some(w) = st.rq.fair(self.pool()).entity(n) {
+                                w.set_recent_used_cpu(cpu as u32);
                             }
                         }
                     }
@@ -284,16 +284,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let hz = self.hz() as i32;
         let mut st = self.rq(cpu);
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
-        let Some(mut w) = st.rq.fair(self.pool()).entity(n) else { return Waker::default() };
-        if (j.wrapping_sub(w.wakee_flip_decay_ts) as i32) > hz {
-            w.wakee_flips >>= 1;
-            w.wakee_flip_decay_ts = j;
+        let Some(w) = st.rq.fair(self.pool()).entity(n) else { return Waker::default() };
+        if (j.wrapping_sub(w.wakee_flip_decay_ts()) as i32) > hz {
+            w.set_wakee_flips(w.wakee_flips() >> 1);
+            w.set_wakee_flip_decay_ts(j);
         }
-        if w.last_wakee != wakee {
-            w.last_wakee = wakee;
-            w.wakee_flips += 1;
+        if w.last_wakee() != wakee {
+            w.set_last_wakee(wakee);
+            w.set_wakee_flips(w.wakee_flips() + 1);
         }
-        Waker { flips: w.wakee_flips, load: w.avg.load_avg, present: true }
+        Waker { flips: w.wakee_flips(), load: w.load_avg(), present: true }
     }
 
     /// A task exits: the task running on its CPU keeps it until `schedule`; any other
@@ -318,9 +318,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if t.get(id).copied() != Ok(entry) {
                         continue;
                     }
-                    if let Some(mut e) = self.pool().lock(id) {
-                        st.rq.remove_entity_load(&mut e);
-                    }
+                    self.pool().modify(id, |e| st.rq.remove_entity_load(e));
                     t.remove(id)?;
                     drop(t);
                     self.after_update(cpu as usize, &mut st);
@@ -346,8 +344,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         }
                         st.rq.resched_curr();
                     } else {
-                        if let Some(mut e) = st.rq.take(slot as u32).and_then(|t| self.pool().lock(t)) {
-                            st.rq.remove_entity_load(&mut e);
+                        if let Some(e) = st.rq.take(slot as u32).and_then(|t| self.pool().cell(t)) {
+                            e.modify(|e| st.rq.remove_entity_load(e));
                         }
                         t.remove(id)?;
                     }
@@ -370,7 +368,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.check_cpu(cpu)?;
         let (slot, mut e) = {
             let st = self.rq(cpu);
-            match st.rq.curr_slot().and_then(|n| st.rq.entity_in(self.pool(), n).map(|e| (n, *e))) {
+            match st.rq.curr_slot().and_then(|n| st.rq.entity_in(self.pool(), n).map(|e| (n, e.get()))) {
                 Some((n, e)) if st.rq.task_at(n) == Some(id) && e.on_rq => match st.push_for(n) {
                     // Already leaving (its affinity changed): it runs where it goes.
                     Some(p) if p.task == id => return Ok(p.dst),
@@ -409,9 +407,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut st = self.rq(cpu);
         let here = st.rq.task_at(p.slot) == Some(p.task);
         match st.rq.fair(self.pool()).entity(p.slot) {
-            Some(mut e) if here && e.on_cpu => {
+            Some(e) if here && e.on_cpu() => {
                 if let Some(mask) = affinity {
-                    e.affinity = mask;
+                    e.set_affinity(mask);
                 }
             }
             _ => return false,
@@ -450,9 +448,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     st.rq.update_clock(now);
-                    if let Some(mut e) = self.pool().lock(id) {
-                        st.rq.reweight_parked(&mut e, nice);
-                    }
+                    self.pool().modify(id, |e| st.rq.reweight_parked(e, nice));
                     return Ok(());
                 }
                 Location::OnCpu { cpu, slot } => {
@@ -499,23 +495,24 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         Ok(te) if matches!(te.location, Location::Parked { .. }) => {}
                         _ => continue,
                     }
-                    if let Some(mut e) = self.pool().lock(id) {
+                    self.pool().modify(id, |e| {
                         e.slice = ns;
                         // The lag it keeps is bounded by its slice: by the new one from now.
                         e.clamp_kept_lag(default);
-                    }
+                    });
                     return Ok(());
                 }
                 Location::OnCpu { cpu, .. } => {
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
-                    if let Some(mut e) = self.pool().lock(id) {
+                    let default = st.rq.tunables.min_granularity_ns;
+                    self.pool().modify(id, |e| {
                         e.slice = ns;
                         // A task that blocked here and is still being switched out keeps
                         // the lag it left with: bounded by the new slice too.
-                        e.clamp_kept_lag(st.rq.tunables.min_granularity_ns);
-                    }
+                        e.clamp_kept_lag(default);
+                    });
                     self.after_update(c, &mut st);
                     return Ok(());
                 }
@@ -538,8 +535,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let mut t = self.table();
                     let Ok(te) = t.get_mut(id) else { continue };
                     let Location::Parked { .. } = te.location else { continue };
-                    if let Some(mut e) = self.pool().lock(id) {
-                        e.affinity = mask;
+                    if let Some(e) = self.pool().cell(id) {
+                        e.set_affinity(mask);
                     }
                     return Ok(());
                 }
@@ -547,7 +544,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let c = cpu as usize;
                     let (e, planned) = {
                         let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.entity_in(self.pool(), slot as u32).map(|e| *e) else {
+                        let Some(e) = st.rq.entity_in(self.pool(), slot as u32).map(|e| e.get()) else {
                             continue;
                         };
                         (e, st.push_for(slot as u32))
@@ -560,10 +557,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
                     if keep || stays {
                         let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(mut e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
-                        e.affinity = mask;
-                        // (The cell is innermost: released before the runqueue lock is.)
-                        drop(e);
+                        let Some(e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
+                        e.set_affinity(mask);
                         // Staying here, a push planned for it is no longer needed.
                         let cancelled = if stays { st.take_push(slot as u32) } else { None };
                         drop(st);

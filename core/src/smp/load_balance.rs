@@ -361,7 +361,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
                     let mut st = self.rq(busiest_cpu);
                     let curr_allowed =
-                        st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).affinity.contains(cpu));
+                        st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).allows(cpu));
                     if !curr_allowed {
                         drop(st);
                         flags |= LbfFlags::ALL_PINNED;

@@ -62,9 +62,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
         let here = s.rq.task_at(slot) == Some(id);
         let allowed = match s.rq.fair(self.pool()).entity(slot) {
-            Some(e) if here && e.on_rq && !e.on_cpu => match how {
+            Some(e) if here && e.on_rq() && !e.on_cpu() => match how {
                 Move::Reaffine(mask) => mask,
-                Move::ToRoom | Move::Reserved => e.affinity,
+                Move::ToRoom | Move::Reserved => e.affinity(),
             },
             _ => return Moved::Changed,
         };
@@ -76,8 +76,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         s.rq.update_clock(now);
         d.rq.update_clock(now);
-        if let (Move::Reaffine(mask), Some(mut e)) = (how, s.rq.fair(self.pool()).entity(slot)) {
-            e.affinity = mask;
+        if let (Move::Reaffine(mask), Some(e)) = (how, s.rq.fair(self.pool()).entity(slot)) {
+            e.set_affinity(mask);
         }
         let Some(e) = s.rq.fair(self.pool()).detach_task(slot) else { return Moved::Changed };
         let attached = match how {

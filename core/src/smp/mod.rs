@@ -9,11 +9,11 @@
 //! 2. **Runqueue** locks: at most two at once, and then the lower-numbered CPU first.
 //! 3. The **task table** lock: taken with or without runqueue locks, never held while
 //!    taking a runqueue lock.
-//! 4. An **entity cell** (the `entities` module): innermost, and only ever locked by the
-//!    entity's owner — the holder of the runqueue lock of the CPU the task is attached to,
-//!    of the table lock for a parked task, or the caller moving a task in transit — so it is
-//!    never contended. Two cells are held at once only for two tasks of the runqueue whose
-//!    lock is held.
+//!
+//! An **entity cell** (the `entities` module) is not a lock: only the entity's owner reads
+//! or writes it — the holder of the runqueue lock of the CPU the task is attached to, of the
+//! table lock for a parked task, or the caller moving a task in transit — and that owner's
+//! lock orders the cell's relaxed accesses.
 //!
 //! The topology is written by [`Smp::init`] before any other call (and again only while no task
 //! is alive) and only read otherwise.
@@ -337,17 +337,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         for cpu in 0..self.nr_cpus() {
             let st = self.rq(cpu);
             for (_, id) in st.rq.attached() {
-                if let Some(mut e) = self.pool().lock(id) {
-                    e.clamp_kept_lag(default);
-                }
+                self.pool().modify(id, |e| e.clamp_kept_lag(default));
             }
         }
         let table = self.table();
         for (id, te) in table.iter() {
             if matches!(te.location, crate::table::Location::Parked { .. }) {
-                if let Some(mut e) = self.pool().lock(id) {
-                    e.clamp_kept_lag(default);
-                }
+                self.pool().modify(id, |e| e.clamp_kept_lag(default));
             }
         }
     }
@@ -441,7 +437,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    /// The entity cells (locked only by an entity's owner: see [`crate::entities`]).
+    /// The entity cells (touched only by an entity's owner: see [`crate::entities`]).
     pub(crate) fn pool(&self) -> Pool<'_> {
         self.ents.pool()
     }
@@ -459,7 +455,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let st = self.rq(cpu as usize);
                     if st.rq.task_at(slot as u32) == Some(id) {
                         if let Some(e) = st.rq.entity_in(self.pool(), slot as u32) {
-                            return Ok(*e);
+                            return Ok(e.get());
                         }
                     }
                     // It moved meanwhile: look again.

@@ -291,8 +291,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         st.misfit_task_load = match (CPUS > 1 && ASYM_CAPACITY && st.asym_capacity, st.rq.curr_slot()) {
             (true, Some(n)) => {
                 let e = st.rq.ent_in(self.pool(), n);
-                if e.on_rq && !fits_capacity(e.util_est(), st.rq.capacity()) {
-                    e.avg.load_avg.max(1)
+                if e.on_rq() && !fits_capacity(e.util_est(), st.rq.capacity()) {
+                    e.load_avg().max(1)
                 } else {
                     0
                 }

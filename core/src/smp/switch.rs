@@ -98,7 +98,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         // longer allows this CPU). One that blocked or exited just switches out as usual.
         let curr_disallowed = st.rq.curr_slot().is_some_and(|n| {
             let e = st.rq.ent_in(self.pool(), n);
-            e.on_rq && (st.push_for(n).is_some() || !e.affinity.contains(cpu))
+            e.on_rq() && (st.push_for(n).is_some() || !e.allows(cpu))
         });
         let (prev, next) = if st.active_balance || curr_disallowed {
             // The stopper preempts everything: switch away from the running task so its
@@ -155,7 +155,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// asks up to three times, and each copy is a few hundred bytes of a small machine's image.)
     #[cfg_attr(target_pointer_width = "32", inline(never))]
     fn goes_idle(&self, st: &CpuState<Q>) -> bool {
-        let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq);
+        let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq());
         st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
     }
 
@@ -190,7 +190,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let id = st.rq.task_at(n)?;
             let e = st.rq.entity_in(self.pool(), n)?;
             let pushed = planned.is_some_and(|p| p.task == id);
-            (e.on_rq && (pushed || !e.affinity.contains(cpu))).then(|| (n, id, (!pushed).then(|| *e)))
+            (e.on_rq() && (pushed || !e.allows(cpu))).then(|| (n, id, (!pushed).then(|| e.get())))
         });
         let push = st.active_balance;
         if evict.is_some() {
@@ -240,9 +240,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let state = t.get(id).map(|x| x.state).ok();
         let mut exited = None;
         if state == Some(TaskState::Exiting) {
-            if let Some(mut e) = self.pool().lock(id) {
-                st.rq.remove_entity_load(&mut e);
-            }
+            self.pool().modify(id, |e| st.rq.remove_entity_load(e));
             exited = Some((id, t.payload_or_none(id)));
             let _ = t.remove(id);
         } else if let Ok(te) = t.get_mut(id) {

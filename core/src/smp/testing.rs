@@ -65,25 +65,26 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         let mut st = self.rq(cpu as usize);
         let rq = &mut st.rq;
-        let Some(mut e) = rq.entity_in(self.pool(), slot as u32) else {
+        let Some(cell) = rq.entity_in(self.pool(), slot as u32) else {
             return Err(SchedError::UnknownTask(id));
         };
-        let queued = e.on_rq;
-        if queued {
-            crate::pelt::util_est_sub(&mut rq.avg.util_est, &e.avg.util_est);
-        }
-        let div = e.avg.divider();
-        e.avg.util_avg = util;
-        e.avg.util_sum = saturate_u32(util * div);
-        e.avg.load_avg = load.min(e.weight());
-        e.avg.load_sum = e.avg.load_avg * div / e.weight().max(1);
-        e.avg.runnable_avg = util.min(1024);
-        e.avg.runnable_sum = e.avg.runnable_avg * div;
-        e.avg.util_est = crate::pelt::UtilEst { enqueued: util_est, ewma: util_est };
-        if queued {
-            crate::pelt::util_est_add(&mut rq.avg.util_est, &e.avg.util_est);
-        }
-        drop(e);
+        cell.modify(|e| {
+            let queued = e.on_rq;
+            if queued {
+                crate::pelt::util_est_sub(&mut rq.avg.util_est, &e.avg.util_est);
+            }
+            let div = e.avg.divider();
+            e.avg.util_avg = util;
+            e.avg.util_sum = saturate_u32(util * div);
+            e.avg.load_avg = load.min(e.weight());
+            e.avg.load_sum = e.avg.load_avg * div / e.weight().max(1);
+            e.avg.runnable_avg = util.min(1024);
+            e.avg.runnable_sum = e.avg.runnable_avg * div;
+            e.avg.util_est = crate::pelt::UtilEst { enqueued: util_est, ewma: util_est };
+            if queued {
+                crate::pelt::util_est_add(&mut rq.avg.util_est, &e.avg.util_est);
+            }
+        });
         st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
         self.after_update(cpu as usize, &mut st);
         Ok(())

@@ -1,0 +1,290 @@
+//! Plain values kept in atomics, read and written with `Relaxed` ordering: the storage of
+//! an entity cell (see the `entities` module), whose accesses some lock already orders.
+//!
+//! A relaxed load or store of a word is an ordinary load or store on every target this
+//! project builds for (no read-modify-write, no barrier), so a field kept here costs what a
+//! plain field costs. Atomics make the shared storage safe Rust without `unsafe`; the
+//! *consistency* of a cell (no two parties writing it at once) comes from the ownership
+//! rules, whose locks give the happens-before order. A 64-bit value on a target without
+//! 64-bit atomics is two 32-bit halves: it could tear only under an access the rules forbid.
+
+#[cfg(target_has_atomic = "64")]
+use core::sync::atomic::AtomicU64;
+use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU32, AtomicU8, Ordering::Relaxed};
+
+use crate::cpumask::CpuMask;
+use crate::pelt::{SchedAvg, UtilEst};
+use crate::task::{Policy, TaskId};
+use crate::weights::Nice;
+
+/// A value of type `T` stored in atomics for relaxed access.
+pub(crate) trait Slot<T> {
+    /// The value.
+    fn get(&self) -> T;
+    /// Replaces the value.
+    fn set(&self, v: T);
+}
+
+/// A 64-bit word: one atomic where the target has 64-bit atomics, else two halves.
+pub(crate) struct Word64 {
+    #[cfg(target_has_atomic = "64")]
+    v: AtomicU64,
+    #[cfg(not(target_has_atomic = "64"))]
+    lo: AtomicU32,
+    #[cfg(not(target_has_atomic = "64"))]
+    hi: AtomicU32,
+}
+
+impl Word64 {
+    pub(crate) const fn new(v: u64) -> Word64 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            Word64 { v: AtomicU64::new(v) }
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            Word64 { lo: AtomicU32::new(v as u32), hi: AtomicU32::new((v >> 32) as u32) }
+        }
+    }
+}
+
+impl Slot<u64> for Word64 {
+    #[inline(always)]
+    fn get(&self) -> u64 {
+        #[cfg(target_has_atomic = "64")]
+        {
+            self.v.load(Relaxed)
+        }
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            (self.hi.load(Relaxed) as u64) << 32 | self.lo.load(Relaxed) as u64
+        }
+    }
+
+    #[inline(always)]
+    fn set(&self, v: u64) {
+        #[cfg(target_has_atomic = "64")]
+        self.v.store(v, Relaxed);
+        #[cfg(not(target_has_atomic = "64"))]
+        {
+            self.lo.store(v as u32, Relaxed);
+            self.hi.store((v >> 32) as u32, Relaxed);
+        }
+    }
+}
+
+impl Slot<i64> for Word64 {
+    #[inline(always)]
+    fn get(&self) -> i64 {
+        Slot::<u64>::get(self) as i64
+    }
+    #[inline(always)]
+    fn set(&self, v: i64) {
+        Slot::<u64>::set(self, v as u64)
+    }
+}
+
+impl Slot<TaskId> for Word64 {
+    #[inline(always)]
+    fn get(&self) -> TaskId {
+        TaskId::from_raw(Slot::<u64>::get(self))
+    }
+    #[inline(always)]
+    fn set(&self, v: TaskId) {
+        Slot::<u64>::set(self, v.to_raw())
+    }
+}
+
+impl Slot<u32> for AtomicU32 {
+    #[inline(always)]
+    fn get(&self) -> u32 {
+        self.load(Relaxed)
+    }
+    #[inline(always)]
+    fn set(&self, v: u32) {
+        self.store(v, Relaxed)
+    }
+}
+
+impl Slot<bool> for AtomicBool {
+    #[inline(always)]
+    fn get(&self) -> bool {
+        self.load(Relaxed)
+    }
+    #[inline(always)]
+    fn set(&self, v: bool) {
+        self.store(v, Relaxed)
+    }
+}
+
+impl Slot<Policy> for AtomicU8 {
+    #[inline(always)]
+    fn get(&self) -> Policy {
+        Policy::from_u8(self.load(Relaxed))
+    }
+    #[inline(always)]
+    fn set(&self, v: Policy) {
+        self.store(v as u8, Relaxed)
+    }
+}
+
+impl Slot<Nice> for AtomicI8 {
+    #[inline(always)]
+    fn get(&self) -> Nice {
+        Nice::from_stored(self.load(Relaxed))
+    }
+    #[inline(always)]
+    fn set(&self, v: Nice) {
+        self.store(v.get() as i8, Relaxed)
+    }
+}
+
+/// A [`CpuMask`], word by word.
+pub(crate) struct MaskCell {
+    words: [Word64; CpuMask::WORDS],
+}
+
+impl MaskCell {
+    pub(crate) const fn new() -> MaskCell {
+        MaskCell { words: [const { Word64::new(0) }; CpuMask::WORDS] }
+    }
+
+    /// Whether `cpu` is in the mask (one word read).
+    #[inline]
+    pub(crate) fn contains(&self, cpu: usize) -> bool {
+        self.words.get(cpu / 64).is_some_and(|w| Slot::<u64>::get(w) & (1 << (cpu % 64)) != 0)
+    }
+}
+
+impl Slot<CpuMask> for MaskCell {
+    fn get(&self) -> CpuMask {
+        let mut words = [0; CpuMask::WORDS];
+        for (w, c) in words.iter_mut().zip(&self.words) {
+            *w = c.get();
+        }
+        CpuMask::from_words(words)
+    }
+    fn set(&self, v: CpuMask) {
+        for (c, w) in self.words.iter().zip(v.words()) {
+            c.set(*w);
+        }
+    }
+}
+
+/// A task's [`SchedAvg`], field by field.
+pub(crate) struct AvgCell {
+    last_update_time: Word64,
+    load_sum: Word64,
+    runnable_sum: Word64,
+    load_avg: Word64,
+    runnable_avg: Word64,
+    util_avg: Word64,
+    util_sum: AtomicU32,
+    period_contrib: AtomicU32,
+    est_enqueued: AtomicU32,
+    est_ewma: AtomicU32,
+}
+
+impl AvgCell {
+    pub(crate) const fn new() -> AvgCell {
+        AvgCell {
+            last_update_time: Word64::new(0),
+            load_sum: Word64::new(0),
+            runnable_sum: Word64::new(0),
+            load_avg: Word64::new(0),
+            runnable_avg: Word64::new(0),
+            util_avg: Word64::new(0),
+            util_sum: AtomicU32::new(0),
+            period_contrib: AtomicU32::new(0),
+            est_enqueued: AtomicU32::new(0),
+            est_ewma: AtomicU32::new(0),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn last_update_time(&self) -> u64 {
+        self.last_update_time.get()
+    }
+
+    #[inline]
+    pub(crate) fn load_avg(&self) -> u64 {
+        self.load_avg.get()
+    }
+
+    #[inline]
+    pub(crate) fn util_avg(&self) -> u64 {
+        self.util_avg.get()
+    }
+
+    #[inline]
+    pub(crate) fn util_est(&self) -> UtilEst {
+        UtilEst { enqueued: self.est_enqueued.get(), ewma: self.est_ewma.get() }
+    }
+
+    #[inline]
+    pub(crate) fn set_util_est(&self, v: UtilEst) {
+        self.est_enqueued.set(v.enqueued);
+        self.est_ewma.set(v.ewma);
+    }
+}
+
+impl Slot<SchedAvg> for AvgCell {
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    fn get(&self) -> SchedAvg {
+        SchedAvg {
+            last_update_time: self.last_update_time.get(),
+            load_sum: self.load_sum.get(),
+            runnable_sum: self.runnable_sum.get(),
+            util_sum: self.util_sum.get(),
+            period_contrib: self.period_contrib.get(),
+            load_avg: self.load_avg.get(),
+            runnable_avg: self.runnable_avg.get(),
+            util_avg: self.util_avg.get(),
+            util_est: self.util_est(),
+        }
+    }
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    fn set(&self, v: SchedAvg) {
+        self.last_update_time.set(v.last_update_time);
+        self.load_sum.set(v.load_sum);
+        self.runnable_sum.set(v.runnable_sum);
+        self.util_sum.set(v.util_sum);
+        self.period_contrib.set(v.period_contrib);
+        self.load_avg.set(v.load_avg);
+        self.runnable_avg.set(v.runnable_avg);
+        self.util_avg.set(v.util_avg);
+        self.set_util_est(v.util_est);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_round_trip() {
+        let w = Word64::new(0);
+        for v in [0u64, 1, u32::MAX as u64, 1 << 32, u64::MAX - 5] {
+            w.set(v);
+            assert_eq!(Slot::<u64>::get(&w), v);
+        }
+        Slot::<i64>::set(&w, -7);
+        assert_eq!(Slot::<i64>::get(&w), -7);
+        let id = TaskId::new(9, 4);
+        w.set(id);
+        assert_eq!(Slot::<TaskId>::get(&w), id);
+        let m = MaskCell::new();
+        let mask = CpuMask::single(3).with(crate::MAX_CPUS - 1);
+        m.set(mask);
+        assert_eq!(Slot::<CpuMask>::get(&m), mask);
+        assert!(m.contains(3) && !m.contains(4) && !m.contains(crate::MAX_CPUS));
+        let p = AtomicU8::new(0);
+        for pol in [Policy::Normal, Policy::Batch, Policy::Idle] {
+            p.set(pol);
+            assert_eq!(Slot::<Policy>::get(&p), pol);
+        }
+        let n = AtomicI8::new(0);
+        n.set(Nice::MIN);
+        assert_eq!(Slot::<Nice>::get(&n), Nice::MIN);
+    }
+}
