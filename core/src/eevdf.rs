@@ -74,6 +74,16 @@ pub fn deadline(vruntime: u64, slice_ns: u64, weight: u64) -> u64 {
     vruntime.wrapping_add(to_virtual(slice_ns, weight))
 }
 
+/// A task's request size: its own slice `own_ns`, or `default_ns` (the machine's) if it asked
+/// for none (0).
+pub const fn slice_or(own_ns: u64, default_ns: u64) -> u64 {
+    if own_ns != 0 {
+        own_ns
+    } else {
+        default_ns
+    }
+}
+
 /// How far lag may go either way before it is clamped: the virtual time of twice the slice,
 /// or of one tick if that is longer.
 pub fn lag_limit(slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {

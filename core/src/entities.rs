@@ -240,14 +240,14 @@ impl EntityCell {
     /// read when less than a 1024 ns unit has passed, as the signals then stay as they are.
     #[inline]
     pub fn update_pelt(&self, now: u64, on_rq: bool, running: bool) -> bool {
-        if now.checked_sub(self.avg.last_update_time()).is_some_and(|d| d < 1024) {
+        if crate::pelt::elapsed_units(self.avg.last_update_time(), now) == Some(0) {
             return false;
         }
         self.update_pelt_slow(now, on_rq, running)
     }
 
-    /// [`EntityCell::update_pelt`] when time has passed: out of line, so that the signals can
-    /// stay in registers between the cell's loads and stores.
+    /// [`EntityCell::update_pelt`] when time has passed: out of line on 64-bit targets, so
+    /// that the signals can stay in registers between the cell's loads and stores.
     #[cfg_attr(target_pointer_width = "64", inline(never))]
     fn update_pelt_slow(&self, now: u64, on_rq: bool, running: bool) -> bool {
         let mut avg = self.avg();
@@ -282,7 +282,7 @@ impl EntityCell {
 
     /// [`Entity::util_est`]: max of util_avg and the estimate.
     pub fn util_est(&self) -> u64 {
-        self.util().max(self.util_est_parts().task_estimate() as u64)
+        self.util_est_parts().task_util_est(self.util())
     }
 
     /// [`Entity::load`]: its load weight, from policy and nice.

@@ -187,15 +187,14 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// [`Fair::update_curr`], returning the current entity's vruntime and weight if it is
     /// runnable (what `min_vruntime` follows and EEVDF's average counts besides the timeline;
-    /// the weight is 0 while CFS picks) — if `want` them: otherwise, when there is nothing to
-    /// charge, it returns `None` without reading the current task's cell.
+    /// the weight is 0 while CFS picks) — if the caller `want`s them; `None` otherwise.
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn update_curr_vw(&mut self, want: bool) -> Option<(u64, u64)> {
-        if self.curr_charged && !want {
-            return None;
-        }
         let se = self.entity(self.curr?)?;
         self.charge_curr(se);
+        if !want {
+            return None;
+        }
         // (Only EEVDF's average reads the weight: CFS does not look it up.)
         let w = if self.eevdf() { se.weight() } else { 0 };
         se.on_rq().then(|| (se.vruntime(), w))
@@ -207,16 +206,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// inlined and the charge is not.
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn charge_curr(&mut self, se: &EntityCell) {
-        let delta = self.rq.runtime_owed(se.exec_start());
+        let now = self.clock_task;
+        let delta = now as i64 - se.exec_start() as i64;
         if delta > 0 {
-            self.charge_curr_for(se, self.clock_task, delta as u64);
+            self.charge_curr_for(se, now, delta as u64);
         }
     }
 
     /// [`Fair::charge_curr`] of `delta` > 0 ns, up to `now`.
     fn charge_curr_for(&mut self, se: &EntityCell, now: u64, delta: u64) {
         se.set_exec_start(now);
-        self.curr_charged = true;
         se.set_sum_exec_runtime(se.sum_exec_runtime() + delta);
         let vr = se.vruntime().wrapping_add(calc_delta_fair(delta, &se.load()));
         se.set_vruntime(vr);
@@ -260,7 +259,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
+    /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached). Out of
+    /// line on 32-bit targets, so that the copy of the signals it needs is not in the frame
+    /// of every PELT update (this is only a new or moved task's path).
     fn attach_avg_with(&mut self, se: &EntityCell) {
         if se.pelt_attached() {
             return;
@@ -316,7 +317,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         } else if renorm && is_curr {
             se.set_vruntime(se.vruntime().wrapping_add(self.min_vruntime));
         }
-        // (Only EEVDF's placement needs the current entity's vruntime and weight.)
         let curr = if is_curr {
             self.charge_curr(se);
             None
@@ -564,7 +564,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn set_next(&mut self, slot: SlotId) {
         let Some(se) = self.entity(slot) else {
             self.curr = Some(slot);
-            self.curr_charged = false;
             return;
         };
         let on_rq = se.on_rq();
@@ -581,7 +580,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.set_prev_sum_exec_runtime(se.sum_exec_runtime());
         se.set_on_cpu(true);
         self.curr = Some(slot);
-        self.curr_charged = true;
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
         if on_rq {
@@ -601,7 +599,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             }
         }
         self.curr = None;
-        self.curr_charged = false;
         Some(prev)
     }
 
@@ -908,13 +905,9 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    /// The wall-clock slice of an entity: its weight's share of the period. An entity not
-    /// yet accounted counts itself in both the task number and the total weight.
-    pub fn sched_slice_of(&self, e: &Entity) -> u64 {
-        self.sched_slice(&e.load(), e.on_rq)
-    }
-
-    /// [`RunQueue::sched_slice_of`] for an entity of weight `lw`, accounted here if `on_rq`.
+    /// The wall-clock slice of an entity of weight `lw`, accounted here if `on_rq`: its
+    /// weight's share of the period. An entity not yet accounted counts itself in both the
+    /// task number and the total weight.
     pub fn sched_slice(&self, lw: &LoadWeight, on_rq: bool) -> u64 {
         let nr = self.nr_running as u64 + (!on_rq) as u64;
         let slice = self.sched_period(nr);
@@ -925,9 +918,9 @@ impl<const Q: usize> RunQueue<Q> {
         calc_delta(slice, lw.weight, &total)
     }
 
-    /// The slice in the entity's virtual time.
-    pub fn sched_vslice_of(&self, e: &Entity) -> u64 {
-        calc_delta_fair(self.sched_slice_of(e), &e.load())
+    /// [`RunQueue::sched_slice`] in the entity's virtual time.
+    pub fn sched_vslice(&self, lw: &LoadWeight, on_rq: bool) -> u64 {
+        calc_delta_fair(self.sched_slice(lw, on_rq), lw)
     }
 
     /// `place_entity` for an entity at `vr`: a new task (`new_task`, its weight; not yet
@@ -938,7 +931,7 @@ impl<const Q: usize> RunQueue<Q> {
         let mut vr = self.min_vruntime;
         let initial = new_task.is_some();
         if let Some(lw) = new_task.filter(|_| self.features.contains(Features::START_DEBIT)) {
-            vr = vr.wrapping_add(calc_delta_fair(self.sched_slice(lw, false), lw));
+            vr = vr.wrapping_add(self.sched_vslice(lw, false));
         }
         if !initial {
             let mut thresh = self.tunables.latency_ns;

@@ -88,6 +88,19 @@ impl UtilEst {
     pub fn task_estimate(&self) -> u32 {
         self.ewma.max(self.enqueued) | UTIL_AVG_UNCHANGED
     }
+
+    /// `task_util_est` of a task whose util_avg is `util_avg` and whose estimate this is: the
+    /// larger of the two.
+    pub fn task_util_est(&self, util_avg: u64) -> u64 {
+        util_avg.max(self.task_estimate() as u64)
+    }
+}
+
+/// Whole 1024 ns units from PELT time `last` to `now`; `None` if the clock went backwards.
+/// [`SchedAvg::update_sum`] changes nothing at `Some(0)`.
+#[inline]
+pub(crate) fn elapsed_units(last: u64, now: u64) -> Option<u64> {
+    now.checked_sub(last).map(|d| d >> 10)
 }
 
 /// The PELT signals of one task or runqueue.
@@ -167,11 +180,10 @@ impl SchedAvg {
     /// A clock that went backwards resets `last_update_time` and changes nothing else.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn update_sum(&mut self, now: u64, load: u64, runnable: u64, running: bool) -> bool {
-        if now < self.last_update_time {
+        let Some(units) = elapsed_units(self.last_update_time, now) else {
             self.last_update_time = now;
             return false;
-        }
-        let units = (now - self.last_update_time) >> 10;
+        };
         if units == 0 {
             return false;
         }

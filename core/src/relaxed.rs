@@ -95,48 +95,29 @@ impl Slot<TaskId> for Word64 {
     }
 }
 
-impl Slot<u32> for AtomicU32 {
-    #[inline(always)]
-    fn get(&self) -> u32 {
-        self.load(Relaxed)
-    }
-    #[inline(always)]
-    fn set(&self, v: u32) {
-        self.store(v, Relaxed)
-    }
+/// `Slot<T>` for an atomic of `T`'s stored form: `from` reads the stored value `r` back as a
+/// `T`, `to` turns a `T` `v` into it.
+macro_rules! atomic_slots {
+    ($($t:ty => $atomic:ty: |$r:ident| $from:expr, |$v:ident| $to:expr;)*) => {$(
+        impl Slot<$t> for $atomic {
+            #[inline(always)]
+            fn get(&self) -> $t {
+                let $r = self.load(Relaxed);
+                $from
+            }
+            #[inline(always)]
+            fn set(&self, $v: $t) {
+                self.store($to, Relaxed)
+            }
+        }
+    )*};
 }
 
-impl Slot<bool> for AtomicBool {
-    #[inline(always)]
-    fn get(&self) -> bool {
-        self.load(Relaxed)
-    }
-    #[inline(always)]
-    fn set(&self, v: bool) {
-        self.store(v, Relaxed)
-    }
-}
-
-impl Slot<Policy> for AtomicU8 {
-    #[inline(always)]
-    fn get(&self) -> Policy {
-        Policy::from_u8(self.load(Relaxed))
-    }
-    #[inline(always)]
-    fn set(&self, v: Policy) {
-        self.store(v as u8, Relaxed)
-    }
-}
-
-impl Slot<Nice> for AtomicI8 {
-    #[inline(always)]
-    fn get(&self) -> Nice {
-        Nice::from_stored(self.load(Relaxed))
-    }
-    #[inline(always)]
-    fn set(&self, v: Nice) {
-        self.store(v.get() as i8, Relaxed)
-    }
+atomic_slots! {
+    u32 => AtomicU32: |r| r, |v| v;
+    bool => AtomicBool: |r| r, |v| v;
+    Policy => AtomicU8: |r| Policy::from_u8(r), |v| v as u8;
+    Nice => AtomicI8: |r| Nice::from_stored(r), |v| v.get() as i8;
 }
 
 /// A [`CpuMask`], word by word.

@@ -12,10 +12,10 @@
 //! The algorithms of the fair class (enqueue, pick, preemption) are in [`crate::fair`], on
 //! a [`crate::fair::Fair`] view: a runqueue together with the entity pool.
 
-use crate::entities::Pool;
+use crate::entities::{EntityCell, Pool};
 use crate::features::{Features, Tunables};
 use crate::pelt::{Removed, SchedAvg, LOAD_AVG_MAX, SCHED_CAPACITY_SCALE};
-use crate::task::{Entity, Policy, TaskId};
+use crate::task::{Policy, TaskId};
 use crate::timeline::Timeline;
 use crate::weights::LoadWeight;
 
@@ -83,12 +83,6 @@ pub struct RunQueue<const Q: usize> {
     pub(crate) avg: SchedAvg,
     pub(crate) removed: Removed,
     pub(crate) need_resched: bool,
-    /// Whether charging the current task now would add nothing: it was last charged (or
-    /// picked) at this `clock_task`, which has not moved since. Enqueues and dequeues of
-    /// other tasks at the same instant (the second of two wakeups, a nice change's save and
-    /// restore) that need nothing else of it then leave its cell alone. Cleared when the
-    /// clock moves or `curr` changes.
-    pub(crate) curr_charged: bool,
     pub(crate) nr_switches: u64,
     /// Bounds how far PELT sums and averages may drift apart between two recomputes of
     /// the averages (for the invariant checker).
@@ -162,7 +156,6 @@ impl<const Q: usize> RunQueue<Q> {
             avg: SchedAvg::ZERO,
             removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
             need_resched: false,
-            curr_charged: false,
             nr_switches: 0,
             pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0, moves: 0 },
             #[cfg(feature = "eevdf")]
@@ -310,28 +303,19 @@ impl<const Q: usize> RunQueue<Q> {
         self.eavg = eavg;
     }
 
-    /// The EEVDF slice of an entity: its own, or the machine's default (`min_granularity`,
-    /// which is Linux 6.6's base slice, 0.75 ms × (1 + log2 of the CPU count)).
-    #[cfg(feature = "eevdf")]
-    pub fn slice_of(&self, e: &Entity) -> u64 {
-        self.slice_ns(e.slice)
-    }
-
-    /// [`RunQueue::slice_of`] for an entity that asked for `own` ns (0: none).
+    /// The EEVDF slice of an entity that asked for `own` ns (0: none): its own, or the
+    /// machine's default (`min_granularity`, which is Linux 6.6's base slice, 0.75 ms × (1 +
+    /// log2 of the CPU count)).
     #[cfg(feature = "eevdf")]
     #[inline]
     pub fn slice_ns(&self, own: u64) -> u64 {
-        if own != 0 {
-            own
-        } else {
-            self.tunables.min_granularity_ns
-        }
+        crate::eevdf::slice_or(own, self.tunables.min_granularity_ns)
     }
 
     /// How far an entity's kept lag may go either way here: the virtual time of twice its
     /// slice or a tick ([`crate::eevdf::lag_limit`]).
     #[cfg(feature = "eevdf")]
-    pub fn lag_bound(&self, e: &Entity) -> i64 {
+    pub fn lag_bound(&self, e: &crate::task::Entity) -> i64 {
         e.lag_bound(self.tunables.min_granularity_ns)
     }
 
@@ -483,19 +467,11 @@ impl<const Q: usize> RunQueue<Q> {
         let delta = now - self.clock;
         self.clock = now;
         self.clock_task += delta;
-        self.curr_charged = false;
         if self.curr.is_none() {
             self.clock_pelt = self.clock_task;
         } else {
             self.clock_pelt += ((delta as u128 * self.capacity_orig as u128) >> 10) as u64;
         }
-    }
-
-    /// How long the current entity, last charged at `exec_start`, has run since (ns; not
-    /// positive when there is nothing to charge).
-    #[inline]
-    pub(crate) fn runtime_owed(&self, exec_start: u64) -> i64 {
-        self.clock_task.wrapping_sub(exec_start) as i64
     }
 
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while
@@ -531,15 +507,16 @@ impl<const Q: usize> RunQueue<Q> {
     /// Records the signals of a task that left this runqueue while blocked (it woke on
     /// another CPU or exited). They are subtracted at the next update of this runqueue.
     /// The entity is detached afterwards; one that is not attached changes nothing.
-    pub fn remove_entity_load(&mut self, e: &mut Entity) {
-        if !e.pelt_attached {
+    pub fn remove_entity_load(&mut self, e: &EntityCell) {
+        if !e.pelt_attached() {
             return;
         }
-        e.pelt_attached = false;
+        e.set_pelt_attached(false);
         // Sync the task's blocked decay to this runqueue's last update first.
-        let t = self.avg.last_update_time;
-        e.avg.update_blocked_task(t, e.weight());
-        self.removed.add(&e.avg);
+        let mut avg = e.avg();
+        avg.update_blocked_task(self.avg.last_update_time, e.weight());
+        e.set_avg(avg);
+        self.removed.add(&avg);
     }
 
     // ---- checks -------------------------------------------------------------------
@@ -619,9 +596,8 @@ impl<const Q: usize> RunQueue<Q> {
             }
         }
         if let Some(n) = self.curr {
-            let Some(e) = entity(n).filter(|e| e.on_cpu) else { return fail("current task not marked on_cpu") };
-            if self.curr_charged && self.runtime_owed(e.exec_start) > 0 {
-                return fail("current task marked charged but has time to be charged");
+            if entity(n).is_none_or(|e| !e.on_cpu) {
+                return fail("current task not marked on_cpu");
             }
         }
         if nr != self.nr_running || idle != self.idle_nr_running {

@@ -232,11 +232,7 @@ impl Entity {
     /// EEVDF: its slice (ns), or `default_ns` (the machine's) if it asked for none.
     #[cfg(feature = "eevdf")]
     pub fn slice_or(&self, default_ns: u64) -> u64 {
-        if self.slice != 0 {
-            self.slice
-        } else {
-            default_ns
-        }
+        crate::eevdf::slice_or(self.slice, default_ns)
     }
 
     /// EEVDF: how far its kept lag may go either way, with `default_ns` the machine's slice:
@@ -260,7 +256,7 @@ impl Entity {
 
     /// `task_util_est`: max of util_avg and the estimate.
     pub fn util_est(&self) -> u64 {
-        self.avg.util_avg.max(self.avg.util_est.task_estimate() as u64)
+        self.avg.util_est.task_util_est(self.avg.util_avg)
     }
 }
 

@@ -240,12 +240,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     // (On one CPU a task wakes where it slept: `CPUS > 1` says so to the
                     // compiler.)
                     let migrated = CPUS > 1 && target != prev as usize;
-                    if migrated {
-                        self.migrate_sleeping(&mut e, prev as usize);
-                        flags |= EnqueueFlags::MIGRATED;
-                    }
                     // In transit: this call owns the cell.
                     self.pool().put(id, e);
+                    if migrated {
+                        if let Some(cell) = self.pool().cell(id) {
+                            self.migrate_sleeping(cell, prev as usize);
+                        }
+                        flags |= EnqueueFlags::MIGRATED;
+                    }
                     return match self.activate_on(target, now, id, flags, wf, false) {
                         Ok(_) => {
                             if migrated {
@@ -318,7 +320,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     if t.get(id).copied() != Ok(entry) {
                         continue;
                     }
-                    self.pool().modify(id, |e| st.rq.remove_entity_load(e));
+                    if let Some(e) = self.pool().cell(id) {
+                        st.rq.remove_entity_load(e);
+                    }
                     t.remove(id)?;
                     drop(t);
                     self.after_update(cpu as usize, &mut st);
@@ -345,7 +349,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         st.rq.resched_curr();
                     } else {
                         if let Some(e) = st.rq.take(slot as u32).and_then(|t| self.pool().cell(t)) {
-                            e.modify(|e| st.rq.remove_entity_load(e));
+                            st.rq.remove_entity_load(e);
                         }
                         t.remove(id)?;
                     }

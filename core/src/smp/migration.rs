@@ -7,10 +7,11 @@ use spin::RelaxStrategy;
 use super::{CpuState, Move, Moved, Smp};
 use crate::balance::migrate::{detach_tasks, DetachEnv, DETACH_BATCH};
 use crate::cpumask::CpuMask;
+use crate::entities::EntityCell;
 use crate::platform::{EventKind, MigrateReason, Platform};
 use crate::runqueue::SlotId;
 use crate::table::Location;
-use crate::task::{Entity, TaskId};
+use crate::task::TaskId;
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
@@ -18,11 +19,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// `migrate_task_rq_fair` for a sleeping task leaving `prev`: its vruntime becomes
     /// relative to prev's min_vruntime, its PELT signals leave prev through the lazily
     /// applied "removed" path, and it is no longer cache hot.
-    pub(super) fn migrate_sleeping(&self, e: &mut Entity, prev: usize) {
+    pub(super) fn migrate_sleeping(&self, e: &EntityCell, prev: usize) {
         let mut st = self.rq(prev);
-        e.vruntime = e.vruntime.wrapping_sub(st.rq.min_vruntime());
+        e.set_vruntime(e.vruntime().wrapping_sub(st.rq.min_vruntime()));
         st.rq.remove_entity_load(e);
-        e.exec_start = 0;
+        e.set_exec_start(0);
     }
 
     /// Locks the runqueue of `cpu`, where the table placed task `id` at `loc`; `None` if the

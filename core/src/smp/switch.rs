@@ -240,7 +240,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let state = t.get(id).map(|x| x.state).ok();
         let mut exited = None;
         if state == Some(TaskState::Exiting) {
-            self.pool().modify(id, |e| st.rq.remove_entity_load(e));
+            if let Some(e) = self.pool().cell(id) {
+                st.rq.remove_entity_load(e);
+            }
             exited = Some((id, t.payload_or_none(id)));
             let _ = t.remove(id);
         } else if let Ok(te) = t.get_mut(id) {
