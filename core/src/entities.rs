@@ -26,13 +26,17 @@
 //! [`EntityCell::set_vruntime`], …); the cold ones take a copy with [`EntityCell::get`],
 //! change it and store it back with [`EntityCell::put`].
 
-use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU32, AtomicU8};
+use core::sync::atomic::Ordering::Relaxed;
+use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU16, AtomicU32, AtomicU8};
 
 use crate::cpumask::CpuMask;
 use crate::pelt::{SchedAvg, UtilEst};
 use crate::relaxed::{AvgCell, MaskCell, Slot, Word64};
 use crate::task::{weight_for, Entity, Policy, TaskId};
 use crate::weights::{LoadWeight, Nice};
+
+/// Nice 0's load weight, what a zeroed cell's stored weight words are relative to.
+const NICE_0: LoadWeight = LoadWeight::from_nice(Nice::ZERO);
 
 /// One task's [`Entity`], stored field by field for the owner's relaxed reads and writes
 /// (see the module documentation for who the owner is).
@@ -59,12 +63,19 @@ pub struct EntityCell {
     vlag: Word64,
     #[cfg(feature = "eevdf")]
     slice: Word64,
-    cpu: AtomicU32,
     wakee_flips: AtomicU32,
     wakee_flip_decay_ts: AtomicU32,
-    recent_used_cpu: AtomicU32,
+    // CPU numbers, below `MAX_CPUS` (≤ 1024), in 16 bits each.
+    cpu: AtomicU16,
+    recent_used_cpu: AtomicU16,
     policy: AtomicU8,
     nice: AtomicI8,
+    // The load weight policy and nice give, stored so that the hot paths do not look it up
+    // on every charge and PELT update. Each word is kept XOR nice 0's value, so that a zeroed
+    // cell holds nice 0's weight (as its zeroed policy and nice say) and a machine in a
+    // `static` still needs no `.data` image.
+    load_weight: AtomicU32,
+    load_inv: AtomicU32,
     on_rq: AtomicBool,
     pelt_attached: AtomicBool,
     on_cpu: AtomicBool,
@@ -102,8 +113,6 @@ accessors! {
     wakee_flips / set_wakee_flips: u32;
     wakee_flip_decay_ts / set_wakee_flip_decay_ts: u32;
     recent_used_cpu / set_recent_used_cpu: u32;
-    policy / set_policy: Policy;
-    nice / set_nice: Nice;
     on_rq / set_on_rq: bool;
     pelt_attached / set_pelt_attached: bool;
     on_cpu / set_on_cpu: bool;
@@ -132,12 +141,14 @@ impl EntityCell {
             vlag: Word64::new(0),
             #[cfg(feature = "eevdf")]
             slice: Word64::new(0),
-            cpu: AtomicU32::new(0),
             wakee_flips: AtomicU32::new(0),
             wakee_flip_decay_ts: AtomicU32::new(0),
-            recent_used_cpu: AtomicU32::new(0),
+            cpu: AtomicU16::new(0),
+            recent_used_cpu: AtomicU16::new(0),
             policy: AtomicU8::new(0),
             nice: AtomicI8::new(0),
+            load_weight: AtomicU32::new(0),
+            load_inv: AtomicU32::new(0),
             on_rq: AtomicBool::new(false),
             pelt_attached: AtomicBool::new(false),
             on_cpu: AtomicBool::new(false),
@@ -175,8 +186,7 @@ impl EntityCell {
 
     /// Stores the whole entity `e`.
     pub fn put(&self, e: &Entity) {
-        self.set_policy(e.policy);
-        self.set_nice(e.nice);
+        self.set_class(e.policy, e.nice);
         self.set_affinity(e.affinity);
         self.set_vruntime(e.vruntime);
         self.set_exec_start(e.exec_start);
@@ -206,6 +216,28 @@ impl EntityCell {
         let r = f(&mut e);
         self.put(&e);
         r
+    }
+
+    /// [`Entity::policy`].
+    #[inline(always)]
+    pub fn policy(&self) -> Policy {
+        Slot::<Policy>::get(&self.policy)
+    }
+
+    /// [`Entity::nice`].
+    #[inline(always)]
+    pub fn nice(&self) -> Nice {
+        Slot::<Nice>::get(&self.nice)
+    }
+
+    /// Sets [`Entity::policy`] and [`Entity::nice`], and the load weight they give.
+    pub fn set_class(&self, policy: Policy, nice: Nice) {
+        Slot::<Policy>::set(&self.policy, policy);
+        Slot::<Nice>::set(&self.nice, nice);
+        let lw = weight_for(policy, nice);
+        // (A task's weight, ≤ 88761 << 10, fits 32 bits.)
+        self.load_weight.store(lw.weight as u32 ^ NICE_0.weight as u32, Relaxed);
+        self.load_inv.store(lw.inv_weight ^ NICE_0.inv_weight, Relaxed);
     }
 
     /// [`Entity::affinity`].
@@ -286,9 +318,12 @@ impl EntityCell {
     }
 
     /// [`Entity::load`]: its load weight, from policy and nice.
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[inline]
     pub fn load(&self) -> LoadWeight {
-        weight_for(self.policy(), self.nice())
+        LoadWeight {
+            weight: (self.load_weight.load(Relaxed) ^ NICE_0.weight as u32) as u64,
+            inv_weight: self.load_inv.load(Relaxed) ^ NICE_0.inv_weight,
+        }
     }
 
     /// [`Entity::weight`]: the down-scaled weight.

@@ -671,6 +671,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn check_preempt_tick(&mut self, curr: SlotId, c: &EntityCell) {
         let (ideal, delta_exec, cvr) = (
             self.sched_slice(&c.load(), c.on_rq()),
@@ -908,6 +909,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// The wall-clock slice of an entity of weight `lw`, accounted here if `on_rq`: its
     /// weight's share of the period. An entity not yet accounted counts itself in both the
     /// task number and the total weight.
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn sched_slice(&self, lw: &LoadWeight, on_rq: bool) -> u64 {
         let nr = self.nr_running as u64 + (!on_rq) as u64;
         let slice = self.sched_period(nr);

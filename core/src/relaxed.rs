@@ -10,7 +10,7 @@
 
 #[cfg(target_has_atomic = "64")]
 use core::sync::atomic::AtomicU64;
-use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU32, AtomicU8, Ordering::Relaxed};
+use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
 
 use crate::cpumask::CpuMask;
 use crate::pelt::{SchedAvg, UtilEst};
@@ -115,10 +115,15 @@ macro_rules! atomic_slots {
 
 atomic_slots! {
     u32 => AtomicU32: |r| r, |v| v;
+    // A CPU number in 16 bits (the entity's `cpu` and `recent_used_cpu`; see below).
+    u32 => AtomicU16: |r| r as u32, |v| v as u16;
     bool => AtomicBool: |r| r, |v| v;
     Policy => AtomicU8: |r| Policy::from_u8(r), |v| v as u8;
     Nice => AtomicI8: |r| Nice::from_stored(r), |v| v.get() as i8;
 }
+
+// The 16-bit CPU slots hold any CPU number.
+const _: () = assert!(crate::cpumask::MAX_CPUS <= 1 << 16);
 
 /// A [`CpuMask`], word by word.
 pub(crate) struct MaskCell {

@@ -231,8 +231,12 @@ impl<const CAP: usize> Timeline<CAP> {
             self.leftmost = z;
         }
         #[cfg(feature = "eevdf")]
-        {
+        if self.augmented {
             self.aug[id] = Aug { deadline, best_deadline: deadline, best_key: vruntime, best: z };
+        } else {
+            // The subtree bests are rebuilt from the deadlines when the augmentation is
+            // switched on; until then only the deadline is kept.
+            self.aug[id].deadline = deadline;
         }
         self.len += 1;
         if self.aug_kept() {
