@@ -453,11 +453,43 @@ mod tests {
         assert_eq!(cell.get(), Entity { vruntime: 1, ..e });
     }
 
-    /// A fresh cell reads as zeros (what a `static` machine's `.bss` holds).
+    /// A fresh cell reads as zeros (what a `static` machine's `.bss` holds), and its stored
+    /// weight is that of the policy and nice its zeros say: nice 0, normal.
     #[test]
     fn a_new_cell_is_zero() {
-        let z = EntityCell::new().get();
+        let c = EntityCell::new();
+        let z = c.get();
         assert_eq!((z.vruntime, z.cpu, z.on_rq, z.affinity), (0, 0, false, CpuMask::EMPTY));
         assert_eq!(z.last_wakee, TaskId::new(0, 0));
+        assert_eq!((z.policy, z.nice), (Policy::Normal, Nice::ZERO));
+        assert_eq!(c.load(), weight_for(Policy::Normal, Nice::ZERO));
+        assert_eq!(c.weight(), 1024);
+    }
+
+    /// The stored weight follows policy and nice through `put` and `modify`, for every
+    /// policy and nice level.
+    #[test]
+    fn the_stored_weight_follows_policy_and_nice() {
+        let cell = EntityCell::new();
+        for policy in [Policy::Normal, Policy::Batch, Policy::Idle] {
+            for n in -20..=19 {
+                let nice = Nice::new(n).unwrap();
+                cell.put(&Entity::new(nice, policy, CpuMask::ALL, 0));
+                assert_eq!(cell.load(), weight_for(policy, nice), "{policy:?} nice {n}");
+                let other = Nice::new(19 - (n + 20)).unwrap();
+                cell.modify(|e| e.nice = other);
+                assert_eq!(cell.load(), weight_for(policy, other), "{policy:?} nice {n} then {other:?}");
+            }
+        }
+    }
+
+    /// CPU numbers up to the widest machine's survive their 16-bit fields.
+    #[test]
+    fn cpu_numbers_fit_their_fields() {
+        let cell = EntityCell::new();
+        let top = crate::MAX_CPUS as u32 - 1;
+        cell.set_cpu(top);
+        cell.set_recent_used_cpu(top);
+        assert_eq!((cell.cpu(), cell.recent_used_cpu()), (top, top));
     }
 }
