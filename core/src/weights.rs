@@ -183,6 +183,7 @@ pub fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
 }
 
 /// Wall time to virtual time for an entity of weight `lw`: identity at nice 0.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn calc_delta_fair(delta: u64, lw: &LoadWeight) -> u64 {
     if lw.weight == NICE_0_LOAD {
         delta
