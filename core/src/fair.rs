@@ -950,6 +950,7 @@ impl<const Q: usize> RunQueue<Q> {
         e.set_vruntime(self.place_vruntime(e.vruntime(), None));
     }
 
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
         for b in [&mut self.next, &mut self.last, &mut self.skip] {
             if *b == Some(slot) {

@@ -490,7 +490,10 @@ impl<const Q: usize> RunQueue<Q> {
         let now = self.clock_pelt();
         let (load, nr) = (self.load.down(), self.nr_running as u64);
         let r = self.removed;
-        self.pelt_slack.moved(r.load_avg, r.runnable_avg, r.util_avg);
+        // (Nothing removed is no move: the consistency check's slack counts only real ones.)
+        if r.nr != 0 {
+            self.pelt_slack.moved(r.load_avg, r.runnable_avg, r.util_avg);
+        }
         let mut decayed = self.avg.apply_removed(&mut self.removed);
         let crossed = self.avg.update_rq(now, load, nr, self.curr.is_some());
         self.pelt_slack.fed(load, nr, crossed);
