@@ -247,7 +247,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `update_load_avg` for an entity here, whose cell the caller holds, and for the
     /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
     /// attaches a detached entity if asked.
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn load_avg_with(&mut self, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
         if se.pelt_attached() && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
