@@ -317,7 +317,8 @@ impl EntityCell {
         self.util_est_parts().task_util_est(self.util())
     }
 
-    /// [`Entity::load`]: its load weight, from policy and nice.
+    /// [`Entity::load`]: its load weight, as [`EntityCell::set_class`] stored it with policy
+    /// and nice.
     #[inline]
     pub fn load(&self) -> LoadWeight {
         LoadWeight {

@@ -207,7 +207,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn charge_curr(&mut self, se: &EntityCell) {
         let now = self.clock_task;
-        let delta = now as i64 - se.exec_start() as i64;
+        // (Wrap-safe: a port's clock may start anywhere.)
+        let delta = now.wrapping_sub(se.exec_start()) as i64;
         if delta > 0 {
             self.charge_curr_for(se, now, delta as u64);
         }
@@ -259,9 +260,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached). Out of
-    /// line on 32-bit targets, so that the copy of the signals it needs is not in the frame
-    /// of every PELT update (this is only a new or moved task's path).
+    /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
     fn attach_avg_with(&mut self, se: &EntityCell) {
         if se.pelt_attached() {
             return;
