@@ -33,7 +33,7 @@ use crate::cpumask::CpuMask;
 use crate::pelt::{SchedAvg, UtilEst};
 use crate::relaxed::{AvgCell, MaskCell, Slot, Word64};
 use crate::task::{weight_for, Entity, Policy, TaskId};
-use crate::weights::{LoadWeight, Nice};
+use crate::weights::{scale_load_down, LoadWeight, Nice};
 
 /// Nice 0's load weight, what a zeroed cell's stored weight words are relative to.
 const NICE_0: LoadWeight = LoadWeight::from_nice(Nice::ZERO);
@@ -321,16 +321,19 @@ impl EntityCell {
     /// and nice.
     #[inline]
     pub fn load(&self) -> LoadWeight {
-        LoadWeight {
-            weight: (self.load_weight.load(Relaxed) ^ NICE_0.weight as u32) as u64,
-            inv_weight: self.load_inv.load(Relaxed) ^ NICE_0.inv_weight,
-        }
+        LoadWeight { weight: self.load_weight(), inv_weight: self.load_inv.load(Relaxed) ^ NICE_0.inv_weight }
+    }
+
+    /// `load().weight` alone (one read: the paths that need no inverse skip its load).
+    #[inline]
+    pub fn load_weight(&self) -> u64 {
+        (self.load_weight.load(Relaxed) ^ NICE_0.weight as u32) as u64
     }
 
     /// [`Entity::weight`]: the down-scaled weight.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn weight(&self) -> u64 {
-        self.load().down()
+        scale_load_down(self.load_weight())
     }
 }
 

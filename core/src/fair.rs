@@ -672,8 +672,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn check_preempt_tick(&mut self, curr: SlotId, c: &EntityCell) {
+        // (Called for a runnable current entity only.)
+        let lw = LoadWeight { weight: c.load_weight(), inv_weight: 0 };
         let (ideal, delta_exec, cvr) = (
-            self.sched_slice(&c.load(), c.on_rq()),
+            self.sched_slice(&lw, true),
             c.sum_exec_runtime() - c.prev_sum_exec_runtime(),
             c.vruntime(),
         );
@@ -949,7 +951,7 @@ impl<const Q: usize> RunQueue<Q> {
         e.set_vruntime(self.place_vruntime(e.vruntime(), None));
     }
 
-    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
     pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
         for b in [&mut self.next, &mut self.last, &mut self.skip] {
             if *b == Some(slot) {
