@@ -692,6 +692,8 @@ pub(crate) struct PeltSlack {
 
 impl PeltSlack {
     /// Inputs fed to the sums; a crossed period boundary recomputed the averages.
+    /// (Inline: it runs at every PELT update of the runqueue, and the call cost more.)
+    #[inline]
     fn fed(&mut self, load: u64, nr: u64, crossed: bool) {
         if crossed {
             *self = PeltSlack { load_in: load, nr_in: nr as u32, ..PeltSlack::default() };
