@@ -251,11 +251,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn load_avg_with(&mut self, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
-        if se.pelt_attached() && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
+        let attached = se.pelt_attached();
+        if attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
             se.update_pelt(now, se.on_rq(), is_curr);
         }
         self.update_cfs_avg();
-        if flags.contains(PeltFlags::DO_ATTACH) {
+        // (Tested here: an enqueue of an attached task, the common case, makes no call.)
+        if flags.contains(PeltFlags::DO_ATTACH) && !attached {
             self.attach_avg_with(se);
         }
     }

@@ -344,11 +344,13 @@ pub fn initial_util(cpu_scale: u64, rq: &SchedAvg, se_weight_hi: u64) -> u64 {
 }
 
 /// What a runqueue's `util_est.enqueued` becomes when a task with estimate `task` joins.
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn util_est_add(rq: &mut UtilEst, task: &UtilEst) {
     rq.enqueued += task.task_estimate();
 }
 
 /// What it becomes when the task leaves (saturating).
+#[cfg_attr(target_pointer_width = "64", inline)]
 pub fn util_est_sub(rq: &mut UtilEst, task: &UtilEst) {
     rq.enqueued -= rq.enqueued.min(task.task_estimate());
 }
