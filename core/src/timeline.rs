@@ -240,9 +240,9 @@ impl<const CAP: usize> Timeline<CAP> {
         }
         self.len += 1;
         if self.aug_kept() {
-            self.rebalance_after_insert::<true>(parent);
+            self.rebalance_after_insert::<true>(z, parent);
         } else {
-            self.rebalance_after_insert::<false>(parent);
+            self.rebalance_after_insert::<false>(z, parent);
         }
         Ok(())
     }
@@ -308,9 +308,9 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[id] = Node::VACANT;
         self.len -= 1;
         if self.aug_kept() {
-            self.rebalance_after_remove::<true>(fix_from, moved);
+            self.rebalance_after_remove::<true>(z, fix_from, moved);
         } else {
-            self.rebalance_after_remove::<false>(fix_from, moved);
+            self.rebalance_after_remove::<false>(z, fix_from, moved);
         }
         Ok(())
     }
@@ -326,20 +326,44 @@ impl<const CAP: usize> Timeline<CAP> {
         false
     }
 
-    /// Heights, balance and (if `AUG`) subtree bests from a new leaf's parent up.
+    /// Heights, balance and (if `AUG`) subtree bests from a new leaf `z`'s parent up.
     #[inline]
-    fn rebalance_after_insert<const AUG: bool>(&mut self, parent: u32) {
-        let (rest, changed) = self.retrace::<AUG>(parent, true);
-        if changed {
-            self.propagate::<AUG>(rest);
+    fn rebalance_after_insert<const AUG: bool>(&mut self, z: u32, parent: u32) {
+        self.retrace::<AUG>(parent, NIL);
+        #[cfg(feature = "eevdf")]
+        if AUG {
+            self.raise_best(z);
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = z;
+    }
+
+    /// The subtree bests after new leaf `z`'s retrace. Every ancestor's subtree gained `z`
+    /// alone, and holds its best without `z` (untouched, or re-derived by a rotation from
+    /// children that had not seen `z`) or with it (a rotation that moved `z` or saw it); so
+    /// each becomes the earlier of that and `z`, and once one keeps an entry before `z`,
+    /// `z` is the best of no subtree above. One comparison per level, where recomputing a
+    /// best from both children would take two and a copy.
+    #[cfg(feature = "eevdf")]
+    fn raise_best(&mut self, z: u32) {
+        let cand = self.own(z);
+        let mut x = self.nodes[z as usize].parent;
+        while x != NIL {
+            let b = self.subtree_best(x);
+            if b.2 != z && !self.before(cand, b) {
+                return;
+            }
+            let a = &mut self.aug[x as usize];
+            (a.best_deadline, a.best_key, a.best) = cand;
+            x = self.nodes[x as usize].parent;
         }
     }
 
-    /// Heights, balance and (if `AUG`) subtree bests after a removal: from `fix_from`, the
-    /// deepest node whose subtree lost a node, up; `moved` is the successor that took the
-    /// removed node's place, if any.
+    /// Heights, balance and (if `AUG`) subtree bests after removing `z`: from `fix_from`, the
+    /// deepest node whose subtree lost a node, up; `moved` is the successor that took `z`'s
+    /// place, if any.
     #[inline]
-    fn rebalance_after_remove<const AUG: bool>(&mut self, fix_from: u32, moved: u32) {
+    fn rebalance_after_remove<const AUG: bool>(&mut self, z: u32, fix_from: u32, moved: u32) {
         // A successor moved into z's place holds its old subtree's best, and the retrace may
         // stop below it: bring the path up to it up to date first, and propagate above it too.
         if AUG && moved != NIL {
@@ -352,11 +376,11 @@ impl<const CAP: usize> Timeline<CAP> {
                 x = self.nodes[x as usize].parent;
             }
         }
-        let (rest, _) = self.retrace::<AUG>(fix_from, false);
-        self.propagate::<AUG>(rest);
+        let rest = self.retrace::<AUG>(fix_from, z);
+        self.propagate::<AUG>(rest, z);
         if moved != NIL {
             let above = self.nodes[moved as usize].parent;
-            self.propagate::<AUG>(above);
+            self.propagate::<AUG>(above, z);
         }
     }
 
@@ -710,7 +734,7 @@ impl<const CAP: usize> Timeline<CAP> {
 
     /// Recomputes `x`'s subtree best from its own entry and its children's (if `AUG`, which
     /// is never true without the `eevdf` feature).
-    #[inline]
+    #[inline(always)]
     fn fix_aug<const AUG: bool>(&mut self, x: u32) {
         #[cfg(feature = "eevdf")]
         if AUG {
@@ -731,21 +755,21 @@ impl<const CAP: usize> Timeline<CAP> {
         let _ = x;
     }
 
-    /// Refreshes the subtree bests from `x` up towards the root (from where an insert's or a
-    /// removal's retrace stopped; O(log n), EEVDF only). Everything below `x` is up to date and
-    /// only the path up from it changed, so once a node's best comes out as it was, every
-    /// ancestor's does too, and the walk stops there (usually at once: a new request's
-    /// deadline is rarely a subtree's earliest).
+    /// Refreshes the subtree bests from `x` up towards the root after removing `z` (from
+    /// where the retrace stopped; O(log n), EEVDF only). Everything below `x` is up to date and
+    /// each subtree from `x` up lost `z` alone, so a best changes only where it was `z`; and
+    /// where it was not, `z` was the best of no subtree above, so the walk stops there.
     #[inline]
-    fn propagate<const AUG: bool>(&mut self, mut x: u32) {
+    fn propagate<const AUG: bool>(&mut self, mut x: u32, z: u32) {
         #[cfg(feature = "eevdf")]
         if AUG {
-            while x != NIL && self.refresh_aug::<AUG>(x) {
+            while x != NIL && self.aug[x as usize].best == z {
+                self.fix_aug::<AUG>(x);
                 x = self.nodes[x as usize].parent;
             }
         }
         #[cfg(not(feature = "eevdf"))]
-        let _ = &mut x;
+        let _ = (&mut x, z);
     }
 
     /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
@@ -784,22 +808,20 @@ impl<const CAP: usize> Timeline<CAP> {
         y
     }
 
-    /// Restore heights and balance from `x` up (and the EEVDF augmentation of the nodes it
-    /// passes). Stops as soon as a subtree keeps its previous height, since no height or
-    /// balance above it can have changed; that bounds the work to O(log n) and usually to a
-    /// few levels. Returns where it stopped: the parent of the last node it fixed (NIL at the
-    /// root), from which only the augmentation may still need refreshing, and whether it
-    /// may (the last refresh changed a best, or a rotation happened).
+    /// Restore heights and balance from `x` up (and, after a removal, the EEVDF augmentation
+    /// of the nodes it passes). Stops as soon as a subtree keeps its previous height, since no
+    /// height or balance above it can have changed; that bounds the work to O(log n) and
+    /// usually to a few levels. Returns where it stopped: the parent of the last node it
+    /// fixed (NIL at the root), from which only the augmentation may still need refreshing.
     ///
-    /// `after_insert`: the only change below `x` is one new leaf, every other best was up to
-    /// date; then a node whose best comes out unchanged means none above it changes either,
-    /// and the nodes above are no longer refreshed (rotations still refresh the nodes they
-    /// move). After a removal every node passed is refreshed.
-    fn retrace<const AUG: bool>(&mut self, mut x: u32, after_insert: bool) -> (u32, bool) {
-        #[cfg_attr(not(feature = "eevdf"), allow(unused_mut))]
-        let mut dirty = true;
+    /// `removed`: the entry a removal took out, or NIL after an insert. Rotations refresh
+    /// the nodes they move either way. After a removal a node passed is refreshed only where
+    /// its best was `removed` (its subtree lost that entry alone, or the successor, whose
+    /// path the caller refreshed first); after an insert none is, and the caller raises the
+    /// bests once the heights are done ([`Self::rebalance_after_insert`]).
+    fn retrace<const AUG: bool>(&mut self, mut x: u32, removed: u32) -> u32 {
         #[cfg(not(feature = "eevdf"))]
-        let _ = after_insert;
+        let _ = removed;
         while x != NIL {
             let old = self.nodes[x as usize].height;
             let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
@@ -819,35 +841,18 @@ impl<const CAP: usize> Timeline<CAP> {
             } else {
                 self.nodes[x as usize].height = 1 + hl.max(hr);
                 #[cfg(feature = "eevdf")]
-                if AUG && (dirty || !after_insert) {
-                    dirty = self.refresh_aug::<AUG>(x);
+                if AUG && removed != NIL && self.aug[x as usize].best == removed {
+                    self.fix_aug::<AUG>(x);
                 }
                 x
             };
-            #[cfg(feature = "eevdf")]
-            if AUG && top != x {
-                dirty = true;
-            }
             let tn = &self.nodes[top as usize];
             if tn.height == old {
-                return (tn.parent, dirty);
+                return tn.parent;
             }
             x = tn.parent;
         }
-        (NIL, dirty)
-    }
-
-    /// [`Self::fix_aug`], returning whether `x`'s subtree best changed (always false unless
-    /// `AUG`).
-    #[cfg(feature = "eevdf")]
-    #[inline]
-    fn refresh_aug<const AUG: bool>(&mut self, x: u32) -> bool {
-        if !AUG {
-            return false;
-        }
-        let was = self.aug[x as usize];
-        self.fix_aug::<AUG>(x);
-        self.aug[x as usize] != was
+        NIL
     }
 }
 
