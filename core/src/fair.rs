@@ -262,11 +262,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    /// Adds a detached entity's PELT signals to the runqueue's (no-op if attached).
+    /// Adds a detached entity's PELT signals to the runqueue's ([`Fair::load_avg_with`]
+    /// calls it for a detached one only).
     fn attach_avg_with(&mut self, se: &EntityCell) {
-        if se.pelt_attached() {
-            return;
-        }
         let w = se.weight();
         let mut avg = se.avg();
         self.avg.attach(&mut avg, w);
@@ -674,10 +672,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn check_preempt_tick(&mut self, curr: SlotId, c: &EntityCell) {
-        // (Called for a runnable current entity only.)
-        let lw = LoadWeight { weight: c.load_weight(), inv_weight: 0 };
+        // (Called for a runnable current entity only: it is accounted here.)
         let (ideal, delta_exec, cvr) = (
-            self.sched_slice(&lw, true),
+            self.sched_slice(c.load_weight(), true),
             c.sum_exec_runtime() - c.prev_sum_exec_runtime(),
             c.vruntime(),
         );
@@ -909,23 +906,24 @@ impl<const Q: usize> RunQueue<Q> {
         }
     }
 
-    /// The wall-clock slice of an entity of weight `lw`, accounted here if `on_rq`: its
-    /// weight's share of the period. An entity not yet accounted counts itself in both the
-    /// task number and the total weight.
+    /// The wall-clock slice of an entity of (high-resolution) load weight `weight`,
+    /// accounted here if `on_rq`: its weight's share of the period. An entity not yet
+    /// accounted counts itself in both the task number and the total weight. (The weight
+    /// alone: the slice divides by the total, so the entity's inverse is not needed.)
     #[cfg_attr(target_pointer_width = "64", inline)]
-    pub fn sched_slice(&self, lw: &LoadWeight, on_rq: bool) -> u64 {
+    pub fn sched_slice(&self, weight: u64, on_rq: bool) -> u64 {
         let nr = self.nr_running as u64 + (!on_rq) as u64;
         let slice = self.sched_period(nr);
         let mut total = self.load;
         if !on_rq {
-            total.add(lw.weight);
+            total.add(weight);
         }
-        calc_delta(slice, lw.weight, &total)
+        calc_delta(slice, weight, &total)
     }
 
-    /// [`RunQueue::sched_slice`] in the entity's virtual time.
+    /// [`RunQueue::sched_slice`] in the virtual time of an entity of load weight `lw`.
     pub fn sched_vslice(&self, lw: &LoadWeight, on_rq: bool) -> u64 {
-        calc_delta_fair(self.sched_slice(lw, on_rq), lw)
+        calc_delta_fair(self.sched_slice(lw.weight, on_rq), lw)
     }
 
     /// `place_entity` for an entity at `vr`: a new task (`new_task`, its weight; not yet

@@ -120,7 +120,7 @@ fn s17_min_granularity_holds_back_vruntime_preemption() {
     assert_eq!(d.now, 95 * MS / 4);
     let ideal = {
         let e = d.s.entity(h).unwrap();
-        d.s.rq().sched_slice(&e.load(), e.on_rq)
+        d.s.rq().sched_slice(e.load().weight, e.on_rq)
     };
     assert_eq!(ideal, 23_653_512);
     d.s.yield_now(d.now);
