@@ -14,8 +14,8 @@ use sched_core::{CpuMask, Event, Features, Platform, TaskId, TaskParams};
 
 const MS: u64 = 1_000_000;
 
-/// Which callback is running (for the counts), and whether one is: a call made from a
-/// callback may cause callbacks of its own, which call nothing.
+// Whether a callback is running (a call made from a callback may cause callbacks of its
+// own, which call nothing), and the time the life is at.
 thread_local! {
     static NESTED: Cell<bool> = const { Cell::new(false) };
     static NOW: Cell<u64> = const { Cell::new(MS) };
@@ -92,8 +92,7 @@ fn call_everything<P: Platform<Payload = u32>, const C: usize, const T: usize>(
     cpu: usize,
     now: u64,
 ) -> usize {
-    let cur = s.current(cpu).map(|(id, _)| id);
-    let any: Option<TaskId> = cur;
+    let any: Option<TaskId> = s.current(cpu).map(|(id, _)| id);
     let _ = s.need_resched(cpu);
     let _ = s.tick(cpu, now);
     let _ = s.reschedule(cpu, now, |_| {});
