@@ -72,7 +72,7 @@ impl Platform for KPlatform {
                 ready(smp().payload(task).ok(), event.time);
                 handed(c, event.time);
                 WAKEUPS.fetch_add(1, Relaxed);
-                // Read at the end of the wake call: 1 means the wakee is alone there.
+                // Published right after the enqueue: 1 means the wakee is alone there.
                 if smp().stats(c).nr_running.load(Relaxed) == 1 {
                     WAKEUPS_ONTO_IDLE.fetch_add(1, Relaxed);
                 }

@@ -22,13 +22,11 @@
 //! instead of `reschedule`. Each exit is reported exactly once, when the task is gone and its
 //! thread can be freed: [`Scheduler::exit`]'s answer, or the finishing switch.
 //!
-//! Every call names the CPU it runs on and is made with that CPU's interrupts masked. No
-//! [`Platform`] callback runs under a lock of the machine: what a call decides to tell the
-//! platform is recorded while locked and delivered at the end of the call (see
-//! [`Deferred`]; the clock is asked at once, with at most the caller's balance lock held).
-//! A callback may therefore call anything, except that a call naming the CPU it runs on —
-//! which is still inside the call that caused it — returns [`SchedError::Reentered`], as
-//! does a call from an interrupt taken with interrupts unmasked. `now` is
+//! Every call names the CPU it runs on and is made with that CPU's interrupts masked. A call
+//! that names the calling CPU, made while that CPU is already inside one — from a platform
+//! callback, or from an interrupt taken with interrupts unmasked — returns
+//! [`SchedError::Reentered`] instead of deadlocking on the lock the outer call holds (the
+//! reads that name no CPU are listed in PORTING.md with where they are safe). `now` is
 //! nanoseconds of one monotonic clock all CPUs share; 0 is refused
 //! ([`SchedError::ZeroTime`]).
 //!
@@ -46,9 +44,6 @@
 //! let run = SCHED.reschedule(cpu, now, |_| {}).unwrap();
 //! assert_eq!(run.next, Some((t, ())));
 //! ```
-
-mod deferred;
-pub use deferred::Deferred;
 
 use portable_atomic::{AtomicBool, AtomicU32, Ordering};
 use spin::{RelaxStrategy, Spin};
@@ -85,53 +80,27 @@ struct PortCpu {
     picked: AtomicBool,
 }
 
-/// Marks a CPU inside a call until dropped; on the way out, with every lock of the machine
-/// released, hands the port what the call recorded for it (see [`Deferred`]) while the CPU
-/// still counts as inside, so a callback that names it is refused rather than nested.
-struct Inside<'a, P: Platform, const CPUS: usize, const EVENTS: usize> {
-    flag: &'a AtomicBool,
-    deferred: &'a Deferred<P, CPUS, EVENTS>,
-}
+/// Marks a CPU inside a call until dropped.
+struct Inside<'a>(&'a AtomicBool);
 
-impl<P: Platform, const CPUS: usize, const EVENTS: usize> Drop for Inside<'_, P, CPUS, EVENTS> {
+impl Drop for Inside<'_> {
     fn drop(&mut self) {
-        self.deferred.deliver();
-        self.flag.store(false, Ordering::Release);
+        self.0.store(false, Ordering::Release);
     }
 }
 
 /// sched-core for a kernel: an [`Smp`] machine of up to `CPUS` CPUs, `TASKS` live tasks and
 /// `Q` runnable per CPU, behind the calls a port makes, each checked against the calling
 /// contract (see the module documentation). `P::Payload` is what the port keeps per task.
-/// `EVENTS` is how many [`crate::Event`]s can wait for delivery at once (see
-/// [`Scheduler::events_lost`]).
-pub struct Scheduler<
-    P: Platform,
-    const CPUS: usize,
-    const TASKS: usize,
-    const Q: usize,
-    R = Spin,
-    const EVENTS: usize = DEFAULT_EVENTS,
-> {
-    smp: Smp<Deferred<P, CPUS, EVENTS>, CPUS, TASKS, Q, R>,
+pub struct Scheduler<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
+    smp: Smp<P, CPUS, TASKS, Q, R>,
     cpus: [PortCpu; CPUS],
     /// How many CPUs are up (each counted once, by its `cpu_up`).
     nr_up: AtomicU32,
 }
 
-/// How many events a [`Scheduler`] queues between deliveries unless told otherwise: more than
-/// one call of a machine of 8 CPUs makes (a newly-idle pass over three domain levels with its
-/// migrations, and the switch).
-pub const DEFAULT_EVENTS: usize = 64;
-
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const EVENTS: usize,
-    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Scheduler<P, CPUS, TASKS, Q, R>
 {
     /// A scheduler with no CPU yet, for a `static` (all zeros with the default features and
     /// HZ; see [`Smp::new`]). `hz` is the rate of the port's tick on a busy CPU (0 means
@@ -139,7 +108,7 @@ impl<
     /// counts balance intervals in its jiffies.
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
         Scheduler {
-            smp: Smp::new(Deferred::new(platform), features, hz),
+            smp: Smp::new(platform, features, hz),
             cpus: [const {
                 PortCpu {
                     up: AtomicBool::new(false),
@@ -213,8 +182,8 @@ impl<
     }
 
     /// Whether the core wants `cpu` to reschedule; ask on the way out of every interrupt and
-    /// call. From a callback of `cpu`'s own call it is refused with
-    /// [`SchedError::Reentered`]; for another CPU it answers.
+    /// call. It takes `cpu`'s runqueue lock, so from a callback (which may run under it) it
+    /// is refused with [`SchedError::Reentered`].
     pub fn need_resched(&self, cpu: usize) -> Result<bool, SchedError> {
         let _inside = self.enter(cpu, None)?;
         Ok(self.smp.need_resched(cpu))
@@ -416,24 +385,18 @@ impl<
 
     /// The platform.
     pub fn platform(&self) -> &P {
-        self.smp.platform().inner()
-    }
-
-    /// Events dropped because [`EVENTS`](Scheduler) of them were already waiting for
-    /// delivery (a trace that needs every event sizes `EVENTS` for its busiest call).
-    pub fn events_lost(&self) -> u32 {
-        self.smp.platform().events_lost()
+        self.smp.platform()
     }
 
     /// The machine underneath, for reports and experiments. Its calls bypass this facade's
     /// checks.
-    pub fn smp(&self) -> &Smp<Deferred<P, CPUS, EVENTS>, CPUS, TASKS, Q, R> {
+    pub fn smp(&self) -> &Smp<P, CPUS, TASKS, Q, R> {
         &self.smp
     }
 
     /// Enters a call on `cpu` (at `now`, for the calls that take a time): the CPU exists,
     /// `now` is not 0, and the CPU is not inside another call.
-    fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS>, SchedError> {
+    fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_>, SchedError> {
         let state =
             self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))?;
         if now == Some(0) {
@@ -442,11 +405,11 @@ impl<
         if state.inside.swap(true, Ordering::Acquire) {
             return Err(SchedError::Reentered(cpu));
         }
-        Ok(Inside { flag: &state.inside, deferred: self.smp.platform() })
+        Ok(Inside(&state.inside))
     }
 
     /// [`Scheduler::enter`] on a CPU that is up.
-    fn enter_up(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS>, SchedError> {
+    fn enter_up(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_>, SchedError> {
         let inside = self.enter(cpu, now)?;
         if !self.cpus[cpu].up.load(Ordering::Acquire) {
             return Err(SchedError::CpuNotUp(cpu));
