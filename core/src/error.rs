@@ -44,6 +44,9 @@ pub enum SchedError {
     Reentered(usize),
     /// `now` was 0; times are nanoseconds of a monotonic clock that starts above 0.
     ZeroTime,
+    /// [`crate::port::Scheduler::finish`] on a CPU with no switch picked: `finish` completes
+    /// the switch its [`crate::port::Scheduler::pick`] began.
+    NoSwitchPicked(usize),
     /// A switch was picked on this CPU and not finished yet (see
     /// [`crate::port::Scheduler::pick`]): finish it first.
     SwitchPending(usize),
@@ -69,6 +72,7 @@ impl core::fmt::Display for SchedError {
             SchedError::CpuNotUp(cpu) => write!(f, "cpu {cpu} is not up yet"),
             SchedError::Reentered(cpu) => write!(f, "cpu {cpu} called the scheduler from inside a call"),
             SchedError::ZeroTime => f.write_str("time 0 is not a valid now"),
+            SchedError::NoSwitchPicked(cpu) => write!(f, "cpu {cpu} has no switch picked to finish"),
             SchedError::SwitchPending(cpu) => write!(f, "cpu {cpu} has a switch picked and not finished"),
         }
     }
@@ -80,7 +84,8 @@ impl core::fmt::Display for SchedError {
 pub enum InitError {
     /// The topology description was refused.
     Topology(TopologyError),
-    /// The tick rate given to [`crate::Smp::new`] is above [`crate::smp::MAX_HZ`].
+    /// The tick rate given to [`crate::Smp::new`] or [`crate::Smp::set_hz`] is above
+    /// [`crate::smp::MAX_HZ`].
     Hz(u32),
     /// Tasks are alive: setting the machine up again would strand them on CPUs that may no
     /// longer exist. Holds how many.

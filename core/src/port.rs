@@ -120,7 +120,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
     }
 
-    /// Sets HZ at boot, before [`Scheduler::init`] (see [`Smp::set_hz`]).
+    /// Sets HZ at boot, before [`Scheduler::init`] (see [`Smp::set_hz`]): refused above
+    /// [`crate::smp::MAX_HZ`] and while tasks are alive.
     pub fn set_hz(&self, hz: u32) -> Result<(), InitError> {
         self.smp.set_hz(hz)
     }
@@ -243,8 +244,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// [`Scheduler::need_resched`] after it: the core may want another pick.
     pub fn finish(&self, cpu: usize, now: u64) -> Result<Option<(TaskId, P::Payload)>, SchedError> {
         let _inside = self.enter_up(cpu, Some(now))?;
-        self.cpus[cpu].picked.store(false, Ordering::Release);
-        self.smp.finish_switch(cpu, now)
+        if !self.cpus[cpu].picked.load(Ordering::Acquire) {
+            return Err(SchedError::NoSwitchPicked(cpu));
+        }
+        let finished = self.smp.finish_switch(cpu, now);
+        if finished.is_ok() {
+            self.cpus[cpu].picked.store(false, Ordering::Release);
+        }
+        finished
     }
 
     /// Creates a task on behalf of the task running on `cpu`, with the port's payload for it

@@ -243,3 +243,25 @@ fn porting_md_states_the_code_s_figures() {
     let readme = include_str!("../../README.md").replace('\n', " ");
     assert!(readme.contains(&format!("toy port in {toy} lines")), "README: toy port, {toy} lines");
 }
+
+/// A finish with no pick before it, and a tick rate `init` would refuse, are refused at
+/// once, and nothing changes.
+#[test]
+fn finish_without_pick_and_a_refused_hz_change_nothing() {
+    let s: Box<Scheduler<Payloads, 1, 8, 8>> = Box::new(Scheduler::new(Payloads, Features::DEFAULT, 250));
+    let too_fast = sched_core::smp::MAX_HZ + 1;
+    assert_eq!(s.set_hz(too_fast), Err(sched_core::InitError::Hz(too_fast)));
+    assert_eq!(s.hz(), 250, "a refused rate leaves the old one");
+    s.set_hz(sched_core::smp::MAX_HZ).unwrap();
+    s.set_hz(250).unwrap();
+    s.init_with(|t| t.init_flat(1)).unwrap();
+    s.cpu_up(0, T).unwrap();
+    assert_eq!(s.finish(0, T), Err(SchedError::NoSwitchPicked(0)));
+    let a = s.create(0, T, TaskParams::default(), 3).unwrap();
+    assert_eq!(s.finish(0, T), Err(SchedError::NoSwitchPicked(0)), "still none picked");
+    assert_eq!(s.pick(0, T).unwrap().next, Some((a, 3)));
+    assert_eq!(s.finish(0, T), Ok(None));
+    assert_eq!(s.finish(0, T), Err(SchedError::NoSwitchPicked(0)), "one finish per pick");
+    assert_eq!(s.current(0), Some((a, 3)));
+    s.check_invariants().unwrap();
+}

@@ -275,8 +275,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// Changes the tick rate before [`Smp::init`] (or while no task is alive): a kernel that
     /// learns its HZ at boot keeps one `static` machine built with the defaults (all zeros, no
-    /// `.data`) and sets the rate here. Refused while tasks are alive; a rate above
-    /// [`MAX_HZ`] is refused by the next `init`.
+    /// `.data`) and sets the rate here. Refused while tasks are alive, and a rate above
+    /// [`MAX_HZ`] is refused ([`InitError::Hz`]), as `init` refuses it; nothing changes.
     ///
     /// ```
     /// use sched_core::{NoPlatform, Smp, Features};
@@ -286,6 +286,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// assert_eq!(SMP.hz(), 1000);
     /// ```
     pub fn set_hz(&self, hz: u32) -> Result<(), InitError> {
+        if hz > MAX_HZ {
+            return Err(InitError::Hz(hz));
+        }
         let alive = self.table().len();
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
