@@ -852,6 +852,7 @@ fn err_kind(e: &SchedError) -> &'static str {
         SchedError::Reentered(_) => "Reentered",
         SchedError::ZeroTime => "ZeroTime",
         SchedError::SwitchPending(_) => "SwitchPending",
+        SchedError::NoSwitchPicked(_) => "NoSwitchPicked",
         #[cfg(feature = "eevdf")]
         SchedError::InvalidSlice(_) => "InvalidSlice",
     }
