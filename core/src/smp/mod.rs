@@ -196,9 +196,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         &self,
         build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,
     ) -> Result<(), InitError> {
-        if self.hz() > MAX_HZ {
-            return Err(InitError::Hz(self.hz()));
-        }
+        check_hz(self.hz())?;
         // (init runs before the CPUs do; a task created concurrently is a misuse it does not
         // guard against, since the table lock may not be held while runqueues are locked.)
         let alive = self.table().len();
@@ -286,9 +284,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// assert_eq!(SMP.hz(), 1000);
     /// ```
     pub fn set_hz(&self, hz: u32) -> Result<(), InitError> {
-        if hz > MAX_HZ {
-            return Err(InitError::Hz(hz));
-        }
+        check_hz(hz)?;
         let alive = self.table().len();
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
@@ -506,6 +502,14 @@ pub(crate) fn update_avg(avg: u64, sample: u64) -> u64 {
 /// ns, so the rate must leave a whole nanosecond per tick; well below that, 10⁶ is already far
 /// beyond any real kernel's `CONFIG_HZ`.
 pub const MAX_HZ: u32 = 1_000_000;
+
+/// The one bound on a tick rate, which `set_hz` and `init` both keep.
+fn check_hz(hz: u32) -> Result<(), InitError> {
+    if hz > MAX_HZ {
+        return Err(InitError::Hz(hz));
+    }
+    Ok(())
+}
 
 /// The tick rate of a machine built with `hz` 0 (Linux's common `CONFIG_HZ`).
 pub const DEFAULT_HZ: u32 = 250;
