@@ -125,6 +125,10 @@ pub enum EventKind {
     Waking {
         /// The task.
         task: TaskId,
+        /// Runnable tasks on the CPU right after the wakee joined (1: it woke onto an idle
+        /// CPU). Taken when the wakeup happened: a port that receives events later, as
+        /// [`crate::port::Scheduler`]'s does, reads it here rather than from the CPU's stats.
+        nr_running: u32,
     },
     /// A new task was made runnable on this CPU.
     NewTask {

@@ -139,7 +139,7 @@ impl Platform for Names {
     type Payload = u32;
     fn resched_cpu(&self, _cpu: u32) {}
     fn event(&self, e: &Event) {
-        if let EventKind::NewTask { task } | EventKind::Waking { task } = e.kind {
+        if let EventKind::NewTask { task } | EventKind::Waking { task, .. } = e.kind {
             self.seen.lock().unwrap().push((task, NAMED.payload(task)));
         }
     }

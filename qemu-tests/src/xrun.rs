@@ -502,7 +502,7 @@ fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
     for l in &b.lines {
         let woken = l.split("trace: waking ").nth(1);
         if let Some(rest) = woken.or_else(|| l.split("trace: new ").nth(1)) {
-            // `waking cpu=C t=NS pid=P by=B`: a wakeup of P onto C; `new ...`: P created there.
+            // `waking cpu=C t=NS pid=P`: a wakeup of P onto C; `new ...`: P created there.
             let f: Vec<u64> = rest
                 .split_whitespace()
                 .take(3)

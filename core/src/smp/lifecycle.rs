@@ -189,8 +189,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     drop(t);
                     st.rq.fair(self.pool()).check_preempt_wakeup(slot as u32, wf);
                     self.after_update(c, &mut st);
+                    let nr_running = st.rq.nr_running();
                     drop(st);
-                    self.emit(now, c as u32, EventKind::Waking { task: id });
+                    self.emit(now, c as u32, EventKind::Waking { task: id, nr_running });
                     return Ok(c as u32);
                 }
                 Location::Parked { cpu: prev } => {
@@ -258,7 +259,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                                     EventKind::Migrate { task: id, from: prev as u32, reason },
                                 );
                             }
-                            self.emit(now, target as u32, EventKind::Waking { task: id });
+                            let nr_running =
+                                self.stats(target).nr_running.load(portable_atomic::Ordering::Relaxed);
+                            self.emit(now, target as u32, EventKind::Waking { task: id, nr_running });
                             Ok(target as u32)
                         }
                         Err(err) => {

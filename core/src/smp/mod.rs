@@ -10,6 +10,9 @@
 //! 3. The **task table** lock: taken with or without runqueue locks, never held while
 //!    taking a runqueue lock.
 //!
+//! 4. The porter's **event queue** (`port::Deferred`): a leaf, taken with or without the
+//!    locks above and released before anything else is locked or called.
+//!
 //! An **entity cell** (the `entities` module) is not a lock: only the entity's owner reads
 //! or writes it — the holder of the runqueue lock of the CPU the task is attached to, of the
 //! table lock for a parked task, or the caller moving a task in transit — and that owner's

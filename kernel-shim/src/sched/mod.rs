@@ -315,6 +315,9 @@ pub fn online() -> usize {
 }
 
 static IN_HANDLER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// A reschedule request for this CPU arrived inside its handler (at the end of one of its
+/// own core calls) and sent no interrupt: the handler's exit looks again before it returns.
+static RESCHED_LATE: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
 static CURRENT: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(NONE) }; MAX_CPUS];
 static IDLE_FRAME: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
 /// Idle CPUs stop their tick (`nohz=on`).
@@ -472,24 +475,19 @@ pub fn hz() -> u32 {
 /// grounds would be a bug of this kernel.
 const OUR_CPU: &str = "the kernel calls the core as the porter's contract asks";
 
-/// Logs a wakeup, new task or migration for `trace=on` (`by` = the CPU that decided).
+/// Logs a wakeup, new task or migration for `trace=on`. (Events reach the platform at the
+/// end of a call, maybe another CPU's, so the logging CPU is not named.)
 fn trace_event(event: &Event) {
-    let by = arch::cpu_id();
     match event.kind {
-        EventKind::Waking { task } => defmt::info!(
-            "trace: waking cpu={=u32} t={=u64} pid={=u32} by={=usize}",
+        EventKind::Waking { task, .. } => defmt::info!(
+            "trace: waking cpu={=u32} t={=u64} pid={=u32}",
             event.cpu,
             event.time,
-            trace_pid(task),
-            by
+            trace_pid(task)
         ),
-        EventKind::NewTask { task } => defmt::info!(
-            "trace: new cpu={=u32} t={=u64} pid={=u32} by={=usize}",
-            event.cpu,
-            event.time,
-            trace_pid(task),
-            by
-        ),
+        EventKind::NewTask { task } => {
+            defmt::info!("trace: new cpu={=u32} t={=u64} pid={=u32}", event.cpu, event.time, trace_pid(task))
+        }
         EventKind::Migrate { task, from, reason } => defmt::info!(
             "trace: migrate cpu={=u32} t={=u64} pid={=u32} from={=u32} reason={=str}",
             event.cpu,

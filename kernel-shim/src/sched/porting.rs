@@ -44,8 +44,10 @@ impl Platform for KPlatform {
             return;
         }
         let me = arch::cpu_id();
-        // On the way out of this CPU's handler `need_resched` is checked anyway.
+        // On the way out of this CPU's handler `need_resched` is checked anyway, and again if
+        // this came after the last check (see RESCHED_LATE).
         if c == me && IN_HANDLER[me].load(Relaxed) {
+            RESCHED_LATE[me].store(true, Relaxed);
             return;
         }
         CPU[c].resched_sent.fetch_add(1, Relaxed);
@@ -68,12 +70,12 @@ impl Platform for KPlatform {
                 handed(c, event.time);
                 handed(c, event.time);
             }
-            EventKind::Waking { task } => {
+            EventKind::Waking { task, nr_running } => {
                 ready(smp().payload(task).ok(), event.time);
                 handed(c, event.time);
                 WAKEUPS.fetch_add(1, Relaxed);
-                // Published right after the enqueue: 1 means the wakee is alone there.
-                if smp().stats(c).nr_running.load(Relaxed) == 1 {
+                // 1: the wakee is alone there.
+                if nr_running == 1 {
                     WAKEUPS_ONTO_IDLE.fetch_add(1, Relaxed);
                 }
             }
@@ -143,7 +145,14 @@ pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
         }
         ExcKind::Unexpected(k) => panic!("unexpected exception (vector entry {})", k),
     }
-    let next = reschedule(cpu, addr);
+    let mut next = reschedule(cpu, addr);
+    // A request delivered at the end of the exit's last core call (idle_enter, say).
+    for _ in 0..SWITCH_PASSES {
+        if !RESCHED_LATE[cpu].swap(false, Relaxed) {
+            break;
+        }
+        next = reschedule(cpu, next);
+    }
     if !arch::cpu_stacks_intact(cpu) {
         panic!("stack overflow: CPU {}'s exception or boot stack", cpu);
     }

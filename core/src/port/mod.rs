@@ -22,11 +22,15 @@
 //! instead of `reschedule`. Each exit is reported exactly once, when the task is gone and its
 //! thread can be freed: [`Scheduler::exit`]'s answer, or the finishing switch.
 //!
-//! Every call names the CPU it runs on and is made with that CPU's interrupts masked. A call
-//! that names the calling CPU, made while that CPU is already inside one — from a platform
-//! callback, or from an interrupt taken with interrupts unmasked — returns
-//! [`SchedError::Reentered`] instead of deadlocking on the lock the outer call holds (the
-//! reads that name no CPU are listed in PORTING.md with where they are safe). `now` is
+//! Every call names the CPU it runs on and is made with that CPU's interrupts masked. No
+//! [`Platform`] callback runs under a lock of the machine: what a call decides to tell the
+//! platform is recorded while locked and delivered at the end of the call (see
+//! [`Deferred`]; the clock is asked at once, with at most the caller's balance lock held).
+//! A callback may therefore call anything: a call naming a CPU still inside a call on the
+//! callback's CPU returns [`SchedError::Reentered`], as does a call from an interrupt taken
+//! with interrupts unmasked, and every other call runs. A request for a CPU that another CPU
+//! posts while it is inside a call reaches it at the end of that call, and
+//! [`Scheduler::need_resched`] and [`Scheduler::reschedule`] count it. `now` is
 //! nanoseconds of one monotonic clock all CPUs share; 0 is refused
 //! ([`SchedError::ZeroTime`]).
 //!
@@ -44,6 +48,9 @@
 //! let run = SCHED.reschedule(cpu, now, |_| {}).unwrap();
 //! assert_eq!(run.next, Some((t, ())));
 //! ```
+
+mod deferred;
+pub use deferred::Deferred;
 
 use portable_atomic::{AtomicBool, AtomicU32, Ordering};
 use spin::{RelaxStrategy, Spin};
@@ -80,27 +87,73 @@ struct PortCpu {
     picked: AtomicBool,
 }
 
-/// Marks a CPU inside a call until dropped.
-struct Inside<'a>(&'a AtomicBool);
+/// Marks a CPU inside a call until left (or dropped). Leaving hands the port, with every lock
+/// of the machine released, what the call recorded for it (see [`Deferred`]): first while
+/// the CPU still counts as inside, so a callback that names it is refused rather than nested,
+/// then once more after, for what another CPU left it meanwhile.
+struct Inside<'a, P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> {
+    me: usize,
+    cpus: &'a [PortCpu; CPUS],
+    deferred: &'a Deferred<P, CPUS, EVENTS, R>,
+    left: bool,
+}
 
-impl Drop for Inside<'_> {
+impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Inside<'_, P, CPUS, EVENTS, R> {
+    /// Ends the call. Returns whether a request for this CPU itself (reschedule, stopper,
+    /// kick) was delivered on the way out: the port heard of it before the call returned,
+    /// perhaps after it last asked [`Scheduler::need_resched`].
+    fn leave(&mut self) -> bool {
+        if core::mem::replace(&mut self.left, true) {
+            return false;
+        }
+        let cpus = self.cpus;
+        let own = self.deferred.deliver(self.me, |c| cpus[c].inside.load(Ordering::SeqCst));
+        cpus[self.me].inside.store(false, Ordering::SeqCst);
+        // What another CPU posted for this one while it still looked inside.
+        self.deferred.deliver_own(self.me) | own
+    }
+}
+
+impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Drop
+    for Inside<'_, P, CPUS, EVENTS, R>
+{
     fn drop(&mut self) {
-        self.0.store(false, Ordering::Release);
+        self.leave();
     }
 }
 
 /// sched-core for a kernel: an [`Smp`] machine of up to `CPUS` CPUs, `TASKS` live tasks and
 /// `Q` runnable per CPU, behind the calls a port makes, each checked against the calling
 /// contract (see the module documentation). `P::Payload` is what the port keeps per task.
-pub struct Scheduler<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
-    smp: Smp<P, CPUS, TASKS, Q, R>,
+/// `EVENTS` is how many [`crate::Event`]s can wait for delivery at once (see
+/// [`Scheduler::events_lost`]).
+pub struct Scheduler<
+    P: Platform,
+    const CPUS: usize,
+    const TASKS: usize,
+    const Q: usize,
+    R: RelaxStrategy = Spin,
+    const EVENTS: usize = DEFAULT_EVENTS,
+> {
+    smp: Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R>,
     cpus: [PortCpu; CPUS],
     /// How many CPUs are up (each counted once, by its `cpu_up`).
     nr_up: AtomicU32,
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Scheduler<P, CPUS, TASKS, Q, R>
+/// How many events a [`Scheduler`] queues between deliveries unless told otherwise: more than
+/// one call of a machine of 8 CPUs makes (a newly-idle pass over three domain levels with its
+/// migrations, and the switch).
+pub const DEFAULT_EVENTS: usize = 64;
+
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const EVENTS: usize,
+    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS>
 {
     /// A scheduler with no CPU yet, for a `static` (all zeros with the default features and
     /// HZ; see [`Smp::new`]). `hz` is the rate of the port's tick on a busy CPU (0 means
@@ -108,7 +161,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// counts balance intervals in its jiffies.
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
         Scheduler {
-            smp: Smp::new(platform, features, hz),
+            smp: Smp::new(Deferred::new(platform), features, hz),
             cpus: [const {
                 PortCpu {
                     up: AtomicBool::new(false),
@@ -183,11 +236,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// Whether the core wants `cpu` to reschedule; ask on the way out of every interrupt and
-    /// call. It takes `cpu`'s runqueue lock, so from a callback (which may run under it) it
-    /// is refused with [`SchedError::Reentered`].
+    /// call. From a callback of `cpu`'s own call it is refused with
+    /// [`SchedError::Reentered`]; for another CPU it answers.
     pub fn need_resched(&self, cpu: usize) -> Result<bool, SchedError> {
-        let _inside = self.enter(cpu, None)?;
-        Ok(self.smp.need_resched(cpu))
+        let mut inside = self.enter(cpu, None)?;
+        // Read after leaving: a request another CPU posted for this one meanwhile is
+        // answered here, not left to a reschedule interrupt the port may skip for itself.
+        let asked = inside.leave();
+        Ok(asked || self.wants_pass(cpu))
     }
 
     /// Picks what `cpu` runs next and completes the switch, as often as the core asks (up to
@@ -204,18 +260,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         now: u64,
         mut on_switch: impl FnMut(&Switch<P::Payload>),
     ) -> Result<Resched<P::Payload>, SchedError> {
-        let _inside = self.enter_up(cpu, Some(now))?;
-        if self.cpus[cpu].picked.load(Ordering::Acquire) {
-            return Err(SchedError::SwitchPending(cpu));
-        }
         let mut next = None;
         for _ in 0..MAX_PASSES {
+            let mut inside = self.enter_up(cpu, Some(now))?;
+            if self.cpus[cpu].picked.load(Ordering::Acquire) {
+                return Err(SchedError::SwitchPending(cpu));
+            }
             // (No switch is pending, so the pick finishes none and reports no exit itself.)
             let mut sw = self.smp.schedule_switch(cpu, now)?;
             sw.exited = self.smp.finish_switch(cpu, now)?;
             on_switch(&sw);
             next = sw.next;
-            if !self.smp.need_resched(cpu) {
+            // Each pass ends the call, so what it posted for this CPU counts here.
+            let asked = inside.leave();
+            if !asked && !self.wants_pass(cpu) {
                 return Ok(Resched { next, again: false });
             }
         }
@@ -392,18 +450,24 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// The platform.
     pub fn platform(&self) -> &P {
-        self.smp.platform()
+        self.smp.platform().inner()
+    }
+
+    /// Events dropped because [`EVENTS`](Scheduler) of them were already waiting for
+    /// delivery (a trace that needs every event sizes `EVENTS` for its busiest call).
+    pub fn events_lost(&self) -> u32 {
+        self.smp.platform().events_lost()
     }
 
     /// The machine underneath, for reports and experiments. Its calls bypass this facade's
     /// checks.
-    pub fn smp(&self) -> &Smp<P, CPUS, TASKS, Q, R> {
+    pub fn smp(&self) -> &Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R> {
         &self.smp
     }
 
     /// Enters a call on `cpu` (at `now`, for the calls that take a time): the CPU exists,
     /// `now` is not 0, and the CPU is not inside another call.
-    fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_>, SchedError> {
+    fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS, R>, SchedError> {
         let state =
             self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))?;
         if now == Some(0) {
@@ -412,16 +476,29 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if state.inside.swap(true, Ordering::Acquire) {
             return Err(SchedError::Reentered(cpu));
         }
-        Ok(Inside(&state.inside))
+        Ok(Inside { me: cpu, cpus: &self.cpus, deferred: self.smp.platform(), left: false })
     }
 
     /// [`Scheduler::enter`] on a CPU that is up.
-    fn enter_up(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_>, SchedError> {
+    fn enter_up(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS, R>, SchedError> {
         let inside = self.enter(cpu, now)?;
         if !self.cpus[cpu].up.load(Ordering::Acquire) {
             return Err(SchedError::CpuNotUp(cpu));
         }
         Ok(inside)
+    }
+
+    /// The core wants `cpu` to pass through the scheduler: a reschedule is due, or a nohz kick
+    /// waits there (a pass serves it first). A kick can reach its CPU at the end of the
+    /// CPU's own call (see [`Deferred`]), when no interrupt will come for it; counting it
+    /// here keeps it from waiting, unserved and blocking every later kick, while the CPU
+    /// sleeps without a tick.
+    fn wants_pass(&self, cpu: usize) -> bool {
+        #[cfg(feature = "nohz")]
+        if self.smp.nohz().kick_flags(cpu) != 0 {
+            return true;
+        }
+        self.smp.need_resched(cpu)
     }
 
     /// Every CPU of the machine is up: one load on the way that succeeds (create and wake);
