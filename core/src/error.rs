@@ -50,6 +50,9 @@ pub enum SchedError {
     /// A switch was picked on this CPU and not finished yet (see
     /// [`crate::port::Scheduler::pick`]): finish it first.
     SwitchPending(usize),
+    /// A call before [`crate::port::Scheduler::init`] described the machine: there is no CPU
+    /// and no task yet.
+    NotInitialised,
 }
 
 impl core::fmt::Display for SchedError {
@@ -74,6 +77,7 @@ impl core::fmt::Display for SchedError {
             SchedError::ZeroTime => f.write_str("time 0 is not a valid now"),
             SchedError::NoSwitchPicked(cpu) => write!(f, "cpu {cpu} has no switch picked to finish"),
             SchedError::SwitchPending(cpu) => write!(f, "cpu {cpu} has a switch picked and not finished"),
+            SchedError::NotInitialised => f.write_str("the scheduler is not initialised (call init first)"),
         }
     }
 }

@@ -92,7 +92,7 @@ fn call_everything<P: Platform<Payload = u32>, const C: usize, const T: usize>(
     cpu: usize,
     now: u64,
 ) -> usize {
-    let any: Option<TaskId> = s.current(cpu).map(|(id, _)| id);
+    let any: Option<TaskId> = s.current(cpu).ok().flatten().map(|(id, _)| id);
     let _ = s.need_resched(cpu);
     let _ = s.tick(cpu, now);
     let _ = s.reschedule(cpu, now, |_| {});
@@ -150,7 +150,7 @@ fn life<P: Platform<Payload = u32>, const C: usize, const T: usize>(s: &'static 
         for cpu in 0..C {
             let _ = s.tick(cpu, now);
             let _ = s.reschedule(cpu, now, |_| {});
-            if let Some((t, _)) = s.current(cpu) {
+            if let Ok(Some((t, _))) = s.current(cpu) {
                 match (step + cpu as u64) % 7 {
                     0 => {
                         let _ = s.block(cpu, now, t);

@@ -853,6 +853,7 @@ fn err_kind(e: &SchedError) -> &'static str {
         SchedError::ZeroTime => "ZeroTime",
         SchedError::SwitchPending(_) => "SwitchPending",
         SchedError::NoSwitchPicked(_) => "NoSwitchPicked",
+        SchedError::NotInitialised => "NotInitialised",
         #[cfg(feature = "eevdf")]
         SchedError::InvalidSlice(_) => "InvalidSlice",
     }

@@ -86,7 +86,8 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
     /// than an interrupt from another CPU.
     pub(crate) fn deliver(&self, me: usize, inside: impl Fn(usize) -> bool) -> bool {
         let own = self.deliver_to(me);
-        if self.pending.swap(false, Ordering::SeqCst) {
+        // (Loads first: a call with nothing to hand over writes no shared line.)
+        if self.pending.load(Ordering::SeqCst) && self.pending.swap(false, Ordering::SeqCst) {
             let mut left = false;
             for cpu in (0..CPUS).filter(|&c| c != me) {
                 if self.notices[cpu].load(Ordering::Relaxed) == 0 {
@@ -102,7 +103,7 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
                 self.pending.store(true, Ordering::SeqCst);
             }
         }
-        if self.queued.swap(false, Ordering::AcqRel) {
+        if self.queued.load(Ordering::Acquire) && self.queued.swap(false, Ordering::AcqRel) {
             // One event at a time: the queue's lock is never held while the port runs.
             loop {
                 // (A `while let` would keep the guard, a temporary, across the callback.)

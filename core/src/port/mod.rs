@@ -239,7 +239,7 @@ impl<
     /// call. From a callback of `cpu`'s own call it is refused with
     /// [`SchedError::Reentered`]; for another CPU it answers.
     pub fn need_resched(&self, cpu: usize) -> Result<bool, SchedError> {
-        let mut inside = self.enter(cpu, None)?;
+        let mut inside = self.enter_up(cpu, None)?;
         // Read after leaving: a request another CPU posted for this one meanwhile is
         // answered here, not left to a reschedule interrupt the port may skip for itself.
         let asked = inside.leave();
@@ -414,22 +414,28 @@ impl<
 
     /// The payload of live task `id`.
     pub fn payload(&self, id: TaskId) -> Result<P::Payload, SchedError> {
+        self.initialised()?;
         self.smp.table().payload(id)
     }
 
-    /// The task running on `cpu` and its payload.
-    pub fn current(&self, cpu: usize) -> Option<(TaskId, P::Payload)> {
-        let id = self.smp.current(cpu)?;
-        Some((id, self.payload(id).ok()?))
+    /// The task running on `cpu` and its payload (`None`: idle). It reads the runqueue under
+    /// its lock, which no callback runs under, so callbacks may ask too.
+    pub fn current(&self, cpu: usize) -> Result<Option<(TaskId, P::Payload)>, SchedError> {
+        self.check_up(cpu)?;
+        let Some(id) = self.smp.current(cpu) else { return Ok(None) };
+        // (A task that exits between the two reads is no longer current.)
+        Ok(self.payload(id).ok().map(|p| (id, p)))
     }
 
     /// A task's state.
     pub fn state(&self, id: TaskId) -> Result<TaskState, SchedError> {
+        self.initialised()?;
         self.smp.state(id)
     }
 
     /// The CPU a task is on (or last ran on).
     pub fn task_cpu(&self, id: TaskId) -> Result<usize, SchedError> {
+        self.initialised()?;
         self.smp.task_cpu(id).map(|c| c as usize)
     }
 
@@ -443,8 +449,13 @@ impl<
         self.smp.stats(cpu)
     }
 
-    /// Checks every invariant of the machine (see [`Smp::check_invariants`]).
+    /// Checks every invariant of the machine (see [`Smp::check_invariants`]). Before
+    /// [`Scheduler::init`] there is no machine to check, which it reports as a violation
+    /// (`what`: "not initialised").
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
+        if self.smp.nr_cpus() == 0 {
+            return Err(InvariantViolation { cpu: 0, what: "not initialised", task: None });
+        }
         self.smp.check_invariants()
     }
 
@@ -468,6 +479,7 @@ impl<
     /// Enters a call on `cpu` (at `now`, for the calls that take a time): the CPU exists,
     /// `now` is not 0, and the CPU is not inside another call.
     fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS, R>, SchedError> {
+        self.initialised()?;
         let state =
             self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))?;
         if now == Some(0) {
@@ -486,6 +498,26 @@ impl<
             return Err(SchedError::CpuNotUp(cpu));
         }
         Ok(inside)
+    }
+
+    /// [`SchedError::NotInitialised`] before the first `init`.
+    fn initialised(&self) -> Result<(), SchedError> {
+        if self.smp.nr_cpus() == 0 {
+            return Err(SchedError::NotInitialised);
+        }
+        Ok(())
+    }
+
+    /// `cpu` exists and is up (for the reads that enter no call).
+    fn check_up(&self, cpu: usize) -> Result<(), SchedError> {
+        self.initialised()?;
+        if cpu >= self.smp.nr_cpus() {
+            return Err(SchedError::CpuOutOfRange(cpu));
+        }
+        if !self.cpus[cpu].up.load(Ordering::Acquire) {
+            return Err(SchedError::CpuNotUp(cpu));
+        }
+        Ok(())
     }
 
     /// The core wants `cpu` to pass through the scheduler: a reschedule is due, or a nohz kick

@@ -304,6 +304,9 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
     let mut cur = frame;
     let was_idle = CURRENT[cpu].load(Relaxed) == NONE;
     for _ in 0..SWITCH_PASSES {
+        // need_resched answers for every request delivered before and during it: only one
+        // that comes with a later call (idle_enter, say) needs another look.
+        RESCHED_LATE[cpu].store(false, Relaxed);
         if !smp.need_resched(cpu).expect(OUR_CPU) {
             break;
         }
