@@ -82,10 +82,10 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
     /// every CPU that is not inside a call (`inside` tells), then every queued event.
     ///
     /// A CPU inside a call is left its requests: it takes them itself on its way out
-    /// ([`Deferred::deliver_own`]), where a reschedule is a flag its exit path reads rather
+    /// ([`Deferred::deliver_requests`] after it clears its inside flag), where a reschedule is a flag its exit path reads rather
     /// than an interrupt from another CPU.
     pub(crate) fn deliver(&self, me: usize, inside: impl Fn(usize) -> bool) -> bool {
-        let own = self.deliver_to(me);
+        let own = self.deliver_requests(me);
         // (Loads first: a call with nothing to hand over writes no shared line.)
         if self.pending.load(Ordering::SeqCst) && self.pending.swap(false, Ordering::SeqCst) {
             let mut left = false;
@@ -96,7 +96,7 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
                 if inside(cpu) {
                     left = true;
                 } else {
-                    self.deliver_to(cpu);
+                    self.deliver_requests(cpu);
                 }
             }
             if left {
@@ -115,18 +115,9 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
         own
     }
 
-    /// `me`'s requests posted after it stopped counting as inside, by a CPU that saw it
-    /// inside and left them: `me` clears its inside flag (sequentially consistent) before
-    /// calling this, and a poster sets the bit before reading the flag, so one of the two
-    /// sees the other and the request is delivered exactly once.
-    /// Returns whether there were any.
-    pub(crate) fn deliver_own(&self, me: usize) -> bool {
-        self.deliver_to(me)
-    }
-
     /// Takes and delivers `cpu`'s request bits (whoever swaps them out delivers them);
     /// whether there were any.
-    fn deliver_to(&self, cpu: usize) -> bool {
+    pub(crate) fn deliver_requests(&self, cpu: usize) -> bool {
         let Some(n) = self.notices.get(cpu) else { return false };
         // (A load first: a CPU with nothing posted leaves the line shared.)
         if n.load(Ordering::SeqCst) == 0 {

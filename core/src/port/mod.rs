@@ -109,8 +109,10 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Insi
         let cpus = self.cpus;
         let own = self.deferred.deliver(self.me, |c| cpus[c].inside.load(Ordering::SeqCst));
         cpus[self.me].inside.store(false, Ordering::SeqCst);
-        // What another CPU posted for this one while it still looked inside.
-        self.deferred.deliver_own(self.me) | own
+        // What another CPU posted for this one while it still looked inside: this CPU
+        // cleared its flag (sequentially consistent) before looking, and a poster sets the
+        // bit before reading the flag, so one of the two delivers it, exactly once.
+        self.deferred.deliver_requests(self.me) | own
     }
 }
 
@@ -236,8 +238,9 @@ impl<
     }
 
     /// Whether the core wants `cpu` to reschedule; ask on the way out of every interrupt and
-    /// call. From a callback of `cpu`'s own call it is refused with
-    /// [`SchedError::Reentered`]; for another CPU it answers.
+    /// call. It answers `true` too when a request for `cpu` (or a nohz kick) reached the port
+    /// on the way out of this very call. From a callback of `cpu`'s own call it is refused
+    /// with [`SchedError::Reentered`]; for another CPU it answers.
     pub fn need_resched(&self, cpu: usize) -> Result<bool, SchedError> {
         let mut inside = self.enter_up(cpu, None)?;
         // Read after leaving: a request another CPU posted for this one meanwhile is
@@ -421,7 +424,8 @@ impl<
     /// The task running on `cpu` and its payload (`None`: idle). It reads the runqueue under
     /// its lock, which no callback runs under, so callbacks may ask too.
     pub fn current(&self, cpu: usize) -> Result<Option<(TaskId, P::Payload)>, SchedError> {
-        self.check_up(cpu)?;
+        self.port_cpu(cpu)?;
+        self.is_up(cpu)?;
         let Some(id) = self.smp.current(cpu) else { return Ok(None) };
         // (A task that exits between the two reads is no longer current.)
         Ok(self.payload(id).ok().map(|p| (id, p)))
@@ -453,7 +457,7 @@ impl<
     /// [`Scheduler::init`] there is no machine to check, which it reports as a violation
     /// (`what`: "not initialised").
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
-        if self.smp.nr_cpus() == 0 {
+        if self.initialised().is_err() {
             return Err(InvariantViolation { cpu: 0, what: "not initialised", task: None });
         }
         self.smp.check_invariants()
@@ -479,9 +483,7 @@ impl<
     /// Enters a call on `cpu` (at `now`, for the calls that take a time): the CPU exists,
     /// `now` is not 0, and the CPU is not inside another call.
     fn enter(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS, R>, SchedError> {
-        self.initialised()?;
-        let state =
-            self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))?;
+        let state = self.port_cpu(cpu)?;
         if now == Some(0) {
             return Err(SchedError::ZeroTime);
         }
@@ -494,9 +496,7 @@ impl<
     /// [`Scheduler::enter`] on a CPU that is up.
     fn enter_up(&self, cpu: usize, now: Option<u64>) -> Result<Inside<'_, P, CPUS, EVENTS, R>, SchedError> {
         let inside = self.enter(cpu, now)?;
-        if !self.cpus[cpu].up.load(Ordering::Acquire) {
-            return Err(SchedError::CpuNotUp(cpu));
-        }
+        self.is_up(cpu)?;
         Ok(inside)
     }
 
@@ -508,12 +508,14 @@ impl<
         Ok(())
     }
 
-    /// `cpu` exists and is up (for the reads that enter no call).
-    fn check_up(&self, cpu: usize) -> Result<(), SchedError> {
+    /// The facade's state of `cpu`, a CPU of the machine `init` described.
+    fn port_cpu(&self, cpu: usize) -> Result<&PortCpu, SchedError> {
         self.initialised()?;
-        if cpu >= self.smp.nr_cpus() {
-            return Err(SchedError::CpuOutOfRange(cpu));
-        }
+        self.cpus.get(cpu).filter(|_| cpu < self.smp.nr_cpus()).ok_or(SchedError::CpuOutOfRange(cpu))
+    }
+
+    /// [`SchedError::CpuNotUp`] unless `cpu` (in range) has been brought up.
+    fn is_up(&self, cpu: usize) -> Result<(), SchedError> {
         if !self.cpus[cpu].up.load(Ordering::Acquire) {
             return Err(SchedError::CpuNotUp(cpu));
         }

@@ -1,6 +1,7 @@
 //! The task life cycle: create, block, wake, exit, exec, and changes of nice and affinity.
 //! Every call validates its input before it changes anything.
 
+use portable_atomic::Ordering::Relaxed;
 use spin::RelaxStrategy;
 
 use super::{update_avg, Move, Moved, Push, Smp};
@@ -259,8 +260,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                                     EventKind::Migrate { task: id, from: prev as u32, reason },
                                 );
                             }
-                            let nr_running =
-                                self.stats(target).nr_running.load(portable_atomic::Ordering::Relaxed);
+                            let nr_running = self.stats(target).nr_running.load(Relaxed);
                             self.emit(now, target as u32, EventKind::Waking { task: id, nr_running });
                             Ok(target as u32)
                         }
