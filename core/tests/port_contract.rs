@@ -44,7 +44,8 @@ fn work_waits_for_every_cpu_and_time_starts_above_zero() {
     s.check_invariants().unwrap();
 }
 
-/// A platform whose callbacks call back into the scheduler, as a port must not: what they got.
+/// A platform whose callback calls back into the scheduler on the CPU whose call it ends:
+/// what it got.
 struct CallsBack {
     inner: Mutex<Vec<Result<(), SchedError>>>,
 }
@@ -52,8 +53,8 @@ struct CallsBack {
 impl Platform for CallsBack {
     type Payload = u32;
     fn resched_cpu(&self, _cpu: u32) {
-        // Made on CPU 0's behalf (the test calls only from CPU 0): a call, and the way-out
-        // question, which takes the runqueue lock this callback runs under.
+        // Made on CPU 0's behalf (the test calls only from CPU 0), which is still inside the
+        // call that delivers this: a call, and the way-out question.
         let r = SCHED.yield_now(0, 2 * T);
         self.inner.lock().unwrap().push(r);
         let asked = SCHED.need_resched(0).map(|_| ());
