@@ -22,8 +22,8 @@ static RAN_ON: [AtomicU32; THREADS] = [const { AtomicU32::new(0) }; THREADS];
 struct Toy;
 impl Platform for Toy {
     type Payload = u32; // the toy thread's index
-    fn resched_cpu(&self, cpu: u32) {
-        RESCHED[cpu as usize].store(true, SeqCst);
+    fn resched_cpu(&self, cpu: usize) {
+        RESCHED[cpu].store(true, SeqCst);
     }
 }
 

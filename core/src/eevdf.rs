@@ -7,7 +7,7 @@
 //! a *base* (the runqueue's `min_vruntime`) so that the sums stay small: Σ (vᵢ − base)·wᵢ and
 //! Σ wᵢ over the queued entities, the current one apart. Weights are load weights (1024 for
 //! nice 0). The pick itself — the eligible entity with the earliest deadline — is
-//! [`Timeline::pick_eligible`](crate::timeline::Timeline::pick_eligible).
+//! `Timeline::pick_eligible`.
 //!
 //! ```
 //! use sched_core::eevdf::AvgVruntime;

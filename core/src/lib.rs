@@ -30,53 +30,69 @@
 //!
 //! ## Driving it
 //!
-//! A kernel hosts the core through [`port::Scheduler`], the porter's API over [`Smp`] that
-//! refuses calls breaking the calling contract; PORTING.md (at the repository's root) states
-//! that contract per call, and `examples/toy_port.rs` is a complete 2-CPU host. Underneath:
+//! A kernel hosts the core through [`port::Scheduler`], the porter's API: a `static` built
+//! with [`port::Scheduler::new`], [`init`](port::Scheduler::init) once with the machine's
+//! topology, [`cpu_up`](port::Scheduler::cpu_up) on each CPU, and then, from every CPU with
+//! the current time in ns: `tick` from the timer interrupt, `reschedule` (or `pick` and
+//! `finish` around a context switch) when `need_resched` says so, the task's calls
+//! (`create`, `block`, `wake`, `exit`, `yield_now`, `set_nice`, `set_affinity`), and for
+//! tickless idle `idle_enter` and `idle_exit`. It implements [`Platform`] to receive
+//! reschedule requests, stopper and nohz kicks, and [`Event`]s, delivered after the core's
+//! locks are released. Every call checks its input and the calling contract and returns a
+//! [`SchedError`] without changing anything when either is broken;
+//! [`check_invariants`](port::Scheduler::check_invariants) verifies the whole state, and
+//! [`stats`](port::Scheduler::stats) reads a CPU's figures back. A CPU id is a `usize`
+//! everywhere. PORTING.md (at the repository's root) states the contract per call, and
+//! `examples/` holds a small toy port and a worked port of four CPUs as threads.
 //!
-//! A platform (a kernel, the simulator, a test) owns one [`Smp`] for the whole machine,
-//! builds its topology with [`Smp::init`] (or a preset through [`Smp::init_with`]), and calls
-//! it from every CPU with the current time in ns: [`Smp::create`], [`Smp::block`],
-//! [`Smp::wake`], [`Smp::exit`], [`Smp::tick`] (returns whether to reschedule; runs the load
-//! balancer when due), [`Smp::schedule`] (picks what to run) followed by
-//! [`Smp::finish_switch`] once the previous task's context is saved, [`Smp::yield_now`],
-//! [`Smp::set_nice`], [`Smp::set_affinity`], and for tickless idle [`Smp::nohz_enter_idle`],
-//! [`Smp::nohz_exit_idle`] and [`Smp::nohz_idle_balance`]. It implements [`Platform`] to
-//! receive reschedule requests, stopper and nohz kicks, and [`Event`]s. Every call
-//! validates its input first and returns a [`SchedError`] without changing anything on bad
-//! input; [`Smp::check_invariants`] verifies the whole state. A uniprocessor platform can
-//! use [`SingleCpu`], the same machinery with one CPU behind a smaller API. The contract a
-//! port must keep (who calls what and when, under which locks callbacks run) is in
-//! PORTING.md; the lock order is in [`smp`].
+//! A uniprocessor platform can use [`SingleCpu`], the same machinery with one CPU behind a
+//! smaller API.
 //!
 //! A port needs only the modules public by default (`port`, `platform`, `smp`,
 //! `single_cpu`, `topology`, `task`, `features`, `error`, `cpumask`, `weights`). The machinery
 //! under them — the modules `balance`, `capacity`, `entities`, `fair`, `pelt`, `placement`,
-//! `runqueue`, `table` and `timeline`, and their types at the root — is public only with the
-//! `internals` feature, which the simulator and the tests turn on.
+//! `runqueue`, `table` and `timeline`, their types at the root, and [`Smp`]'s views into its
+//! per-CPU state — is public only with the `internals` feature, which the simulator and the
+//! tests turn on.
 //!
 //! ```
-//! use sched_core::{Features, NoPlatform, Smp, TaskParams};
-//! let smp: Box<Smp<NoPlatform, 4, 64, 64>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
-//! smp.init_with(|t| t.init_clusters(1, 4)).unwrap();
-//! // Every CPU passes through the scheduler once before it takes work.
+//! use sched_core::port::Scheduler;
+//! use sched_core::{Features, NoPlatform, TaskParams, TaskState};
+//! // 4 CPUs, room for 64 tasks, 64 runnable per CPU; HZ 250.
+//! static SCHED: Scheduler<NoPlatform, 4, 64, 64> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+//! SCHED.init_with(|t| t.init_clusters(1, 4)).unwrap();
 //! for cpu in 0..4 {
-//!     smp.schedule(cpu, 1).unwrap();
-//!     smp.finish_switch(cpu, 1).unwrap();
+//!     SCHED.cpu_up(cpu, 1).unwrap();
 //! }
-//! let t = smp.create(0, 1_000, TaskParams { nice: 5, ..TaskParams::default() }).unwrap();
-//! let cpu = smp.task_cpu(t).unwrap() as usize;
-//! assert_eq!(smp.schedule(cpu, 1_000).unwrap(), Some(t));
-//! smp.finish_switch(cpu, 1_000).unwrap();
-//! smp.block(cpu, 2_000_000, t).unwrap();
-//! assert_eq!(smp.schedule(cpu, 2_000_000).unwrap(), None); // idle
-//! smp.finish_switch(cpu, 2_000_000).unwrap();
-//! smp.wake(0, 9_000_000, t).unwrap();
-//! smp.check_invariants().unwrap();
+//! // The port's payload (here `()`) comes back with the task to run.
+//! let t = SCHED.create(0, 1_000, TaskParams { nice: 5, ..TaskParams::default() }, ()).unwrap();
+//! let cpu = SCHED.task_cpu(t).unwrap();
+//! assert_eq!(SCHED.reschedule(cpu, 1_000, |_| {}).unwrap().next, Some((t, ())));
+//! // The task sleeps: its CPU idles.
+//! SCHED.block(cpu, 2_000_000, t).unwrap();
+//! assert_eq!(SCHED.reschedule(cpu, 2_000_000, |_| {}).unwrap().next, None);
+//! // A wakeup from CPU 0 places it again.
+//! let woke_on = SCHED.wake(0, 9_000_000, t).unwrap();
+//! assert_eq!(SCHED.state(t), Ok(TaskState::Runnable));
+//! assert!(SCHED.need_resched(woke_on).unwrap());
+//! SCHED.check_invariants().unwrap();
 //! ```
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+
+/// Marks a method of the machinery under the porter's surface: public with the `internals`
+/// feature, visible only inside the crate otherwise (the port's facade is built on it).
+/// (Its documentation, examples included, goes with the public one only.)
+macro_rules! internal {
+    ($(#[doc = $doc:expr])* pub fn $($rest:tt)*) => {
+        #[cfg(feature = "internals")]
+        $(#[doc = $doc])* pub fn $($rest)*
+        #[cfg(not(feature = "internals"))]
+        #[allow(dead_code)]
+        pub(crate) fn $($rest)*
+    };
+}
 
 // The porter's surface: what a kernel names to host the core.
 pub mod cpumask;
@@ -103,7 +119,9 @@ macro_rules! internal_modules {
         $(
             #[cfg(feature = "internals")]
             pub mod $name;
+            // (Their API is the experiments': unused by the facade is not dead.)
             #[cfg(not(feature = "internals"))]
+            #[allow(dead_code)]
             mod $name;
         )*
     };
@@ -111,9 +129,10 @@ macro_rules! internal_modules {
 
 internal_modules!(balance, capacity, entities, fair, pelt, placement, runqueue, table, timeline);
 
-/// The atomics of the published per-CPU figures ([`smp::RqStats`]) are portable-atomic's, so
+/// The atomics of the published per-CPU figures (`smp::RqStats`) are portable-atomic's, so
 /// the core builds for targets without 64-bit atomics or without compare-and-swap; on
 /// targets that have them they are the standard ones.
+#[cfg(feature = "internals")]
 pub use portable_atomic;
 
 // What the porter's surface hands out from the machinery: the balancer's reports (in

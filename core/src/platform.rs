@@ -56,21 +56,21 @@ pub trait Platform {
     /// CPU `cpu` must call `schedule` soon. For the calling CPU this is only a flag the
     /// platform checks on its way out of the interrupt or call; for another CPU it means a
     /// reschedule IPI.
-    fn resched_cpu(&self, cpu: u32);
+    fn resched_cpu(&self, cpu: usize);
 
     /// The load balancer wants CPU `cpu` to run its *active-balance stopper*: push its
     /// running task to another CPU. The core does the work inside that CPU's next
     /// `schedule` / `finish_switch` pair (the stopper preempts the running task so its
     /// context is saved before it moves), so all a platform has to do is make `cpu`
     /// reschedule, which the default does.
-    fn run_stopper(&self, cpu: u32) {
+    fn run_stopper(&self, cpu: usize) {
         self.resched_cpu(cpu);
     }
 
     /// Kick idle CPU `cpu` to run the nohz idle balance on behalf of all tickless idle
     /// CPUs. The core records the kick; the CPU carries it out at its next `schedule` or
     /// `tick`, so all a platform has to do is wake it, which the default does.
-    fn kick_nohz(&self, cpu: u32) {
+    fn kick_nohz(&self, cpu: usize) {
         self.resched_cpu(cpu);
     }
 
@@ -93,7 +93,7 @@ pub struct NoPlatform;
 
 impl Platform for NoPlatform {
     type Payload = ();
-    fn resched_cpu(&self, _cpu: u32) {}
+    fn resched_cpu(&self, _cpu: usize) {}
 }
 
 /// Something the scheduler did, stamped with the time (ns) and CPU it happened on.
@@ -103,7 +103,7 @@ pub struct Event {
     /// Time in ns, as passed by the platform.
     pub time: u64,
     /// The CPU whose runqueue changed.
-    pub cpu: u32,
+    pub cpu: usize,
     /// What happened.
     pub kind: EventKind,
 }
@@ -145,7 +145,7 @@ pub enum EventKind {
         /// The task.
         task: TaskId,
         /// Where it was.
-        from: u32,
+        from: usize,
         /// Why it moved.
         reason: MigrateReason,
     },

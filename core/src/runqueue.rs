@@ -29,7 +29,7 @@ const NIL: u32 = u32::MAX;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct InvariantViolation {
     /// The CPU whose runqueue is inconsistent.
-    pub cpu: u32,
+    pub cpu: usize,
     /// What is wrong.
     pub what: &'static str,
     /// The task concerned, when one is.
@@ -529,7 +529,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// holding exactly the accounted tasks, `nr_running` and the load sum matching, buddies
     /// pointing at queued tasks, and PELT averages consistent with their sums. Cost O(Q).
     pub fn check(&self, pool: Pool<'_>) -> Result<(), InvariantViolation> {
-        let fail = |what| Err(InvariantViolation { cpu: self.cpu, what, task: None });
+        let fail = |what| Err(InvariantViolation { cpu: self.cpu as usize, what, task: None });
         let entity = |slot: SlotId| self.entity_in(pool, slot).map(|e| e.get());
         if self.timeline.check().is_err() {
             return fail("timeline structure");

@@ -2,18 +2,20 @@
 //! simpler API of a uniprocessor platform (no CPU numbers, and `schedule` finishes the
 //! switch at once since no other CPU could run the previous task meanwhile).
 
-use core::ops::Deref;
-
 use crate::cpumask::CpuMask;
 use crate::error::{InitError, SchedError};
-use crate::fair::{Fair, WakeFlags};
+use crate::fair::WakeFlags;
 use crate::features::{Features, Tunables};
-use crate::platform::{Platform, TaskPayload};
-use crate::runqueue::{InvariantViolation, RunQueue};
-use crate::smp::{CpuState, Smp, DEFAULT_HZ};
-use crate::table::TaskTable;
+use crate::platform::Platform;
+use crate::runqueue::InvariantViolation;
+use crate::smp::{Smp, DEFAULT_HZ};
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
 use crate::topology::TopologyDesc;
+#[cfg(feature = "internals")]
+use {
+    crate::fair::Fair, crate::platform::TaskPayload, crate::runqueue::RunQueue, crate::smp::CpuState,
+    crate::table::TaskTable, core::ops::Deref,
+};
 
 /// One CPU's fair scheduler with room for `TASKS` live tasks, of which up to `Q` can be
 /// runnable at once.
@@ -38,9 +40,11 @@ pub struct SingleCpu<P: Platform, const TASKS: usize, const Q: usize> {
     smp: Smp<P, 1, TASKS, Q>,
 }
 
+#[cfg(feature = "internals")]
 /// Read access to the runqueue (holds its lock while alive).
 pub struct RqRef<'a, const Q: usize>(spin::MutexGuard<'a, CpuState<Q>>);
 
+#[cfg(feature = "internals")]
 impl<const Q: usize> Deref for RqRef<'_, Q> {
     type Target = RunQueue<Q>;
     fn deref(&self) -> &RunQueue<Q> {
@@ -48,9 +52,11 @@ impl<const Q: usize> Deref for RqRef<'_, Q> {
     }
 }
 
+#[cfg(feature = "internals")]
 /// Read access to the task table (holds its lock while alive).
 pub struct TasksRef<'a, const N: usize, T: TaskPayload>(spin::MutexGuard<'a, TaskTable<N, T>>);
 
+#[cfg(feature = "internals")]
 impl<const N: usize, T: TaskPayload> Deref for TasksRef<'_, N, T> {
     type Target = TaskTable<N, T>;
     fn deref(&self) -> &TaskTable<N, T> {
@@ -78,9 +84,9 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler with no CPU yet, `const` so that it can be a `static`: with a platform of
     /// zeros (such as a unit struct) it is all zeros, so it costs no `.data` (no copy in
     /// flash) and no code to build. Call [`SingleCpu::init`] before anything else; until
-    /// then the life-cycle calls find no CPU and do nothing, and the views
-    /// ([`SingleCpu::rq`], [`SingleCpu::tasks`], [`SingleCpu::with_fair`]) show unset state
-    /// that means nothing: do not read them before `init`. Its calls take `&self` and lock as
+    /// then the life-cycle calls find no CPU and do nothing, and the views of the
+    /// `internals` feature (`rq`, `tasks`, `with_fair`) show unset state that means
+    /// nothing: do not read them before `init`. Its calls take `&self` and lock as
     /// [`Smp`]'s do: mask interrupts around each one.
     ///
     /// ```
@@ -119,9 +125,11 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         Ok(())
     }
 
-    /// The underlying one-CPU [`Smp`].
-    pub fn smp(&self) -> &Smp<P, 1, TASKS, Q> {
-        &self.smp
+    internal! {
+        /// The underlying one-CPU [`Smp`].
+        pub fn smp(&self) -> &Smp<P, 1, TASKS, Q> {
+            &self.smp
+        }
     }
 
     /// The platform.
@@ -129,11 +137,13 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         self.smp.platform()
     }
 
+    #[cfg(feature = "internals")]
     /// The runqueue (read-only; locked while the returned guard lives).
     pub fn rq(&self) -> RqRef<'_, Q> {
         RqRef(self.smp.cpus[0].rq.lock())
     }
 
+    #[cfg(feature = "internals")]
     /// Runs `f` on the fair class's view of the runqueue, its lock held: for benchmarks and
     /// experiments that drive the fair class directly (which bypasses the task table, so
     /// only what `f` leaves consistent stays consistent).
@@ -151,6 +161,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         f(&mut st.rq.fair(pool))
     }
 
+    #[cfg(feature = "internals")]
     /// The live tasks (locked while the returned guard lives).
     pub fn tasks(&self) -> TasksRef<'_, TASKS, P::Payload> {
         TasksRef(self.smp.tasks.lock())
@@ -179,9 +190,11 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         self.smp.state(id)
     }
 
-    /// A copy of a task's entity, wherever it is.
-    pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
-        self.smp.entity(id)
+    internal! {
+        /// A copy of a task's entity, wherever it is.
+        pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
+            self.smp.entity(id)
+        }
     }
 
     /// Creates a task and makes it runnable (fork + wake_up_new_task). The creating

@@ -206,7 +206,7 @@ fn s4_fully_busy_busiest() {
         let want = if pass <= 3 { Outcome::NothingDetachable } else { Outcome::ActiveBalance };
         assert_eq!(r.outcome, want);
     }
-    let pushed_from = m.platform().stoppers()[0] as usize;
+    let pushed_from = m.platform().stoppers()[0];
     assert_eq!(m.schedule(pushed_from, NOW).unwrap(), None);
     m.finish_switch(pushed_from, NOW).unwrap();
     let a: u32 = (0..4).map(|c| nr(&m, c)).sum();

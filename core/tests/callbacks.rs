@@ -61,13 +61,13 @@ macro_rules! hostile {
     ($n:literal, $s:ident) => {
         impl Platform for Hostile<$n> {
             type Payload = u32;
-            fn resched_cpu(&self, _cpu: u32) {
+            fn resched_cpu(&self, _cpu: usize) {
                 from_callback(&self.seen, &self.calls, 0, &$s);
             }
-            fn run_stopper(&self, _cpu: u32) {
+            fn run_stopper(&self, _cpu: usize) {
                 from_callback(&self.seen, &self.calls, 1, &$s);
             }
-            fn kick_nohz(&self, _cpu: u32) {
+            fn kick_nohz(&self, _cpu: usize) {
                 from_callback(&self.seen, &self.calls, 2, &$s);
             }
             fn clock_ns(&self) -> Option<u64> {
@@ -118,14 +118,15 @@ fn call_everything<P: Platform<Payload = u32>, const C: usize, const T: usize>(
         let _ = s.set_nice(cpu, now, t, 0);
         let _ = s.set_affinity(cpu, now, t, CpuMask::first_n(C));
     }
-    let _ = s.stats(cpu).nr_running.load(SeqCst);
+    let _ = s.stats(cpu);
+    let _ = s.balance_report(cpu);
     let _ = s.nr_tasks();
     let _ = s.check_invariants();
     s.set_features(s.features());
     let _ = s.set_hz(s.hz());
     let _ = s.init_with(|_| Err(TopologyError::NoCpus));
     let _ = s.events_lost();
-    26
+    27
 }
 
 /// A busy life on `nr` CPUs: spinners, sleepers woken from other CPUs, yields, renices,

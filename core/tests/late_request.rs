@@ -21,7 +21,7 @@ struct WakesFromEvent {
 
 impl Platform for WakesFromEvent {
     type Payload = u32;
-    fn resched_cpu(&self, cpu: u32) {
+    fn resched_cpu(&self, cpu: usize) {
         self.log.lock().unwrap().push(format!("resched {cpu}"));
     }
     fn event(&self, e: &Event) {

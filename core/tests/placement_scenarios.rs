@@ -100,7 +100,7 @@ fn s15_machine(parent_util: u64) -> (Box<M>, TaskId) {
 #[test]
 fn s15_fork_burst_alternates_clusters() {
     let (m, _) = s15_machine(500);
-    let cpus: Vec<u32> = (0..8)
+    let cpus: Vec<usize> = (0..8)
         .map(|_| {
             let c = m.create(0, NOW, TaskParams::default()).unwrap();
             m.task_cpu(c).unwrap()
@@ -126,7 +126,7 @@ fn s15_children_that_block_stack_on_the_most_recently_idled_cpu() {
     for _ in 0..8 {
         now += MS;
         let c = m.create(0, now, TaskParams::default()).unwrap();
-        let cpu = m.task_cpu(c).unwrap() as usize;
+        let cpu = m.task_cpu(c).unwrap();
         cpus.push(cpu);
         // The child runs briefly and blocks: its CPU idles again, most recently of all.
         assert_eq!(run_cpu(&m, cpu, now), Some(c));

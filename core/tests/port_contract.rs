@@ -52,7 +52,7 @@ struct CallsBack {
 
 impl Platform for CallsBack {
     type Payload = u32;
-    fn resched_cpu(&self, _cpu: u32) {
+    fn resched_cpu(&self, _cpu: usize) {
         // Made on CPU 0's behalf (the test calls only from CPU 0), which is still inside the
         // call that delivers this: a call, and the way-out question.
         let r = SCHED.yield_now(0, 2 * T);
@@ -138,7 +138,7 @@ struct Names {
 
 impl Platform for Names {
     type Payload = u32;
-    fn resched_cpu(&self, _cpu: u32) {}
+    fn resched_cpu(&self, _cpu: usize) {}
     fn event(&self, e: &Event) {
         if let EventKind::NewTask { task } | EventKind::Waking { task, .. } = e.kind {
             self.seen.lock().unwrap().push((task, NAMED.payload(task)));
@@ -167,7 +167,7 @@ fn a_callback_may_read_a_payload() {
 struct Payloads;
 impl Platform for Payloads {
     type Payload = u32;
-    fn resched_cpu(&self, _cpu: u32) {}
+    fn resched_cpu(&self, _cpu: usize) {}
 }
 
 /// Two threads play two CPUs: one creates tasks as fast as it can, the other reschedules

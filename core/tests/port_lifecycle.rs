@@ -26,7 +26,7 @@ fn a_wake_into_full_runqueues_is_refused_and_the_port_retries() {
     assert_eq!(s.wake(0, 4 * MS, sleeper), Err(SchedError::RunQueueFull));
     assert_eq!(s.state(sleeper), Ok(TaskState::Blocked));
     assert_eq!(s.task_cpu(sleeper), Ok(0));
-    assert_eq!(s.stats(0).nr_running.load(portable_atomic::Ordering::Relaxed), 2);
+    assert_eq!(s.stats(0).unwrap().nr_running, 2);
     s.check_invariants().unwrap();
 
     // Room again (a queued task exits, gone at once): the port's retry succeeds.
@@ -38,7 +38,6 @@ fn a_wake_into_full_runqueues_is_refused_and_the_port_retries() {
 
 #[test]
 fn an_idle_cpu_keeps_its_blocked_load_until_its_ticks_decay_it() {
-    use portable_atomic::Ordering::Relaxed;
     let s: Box<Scheduler<NoPlatform, 2, 8, 8>> = Box::new(Scheduler::new(NoPlatform, Features::DEFAULT, 250));
     s.init_with(|t| t.init_flat(2)).unwrap();
     s.cpu_up(0, MS).unwrap();
@@ -62,11 +61,11 @@ fn an_idle_cpu_keeps_its_blocked_load_until_its_ticks_decay_it() {
     }
     assert_eq!(s.nr_tasks(), 0);
     for cpu in 0..2 {
-        let st = s.stats(cpu);
-        assert_eq!(st.nr_running.load(Relaxed), 0);
-        assert!(st.idle.load(Relaxed));
+        let st = s.stats(cpu).unwrap();
+        assert_eq!(st.nr_running, 0);
+        assert!(st.idle);
         // The load the exited task left is still counted: PELT has not decayed it yet.
-        assert!(st.util.load(Relaxed) > 500, "cpu {cpu}: util {}", st.util.load(Relaxed));
+        assert!(st.util > 500, "cpu {cpu}: util {}", st.util);
     }
     // A second of idle ticks: the periodic balance of each idle CPU decays its blocked
     // averages (32 ms half-life: 2^-31 of it remains), and publishes them.
@@ -77,9 +76,8 @@ fn an_idle_cpu_keeps_its_blocked_load_until_its_ticks_decay_it() {
         }
     }
     for cpu in 0..2 {
-        let st = s.stats(cpu);
-        let (load, util, runnable) =
-            (st.load.load(Relaxed), st.util.load(Relaxed), st.runnable.load(Relaxed));
+        let st = s.stats(cpu).unwrap();
+        let (load, util, runnable) = (st.load, st.util, st.runnable);
         assert_eq!(
             (load, util, runnable),
             (0, 0, 0),

@@ -111,19 +111,16 @@ fn run(
         // Run any stopper that was requested.
         let kicked = m.platform().take_resched_log();
         for k in kicked {
-            m.schedule(k as usize, now).unwrap();
-            m.finish_switch(k as usize, now).unwrap();
-            if m.need_resched(k as usize) {
-                m.schedule(k as usize, now).unwrap();
-                m.finish_switch(k as usize, now).unwrap();
+            m.schedule(k, now).unwrap();
+            m.finish_switch(k, now).unwrap();
+            if m.need_resched(k) {
+                m.schedule(k, now).unwrap();
+                m.finish_switch(k, now).unwrap();
             }
         }
         m.check_invariants().map_err(|v| TestCaseError::fail(format!("{v:?}")))?;
         for &(task, dst) in m.platform().migrations().iter() {
-            prop_assert!(
-                affinity[&task].contains(dst as usize),
-                "{task:?} moved to CPU{dst} outside its affinity"
-            );
+            prop_assert!(affinity[&task].contains(dst), "{task:?} moved to CPU{dst} outside its affinity");
         }
     }
     Ok(())

@@ -70,13 +70,13 @@ impl Counting {
 
 impl Platform for Counting {
     type Payload = ();
-    fn resched_cpu(&self, _cpu: u32) {
+    fn resched_cpu(&self, _cpu: usize) {
         self.resched.fetch_add(1, Relaxed);
     }
-    fn run_stopper(&self, _cpu: u32) {
+    fn run_stopper(&self, _cpu: usize) {
         self.stoppers.fetch_add(1, Relaxed);
     }
-    fn kick_nohz(&self, _cpu: u32) {
+    fn kick_nohz(&self, _cpu: usize) {
         self.kicks.fetch_add(1, Relaxed);
     }
     fn event(&self, _event: &Event) {
@@ -338,7 +338,7 @@ impl Call {
 enum Out {
     Unit,
     Id(TaskId),
-    Cpu(u32),
+    Cpu(usize),
     Pick(Option<TaskId>),
     Bool(bool),
 }
@@ -372,7 +372,7 @@ fn execute<const T: usize>(m: &M<T>, now: u64, call: Call) -> Result<Out, SchedE
 struct TaskSnap {
     id: TaskId,
     state: TaskState,
-    cpu: u32,
+    cpu: usize,
     entity: Entity,
 }
 
@@ -642,7 +642,7 @@ fn resolve_mask(a: MaskArg, n: usize, pre: &Snapshot, task_cpu: Option<usize>) -
 }
 
 fn resolve(op: Op, model: &Model, pre: &Snapshot, n: usize) -> (Call, u64) {
-    let task_cpu = |id: TaskId| pre.task(id).map(|t| t.cpu as usize);
+    let task_cpu = |id: TaskId| pre.task(id).map(|t| t.cpu);
     let own = |id: TaskId, cpu: Option<CpuArg>| match cpu {
         Some(a) => resolve_cpu(a, n),
         None => task_cpu(id).unwrap_or(0),
@@ -756,7 +756,7 @@ fn oracle(call: &Call, pre: &Snapshot, model: &Model, n: usize) -> Expect {
         }
         Call::Block { cpu, .. } => {
             let t = task.unwrap();
-            if t.state == TaskState::Running && t.cpu as usize == cpu {
+            if t.state == TaskState::Running && t.cpu == cpu {
                 Expect::ok()
             } else {
                 Expect::err(vec![invalid_state(t)])
@@ -767,7 +767,7 @@ fn oracle(call: &Call, pre: &Snapshot, model: &Model, n: usize) -> Expect {
             let allowed = t.entity.affinity.and(&online);
             if t.state != TaskState::Blocked {
                 Expect::err(vec![invalid_state(t)])
-            } else if pre.busy(t.id) && allowed.contains(t.cpu as usize) {
+            } else if pre.busy(t.id) && allowed.contains(t.cpu) {
                 // Still on its CPU: it is requeued there.
                 Expect::ok()
             } else if pre.room_for(t.id, &allowed) {
@@ -808,7 +808,7 @@ fn oracle(call: &Call, pre: &Snapshot, model: &Model, n: usize) -> Expect {
             let room = pre.room_for(id, &allowed);
             if t.state == TaskState::Exiting {
                 Expect { ok: true, errs: vec![invalid_state(t)] }
-            } else if allowed.contains(t.cpu as usize) || !pre.cpus.iter().any(|c| c.attached_id(id)) {
+            } else if allowed.contains(t.cpu) || !pre.cpus.iter().any(|c| c.attached_id(id)) {
                 // Stays where it is, or sleeps parked (it is placed when it wakes).
                 Expect::ok()
             } else if pre.busy(id) && !t.entity.on_rq {
@@ -943,7 +943,7 @@ fn check_call<const T: usize>(
                 if pre.busy(id) {
                     key = "set_affinity: Ok for a running task though every allowed CPU is full".into();
                     detail += &format!("; {id:?} runs on CPU {cpu:?}, new mask {mask:?}");
-                } else if !cpu.is_ok_and(|c| mask.contains(c as usize)) {
+                } else if !cpu.is_ok_and(|c| mask.contains(c)) {
                     key = format!("{SET_AFFINITY_LEFT_OUTSIDE} (every allowed CPU full)");
                     detail += &format!(
                         "; {id:?} was queued on CPU {:?}, is now on {cpu:?}, new mask {mask:?}",
@@ -984,7 +984,7 @@ fn check_call<const T: usize>(
             *g = (*g).max(id.generation());
             let (state, cpu, e) = (m.state(id), m.task_cpu(id), entity(id));
             let good = matches!((state, cpu, e), (Ok(TaskState::Runnable), Ok(c), Ok(e))
-                if allowed.contains(c as usize) && e.affinity == allowed && e.nice.get() == params.nice
+                if allowed.contains(c) && e.affinity == allowed && e.nice.get() == params.nice
                     && e.policy == params.policy && e.on_rq);
             if !good {
                 let detail = format!("{id:?}: state {state:?} cpu {cpu:?} entity {e:?}");
@@ -1002,9 +1002,7 @@ fn check_call<const T: usize>(
             let in_place = pre.busy(id);
             let (cpu, e) = (m.task_cpu(id), entity(id));
             let good = match (cpu, e) {
-                (Ok(at), Ok(e)) => {
-                    at == c && (c as usize) < n && (in_place || e.affinity.contains(c as usize))
-                }
+                (Ok(at), Ok(e)) => at == c && c < n && (in_place || e.affinity.contains(c)),
                 _ => false,
             };
             if !good {
@@ -1021,7 +1019,7 @@ fn check_call<const T: usize>(
         }
         (Call::Exec { id, .. }, Out::Cpu(d)) => {
             let allowed = pre.task(id).map(|t| t.entity.affinity.and(&online)).unwrap_or_default();
-            if !allowed.contains(d as usize) {
+            if !allowed.contains(d) {
                 fail("exec: destination outside affinity".into(), format!("{id:?} -> {d}"), true);
             }
         }
@@ -1036,7 +1034,7 @@ fn check_call<const T: usize>(
             let (cpu, e) = (m.task_cpu(id), entity(id));
             if e.as_ref().map(|e| e.affinity) != Ok(allowed) {
                 fail("set_affinity: mask not applied".into(), format!("{id:?} {e:?}"), true);
-            } else if queued && !cpu.is_ok_and(|c| allowed.contains(c as usize)) {
+            } else if queued && !cpu.is_ok_and(|c| allowed.contains(c)) {
                 let full: Vec<usize> = (0..n).filter(|&c| !pre.cpus[c].has_room).collect();
                 let detail = format!(
                     "{id:?} queued on CPU {} re-pinned to {allowed:?}: Ok but now on {cpu:?} (full before: {full:?})",

@@ -34,7 +34,7 @@ fn check(m: &M, ids: &[(TaskId, CpuMask)]) -> Result<(), TestCaseError> {
             // away from it; the invariant checker enforces that; here: after every
             // operation the table's CPU of a non-running task is allowed.
             let e = m.entity(t).unwrap();
-            prop_assert!(mask.contains(cpu as usize) || e.on_cpu, "{t:?} on CPU{cpu} outside {mask:?}");
+            prop_assert!(mask.contains(cpu) || e.on_cpu, "{t:?} on CPU{cpu} outside {mask:?}");
         }
     }
     m.check_invariants().map_err(|v| TestCaseError::fail(format!("{v:?}")))?;

@@ -20,7 +20,7 @@ fn init_refuses_a_tick_rate_above_max_hz() {
     let m: Box<M> = Box::new(Smp::new(Recorder::new(4), Features::default(), MAX_HZ));
     m.init_with(|t| t.init_flat(4)).unwrap();
     let t = m.create(0, 1_000, TaskParams::default()).unwrap();
-    let cpu = m.task_cpu(t).unwrap() as usize;
+    let cpu = m.task_cpu(t).unwrap();
     run_cpu(&m, cpu, 1_000);
     for step in 1..2_000u64 {
         m.tick(cpu, 1_000 + step * 1_000).unwrap();

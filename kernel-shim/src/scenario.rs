@@ -761,14 +761,15 @@ fn report_cpus(tag: &str, n: usize) {
             cc.handler_ns / 1000,
             cc.handler_max_ns / 1000
         );
+        let bal = sched::with_core(|k| k.balance_report(c)).unwrap_or_default();
         kprintln!(
             "{}: cpu {} nohz: tickless (core {}, kernel {}), pending kick {}, next balance jiffy {}, now jiffy {}",
             tag,
             c,
-            sched::with_core(|k| k.smp().nohz().is_tickless(c)),
+            bal.tickless,
             sched::is_tickless(c),
-            sched::with_core(|k| k.smp().nohz().kick_flags(c)),
-            sched::with_core(|k| k.smp().balance_state(c)).map_or(0, |b| b.next_balance),
+            bal.kick_pending,
+            bal.next_balance,
             arch::now_ns() / (1_000_000_000 / sched::hz() as u64)
         );
         let o = &cc.balance_outcomes;

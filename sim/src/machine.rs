@@ -410,7 +410,7 @@ struct CpuSim {
 /// Requests the core made of the platform during one call.
 #[derive(Debug, Default)]
 pub struct SimPlatform {
-    resched: RefCell<Vec<u32>>,
+    resched: RefCell<Vec<usize>>,
     /// (time, CPU) of each failed balance attempt, kept only while tracing.
     failures: RefCell<Option<Vec<(u64, usize)>>>,
     /// Counted migrations (all reasons).
@@ -429,7 +429,7 @@ pub struct SimPlatform {
 
 impl Platform for SimPlatform {
     type Payload = ();
-    fn resched_cpu(&self, cpu: u32) {
+    fn resched_cpu(&self, cpu: usize) {
         self.resched.borrow_mut().push(cpu);
     }
     fn event(&self, e: &Event) {
@@ -460,7 +460,7 @@ impl Platform for SimPlatform {
                 if failed {
                     self.failed_balances.set(self.failed_balances.get() + 1);
                     if let Some(f) = self.failures.borrow_mut().as_mut() {
-                        f.push((e.time, e.cpu as usize));
+                        f.push((e.time, e.cpu));
                     }
                 }
                 if r.outcome == Outcome::ActiveBalance {
@@ -651,7 +651,7 @@ impl<const C: usize> Machine<C> {
     /// Changes a live task's nice value (experiments and stress).
     pub fn set_nice(&mut self, t: TaskId, nice: i32) -> bool {
         let ok = self.smp.set_nice(self.now, t, nice).is_ok();
-        let cpu = self.smp.task_cpu(t).unwrap_or(0) as usize;
+        let cpu = self.smp.task_cpu(t).unwrap_or(0);
         self.ipi_self_if_resched(cpu);
         ok
     }
@@ -703,7 +703,7 @@ impl<const C: usize> Machine<C> {
             self.first_worker_at.get_or_insert(self.now);
         }
         if let Some(t) = self.trace.as_mut() {
-            let target = self.smp.task_cpu(id).unwrap_or(0) as usize;
+            let target = self.smp.task_cpu(id).unwrap_or(0);
             t.waking(self.now, target, id, name);
         }
         self.after_core_call(cpu);
@@ -849,7 +849,6 @@ impl<const C: usize> Machine<C> {
         // Drained in place: the request buffer keeps its capacity from call to call.
         let mut reqs = self.smp.platform().resched.borrow_mut();
         for c in reqs.drain(..) {
-            let c = c as usize;
             if c == this || c >= self.cpus.len() || self.cpus[c].ipi_pending {
                 continue;
             }
@@ -1071,7 +1070,7 @@ impl<const C: usize> Machine<C> {
     /// Wakes the sleeping `t` from `waker`, records the waking in the trace and passes the
     /// core's reschedule requests on. `sleeping` is the panic message if `t` does not sleep.
     fn wake_traced(&mut self, waker: usize, t: TaskId, sleeping: &str) {
-        let target = self.smp.wake(waker, self.now, t).expect(sleeping) as usize;
+        let target = self.smp.wake(waker, self.now, t).expect(sleeping);
         if let Some(tr) = self.trace.as_mut() {
             let name = self.tasks.get(&t).map_or("", |s| s.name.as_str());
             tr.waking(self.now, target, t, name);
@@ -1109,7 +1108,7 @@ impl<const C: usize> Machine<C> {
             return;
         }
         // A timer wakeup fires on the CPU the task slept on.
-        let waker = self.smp.task_cpu(t).unwrap_or(0) as usize;
+        let waker = self.smp.task_cpu(t).unwrap_or(0);
         if let Some(ts) = self.tasks.get_mut(&t) {
             ts.woke_at = Some(self.now);
         }

@@ -99,7 +99,7 @@ fn run(s: Spec) {
         for &(t, mask) in &ids {
             if let Ok(cpu) = m.smp.task_cpu(t) {
                 let e = m.smp.entity(t).unwrap();
-                assert!(mask.contains(cpu as usize) || e.on_cpu, "{t:?} on CPU{cpu} outside {mask:?}");
+                assert!(mask.contains(cpu) || e.on_cpu, "{t:?} on CPU{cpu} outside {mask:?}");
             }
         }
     }

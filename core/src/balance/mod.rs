@@ -97,9 +97,9 @@ impl Outcome {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BalanceRecord {
     /// The balancing CPU (whose domain is balanced).
-    pub cpu: u32,
+    pub cpu: usize,
     /// Where this round moves tasks to: `cpu`, or another CPU of its group after a redirect.
-    pub dst_cpu: u32,
+    pub dst_cpu: usize,
     /// Which round of the pass this is.
     pub round: Round,
     /// The domain level.
@@ -115,7 +115,7 @@ pub struct BalanceRecord {
     /// The imbalance found (before moving anything).
     pub imbalance: i64,
     /// The runqueue picked to pull from.
-    pub busiest_cpu: Option<u32>,
+    pub busiest_cpu: Option<usize>,
     /// Tasks moved in this round.
     pub moved: u32,
     /// Tasks moved by the pass so far, this round included.

@@ -70,8 +70,8 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
         self.lost.load(Ordering::Relaxed)
     }
 
-    fn post(&self, cpu: u32, bit: u8) {
-        if let Some(n) = self.notices.get(cpu as usize) {
+    fn post(&self, cpu: usize, bit: u8) {
+        if let Some(n) = self.notices.get(cpu) {
             n.fetch_or(bit, Ordering::SeqCst);
             self.pending.store(true, Ordering::SeqCst);
         }
@@ -124,7 +124,6 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Defe
             return false;
         }
         let bits = n.swap(0, Ordering::SeqCst);
-        let cpu = cpu as u32;
         if bits & RESCHED != 0 {
             self.inner.resched_cpu(cpu);
         }
@@ -143,15 +142,15 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Plat
 {
     type Payload = P::Payload;
 
-    fn resched_cpu(&self, cpu: u32) {
+    fn resched_cpu(&self, cpu: usize) {
         self.post(cpu, RESCHED);
     }
 
-    fn run_stopper(&self, cpu: u32) {
+    fn run_stopper(&self, cpu: usize) {
         self.post(cpu, STOPPER);
     }
 
-    fn kick_nohz(&self, cpu: u32) {
+    fn kick_nohz(&self, cpu: usize) {
         self.post(cpu, KICK);
     }
 

@@ -50,7 +50,9 @@
 //! ```
 
 mod deferred;
+mod report;
 pub use deferred::Deferred;
+pub use report::{BalanceReport, CpuStats};
 
 use portable_atomic::{AtomicBool, AtomicU32, Ordering};
 use spin::{RelaxStrategy, Spin};
@@ -60,7 +62,7 @@ use crate::error::{InitError, SchedError};
 use crate::features::Features;
 use crate::platform::Platform;
 use crate::runqueue::InvariantViolation;
-use crate::smp::{RqStats, Smp, Switch};
+use crate::smp::{Smp, Switch};
 use crate::task::{TaskId, TaskParams, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError};
 
@@ -337,7 +339,7 @@ impl<
     }
 
     /// Wakes a blocked task from `cpu`. Returns the CPU it was placed on.
-    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {
         let _inside = self.enter_up(cpu, Some(now))?;
         self.all_up()?;
         self.smp.wake(cpu, now, id)
@@ -440,17 +442,12 @@ impl<
     /// The CPU a task is on (or last ran on).
     pub fn task_cpu(&self, id: TaskId) -> Result<usize, SchedError> {
         self.initialised()?;
-        self.smp.task_cpu(id).map(|c| c as usize)
+        self.smp.task_cpu(id)
     }
 
     /// Live tasks.
     pub fn nr_tasks(&self) -> usize {
         self.smp.nr_tasks()
-    }
-
-    /// A CPU's published figures (lock-free; safe from platform callbacks).
-    pub fn stats(&self, cpu: usize) -> &RqStats {
-        self.smp.stats(cpu)
     }
 
     /// Checks every invariant of the machine (see [`Smp::check_invariants`]). Before
@@ -474,8 +471,9 @@ impl<
         self.smp.platform().events_lost()
     }
 
-    /// The machine underneath, for reports and experiments. Its calls bypass this facade's
-    /// checks.
+    /// The machine underneath, for experiments that reach into it (with the `internals`
+    /// feature). Its calls bypass this facade's checks.
+    #[cfg(feature = "internals")]
     pub fn smp(&self) -> &Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R> {
         &self.smp
     }

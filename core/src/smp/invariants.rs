@@ -23,9 +23,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
             (0..n).map(|c| self.rq(c)).collect();
         let t = self.table();
-        let fail = |cpu: usize, what| Err(InvariantViolation { cpu: cpu as u32, what, task: None });
-        let fail_t =
-            |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu: cpu as u32, what, task: Some(t) });
+        let fail = |cpu: usize, what| Err(InvariantViolation { cpu, what, task: None });
+        let fail_t = |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu, what, task: Some(t) });
         let mut attached = 0usize;
         for (c, st) in guards.iter_mut().enumerate() {
             st.rq.check(self.pool())?;

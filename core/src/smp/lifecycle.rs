@@ -68,7 +68,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.pool().put(id, child);
         match self.activate_on(target, now, id, EnqueueFlags::INITIAL, WakeFlags::FORK, true) {
             Ok(_) => {
-                self.emit(now, target as u32, EventKind::NewTask { task: id });
+                self.emit(now, target, EventKind::NewTask { task: id });
                 Ok(id)
             }
             Err(err) => {
@@ -139,12 +139,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// Wakes a blocked task; `cpu` is the waker's CPU. Returns the CPU it was queued on.
-    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {
         self.wake_with(cpu, now, id, WakeFlags::empty())
     }
 
     /// Wakes a blocked task with wakeup hints.
-    pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, wf: WakeFlags) -> Result<u32, SchedError> {
+    pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, wf: WakeFlags) -> Result<usize, SchedError> {
         self.check_cpu(cpu)?;
         loop {
             // A parked task's entity is read under the table lock, which owns it.
@@ -192,8 +192,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     self.after_update(c, &mut st);
                     let nr_running = st.rq.nr_running();
                     drop(st);
-                    self.emit(now, c as u32, EventKind::Waking { task: id, nr_running });
-                    return Ok(c as u32);
+                    self.emit(now, c, EventKind::Waking { task: id, nr_running });
+                    return Ok(c);
                 }
                 Location::Parked { cpu: prev } => {
                     let Some(entity) = parked else { return Err(SchedError::UnknownTask(id)) };
@@ -256,13 +256,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                                 let reason = MigrateReason::Wakeup;
                                 self.emit(
                                     now,
-                                    target as u32,
-                                    EventKind::Migrate { task: id, from: prev as u32, reason },
+                                    target,
+                                    EventKind::Migrate { task: id, from: prev as usize, reason },
                                 );
                             }
                             let nr_running = self.stats(target).nr_running.load(Relaxed);
-                            self.emit(now, target as u32, EventKind::Waking { task: id, nr_running });
-                            Ok(target as u32)
+                            self.emit(now, target, EventKind::Waking { task: id, nr_running });
+                            Ok(target)
                         }
                         Err(err) => {
                             // Cannot happen (the slot was reserved): put it back to sleep.
@@ -330,7 +330,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     drop(t);
                     self.after_update(cpu as usize, &mut st);
                     drop(st);
-                    self.emit(now, cpu as u32, EventKind::Exit { task: id });
+                    self.emit(now, cpu as usize, EventKind::Exit { task: id });
                     return Ok(true);
                 }
                 (_, Location::OnCpu { cpu, slot }) => {
@@ -359,7 +359,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     drop(t);
                     self.after_update(c, &mut st);
                     drop(st);
-                    self.emit(now, cpu as u32, EventKind::Exit { task: id });
+                    self.emit(now, cpu as usize, EventKind::Exit { task: id });
                     return Ok(!busy);
                 }
             }
@@ -371,14 +371,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// room, a slot is reserved there and the task is switched out and moved there once its
     /// context is saved, else it stays. A task already leaving (its affinity changed) runs
     /// where it goes. Returns the CPU it will run on.
-    pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<u32, SchedError> {
+    pub fn exec(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {
         self.check_cpu(cpu)?;
         let (slot, mut e) = {
             let st = self.rq(cpu);
             match st.rq.curr_slot().and_then(|n| st.rq.entity_in(self.pool(), n).map(|e| (n, e.get()))) {
                 Some((n, e)) if st.rq.task_at(n) == Some(id) && e.on_rq => match st.push_for(n) {
                     // Already leaving (its affinity changed): it runs where it goes.
-                    Some(p) if p.task == id => return Ok(p.dst),
+                    Some(p) if p.task == id => return Ok(p.dst as usize),
                     _ => (n, e),
                 },
                 _ => {
@@ -389,20 +389,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         let (dest, _) = self.select_cpu(cpu, &mut e, SelectFor::Exec, WakeFlags::empty(), Waker::default());
         if dest == cpu {
-            return Ok(cpu as u32);
+            return Ok(cpu);
         }
         // A slot waits for it there; if that CPU has none, it stays (exec balancing is only an
         // optimisation, and no other CPU was chosen).
         if !self.rq(dest).rq.reserve() {
-            return Ok(cpu as u32);
+            return Ok(cpu);
         }
         let dst = dest;
         let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Placement };
         if self.arm_push(cpu, now, push, None) {
-            Ok(dst as u32)
+            Ok(dst)
         } else {
             self.unreserve(dst);
-            Ok(cpu as u32)
+            Ok(cpu)
         }
     }
 

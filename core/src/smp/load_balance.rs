@@ -207,8 +207,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let features = self.features();
         let tunables = *self.rq(cpu).rq.tunables();
         let fresh = |round: Round, dst: usize| BalanceRecord {
-            cpu: cpu as u32,
-            dst_cpu: dst as u32,
+            cpu,
+            dst_cpu: dst,
             round,
             level: d.level,
             idle,
@@ -280,7 +280,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 break 'redo Exit::Balanced;
             };
             busiest_cpu = b as usize;
-            rec.busiest_cpu = Some(b);
+            rec.busiest_cpu = Some(b as usize);
             let src_nr = self.snap(busiest_cpu).nr_running;
             let mut denv_det = DetachEnv {
                 dst_cpu: dst_cpu as u32,
@@ -319,7 +319,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         denv_det.cpus.clear(dst_cpu);
                         dst_cpu = denv_det.new_dst_cpu as usize;
                         rec.round = Round::Redirected;
-                        rec.dst_cpu = dst_cpu as u32;
+                        rec.dst_cpu = dst_cpu;
                         denv_det.dst_cpu = dst_cpu as u32;
                         denv_det.dst_nr_running = self.snap(dst_cpu).nr_running;
                         denv_det.flags.remove(LbfFlags::DST_PINNED);
@@ -378,7 +378,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     }
                     drop(st);
                     if active {
-                        self.platform.run_stopper(busiest_cpu as u32);
+                        self.platform.run_stopper(busiest_cpu);
                         rec.outcome = Outcome::ActiveBalance;
                     }
                     // Kicked: let the stopper move even a cache-hot task.

@@ -95,7 +95,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.after_update(dst, d);
         drop(b);
         drop(a);
-        self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason });
+        self.emit(now, dst, EventKind::Migrate { task: id, from: src, reason });
         Moved::Yes
     }
 
@@ -197,7 +197,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         };
         if place(dst, false) {
             self.unreserve(src);
-            self.emit(now, dst as u32, EventKind::Migrate { task: id, from: src as u32, reason })
+            self.emit(now, dst, EventKind::Migrate { task: id, from: src, reason })
         } else {
             place(src, true);
         }

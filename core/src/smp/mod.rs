@@ -3,7 +3,7 @@
 //!
 //! ## Lock order (the one place it is written down)
 //!
-//! 1. A CPU's **balance-state** lock ([`CpuCell`]'s `balance`): held by whoever balances on
+//! 1. A CPU's **balance-state** lock (`CpuCell::balance`): held by whoever balances on
 //!    that CPU's behalf (the CPU itself, or a nohz idle balancer), never while holding (2)
 //!    or (3).
 //! 2. **Runqueue** locks: at most two at once, and then the lower-numbered CPU first.
@@ -27,11 +27,12 @@
 //!
 //! ## Read without a lock
 //!
-//! Each runqueue's owner publishes a few figures ([`RqStats`]: task counts, PELT averages,
+//! Each runqueue's owner publishes a few figures (`RqStats`: task counts, PELT averages,
 //! capacity, misfit load, idleness) into atomics at the end of every operation under its lock.
 //! The balancer reads other CPUs' figures from there without locking, as Linux reads remote
 //! runqueues unlocked: a figure may be one operation old, which only makes a decision a
 //! little stale — every move is re-validated under the runqueue locks before it happens.
+//! A port reads a copy of them with [`crate::port::Scheduler::stats`].
 //!
 //! ## What never moves
 //!
@@ -52,8 +53,16 @@ pub use switch::Switch;
 #[cfg(feature = "testing")]
 mod testing;
 
+#[cfg(not(feature = "internals"))]
+pub(crate) use nohz::Nohz;
+#[cfg(feature = "internals")]
 pub use nohz::{Nohz, NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
+#[cfg(feature = "internals")]
 pub use percpu::{BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, Push, RootDomain, RqStats};
+#[cfg(not(feature = "internals"))]
+pub(crate) use percpu::{
+    BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, Push, RootDomain, RqStats,
+};
 
 /// How [`Smp`]'s `move_queued_task` places a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -376,41 +385,52 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.tasks.lock()
     }
 
-    /// Published figures of a CPU.
-    pub fn stats(&self, cpu: usize) -> &RqStats {
-        &self.cpus[cpu.min(CPUS - 1)].stats
+    internal! {
+        /// Published figures of a CPU (lock-free). `cpu` is below `CPUS`: a larger one reads
+        /// the last CPU's (the porter's [`crate::port::Scheduler::stats`] refuses it).
+        pub fn stats(&self, cpu: usize) -> &RqStats {
+            &self.cpus[cpu.min(CPUS - 1)].stats
+        }
     }
 
-    /// Runs `f` with a CPU's state locked (for platforms, tests and reports).
-    pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> T) -> Result<T, SchedError> {
-        self.check_cpu(cpu)?;
-        Ok(f(&self.rq(cpu)))
+    internal! {
+        /// Runs `f` with a CPU's state locked (for platforms, tests and reports).
+        pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> T) -> Result<T, SchedError> {
+            self.check_cpu(cpu)?;
+            Ok(f(&self.rq(cpu)))
+        }
     }
 
-    /// Runs `f` with a CPU's state locked and each task attached there with a copy of its
-    /// entity, in slot order (for tests and reports that look at the entities of one
-    /// runqueue).
-    pub fn with_cpu_entities<T>(
-        &self,
-        cpu: usize,
-        f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (TaskId, Entity)>) -> T,
-    ) -> Result<T, SchedError> {
-        self.check_cpu(cpu)?;
-        let st = self.rq(cpu);
-        let pool = self.pool();
-        let mut it = st.rq.attached().filter_map(|(_, id)| pool.get(id).map(|e| (id, e)));
-        Ok(f(&st, &mut it))
+    internal! {
+        /// Runs `f` with a CPU's state locked and each task attached there with a copy of its
+        /// entity, in slot order (for tests and reports that look at the entities of one
+        /// runqueue).
+        pub fn with_cpu_entities<T>(
+            &self,
+            cpu: usize,
+            f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (TaskId, Entity)>) -> T,
+        ) -> Result<T, SchedError> {
+            self.check_cpu(cpu)?;
+            let st = self.rq(cpu);
+            let pool = self.pool();
+            let mut it = st.rq.attached().filter_map(|(_, id)| pool.get(id).map(|e| (id, e)));
+            Ok(f(&st, &mut it))
+        }
     }
 
-    /// A copy of a CPU's balancing state.
-    pub fn balance_state(&self, cpu: usize) -> Result<BalanceState, SchedError> {
-        self.check_cpu(cpu)?;
-        Ok(*self.bal(cpu))
+    internal! {
+        /// A copy of a CPU's balancing state.
+        pub fn balance_state(&self, cpu: usize) -> Result<BalanceState, SchedError> {
+            self.check_cpu(cpu)?;
+            Ok(*self.bal(cpu))
+        }
     }
 
-    /// The root domain's flags.
-    pub fn root(&self) -> &RootDomain {
-        &self.root
+    internal! {
+        /// The root domain's flags.
+        pub fn root(&self) -> &RootDomain {
+            &self.root
+        }
     }
 
     /// Whether CPU `cpu` should call [`Smp::schedule`].
@@ -432,10 +452,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 
     /// Where a task is: its CPU (the last one, for a sleeping task).
-    pub fn task_cpu(&self, id: TaskId) -> Result<u32, SchedError> {
+    pub fn task_cpu(&self, id: TaskId) -> Result<usize, SchedError> {
         match self.table().get(id)?.location {
-            Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu as u32),
-            Location::InTransit { from } => Ok(from as u32),
+            Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu as usize),
+            Location::InTransit { from } => Ok(from as usize),
         }
     }
 
@@ -444,25 +464,27 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         self.ents.pool()
     }
 
-    /// A copy of a task's entity, wherever it is.
-    pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
-        loop {
-            let loc = match self.table().get(id)?.location {
-                // The table lock (held for this match) owns a parked entity.
-                Location::Parked { .. } => return self.pool().get(id).ok_or(SchedError::UnknownTask(id)),
-                loc => loc,
-            };
-            match loc {
-                Location::OnCpu { cpu, slot } => {
-                    let st = self.rq(cpu as usize);
-                    if st.rq.task_at(slot as u32) == Some(id) {
-                        if let Some(e) = st.rq.entity_in(self.pool(), slot as u32) {
-                            return Ok(e.get());
+    internal! {
+        /// A copy of a task's entity, wherever it is.
+        pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
+            loop {
+                let loc = match self.table().get(id)?.location {
+                    // The table lock (held for this match) owns a parked entity.
+                    Location::Parked { .. } => return self.pool().get(id).ok_or(SchedError::UnknownTask(id)),
+                    loc => loc,
+                };
+                match loc {
+                    Location::OnCpu { cpu, slot } => {
+                        let st = self.rq(cpu as usize);
+                        if st.rq.task_at(slot as u32) == Some(id) {
+                            if let Some(e) = st.rq.entity_in(self.pool(), slot as u32) {
+                                return Ok(e.get());
+                            }
                         }
+                        // It moved meanwhile: look again.
                     }
-                    // It moved meanwhile: look again.
+                    _ => core::hint::spin_loop(), // in transit
                 }
-                _ => core::hint::spin_loop(), // in transit
             }
         }
     }
@@ -490,7 +512,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         Ok(())
     }
 
-    pub(crate) fn emit(&self, now: u64, cpu: u32, kind: EventKind) {
+    pub(crate) fn emit(&self, now: u64, cpu: usize, kind: EventKind) {
         self.platform.event(&Event { time: now, cpu, kind });
     }
 }

@@ -66,14 +66,18 @@ impl<const CPUS: usize> Nohz<CPUS> {
         self.idle.get(cpu).is_some_and(|b| b.load(Relaxed))
     }
 
-    /// Number of CPUs in tickless idle.
-    pub fn nr_tickless(&self) -> u32 {
-        self.nr_tickless.load(Relaxed)
+    internal! {
+        /// Number of CPUs in tickless idle.
+        pub fn nr_tickless(&self) -> u32 {
+            self.nr_tickless.load(Relaxed)
+        }
     }
 
-    /// Pending kick flags of `cpu`.
-    pub fn kick_flags(&self, cpu: usize) -> u8 {
-        self.flags.get(cpu).map_or(0, |f| f.load(Relaxed))
+    internal! {
+        /// Pending kick flags of `cpu`.
+        pub fn kick_flags(&self, cpu: usize) -> u8 {
+            self.flags.get(cpu).map_or(0, |f| f.load(Relaxed))
+        }
     }
 }
 
@@ -212,12 +216,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if old & NOHZ_KICK_MASK != 0 {
             return;
         }
-        self.platform.kick_nohz(ilb as u32);
+        self.platform.kick_nohz(ilb);
     }
 
-    /// The nohz idle-balancing state (which CPUs are tickless, pending kicks), for reports.
-    pub fn nohz(&self) -> &Nohz<CPUS> {
-        &self.nohz
+    internal! {
+        /// The nohz idle-balancing state (which CPUs are tickless, pending kicks), for reports.
+        pub fn nohz(&self) -> &Nohz<CPUS> {
+            &self.nohz
+        }
     }
 
     /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)

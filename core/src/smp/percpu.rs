@@ -279,7 +279,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.root.overload.store(true, Relaxed);
         }
         if st.rq.need_resched() {
-            self.platform.resched_cpu(cpu as u32);
+            self.platform.resched_cpu(cpu);
         }
     }
 

@@ -226,7 +226,7 @@ mod tests {
 
     impl Platform for Clocked {
         type Payload = ();
-        fn resched_cpu(&self, _: u32) {}
+        fn resched_cpu(&self, _: usize) {}
         fn clock_ns(&self) -> Option<u64> {
             Some(self.t.fetch_add(300_000, Relaxed))
         }

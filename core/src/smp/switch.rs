@@ -146,7 +146,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         drop(st);
         if prev != next {
             let prev_state = sw.prev.map(|(_, state, _)| state);
-            self.emit(now, cpu as u32, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
+            self.emit(now, cpu, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
         sw
     }

@@ -31,9 +31,9 @@ pub const MAX_RECORDED_CPUS: usize = 1024;
 pub struct Recorder {
     keep_log: bool,
     events: Mutex<Vec<Event>>,
-    stoppers: Mutex<Vec<u32>>,
-    kicks: Mutex<Vec<u32>>,
-    resched_log: Mutex<Vec<u32>>,
+    stoppers: Mutex<Vec<usize>>,
+    kicks: Mutex<Vec<usize>>,
+    resched_log: Mutex<Vec<usize>>,
     resched: Vec<AtomicBool>,
     resched_count: AtomicU64,
     migrations: AtomicU64,
@@ -102,7 +102,7 @@ impl Recorder {
     }
 
     /// (task, destination CPU) of every migration so far.
-    pub fn migrations(&self) -> Vec<(TaskId, u32)> {
+    pub fn migrations(&self) -> Vec<(TaskId, usize)> {
         self.events
             .lock()
             .unwrap()
@@ -120,12 +120,12 @@ impl Recorder {
     }
 
     /// CPUs asked to run their active-balance stopper, in order.
-    pub fn stoppers(&self) -> Vec<u32> {
+    pub fn stoppers(&self) -> Vec<usize> {
         self.stoppers.lock().unwrap().clone()
     }
 
     /// CPUs kicked for a nohz idle balance, in order.
-    pub fn kicks(&self) -> Vec<u32> {
+    pub fn kicks(&self) -> Vec<usize> {
         self.kicks.lock().unwrap().clone()
     }
 
@@ -140,15 +140,15 @@ impl Recorder {
     }
 
     /// The CPUs asked to reschedule since the last call, in order (empties the log).
-    pub fn take_resched_log(&self) -> Vec<u32> {
+    pub fn take_resched_log(&self) -> Vec<usize> {
         std::mem::take(&mut *self.resched_log.lock().unwrap())
     }
 }
 
 impl Platform for Recorder {
     type Payload = ();
-    fn resched_cpu(&self, cpu: u32) {
-        if let Some(f) = self.resched.get(cpu as usize) {
+    fn resched_cpu(&self, cpu: usize) {
+        if let Some(f) = self.resched.get(cpu) {
             f.store(true, Relaxed);
         }
         self.resched_count.fetch_add(1, Relaxed);
@@ -157,14 +157,14 @@ impl Platform for Recorder {
         }
     }
 
-    fn run_stopper(&self, cpu: u32) {
+    fn run_stopper(&self, cpu: usize) {
         if self.keep_log {
             self.stoppers.lock().unwrap().push(cpu);
         }
         self.resched_cpu(cpu);
     }
 
-    fn kick_nohz(&self, cpu: u32) {
+    fn kick_nohz(&self, cpu: usize) {
         if self.keep_log {
             self.kicks.lock().unwrap().push(cpu);
         }

@@ -28,7 +28,7 @@ pub(super) fn corecalls_main(rounds: u32) {
 pub(super) fn corecalls(rounds: usize) {
     let cpu = arch::cpu_id();
     for _ in 0..rounds {
-        let _ = sched::with_core(|k| k.smp().balance_state(cpu));
+        let _ = sched::with_core(|k| k.balance_report(cpu));
         let _ = sched::with_core(|k| k.nr_tasks());
     }
 }

@@ -480,16 +480,21 @@ const OUR_CPU: &str = "the kernel calls the core as the porter's contract asks";
 fn trace_event(event: &Event) {
     match event.kind {
         EventKind::Waking { task, .. } => defmt::info!(
-            "trace: waking cpu={=u32} t={=u64} pid={=u32}",
+            "trace: waking cpu={=usize} t={=u64} pid={=u32}",
             event.cpu,
             event.time,
             trace_pid(task)
         ),
         EventKind::NewTask { task } => {
-            defmt::info!("trace: new cpu={=u32} t={=u64} pid={=u32}", event.cpu, event.time, trace_pid(task))
+            defmt::info!(
+                "trace: new cpu={=usize} t={=u64} pid={=u32}",
+                event.cpu,
+                event.time,
+                trace_pid(task)
+            )
         }
         EventKind::Migrate { task, from, reason } => defmt::info!(
-            "trace: migrate cpu={=u32} t={=u64} pid={=u32} from={=u32} reason={=str}",
+            "trace: migrate cpu={=usize} t={=u64} pid={=u32} from={=usize} reason={=str}",
             event.cpu,
             event.time,
             trace_pid(task),
@@ -632,12 +637,12 @@ pub fn set_slice(slot: usize, ns: u64) -> Result<(), sched_core::SchedError> {
 
 /// Switches the core's features at run time (every CPU's next decision sees them).
 pub fn set_features(f: sched_core::Features) {
-    with_core(|k| k.smp().set_features(f));
+    with_core(|k| k.set_features(f));
 }
 
 /// The core's features now.
 pub fn features() -> sched_core::Features {
-    with_core(|k| k.smp().features())
+    with_core(|k| k.features())
 }
 
 /// Kernel threads in use (slots taken).
@@ -750,5 +755,5 @@ pub fn is_tickless(cpu: usize) -> bool {
 
 /// Tasks on `cpu`'s runqueue (running and queued), as the core publishes it.
 pub fn nr_running(cpu: usize) -> u32 {
-    with_core(|k| k.stats(cpu).nr_running.load(Relaxed))
+    with_core(|k| k.stats(cpu).map_or(0, |s| s.nr_running))
 }

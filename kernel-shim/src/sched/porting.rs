@@ -38,8 +38,7 @@ pub(super) fn smp() -> &'static Kernel {
 impl Platform for KPlatform {
     /// The task's thread slot.
     type Payload = u32;
-    fn resched_cpu(&self, cpu: u32) {
-        let c = cpu as usize;
+    fn resched_cpu(&self, c: usize) {
         if c >= MAX_CPUS {
             return;
         }
@@ -59,7 +58,7 @@ impl Platform for KPlatform {
     }
 
     fn event(&self, event: &Event) {
-        let c = (event.cpu as usize).min(MAX_CPUS - 1);
+        let c = event.cpu.min(MAX_CPUS - 1);
         if TRACE.load(Relaxed) {
             trace_event(event);
         }
@@ -92,7 +91,7 @@ impl Platform for KPlatform {
                 MIGRATIONS_BY_REASON[r].fetch_add(1, Relaxed);
             }
             EventKind::Balance(r) => {
-                let b = (r.cpu as usize).min(MAX_CPUS - 1);
+                let b = r.cpu.min(MAX_CPUS - 1);
                 if r.outcome.ends_pass() {
                     CPU[b].balance_runs.fetch_add(1, Relaxed);
                 }
@@ -397,7 +396,7 @@ fn reschedule_with(smp: &Kernel, cpu: usize, frame: usize) -> usize {
 fn update_tickless_with(smp: &Kernel, cpu: usize) {
     // A CPU keeps ticking while threads sleep: sleepers are woken from ticks.
     let idle = CURRENT[cpu].load(Relaxed) == NONE
-        && smp.stats(cpu).idle.load(Relaxed)
+        && smp.stats(cpu).is_ok_and(|s| s.idle)
         && SLEEPERS.load(Acquire) == 0;
     let tickless = TICKLESS[cpu].load(Relaxed);
     if idle && !tickless {
