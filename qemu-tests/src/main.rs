@@ -10,6 +10,7 @@
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
 //! - `cargo xsize` (`qemu-tests size`): sizes beside their budgets (see `size.rs`).
 
+mod args;
 mod fuzz;
 mod qemu;
 mod size;
@@ -18,6 +19,8 @@ mod suite;
 mod xrun;
 
 use std::process::{Command, ExitCode, Stdio};
+
+use sched_sim::cli::parse;
 
 /// The bare-metal targets sched-core must build for, with the features a build for that target
 /// needs: Armv6-M has no compare-and-swap, so the final binary picks how portable-atomic
@@ -43,55 +46,34 @@ const SMALL_BUILD_TESTS: &[&str] =
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    match args.first().map(String::as_str) {
-        Some("test") => run_tests(&args[1..]),
-        Some("run") => xrun::main(&args[1..]),
-        Some("size") => size::main(),
-        Some("boot") => boot_once(&args[1..]),
-        _ => {
-            eprintln!(
-                "usage: qemu-tests test [cargo test args] | qemu-tests run [--help] | qemu-tests size | \
-                 qemu-tests boot [--arch A] [--mode M] [boot line]"
-            );
-            ExitCode::from(2)
+    let rest = args.get(1..).unwrap_or_default();
+    let code = match args.first().map(String::as_str) {
+        Some("test") => parse::<args::TestArgs>("cargo xtest", rest).map(run_tests),
+        Some("run") => Ok(xrun::main(rest)),
+        Some("size") => parse::<args::SizeArgs>("cargo xsize", rest).map(|_| size::main()),
+        Some("boot") => parse::<args::BootArgs>("cargo xboot", rest).map(boot_once),
+        Some("--help" | "-h") => {
+            println!("{COMMANDS}");
+            return ExitCode::SUCCESS;
         }
-    }
+        other => {
+            eprintln!("qemu-tests: {}: a command is test, run, size or boot", other.unwrap_or("no command"));
+            Err(sched_sim::cli::USAGE_EXIT)
+        }
+    };
+    code.unwrap_or_else(ExitCode::from)
 }
 
-/// `cargo xboot [--arch A] [--mode deterministic|parallel] [--smp N] [--numa N] [--clusters K]
-/// [boot line]`: one boot of the kernel (default: aarch64, deterministic, 8 vCPUs,
-/// `scenario=boot`), its decoded log printed; exits with the kernel's exit code. `--numa` and
-/// `--clusters` describe the machine to QEMU (see [`qemu::Machine`]).
-fn boot_once(args: &[String]) -> ExitCode {
-    let (mut arch, mut mode, mut line) = (qemu::Arch::Aarch64, qemu::Mode::Deterministic, Vec::new());
-    let (mut cpus, mut numa, mut clusters) = (None, 0, 0);
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--arch" => match it.next().map(|v| qemu::Arch::parse(v)) {
-                Some(Ok(x)) => arch = x,
-                _ => return usage_error("--arch needs aarch64 or riscv64"),
-            },
-            "--smp" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
-                Some(n) => cpus = Some(n),
-                None => return usage_error("--smp needs a CPU count"),
-            },
-            "--numa" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
-                Some(n) => numa = n,
-                None => return usage_error("--numa needs a node count"),
-            },
-            "--clusters" => match it.next().and_then(|v| v.parse::<usize>().ok()) {
-                Some(k) => clusters = k,
-                None => return usage_error("--clusters needs a cluster size"),
-            },
-            "--mode" => match it.next().map(String::as_str) {
-                Some("deterministic") => mode = qemu::Mode::Deterministic,
-                Some("parallel") => mode = qemu::Mode::Parallel,
-                _ => return usage_error("--mode needs deterministic or parallel"),
-            },
-            word => line.push(word),
-        }
-    }
+/// The runner's commands (each answers `--help`).
+const COMMANDS: &str = "usage: qemu-tests <command> [--help]\n\n  test   cargo xtest: all tests\n  \
+                        run    cargo xrun: the seed's experiment\n  size   cargo xsize: sizes beside their budgets\n  \
+                        boot   cargo xboot: one boot of the kernel";
+
+/// `cargo xboot`: one boot of the kernel (see [`args::BootArgs`]), its decoded log
+/// printed; exits with the kernel's exit code. `--numa` and `--clusters` describe the machine
+/// to QEMU (see [`qemu::Machine`]).
+fn boot_once(a: args::BootArgs) -> ExitCode {
+    let args::BootArgs { arch, mode, smp: cpus, numa, clusters, line } = a;
     let line = if line.is_empty() { "scenario=boot".to_string() } else { line.join(" ") };
     let mut m = match qemu::prepare(arch) {
         Ok(m) => m,
@@ -145,8 +127,8 @@ fn boot_once(args: &[String]) -> ExitCode {
 }
 
 fn usage_error(line: &str) -> ExitCode {
-    eprintln!("xboot: {line}");
-    ExitCode::from(2)
+    eprintln!("cargo xboot: {line}");
+    ExitCode::from(sched_sim::cli::USAGE_EXIT)
 }
 
 /// The longest the toy port (`core/examples/toy_port.rs`) may be: PORTING.md promises a
@@ -337,49 +319,14 @@ fn run_gate(gate: &Gate) -> bool {
     }
 }
 
-/// Which cases, how many times each, in which mode (all modes if `None`), on which
-/// architecture (all if `None`).
-type Repeat = (suite::Selection, usize, Option<qemu::Mode>, Option<qemu::Arch>);
-
-/// `cargo xtest --repeat N [--mode parallel|deterministic] [--arch aarch64|riscv64]` and `cargo
-/// xtest --long [--repeat N] [--mode M] [--arch A]`: only QEMU boots, repeated, to hunt flakes
-/// and to run the long scenarios. `None` when the arguments ask for the ordinary run.
-fn repeat_mode(args: &[String]) -> Option<Result<Repeat, String>> {
-    let has = |f: &str| args.iter().any(|a| a == f);
-    if !has("--repeat") && !has("--long") {
-        return None;
-    }
-    let value = |f: &str| args.iter().position(|a| a == f).map(|i| args.get(i + 1).cloned());
-    let repeat = match value("--repeat") {
-        None => Ok(1),
-        Some(Some(n)) => {
-            n.parse::<usize>().ok().filter(|&n| n > 0).ok_or(format!("--repeat {n}: not a count"))
+fn run_tests(a: args::TestArgs) -> ExitCode {
+    match a.repeat() {
+        Ok(None) => {}
+        Err(line) => {
+            eprintln!("cargo xtest: {line}");
+            return ExitCode::from(sched_sim::cli::USAGE_EXIT);
         }
-        Some(None) => Err("--repeat needs a count".to_string()),
-    };
-    let mode = match value("--mode") {
-        None => Ok(None),
-        Some(Some(m)) if m == "parallel" => Ok(Some(qemu::Mode::Parallel)),
-        Some(Some(m)) if m == "deterministic" => Ok(Some(qemu::Mode::Deterministic)),
-        Some(m) => Err(format!("--mode {}: parallel or deterministic", m.unwrap_or_default())),
-    };
-    let arch = match value("--arch") {
-        None => Ok(None),
-        Some(Some(a)) => qemu::Arch::parse(&a).map(Some),
-        Some(None) => Err("--arch needs aarch64 or riscv64".to_string()),
-    };
-    let which = if has("--long") { suite::Selection::Long } else { suite::Selection::Suite };
-    Some(repeat.and_then(|r| mode.and_then(|m| arch.map(|a| (which, r, m, a)))))
-}
-
-fn run_tests(extra: &[String]) -> ExitCode {
-    match repeat_mode(extra) {
-        None => {}
-        Some(Err(line)) => {
-            eprintln!("xtest: {line}");
-            return ExitCode::from(2);
-        }
-        Some(Ok((which, repeat, mode, arch))) => {
+        Ok(Some((which, repeat, mode, arch))) => {
             let (p, f) = suite::run_repeated(which, repeat, mode, arch);
             println!("xtest: {p} passed, {f} failed");
             return if f == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
@@ -395,14 +342,17 @@ fn run_tests(extra: &[String]) -> ExitCode {
          then the core's small-build tests)"
     );
     let (ok, text) = run_capture(
-        cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--all-targets"]).args(extra),
+        cargo()
+            .args(["test", "--workspace", "--exclude", "kernel-shim", "--all-targets"])
+            .args(&a.cargo_args),
     );
     tally.add_output(&text);
     if !ok {
         steps_failed.push("host tests");
     }
-    let (ok, text) =
-        run_capture(cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--doc"]).args(extra));
+    let (ok, text) = run_capture(
+        cargo().args(["test", "--workspace", "--exclude", "kernel-shim", "--doc"]).args(&a.cargo_args),
+    );
     tally.add_output(&text);
     if !ok {
         steps_failed.push("doc tests");
@@ -476,22 +426,6 @@ fn run_tests(extra: &[String]) -> ExitCode {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn repeat_options_are_parsed_and_bad_ones_refused() {
-        let a = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
-        assert!(repeat_mode(&a("--release")).is_none(), "an ordinary run");
-        let r = repeat_mode(&a("--repeat 125 --mode parallel")).unwrap().unwrap();
-        assert_eq!(r, (suite::Selection::Suite, 125, Some(qemu::Mode::Parallel), None));
-        let r = repeat_mode(&a("--long")).unwrap().unwrap();
-        assert_eq!(r, (suite::Selection::Long, 1, None, None));
-        let r = repeat_mode(&a("--repeat 3 --arch riscv64")).unwrap().unwrap();
-        assert_eq!(r, (suite::Selection::Suite, 3, None, Some(qemu::Arch::Riscv64)));
-        assert!(repeat_mode(&a("--repeat 3 --arch x86")).unwrap().is_err());
-        assert!(repeat_mode(&a("--repeat 0")).unwrap().is_err());
-        assert!(repeat_mode(&a("--repeat")).unwrap().is_err());
-        assert!(repeat_mode(&a("--repeat 2 --mode fast")).unwrap().is_err());
-    }
 
     #[test]
     fn tally_sums_cargo_result_lines() {

@@ -18,7 +18,7 @@ use sched_sim::machine::TopologyKind;
 use crate::qemu::{self, Boot, Mode};
 
 #[derive(Parser)]
-#[command(name = "xrun", about = "The seed's experiment on the QEMU kernel and in the simulator")]
+#[command(name = "cargo xrun", about = "The seed's experiment on the QEMU kernel and in the simulator")]
 struct Args {
     /// Iterations per side (each with its own workload seed).
     #[arg(long, default_value_t = 15)]
@@ -272,12 +272,9 @@ fn capacity_list(caps: &[u64]) -> String {
 }
 
 pub fn main(args: &[String]) -> ExitCode {
-    let mut a = match Args::try_parse_from(std::iter::once("xrun".to_string()).chain(args.iter().cloned())) {
+    let mut a = match sched_sim::cli::parse::<Args>("cargo xrun", args) {
         Ok(a) => a,
-        Err(e) => {
-            let _ = e.print();
-            return ExitCode::from(2);
-        }
+        Err(code) => return ExitCode::from(code),
     };
     let (arch, mode, features, topology) = match check(&mut a) {
         Ok(c) => c,

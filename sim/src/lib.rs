@@ -8,6 +8,7 @@
 //!
 //! Same configuration and seed → the same results and the same trace, byte for byte.
 
+pub mod cli;
 pub mod experiments;
 pub mod machine;
 pub mod picture;

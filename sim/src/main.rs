@@ -9,7 +9,7 @@ use sched_sim::experiments::{ab, drive, on_big_stack, spread, Workload};
 use sched_sim::machine::{Config, Machine, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 
 #[derive(Parser)]
-#[command(name = "xsim", about = "Experiments with sched-core on a simulated multi-CPU machine")]
+#[command(name = "cargo xsim", about = "Experiments with sched-core on a simulated multi-CPU machine")]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -296,7 +296,10 @@ fn write_ab_picture(m: &MachineArgs, cfg: &Config, w: &Workload, a: (Features, &
 }
 
 fn main() {
-    match Cli::parse().cmd {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let cli = sched_sim::cli::parse::<Cli>("cargo xsim", &args)
+        .unwrap_or_else(|code| std::process::exit(code.into()));
+    match cli.cmd {
         Cmd::Sysbench { m, w: args } => {
             let cfg = config(&m);
             let w = args.workload();

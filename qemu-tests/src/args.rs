@@ -1,0 +1,157 @@
+//! The runner's command lines, one clap parser per command (`cargo xrun`'s is in
+//! `xrun.rs`). Each answers `--help` with its usage and every option's default, and refuses
+//! an unknown or malformed option in one line (see [`sched_sim::cli::parse`]).
+
+use clap::Parser;
+
+use crate::qemu::{Arch, Mode};
+use crate::suite::Selection;
+
+/// `cargo xtest`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "cargo xtest",
+    about = "All tests: host tests of every crate, the worked ports, the lint gates, the \
+             sched-core package, the bare-metal builds, the size budgets, then the QEMU suite \
+             on every machine; one summary line `N passed, N failed`",
+    after_help = "With --repeat or --long only QEMU boots run: the suite's cases (or the long \
+                  scenarios) repeated, to hunt flakes."
+)]
+pub struct TestArgs {
+    /// Only boot the QEMU suite's cases, each N times (default: the ordinary run, each once).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    pub repeat: Option<u32>,
+    /// Only boot the long scenarios (too slow for every CI run), --repeat times each.
+    #[arg(long)]
+    pub long: bool,
+    /// With --repeat or --long: only boots in this QEMU mode, deterministic or parallel
+    /// (default: both).
+    #[arg(long, value_parser = mode)]
+    pub mode: Option<Mode>,
+    /// With --repeat or --long: only this machine, aarch64, riscv64, cortex-m4 or cortex-m33
+    /// (default: every machine).
+    #[arg(long, value_parser = arch)]
+    pub arch: Option<Arch>,
+    /// Passed on to the host tests' `cargo test` (default: none), e.g. `-- --release`.
+    #[arg(last = true, value_name = "CARGO_TEST_ARGS")]
+    pub cargo_args: Vec<String>,
+}
+
+/// Which cases, how many times each, in which mode (all if `None`), on which machine (all if
+/// `None`).
+pub type Repeat = (Selection, usize, Option<Mode>, Option<Arch>);
+
+impl TestArgs {
+    /// The boots-only run asked for, if one is; `Err` names a combination that means nothing.
+    pub fn repeat(&self) -> Result<Option<Repeat>, String> {
+        if self.repeat.is_none() && !self.long {
+            if self.mode.is_some() || self.arch.is_some() {
+                return Err("--mode and --arch choose boots: add --repeat N or --long".to_string());
+            }
+            return Ok(None);
+        }
+        let which = if self.long { Selection::Long } else { Selection::Suite };
+        Ok(Some((which, self.repeat.unwrap_or(1) as usize, self.mode, self.arch)))
+    }
+}
+
+/// `cargo xboot`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "cargo xboot",
+    about = "One boot of the kernel under QEMU, its defmt log decoded and printed; exits with \
+             the kernel's exit code"
+)]
+pub struct BootArgs {
+    /// The machine: aarch64, riscv64, cortex-m4 or cortex-m33.
+    #[arg(long, default_value = "aarch64", value_parser = arch)]
+    pub arch: Arch,
+    /// QEMU's mode: deterministic (icount, byte-identical) or parallel (multi-threaded TCG).
+    #[arg(long, default_value = "deterministic", value_parser = mode)]
+    pub mode: Mode,
+    /// vCPUs (default: the machine's own: 8 on the virt boards, 1 on cortex-m4, 2 on
+    /// cortex-m33).
+    #[arg(long, value_name = "N")]
+    pub smp: Option<usize>,
+    /// NUMA nodes QEMU describes to the kernel (0: none).
+    #[arg(long, value_name = "N", default_value_t = 0)]
+    pub numa: usize,
+    /// CPUs per cluster QEMU describes (0: one cluster per node).
+    #[arg(long, value_name = "K", default_value_t = 0)]
+    pub clusters: usize,
+    /// The kernel's boot line, words `key=value` (default: scenario=boot), e.g.
+    /// `scenario=pingpong pairs=4 rounds=1000`.
+    #[arg(value_name = "BOOT_WORD")]
+    pub line: Vec<String>,
+}
+
+/// `cargo xsize`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "cargo xsize",
+    about = "Sizes beside their budgets: RAM of the machines per target, code of two thumbv7em \
+             images and of the Cortex-M kernel, and the deepest exception stack of a QEMU run"
+)]
+pub struct SizeArgs {}
+
+fn arch(s: &str) -> Result<Arch, String> {
+    Arch::parse(s).map_err(|_| "aarch64, riscv64, cortex-m4 or cortex-m33".to_string())
+}
+
+fn mode(s: &str) -> Result<Mode, String> {
+    match s {
+        "deterministic" => Ok(Mode::Deterministic),
+        "parallel" => Ok(Mode::Parallel),
+        _ => Err("deterministic or parallel".to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sched_sim::cli::{parse, USAGE_EXIT};
+
+    fn a(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    fn repeat(s: &str) -> Result<Option<Repeat>, String> {
+        parse::<TestArgs>("cargo xtest", &a(s)).map_err(|c| format!("exit {c}"))?.repeat()
+    }
+
+    #[test]
+    fn repeat_options_are_parsed_and_bad_ones_refused() {
+        assert_eq!(repeat(""), Ok(None), "an ordinary run");
+        assert_eq!(repeat("-- --release"), Ok(None), "cargo test's own flags go after --");
+        assert_eq!(
+            repeat("--repeat 125 --mode parallel"),
+            Ok(Some((Selection::Suite, 125, Some(Mode::Parallel), None)))
+        );
+        assert_eq!(repeat("--long"), Ok(Some((Selection::Long, 1, None, None))));
+        assert_eq!(
+            repeat("--repeat 3 --arch riscv64"),
+            Ok(Some((Selection::Suite, 3, None, Some(Arch::Riscv64))))
+        );
+        let refused = Err(format!("exit {USAGE_EXIT}"));
+        for bad in ["--repeat 3 --arch x86", "--repeat 0", "--repeat", "--repeat 2 --mode fast", "--release"]
+        {
+            assert_eq!(repeat(bad), refused, "{bad}");
+        }
+        assert!(repeat("--mode parallel").unwrap_err().contains("--repeat"));
+    }
+
+    #[test]
+    fn every_command_answers_help_without_running() {
+        assert_eq!(parse::<TestArgs>("cargo xtest", &a("--help")).unwrap_err(), 0);
+        assert_eq!(parse::<BootArgs>("cargo xboot", &a("--help")).unwrap_err(), 0);
+        assert_eq!(parse::<SizeArgs>("cargo xsize", &a("--help")).unwrap_err(), 0);
+        assert_eq!(parse::<SizeArgs>("cargo xsize", &a("--all")).unwrap_err(), USAGE_EXIT);
+    }
+
+    #[test]
+    fn a_boot_line_is_words_and_the_machine_has_defaults() {
+        let b = parse::<BootArgs>("cargo xboot", &a("--arch riscv64 scenario=pingpong pairs=4")).unwrap();
+        assert_eq!((b.arch, b.mode, b.smp, b.line.len()), (Arch::Riscv64, Mode::Deterministic, None, 2));
+        assert_eq!(parse::<BootArgs>("cargo xboot", &a("--smp eight")).unwrap_err(), USAGE_EXIT);
+    }
+}
