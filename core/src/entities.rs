@@ -41,7 +41,8 @@ const NICE_0: LoadWeight = LoadWeight::from_nice(Nice::ZERO);
 /// One task's [`Entity`], stored field by field for the owner's relaxed reads and writes
 /// (see the module documentation for who the owner is).
 ///
-/// ```
+#[cfg_attr(feature = "internals", doc = "```")]
+#[cfg_attr(not(feature = "internals"), doc = "```ignore")]
 /// use sched_core::{entities::Entities, CpuMask, Entity, Nice, Policy, TaskId};
 /// let ents: Entities<4> = Entities::new();
 /// let id = TaskId::new(2, 0);

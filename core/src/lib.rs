@@ -119,13 +119,20 @@ macro_rules! internal_modules {
         $(
             #[cfg(feature = "internals")]
             pub mod $name;
-            // (Their API is the experiments': unused by the facade is not dead.)
+            // (Their API is the experiments': unused by the facade is not dead. Their doc
+            // examples open with a fence that is `ignore` without the feature, where the
+            // items they call are private.)
             #[cfg(not(feature = "internals"))]
             #[allow(dead_code)]
             mod $name;
         )*
     };
 }
+
+/// The crate README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
 
 internal_modules!(balance, capacity, entities, fair, pelt, placement, runqueue, table, timeline);
 

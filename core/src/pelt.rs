@@ -7,7 +7,8 @@
 //! the arithmetic and the attach / detach / removed bookkeeping; *when* to call it (enqueue,
 //! dequeue, tick, pick) is decided by the runqueue.
 //!
-//! ```
+#![cfg_attr(feature = "internals", doc = "```")]
+#![cfg_attr(not(feature = "internals"), doc = "```ignore")]
 //! use sched_core::pelt::{decay_load, SchedAvg};
 //! assert_eq!(decay_load(1024, 32), 511); // not 512: the table's entry 0 is 2^32 - 1
 //! let mut a = SchedAvg::default();

@@ -32,7 +32,8 @@ pub struct Waker {
 /// `wake_wide`: the waker and wakee switch partners so often (relative to `llc_size`, the
 /// number of CPUs sharing the cache) that pulling wakees next to the waker would pile them up.
 ///
-/// ```
+#[cfg_attr(feature = "internals", doc = "```")]
+#[cfg_attr(not(feature = "internals"), doc = "```ignore")]
 /// use sched_core::placement::wake_wide;
 /// assert!(!wake_wide(4, 1, 100)); // a wakee that rarely switches partners: stay affine
 /// // Wide: the wakee flips at least llc_size times and the waker llc_size × as often as it.
@@ -58,7 +59,8 @@ pub struct AffineSide {
 /// half the domain's imbalance margin as a bias towards `prev`. `sync_waker` is the waker's
 /// load on a sync wakeup (the waker is about to sleep, so its load leaves `this`).
 ///
-/// ```
+#[cfg_attr(feature = "internals", doc = "```")]
+#[cfg_attr(not(feature = "internals"), doc = "```ignore")]
 /// use sched_core::placement::{affine_weight_prefers_this, AffineSide};
 /// let idle = AffineSide { load: 0, capacity: 1024 };
 /// let busy = AffineSide { load: 2048, capacity: 1024 };
@@ -153,7 +155,8 @@ pub const SCAN_COST_PER_CPU_NS: u64 = 100;
 /// average idle time (already divided by 512) and the LLC's average scan cost (ns, plus 1;
 /// a cost of 0 counts as 1).
 ///
-/// ```
+#[cfg_attr(feature = "internals", doc = "```")]
+#[cfg_attr(not(feature = "internals"), doc = "```ignore")]
 /// use sched_core::placement::sis_prop_budget;
 /// assert_eq!(sis_prop_budget(4, 1, 1000), 4); // little idle time: the floor of 4 probes
 /// assert_eq!(sis_prop_budget(4, 2000, 1000), 8);

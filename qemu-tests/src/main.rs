@@ -3,7 +3,7 @@
 //! - `cargo xtest` (`qemu-tests test`): every host crate's tests (with the core's small-build
 //!   tests and the toy port of PORTING.md), the lint gates (rustfmt,
 //!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
-//!   bare-metal builds of the core, the size budgets (`size::check`), then the QEMU suite and
+//!   sched-core package tested unpacked (`package.rs`), the bare-metal builds of the core, the size budgets (`size::check`), then the QEMU suite and
 //!   its boot-line fuzz on the aarch64 kernel; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
 //!   only QEMU boots: the suite's cases (or the long ones) repeated.
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
@@ -12,6 +12,7 @@
 
 mod args;
 mod fuzz;
+mod package;
 mod qemu;
 mod size;
 mod source;
@@ -291,6 +292,26 @@ const LINT_GATES: &[Gate] = &[
         args: &["doc", "--no-deps", "--workspace", "--exclude", "kernel-shim"],
         env: &[("RUSTDOCFLAGS", "-D warnings")],
     },
+    // sched-core as its users document it (crates.io, docs.rs), outside the workspace's
+    // feature unification (the simulator turns `internals` on): each of its feature sets.
+    Gate {
+        name: "rustdoc (sched-core, default features)",
+        dir: "",
+        args: &["doc", "--no-deps", "-p", "sched-core"],
+        env: &[("RUSTDOCFLAGS", "-D warnings"), ("CARGO_TARGET_DIR", "target/doc-sched-core")],
+    },
+    Gate {
+        name: "rustdoc (sched-core, no default features)",
+        dir: "",
+        args: &["doc", "--no-deps", "-p", "sched-core", "--no-default-features"],
+        env: &[("RUSTDOCFLAGS", "-D warnings"), ("CARGO_TARGET_DIR", "target/doc-sched-core")],
+    },
+    Gate {
+        name: "rustdoc (sched-core, all features)",
+        dir: "",
+        args: &["doc", "--no-deps", "-p", "sched-core", "--all-features"],
+        env: &[("RUSTDOCFLAGS", "-D warnings"), ("CARGO_TARGET_DIR", "target/doc-sched-core")],
+    },
     Gate {
         name: "rustdoc (kernel)",
         dir: "kernel-shim",
@@ -338,7 +359,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
     eprintln!(
-        "xtest: [1/5] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
+        "xtest: [1/6] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
          then the core's small-build tests)"
     );
     let (ok, text) = run_capture(
@@ -378,7 +399,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         steps_failed.push("toy port");
     }
 
-    eprintln!("xtest: [2/5] lint gates: rustfmt, clippy (host crates and kernel), rustdoc; warnings fail");
+    eprintln!("xtest: [2/6] lint gates: rustfmt, clippy (host crates and kernel), rustdoc (sched-core in each feature set); warnings fail");
     for gate in LINT_GATES {
         if run_gate(gate) {
             tally.passed += 1;
@@ -388,7 +409,17 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [3/5] sched-core builds for the bare-metal targets (no_std, no alloc)");
+    eprintln!("xtest: [3/6] the sched-core package: cargo package, then cargo test in the unpacked package");
+    let (ok, text) = package::check(cargo, run_capture);
+    tally.add_output(&text);
+    if ok {
+        tally.passed += 1;
+    } else {
+        tally.failed += 1;
+        steps_failed.push("sched-core package");
+    }
+
+    eprintln!("xtest: [4/6] sched-core builds for the bare-metal targets (no_std, no alloc)");
     for (target, features) in BARE_METAL_TARGETS {
         let built = ensure_target(target)
             && cargo()
@@ -406,10 +437,10 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [4/5] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
+    eprintln!("xtest: [5/6] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
     tally.add_step("size budgets", size::check(), &mut steps_failed);
 
-    eprintln!("xtest: [5/5] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
+    eprintln!("xtest: [6/6] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
     tally.add_step("QEMU suite", suite::run(), &mut steps_failed);
 
     if !steps_failed.is_empty() {

@@ -11,7 +11,8 @@ use crate::cpumask::CpuMask;
 /// the first idle CPU of the group among the candidates does, or, none being idle, the
 /// group's first CPU.
 ///
-/// ```
+#[cfg_attr(feature = "internals", doc = "```")]
+#[cfg_attr(not(feature = "internals"), doc = "```ignore")]
 /// use sched_core::balance::{designate::should_we_balance, IdleType};
 /// use sched_core::CpuMask;
 /// let group = CpuMask::first_n(4);

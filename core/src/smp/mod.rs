@@ -50,7 +50,7 @@ mod placement;
 mod rebalance;
 mod switch;
 pub use switch::Switch;
-#[cfg(feature = "testing")]
+#[cfg(any(test, feature = "testing"))]
 mod testing;
 
 #[cfg(not(feature = "internals"))]

@@ -219,20 +219,20 @@ fn a_task_picked_at_once_on_another_cpu_has_its_payload() {
 #[test]
 fn porting_md_states_the_code_s_figures() {
     // (Words as a reader sees them: line breaks are spaces.)
-    let text = include_str!("../../PORTING.md").split_whitespace().collect::<Vec<_>>().join(" ");
+    let text = include_str!("../../../PORTING.md").split_whitespace().collect::<Vec<_>>().join(" ");
     let passes = sched_core::port::MAX_PASSES;
     assert!(text.contains(&format!("`MAX_PASSES` ({passes})")), "MAX_PASSES");
     assert!(text.contains(&format!("`MAX_PASSES` = {passes}")), "MAX_PASSES in the rules table");
-    let toy = include_str!("../examples/toy_port.rs").lines().count();
+    let toy = include_str!("../../examples/toy_port.rs").lines().count();
     assert!(text.contains(&format!("`core/examples/toy_port.rs` ({toy} lines)")), "toy port: {toy} lines");
     let port_files = [
-        ("main.rs", include_str!("../../kernel-shim/src/main.rs")),
-        ("sched/porting.rs", include_str!("../../kernel-shim/src/sched/porting.rs")),
-        ("sched/mod.rs", include_str!("../../kernel-shim/src/sched/mod.rs")),
-        ("arch/mod.rs", include_str!("../../kernel-shim/src/arch/mod.rs")),
-        ("arch/aarch64/mod.rs", include_str!("../../kernel-shim/src/arch/aarch64/mod.rs")),
-        ("arch/riscv64/mod.rs", include_str!("../../kernel-shim/src/arch/riscv64/mod.rs")),
-        ("arch/cortex_m/mod.rs", include_str!("../../kernel-shim/src/arch/cortex_m/mod.rs")),
+        ("main.rs", include_str!("../../../kernel-shim/src/main.rs")),
+        ("sched/porting.rs", include_str!("../../../kernel-shim/src/sched/porting.rs")),
+        ("sched/mod.rs", include_str!("../../../kernel-shim/src/sched/mod.rs")),
+        ("arch/mod.rs", include_str!("../../../kernel-shim/src/arch/mod.rs")),
+        ("arch/aarch64/mod.rs", include_str!("../../../kernel-shim/src/arch/aarch64/mod.rs")),
+        ("arch/riscv64/mod.rs", include_str!("../../../kernel-shim/src/arch/riscv64/mod.rs")),
+        ("arch/cortex_m/mod.rs", include_str!("../../../kernel-shim/src/arch/cortex_m/mod.rs")),
     ];
     for (name, src) in port_files {
         let n = src.lines().count();
@@ -241,7 +241,7 @@ fn porting_md_states_the_code_s_figures() {
             stated.iter().any(|s| text.contains(&s.split_whitespace().collect::<Vec<_>>().join(" ")));
         assert!(stated, "PORTING.md: kernel {name}, {n} lines");
     }
-    let readme = include_str!("../../README.md").replace('\n', " ");
+    let readme = include_str!("../../../README.md").replace('\n', " ");
     assert!(readme.contains(&format!("toy port in {toy} lines")), "README: toy port, {toy} lines");
 }
 
