@@ -109,7 +109,11 @@ fn mode(s: &str) -> Result<Mode, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sched_sim::cli::{parse, USAGE_EXIT};
+    use sched_sim::cli::{outcome, USAGE_EXIT};
+
+    fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, u8> {
+        outcome(name, args).map_err(|(code, _)| code)
+    }
 
     fn a(s: &str) -> Vec<String> {
         s.split_whitespace().map(String::from).collect()
@@ -142,7 +146,11 @@ mod tests {
 
     #[test]
     fn every_command_answers_help_without_running() {
-        assert_eq!(parse::<TestArgs>("cargo xtest", &a("--help")).unwrap_err(), 0);
+        let (code, usage) = outcome::<TestArgs>("cargo xtest", &a("--help")).unwrap_err();
+        assert_eq!(code, 0);
+        for option in ["--repeat <N>", "--long", "--mode <MODE>", "--arch <ARCH>", "default: both"] {
+            assert!(usage.contains(option), "{option} in {usage}");
+        }
         assert_eq!(parse::<BootArgs>("cargo xboot", &a("--help")).unwrap_err(), 0);
         assert_eq!(parse::<SizeArgs>("cargo xsize", &a("--help")).unwrap_err(), 0);
         assert_eq!(parse::<SizeArgs>("cargo xsize", &a("--all")).unwrap_err(), USAGE_EXIT);

@@ -22,19 +22,27 @@ pub const USAGE_EXIT: u8 = 2;
 /// }
 /// let a: Args = sched_sim::cli::parse("demo", &["--count".into(), "5".into()]).ok().unwrap();
 /// assert_eq!(a.count, 5);
-/// assert!(sched_sim::cli::parse::<Args>("demo", &["--cuont".into()]).is_err());
+/// let (code, line) = sched_sim::cli::outcome::<Args>("demo", &["--cuont".into()]).err().unwrap();
+/// assert_eq!((code, line.as_str()), (2, "demo: unexpected argument '--cuont' found"));
 /// ```
 pub fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, u8> {
+    outcome(name, args).map_err(|(code, text)| {
+        if code == 0 {
+            print!("{text}");
+        } else {
+            eprintln!("{text}");
+        }
+        code
+    })
+}
+
+/// What [`parse`] does, without printing: the arguments, or the exit code with what to print
+/// (the usage on stdout for code 0, the refusal on stderr otherwise).
+pub fn outcome<T: Parser>(name: &str, args: &[String]) -> Result<T, (u8, String)> {
     match T::try_parse_from(std::iter::once(name.to_string()).chain(args.iter().cloned())) {
         Ok(t) => Ok(t),
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
-            let _ = e.print();
-            Err(0)
-        }
-        Err(e) => {
-            eprintln!("{name}: {}", refusal(&e.to_string()));
-            Err(USAGE_EXIT)
-        }
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => Err((0, e.to_string())),
+        Err(e) => Err((USAGE_EXIT, format!("{name}: {}", refusal(&e.to_string())))),
     }
 }
 
@@ -63,10 +71,11 @@ mod tests {
 
     #[test]
     fn help_exits_zero_and_a_bad_option_is_one_line_naming_it() {
-        assert_eq!(parse::<Demo>("demo", &args("--n 4")).unwrap().n, 4);
-        assert_eq!(parse::<Demo>("demo", &args("--help")).unwrap_err(), 0);
-        assert_eq!(parse::<Demo>("demo", &args("--nope")).unwrap_err(), USAGE_EXIT);
-        let e = Demo::try_parse_from(["demo", "--nope"]).unwrap_err().to_string();
-        assert_eq!(refusal(&e), "unexpected argument '--nope' found");
+        assert_eq!(outcome::<Demo>("demo", &args("--n 4")).unwrap().n, 4);
+        let (code, usage) = outcome::<Demo>("demo", &args("--help")).unwrap_err();
+        assert_eq!(code, 0);
+        assert!(usage.contains("Usage: demo [OPTIONS]") && usage.contains("[default: 1]"), "{usage}");
+        let refused = outcome::<Demo>("demo", &args("--nope")).unwrap_err();
+        assert_eq!(refused, (USAGE_EXIT, "demo: unexpected argument '--nope' found".to_string()));
     }
 }
