@@ -1,7 +1,7 @@
 //! The host runner.
 //!
 //! - `cargo xtest` (`qemu-tests test`): every host crate's tests (with the core's small-build
-//!   tests and the toy port of PORTING.md), the lint gates (rustfmt,
+//!   tests and the worked ports of PORTING.md), the lint gates (rustfmt,
 //!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
 //!   sched-core package tested unpacked (`package.rs`), the bare-metal builds of the core, the size budgets (`size::check`), then the QEMU suite and
 //!   its boot-line fuzz on the aarch64 kernel; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
@@ -136,25 +136,44 @@ fn usage_error(line: &str) -> ExitCode {
 /// complete host in at most this many lines.
 const TOY_PORT_MAX_LINES: usize = 100;
 
-/// Runs the toy port: it must finish (under a minute) and say `ok`, and fit its promised size.
-fn toy_port() -> bool {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/examples/toy_port.rs");
+/// PORTING.md's worked ports in `core/examples/`: name, what it shows, the most lines it may
+/// have, how many runs (the threaded one races for real: each run is another interleaving).
+const WORKED_PORTS: &[(&str, &str, Option<usize>, usize)] = &[
+    ("toy_port", "runs 2 CPUs to completion", Some(TOY_PORT_MAX_LINES), 1),
+    ("threads_port", "runs 4 CPUs with sleep, wake, tickless idle and full runqueues to completion", None, 5),
+];
+
+/// Builds and runs a worked port: each run must finish (under a minute) and say `ok`, and
+/// the file fit its promised size.
+fn worked_port(&(name, what, max_lines, runs): &(&str, &str, Option<usize>, usize)) -> bool {
+    let path = format!("{}/../core/examples/{name}.rs", env!("CARGO_MANIFEST_DIR"));
     let lines = std::fs::read_to_string(path).map(|s| s.lines().count()).unwrap_or(usize::MAX);
-    let build = cargo().args(["build", "-q", "-p", "sched-core", "--example", "toy_port"]).status();
+    let build = cargo().args(["build", "-q", "-p", "sched-core", "--example", name]).status();
     if !build.is_ok_and(|s| s.success()) {
-        eprintln!("xtest: toy port: build failed ... FAILED");
+        eprintln!("xtest: {name}: build failed ... FAILED");
         return false;
     }
     // Built above, so the minute is the run's (a hang is a failure, not a stuck CI).
     let cargo_bin = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let out = Command::new("timeout")
-        .args(["60", &cargo_bin, "run", "-q", "-p", "sched-core", "--example", "toy_port"])
-        .output();
-    let said_ok =
-        out.as_ref().is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(": ok"));
-    let ok = said_ok && lines <= TOY_PORT_MAX_LINES;
+    let said_ok = (0..runs).all(|_| {
+        let out = Command::new("timeout")
+            .args(["60", &cargo_bin, "run", "-q", "-p", "sched-core", "--example", name])
+            .output();
+        let ok = out
+            .as_ref()
+            .is_ok_and(|o| o.status.success() && String::from_utf8_lossy(&o.stdout).contains(": ok"));
+        if !ok {
+            if let Ok(o) = &out {
+                eprint!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr));
+            }
+        }
+        ok
+    });
+    let fits = max_lines.is_none_or(|m| lines <= m);
+    let ok = said_ok && fits;
     let verdict = if ok { "ok" } else { "FAILED" };
-    eprintln!("xtest: toy port ({lines} lines, at most {TOY_PORT_MAX_LINES}) runs 2 CPUs to completion ... {verdict}");
+    let cap = max_lines.map_or(String::new(), |m| format!(", at most {m}"));
+    eprintln!("xtest: {name} ({lines} lines{cap}) {what}, {runs} run(s) ... {verdict}");
     ok
 }
 
@@ -391,12 +410,14 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
         steps_failed.push("small-build tests");
     }
-    // PORTING.md's toy port: one file of at most 100 lines, built and run.
-    if toy_port() {
-        tally.passed += 1;
-    } else {
-        tally.failed += 1;
-        steps_failed.push("toy port");
+    // PORTING.md's worked ports, built and run.
+    for port in WORKED_PORTS {
+        if worked_port(port) {
+            tally.passed += 1;
+        } else {
+            tally.failed += 1;
+            steps_failed.push("worked ports");
+        }
     }
 
     eprintln!("xtest: [2/6] lint gates: rustfmt, clippy (host crates and kernel), rustdoc (sched-core in each feature set); warnings fail");

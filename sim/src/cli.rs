@@ -41,7 +41,9 @@ pub fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, u8> {
 pub fn outcome<T: Parser>(name: &str, args: &[String]) -> Result<T, (u8, String)> {
     match T::try_parse_from(std::iter::once(name.to_string()).chain(args.iter().cloned())) {
         Ok(t) => Ok(t),
-        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => Err((0, e.to_string())),
+        Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
+            Err((0, e.to_string()))
+        }
         Err(e) => Err((USAGE_EXIT, format!("{name}: {}", refusal(&e.to_string())))),
     }
 }

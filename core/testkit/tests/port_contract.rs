@@ -214,8 +214,8 @@ fn a_task_picked_at_once_on_another_cpu_has_its_payload() {
     M.check_invariants().unwrap();
 }
 
-/// PORTING.md states the figures it quotes from the code: the pass cap and the toy port's
-/// length.
+/// PORTING.md states the figures it quotes from the code: the pass cap and the worked
+/// ports' lengths.
 #[test]
 fn porting_md_states_the_code_s_figures() {
     // (Words as a reader sees them: line breaks are spaces.)
@@ -225,6 +225,9 @@ fn porting_md_states_the_code_s_figures() {
     assert!(text.contains(&format!("`MAX_PASSES` = {passes}")), "MAX_PASSES in the rules table");
     let toy = include_str!("../../examples/toy_port.rs").lines().count();
     assert!(text.contains(&format!("`core/examples/toy_port.rs` ({toy} lines)")), "toy port: {toy} lines");
+    let threads = include_str!("../../examples/threads_port.rs").lines().count();
+    let stated = format!("`core/examples/threads_port.rs` ({threads} lines)");
+    assert!(text.contains(&stated), "threads port: {threads} lines");
     let port_files = [
         ("main.rs", include_str!("../../../kernel-shim/src/main.rs")),
         ("sched/porting.rs", include_str!("../../../kernel-shim/src/sched/porting.rs")),
