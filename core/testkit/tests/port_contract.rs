@@ -269,3 +269,16 @@ fn finish_without_pick_and_a_refused_hz_change_nothing() {
     assert_eq!(s.current(0), Ok(Some((a, 3))));
     s.check_invariants().unwrap();
 }
+
+/// The kernel hosts the core as any port does: with sched-core built without its
+/// `internals` (and so without `testing`) on every target, so its build shows it reaches
+/// the core only through `port::Scheduler`.
+#[test]
+fn the_kernel_builds_the_core_without_its_internals() {
+    let manifest = include_str!("../../../kernel-shim/Cargo.toml");
+    let deps: Vec<&str> = manifest.lines().filter(|l| l.starts_with("sched-core")).collect();
+    assert!(!deps.is_empty(), "kernel-shim/Cargo.toml names sched-core");
+    for d in deps {
+        assert!(!d.contains("internals") && !d.contains("testing"), "{d}");
+    }
+}
