@@ -94,6 +94,15 @@ pub struct BootArgs {
 )]
 pub struct SizeArgs {}
 
+/// `cargo xreport`.
+#[derive(Parser, Debug)]
+#[command(
+    name = "cargo xreport",
+    about = "Writes docs/measurements.md: every figure the docs cite (sizes, the seed's experiment \
+             on QEMU and in the simulator, EEVDF beside CFS), each with the command that made it"
+)]
+pub struct ReportArgs {}
+
 fn arch(s: &str) -> Result<Arch, String> {
     Arch::parse(s).map_err(|_| "aarch64, riscv64, cortex-m4 or cortex-m33".to_string())
 }
@@ -154,6 +163,7 @@ mod tests {
         assert_eq!(parse::<BootArgs>("cargo xboot", &a("--help")).unwrap_err(), 0);
         assert_eq!(parse::<SizeArgs>("cargo xsize", &a("--help")).unwrap_err(), 0);
         assert_eq!(parse::<SizeArgs>("cargo xsize", &a("--all")).unwrap_err(), USAGE_EXIT);
+        assert_eq!(parse::<ReportArgs>("cargo xreport", &a("--help")).unwrap_err(), 0);
     }
 
     #[test]

@@ -14,6 +14,7 @@ mod args;
 mod fuzz;
 mod package;
 mod qemu;
+mod report;
 mod size;
 mod source;
 mod suite;
@@ -53,12 +54,16 @@ fn main() -> ExitCode {
         Some("run") => Ok(xrun::main(rest)),
         Some("size") => parse::<args::SizeArgs>("cargo xsize", rest).map(|_| size::main()),
         Some("boot") => parse::<args::BootArgs>("cargo xboot", rest).map(boot_once),
+        Some("report") => parse::<args::ReportArgs>("cargo xreport", rest).map(|_| report::main()),
         Some("--help" | "-h") => {
             println!("{COMMANDS}");
             return ExitCode::SUCCESS;
         }
         other => {
-            eprintln!("qemu-tests: {}: a command is test, run, size or boot", other.unwrap_or("no command"));
+            eprintln!(
+                "qemu-tests: {}: a command is test, run, size, boot or report",
+                other.unwrap_or("no command")
+            );
             Err(sched_sim::cli::USAGE_EXIT)
         }
     };
@@ -68,7 +73,7 @@ fn main() -> ExitCode {
 /// The runner's commands (each answers `--help`).
 const COMMANDS: &str = "usage: qemu-tests <command> [--help]\n\n  test   cargo xtest: all tests\n  \
                         run    cargo xrun: the seed's experiment\n  size   cargo xsize: sizes beside their budgets\n  \
-                        boot   cargo xboot: one boot of the kernel";
+                        boot   cargo xboot: one boot of the kernel\n  report cargo xreport: writes docs/measurements.md";
 
 /// `cargo xboot`: one boot of the kernel (see [`args::BootArgs`]), its decoded log
 /// printed; exits with the kernel's exit code. `--numa` and `--clusters` describe the machine
@@ -378,7 +383,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
     eprintln!(
-        "xtest: [1/6] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
+        "xtest: [1/7] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
          then the core's small-build tests)"
     );
     let (ok, text) = run_capture(
@@ -420,7 +425,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [2/6] lint gates: rustfmt, clippy (host crates and kernel), rustdoc (sched-core in each feature set); warnings fail");
+    eprintln!("xtest: [2/7] lint gates: rustfmt, clippy (host crates and kernel), rustdoc (sched-core in each feature set); warnings fail");
     for gate in LINT_GATES {
         if run_gate(gate) {
             tally.passed += 1;
@@ -430,7 +435,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [3/6] the sched-core package: cargo package, then cargo test in the unpacked package");
+    eprintln!("xtest: [3/7] the sched-core package: cargo package, then cargo test in the unpacked package");
     let (ok, text) = package::check(cargo, run_capture);
     tally.add_output(&text);
     if ok {
@@ -440,7 +445,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         steps_failed.push("sched-core package");
     }
 
-    eprintln!("xtest: [4/6] sched-core builds for the bare-metal targets (no_std, no alloc)");
+    eprintln!("xtest: [4/7] sched-core builds for the bare-metal targets (no_std, no alloc)");
     for (target, features) in BARE_METAL_TARGETS {
         let built = ensure_target(target)
             && cargo()
@@ -458,11 +463,14 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [5/6] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
+    eprintln!("xtest: [5/7] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
     tally.add_step("size budgets", size::check(), &mut steps_failed);
 
-    eprintln!("xtest: [6/6] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
+    eprintln!("xtest: [6/7] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
     tally.add_step("QEMU suite", suite::run(), &mut steps_failed);
+
+    eprintln!("xtest: [7/7] docs/measurements.md: each section regenerated and compared");
+    tally.add_step("docs/measurements.md", report::check(), &mut steps_failed);
 
     if !steps_failed.is_empty() {
         eprintln!("xtest: failed steps: {}", steps_failed.join(", "));

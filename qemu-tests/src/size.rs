@@ -74,44 +74,49 @@ fn measure() -> Result<Measured, String> {
 
 /// Runs `cargo xsize`.
 pub fn main() -> ExitCode {
-    let Measured { rows, wide, images, mcu } = match measure() {
-        Ok(m) => m,
+    match table() {
+        Ok(text) => {
+            print!("{text}");
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("xsize: {e}");
-            return ExitCode::FAILURE;
+            ExitCode::FAILURE
         }
-    };
+    }
+}
+
+/// `cargo xsize`'s tables: every figure beside its budget, and how many budgets are exceeded.
+pub fn table() -> Result<String, String> {
+    use std::fmt::Write;
+    let Measured { rows, wide, images, mcu } = measure()?;
+    let mut out = String::new();
     let mark = |r: &Row| if r.over() { "  over" } else { "" };
-    println!("{:<38} {:>22} {:>22} {:>8}", "size_of (bytes)", TARGETS[0], TARGETS[1], "budget");
+    let _ = writeln!(out, "{:<38} {:>22} {:>22} {:>8}", "size_of (bytes)", TARGETS[0], TARGETS[1], "budget");
     for (r, w) in rows.iter().zip(&wide) {
         let b = r.budget.map_or("-".to_string(), |b| b.to_string());
-        println!("{:<38} {:>22} {w:>22} {b:>8}{}", r.name, r.value, mark(r));
+        let _ = writeln!(out, "{:<38} {:>22} {w:>22} {b:>8}{}", r.name, r.value, mark(r));
     }
-    println!();
-    println!("{:<38} {:>22} {:>8}", "image on thumbv7em (opt-level s, LTO)", "bytes", "budget");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:<38} {:>22} {:>8}", "image on thumbv7em (opt-level s, LTO)", "bytes", "budget");
     for r in &images {
-        println!("{:<38} {:>22} {:>8}{}", r.name, r.value, r.budget.unwrap_or(0), mark(r));
+        let _ = writeln!(out, "{:<38} {:>22} {:>8}{}", r.name, r.value, r.budget.unwrap_or(0), mark(r));
     }
-    println!();
-    println!("{:<38} {:>22} {:>8}", "the Cortex-M kernels (profile mcu)", "bytes", "budget");
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:<38} {:>22} {:>8}", "the Cortex-M kernels (profile mcu)", "bytes", "budget");
     for r in &mcu {
         let b = r.budget.map_or("-".to_string(), |b| b.to_string());
-        println!("{:<38} {:>22} {b:>8}{}", r.name, r.value, mark(r));
+        let _ = writeln!(out, "{:<38} {:>22} {b:>8}{}", r.name, r.value, mark(r));
     }
     let mut over = rows.iter().chain(&images).chain(&mcu).filter(|r| r.over()).count();
-    match deepest_stack() {
-        Ok(n) => {
-            let r =
-                Row { name: "deepest exception stack, sysbench", value: n, budget: Some(EXC_STACK_BUDGET) };
-            over += r.over() as usize;
-            println!();
-            println!("{:<38} {:>22} {:>8}", "stack in QEMU (aarch64 kernel)", "bytes", "budget");
-            println!("{:<38} {n:>22} {EXC_STACK_BUDGET:>8}{}", r.name, mark(&r));
-        }
-        Err(e) => eprintln!("xsize: stack: {e}"),
-    }
-    println!("({over} of the budgets exceeded)");
-    ExitCode::SUCCESS
+    let n = deepest_stack().map_err(|e| format!("stack: {e}"))?;
+    let r = Row { name: "deepest exception stack, sysbench", value: n, budget: Some(EXC_STACK_BUDGET) };
+    over += r.over() as usize;
+    let _ = writeln!(out);
+    let _ = writeln!(out, "{:<38} {:>22} {:>8}", "stack in QEMU (aarch64 kernel)", "bytes", "budget");
+    let _ = writeln!(out, "{:<38} {n:>22} {EXC_STACK_BUDGET:>8}{}", r.name, mark(&r));
+    let _ = writeln!(out, "({over} of the budgets exceeded)");
+    Ok(out)
 }
 
 /// `cargo xtest`'s size step: every budgeted figure but the stack (the QEMU suite holds every
