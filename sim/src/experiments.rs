@@ -278,6 +278,7 @@ fn figures(w: &Workload) -> Vec<Figure> {
             ("per-request avg (ms)", |r, _| r.avg_latency_ns / 1e6),
             ("per-request max (ms)", |r, _| r.max_latency_ns as f64 / 1e6),
             ("spread time (ms)", |r, _| r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
+            ("one-per-CPU time (ms)", |r, _| r.one_per_cpu_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
             ("migrations to spread", |r, _| r.migrations_to_spread as f64),
             ("failed balances to spread", |r, _| r.failed_to_spread as f64),
             ("failed balances (run)", |r, _| r.failed_balances as f64),

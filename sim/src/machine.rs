@@ -484,9 +484,12 @@ pub struct RunReport {
     pub avg_latency_ns: f64,
     /// Max per-event latency (ns).
     pub max_latency_ns: u64,
-    /// From the first worker's creation until every CPU ran exactly one worker (ns), if that
-    /// happened.
+    /// The spread time: from the first worker's creation to the first instant at which
+    /// min(workers, CPUs) CPUs each run a worker (ns), if that happened.
     pub spread_ns: Option<u64>,
+    /// The one-per-CPU time: the same, with each of those CPUs running its worker alone on
+    /// its runqueue (with more workers than CPUs, the spread time).
+    pub one_per_cpu_ns: Option<u64>,
     /// Migrations before full spread.
     pub migrations_to_spread: u64,
     /// Failed balance attempts before full spread.
@@ -543,6 +546,7 @@ pub struct Machine<const C: usize> {
     first_worker_at: Option<u64>,
     last_worker_exit: Option<u64>,
     spread_at: Option<(u64, u64, u64)>,
+    one_per_cpu_at: Option<u64>,
     workers: u32,
     /// Workers a sysbench main thread will create (0: not a sysbench run).
     worker_target: u32,
@@ -586,6 +590,7 @@ impl<const C: usize> Machine<C> {
             first_worker_at: None,
             last_worker_exit: None,
             spread_at: None,
+            one_per_cpu_at: None,
             workers: 0,
             worker_target: 0,
             ticks: 0,
@@ -912,28 +917,30 @@ impl<const C: usize> Machine<C> {
         self.check_spread();
     }
 
-    /// The spread instant, defined as the kernel's report defines it: as many CPUs as there are
-    /// workers (all of them, with more workers than CPUs) each running a worker, alone on its
-    /// runqueue unless there are more workers than CPUs.
+    /// The spread instant and the one-per-CPU instant, as the kernel's report defines them
+    /// (docs/seed-experiment.md): min(workers, CPUs) CPUs each running a worker, and each of
+    /// them alone on its runqueue (the same instant with more workers than CPUs).
     fn check_spread(&mut self) {
         // The workers the run will have: a sysbench main thread says how many it creates;
         // otherwise all were created together.
         let target = if self.worker_target > 0 { self.worker_target } else { self.workers } as usize;
         let n = self.cpus.len();
         let want = target.min(n);
-        if self.workers == 0 || self.spread_at.is_some() || (self.workers as usize) < want {
+        if self.workers == 0 || self.one_per_cpu_at.is_some() || (self.workers as usize) < want {
             return;
         }
-        let lone = target <= n;
-        let spread = (0..n)
-            .filter(|&c| {
-                self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker)
-                    && (!lone || self.smp.stats(c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1)
-            })
-            .count();
-        if spread >= want {
+        let running: Vec<usize> = (0..n)
+            .filter(|&c| self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker))
+            .collect();
+        if self.spread_at.is_none() && running.len() >= want {
             let p = self.smp.platform();
             self.spread_at = Some((self.now, p.migrations.get(), p.failed_balances.get()));
+        }
+        let alone = |c: &&usize| {
+            target > n || self.smp.stats(**c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1
+        };
+        if running.iter().filter(alone).count() >= want {
+            self.one_per_cpu_at = Some(self.now);
         }
     }
 
@@ -1133,6 +1140,7 @@ impl<const C: usize> Machine<C> {
             max_latency_ns: lat.iter().copied().max().unwrap_or(0),
             latencies: lat,
             spread_ns: self.spread_at.map(|(t, _, _)| t - self.first_worker_at.unwrap_or(0)),
+            one_per_cpu_ns: self.one_per_cpu_at.map(|t| t - self.first_worker_at.unwrap_or(0)),
             migrations_to_spread: self.spread_at.map_or(p.migrations.get(), |s| s.1),
             failed_to_spread: self.spread_at.map_or(p.failed_balances.get(), |s| s.2),
             migrations: p.migrations.get(),

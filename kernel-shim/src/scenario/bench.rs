@@ -58,7 +58,10 @@ static HALF_NR: [AtomicU32; MAX_CPUS] = [const { AtomicU32::new(0) }; MAX_CPUS];
 static ACTIVE: AtomicBool = AtomicBool::new(false);
 static FIRST_SPINNER: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 static RUNS_SPINNER: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }; MAX_CPUS];
+/// The spread instant and the one-per-CPU instant (ns after the first spinner's creation; 0:
+/// not yet), and the migrations before the spread (docs/seed-experiment.md defines both).
 static SPREAD: AtomicU64 = AtomicU64::new(0);
+static ONE_PER_CPU: AtomicU64 = AtomicU64::new(0);
 static SPREAD_MIGRATIONS: AtomicU64 = AtomicU64::new(0);
 static MIGRATIONS_AT_T0: AtomicU64 = AtomicU64::new(0);
 
@@ -474,22 +477,28 @@ fn nice_check(threads: usize) -> bool {
 }
 
 fn report_spread(tag: &str, threads: usize, n: usize) {
-    let spread_goal = if threads < n {
-        "each of as many CPUs as threads runs exactly one spinner"
-    } else if threads == n {
-        "every CPU runs exactly one spinner"
-    } else {
-        "every CPU runs a spinner"
-    };
+    let want = threads.min(n);
     match SPREAD.load(Acquire) {
-        0 => kprintln!("{}: spread never reached ({})", tag, spread_goal),
+        0 => kprintln!("{}: spread never reached ({} CPUs each running a spinner)", tag, want),
         s => kprintln!(
-            "{}: spread time {} us (first spinner created -> {}), {} migrations before it",
+            "{}: spread time {} us (first spinner created -> {} CPUs each running a spinner), {} migrations before it",
             tag,
             s / 1000,
-            spread_goal,
+            want,
             SPREAD_MIGRATIONS.load(Relaxed)
         ),
+    }
+    // With more spinners than CPUs no CPU can run one alone: the two instants are one.
+    if threads <= n {
+        match ONE_PER_CPU.load(Acquire) {
+            0 => kprintln!("{}: one-per-CPU never reached ({} CPUs each running a spinner alone)", tag, want),
+            s => kprintln!(
+                "{}: one-per-CPU time {} us (first spinner created -> {} CPUs each running a spinner alone on its runqueue)",
+                tag,
+                s / 1000,
+                want
+            ),
+        }
     }
     for (c, f) in FIRST_SPINNER.iter().enumerate().take(n) {
         let f = f.load(Relaxed);
@@ -497,22 +506,26 @@ fn report_spread(tag: &str, threads: usize, n: usize) {
     }
 }
 
+/// Records the spread instant (the first at which min(spinners, CPUs) CPUs each run a
+/// spinner) and the one-per-CPU instant (each of them alone on its runqueue).
 fn check_spread(now: u64) {
     let threads = SB_FREE.load(Relaxed);
-    if threads == 0 || SPREAD.load(Relaxed) != 0 {
+    if threads == 0 || ONE_PER_CPU.load(Relaxed) != 0 {
         return;
     }
     let n = ncpus();
     let want = (threads as usize).min(n);
-    let lone = threads as usize <= n;
-    let running =
-        (0..n).filter(|&c| RUNS_SPINNER[c].load(Relaxed) && (!lone || sched::nr_running(c) == 1)).count();
-    if running >= want {
-        let s = now.saturating_sub(T0.load(Relaxed)).max(1);
-        if SPREAD.compare_exchange(0, s, AcqRel, Relaxed).is_ok() {
-            let m = sched::totals().migrations - MIGRATIONS_AT_T0.load(Relaxed);
-            SPREAD_MIGRATIONS.store(m, Relaxed);
-        }
+    let at = now.saturating_sub(T0.load(Relaxed)).max(1);
+    let running = (0..n).filter(|&c| RUNS_SPINNER[c].load(Relaxed));
+    if SPREAD.load(Relaxed) == 0
+        && running.clone().count() >= want
+        && SPREAD.compare_exchange(0, at, AcqRel, Relaxed).is_ok()
+    {
+        let m = sched::totals().migrations - MIGRATIONS_AT_T0.load(Relaxed);
+        SPREAD_MIGRATIONS.store(m, Relaxed);
+    }
+    if running.filter(|&c| sched::nr_running(c) == 1).count() >= want {
+        let _ = ONE_PER_CPU.compare_exchange(0, at, AcqRel, Relaxed);
     }
 }
 
