@@ -12,12 +12,14 @@
 
 mod args;
 mod fuzz;
+mod kernel_doc;
 mod package;
 mod qemu;
 mod report;
 mod size;
 mod source;
 mod suite;
+mod suite_doc;
 mod xrun;
 
 use std::process::{Command, ExitCode, Stdio};

@@ -15,8 +15,8 @@ use portable_atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use super::{counter, counter_freq, cpu_id, program_timer, MAX_CPUS};
 
 /// The slice unless the boot line's `slice_us=` sets another: 50 µs. Measured start lag
-/// (runnable → running) of the sysbench-like run on 8 vCPUs in deterministic mode is in the
-/// kernel README (`slice_us`).
+/// (runnable → running) of the sysbench-like run on 8 vCPUs in deterministic mode is in
+/// docs/kernel.md ("Slices").
 pub const DEFAULT_SLICE_US: u64 = 50;
 
 /// The longest slice the boot line may ask for (0 turns slices off).
