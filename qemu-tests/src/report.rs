@@ -45,6 +45,15 @@ const SECTIONS: &[Section] = &[
         generate: || xrun_block("The simulator ("),
     },
     Section {
+        heading: "The seed's experiment in other configurations",
+        how: "`cargo xrun` with `--topology flat` (the domain Linux builds on QEMU `virt`), \
+              `--ticking` and `--threads N`, each otherwise as the default: the spread and \
+              one-per-CPU times, min / median / max in ms over 15 seeds per side, on QEMU \
+              (deterministic) and in the simulator, beside Linux 6.1's spread where it was \
+              measured (its flat domain, tickless).",
+        generate: configurations,
+    },
+    Section {
         heading: "EEVDF beside CFS",
         how: "`cargo xsim ab --workload latency --a \"\" --b EEVDF`: periodic tasks among \
               spinners, half of them with a short slice, under CFS (A) and EEVDF (B).",
@@ -172,16 +181,24 @@ fn header() -> String {
     )
 }
 
-/// A section as the file holds it.
+/// A section as the file holds it: a markdown table as it is, a command's output as text.
 fn render(s: &Section, body: &str) -> String {
-    format!("\n## {}\n\n{}\n\n```text\n{}```\n", s.heading, s.how, body)
+    if body.starts_with('|') {
+        format!("\n## {}\n\n{}\n\n{}", s.heading, s.how, body)
+    } else {
+        format!("\n## {}\n\n{}\n\n```text\n{}```\n", s.heading, s.how, body)
+    }
 }
 
-/// The block of `cargo xrun`'s output that starts with a line beginning `first`, up to its
-/// `(...)` footnote line. The line naming the host's core count is left out: it is the
-/// machine's, not the code's.
+/// The block of `cargo xrun`'s default output that starts with a line beginning `first`.
 fn xrun_block(first: &str) -> Result<String, String> {
-    let out = xrun_output()?;
+    block_of(&xrun_output()?, first)
+}
+
+/// The block of a `cargo xrun` output that starts with a line beginning `first`, up to its
+/// `(...)` footnote line (and, for the QEMU table, Linux's reference line after it). The
+/// line naming the host's core count is left out: it is the machine's, not the code's.
+fn block_of(out: &str, first: &str) -> Result<String, String> {
     let mut lines = out.lines().skip_while(|l| !l.starts_with(first));
     let mut block = String::new();
     for l in lines.by_ref() {
@@ -191,7 +208,6 @@ fn xrun_block(first: &str) -> Result<String, String> {
         block.push_str(l);
         block.push('\n');
         if l.starts_with("(15 iterations per side") || l.starts_with("(median [min–max]") {
-            // The QEMU table's footnote is followed by Linux's reference line.
             if first == "QEMU " {
                 if let Some(next) = lines.next().filter(|n| n.starts_with("Linux ")) {
                     block.push_str(next);
@@ -204,18 +220,86 @@ fn xrun_block(first: &str) -> Result<String, String> {
     Err(format!("`cargo xrun` printed no block starting {first:?}"))
 }
 
-/// `cargo xrun`'s standard output (run once per process: both of its tables come from it).
+/// `cargo xrun`'s standard output for the default experiment.
 fn xrun_output() -> Result<String, String> {
-    static OUT: std::sync::OnceLock<Result<String, String>> = std::sync::OnceLock::new();
-    OUT.get_or_init(|| {
+    xrun_with(&[])
+}
+
+/// `cargo xrun ARGS`'s standard output, run once per process and arguments (several sections
+/// come from one run).
+fn xrun_with(args: &[&str]) -> Result<String, String> {
+    type Runs = std::collections::HashMap<Vec<String>, Result<String, String>>;
+    static RUNS: std::sync::Mutex<Option<Runs>> = std::sync::Mutex::new(None);
+    let key: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    if let Some(done) = RUNS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().get(&key) {
+        return done.clone();
+    }
+    let run = || -> Result<String, String> {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let out = Command::new(exe).arg("run").output().map_err(|e| format!("cargo xrun: {e}"))?;
+        let out = Command::new(exe).arg("run").args(args).output().map_err(|e| format!("cargo xrun: {e}"))?;
         if !out.status.success() {
-            return Err(format!("cargo xrun failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            return Err(format!(
+                "cargo xrun {} failed: {}",
+                args.join(" "),
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    })
-    .clone()
+    };
+    let result = run();
+    RUNS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().insert(key, result.clone());
+    result
+}
+
+/// The configurations of the seed's experiment beside the default one: (what, `cargo xrun`
+/// arguments). Flat is the domain Linux builds on QEMU `virt`; Linux's reference figures are
+/// for it, at 4, 8, 12 and 16 threads.
+const CONFIGURATIONS: &[(&str, &[&str])] = &[
+    ("flat 1x8, tickless, 8 threads", &["--topology", "flat"]),
+    ("flat 1x8, idle CPUs ticking, 8 threads", &["--topology", "flat", "--ticking"]),
+    ("2x4 clusters, idle CPUs ticking, 8 threads", &["--ticking"]),
+    ("flat 1x8, tickless, 4 threads", &["--topology", "flat", "--threads", "4"]),
+    ("flat 1x8, tickless, 12 threads", &["--topology", "flat", "--threads", "12"]),
+    ("flat 1x8, tickless, 16 threads", &["--topology", "flat", "--threads", "16"]),
+];
+
+/// The spread and one-per-CPU times (min / median / max, ms) of every configuration, on QEMU
+/// and in the simulator, rule off and on, beside Linux's spread where it was measured.
+fn configurations() -> Result<String, String> {
+    let mut out = String::from(
+        "| configuration | instant | Linux 6.1 | QEMU, rule off | QEMU, rule on | simulator, rule off | simulator, rule on |\n\
+         |---|---|---:|---:|---:|---:|---:|\n",
+    );
+    for &(what, args) in CONFIGURATIONS {
+        let text = xrun_with(args)?;
+        let (qemu, sim) = (block_of(&text, "QEMU ")?, block_of(&text, "The simulator (")?);
+        let linux = qemu
+            .lines()
+            .find_map(|l| l.strip_prefix("Linux ").and_then(|l| l.split("spread ").nth(1)))
+            .and_then(|l| l.split(" ms").next())
+            // Linux was measured on its flat domain, tickless.
+            .filter(|_| what.starts_with("flat") && what.contains("tickless"))
+            .unwrap_or("—");
+        for (instant, row) in [("spread", "spread time (ms)"), ("one-per-CPU", "one-per-CPU time (ms)")] {
+            let (qo, qn) = ranges(&qemu, row)?;
+            let (so, sn) = ranges(&sim, row)?;
+            let l = if instant == "spread" { linux } else { "" };
+            out.push_str(&format!("| {what} | {instant} | {l} | {qo} | {qn} | {so} | {sn} |\n"));
+        }
+    }
+    Ok(out)
+}
+
+/// A row's two `median [min–max]` cells as `min / median / max`.
+fn ranges(block: &str, row: &str) -> Result<(String, String), String> {
+    let line = block.lines().find(|l| l.starts_with(row)).ok_or(format!("no row {row:?}"))?;
+    let cells: Vec<&str> = line[row.len()..].split_whitespace().collect();
+    let cell = |i: usize| -> Option<String> {
+        let (median, range) = (cells.get(2 * i)?, cells.get(2 * i + 1)?);
+        let (min, max) = range.trim_matches(['[', ']']).split_once('–')?;
+        Some(format!("{min} / {median} / {max}"))
+    };
+    cell(0).zip(cell(1)).ok_or(format!("row {row:?} is not two `median [min–max]` cells"))
 }
 
 /// README.md's headline table: the seed's experiment's medians, from `cargo xrun`'s two
