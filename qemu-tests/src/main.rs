@@ -13,6 +13,7 @@
 mod args;
 mod fuzz;
 mod kernel_doc;
+mod margins;
 mod package;
 mod qemu;
 mod report;

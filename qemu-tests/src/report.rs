@@ -54,6 +54,13 @@ const SECTIONS: &[Section] = &[
         generate: configurations,
     },
     Section {
+        heading: "The QEMU suite's margins",
+        how: "The suite's deterministic fair-shares, ping-pong and latency cases, booted on \
+              aarch64 and riscv64 `virt` (8 vCPUs): each figure its judge measures, beside the \
+              bound it is held to ([qemu-suite.md](qemu-suite.md#what-the-judges-require)).",
+        generate: crate::margins::section,
+    },
+    Section {
         heading: "EEVDF beside CFS",
         how: "`cargo xsim ab --workload latency --a \"\" --b EEVDF`: periodic tasks among \
               spinners, half of them with a short slice, under CFS (A) and EEVDF (B).",

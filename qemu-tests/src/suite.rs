@@ -175,16 +175,16 @@ fn misfits_moved_up(b: &Boot) -> Result<(), String> {
 }
 
 /// One group's figures from a `scenario=latency` report line.
-struct LatencyFigures {
+pub(crate) struct LatencyFigures {
     /// Mean wake-to-run (µs).
-    mean: f64,
+    pub(crate) mean: f64,
     /// 99th percentile (µs).
-    p99: f64,
+    pub(crate) p99: f64,
     /// CPU share of the machine (%).
-    share: f64,
+    pub(crate) share: f64,
 }
 
-fn latency_figures(b: &Boot, policy: &str, group: &str) -> Result<LatencyFigures, String> {
+pub(crate) fn latency_figures(b: &Boot, policy: &str, group: &str) -> Result<LatencyFigures, String> {
     let key = format!("latency: {policy}: {group}:");
     let l = b.line(&key).ok_or_else(|| format!("no line {key:?}"))?;
     let after =
@@ -987,6 +987,34 @@ fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
             eprintln!("  exit {b}");
         }
         (0, 1)
+    }
+}
+
+/// The judges' bounds that docs/measurements.md prints beside the measured margins.
+pub(crate) struct Bounds {
+    pub(crate) fair_max_min: f64,
+    pub(crate) fair_runqueue_spread: f64,
+    pub(crate) pingpong_min_wakeups: u64,
+    pub(crate) pingpong_max_moved: u64,
+    pub(crate) latency_mean_ratio: f64,
+    pub(crate) latency_p99_ratio: f64,
+    pub(crate) latency_cfs_same: f64,
+    pub(crate) latency_cfs_faster: f64,
+    pub(crate) latency_cfs_share: f64,
+}
+
+/// The judges' bounds (the constants above).
+pub(crate) fn bounds() -> Bounds {
+    Bounds {
+        fair_max_min: FAIR_MAX_MIN_X1000 / 1000.0,
+        fair_runqueue_spread: FAIR_RUNQUEUE_SPREAD,
+        pingpong_min_wakeups: PINGPONG_MIN_WAKEUPS,
+        pingpong_max_moved: PINGPONG_MAX_MOVED,
+        latency_mean_ratio: LATENCY_MEAN_RATIO,
+        latency_p99_ratio: LATENCY_P99_RATIO,
+        latency_cfs_same: LATENCY_CFS_SAME,
+        latency_cfs_faster: LATENCY_CFS_FASTER,
+        latency_cfs_share: LATENCY_CFS_SHARE,
     }
 }
 
