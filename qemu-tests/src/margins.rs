@@ -20,14 +20,25 @@ pub fn section() -> Result<String, String> {
         [Arch::Aarch64, Arch::Riscv64].into_iter().map(qemu::prepare).collect::<Result<_, _>>()?;
     let mut out = String::from("| case | figure | bound | aarch64 | riscv64 |\n|---|---|---:|---:|---:|\n");
     for (case, margins) in measured_cases() {
-        let boots: Vec<Boot> = machines
+        // riscv64's latency run is not reproducible from one runner process to the next (its
+        // figures moved by up to 7 % between two `cargo xreport`s, while repeated `cargo
+        // xboot`s agreed), so it is not a figure to check; aarch64's is.
+        let reproducible =
+            |m: &qemu::Machine| m.arch == Arch::Aarch64 || !case.args.starts_with("scenario=latency");
+        let boots: Vec<Option<Boot>> = machines
             .iter()
-            .map(|m| qemu::boot(m, case.args, Mode::Deterministic, Duration::from_secs(120)))
+            .map(|m| {
+                reproducible(m)
+                    .then(|| qemu::boot(m, case.args, Mode::Deterministic, Duration::from_secs(120)))
+            })
             .collect();
         for m in margins {
             let values: Vec<String> = boots
                 .iter()
-                .map(|b| (m.read)(b).ok_or(format!("`{}`: no figure for {:?}", case.args, m.what)))
+                .map(|b| match b {
+                    Some(b) => (m.read)(b).ok_or(format!("`{}`: no figure for {:?}", case.args, m.what)),
+                    None => Ok("—".to_string()),
+                })
                 .collect::<Result<_, _>>()?;
             out.push_str(&format!(
                 "| `{}` | {} | {} | {} | {} |\n",
@@ -35,6 +46,10 @@ pub fn section() -> Result<String, String> {
             ));
         }
     }
+    out.push_str(
+        "\n—: riscv64's latency run is not reproducible from one runner process to the next (the \
+         suite's judge still holds it to every bound), so its figures are not printed here.\n",
+    );
     Ok(out)
 }
 
