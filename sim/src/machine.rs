@@ -929,17 +929,23 @@ impl<const C: usize> Machine<C> {
         if self.workers == 0 || self.one_per_cpu_at.is_some() || (self.workers as usize) < want {
             return;
         }
-        let running: Vec<usize> = (0..n)
-            .filter(|&c| self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker))
-            .collect();
-        if self.spread_at.is_none() && running.len() >= want {
+        // CPUs running a worker, and of them those running it alone (every one of them with
+        // more workers than CPUs, where none can be alone).
+        let (mut running, mut alone) = (0, 0);
+        for c in 0..n {
+            if self.cpus[c].running.and_then(|t| self.tasks.get(&t)).is_some_and(|t| t.is_worker) {
+                running += 1;
+                alone += usize::from(
+                    target > n
+                        || self.smp.stats(c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1,
+                );
+            }
+        }
+        if self.spread_at.is_none() && running >= want {
             let p = self.smp.platform();
             self.spread_at = Some((self.now, p.migrations.get(), p.failed_balances.get()));
         }
-        let alone = |c: &&usize| {
-            target > n || self.smp.stats(**c).nr_running.load(std::sync::atomic::Ordering::Relaxed) == 1
-        };
-        if running.iter().filter(alone).count() >= want {
+        if alone >= want {
             self.one_per_cpu_at = Some(self.now);
         }
     }
