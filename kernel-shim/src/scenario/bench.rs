@@ -516,15 +516,19 @@ fn check_spread(now: u64) {
     let n = ncpus();
     let want = (threads as usize).min(n);
     let at = now.saturating_sub(T0.load(Relaxed)).max(1);
-    let running = (0..n).filter(|&c| RUNS_SPINNER[c].load(Relaxed));
-    if SPREAD.load(Relaxed) == 0
-        && running.clone().count() >= want
-        && SPREAD.compare_exchange(0, at, AcqRel, Relaxed).is_ok()
+    // CPUs running a spinner, and of them those running it alone (every one of them with
+    // more spinners than CPUs, where none can be alone: the two instants are one).
+    let (mut running, mut alone) = (0, 0);
+    for c in (0..n).filter(|&c| RUNS_SPINNER[c].load(Relaxed)) {
+        running += 1;
+        alone += usize::from(threads as usize > n || sched::nr_running(c) == 1);
+    }
+    if SPREAD.load(Relaxed) == 0 && running >= want && SPREAD.compare_exchange(0, at, AcqRel, Relaxed).is_ok()
     {
         let m = sched::totals().migrations - MIGRATIONS_AT_T0.load(Relaxed);
         SPREAD_MIGRATIONS.store(m, Relaxed);
     }
-    if running.filter(|&c| sched::nr_running(c) == 1).count() >= want {
+    if alone >= want {
         let _ = ONE_PER_CPU.compare_exchange(0, at, AcqRel, Relaxed);
     }
 }
