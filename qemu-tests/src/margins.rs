@@ -74,17 +74,17 @@ fn measured_cases() -> Vec<(&'static Case, Vec<Margin>)> {
         Margin {
             what: "wakeups of a parked partner",
             bound: format!("≥ {}", b.pingpong_min_wakeups),
-            read: |b| placement(b).map(|(w, _, _)| w.to_string()),
+            read: |b| suite::wakee_placement(b).ok().map(|(w, _, _)| w.to_string()),
         },
         Margin {
             what: "of which onto an idle CPU",
             bound: "all".to_string(),
-            read: |b| placement(b).map(|(_, i, _)| i.to_string()),
+            read: |b| suite::wakee_placement(b).ok().map(|(_, i, _)| i.to_string()),
         },
         Margin {
             what: "wakees moved off their previous CPU",
             bound: format!("≤ {}", b.pingpong_max_moved),
-            read: |b| placement(b).map(|(_, _, m)| m.to_string()),
+            read: |b| suite::wakee_placement(b).ok().map(|(_, _, m)| m.to_string()),
         },
     ];
     let latency = vec![
@@ -127,16 +127,6 @@ fn measured_cases() -> Vec<(&'static Case, Vec<Margin>)> {
         }
     }
     out
-}
-
-/// The ping-pong report's (wakeups, onto an idle CPU, moved).
-fn placement(b: &Boot) -> Option<(u64, u64, u64)> {
-    let line = b.line("wakee placement:")?;
-    let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
-    match nums[..] {
-        [.., w, i, m] => Some((w, i, m)),
-        _ => None,
-    }
 }
 
 /// The ratio of one latency figure between two (policy, group)s of the A/B, to 2 decimals.

@@ -280,62 +280,67 @@ fn configurations() -> Result<String, String> {
     for &(what, args) in CONFIGURATIONS {
         let text = xrun_with(args)?;
         let (qemu, sim) = (block_of(&text, "QEMU ")?, block_of(&text, "The simulator (")?);
-        let linux = qemu
-            .lines()
-            .find_map(|l| l.strip_prefix("Linux ").and_then(|l| l.split("spread ").nth(1)))
-            .and_then(|l| l.split(" ms").next())
-            // Linux was measured on its flat domain, tickless.
+        // Linux was measured on its flat domain, tickless.
+        let linux = linux_spread(&qemu)
             .filter(|_| what.starts_with("flat") && what.contains("tickless"))
-            .unwrap_or("—");
+            .map_or("—".to_string(), |l| l.to_string());
         for (instant, row) in [("spread", "spread time (ms)"), ("one-per-CPU", "one-per-CPU time (ms)")] {
-            let (qo, qn) = ranges(&qemu, row)?;
-            let (so, sn) = ranges(&sim, row)?;
-            let l = if instant == "spread" { linux } else { "" };
+            let ([qo, qn], [so, sn]) = (cells(&qemu, row)?, cells(&sim, row)?);
+            let l = if instant == "spread" { linux.as_str() } else { "" };
             out.push_str(&format!("| {what} | {instant} | {l} | {qo} | {qn} | {so} | {sn} |\n"));
         }
     }
     Ok(out)
 }
 
-/// A row's two `median [min–max]` cells as `min / median / max`.
-fn ranges(block: &str, row: &str) -> Result<(String, String), String> {
+/// A table cell's figures over the iterations, as text.
+struct Summary<'a> {
+    min: &'a str,
+    median: &'a str,
+    max: &'a str,
+}
+
+impl std::fmt::Display for Summary<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} / {} / {}", self.min, self.median, self.max)
+    }
+}
+
+/// A row's two `median [min–max]` cells (rule off, rule on).
+fn cells<'a>(block: &'a str, row: &str) -> Result<[Summary<'a>; 2], String> {
     let line = block.lines().find(|l| l.starts_with(row)).ok_or(format!("no row {row:?}"))?;
-    let cells: Vec<&str> = line[row.len()..].split_whitespace().collect();
-    let cell = |i: usize| -> Option<String> {
-        let (median, range) = (cells.get(2 * i)?, cells.get(2 * i + 1)?);
+    let words: Vec<&str> = line[row.len()..].split_whitespace().collect();
+    let cell = |i: usize| -> Option<Summary<'a>> {
+        let (median, range) = (words.get(2 * i)?, words.get(2 * i + 1)?);
         let (min, max) = range.trim_matches(['[', ']']).split_once('–')?;
-        Some(format!("{min} / {median} / {max}"))
+        Some(Summary { min, median, max })
     };
-    cell(0).zip(cell(1)).ok_or(format!("row {row:?} is not two `median [min–max]` cells"))
+    match (cell(0), cell(1)) {
+        (Some(off), Some(on)) => Ok([off, on]),
+        _ => Err(format!("row {row:?} is not two `median [min–max]` cells")),
+    }
+}
+
+/// Linux's reference spread in a QEMU table's last line (`spread MIN / MEDIAN / MAX ms`).
+fn linux_spread(qemu: &str) -> Option<Summary<'_>> {
+    let l =
+        qemu.lines().find_map(|l| l.strip_prefix("Linux "))?.split("spread ").nth(1)?.split(" ms").next()?;
+    let mut v = l.split(" / ");
+    Some(Summary { min: v.next()?, median: v.next()?, max: v.next()? })
 }
 
 /// README.md's headline table: the seed's experiment's medians, from `cargo xrun`'s two
 /// tables and Linux's reference line, with a link to the full tables.
 fn headline() -> Result<String, String> {
     let (qemu, sim) = (xrun_block("QEMU ")?, xrun_block("The simulator (")?);
-    // (median without the rule, median with it) of a table's row.
-    let medians = |block: &str, row: &str| -> Result<(String, String), String> {
-        let line = block.lines().find(|l| l.starts_with(row)).ok_or(format!("no row {row:?}"))?;
-        let mut values = line[row.len()..].split_whitespace().filter(|w| !w.starts_with('['));
-        match (values.next(), values.next()) {
-            (Some(off), Some(on)) => Ok((off.to_string(), on.to_string())),
-            _ => Err(format!("row {row:?} has no two medians")),
-        }
-    };
-    let linux = qemu
-        .lines()
-        .find_map(|l| l.strip_prefix("Linux ").and_then(|l| l.split("spread ").nth(1)))
-        .and_then(|l| l.split(" / ").nth(1))
-        .ok_or("no Linux reference line")?;
+    let linux = linux_spread(&qemu).ok_or("no Linux reference line")?.median.to_string();
     let mut out = String::from(
         "| 8 CPUs, 2x4 clusters, 8 threads, 1000 events (median of 15, ms) | rule off | rule on |\n|---|---:|---:|\n",
     );
-    for (machine, block, rows) in [
-        ("QEMU, deterministic", &qemu, ["spread time (ms)", "one-per-CPU time (ms)", "total time (ms)"]),
-        ("simulator", &sim, ["spread time (ms)", "one-per-CPU time (ms)", "total time (ms)"]),
-    ] {
-        for row in rows {
-            let (off, on) = medians(block, row)?;
+    for (machine, block) in [("QEMU, deterministic", &qemu), ("simulator", &sim)] {
+        for row in ["spread time (ms)", "one-per-CPU time (ms)", "total time (ms)"] {
+            let [off, on] = cells(block, row)?;
+            let (off, on) = (off.median, on.median);
             out.push_str(&format!("| {machine}: {} | {off} | {on} |\n", row.trim_end_matches(" (ms)")));
         }
     }
@@ -366,6 +371,16 @@ fn git(args: &[&str]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_and_linux_s_line_are_read_as_cargo_xrun_prints_them() {
+        let qemu = "spread time (ms)    6.453 [0.448–7.054]    6.488 [0.469–7.157]    0.6632\n\
+                    Linux 6.1 on the same QEMU (8 vCPUs): spread 5.49 / 6.41 / 13.43 ms (min / median / max of 15).\n";
+        let [off, on] = cells(qemu, "spread time (ms)").unwrap();
+        assert_eq!((off.to_string(), on.median), ("0.448 / 6.453 / 7.054".to_string(), "6.488"));
+        assert_eq!(linux_spread(qemu).unwrap().to_string(), "5.49 / 6.41 / 13.43");
+        assert!(cells(qemu, "total time (ms)").is_err());
+    }
 
     #[test]
     fn a_block_is_replaced_between_its_markers_only() {

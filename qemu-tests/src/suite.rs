@@ -175,6 +175,17 @@ fn misfits_moved_up(b: &Boot) -> Result<(), String> {
 }
 
 /// One group's figures from a `scenario=latency` report line.
+/// The ping-pong report's wakee placement: (wakeups of a parked partner, of which onto an
+/// idle CPU, wakees moved off their previous CPU).
+pub(crate) fn wakee_placement(b: &Boot) -> Result<(u64, u64, u64), String> {
+    let line = b.line("wakee placement:").ok_or("no wakee placement line")?;
+    let nums: Vec<u64> = line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
+    match nums[..] {
+        [.., wakeups, idle, moved] => Ok((wakeups, idle, moved)),
+        _ => Err(format!("bad line: {line}")),
+    }
+}
+
 pub(crate) struct LatencyFigures {
     /// Mean wake-to-run (µs).
     pub(crate) mean: f64,
@@ -314,10 +325,7 @@ const CASES: &[Case] = &[
             // (wake_affine, select_idle_sibling) must find every wakee an idle CPU, its
             // previous one but while the start shares a CPU (`PINGPONG_MAX_MOVED`). Of the
             // 8000 unparks a few find the partner not parked yet and leave a token instead.
-            let line = b.line("wakee placement:").ok_or("no wakee placement line")?;
-            let nums: Vec<u64> =
-                line.split(|c: char| !c.is_ascii_digit()).filter_map(|w| w.parse().ok()).collect();
-            let [.., wakeups, idle, moved] = nums[..] else { return Err(format!("bad line: {line}")) };
+            let (wakeups, idle, moved) = wakee_placement(b)?;
             if wakeups < PINGPONG_MIN_WAKEUPS {
                 return Err(format!("only {wakeups} wakeups of {PINGPONG_UNPARKS} unparks"));
             }
