@@ -99,9 +99,15 @@ pub struct SizeArgs {}
 #[command(
     name = "cargo xreport",
     about = "Writes docs/measurements.md: every figure the docs cite (sizes, the seed's experiment \
-             on QEMU and in the simulator, EEVDF beside CFS), each with the command that made it"
+             on QEMU and in the simulator, the suite's margins, EEVDF beside CFS, the kernel's lags; \
+             with --timings the benchmarks), each with the command that made it"
 )]
-pub struct ReportArgs {}
+pub struct ReportArgs {
+    /// Also run the benchmarks (a few minutes) and replace the timing section, stamped with
+    /// the date, host and commit; without it the file's last timings are kept.
+    #[arg(long)]
+    pub timings: bool,
+}
 
 fn arch(s: &str) -> Result<Arch, String> {
     Arch::parse(s).map_err(|_| "aarch64, riscv64, cortex-m4 or cortex-m33".to_string())

@@ -61,8 +61,9 @@ const BAD_VALUES: &[&str] = &[
     "3x",
 ];
 
-/// Known-hard lines, each a regression case: invalid UTF-8 used to be read as an empty line
-/// (exit 0, the default scenario), and `clusters=3` on 8 CPUs used to leave 2 CPUs out.
+/// Known-hard lines, each a regression case: invalid UTF-8 must be refused, not read as an
+/// empty line (exit 0, the default scenario), and `clusters=3` on 8 CPUs must be refused, not
+/// leave 2 CPUs out.
 pub fn fixed_lines() -> Vec<Vec<u8>> {
     let mut v: Vec<Vec<u8>> = [
         "",

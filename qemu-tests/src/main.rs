@@ -13,6 +13,7 @@
 mod args;
 mod fuzz;
 mod kernel_doc;
+mod links;
 mod margins;
 mod package;
 mod qemu;
@@ -57,7 +58,7 @@ fn main() -> ExitCode {
         Some("run") => Ok(xrun::main(rest)),
         Some("size") => parse::<args::SizeArgs>("cargo xsize", rest).map(|_| size::main()),
         Some("boot") => parse::<args::BootArgs>("cargo xboot", rest).map(boot_once),
-        Some("report") => parse::<args::ReportArgs>("cargo xreport", rest).map(|_| report::main()),
+        Some("report") => parse::<args::ReportArgs>("cargo xreport", rest).map(|a| report::main(a.timings)),
         Some("--help" | "-h") => {
             println!("{COMMANDS}");
             return ExitCode::SUCCESS;

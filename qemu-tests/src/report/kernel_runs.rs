@@ -1,0 +1,80 @@
+//! Deterministic QEMU figures of the kernel beyond the seed's experiment: what the slice
+//! interrupts do to the wake-up and start lags, and the latency scenario's per-group figures.
+
+use std::time::Duration;
+
+use crate::qemu::{self, number_after_in, Arch, Boot, Machine, Mode};
+
+/// The slice lengths the table compares (`slice_us=`; 0 turns the slices off).
+const SLICES_US: [u32; 5] = [0, 25, 50, 100, 250];
+
+/// The sysbench-like run the slice table boots: the seed's workload on its 2x4 clusters,
+/// tickless, seed 1.
+const SLICE_RUN: &str = "scenario=sysbench threads=8 events=1000 nohz=on seed=1";
+
+fn boot(m: &Machine, args: &str) -> Result<Boot, String> {
+    let b = qemu::boot(m, args, Mode::Deterministic, Duration::from_secs(120));
+    match b.code {
+        Some(0) => Ok(b),
+        other => Err(format!("{} `{args}` exited {other:?}", m.arch.name())),
+    }
+}
+
+/// A report line's number after `key`, or an error naming both.
+fn figure(b: &Boot, line: &str, key: &str) -> Result<f64, String> {
+    b.line(line)
+        .and_then(|l| number_after_in(l, key))
+        .ok_or_else(|| format!("no {key:?} in the line {line:?}"))
+}
+
+/// The table: per slice length and machine, the wake-up lag, the start lag and the total time.
+pub fn slices() -> Result<String, String> {
+    let mut out = String::from(
+        "| `slice_us` | machine | wake-up lag mean / max (µs) | start lag mean / max (µs) | total time (ms) |\n\
+         |---:|---|---:|---:|---:|\n",
+    );
+    for arch in [Arch::Aarch64, Arch::Riscv64] {
+        let m = Machine { clusters: 4, ..qemu::prepare(arch)? };
+        for us in SLICES_US {
+            let b = boot(&m, &format!("{SLICE_RUN} slice_us={us}"))?;
+            let wake = ["wake-up lag", "start lag"].map(|l| -> Result<String, String> {
+                Ok(format!("{} / {}", figure(&b, l, "mean")?, figure(&b, l, "max")?))
+            });
+            let [wake, start] = wake;
+            let total = figure(&b, "total time", "total time")? / 1000.0;
+            out.push_str(&format!("| {us} | {} | {} | {} | {total:.2} |\n", arch.name(), wake?, start?));
+        }
+    }
+    Ok(out)
+}
+
+/// The latency scenario's figures on aarch64 (HZ 1000, CFS then EEVDF in one boot), per
+/// policy and group. riscv64's run is not reproducible from one runner process to the next
+/// (see the margins), so it is not tabled.
+pub fn latency() -> Result<String, String> {
+    let m = qemu::prepare(Arch::Aarch64)?;
+    let b = boot(&m, "scenario=latency hz=1000")?;
+    let mut out = String::from(
+        "| policy | group | wake-ups | wake-to-run mean / p50 / p99 / max (µs) | CPU share of the machine (%) |\n\
+         |---|---|---:|---:|---:|\n",
+    );
+    for policy in ["cfs", "eevdf"] {
+        for group in ["short slice", "default slice"] {
+            let line = format!("latency: {policy}: {group}:");
+            let l = b.line(&line).ok_or_else(|| format!("no line {line:?}"))?;
+            let n = |k: &str| number_after_in(l, k).ok_or_else(|| format!("no {k:?} in {l:?}"));
+            let wakeups =
+                number_after_in(l, &format!("{group}:")).ok_or_else(|| format!("no count in {l:?}"))?;
+            out.push_str(&format!(
+                "| {} | {group} | {wakeups} | {} / {} / {} / {} | {:.2} |\n",
+                policy.to_uppercase(),
+                n("mean")?,
+                n("p50")?,
+                n("p99")?,
+                n("max")?,
+                n("CPU share")?
+            ));
+        }
+    }
+    Ok(out)
+}
