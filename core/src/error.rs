@@ -1,6 +1,6 @@
 //! Typed errors. Every fallible call leaves the scheduler's state exactly as it was.
 
-use crate::task::{TaskId, TaskState};
+use crate::task::id::{TaskId, TaskState};
 use crate::topology::TopologyError;
 
 /// Why the core refused an operation.
@@ -108,7 +108,7 @@ impl core::fmt::Display for InitError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             InitError::Topology(e) => write!(f, "topology: {e}"),
-            InitError::Hz(hz) => write!(f, "HZ {hz} is above {}", crate::smp::MAX_HZ),
+            InitError::Hz(hz) => write!(f, "HZ {hz} is above {}", crate::limits::MAX_HZ),
             InitError::TasksAlive(n) => write!(f, "{n} tasks are alive; init only an idle machine"),
             InitError::InvalidTunable(name) => write!(f, "tunable {name} is out of range"),
         }

@@ -102,6 +102,7 @@ pub mod cpumask;
 pub mod eevdf;
 pub mod error;
 pub mod features;
+mod limits;
 pub mod platform;
 pub mod port;
 mod relaxed;

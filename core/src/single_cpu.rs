@@ -6,9 +6,10 @@ use crate::cpumask::CpuMask;
 use crate::error::{InitError, SchedError};
 use crate::fair::WakeFlags;
 use crate::features::{Features, Tunables};
+use crate::limits::DEFAULT_HZ;
 use crate::platform::Platform;
 use crate::runqueue::InvariantViolation;
-use crate::smp::{Smp, DEFAULT_HZ};
+use crate::smp::Smp;
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
 use crate::topology::TopologyDesc;
 #[cfg(feature = "internals")]

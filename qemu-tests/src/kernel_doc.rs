@@ -9,7 +9,7 @@ const ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
 const STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
 const SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
 const SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
-const CORE_SMP: &str = include_str!("../../core/src/smp/mod.rs");
+const CORE_LIMITS: &str = include_str!("../../core/src/limits.rs");
 
 /// (what it is, source, constant), in the order the docs list them.
 const CONSTANTS: &[(&str, &str, &str)] = &[
@@ -28,7 +28,7 @@ const CONSTANTS: &[(&str, &str, &str)] = &[
     ("default events of the affinity scenario", SCENARIO, "AFF_EVENTS"),
     ("the nice scenario's margin on the weight ratio (%)", SCENARIO, "NICE_MARGIN_PCT"),
     ("tick rates `hz=` takes", SCHED, "HZ_CHOICES"),
-    ("default tick rate (the core's `DEFAULT_HZ`)", CORE_SMP, "DEFAULT_HZ"),
+    ("default tick rate (the core's `DEFAULT_HZ`)", CORE_LIMITS, "DEFAULT_HZ"),
     ("default watchdog (ticks; `watchdog=0` turns it off)", SCHED, "DEFAULT_WATCHDOG_TICKS"),
     ("longest watchdog (`watchdog=`, ticks)", SCHED, "MAX_WATCHDOG_TICKS"),
     ("exit code: the watchdog found a hung CPU", SCHED, "EXIT_WATCHDOG"),

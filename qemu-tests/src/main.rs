@@ -12,6 +12,7 @@
 
 mod args;
 mod fuzz;
+mod imports;
 mod kernel_doc;
 mod links;
 mod margins;

@@ -2,39 +2,10 @@
 //! `find_busiest_group`).
 
 use super::imbalance::{calculate_imbalance, Imbalance};
-use super::stats::{GroupType, SgStats};
-use super::IdleType;
+use super::stats::{DomainEnv, GroupType, SdStats, SgStats};
+use super::idle::IdleType;
 use crate::capacity::fits_capacity;
 use crate::pelt::SCHED_CAPACITY_SCALE;
-use crate::topology::SdFlags;
-
-/// Statistics of a whole domain (`sd_lb_stats`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SdStats {
-    /// The local group's statistics.
-    pub local: SgStats,
-    /// The busiest non-local group's, if any qualified.
-    pub busiest: Option<SgStats>,
-    /// Σ group_load.
-    pub total_load: u64,
-    /// Σ group_capacity.
-    pub total_capacity: u64,
-    /// total_load × 1024 / total_capacity, computed where needed.
-    pub avg_load: u64,
-}
-
-/// The domain-level inputs of the decision.
-#[derive(Debug, Clone, Copy)]
-pub struct DomainEnv {
-    /// Domain flags.
-    pub flags: SdFlags,
-    /// imbalance_pct.
-    pub imbalance_pct: u32,
-    /// Balance with prefer_sibling (the child domain has PREFER_SIBLING).
-    pub prefer_sibling: bool,
-    /// Idle type of the pass.
-    pub idle: IdleType,
-}
 
 /// `update_sd_pick_busiest`: whether `cand` should replace the current busiest group.
 /// `asym_prefer(a, b)` says whether CPU `a` has higher asym-packing priority than `b`.
@@ -174,6 +145,7 @@ pub fn decide(env: &DomainEnv, sds: &mut SdStats) -> GroupDecision {
 mod tests {
     use super::*;
     use crate::balance::imbalance::MigrationType;
+    use crate::topology::SdFlags;
 
     fn group(weight: u32, nr: u32, idle: u32, ty: GroupType) -> SgStats {
         SgStats {

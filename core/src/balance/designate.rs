@@ -1,6 +1,6 @@
 //! `should_we_balance`: which CPU of a group balances a domain on the group's behalf.
 
-use super::IdleType;
+use super::idle::IdleType;
 use crate::cpumask::CpuMask;
 
 /// Whether `dst_cpu` is the CPU that balances its group (`group_mask`, the local group's

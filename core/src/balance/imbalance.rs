@@ -1,8 +1,7 @@
 //! How much to move and by which measure (`calculate_imbalance`).
 
-use super::busiest::{DomainEnv, SdStats};
-use super::stats::GroupType;
-use super::IdleType;
+use super::stats::{DomainEnv, GroupType, SdStats};
+use super::idle::IdleType;
 use crate::pelt::SCHED_CAPACITY_SCALE;
 
 /// What the balancer moves to fix an imbalance (`enum migration_type`).

@@ -3,7 +3,7 @@
 use bitflags::bitflags;
 
 use super::imbalance::MigrationType;
-use super::IdleType;
+use super::idle::IdleType;
 use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::fair::Fair;

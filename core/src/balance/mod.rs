@@ -5,12 +5,13 @@
 //!
 //! Where each decision lives:
 //! - [`designate`]: `should_we_balance`, which CPU of a group balances it;
-//! - [`stats`]: group statistics and the six group types;
+//! - [`stats`]: group and domain statistics, the six group types, a domain's inputs;
 //! - [`busiest`]: picking the busiest group and `find_busiest_group`'s decision tree;
 //! - [`imbalance`]: `calculate_imbalance`, the migration type and amount;
 //! - [`queue`]: `find_busiest_queue` — **the seed's rule** for migrate_util;
 //! - [`migrate`]: `can_migrate_task`, `detach_tasks`, the stopper's `detach_one_task`;
-//! - this file: what every pass shares: [`IdleType`], one [`BalanceRecord`] per round with
+//! - [`IdleType`] (`idle.rs`): whether the balancing CPU is idle, busy or going idle;
+//! - this file: what every pass shares: one [`BalanceRecord`] per round with
 //!   its [`Round`] and [`Outcome`], [`MAX_PINNED_INTERVAL_MS`] and [`estimated_balance_cost`].
 //!
 //! The pass itself (`load_balance`: the rounds, pinning, failure and interval bookkeeping,
@@ -19,27 +20,17 @@
 
 pub mod busiest;
 pub mod designate;
+mod idle;
 pub mod imbalance;
 pub mod migrate;
 pub mod queue;
 pub mod stats;
 
+pub use idle::IdleType;
 use imbalance::MigrationType;
 use stats::GroupType;
 
 use crate::topology::Level;
-
-/// `idle` argument of a balance pass (Linux `enum cpu_idle_type`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-#[cfg_attr(feature = "defmt", derive(defmt::Format))]
-pub enum IdleType {
-    /// The balancing CPU is idle (periodic balance from an idle tick or nohz).
-    Idle,
-    /// The balancing CPU is busy.
-    NotIdle,
-    /// The balancing CPU is about to go idle (newidle balance).
-    NewlyIdle,
-}
 
 /// Which round of a balance pass a [`BalanceRecord`] describes. A pass starts with
 /// [`Round::First`]; two things make it go on in another round, each with its own record:

@@ -1,6 +1,7 @@
-//! Group statistics and classification (`update_sg_lb_stats`, `group_classify`).
+//! Group and domain statistics, and group classification (`update_sg_lb_stats`,
+//! `group_classify`, `sd_lb_stats`), with the domain-level inputs of a decision.
 
-use super::IdleType;
+use super::idle::IdleType;
 use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::pelt::SCHED_CAPACITY_SCALE;
@@ -240,6 +241,34 @@ pub fn classify(pct: u32, imbalance_flag: bool, s: &SgStats) -> GroupType {
     } else {
         GroupType::HasSpare
     }
+}
+
+/// Statistics of a whole domain (`sd_lb_stats`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SdStats {
+    /// The local group's statistics.
+    pub local: SgStats,
+    /// The busiest non-local group's, if any qualified.
+    pub busiest: Option<SgStats>,
+    /// Σ group_load.
+    pub total_load: u64,
+    /// Σ group_capacity.
+    pub total_capacity: u64,
+    /// total_load × 1024 / total_capacity, computed where needed.
+    pub avg_load: u64,
+}
+
+/// The domain-level inputs of the decision.
+#[derive(Debug, Clone, Copy)]
+pub struct DomainEnv {
+    /// Domain flags.
+    pub flags: SdFlags,
+    /// imbalance_pct.
+    pub imbalance_pct: u32,
+    /// Balance with prefer_sibling (the child domain has PREFER_SIBLING).
+    pub prefer_sibling: bool,
+    /// Idle type of the pass.
+    pub idle: IdleType,
 }
 
 #[cfg(test)]

@@ -547,3 +547,36 @@ impl<
         }
     }
 }
+
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const EVENTS: usize,
+    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS>
+{
+    // What a port reads back (the types are `report.rs`'s).
+
+    /// A copy of a CPU's published figures (lock-free; any context, callbacks included).
+    /// A CPU the machine does not have is [`SchedError::CpuOutOfRange`].
+    pub fn stats(&self, cpu: usize) -> Result<CpuStats, SchedError> {
+        self.port_cpu(cpu)?;
+        Ok(CpuStats::of(self.smp.stats(cpu)))
+    }
+
+    /// Where a CPU's load balancing stands. Takes that CPU's balance lock briefly, so it is
+    /// for thread context and reports (a callback naming a CPU inside a balance pass waits
+    /// for the pass, which holds no lock a callback could).
+    pub fn balance_report(&self, cpu: usize) -> Result<BalanceReport, SchedError> {
+        self.port_cpu(cpu)?;
+        let next_balance = self.smp.balance_state(cpu)?.next_balance;
+        #[cfg(feature = "nohz")]
+        let (tickless, kick_pending) =
+            (self.smp.nohz().is_tickless(cpu), self.smp.nohz().kick_flags(cpu) != 0);
+        #[cfg(not(feature = "nohz"))]
+        let (tickless, kick_pending) = (false, false);
+        Ok(BalanceReport { next_balance, tickless, kick_pending })
+    }
+}

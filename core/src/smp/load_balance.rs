@@ -5,12 +5,13 @@
 
 use portable_atomic::Ordering::Relaxed;
 
-use crate::balance::busiest::{decide, pick_busiest, DomainEnv, GroupDecision, SdStats};
+use crate::balance::busiest::{decide, pick_busiest, GroupDecision};
 use crate::balance::designate::should_we_balance;
 use crate::balance::imbalance::MigrationType;
 use crate::balance::migrate::{detach_one_task, DetachEnv, LbfFlags, NR_MIGRATE_BREAK};
 use crate::balance::queue::{find_busiest_queue, QueueEnv};
 use crate::balance::stats::{self, group_stats, CpuSnap, GroupInfo, SgStatus, StatsEnv};
+use crate::balance::stats::{DomainEnv, SdStats};
 use crate::balance::{BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS};
 use crate::weights::saturate_u32;
 

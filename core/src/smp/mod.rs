@@ -45,24 +45,42 @@ mod lifecycle;
 mod load_balance;
 mod migration;
 mod nohz;
+mod nohz_state;
 mod percpu;
 mod placement;
 mod rebalance;
 mod switch;
-pub use switch::Switch;
 #[cfg(any(test, feature = "testing"))]
 mod testing;
 
 #[cfg(not(feature = "internals"))]
-pub(crate) use nohz::Nohz;
+pub(crate) use nohz_state::Nohz;
 #[cfg(feature = "internals")]
-pub use nohz::{Nohz, NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
+pub use nohz_state::{Nohz, NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
 #[cfg(feature = "internals")]
 pub use percpu::{BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, Push, RootDomain, RqStats};
 #[cfg(not(feature = "internals"))]
 pub(crate) use percpu::{
     BalanceState, CpuCell, CpuState, DomainBalance, GroupCapacity, Push, RootDomain, RqStats,
 };
+
+/// What one [`Smp::schedule_switch`] did on a CPU, with the platform's payloads (`T`) read
+/// under the lock that holds them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch<T> {
+    /// The task switched away from, the state it was left in, and its payload; `None` when
+    /// no task was switched out (the CPU was idle, or the same task goes on). `Exiting` only
+    /// says it is on its way out: its exit is reported once, by the switch that finishes it
+    /// (`exited`, or [`Smp::finish_switch`]'s answer).
+    pub prev: Option<(TaskId, TaskState, T)>,
+    /// The task to run and its payload; `None`: idle.
+    pub next: Option<(TaskId, T)>,
+    /// A task whose exit completed with this switch: gone now, its thread can be freed. From
+    /// [`Smp::schedule_switch`], one switched away from by an earlier `schedule` left
+    /// unfinished, which this call finished; in `port::Scheduler::reschedule`'s `on_switch`,
+    /// the one this pass's finish removed.
+    pub exited: Option<(TaskId, T)>,
+}
 
 /// How [`Smp`]'s `move_queued_task` places a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -93,14 +111,17 @@ use spin::mutex::Mutex;
 use spin::rwlock::RwLock;
 use spin::{RelaxStrategy, Spin};
 
+pub use crate::limits::{DEFAULT_HZ, MAX_HZ, SYSCTL_MIGRATION_COST_NS};
+
 use crate::cpumask::CpuMask;
 use crate::entities::{Entities, Pool};
 use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
+use crate::limits::MAX_LEVELS;
 use crate::platform::{Event, EventKind, Platform};
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
-use crate::topology::{Topology, TopologyDesc, TopologyError, MAX_LEVELS};
+use crate::topology::{Topology, TopologyDesc, TopologyError};
 use crate::weights::saturate_u32;
 
 /// The scheduler of a whole machine of up to `CPUS` CPUs, `TASKS` live tasks and `Q`
@@ -523,11 +544,6 @@ pub(crate) fn update_avg(avg: u64, sample: u64) -> u64 {
     (avg as i64 + diff / 8) as u64
 }
 
-/// The highest tick rate [`Smp::init`] accepts: a tick of 1 µs. Jiffies are `now / (10⁹ / HZ)`
-/// ns, so the rate must leave a whole nanosecond per tick; well below that, 10⁶ is already far
-/// beyond any real kernel's `CONFIG_HZ`.
-pub const MAX_HZ: u32 = 1_000_000;
-
 /// The one bound on a tick rate, which `set_hz` and `init` both keep.
 fn check_hz(hz: u32) -> Result<(), InitError> {
     if hz > MAX_HZ {
@@ -535,9 +551,3 @@ fn check_hz(hz: u32) -> Result<(), InitError> {
     }
     Ok(())
 }
-
-/// The tick rate of a machine built with `hz` 0 (Linux's common `CONFIG_HZ`).
-pub const DEFAULT_HZ: u32 = 250;
-
-/// `sysctl_sched_migration_cost` default (ns): cache-hot window and newidle cost floor.
-pub const SYSCTL_MIGRATION_COST_NS: u64 = 500_000;

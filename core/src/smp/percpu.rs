@@ -5,15 +5,13 @@
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use spin::mutex::Mutex;
-use spin::{RelaxStrategy, Spin};
+use spin::Spin;
 
-use super::Smp;
-use crate::capacity::fits_capacity;
 use crate::features::{Features, Tunables};
-use crate::platform::{MigrateReason, Platform};
+use crate::limits::{MAX_LEVELS, SYSCTL_MIGRATION_COST_NS};
+use crate::platform::MigrateReason;
 use crate::runqueue::{RunQueue, SlotId};
 use crate::task::TaskId;
-use crate::topology::{ASYM_CAPACITY, MAX_LEVELS};
 use crate::weights::saturate_u32;
 
 /// Figures of one runqueue, published by its owner for lock-free readers. They are 32-bit
@@ -162,8 +160,8 @@ impl<const Q: usize> CpuState<Q> {
         self.push_cpu = 0;
         self.misfit_task_load = 0;
         self.idle_stamp = 0;
-        self.avg_idle = 2 * super::SYSCTL_MIGRATION_COST_NS;
-        self.max_idle_balance_cost = super::SYSCTL_MIGRATION_COST_NS;
+        self.avg_idle = 2 * SYSCTL_MIGRATION_COST_NS;
+        self.max_idle_balance_cost = SYSCTL_MIGRATION_COST_NS;
         self.nr_migrations_in = 0;
         self.asym_capacity = false;
         self.push = [None; 2];
@@ -265,39 +263,4 @@ pub struct RootDomain {
     pub overload: AtomicBool,
     /// Some CPU is over-utilised (`rd->overutilized`).
     pub overutilized: AtomicBool,
-}
-
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
-{
-    /// After an operation on `cpu`'s runqueue: publish its figures and pass on a reschedule
-    /// request.
-    pub(crate) fn after_update(&self, cpu: usize, st: &mut CpuState<Q>) {
-        self.update_misfit_status(st);
-        self.cpus[cpu].stats.publish(st);
-        if st.rq.nr_running() >= 2 {
-            self.root.overload.store(true, Relaxed);
-        }
-        if st.rq.need_resched() {
-            self.platform.resched_cpu(cpu);
-        }
-    }
-
-    /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
-    /// does not fit this CPU's capacity.
-    pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
-        // (One CPU, or a build without `asym-capacity`, has no asymmetric domain:
-        // `asym_capacity` is false, and these constants let the compiler see it.)
-        st.misfit_task_load = match (CPUS > 1 && ASYM_CAPACITY && st.asym_capacity, st.rq.curr_slot()) {
-            (true, Some(n)) => {
-                let e = st.rq.ent_in(self.pool(), n);
-                if e.on_rq() && !fits_capacity(e.util_est(), st.rq.capacity()) {
-                    e.load_avg().max(1)
-                } else {
-                    0
-                }
-            }
-            _ => 0,
-        };
-    }
 }

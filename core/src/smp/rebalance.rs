@@ -7,9 +7,10 @@ use portable_atomic::Ordering::Relaxed;
 
 use spin::RelaxStrategy;
 
-use super::nohz::NOHZ;
-use super::{Smp, SYSCTL_MIGRATION_COST_NS};
+use super::nohz_state::NOHZ;
+use super::Smp;
 use crate::balance::{estimated_balance_cost, IdleType};
+use crate::limits::SYSCTL_MIGRATION_COST_NS;
 use crate::platform::Platform;
 use crate::topology::SdFlags;
 

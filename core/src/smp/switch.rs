@@ -4,32 +4,18 @@
 
 use spin::RelaxStrategy;
 
-use super::nohz::NOHZ;
-use super::{CpuState, Move, Moved, Smp};
+use super::nohz_state::NOHZ;
+use portable_atomic::Ordering::Relaxed;
+
+use super::{CpuState, Move, Moved, Smp, Switch};
+use crate::capacity::fits_capacity;
 use crate::error::SchedError;
 use crate::fair::WakeFlags;
+use crate::limits::ASYM_CAPACITY;
 use crate::placement::{SelectFor, Waker};
 use crate::platform::{EventKind, Platform};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
-
-/// What one [`Smp::schedule_switch`] did on a CPU, with the platform's payloads (`T`) read
-/// under the lock that holds them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Switch<T> {
-    /// The task switched away from, the state it was left in, and its payload; `None` when
-    /// no task was switched out (the CPU was idle, or the same task goes on). `Exiting` only
-    /// says it is on its way out: its exit is reported once, by the switch that finishes it
-    /// (`exited`, or [`Smp::finish_switch`]'s answer).
-    pub prev: Option<(TaskId, TaskState, T)>,
-    /// The task to run and its payload; `None`: idle.
-    pub next: Option<(TaskId, T)>,
-    /// A task whose exit completed with this switch: gone now, its thread can be freed. From
-    /// [`Smp::schedule_switch`], one switched away from by an earlier `schedule` left
-    /// unfinished, which this call finished; in `port::Scheduler::reschedule`'s `on_switch`,
-    /// the one this pass's finish removed.
-    pub exited: Option<(TaskId, T)>,
-}
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
     Smp<P, CPUS, TASKS, Q, R>
@@ -265,5 +251,40 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.after_update(cpu, &mut st);
         }
         Ok(())
+    }
+}
+
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
+    Smp<P, CPUS, TASKS, Q, R>
+{
+    /// After an operation on `cpu`'s runqueue: publish its figures and pass on a reschedule
+    /// request.
+    pub(crate) fn after_update(&self, cpu: usize, st: &mut CpuState<Q>) {
+        self.update_misfit_status(st);
+        self.cpus[cpu].stats.publish(st);
+        if st.rq.nr_running() >= 2 {
+            self.root.overload.store(true, Relaxed);
+        }
+        if st.rq.need_resched() {
+            self.platform.resched_cpu(cpu);
+        }
+    }
+
+    /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
+    /// does not fit this CPU's capacity.
+    pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
+        // (One CPU, or a build without `asym-capacity`, has no asymmetric domain:
+        // `asym_capacity` is false, and these constants let the compiler see it.)
+        st.misfit_task_load = match (CPUS > 1 && ASYM_CAPACITY && st.asym_capacity, st.rq.curr_slot()) {
+            (true, Some(n)) => {
+                let e = st.rq.ent_in(self.pool(), n);
+                if e.on_rq() && !fits_capacity(e.util_est(), st.rq.capacity()) {
+                    e.load_avg().max(1)
+                } else {
+                    0
+                }
+            }
+            _ => 0,
+        };
     }
 }

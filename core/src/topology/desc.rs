@@ -1,7 +1,8 @@
 //! The machine description, its errors, and its validation into a [`Plan`] for the builder.
 
-use super::{Level, ASYM_CAPACITY, CAPACITY_SCALE, NUMA, SMT};
+use super::domain::Level;
 use crate::cpumask::CpuMask;
+use crate::limits::{ASYM_CAPACITY, CAPACITY_SCALE, NUMA, SMT};
 
 /// A machine, as [`Topology::init`](super::Topology::init) reads it. CPUs are numbered `0..nr_cpus`.
 ///

@@ -1,7 +1,7 @@
 //! Domain levels, their flags, and one CPU's domain at one level (`sd_init`, degeneration).
 
-use super::{ASYM_CAPACITY, MAX_LEVELS, NUMA, SMT};
 use crate::cpumask::CpuMask;
+use crate::limits::{ASYM_CAPACITY, MAX_LEVELS, NUMA, SMT};
 use bitflags::bitflags;
 
 bitflags! {

@@ -61,26 +61,8 @@ pub use group::{Group, Groups};
 
 use crate::cpumask::{CpuMask, MAX_CPUS};
 
-/// Whether this build handles CPUs that are not all alike (the crate's `asym-capacity`
-/// feature): capacities that differ, and asym-packing priorities. Without it such topologies
-/// are refused, so the flags `ASYM_CPUCAPACITY` and `ASYM_PACKING` are never set and the code
-/// they guard is left out.
-pub const ASYM_CAPACITY: bool = cfg!(feature = "asym-capacity");
-
-/// Whether this build handles more than one NUMA node (the crate's `numa` feature). Without it
-/// such topologies are refused, and the `NUMA` flag is never set.
-pub const NUMA: bool = cfg!(feature = "numa");
-
-/// Whether this build handles hardware threads (the crate's `smt` feature). Without it a
-/// topology with SMT sets of more than one CPU is refused, and `SHARE_CPUCAPACITY` is never
-/// set.
-pub const SMT: bool = cfg!(feature = "smt");
-
-/// The most domain levels a CPU can have: SMT, MC, DIE and NUMA.
-pub const MAX_LEVELS: usize = 4;
-
-/// `capacity_orig` of the biggest CPU at its highest frequency; the default for every CPU.
-const CAPACITY_SCALE: u64 = 1024;
+use crate::limits::CAPACITY_SCALE;
+pub use crate::limits::{ASYM_CAPACITY, MAX_LEVELS, NUMA, SMT};
 
 /// The `id` of a group the planner built that no surviving domain uses. (Entries no group
 /// fills are `Group::EMPTY`: all zeros, weight 0, so an empty topology needs no `.data`.)
