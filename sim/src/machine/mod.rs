@@ -1,0 +1,561 @@
+//! The machine model: N CPUs in virtual time (ns) driving `sched_core::Smp` exactly as a
+//! kernel does — a tick per CPU at HZ with its own phase, reschedule IPIs with a latency,
+//! `schedule` + `finish_switch` around every switch — while tasks execute behaviours.
+//!
+//! Time only advances between events; within one event every core call sees the same `now`.
+//! A CPU that runs a task makes progress on that task's current step; a switch costs
+//! `switch_cost_ns` before the next task makes progress, and a task that lands on another
+//! CPU than it last ran on first pays `migration_cost_ns` of cache refill.
+//!
+//! This file is the model: the event loop and what each event does. Its configuration is
+//! `config.rs`, the tasks' behaviours and records `workload.rs`, the simulated CPUs and the
+//! platform the core calls `platform.rs`, and what a run measured `report.rs`.
+
+mod config;
+mod platform;
+mod report;
+mod workload;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use sched_core::{CpuMask, InitError, Smp, TaskId, Tunables};
+
+pub use config::{Config, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
+use platform::CpuSim;
+pub use platform::SimPlatform;
+pub use report::RunReport;
+pub use workload::{Behavior, EventPool};
+use workload::{TaskMap, TaskSim};
+
+use crate::rng::Rng;
+use crate::trace::TraceLog;
+
+/// Task-table size of the simulated machine.
+pub const SIM_TASKS: usize = 4200;
+/// Runnable tasks per CPU.
+pub const SIM_Q: usize = 64;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Ev {
+    Tick(usize),
+    Ipi(usize),
+    Done { cpu: usize, gen: u64 },
+    Wake(TaskId),
+}
+
+/// Completion times from here on are never reached (a spinner's endless work).
+const NEVER_NS: u64 = u64::MAX / 8;
+
+/// The simulated machine.
+pub struct Machine<const C: usize> {
+    /// The scheduler under test.
+    pub smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>>,
+    cfg: Config,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<(u64, u64, Ev)>>,
+    /// Pending ticks `(time, seq, cpu)` in time order, kept apart from `queue`: a CPU's
+    /// next tick is one period after its current one, so it almost always goes to the back,
+    /// and the most frequent event costs no heap operation.
+    tick_queue: std::collections::VecDeque<(u64, u64, usize)>,
+    cpus: Vec<CpuSim>,
+    tasks: TaskMap,
+    /// The shared event pool of sysbench-like workloads.
+    pub pool: EventPool,
+    rng: Rng,
+    tick_ns: u64,
+    trace: Option<TraceLog>,
+    first_worker_at: Option<u64>,
+    last_worker_exit: Option<u64>,
+    spread_at: Option<(u64, u64, u64)>,
+    one_per_cpu_at: Option<u64>,
+    workers: u32,
+    /// Workers a sysbench main thread will create (0: not a sysbench run).
+    worker_target: u32,
+    ticks: u64,
+    /// Every timer wakeup's wait until the task ran (its tag, ns), in order.
+    wake_latencies: Vec<(u8, u64)>,
+}
+
+impl<const C: usize> Machine<C> {
+    /// Builds a machine (call on a thread with a large stack for big `C`).
+    pub fn new(cfg: Config) -> Result<Machine<C>, InitError> {
+        let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>> =
+            Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
+        smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
+        if cfg.trace {
+            *smp.platform().failures.borrow_mut() = Some(Vec::new());
+        }
+        let mut t = Tunables::for_cpus(cfg.cpus);
+        t.runnable_init = cfg.runnable_init;
+        smp.set_tunables(t).expect("the default tunables are in range");
+        let mut rng = Rng::new(cfg.seed);
+        let tick_ns = 1_000_000_000 / cfg.hz.max(1) as u64;
+        let n = smp.nr_cpus();
+        let mut cpus = vec![CpuSim::default(); n];
+        for c in cpus.iter_mut() {
+            c.phase = rng.below(tick_ns);
+        }
+        let mut m = Machine {
+            smp,
+            trace: cfg.trace.then(|| TraceLog::new(n)),
+            cfg,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            tick_queue: std::collections::VecDeque::new(),
+            cpus,
+            tasks: TaskMap::default(),
+            pool: EventPool::default(),
+            rng,
+            tick_ns,
+            first_worker_at: None,
+            last_worker_exit: None,
+            spread_at: None,
+            one_per_cpu_at: None,
+            workers: 0,
+            worker_target: 0,
+            ticks: 0,
+            wake_latencies: Vec::new(),
+        };
+        // Every CPU starts in its idle loop with its tick running.
+        for cpu in 0..n {
+            let at = m.cpus[cpu].phase;
+            m.smp.schedule(cpu, at.max(1)).expect("a simulated CPU");
+            m.smp.finish_switch(cpu, at.max(1)).expect("a simulated CPU");
+            m.cpus[cpu].ticking = true;
+            m.push(at + m.tick_ns, Ev::Tick(cpu));
+        }
+        Ok(m)
+    }
+
+    /// Virtual time now (ns).
+    pub fn now(&self) -> u64 {
+        self.now
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// The trace recorded so far, if tracing.
+    pub fn trace(&self) -> Option<&TraceLog> {
+        self.trace.as_ref()
+    }
+
+    /// A copy of the trace with the failed balance attempts it saw, if tracing.
+    pub fn trace_log(&self) -> Option<TraceLog> {
+        let mut log = self.trace.clone()?;
+        log.balance_failures = self.smp.platform().failures.borrow().clone().unwrap_or_default();
+        Some(log)
+    }
+
+    fn push(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        match ev {
+            Ev::Tick(cpu) => {
+                let e = (at, self.seq, cpu);
+                if self.tick_queue.back().is_none_or(|b| *b <= e) {
+                    self.tick_queue.push_back(e);
+                } else {
+                    let i = self.tick_queue.partition_point(|x| *x <= e);
+                    self.tick_queue.insert(i, e);
+                }
+            }
+            _ => self.queue.push(Reverse((at, self.seq, ev))),
+        }
+    }
+
+    /// Changes a live task's nice value (experiments and stress).
+    pub fn set_nice(&mut self, t: TaskId, nice: i32) -> bool {
+        let ok = self.smp.set_nice(self.now, t, nice).is_ok();
+        let cpu = self.smp.task_cpu(t).unwrap_or(0);
+        self.ipi_self_if_resched(cpu);
+        ok
+    }
+
+    /// If `cpu` must reschedule, sends it a reschedule IPI that arrives now (unless one is
+    /// already pending).
+    fn ipi_self_if_resched(&mut self, cpu: usize) {
+        if self.smp.need_resched(cpu) && !self.cpus[cpu].ipi_pending {
+            self.cpus[cpu].ipi_pending = true;
+            self.push(self.now, Ev::Ipi(cpu));
+        }
+    }
+
+    /// Makes `cpu` act on a pending reschedule request (after setting work up from
+    /// outside the event loop).
+    pub fn start(&mut self, cpu: usize) {
+        if self.smp.need_resched(cpu) || self.cpus[cpu].running.is_none() {
+            self.reschedule(cpu);
+        }
+    }
+
+    /// Runs until no task is left or `until` (ns) is reached. Returns whether tasks remain.
+    pub fn run_until(&mut self, until: u64) -> bool {
+        loop {
+            // The earliest event of the two queues, ties in push order.
+            let heap = self.queue.peek().map(|Reverse((at, seq, _))| (*at, *seq));
+            let tick = self.tick_queue.front().map(|&(at, seq, _)| (at, seq));
+            let from_ticks = match (heap, tick) {
+                (None, None) => break,
+                (Some(h), Some(t)) => t < h,
+                (h, _) => h.is_none(),
+            };
+            let at = if from_ticks { tick.map_or(0, |t| t.0) } else { heap.map_or(0, |h| h.0) };
+            if at > until {
+                self.now = until;
+                return true;
+            }
+            let ev = if from_ticks {
+                self.tick_queue.pop_front().map(|(_, _, cpu)| Ev::Tick(cpu))
+            } else {
+                self.queue.pop().map(|Reverse((_, _, ev))| ev)
+            };
+            let Some(ev) = ev else { break };
+            self.now = at;
+            match ev {
+                Ev::Tick(cpu) => self.on_tick(cpu),
+                Ev::Ipi(cpu) => {
+                    self.cpus[cpu].ipi_pending = false;
+                    self.reschedule(cpu);
+                }
+                Ev::Done { cpu, gen } => {
+                    if self.cpus[cpu].gen == gen {
+                        self.cpus[cpu].armed = None;
+                        self.on_done(cpu);
+                    }
+                }
+                Ev::Wake(t) => self.on_wake(t),
+            }
+            if self.cfg.check_every_event {
+                if let Err(v) = self.smp.check_invariants() {
+                    panic!("invariant broken at {} ns after {:?}: {:?}", self.now, ev, v);
+                }
+            }
+            if self.tasks.is_empty() {
+                return false;
+            }
+        }
+        // Nothing left to happen before `until`.
+        self.now = self.now.max(until);
+        !self.tasks.is_empty()
+    }
+
+    fn on_tick(&mut self, cpu: usize) {
+        self.ticks += 1;
+        let idle = self.cpus[cpu].running.is_none();
+        if idle && self.cfg.nohz {
+            // The tick stops on an idle CPU; it restarts when the CPU gets work.
+            self.cpus[cpu].ticking = false;
+            self.smp.nohz_enter_idle(cpu).expect("a simulated CPU");
+            // A kick that arrived meanwhile is served when the CPU wakes.
+            return;
+        }
+        self.account(cpu);
+        // Read after balancing; what follows (passing requests on as IPIs, the trace's
+        // counters) does not touch the core's runqueues.
+        let resched = self.smp.tick(cpu, self.now).expect("a simulated CPU");
+        self.after_core_call(cpu);
+        if let Some(tr) = self.trace.as_mut() {
+            let s = self.smp.stats(cpu);
+            let load = |a: &sched_core::portable_atomic::AtomicU32| {
+                a.load(std::sync::atomic::Ordering::Relaxed) as u64
+            };
+            tr.counter(self.now, cpu, load(&s.util), load(&s.load));
+        }
+        if resched {
+            self.reschedule(cpu);
+        } else {
+            self.arm_done(cpu);
+        }
+        self.push(self.now + self.tick_ns, Ev::Tick(cpu));
+    }
+
+    /// Charges the running task for the time since it last made progress.
+    fn account(&mut self, cpu: usize) {
+        let c = &mut self.cpus[cpu];
+        if let Some(t) = c.running {
+            if self.now > c.since {
+                let ran = self.now - c.since;
+                if let Some(ts) = self.tasks.get_mut(&t) {
+                    ts.remaining = ts.remaining.saturating_sub(ran);
+                    ts.ran_ns += ran;
+                }
+                c.since = self.now;
+            }
+        }
+    }
+
+    /// (Re)arms the completion event of the running task's current step. Work that never
+    /// ends (a spinner's) gets no event at all.
+    fn arm_done(&mut self, cpu: usize) {
+        let c = &self.cpus[cpu];
+        let want = c.running.and_then(|t| {
+            let at = c.since.max(self.now).saturating_add(self.tasks.get(&t)?.remaining);
+            Some((at, t))
+        });
+        if want.is_some() && want == c.armed {
+            return;
+        }
+        let c = &mut self.cpus[cpu];
+        c.gen += 1;
+        c.armed = None;
+        let gen = c.gen;
+        if let Some((at, t)) = want.filter(|&(at, _)| at < NEVER_NS) {
+            c.armed = Some((at, t));
+            self.push(at, Ev::Done { cpu, gen });
+        }
+    }
+
+    /// Passes the core's reschedule requests on as IPIs.
+    fn after_core_call(&mut self, this: usize) {
+        // Drained in place: the request buffer keeps its capacity from call to call.
+        let mut reqs = self.smp.platform().resched.borrow_mut();
+        for c in reqs.drain(..) {
+            if c == this || c >= self.cpus.len() || self.cpus[c].ipi_pending {
+                continue;
+            }
+            self.cpus[c].ipi_pending = true;
+            self.seq += 1;
+            self.queue.push(Reverse((self.now + self.cfg.ipi_latency_ns, self.seq, Ev::Ipi(c))));
+        }
+    }
+
+    /// `schedule` + `finish_switch` on `cpu` (as often as the core asks), then start the
+    /// next task's progress after the switch costs.
+    fn reschedule(&mut self, cpu: usize) {
+        self.account(cpu);
+        let prev = self.cpus[cpu].running;
+        let mut next = None;
+        for _ in 0..4 {
+            next = self.smp.schedule(cpu, self.now).expect("a simulated CPU");
+            self.smp.finish_switch(cpu, self.now).expect("a simulated CPU");
+            self.after_core_call(cpu);
+            if !self.smp.need_resched(cpu) {
+                break;
+            }
+        }
+        let c = &mut self.cpus[cpu];
+        c.running = next;
+        if next != prev {
+            c.since = self.now + self.cfg.switch_cost_ns;
+            if let Some(t) = next {
+                let runs_at = c.since;
+                if let Some(ts) = self.tasks.get_mut(&t) {
+                    if ts.last_cpu.is_some_and(|l| l != cpu) {
+                        ts.remaining = ts.remaining.saturating_add(self.cfg.migration_cost_ns);
+                    }
+                    ts.last_cpu = Some(cpu);
+                    if let Some(woke) = ts.woke_at.take() {
+                        self.wake_latencies.push((ts.tag, runs_at - woke));
+                    }
+                }
+            }
+            if let Some(tr) = self.trace.as_mut() {
+                let name = |t: Option<TaskId>| t.and_then(|t| self.tasks.get(&t)).map(|s| s.name.clone());
+                tr.switch(
+                    self.now,
+                    cpu,
+                    prev,
+                    name(prev),
+                    next,
+                    name(next),
+                    prev.map(|p| self.smp.state(p).ok()),
+                );
+            }
+        }
+        if next.is_some() && !self.cpus[cpu].ticking {
+            self.smp.nohz_exit_idle(cpu).expect("a simulated CPU");
+            self.cpus[cpu].ticking = true;
+            // Back on the CPU's tick grid.
+            let k = (self.now.saturating_sub(self.cpus[cpu].phase)) / self.tick_ns + 1;
+            self.push(self.cpus[cpu].phase + k * self.tick_ns, Ev::Tick(cpu));
+        }
+        self.arm_done(cpu);
+        self.check_spread();
+    }
+
+    /// The running task finished its current step.
+    fn on_done(&mut self, cpu: usize) {
+        self.account(cpu);
+        let Some(t) = self.cpus[cpu].running else { return };
+        // Only the Copy fields: no clone of the name on every event.
+        let Some(&TaskSim { behavior, remaining, step, event, .. }) = self.tasks.get(&t) else { return };
+        if remaining > 0 {
+            self.arm_done(cpu);
+            return;
+        }
+        match behavior {
+            Behavior::SysbenchMain { threads, create_ns } => {
+                if step < threads {
+                    let name = format!("worker{step}");
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step += 1;
+                    }
+                    let init_ns = self.cfg.setup_ns;
+                    self.spawn_inner(cpu, Behavior::SysbenchWorker { init_ns }, &name, CpuMask::ALL);
+                    // spawn_inner changes only the new task's entry and this one's
+                    // children_alive, so the step is still the one just set.
+                    if step + 1 < threads {
+                        if let Some(s) = self.tasks.get_mut(&t) {
+                            s.remaining = create_ns;
+                        }
+                        if self.smp.need_resched(cpu) {
+                            self.reschedule(cpu);
+                        } else {
+                            self.arm_done(cpu);
+                        }
+                        return;
+                    }
+                }
+                // All created: meet the workers at the start barrier (once), then wait for
+                // them to finish (woken by the last one's exit).
+                if !self.pool.barrier_open && self.tasks.get(&t).is_some_and(|s| s.step == threads) {
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step += 1;
+                    }
+                    if !self.arrive_at_barrier(cpu, t) {
+                        return;
+                    }
+                }
+                // Children only exit in their own Done events, so none has exited since this
+                // event began: the live count is the one to read.
+                if self.tasks.get(&t).is_some_and(|s| s.children_alive > 0) {
+                    self.smp.block(cpu, self.now, t).expect("main runs");
+                    self.after_core_call(cpu);
+                    self.reschedule(cpu);
+                } else {
+                    self.finish_task(cpu, t);
+                }
+            }
+            Behavior::SysbenchWorker { .. } => {
+                if step == 0 {
+                    // Set-up done: the start barrier.
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step = 1;
+                    }
+                    if !self.arrive_at_barrier(cpu, t) {
+                        return;
+                    }
+                }
+                if let Some((ev, start)) = event {
+                    self.pool.latency[ev as usize] = self.now - start;
+                    self.pool.done[ev as usize] += 1;
+                }
+                if self.pool.next < self.pool.total {
+                    let ev = self.pool.next;
+                    self.pool.next += 1;
+                    let cost = self.rng.jitter(self.pool.cost_ns, self.pool.jitter).max(1);
+                    let now = self.now;
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.event = Some((ev, now));
+                        s.remaining = cost;
+                    }
+                    self.arm_done(cpu);
+                } else {
+                    self.finish_task(cpu, t);
+                }
+            }
+            Behavior::Spinner => {
+                if let Some(s) = self.tasks.get_mut(&t) {
+                    s.remaining = u64::MAX / 4;
+                }
+                self.arm_done(cpu);
+            }
+            Behavior::Periodic { run_ns, sleep_ns, repeat } => {
+                let step = step + 1;
+                if step >= repeat {
+                    self.finish_task(cpu, t);
+                } else {
+                    if let Some(s) = self.tasks.get_mut(&t) {
+                        s.step = step;
+                        s.remaining = run_ns.max(1);
+                    }
+                    self.smp.block(cpu, self.now, t).expect("periodic task runs");
+                    self.after_core_call(cpu);
+                    self.push(self.now + sleep_ns, Ev::Wake(t));
+                    self.reschedule(cpu);
+                }
+            }
+        }
+    }
+
+    /// `t` (running on `cpu`) reaches the start barrier. The last party releases everyone
+    /// (waking them from this CPU) and goes on: returns true. Others block: false.
+    fn arrive_at_barrier(&mut self, cpu: usize, t: TaskId) -> bool {
+        if self.pool.barrier_open || self.pool.barrier_parties == 0 {
+            return true;
+        }
+        if (self.pool.barrier_waiting.len() as u32) + 1 < self.pool.barrier_parties {
+            self.pool.barrier_waiting.push(t);
+            self.smp.block(cpu, self.now, t).expect("the arriving task runs");
+            self.after_core_call(cpu);
+            self.reschedule(cpu);
+            return false;
+        }
+        self.pool.barrier_open = true;
+        for w in std::mem::take(&mut self.pool.barrier_waiting) {
+            // They blocked in place; a worker whose CPU has not switched away yet is woken
+            // there.
+            self.wake_traced(cpu, w, "a waiter sleeps");
+        }
+        if self.smp.need_resched(cpu) {
+            self.reschedule(cpu);
+        }
+        true
+    }
+
+    /// Wakes the sleeping `t` from `waker`, records the waking in the trace and passes the
+    /// core's reschedule requests on. `sleeping` is the panic message if `t` does not sleep.
+    fn wake_traced(&mut self, waker: usize, t: TaskId, sleeping: &str) {
+        let target = self.smp.wake(waker, self.now, t).expect(sleeping);
+        if let Some(tr) = self.trace.as_mut() {
+            let name = self.tasks.get(&t).map_or("", |s| s.name.as_str());
+            tr.waking(self.now, target, t, name);
+        }
+        self.after_core_call(waker);
+    }
+
+    fn finish_task(&mut self, cpu: usize, t: TaskId) {
+        let ts = self.tasks.remove(&t);
+        self.smp.exit(self.now, t).expect("a live task exits");
+        self.after_core_call(cpu);
+        if let Some(ts) = ts {
+            if ts.is_worker {
+                self.last_worker_exit = Some(self.now);
+            }
+            if let Some(p) = ts.parent {
+                let wake = match self.tasks.get_mut(&p) {
+                    Some(ps) => {
+                        ps.children_alive = ps.children_alive.saturating_sub(1);
+                        ps.children_alive == 0 && self.smp.state(p) == Ok(sched_core::TaskState::Blocked)
+                    }
+                    None => false,
+                };
+                if wake {
+                    self.smp.wake(cpu, self.now, p).expect("the parent sleeps");
+                    self.after_core_call(cpu);
+                }
+            }
+        }
+        self.reschedule(cpu);
+    }
+
+    fn on_wake(&mut self, t: TaskId) {
+        if !self.tasks.contains_key(&t) {
+            return;
+        }
+        // A timer wakeup fires on the CPU the task slept on.
+        let waker = self.smp.task_cpu(t).unwrap_or(0);
+        if let Some(ts) = self.tasks.get_mut(&t) {
+            ts.woke_at = Some(self.now);
+        }
+        self.wake_traced(waker, t, "sleeper wakes");
+        if self.smp.need_resched(waker) {
+            self.reschedule(waker);
+        }
+    }
+}

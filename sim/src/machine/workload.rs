@@ -1,0 +1,255 @@
+//! What the simulated tasks do and the state each carries: behaviours, the sysbench-like
+//! event pool, the per-task record and the table of them by core task id.
+
+use sched_core::{CpuMask, TaskId, TaskParams};
+
+/// What a task does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behavior {
+    /// sysbench's main thread: creates `threads` workers (`create_ns` of work before each),
+    /// then sleeps until they have all exited.
+    SysbenchMain {
+        /// Workers to create.
+        threads: u32,
+        /// Work before each creation.
+        create_ns: u64,
+    },
+    /// A sysbench worker: `init_ns` of set-up, then it waits at the start barrier with the
+    /// other workers and the main thread (sysbench starts all threads together), then takes
+    /// events from the shared counter until they run out, then exits.
+    SysbenchWorker {
+        /// Set-up work.
+        init_ns: u64,
+    },
+    /// Runs forever.
+    Spinner,
+    /// Runs `run_ns`, sleeps `sleep_ns`, `repeat` times, then exits.
+    Periodic {
+        /// Work per period.
+        run_ns: u64,
+        /// Sleep per period.
+        sleep_ns: u64,
+        /// Periods.
+        repeat: u32,
+    },
+}
+
+/// Shared state of a sysbench-like run: the event counter and per-event records.
+#[derive(Debug, Clone, Default)]
+pub struct EventPool {
+    /// Events to do.
+    pub total: u64,
+    /// Next event number.
+    pub next: u64,
+    /// Work per event.
+    pub cost_ns: u64,
+    /// Relative jitter of the work per event.
+    pub jitter: f64,
+    /// Latency of each finished event (ns), indexed by event number.
+    pub latency: Vec<u64>,
+    /// Tasks that must reach the start barrier before anyone proceeds (workers + main).
+    pub barrier_parties: u32,
+    /// Tasks waiting at the barrier.
+    pub barrier_waiting: Vec<TaskId>,
+    /// The barrier has been released.
+    pub barrier_open: bool,
+    /// How many times each event was done (must be exactly once).
+    pub done: Vec<u32>,
+}
+
+#[derive(Debug, Clone)]
+pub(super) struct TaskSim {
+    pub(super) behavior: Behavior,
+    /// Work left in the current step.
+    pub(super) remaining: u64,
+    /// Steps taken so far (behaviour-specific meaning).
+    pub(super) step: u32,
+    /// The event in progress and when it started.
+    pub(super) event: Option<(u64, u64)>,
+    pub(super) last_cpu: Option<usize>,
+    pub(super) name: String,
+    pub(super) parent: Option<TaskId>,
+    pub(super) children_alive: u32,
+    pub(super) is_worker: bool,
+    /// CPU time it has had (ns).
+    pub(super) ran_ns: u64,
+    /// When it last woke from a sleep and has not run since (latency probes: periodic tasks).
+    pub(super) woke_at: Option<u64>,
+    /// A workload's label for the task's group (0 unless set with [`Machine::tag`]).
+    pub(super) tag: u8,
+}
+
+/// The simulated tasks by core task id. The core's ids are table slots with a generation,
+/// so a slot-indexed table does what a hash map did without hashing on every event.
+#[derive(Debug, Default)]
+pub(super) struct TaskMap {
+    pub(super) slots: Vec<Option<(TaskId, TaskSim)>>,
+    pub(super) len: usize,
+}
+
+impl TaskMap {
+    pub(super) fn get(&self, id: &TaskId) -> Option<&TaskSim> {
+        match self.slots.get(id.slot())? {
+            Some((k, v)) if k == id => Some(v),
+            _ => None,
+        }
+    }
+
+    pub(super) fn get_mut(&mut self, id: &TaskId) -> Option<&mut TaskSim> {
+        match self.slots.get_mut(id.slot())? {
+            Some((k, v)) if k == id => Some(v),
+            _ => None,
+        }
+    }
+
+    pub(super) fn contains_key(&self, id: &TaskId) -> bool {
+        self.get(id).is_some()
+    }
+
+    pub(super) fn insert(&mut self, id: TaskId, v: TaskSim) {
+        let i = id.slot();
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        if self.slots[i].replace((id, v)).is_none() {
+            self.len += 1;
+        }
+    }
+
+    pub(super) fn remove(&mut self, id: &TaskId) -> Option<TaskSim> {
+        let slot = self.slots.get_mut(id.slot())?;
+        if !matches!(slot, Some((k, _)) if k == id) {
+            return None;
+        }
+        self.len -= 1;
+        slot.take().map(|(_, v)| v)
+    }
+
+    pub(super) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl<const C: usize> super::Machine<C> {
+    /// Creates a task from `cpu` (its parent being the task running there) now. If `cpu`
+    /// itself must reschedule, it gets a reschedule IPI.
+    pub fn spawn(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {
+        let id = self.spawn_inner(cpu, behavior, name, affinity);
+        self.ipi_self_if_resched(cpu);
+        id
+    }
+
+    /// Creates a task from inside the event loop (the caller reschedules `cpu` if asked).
+    pub(super) fn spawn_inner(
+        &mut self,
+        cpu: usize,
+        behavior: Behavior,
+        name: &str,
+        affinity: CpuMask,
+    ) -> TaskId {
+        self.now = self.now.max(1);
+        let id = self
+            .smp
+            .create(cpu, self.now, TaskParams { affinity, ..TaskParams::default() })
+            .expect("the simulated machine has room for its tasks");
+        let parent = self.cpus[cpu].running;
+        let is_worker = matches!(behavior, Behavior::SysbenchWorker { .. } | Behavior::Spinner);
+        if let Behavior::SysbenchMain { threads, .. } = behavior {
+            self.worker_target = threads;
+        }
+        let remaining = self.first_work(&behavior);
+        self.tasks.insert(
+            id,
+            TaskSim {
+                behavior,
+                remaining,
+                step: 0,
+                event: None,
+                last_cpu: None,
+                name: name.replace([' ', '='], "_"),
+                parent,
+                children_alive: 0,
+                is_worker,
+                ran_ns: 0,
+                woke_at: None,
+                tag: 0,
+            },
+        );
+        if let Some(p) = parent.and_then(|p| self.tasks.get_mut(&p)) {
+            p.children_alive += 1;
+        }
+        if is_worker {
+            self.workers += 1;
+            self.first_worker_at.get_or_insert(self.now);
+        }
+        if let Some(t) = self.trace.as_mut() {
+            let target = self.smp.task_cpu(id).unwrap_or(0);
+            t.waking(self.now, target, id, name);
+        }
+        self.after_core_call(cpu);
+        id
+    }
+
+    pub(super) fn first_work(&mut self, b: &Behavior) -> u64 {
+        match *b {
+            Behavior::SysbenchMain { create_ns, .. } => create_ns,
+            Behavior::SysbenchWorker { init_ns } => init_ns.max(1),
+            Behavior::Spinner => u64::MAX / 4,
+            Behavior::Periodic { run_ns, .. } => run_ns.max(1),
+        }
+    }
+
+    /// Sets up a sysbench-like pool of `events` of `cost_ns` (± `jitter`).
+    pub fn set_pool(&mut self, events: u64, cost_ns: u64, jitter: f64, barrier_parties: u32) {
+        self.pool = EventPool {
+            total: events,
+            next: 0,
+            cost_ns,
+            jitter,
+            latency: vec![0; events as usize],
+            done: vec![0; events as usize],
+            barrier_parties,
+            barrier_waiting: Vec::new(),
+            barrier_open: false,
+        };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn task(step: u32) -> TaskSim {
+        TaskSim {
+            behavior: Behavior::Spinner,
+            remaining: 0,
+            step,
+            event: None,
+            last_cpu: None,
+            name: String::new(),
+            parent: None,
+            children_alive: 0,
+            is_worker: false,
+            ran_ns: 0,
+            woke_at: None,
+            tag: 0,
+        }
+    }
+
+    #[test]
+    fn task_map_tells_generations_of_a_slot_apart() {
+        let mut m = TaskMap::default();
+        let old = TaskId::new(3, 0);
+        let new = TaskId::new(3, 1);
+        m.insert(old, task(1));
+        assert!(m.contains_key(&old) && !m.contains_key(&new));
+        assert!(m.remove(&new).is_none(), "a different generation removes nothing");
+        assert_eq!(m.remove(&old).map(|t| t.step), Some(1));
+        assert!(m.is_empty());
+        m.insert(new, task(2));
+        assert!(m.get(&old).is_none(), "a stale id finds nothing in its reused slot");
+        assert_eq!(m.get(&new).map(|t| t.step), Some(2));
+        assert!(m.get(&TaskId::new(40, 0)).is_none(), "beyond the table");
+        assert!(!m.is_empty());
+    }
+}
