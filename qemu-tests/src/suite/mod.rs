@@ -1,0 +1,211 @@
+//! The QEMU suite: one boot per scenario, judged on the kernel's exit code and its decoded
+//! report. Timing is asserted only in deterministic mode; parallel mode hunts races.
+
+use std::time::Duration;
+
+mod cases;
+mod judges;
+
+pub(crate) use cases::{cases, Case, LONG_CASES, VCPU_CASES};
+pub(crate) use judges::{
+    bounds, judged_numbers, latency_figures, wakee_placement, LatencyFigures, EXC_STACK_BUDGET,
+    EXIT_BAD_ARGS, STACK_REPORT, THREAD_STACK_REPORT, WIDE_EXC_STACK_BUDGET,
+};
+use judges::{stack_within_budget, thread_stack_headroom};
+
+use crate::qemu::{self, Arch, Machine, Mode};
+
+/// Runs the suite on every architecture, each with its boot-line fuzz. Returns (passed,
+/// failed).
+pub fn run() -> (u64, u64) {
+    let (mut passed, mut failed) = (0, 0);
+    for arch in Arch::ALL {
+        let Some(m) = prepared(arch) else {
+            failed += 1;
+            continue;
+        };
+        let cases = cases(arch);
+        let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
+        if arch == Arch::Aarch64 {
+            for (cpus, numa, clusters, case) in VCPU_CASES {
+                match m.with_cpus(*cpus) {
+                    Ok(m) => {
+                        let m = Machine { numa: *numa, clusters: *clusters, ..m };
+                        let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
+                        p += vp;
+                        f += vf;
+                    }
+                    Err(e) => {
+                        eprintln!("xtest: {e}");
+                        f += 1;
+                    }
+                }
+            }
+        }
+        let (fp, ff) = fuzz_boot_lines(&m);
+        eprintln!(
+            "xtest: QEMU suite on {}: {} passed, {} failed ({} cases and the boot-line fuzz)",
+            arch.name(),
+            p + fp,
+            f + ff,
+            cases.len() + if arch == Arch::Aarch64 { VCPU_CASES.len() } else { 0 }
+        );
+        passed += p + fp;
+        failed += f + ff;
+    }
+    (passed, failed)
+}
+
+/// QEMU and the kernel for `arch`, or one line saying why not.
+fn prepared(arch: Arch) -> Option<Machine> {
+    qemu::prepare(arch).map_err(|line| eprintln!("xtest: {line}")).ok()
+}
+
+/// Boots each case `repeat` times on `m`, each within `limit`. Returns the boots passed and
+/// failed, and how many times each case failed.
+fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u64, u64, Vec<u64>) {
+    let mut failures = vec![0u64; cases.len()];
+    let (mut passed, mut failed) = (0, 0);
+    for round in 1..=repeat {
+        for (i, c) in cases.iter().enumerate() {
+            let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
+            let cpus = match (m.cpus == m.arch.cpus(), m.numa > 1) {
+                (true, false) => String::new(),
+                (_, false) => format!("{} vCPUs ", m.cpus),
+                (_, true) => format!("{} vCPUs in {} NUMA nodes ", m.cpus, m.numa),
+            };
+            eprint!(
+                "xtest: qemu {} {cpus}{round}[{}/{}] {} ({}) ... ",
+                m.arch.name(),
+                i + 1,
+                cases.len(),
+                c.name,
+                c.mode.name()
+            );
+            if run_case(m, c, limit) {
+                passed += 1;
+            } else {
+                failed += 1;
+                failures[i] += 1;
+            }
+        }
+    }
+    (passed, failed, failures)
+}
+
+/// Boots one case and judges it; prints the verdict (and, on failure, why and the log's end).
+fn run_case(m: &Machine, c: &Case, limit: Duration) -> bool {
+    let b = qemu::boot(m, c.args, c.mode, limit);
+    let budget = if m.wide() { WIDE_EXC_STACK_BUDGET } else { EXC_STACK_BUDGET };
+    match (c.judge)(&b)
+        .and_then(|()| stack_within_budget(&b, budget))
+        .and_then(|()| thread_stack_headroom(&b))
+    {
+        Ok(()) => {
+            let stack = |key, what| b.number_after(key).map_or(String::new(), |n| format!(", {what} {n} B"));
+            let (exc, thread) =
+                (stack(STACK_REPORT, "exception stack"), stack(THREAD_STACK_REPORT, "thread stack"));
+            eprintln!("ok ({:.1} s{exc}{thread})", b.wall.as_secs_f64());
+            true
+        }
+        Err(why) => {
+            eprintln!("FAILED: {why}");
+            eprintln!("  command line: {}", c.args);
+            for l in b.lines.iter().filter(|l| l.contains("PANIC") || l.contains("error")).take(5) {
+                eprintln!("  {l}");
+            }
+            eprintln!("  last log lines:");
+            for l in b.lines.iter().rev().take(12).collect::<Vec<_>>().into_iter().rev() {
+                eprintln!("    {l}");
+            }
+            false
+        }
+    }
+}
+
+/// How long one of the suite's boots may take.
+pub(crate) const SUITE_LIMIT: Duration = Duration::from_secs(60);
+
+/// Which cases a flake hunt or a long run takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selection {
+    /// The suite's cases (every CI run has them).
+    Suite,
+    /// The long cases ([`LONG_CASES`]): too slow for every CI run.
+    Long,
+}
+
+/// Runs the selected cases `repeat` times each, only those of `mode` if given, on `arch` (every
+/// architecture if `None`) (`cargo xtest --repeat N --mode parallel --arch riscv64`, `cargo
+/// xtest --long`). Prints how often each case failed. Returns (passed, failed) boots.
+pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>, arch: Option<Arch>) -> (u64, u64) {
+    let (mut passed, mut failed) = (0, 0);
+    for arch in Arch::ALL.into_iter().filter(|a| arch.is_none_or(|x| x == *a)) {
+        let Some(m) = prepared(arch) else {
+            failed += 1;
+            continue;
+        };
+        let (cases, limit) = match which {
+            Selection::Suite => (cases(arch), SUITE_LIMIT),
+            Selection::Long if matches!(arch, Arch::CortexM4 | Arch::CortexM33) => (Vec::new(), SUITE_LIMIT),
+            Selection::Long => (LONG_CASES.iter().collect(), Duration::from_secs(3600)),
+        };
+        let cases: Vec<&Case> = cases.into_iter().filter(|c| mode.is_none_or(|m| c.mode == m)).collect();
+        let start = std::time::Instant::now();
+        let (p, f, failures) = run_cases(&m, &cases, repeat, limit);
+        eprintln!(
+            "xtest: {}: {} boots of {} cases in {:.0} s: {} failed",
+            arch.name(),
+            p + f,
+            cases.len(),
+            start.elapsed().as_secs_f64(),
+            f
+        );
+        for (c, n) in cases.iter().zip(&failures).filter(|(_, &n)| n > 0) {
+            eprintln!("xtest:   {n} of {repeat} failed on {}: {} ({})", arch.name(), c.name, c.mode.name());
+        }
+        passed += p;
+        failed += f;
+    }
+    (passed, failed)
+}
+
+/// The boot-line fuzz: every line ends by itself with exit 0 or 3 (deterministic mode).
+/// One result for the whole set; each failing line is shown.
+fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let (n, seed) = (env("FUZZ_LINES", FUZZ_LINES) as usize, env("FUZZ_SEED", FUZZ_SEED));
+    let mut lines = crate::fuzz::fixed_lines();
+    lines.extend(crate::fuzz::random_lines(seed, n));
+    eprint!(
+        "xtest: qemu {} boot-line fuzz: {} malformed lines (seed {seed}), each exit 0 or {EXIT_BAD_ARGS} ... ",
+        m.arch.name(),
+        lines.len()
+    );
+    let start = std::time::Instant::now();
+    let mut bad = Vec::new();
+    for line in &lines {
+        use std::os::unix::ffi::OsStrExt;
+        let b =
+            qemu::boot(m, std::ffi::OsStr::from_bytes(line), Mode::Deterministic, Duration::from_secs(30));
+        let ok = !b.timed_out && matches!(b.code, Some(0) | Some(EXIT_BAD_ARGS));
+        if !ok {
+            bad.push(format!("{:?} (timed out: {}): {}", b.code, b.timed_out, crate::fuzz::show(line)));
+        }
+    }
+    if bad.is_empty() {
+        eprintln!("ok ({:.1} s)", start.elapsed().as_secs_f64());
+        (1, 0)
+    } else {
+        eprintln!("FAILED: {} of {} lines", bad.len(), lines.len());
+        for b in bad.iter().take(20) {
+            eprintln!("  exit {b}");
+        }
+        (0, 1)
+    }
+}
+
+/// Random boot lines the fuzz adds to its fixed list in every run (`FUZZ_LINES` overrides).
+pub(crate) const FUZZ_LINES: u64 = 24;
+/// Their seed (`FUZZ_SEED` overrides).
+const FUZZ_SEED: u64 = 0x5eed;
