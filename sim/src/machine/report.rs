@@ -37,7 +37,7 @@ pub struct RunReport {
     /// Simulated CPU-ticks processed.
     pub ticks: u64,
     /// Each timer wakeup's wait until its task ran: the periodic tasks' wake-to-run, with
-    /// the task's tag (see [`Machine::tag`]), ns.
+    /// the task's tag (see [`Machine::tag`](super::Machine::tag)), ns.
     #[serde(skip)]
     pub wake_latencies: Vec<(u8, u64)>,
     /// CPU time the live spinners have had (ns).

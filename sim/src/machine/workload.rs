@@ -75,7 +75,7 @@ pub(super) struct TaskSim {
     pub(super) ran_ns: u64,
     /// When it last woke from a sleep and has not run since (latency probes: periodic tasks).
     pub(super) woke_at: Option<u64>,
-    /// A workload's label for the task's group (0 unless set with [`Machine::tag`]).
+    /// A workload's label for the task's group (0 unless set with [`Machine::tag`](super::Machine::tag)).
     pub(super) tag: u8,
 }
 
