@@ -1,17 +1,30 @@
-//! The fair class on one runqueue (docs/linux-v5.7.md §1): update_curr, placement, enqueue/dequeue,
-//! picking with buddies, tick and wakeup preemption, yield, reweighting, and when PELT is
+//! The fair class on one runqueue (docs/linux-v5.7.md §1): update_curr, enqueue/dequeue,
+//! the pick and the switch, tick and wakeup preemption, yield, reweighting, and when PELT is
 //! updated along the way (docs/linux-v5.7.md §2).
+//!
+//! What CFS and EEVDF decide differently — placement, the pick, the preemption checks, what
+//! a dequeue keeps — is behind the seam, the trait in `policy.rs`, one module per policy
+//! (`cfs.rs`, `eevdf.rs`) and the switch between them in `select.rs`; this file is what
+//! they share, and calls the seam where they part.
 //!
 //! Everything here operates on one [`RunQueue`] and the entities of the tasks attached to
 //! it, reached through a [`Fair`] view (the runqueue plus the machine's entity pool); which
 //! task is where, and locking, belong to the callers ([`crate::Smp`], which holds each
 //! CPU's runqueue behind its lock and so owns the entities attached to it).
 
-use core::ops::{Deref, DerefMut};
-
 use bitflags::bitflags;
-#[cfg(feature = "eevdf")]
-use crate::eevdf;
+
+mod cfs;
+mod eevdf;
+mod policy;
+// (`policy!`, the seam's dispatch, is a macro: declared before its use below.)
+#[macro_use]
+mod select;
+mod view;
+
+use self::view::buddy_allowed;
+pub use self::view::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
+
 use crate::entities::{EntityCell, Pool};
 use crate::features::{Features, RunnableInit};
 use crate::pelt;
@@ -19,41 +32,6 @@ use crate::runqueue::{RunQueue, SlotId};
 use crate::task::{Entity, Policy, TaskId};
 use crate::timeline::vruntime_before;
 use crate::weights::{calc_delta, calc_delta_fair, LoadWeight, Nice};
-
-bitflags! {
-    /// How a task is being enqueued.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct EnqueueFlags: u8 {
-        /// It is waking up: place it with sleeper credit, vruntime is absolute.
-        const WAKEUP = 1 << 0;
-        /// It comes back after a save/restore dequeue (nice or affinity change).
-        const RESTORE = 1 << 1;
-        /// It is waking on a different CPU than it slept on: vruntime is normalised.
-        const MIGRATED = 1 << 2;
-        /// A new task's first enqueue (EEVDF gives its first request half a slice).
-        const INITIAL = 1 << 3;
-    }
-
-    /// How a task is being dequeued.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct DequeueFlags: u8 {
-        /// It goes to sleep (or exits): keep vruntime absolute, sample util_est.
-        const SLEEP = 1 << 0;
-        /// It will be enqueued again right away (nice or affinity change).
-        const SAVE = 1 << 1;
-        /// It is being moved to another CPU.
-        const MOVE = 1 << 2;
-    }
-
-    /// Hints about a wakeup.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    pub struct WakeFlags: u8 {
-        /// The waker is about to sleep.
-        const SYNC = 1 << 0;
-        /// The wakee is a newly created task.
-        const FORK = 1 << 1;
-    }
-}
 
 bitflags! {
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -78,26 +56,6 @@ fn min_vruntime(a: u64, b: u64) -> u64 {
         a
     } else {
         b
-    }
-}
-
-/// A runqueue together with the entity pool: the fair class's view of one CPU. Made by
-/// [`RunQueue::fair`] by whoever holds the runqueue, so it owns the entities attached there.
-pub struct Fair<'r, 'p, const Q: usize> {
-    pub(crate) rq: &'r mut RunQueue<Q>,
-    pub(crate) pool: Pool<'p>,
-}
-
-impl<const Q: usize> Deref for Fair<'_, '_, Q> {
-    type Target = RunQueue<Q>;
-    fn deref(&self) -> &RunQueue<Q> {
-        self.rq
-    }
-}
-
-impl<const Q: usize> DerefMut for Fair<'_, '_, Q> {
-    fn deref_mut(&mut self) -> &mut RunQueue<Q> {
-        self.rq
     }
 }
 
@@ -151,30 +109,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn tl_insert(&mut self, slot: SlotId, se: &EntityCell) {
         let vr = se.vruntime();
-        #[cfg(feature = "eevdf")]
-        {
-            // Cannot fail: slot < Q and it is not queued.
-            let _ = self.timeline.insert_with_deadline(slot as usize, vr, se.deadline());
-            if self.eevdf() {
-                let base = self.min_vruntime;
-                self.eavg.add(vr, base, se.weight());
-            }
-        }
-        #[cfg(not(feature = "eevdf"))]
-        let _ = self.timeline.insert(slot as usize, vr);
+        self.rq.timeline_insert(slot, vr, se);
+        policy!(self.queued(vr, se));
     }
 
     /// Takes the entity at `slot` off the timeline (and out of the average's sums, with the
     /// vruntime it was queued with).
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn tl_remove(&mut self, slot: SlotId, se: &EntityCell) {
-        #[cfg(feature = "eevdf")]
-        if let Some(v) = self.eevdf().then(|| self.timeline.vruntime_of(slot as usize)).flatten() {
-            let base = self.min_vruntime;
-            self.eavg.sub(v, base, se.weight());
-        }
-        #[cfg(not(feature = "eevdf"))]
-        let _ = se;
+        policy!(self.unqueuing(slot, se));
         let _ = self.timeline.remove(slot as usize);
     }
 
@@ -220,10 +163,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.set_sum_exec_runtime(se.sum_exec_runtime() + delta);
         let vr = se.vruntime().wrapping_add(calc_delta_fair(delta, &se.load()));
         se.set_vruntime(vr);
-        #[cfg(feature = "eevdf")]
-        if self.eevdf() {
-            self.update_deadline(se);
-        }
+        policy!(self.charged(se));
         self.min_vruntime_with(se.on_rq().then_some(vr));
     }
 
@@ -238,10 +178,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         let old = self.min_vruntime;
         self.min_vruntime = max_vruntime(old, vr);
-        #[cfg(feature = "eevdf")]
-        if self.min_vruntime != old && self.eevdf() {
-            let new = self.min_vruntime;
-            self.eavg.rebase(old, new);
+        if self.min_vruntime != old {
+            policy!(self.min_vruntime_moved(old));
         }
     }
 
@@ -305,28 +243,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if self.features.contains(Features::UTIL_EST) {
             pelt::util_est_add(&mut self.avg.util_est, &se.util_est_parts());
         }
-        let renorm = !flags.contains(EnqueueFlags::WAKEUP) || flags.contains(EnqueueFlags::MIGRATED);
         let is_curr = self.curr == Some(slot);
-        let eevdf = self.eevdf();
-        // The current entity is renormalised before update_curr so its pending runtime is
-        // charged against the right base; others after, against the updated min_vruntime.
-        // (EEVDF places every enqueue by its lag instead, around the average: Linux 6.6.)
-        if eevdf && is_curr {
-            self.place_eevdf(se, flags, None);
-        } else if renorm && is_curr {
-            se.set_vruntime(se.vruntime().wrapping_add(self.min_vruntime));
-        }
+        // The policy places the current entity before its pending runtime is charged, and
+        // any entity after the current one was (EEVDF's placement needs the current one's
+        // vruntime and weight, which CFS's does not).
         let curr = if is_curr {
+            policy!(self.place_current(se, flags));
             self.charge_curr(se);
             None
         } else {
-            self.update_curr_vw(eevdf)
+            let want = self.eevdf();
+            self.update_curr_vw(want)
         };
-        if eevdf && !is_curr {
-            self.place_eevdf(se, flags, curr);
-        } else if renorm && !is_curr {
-            se.set_vruntime(se.vruntime().wrapping_add(self.min_vruntime));
-        }
+        policy!(self.place(se, flags, curr, is_curr));
         self.load_avg_with(se, is_curr, PeltFlags::DO_ATTACH);
         // account_entity_enqueue
         let policy = se.policy();
@@ -334,9 +263,6 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.nr_running += 1;
         self.idle_nr_running += (policy == Policy::Idle) as u32;
         self.mru_push_head(slot);
-        if flags.contains(EnqueueFlags::WAKEUP) && !eevdf {
-            self.rq.place_entity(se);
-        }
         if !is_curr {
             self.tl_insert(slot, se);
         }
@@ -365,19 +291,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let curr_vr = curr_vw.map(|c| c.0);
         self.load_avg_with(se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
-        #[cfg(feature = "eevdf")]
-        if self.eevdf() {
-            // The lag it leaves with, against the average it is still part of.
-            let (vr, w) = (se.vruntime(), se.weight());
-            let curr = if is_curr { Some((vr, w)) } else { curr_vw };
-            let avg = self.eavg.avg(self.min_vruntime, curr);
-            se.set_vlag(eevdf::bounded_lag(avg, vr, self.slice_ns(se.slice()), w));
-            if !flags.contains(DequeueFlags::SLEEP) {
-                // Leaving for another runqueue or a nice change, mid-request: the deadline
-                // travels relative to the vruntime (Linux's PLACE_REL_DEADLINE).
-                se.set_deadline(se.deadline().wrapping_sub(vr));
-            }
-        }
+        policy!(self.dequeuing(se, flags, curr_vw, is_curr));
         if !is_curr {
             self.tl_remove(slot, se);
         }
@@ -405,157 +319,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
     }
 
-    /// EEVDF's placement of an entity as it is enqueued: at the average, behind or ahead of
-    /// it by its lag (none for a new task), with a deadline one slice on (half a slice for a
-    /// new task). `curr` is the runnable current entity's vruntime and weight, unless it is
-    /// the one placed.
-    #[cfg(feature = "eevdf")]
-    fn place_eevdf(&mut self, se: &EntityCell, flags: EnqueueFlags, curr: Option<(u64, u64)>) {
-        let w = se.weight();
-        let base = self.min_vruntime;
-        let avg = self.eavg.avg(base, curr);
-        let load = self.eavg.load() + curr.map_or(0, |c| c.1);
-        let initial = flags.contains(EnqueueFlags::INITIAL);
-        let mut vlag = if initial { 0 } else { se.vlag() };
-        if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
-            // The debt it slept with, less what the average has moved past it meanwhile, as if
-            // it had stayed queued (Linux 6.12): its vruntime is as it left it, and an average
-            // that still counted it would stand W/(W + w) of the way from it to this one. After
-            // a migration its vruntime is relative to the old runqueue's min_vruntime, which is
-            // all that is known of the old average there: an estimate.
-            let vr = se.vruntime();
-            let since = if flags.contains(EnqueueFlags::MIGRATED) {
-                (vr as i64).wrapping_neg()
-            } else {
-                let gap = avg.wrapping_sub(vr) as i64 as i128;
-                (gap * load as i128 / (load as i128 + w as i128)) as i64
-            };
-            vlag = vlag.max(since.min(0));
-        }
-        let vr = eevdf::place(avg, vlag, load, w);
-        se.set_vruntime(vr);
-        let slice = self.slice_ns(se.slice());
-        // (Scaled by the inverse weight, as vruntime is: a multiply, not a division.)
-        let vslice = calc_delta_fair(if initial { slice / 2 } else { slice }, &se.load());
-        // A wakeup or a new task starts a request; a task that moved or changed its nice
-        // mid-request keeps what was left of it (its deadline came relative, see `dequeue`;
-        // one enqueued under CFS brings none, and starts a request).
-        let rel = se.deadline();
-        let resumes = !flags.intersects(EnqueueFlags::WAKEUP | EnqueueFlags::INITIAL);
-        let left = if resumes && rel > 0 && rel <= vslice { rel } else { vslice };
-        se.set_deadline(vr.wrapping_add(left));
-    }
-
-    /// An entity's slice in its virtual time: scaled by the inverse weight, as its vruntime
-    /// is (a multiply, not a division).
-    #[cfg(feature = "eevdf")]
-    fn vslice_of(&self, se: &EntityCell) -> u64 {
-        calc_delta_fair(self.slice_ns(se.slice()), &se.load())
-    }
-
-    /// `update_deadline`: the current entity whose request is done starts the next, one slice
-    /// on, and gives the CPU up if another task waits.
-    #[cfg(feature = "eevdf")]
-    fn update_deadline(&mut self, se: &EntityCell) {
-        let vr = se.vruntime();
-        if vruntime_before(vr, se.deadline()) {
-            return;
-        }
-        se.set_deadline(vr.wrapping_add(self.vslice_of(se)));
-        if self.nr_running > 1 {
-            self.resched_curr();
-        }
-    }
-
-    /// EEVDF's wakeup preemption: the woken entity `w` (at `wakee`, queued) preempts the
-    /// current `c` when the pick, counting `c`, would choose it — unless `c` is eligible and
-    /// still in the request it was picked for (RUN_TO_PARITY).
-    #[cfg(feature = "eevdf")]
-    fn eevdf_preempts(&mut self, wakee: SlotId, w: &EntityCell, c: &EntityCell) -> bool {
-        let base = self.min_vruntime;
-        let (c_on_rq, c_vr, c_dl, w_dl) = (c.on_rq(), c.vruntime(), c.deadline(), w.deadline());
-        let curr = c_on_rq.then(|| (c_vr, c.weight()));
-        let avg = self.eavg;
-        let c_eligible = c_on_rq && avg.eligible(c_vr, base, curr);
-        let protected = c_eligible && c_dl == self.picked_deadline;
-        // PREEMPT_SHORT (Linux 6.12): an eligible wakee with a shorter slice and an earlier
-        // deadline ends the running task's protection (for the pick that follows too).
-        let short = self.slice_ns(w.slice()) < self.slice_ns(c.slice())
-            && avg.eligible(w.vruntime(), base, curr)
-            && vruntime_before(w_dl, c_dl);
-        if protected && short {
-            self.picked_deadline = c_dl.wrapping_add(1);
-        } else if protected {
-            return false;
-        }
-        let best = self.timeline.pick_eligible(|v| avg.eligible(v, base, curr));
-        best == Some(wakee as usize) && (!c_eligible || vruntime_before(w_dl, c_dl))
-    }
-
-    /// Without EEVDF built in there is nothing to place.
-    #[cfg(not(feature = "eevdf"))]
-    fn place_eevdf(&mut self, _se: &EntityCell, _flags: EnqueueFlags, _curr: Option<(u64, u64)>) {}
-
-    /// Without EEVDF built in it never preempts.
-    #[cfg(not(feature = "eevdf"))]
-    fn eevdf_preempts(&mut self, _wakee: SlotId, _w: &EntityCell, _c: &EntityCell) -> bool {
-        false
-    }
-
-    // ---- buddies --------------------------------------------------------------------
-
-    /// A candidate's vruntime: its timeline key while queued (equal to its entity's).
-    fn vruntime_of(&self, slot: SlotId) -> u64 {
-        match self.timeline.vruntime_of(slot as usize) {
-            Some(vr) => vr,
-            None => self.ent(slot).vruntime(),
-        }
-    }
-
     // ---- picking --------------------------------------------------------------------
 
-    /// `pick_next_entity` with no current task: the leftmost, unless it is the skip buddy
-    /// and the second is not too far behind; then the last buddy and finally the next
-    /// buddy win if not too unfair to the leftmost. Clears the chosen one's buddy marks.
+    /// `pick_next_entity` with no current task: the policy's pick (CFS: the leftmost or a
+    /// buddy; EEVDF: the eligible entity with the earliest deadline).
     pub fn pick_next_entity(&mut self) -> Option<SlotId> {
-        #[cfg(feature = "eevdf")]
-        if self.eevdf() {
-            let base = self.min_vruntime;
-            let avg = self.eavg;
-            // (Nothing eligible cannot happen with anything queued — the least vruntime is
-            // never ahead of the average — but the leftmost is the safe answer.)
-            let pick = self.timeline.pick_eligible(|v| avg.eligible(v, base, None)).or(self.timeline.leftmost());
-            return pick.map(|p| p as SlotId);
-        }
-        let left = self.timeline.leftmost()? as SlotId;
-        let mut se = left;
-        if self.skip.is_some() || self.last.is_some() || self.next.is_some() {
-            // The candidates are compared with the leftmost by vruntime (their keys) and
-            // its wakeup granularity (its weight).
-            let left_vr = self.vruntime_of(left);
-            let left_load = self.ent(left).load();
-            let behind = |vr: u64| self.wakeup_preempt_vr(vr, left_vr, &left_load) < 1;
-            if self.skip == Some(se) {
-                if let Some(second) = self.timeline.successor(se as usize) {
-                    let second = second as SlotId;
-                    if behind(self.vruntime_of(second)) {
-                        se = second;
-                    }
-                }
-            }
-            if let Some(last) = self.last {
-                if behind(self.vruntime_of(last)) {
-                    se = last;
-                }
-            }
-            if let Some(next) = self.next {
-                if behind(self.vruntime_of(next)) {
-                    se = next;
-                }
-            }
-        }
-        self.clear_buddies(se);
-        Some(se)
+        policy!(self.pick())
     }
 
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
@@ -571,10 +340,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             let is_curr = self.curr == Some(slot);
             self.load_avg_with(se, is_curr, PeltFlags::empty());
         }
-        #[cfg(feature = "eevdf")]
-        {
-            self.picked_deadline = se.deadline();
-        }
+        self.rq.note_picked(se);
         se.set_exec_start(self.clock_task);
         se.set_prev_sum_exec_runtime(se.sum_exec_runtime());
         se.set_on_cpu(true);
@@ -609,19 +375,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
         let prev = self.put_prev();
-        #[cfg_attr(not(feature = "eevdf"), allow(unused_mut))]
-        let mut next = self.pick_next_entity();
-        #[cfg(feature = "eevdf")]
-        if let Some(p) = prev.filter(|_| self.eevdf()) {
-            // RUN_TO_PARITY: a task still eligible keeps the CPU until its request is done.
-            let (on_rq, v, d) = {
-                let e = self.ent(p);
-                (e.on_rq(), e.vruntime(), e.deadline())
-            };
-            if on_rq && d == self.picked_deadline && self.eavg.eligible(v, self.min_vruntime, None) {
-                next = Some(p);
-            }
-        }
+        let next = match policy!(self.keeps_cpu(prev)) {
+            Some(p) => Some(p),
+            None => self.pick_next_entity(),
+        };
         if let Some(n) = next {
             self.set_next(n);
         } else if prev.is_some() {
@@ -664,34 +421,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let Some(se) = self.entity(c) else { return };
         self.charge_curr(se);
         self.load_avg_with(se, true, PeltFlags::empty());
-        // (EEVDF preempts when a request is done: `update_deadline`, from charge_curr.)
-        if self.nr_running > 1 && se.on_rq() && !self.eevdf() {
-            self.check_preempt_tick(c, se);
-        }
-    }
-
-    #[cfg_attr(target_pointer_width = "64", inline(always))]
-    fn check_preempt_tick(&mut self, curr: SlotId, c: &EntityCell) {
-        // (Called for a runnable current entity only: it is accounted here.)
-        let (ideal, delta_exec, cvr) = (
-            self.sched_slice(c.load_weight(), true),
-            c.sum_exec_runtime() - c.prev_sum_exec_runtime(),
-            c.vruntime(),
-        );
-        if delta_exec > ideal {
-            self.resched_curr();
-            self.clear_buddies(curr);
-            return;
-        }
-        if delta_exec < self.tunables.min_granularity_ns {
-            return;
-        }
-        let Some(left) = self.timeline.leftmost() else { return };
-        let delta = cvr.wrapping_sub(self.vruntime_of(left as SlotId)) as i64;
-        // Compares virtual time with a wall-clock slice, as Linux does.
-        if delta > 0 && delta as u64 > ideal {
-            self.resched_curr();
-        }
+        policy!(self.tick(c, se));
     }
 
     /// `check_preempt_curr` for a fair task that was just enqueued here.
@@ -723,19 +453,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             true
         } else if wp != Policy::Normal || !self.features.contains(Features::WAKEUP_PREEMPTION) {
             return;
-        } else if self.eevdf() {
-            self.charge_curr(c);
-            self.eevdf_preempts(wakee, w, c)
         } else {
-            self.charge_curr(c);
-            if self.wakeup_preempt_vr(c.vruntime(), w.vruntime(), &w.load()) == 1 {
-                if !next_marked && wakee_allowed {
-                    self.next = Some(wakee);
-                }
-                true
-            } else {
-                false
-            }
+            policy!(self.wakeup_preempts(wakee, w, c, !next_marked && wakee_allowed))
         };
         if !preempt {
             return;
@@ -763,15 +482,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if policy != Policy::Batch {
             self.charge_curr(se);
         }
-        #[cfg(feature = "eevdf")]
-        if self.eevdf() {
-            // Its request is over: the next one starts one slice later.
-            se.set_deadline(se.deadline().wrapping_add(self.vslice_of(se)));
-            return;
-        }
-        if buddy_allowed(policy) {
-            self.skip = Some(c);
-        }
+        policy!(self.yielded(c, se, policy));
     }
 
     /// `task_fork_fair`: gives a new entity its starting vruntime on this runqueue — the
@@ -779,11 +490,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// whichever is later — and returns it normalised (relative to `min_vruntime`) for
     /// enqueueing on whichever CPU it is placed.
     pub(crate) fn fork_vruntime(&mut self, child: &mut Entity) {
-        #[cfg(feature = "eevdf")]
-        {
-            // EEVDF places a new task at the average with no lag (INITIAL enqueue).
-            child.vlag = 0;
-        }
+        child.forget_lag();
         self.update_curr();
         let start = match self.curr {
             Some(c) => self.ent(c).vruntime(),
@@ -813,15 +520,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let eevdf = self.eevdf();
         let Some(cell) = self.entity(slot) else { return };
         let mut se = cell.get();
-        #[cfg(feature = "eevdf")]
         let old_weight = se.weight();
         let moved = reweight_entity(&mut self.avg, &mut se, nice, eevdf);
-        #[cfg(feature = "eevdf")]
-        if eevdf {
-            // What is left of the request (relative, out of the accounting) takes as long
-            // in wall time at the new weight: scaled like the lag.
-            se.deadline = (se.deadline as u128 * old_weight as u128 / se.weight().max(1) as u128) as u64;
-        }
+        policy!(self.reweighted(&mut se, old_weight));
         cell.put(&se);
         self.pelt_slack.moved(moved, 0, 0);
     }
@@ -946,32 +647,12 @@ impl<const Q: usize> RunQueue<Q> {
         max_vruntime(vr_now, vr)
     }
 
-    /// [`RunQueue::place_vruntime`] of a waking entity, in its cell.
-    fn place_entity(&self, e: &EntityCell) {
-        e.set_vruntime(self.place_vruntime(e.vruntime(), None));
-    }
-
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
         for b in [&mut self.next, &mut self.last, &mut self.skip] {
             if *b == Some(slot) {
                 *b = None;
             }
-        }
-    }
-
-    /// `wakeup_preempt_entity`, from the current entity's vruntime `curr_vr`, a candidate
-    /// `se`'s and `se`'s weight: −1 if `curr` is not ahead of `se`; 1 if it is ahead by more
-    /// than `se`'s wakeup granularity; else 0.
-    pub fn wakeup_preempt_vr(&self, curr_vr: u64, se_vr: u64, se_load: &LoadWeight) -> i32 {
-        let vdiff = curr_vr.wrapping_sub(se_vr) as i64;
-        if vdiff <= 0 {
-            return -1;
-        }
-        if vdiff as u64 > calc_delta_fair(self.tunables.wakeup_granularity_ns, se_load) {
-            1
-        } else {
-            0
         }
     }
 
@@ -989,11 +670,6 @@ impl<const Q: usize> RunQueue<Q> {
     }
 }
 
-/// SCHED_IDLE tasks are never favoured as buddies.
-fn buddy_allowed(policy: Policy) -> bool {
-    policy != Policy::Idle
-}
-
 /// Changes an entity's weight, moving its load contribution in `rq_avg` (if attached) from
 /// the old weight to the new one, as v5.7's `reweight_entity`: the entity's signals are
 /// taken as they stand, not brought up to date first (a sleeping task's are not).
@@ -1008,7 +684,6 @@ fn buddy_allowed(policy: Policy) -> bool {
 /// parked entity did not see), so taking out the stale `load_avg` with the full sum leaves
 /// the two apart by as much until the runqueue's next boundary, as in Linux.
 fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice, eevdf: bool) -> u64 {
-    #[cfg(feature = "eevdf")]
     let old_weight = se.weight();
     let attached = se.pelt_attached;
     let old_avg = se.avg.load_avg;
@@ -1029,18 +704,6 @@ fn reweight_entity(rq_avg: &mut pelt::SchedAvg, se: &mut Entity, nice: Nice, eev
         rq_avg.load_avg += se.avg.load_avg;
         rq_avg.load_sum += w * se.avg.load_sum;
     }
-    #[cfg(feature = "eevdf")]
-    {
-        // EEVDF: the same virtual service owed, in the new weight's virtual time.
-        let vlag = (se.vlag as i128 * old_weight as i128 / w.max(1) as i128) as i64;
-        if eevdf && !se.on_rq {
-            // Off the runqueue, its vruntime moves by as much, so that it still marks where
-            // the average stood when it left (a sleeper's debt is paid off from there).
-            se.vruntime = se.vruntime.wrapping_add(se.vlag.wrapping_sub(vlag) as u64);
-        }
-        se.vlag = vlag;
-    }
-    #[cfg(not(feature = "eevdf"))]
-    let _ = eevdf;
+    se.rescale_lag(old_weight, eevdf);
     old_avg + se.avg.load_avg + lag
 }

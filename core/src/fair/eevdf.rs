@@ -1,0 +1,213 @@
+//! EEVDF (Linux 6.6 and later, docs/eevdf.md) on one runqueue: an entity is placed around
+//! the weighted average vruntime by the lag it left with, its request ends at a virtual
+//! deadline one slice on, and the pick is the eligible entity with the earliest deadline;
+//! wakeup preemption asks the same pick, and a request keeps the CPU until it is done
+//! (RUN_TO_PARITY). The arithmetic is in [`crate::eevdf`]; this is where it meets the
+//! runqueue.
+#![cfg(feature = "eevdf")]
+
+use super::policy::FairPolicy;
+use super::view::{DequeueFlags, EnqueueFlags, Fair};
+use crate::eevdf;
+use crate::entities::EntityCell;
+use crate::features::Features;
+use crate::runqueue::SlotId;
+use crate::task::{Entity, Policy};
+use crate::timeline::vruntime_before;
+use crate::weights::calc_delta_fair;
+
+/// The EEVDF policy.
+pub(crate) struct Eevdf;
+
+impl FairPolicy for Eevdf {
+    /// Every enqueue is placed by its lag; the current entity before it is charged.
+    #[inline(always)]
+    fn place_current<const Q: usize>(f: &mut Fair<'_, '_, Q>, se: &EntityCell, flags: EnqueueFlags) {
+        f.place_eevdf(se, flags, None);
+    }
+
+    #[inline(always)]
+    fn place<const Q: usize>(
+        f: &mut Fair<'_, '_, Q>,
+        se: &EntityCell,
+        flags: EnqueueFlags,
+        curr: Option<(u64, u64)>,
+        is_curr: bool,
+    ) {
+        if !is_curr {
+            f.place_eevdf(se, flags, curr);
+        }
+    }
+
+    /// The lag it leaves with, against the average it is still part of; leaving for another
+    /// runqueue or a nice change mid-request, the deadline travels relative to the vruntime
+    /// (Linux's PLACE_REL_DEADLINE).
+    fn dequeuing<const Q: usize>(
+        f: &mut Fair<'_, '_, Q>,
+        se: &EntityCell,
+        flags: DequeueFlags,
+        curr: Option<(u64, u64)>,
+        is_curr: bool,
+    ) {
+        let (vr, w) = (se.vruntime(), se.weight());
+        let curr = if is_curr { Some((vr, w)) } else { curr };
+        let avg = f.eavg.avg(f.min_vruntime, curr);
+        se.set_vlag(eevdf::bounded_lag(avg, vr, f.slice_ns(se.slice()), w));
+        if !flags.contains(DequeueFlags::SLEEP) {
+            se.set_deadline(se.deadline().wrapping_sub(vr));
+        }
+    }
+
+    /// Into the average's sums.
+    #[inline(always)]
+    fn queued<const Q: usize>(f: &mut Fair<'_, '_, Q>, vr: u64, se: &EntityCell) {
+        let base = f.min_vruntime;
+        f.eavg.add(vr, base, se.weight());
+    }
+
+    /// Out of the average's sums, with the vruntime it was queued with.
+    #[inline(always)]
+    fn unqueuing<const Q: usize>(f: &mut Fair<'_, '_, Q>, slot: SlotId, se: &EntityCell) {
+        if let Some(v) = f.timeline.vruntime_of(slot as usize) {
+            let base = f.min_vruntime;
+            f.eavg.sub(v, base, se.weight());
+        }
+    }
+
+    /// The average's sums are kept relative to `min_vruntime`.
+    #[inline(always)]
+    fn min_vruntime_moved<const Q: usize>(f: &mut Fair<'_, '_, Q>, old: u64) {
+        let new = f.min_vruntime;
+        f.eavg.rebase(old, new);
+    }
+
+    /// `update_deadline`: the current entity whose request is done starts the next, one slice
+    /// on, and gives the CPU up if another task waits.
+    #[inline(always)]
+    fn charged<const Q: usize>(f: &mut Fair<'_, '_, Q>, se: &EntityCell) {
+        let vr = se.vruntime();
+        if vruntime_before(vr, se.deadline()) {
+            return;
+        }
+        se.set_deadline(vr.wrapping_add(f.vslice_of(se)));
+        if f.nr_running > 1 {
+            f.resched_curr();
+        }
+    }
+
+    /// The eligible entity with the earliest deadline. (Nothing eligible cannot happen with
+    /// anything queued — the least vruntime is never ahead of the average — but the
+    /// leftmost is the safe answer.)
+    #[inline(always)]
+    fn pick<const Q: usize>(f: &mut Fair<'_, '_, Q>) -> Option<SlotId> {
+        let base = f.min_vruntime;
+        let avg = f.eavg;
+        let pick = f.timeline.pick_eligible(|v| avg.eligible(v, base, None)).or(f.timeline.leftmost());
+        pick.map(|p| p as SlotId)
+    }
+
+    /// RUN_TO_PARITY: a task still eligible keeps the CPU until its request is done.
+    #[inline(always)]
+    fn keeps_cpu<const Q: usize>(f: &Fair<'_, '_, Q>, prev: Option<SlotId>) -> Option<SlotId> {
+        let p = prev?;
+        let e = f.ent(p);
+        let (on_rq, v, d) = (e.on_rq(), e.vruntime(), e.deadline());
+        (on_rq && d == f.picked_deadline && f.eavg.eligible(v, f.min_vruntime, None)).then_some(p)
+    }
+
+    /// EEVDF decides at the end of each request ([`Eevdf::charged`]), not at the tick.
+    #[inline(always)]
+    fn tick<const Q: usize>(_: &mut Fair<'_, '_, Q>, _: SlotId, _: &EntityCell) {}
+
+    /// The woken entity `w` (at `wakee`, queued) preempts the current `c` when the pick,
+    /// counting `c`, would choose it — unless `c` is eligible and still in the request it
+    /// was picked for (RUN_TO_PARITY).
+    fn wakeup_preempts<const Q: usize>(
+        f: &mut Fair<'_, '_, Q>,
+        wakee: SlotId,
+        w: &EntityCell,
+        c: &EntityCell,
+        _mark_next: bool,
+    ) -> bool {
+        f.charge_curr(c);
+        let base = f.min_vruntime;
+        let (c_on_rq, c_vr, c_dl, w_dl) = (c.on_rq(), c.vruntime(), c.deadline(), w.deadline());
+        let curr = c_on_rq.then(|| (c_vr, c.weight()));
+        let avg = f.eavg;
+        let c_eligible = c_on_rq && avg.eligible(c_vr, base, curr);
+        let protected = c_eligible && c_dl == f.picked_deadline;
+        // PREEMPT_SHORT (Linux 6.12): an eligible wakee with a shorter slice and an earlier
+        // deadline ends the running task's protection (for the pick that follows too).
+        let short = f.slice_ns(w.slice()) < f.slice_ns(c.slice())
+            && avg.eligible(w.vruntime(), base, curr)
+            && vruntime_before(w_dl, c_dl);
+        if protected && short {
+            f.picked_deadline = c_dl.wrapping_add(1);
+        } else if protected {
+            return false;
+        }
+        let best = f.timeline.pick_eligible(|v| avg.eligible(v, base, curr));
+        best == Some(wakee as usize) && (!c_eligible || vruntime_before(w_dl, c_dl))
+    }
+
+    /// Its request is over: the next one starts one slice later.
+    #[inline(always)]
+    fn yielded<const Q: usize>(f: &mut Fair<'_, '_, Q>, _: SlotId, se: &EntityCell, _: Policy) {
+        se.set_deadline(se.deadline().wrapping_add(f.vslice_of(se)));
+    }
+
+    /// What is left of the request (relative, out of the accounting) takes as long in wall
+    /// time at the new weight: scaled like the lag.
+    #[inline(always)]
+    fn reweighted<const Q: usize>(_: &Fair<'_, '_, Q>, se: &mut Entity, old_weight: u64) {
+        se.deadline = (se.deadline as u128 * old_weight as u128 / se.weight().max(1) as u128) as u64;
+    }
+}
+
+impl<const Q: usize> Fair<'_, '_, Q> {
+    /// EEVDF's placement of an entity as it is enqueued: at the average, behind or ahead of
+    /// it by its lag (none for a new task), with a deadline one slice on (half a slice for a
+    /// new task). `curr` is the runnable current entity's vruntime and weight, unless it is
+    /// the one placed.
+    fn place_eevdf(&mut self, se: &EntityCell, flags: EnqueueFlags, curr: Option<(u64, u64)>) {
+        let w = se.weight();
+        let base = self.min_vruntime;
+        let avg = self.eavg.avg(base, curr);
+        let load = self.eavg.load() + curr.map_or(0, |c| c.1);
+        let initial = flags.contains(EnqueueFlags::INITIAL);
+        let mut vlag = if initial { 0 } else { se.vlag() };
+        if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
+            // The debt it slept with, less what the average has moved past it meanwhile, as if
+            // it had stayed queued (Linux 6.12): its vruntime is as it left it, and an average
+            // that still counted it would stand W/(W + w) of the way from it to this one. After
+            // a migration its vruntime is relative to the old runqueue's min_vruntime, which is
+            // all that is known of the old average there: an estimate.
+            let vr = se.vruntime();
+            let since = if flags.contains(EnqueueFlags::MIGRATED) {
+                (vr as i64).wrapping_neg()
+            } else {
+                let gap = avg.wrapping_sub(vr) as i64 as i128;
+                (gap * load as i128 / (load as i128 + w as i128)) as i64
+            };
+            vlag = vlag.max(since.min(0));
+        }
+        let vr = eevdf::place(avg, vlag, load, w);
+        se.set_vruntime(vr);
+        let slice = self.slice_ns(se.slice());
+        // (Scaled by the inverse weight, as vruntime is: a multiply, not a division.)
+        let vslice = calc_delta_fair(if initial { slice / 2 } else { slice }, &se.load());
+        // A wakeup or a new task starts a request; a task that moved or changed its nice
+        // mid-request keeps what was left of it (its deadline came relative, see `dequeue`;
+        // one enqueued under CFS brings none, and starts a request).
+        let rel = se.deadline();
+        let resumes = !flags.intersects(EnqueueFlags::WAKEUP | EnqueueFlags::INITIAL);
+        let left = if resumes && rel > 0 && rel <= vslice { rel } else { vslice };
+        se.set_deadline(vr.wrapping_add(left));
+    }
+
+    /// An entity's slice in its virtual time: scaled by the inverse weight, as its vruntime
+    /// is (a multiply, not a division).
+    fn vslice_of(&self, se: &EntityCell) -> u64 {
+        calc_delta_fair(self.slice_ns(se.slice()), &se.load())
+    }
+}

@@ -1,0 +1,70 @@
+//! The fair class's view of one runqueue and the flags of its calls: what the shared code and
+//! both policies name.
+
+use core::ops::{Deref, DerefMut};
+
+use bitflags::bitflags;
+
+use crate::entities::Pool;
+use crate::runqueue::RunQueue;
+use crate::task::Policy;
+
+bitflags! {
+    /// How a task is being enqueued.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct EnqueueFlags: u8 {
+        /// It is waking up: place it with sleeper credit, vruntime is absolute.
+        const WAKEUP = 1 << 0;
+        /// It comes back after a save/restore dequeue (nice or affinity change).
+        const RESTORE = 1 << 1;
+        /// It is waking on a different CPU than it slept on: vruntime is normalised.
+        const MIGRATED = 1 << 2;
+        /// A new task's first enqueue (EEVDF gives its first request half a slice).
+        const INITIAL = 1 << 3;
+    }
+
+    /// How a task is being dequeued.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct DequeueFlags: u8 {
+        /// It goes to sleep (or exits): keep vruntime absolute, sample util_est.
+        const SLEEP = 1 << 0;
+        /// It will be enqueued again right away (nice or affinity change).
+        const SAVE = 1 << 1;
+        /// It is being moved to another CPU.
+        const MOVE = 1 << 2;
+    }
+
+    /// Hints about a wakeup.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub struct WakeFlags: u8 {
+        /// The waker is about to sleep.
+        const SYNC = 1 << 0;
+        /// The wakee is a newly created task.
+        const FORK = 1 << 1;
+    }
+}
+
+/// A runqueue together with the entity pool: the fair class's view of one CPU. Made by
+/// [`RunQueue::fair`] by whoever holds the runqueue, so it owns the entities attached there.
+pub struct Fair<'r, 'p, const Q: usize> {
+    pub(crate) rq: &'r mut RunQueue<Q>,
+    pub(crate) pool: Pool<'p>,
+}
+
+impl<const Q: usize> Deref for Fair<'_, '_, Q> {
+    type Target = RunQueue<Q>;
+    fn deref(&self) -> &RunQueue<Q> {
+        self.rq
+    }
+}
+
+impl<const Q: usize> DerefMut for Fair<'_, '_, Q> {
+    fn deref_mut(&mut self) -> &mut RunQueue<Q> {
+        self.rq
+    }
+}
+
+/// SCHED_IDLE tasks are never favoured as buddies.
+pub(super) fn buddy_allowed(policy: Policy) -> bool {
+    policy != Policy::Idle
+}
