@@ -31,185 +31,106 @@ use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU16, AtomicU32, AtomicU8};
 
 use crate::cpumask::CpuMask;
 use crate::pelt::{SchedAvg, UtilEst};
-use crate::relaxed::{AvgCell, MaskCell, Slot, Word64};
-use crate::task::{weight_for, Entity, Policy, TaskId};
+use crate::relaxed::{AvgCell, MaskCell, Slot, Word64, Zeroed};
+use crate::task::{entity_fields, weight_for, Entity, Policy, TaskId};
 use crate::weights::{scale_load_down, LoadWeight, Nice};
 
 /// Nice 0's load weight, what a zeroed cell's stored weight words are relative to.
 const NICE_0: LoadWeight = LoadWeight::from_nice(Nice::ZERO);
 
-/// One task's [`Entity`], stored field by field for the owner's relaxed reads and writes
-/// (see the module documentation for who the owner is).
-///
-#[cfg_attr(feature = "internals", doc = "```")]
-#[cfg_attr(not(feature = "internals"), doc = "```ignore")]
-/// use sched_core::{entities::Entities, CpuMask, Entity, Nice, Policy, TaskId};
-/// let ents: Entities<4> = Entities::new();
-/// let id = TaskId::new(2, 0);
-/// let cell = ents.pool().cell(id).unwrap();
-/// cell.put(&Entity::new(Nice::ZERO, Policy::Normal, CpuMask::ALL, 1));
-/// cell.set_vruntime(cell.vruntime() + 1_000);
-/// assert_eq!(ents.pool().get(id).unwrap().vruntime, 1_000);
-/// ```
-pub struct EntityCell {
-    vruntime: Word64,
-    exec_start: Word64,
-    sum_exec_runtime: Word64,
-    prev_sum_exec_runtime: Word64,
-    avg: AvgCell,
-    last_wakee: Word64,
-    #[cfg(feature = "eevdf")]
-    deadline: Word64,
-    #[cfg(feature = "eevdf")]
-    vlag: Word64,
-    #[cfg(feature = "eevdf")]
-    slice: Word64,
-    wakee_flips: AtomicU32,
-    wakee_flip_decay_ts: AtomicU32,
-    // CPU numbers, below `MAX_CPUS` (≤ 1024), in 16 bits each.
-    cpu: AtomicU16,
-    recent_used_cpu: AtomicU16,
-    policy: AtomicU8,
-    nice: AtomicI8,
-    // The load weight policy and nice give, stored so that the hot paths do not look it up
-    // on every charge and PELT update. Each word is kept XOR nice 0's value, so that a zeroed
-    // cell holds nice 0's weight (as its zeroed policy and nice say) and a machine in a
-    // `static` still needs no `.data` image.
-    load_weight: AtomicU32,
-    load_inv: AtomicU32,
-    on_rq: AtomicBool,
-    pelt_attached: AtomicBool,
-    on_cpu: AtomicBool,
-    affinity: MaskCell,
-}
+/// Makes [`EntityCell`] from the rows of `entity_fields!`: a slot per field of [`Entity`],
+/// a getter and a setter per field (documented as [`Entity`]'s field is), `new`, `get` and
+/// `put`, and the test of every field's round trip at its full width.
+macro_rules! entity_cell {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[cfg($cfg:meta)])?
+        $field:ident: $ty:ty = $unused:expr, $widest:expr; $store:ty, $svis:vis $set:ident;
+    )*) => {
+        /// One task's [`Entity`], stored field by field for the owner's relaxed reads and
+        /// writes (see the module documentation for who the owner is).
+        ///
+        #[cfg_attr(feature = "internals", doc = "```")]
+        #[cfg_attr(not(feature = "internals"), doc = "```ignore")]
+        /// use sched_core::{entities::Entities, CpuMask, Entity, Nice, Policy, TaskId};
+        /// let ents: Entities<4> = Entities::new();
+        /// let id = TaskId::new(2, 0);
+        /// let cell = ents.pool().cell(id).unwrap();
+        /// cell.put(&Entity::new(Nice::ZERO, Policy::Normal, CpuMask::ALL, 1));
+        /// cell.set_vruntime(cell.vruntime() + 1_000);
+        /// assert_eq!(ents.pool().get(id).unwrap().vruntime, 1_000);
+        /// ```
+        pub struct EntityCell {
+            $($(#[cfg($cfg)])? $field: $store,)*
+            // The load weight policy and nice give, stored so that the hot paths do not look
+            // it up on every charge and PELT update. Each word is kept XOR nice 0's value, so
+            // that a zeroed cell holds nice 0's weight (as its zeroed policy and nice say) and
+            // a machine in a `static` still needs no `.data` image.
+            load_weight: AtomicU32,
+            load_inv: AtomicU32,
+        }
 
-/// A getter and a setter per scalar field, documented as [`Entity`]'s field is.
-macro_rules! accessors {
-    ($($field:ident / $set:ident: $ty:ty;)*) => {
         impl EntityCell {
+            /// A cell of zeros: what a slot holds before its task is created.
+            pub const fn new() -> EntityCell {
+                EntityCell {
+                    $($(#[cfg($cfg)])? $field: <$store as Zeroed>::ZERO,)*
+                    load_weight: AtomicU32::ZERO,
+                    load_inv: AtomicU32::ZERO,
+                }
+            }
+
+            /// A copy of the whole entity.
+            pub fn get(&self) -> Entity {
+                Entity { $($(#[cfg($cfg)])? $field: self.$field(),)* }
+            }
+
+            /// Stores the whole entity `e`.
+            pub fn put(&self, e: &Entity) {
+                $($(#[cfg($cfg)])? self.$set(e.$field);)*
+                self.store_weight(e.policy, e.nice);
+            }
+
             $(
                 #[doc = concat!("[`Entity::", stringify!($field), "`].")]
+                $(#[cfg($cfg)])?
                 #[inline(always)]
                 pub fn $field(&self) -> $ty {
                     Slot::<$ty>::get(&self.$field)
                 }
 
                 #[doc = concat!("Sets [`Entity::", stringify!($field), "`].")]
+                $(#[cfg($cfg)])?
                 #[inline(always)]
-                pub fn $set(&self, v: $ty) {
+                $svis fn $set(&self, v: $ty) {
                     Slot::<$ty>::set(&self.$field, v)
+                }
+            )*
+        }
+
+        /// Each field stored alone, at its widest, into a zeroed cell comes back whole, and
+        /// changes no other field: a narrow slot, a swapped accessor or two fields sharing a
+        /// slot fail it.
+        #[cfg(test)]
+        fn assert_each_field_round_trips_alone() {
+            let (w, zero) = (Entity::WIDEST, EntityCell::new().get());
+            $(
+                $(#[cfg($cfg)])?
+                {
+                    let cell = EntityCell::new();
+                    cell.$set(w.$field);
+                    let mut want = zero;
+                    want.$field = w.$field;
+                    assert_eq!(cell.get(), want, concat!("`", stringify!($field), "` alone at its widest"));
                 }
             )*
         }
     };
 }
 
-accessors! {
-    vruntime / set_vruntime: u64;
-    exec_start / set_exec_start: u64;
-    sum_exec_runtime / set_sum_exec_runtime: u64;
-    prev_sum_exec_runtime / set_prev_sum_exec_runtime: u64;
-    last_wakee / set_last_wakee: TaskId;
-    cpu / set_cpu: u32;
-    wakee_flips / set_wakee_flips: u32;
-    wakee_flip_decay_ts / set_wakee_flip_decay_ts: u32;
-    recent_used_cpu / set_recent_used_cpu: u32;
-    on_rq / set_on_rq: bool;
-    pelt_attached / set_pelt_attached: bool;
-    on_cpu / set_on_cpu: bool;
-}
-
-#[cfg(feature = "eevdf")]
-accessors! {
-    deadline / set_deadline: u64;
-    vlag / set_vlag: i64;
-    slice / set_slice: u64;
-}
+entity_fields!(entity_cell);
 
 impl EntityCell {
-    /// A cell of zeros: what a slot holds before its task is created.
-    pub const fn new() -> EntityCell {
-        EntityCell {
-            vruntime: Word64::new(0),
-            exec_start: Word64::new(0),
-            sum_exec_runtime: Word64::new(0),
-            prev_sum_exec_runtime: Word64::new(0),
-            avg: AvgCell::new(),
-            last_wakee: Word64::new(0),
-            #[cfg(feature = "eevdf")]
-            deadline: Word64::new(0),
-            #[cfg(feature = "eevdf")]
-            vlag: Word64::new(0),
-            #[cfg(feature = "eevdf")]
-            slice: Word64::new(0),
-            wakee_flips: AtomicU32::new(0),
-            wakee_flip_decay_ts: AtomicU32::new(0),
-            cpu: AtomicU16::new(0),
-            recent_used_cpu: AtomicU16::new(0),
-            policy: AtomicU8::new(0),
-            nice: AtomicI8::new(0),
-            load_weight: AtomicU32::new(0),
-            load_inv: AtomicU32::new(0),
-            on_rq: AtomicBool::new(false),
-            pelt_attached: AtomicBool::new(false),
-            on_cpu: AtomicBool::new(false),
-            affinity: MaskCell::new(),
-        }
-    }
-
-    /// A copy of the whole entity.
-    pub fn get(&self) -> Entity {
-        Entity {
-            policy: self.policy(),
-            nice: self.nice(),
-            affinity: self.affinity(),
-            vruntime: self.vruntime(),
-            exec_start: self.exec_start(),
-            sum_exec_runtime: self.sum_exec_runtime(),
-            prev_sum_exec_runtime: self.prev_sum_exec_runtime(),
-            avg: self.avg(),
-            on_rq: self.on_rq(),
-            pelt_attached: self.pelt_attached(),
-            on_cpu: self.on_cpu(),
-            cpu: self.cpu(),
-            wakee_flips: self.wakee_flips(),
-            wakee_flip_decay_ts: self.wakee_flip_decay_ts(),
-            last_wakee: self.last_wakee(),
-            recent_used_cpu: self.recent_used_cpu(),
-            #[cfg(feature = "eevdf")]
-            deadline: self.deadline(),
-            #[cfg(feature = "eevdf")]
-            vlag: self.vlag(),
-            #[cfg(feature = "eevdf")]
-            slice: self.slice(),
-        }
-    }
-
-    /// Stores the whole entity `e`.
-    pub fn put(&self, e: &Entity) {
-        self.set_class(e.policy, e.nice);
-        self.set_affinity(e.affinity);
-        self.set_vruntime(e.vruntime);
-        self.set_exec_start(e.exec_start);
-        self.set_sum_exec_runtime(e.sum_exec_runtime);
-        self.set_prev_sum_exec_runtime(e.prev_sum_exec_runtime);
-        self.set_avg(e.avg);
-        self.set_on_rq(e.on_rq);
-        self.set_pelt_attached(e.pelt_attached);
-        self.set_on_cpu(e.on_cpu);
-        self.set_cpu(e.cpu);
-        self.set_wakee_flips(e.wakee_flips);
-        self.set_wakee_flip_decay_ts(e.wakee_flip_decay_ts);
-        self.set_last_wakee(e.last_wakee);
-        self.set_recent_used_cpu(e.recent_used_cpu);
-        #[cfg(feature = "eevdf")]
-        {
-            self.set_deadline(e.deadline);
-            self.set_vlag(e.vlag);
-            self.set_slice(e.slice);
-        }
-    }
-
     /// Changes the entity through a copy: `f` gets it, and what `f` leaves is stored (the
     /// cold paths' access; the hot ones touch only the fields they need).
     pub fn modify<T>(&self, f: impl FnOnce(&mut Entity) -> T) -> T {
@@ -219,54 +140,25 @@ impl EntityCell {
         r
     }
 
-    /// [`Entity::policy`].
-    #[inline(always)]
-    pub fn policy(&self) -> Policy {
-        Slot::<Policy>::get(&self.policy)
-    }
-
-    /// [`Entity::nice`].
-    #[inline(always)]
-    pub fn nice(&self) -> Nice {
-        Slot::<Nice>::get(&self.nice)
-    }
-
     /// Sets [`Entity::policy`] and [`Entity::nice`], and the load weight they give.
     pub fn set_class(&self, policy: Policy, nice: Nice) {
-        Slot::<Policy>::set(&self.policy, policy);
-        Slot::<Nice>::set(&self.nice, nice);
+        self.set_policy_alone(policy);
+        self.set_nice_alone(nice);
+        self.store_weight(policy, nice);
+    }
+
+    /// Stores the load weight `policy` and `nice` give.
+    fn store_weight(&self, policy: Policy, nice: Nice) {
         let lw = weight_for(policy, nice);
         // (A task's weight, ≤ 88761 << 10, fits 32 bits.)
         self.load_weight.store(lw.weight as u32 ^ NICE_0.weight as u32, Relaxed);
         self.load_inv.store(lw.inv_weight ^ NICE_0.inv_weight, Relaxed);
     }
 
-    /// [`Entity::affinity`].
-    pub fn affinity(&self) -> CpuMask {
-        self.affinity.get()
-    }
-
-    /// Sets [`Entity::affinity`].
-    pub fn set_affinity(&self, mask: CpuMask) {
-        self.affinity.set(mask)
-    }
-
     /// Whether its affinity allows `cpu` (reads one word of the mask).
     #[inline]
     pub fn allows(&self, cpu: usize) -> bool {
         self.affinity.contains(cpu)
-    }
-
-    /// [`Entity::avg`] (a copy of its PELT signals).
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    pub fn avg(&self) -> SchedAvg {
-        self.avg.get()
-    }
-
-    /// Sets [`Entity::avg`].
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    pub fn set_avg(&self, avg: SchedAvg) {
-        self.avg.set(avg)
     }
 
     /// Brings its PELT signals up to PELT time `now` (see [`SchedAvg::update_task`]): one
@@ -409,53 +301,30 @@ impl<'a> Pool<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pelt::{SchedAvg, UtilEst};
 
-    /// Every field of an entity survives the trip into a cell and back: a field that `get` or
-    /// `put` forgot would come back as zero.
+    /// Every field of an entity survives the trip into a cell and back at its full width,
+    /// whole (`put` then `get`) and alone (each setter, into a zeroed cell).
     #[test]
-    fn a_cell_keeps_every_field() {
-        let e = Entity {
-            policy: Policy::Batch,
-            nice: Nice::new(-7).unwrap(),
-            affinity: CpuMask::single(1).with(crate::MAX_CPUS - 1),
-            vruntime: u64::MAX - 1,
-            exec_start: 2,
-            sum_exec_runtime: 3,
-            prev_sum_exec_runtime: 4,
-            avg: SchedAvg {
-                last_update_time: 5,
-                load_sum: 6,
-                runnable_sum: 7,
-                util_sum: 8,
-                period_contrib: 9,
-                load_avg: 10,
-                runnable_avg: 11,
-                util_avg: 12,
-                util_est: UtilEst { enqueued: 13, ewma: 14 },
-            },
-            on_rq: true,
-            pelt_attached: true,
-            on_cpu: true,
-            cpu: 15,
-            wakee_flips: 16,
-            wakee_flip_decay_ts: 17,
-            last_wakee: TaskId::new(18, 19),
-            recent_used_cpu: 20,
-            #[cfg(feature = "eevdf")]
-            deadline: 21,
-            #[cfg(feature = "eevdf")]
-            vlag: -22,
-            #[cfg(feature = "eevdf")]
-            slice: 23,
-        };
+    fn a_cell_keeps_every_field_at_full_width() {
+        let cell = EntityCell::new();
+        cell.put(&Entity::WIDEST);
+        assert_eq!(cell.get(), Entity::WIDEST);
+        assert_each_field_round_trips_alone();
+        cell.modify(|x| x.vruntime = 1);
+        assert_eq!(cell.get(), Entity { vruntime: 1, ..Entity::WIDEST });
+    }
+
+    /// Fields read alone agree with the copy.
+    #[test]
+    fn a_cell_s_partial_reads_agree_with_its_copy() {
+        let mut e = Entity::new(Nice::new(-7).unwrap(), Policy::Batch, CpuMask::single(1), 3);
+        e.avg.load_avg = 10;
+        e.avg.util_avg = 12;
         let cell = EntityCell::new();
         cell.put(&e);
-        assert_eq!(cell.get(), e);
         assert!(cell.allows(1) && !cell.allows(0));
         assert_eq!((cell.load_avg(), cell.util()), (10, 12));
-        cell.modify(|x| x.vruntime = 1);
-        assert_eq!(cell.get(), Entity { vruntime: 1, ..e });
+        assert_eq!(cell.load(), weight_for(Policy::Batch, Nice::new(-7).unwrap()));
     }
 
     /// A fresh cell reads as zeros (what a `static` machine's `.bss` holds), and its stored

@@ -104,29 +104,55 @@ pub(crate) fn elapsed_units(last: u64, now: u64) -> Option<u64> {
     now.checked_sub(last).map(|d| d >> 10)
 }
 
-/// The PELT signals of one task or runqueue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct SchedAvg {
-    /// PELT clock (ns) of the last update, advanced in whole 1024 ns units. 0 marks a task
-    /// that is not attached to any runqueue ("migrated").
-    pub last_update_time: u64,
-    /// Σ load · contribution (weighted by the caller's load argument).
-    pub load_sum: u64,
-    /// Σ runnable · contribution · 1024.
-    pub runnable_sum: u64,
-    /// Σ running · contribution · 1024 (32 bits, as Linux keeps it).
-    pub util_sum: u32,
-    /// Units already accumulated in the current, unfinished period (< 1024).
-    pub period_contrib: u32,
-    /// load_sum scaled to an average (× the weight for a task).
-    pub load_avg: u64,
-    /// Average number of runnable tasks × 1024 (a runqueue's may exceed 1024).
-    pub runnable_avg: u64,
-    /// Average running fraction × 1024.
-    pub util_avg: u64,
-    /// Estimated utilisation (see [`UtilEst`]).
-    pub util_est: UtilEst,
+/// The fields of [`SchedAvg`], declared once: each row is a field (its docs, type, and the
+/// widest value a task's must hold) and how a task's entity cell stores it.
+/// `sched_avg_fields!(gen)` hands the rows to the generator `gen`: `sched_avg_struct` below
+/// makes [`SchedAvg`], `avg_cell` in the `relaxed` module the cell's copy of it.
+macro_rules! sched_avg_fields {
+    ($gen:ident) => {
+        $gen! {
+            /// PELT clock (ns) of the last update, advanced in whole 1024 ns units. 0 marks a
+            /// task that is not attached to any runqueue ("migrated").
+            last_update_time: u64 = u64::MAX; Word64;
+            /// Σ load · contribution (weighted by the caller's load argument).
+            load_sum: u64 = u64::MAX - 1; Word64;
+            /// Σ runnable · contribution · 1024.
+            runnable_sum: u64 = u64::MAX - 2; Word64;
+            /// Σ running · contribution · 1024 (32 bits, as Linux keeps it).
+            util_sum: u32 = u32::MAX; AtomicU32;
+            /// Units already accumulated in the current, unfinished period (< 1024).
+            period_contrib: u32 = u32::MAX - 1; AtomicU32;
+            /// load_sum scaled to an average (× the weight for a task).
+            load_avg: u64 = u64::MAX - 3; Word64;
+            /// Average number of runnable tasks × 1024 (a runqueue's may exceed 1024).
+            runnable_avg: u64 = u64::MAX - 4; Word64;
+            /// Average running fraction × 1024.
+            util_avg: u64 = u64::MAX - 5; Word64;
+            /// Estimated utilisation (see [`UtilEst`]).
+            util_est: UtilEst = UtilEst { enqueued: u32::MAX - 2, ewma: u32::MAX - 3 }; UtilEstCell;
+        }
+    };
 }
+pub(crate) use sched_avg_fields;
+
+/// Makes [`SchedAvg`] from the rows of `sched_avg_fields!`.
+macro_rules! sched_avg_struct {
+    ($($(#[doc = $doc:literal])* $field:ident: $ty:ty = $widest:expr; $store:ty;)*) => {
+        /// The PELT signals of one task or runqueue.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+        pub struct SchedAvg {
+            $($(#[doc = $doc])* pub $field: $ty,)*
+        }
+
+        impl SchedAvg {
+            /// Every field at the widest value a task's must hold (the round-trip tests').
+            #[cfg(test)]
+            pub(crate) const WIDEST: SchedAvg = SchedAvg { $($field: $widest,)* };
+        }
+    };
+}
+
+sched_avg_fields!(sched_avg_struct);
 
 impl SchedAvg {
     /// All signals zero (usable in `const` contexts).

@@ -13,7 +13,7 @@ use core::sync::atomic::AtomicU64;
 use core::sync::atomic::{AtomicBool, AtomicI8, AtomicU16, AtomicU32, AtomicU8, Ordering::Relaxed};
 
 use crate::cpumask::CpuMask;
-use crate::pelt::{SchedAvg, UtilEst};
+use crate::pelt::{sched_avg_fields, SchedAvg, UtilEst};
 use crate::task::{Policy, TaskId};
 use crate::weights::Nice;
 
@@ -23,6 +23,31 @@ pub(crate) trait Slot<T> {
     fn get(&self) -> T;
     /// Replaces the value.
     fn set(&self, v: T);
+}
+
+/// Storage that starts as zeros (what a cell holds before its task is created, so a machine
+/// in a `static` needs no `.data` image).
+pub(crate) trait Zeroed {
+    /// The zeroed storage.
+    const ZERO: Self;
+}
+
+/// `Zeroed` for the atomics a cell uses.
+macro_rules! zeroed_atomics {
+    ($($atomic:ty = $zero:expr;)*) => {$(
+        impl Zeroed for $atomic {
+            const ZERO: Self = <$atomic>::new($zero);
+        }
+    )*};
+}
+
+zeroed_atomics! {
+    AtomicU32 = 0;
+    AtomicU16 = 0;
+    AtomicU8 = 0;
+    AtomicI8 = 0;
+    AtomicBool = false;
+    Word64 = 0;
 }
 
 /// A 64-bit word: one atomic where the target has 64-bit atomics, else two halves.
@@ -130,11 +155,11 @@ pub(crate) struct MaskCell {
     words: [Word64; CpuMask::WORDS],
 }
 
-impl MaskCell {
-    pub(crate) const fn new() -> MaskCell {
-        MaskCell { words: [const { Word64::new(0) }; CpuMask::WORDS] }
-    }
+impl Zeroed for MaskCell {
+    const ZERO: Self = MaskCell { words: [const { Word64::new(0) }; CpuMask::WORDS] };
+}
 
+impl MaskCell {
     /// Whether `cpu` is in the mask (one word read).
     #[inline]
     pub(crate) fn contains(&self, cpu: usize) -> bool {
@@ -157,36 +182,70 @@ impl Slot<CpuMask> for MaskCell {
     }
 }
 
-/// A task's [`SchedAvg`], field by field.
-pub(crate) struct AvgCell {
-    last_update_time: Word64,
-    load_sum: Word64,
-    runnable_sum: Word64,
-    load_avg: Word64,
-    runnable_avg: Word64,
-    util_avg: Word64,
-    util_sum: AtomicU32,
-    period_contrib: AtomicU32,
-    est_enqueued: AtomicU32,
-    est_ewma: AtomicU32,
+/// A [`UtilEst`], its two halves.
+pub(crate) struct UtilEstCell {
+    enqueued: AtomicU32,
+    ewma: AtomicU32,
 }
 
-impl AvgCell {
-    pub(crate) const fn new() -> AvgCell {
-        AvgCell {
-            last_update_time: Word64::new(0),
-            load_sum: Word64::new(0),
-            runnable_sum: Word64::new(0),
-            load_avg: Word64::new(0),
-            runnable_avg: Word64::new(0),
-            util_avg: Word64::new(0),
-            util_sum: AtomicU32::new(0),
-            period_contrib: AtomicU32::new(0),
-            est_enqueued: AtomicU32::new(0),
-            est_ewma: AtomicU32::new(0),
-        }
-    }
+impl Zeroed for UtilEstCell {
+    const ZERO: Self = UtilEstCell { enqueued: AtomicU32::ZERO, ewma: AtomicU32::ZERO };
+}
 
+impl Slot<UtilEst> for UtilEstCell {
+    #[inline(always)]
+    fn get(&self) -> UtilEst {
+        UtilEst { enqueued: self.enqueued.get(), ewma: self.ewma.get() }
+    }
+    #[inline(always)]
+    fn set(&self, v: UtilEst) {
+        self.enqueued.set(v.enqueued);
+        self.ewma.set(v.ewma);
+    }
+}
+
+/// Makes [`AvgCell`] from the rows of `sched_avg_fields!`: a slot per field of [`SchedAvg`].
+macro_rules! avg_cell {
+    ($($(#[doc = $doc:literal])* $field:ident: $ty:ty = $widest:expr; $store:ident;)*) => {
+        /// A task's [`SchedAvg`], field by field.
+        pub(crate) struct AvgCell {
+            $($field: $store,)*
+        }
+
+        impl Zeroed for AvgCell {
+            const ZERO: Self = AvgCell { $($field: <$store as Zeroed>::ZERO,)* };
+        }
+
+        impl Slot<SchedAvg> for AvgCell {
+            #[cfg_attr(target_pointer_width = "64", inline)]
+            fn get(&self) -> SchedAvg {
+                SchedAvg { $($field: Slot::<$ty>::get(&self.$field),)* }
+            }
+            #[cfg_attr(target_pointer_width = "64", inline)]
+            fn set(&self, v: SchedAvg) {
+                $(Slot::<$ty>::set(&self.$field, v.$field);)*
+            }
+        }
+
+        /// Each field of a [`SchedAvg`] stored alone, at its widest, comes back whole and
+        /// changes no other field.
+        #[cfg(test)]
+        fn assert_each_avg_field_round_trips_alone() {
+            let w = SchedAvg::WIDEST;
+            $(
+                let cell = AvgCell::ZERO;
+                let mut want = SchedAvg::ZERO;
+                want.$field = w.$field;
+                cell.set(want);
+                assert_eq!(cell.get(), want, concat!("`", stringify!($field), "` alone at its widest"));
+            )*
+        }
+    };
+}
+
+sched_avg_fields!(avg_cell);
+
+impl AvgCell {
     #[inline]
     pub(crate) fn last_update_time(&self) -> u64 {
         self.last_update_time.get()
@@ -204,42 +263,12 @@ impl AvgCell {
 
     #[inline]
     pub(crate) fn util_est(&self) -> UtilEst {
-        UtilEst { enqueued: self.est_enqueued.get(), ewma: self.est_ewma.get() }
+        self.util_est.get()
     }
 
     #[inline]
     pub(crate) fn set_util_est(&self, v: UtilEst) {
-        self.est_enqueued.set(v.enqueued);
-        self.est_ewma.set(v.ewma);
-    }
-}
-
-impl Slot<SchedAvg> for AvgCell {
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    fn get(&self) -> SchedAvg {
-        SchedAvg {
-            last_update_time: self.last_update_time.get(),
-            load_sum: self.load_sum.get(),
-            runnable_sum: self.runnable_sum.get(),
-            util_sum: self.util_sum.get(),
-            period_contrib: self.period_contrib.get(),
-            load_avg: self.load_avg.get(),
-            runnable_avg: self.runnable_avg.get(),
-            util_avg: self.util_avg.get(),
-            util_est: self.util_est(),
-        }
-    }
-    #[cfg_attr(target_pointer_width = "64", inline)]
-    fn set(&self, v: SchedAvg) {
-        self.last_update_time.set(v.last_update_time);
-        self.load_sum.set(v.load_sum);
-        self.runnable_sum.set(v.runnable_sum);
-        self.util_sum.set(v.util_sum);
-        self.period_contrib.set(v.period_contrib);
-        self.load_avg.set(v.load_avg);
-        self.runnable_avg.set(v.runnable_avg);
-        self.util_avg.set(v.util_avg);
-        self.set_util_est(v.util_est);
+        self.util_est.set(v)
     }
 }
 
@@ -259,7 +288,7 @@ mod tests {
         let id = TaskId::new(9, 4);
         w.set(id);
         assert_eq!(Slot::<TaskId>::get(&w), id);
-        let m = MaskCell::new();
+        let m = MaskCell::ZERO;
         let mask = CpuMask::single(3).with(crate::MAX_CPUS - 1);
         m.set(mask);
         assert_eq!(Slot::<CpuMask>::get(&m), mask);
@@ -272,5 +301,14 @@ mod tests {
         let n = AtomicI8::new(0);
         n.set(Nice::MIN);
         assert_eq!(Slot::<Nice>::get(&n), Nice::MIN);
+    }
+
+    /// A task's PELT signals survive their cell at every field's full width.
+    #[test]
+    fn averages_round_trip_at_full_width() {
+        let cell = AvgCell::ZERO;
+        cell.set(SchedAvg::WIDEST);
+        assert_eq!(cell.get(), SchedAvg::WIDEST);
+        assert_each_avg_field_round_trips_alone();
     }
 }

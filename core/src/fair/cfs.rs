@@ -74,6 +74,7 @@ impl FairPolicy for Cfs {
     /// `pick_next_entity` with no current task: the leftmost, unless it is the skip buddy
     /// and the second is not too far behind; then the last buddy and finally the next
     /// buddy win if not too unfair to the leftmost. Clears the chosen one's buddy marks.
+    #[inline]
     fn pick<const Q: usize>(f: &mut Fair<'_, '_, Q>) -> Option<SlotId> {
         let left = f.timeline.leftmost()? as SlotId;
         let mut se = left;

@@ -42,6 +42,7 @@ impl FairPolicy for Eevdf {
     /// The lag it leaves with, against the average it is still part of; leaving for another
     /// runqueue or a nice change mid-request, the deadline travels relative to the vruntime
     /// (Linux's PLACE_REL_DEADLINE).
+    #[inline]
     fn dequeuing<const Q: usize>(
         f: &mut Fair<'_, '_, Q>,
         se: &EntityCell,

@@ -50,87 +50,104 @@ impl Default for TaskParams {
     }
 }
 
-/// The scheduling entity: everything the fair class keeps per task, as a plain value (a
-/// copy). It is stored, field by field, in the cell of its task's slot (see the `entities`
-/// module), so it does not repeat the task's id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Entity {
-    /// Policy.
-    pub policy: Policy,
-    /// Nice value.
-    pub nice: Nice,
-    /// Allowed CPUs.
-    pub affinity: CpuMask,
-    /// Virtual runtime. Absolute on its runqueue while queued or sleeping there; relative
-    /// to `min_vruntime` ("normalised") while in transit between runqueues.
-    pub vruntime: u64,
-    /// Task clock at which the current run started or was last accounted.
-    pub exec_start: u64,
-    /// Total CPU time received.
-    pub sum_exec_runtime: u64,
-    /// `sum_exec_runtime` when the task was last picked (to measure its current slice).
-    pub prev_sum_exec_runtime: u64,
-    /// PELT signals.
-    pub avg: SchedAvg,
-    /// Whether it is accounted in a runqueue (queued or current and runnable).
-    pub on_rq: bool,
-    /// Whether its PELT signals are attached to a runqueue's sums (Linux marks the
-    /// opposite, a migrated or new task, with `last_update_time == 0`).
-    pub pelt_attached: bool,
-    /// Whether a CPU is running it or still switching away from it (its context may not be
-    /// saved yet): such a task must not be migrated (Linux `p->on_cpu`).
-    pub on_cpu: bool,
-    /// The CPU it last ran or was queued on.
-    pub cpu: u32,
-    /// How often, recently, it woke a different task than the last one (halved every
-    /// second): many flips mark a waker serving many wakees (`wake_wide`).
-    pub wakee_flips: u32,
-    /// Jiffy (modulo 2^32, compared wrap-safe) when `wakee_flips` was last halved.
-    pub wakee_flip_decay_ts: u32,
-    /// The task it woke last ([`TaskId::NONE`] before its first wakeup of another task).
-    pub last_wakee: TaskId,
-    /// A CPU it recently ran on or woke a task from, tried at its next wakeup.
-    pub recent_used_cpu: u32,
-    /// EEVDF: its virtual deadline (the end of its current request).
-    #[cfg(feature = "eevdf")]
-    pub deadline: u64,
-    /// EEVDF: its lag (virtual service owed, negative if received ahead), kept from its last
-    /// dequeue to its next placement.
-    #[cfg(feature = "eevdf")]
-    pub vlag: i64,
-    /// EEVDF: its request size (wall-clock ns); 0 means the machine's default slice.
-    #[cfg(feature = "eevdf")]
-    pub slice: u64,
+/// The entity's fields, declared once. Each row is a field of [`Entity`] — its docs, an
+/// optional `cfg`, its type, its value in [`Entity::UNUSED`] and the widest value it must
+/// hold — and how its task's cell stores it: the storage type, and the setter's visibility
+/// and name. `entity_fields!(gen)` hands the rows to the generator `gen`: `entity_struct`
+/// below makes [`Entity`], `entity_cell` in the `entities` module its cell with accessors,
+/// `get` and `put`, and a test stores every field at its widest and reads it back.
+///
+/// The rows are in the cell's order (the hot fields first: the compiler keeps the order of
+/// fields of one alignment). Policy and nice are stored through `set_class`, which also
+/// keeps the load weight they give, so their raw setters stay private.
+macro_rules! entity_fields {
+    ($gen:ident) => {
+        $gen! {
+            /// Virtual runtime. Absolute on its runqueue while queued or sleeping there; relative
+            /// to `min_vruntime` ("normalised") while in transit between runqueues.
+            vruntime: u64 = 0, u64::MAX; Word64, pub set_vruntime;
+            /// Task clock at which the current run started or was last accounted.
+            exec_start: u64 = 0, u64::MAX - 1; Word64, pub set_exec_start;
+            /// Total CPU time received.
+            sum_exec_runtime: u64 = 0, u64::MAX - 2; Word64, pub set_sum_exec_runtime;
+            /// `sum_exec_runtime` when the task was last picked (to measure its current slice).
+            prev_sum_exec_runtime: u64 = 0, u64::MAX - 3; Word64, pub set_prev_sum_exec_runtime;
+            /// PELT signals.
+            avg: SchedAvg = SchedAvg::ZERO, SchedAvg::WIDEST; AvgCell, pub set_avg;
+            /// The task it woke last ([`TaskId::NONE`] before its first wakeup of another task).
+            last_wakee: TaskId = TaskId::NONE, TaskId::new(u32::MAX - 1, u32::MAX); Word64, pub set_last_wakee;
+            /// EEVDF: its virtual deadline (the end of its current request).
+            #[cfg(feature = "eevdf")]
+            deadline: u64 = 0, u64::MAX - 4; Word64, pub set_deadline;
+            /// EEVDF: its lag (virtual service owed, negative if received ahead), kept from its
+            /// last dequeue to its next placement.
+            #[cfg(feature = "eevdf")]
+            vlag: i64 = 0, i64::MIN; Word64, pub set_vlag;
+            /// EEVDF: its request size (wall-clock ns); 0 means the machine's default slice.
+            #[cfg(feature = "eevdf")]
+            slice: u64 = 0, u64::MAX - 5; Word64, pub set_slice;
+            /// How often, recently, it woke a different task than the last one (halved every
+            /// second): many flips mark a waker serving many wakees (`wake_wide`).
+            wakee_flips: u32 = 0, u32::MAX; AtomicU32, pub set_wakee_flips;
+            /// Jiffy (modulo 2^32, compared wrap-safe) when `wakee_flips` was last halved.
+            wakee_flip_decay_ts: u32 = 0, u32::MAX - 1; AtomicU32, pub set_wakee_flip_decay_ts;
+            /// The CPU it last ran or was queued on (a CPU number: 16 bits in the cell).
+            cpu: u32 = u32::MAX, crate::cpumask::MAX_CPUS as u32 - 1; AtomicU16, pub set_cpu;
+            /// A CPU it recently ran on or woke a task from, tried at its next wakeup.
+            recent_used_cpu: u32 = 0, crate::cpumask::MAX_CPUS as u32 - 2; AtomicU16, pub set_recent_used_cpu;
+            /// Policy.
+            policy: Policy = Policy::Normal, Policy::Idle; AtomicU8, set_policy_alone;
+            /// Nice value.
+            nice: Nice = Nice::ZERO, Nice::MIN; AtomicI8, set_nice_alone;
+            /// Whether it is accounted in a runqueue (queued or current and runnable).
+            on_rq: bool = false, true; AtomicBool, pub set_on_rq;
+            /// Whether its PELT signals are attached to a runqueue's sums (Linux marks the
+            /// opposite, a migrated or new task, with `last_update_time == 0`).
+            pelt_attached: bool = false, true; AtomicBool, pub set_pelt_attached;
+            /// Whether a CPU is running it or still switching away from it (its context may
+            /// not be saved yet): such a task must not be migrated (Linux `p->on_cpu`).
+            on_cpu: bool = false, true; AtomicBool, pub set_on_cpu;
+            /// Allowed CPUs.
+            affinity: CpuMask = CpuMask::EMPTY, CpuMask::ALL; MaskCell, pub set_affinity;
+        }
+    };
+}
+pub(crate) use entity_fields;
+
+/// Makes [`Entity`] from the rows of `entity_fields!`.
+macro_rules! entity_struct {
+    ($(
+        $(#[doc = $doc:literal])*
+        $(#[cfg($cfg:meta)])?
+        $field:ident: $ty:ty = $unused:expr, $widest:expr; $store:ty, $svis:vis $set:ident;
+    )*) => {
+        /// The scheduling entity: everything the fair class keeps per task, as a plain value
+        /// (a copy). It is stored, field by field, in the cell of its task's slot (see the
+        /// `entities` module), so it does not repeat the task's id.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub struct Entity {
+            $(
+                $(#[doc = $doc])*
+                $(#[cfg($cfg)])?
+                pub $field: $ty,
+            )*
+        }
+
+        impl Entity {
+            /// An entity of no task (what a read of an empty runqueue slot sees): nice 0, no
+            /// CPU, no wakee.
+            pub const UNUSED: Entity = Entity { $($(#[cfg($cfg)])? $field: $unused,)* };
+
+            /// Every field at the widest value it must hold (the round-trip test's entity).
+            #[cfg(test)]
+            pub(crate) const WIDEST: Entity = Entity { $($(#[cfg($cfg)])? $field: $widest,)* };
+        }
+    };
 }
 
-impl Entity {
-    /// An entity of no task (what a read of an empty runqueue slot sees): nice 0, no CPU, no
-    /// wakee.
-    pub const UNUSED: Entity = Entity {
-        policy: Policy::Normal,
-        nice: Nice::ZERO,
-        affinity: CpuMask::EMPTY,
-        vruntime: 0,
-        exec_start: 0,
-        sum_exec_runtime: 0,
-        prev_sum_exec_runtime: 0,
-        avg: SchedAvg::ZERO,
-        on_rq: false,
-        pelt_attached: false,
-        on_cpu: false,
-        cpu: u32::MAX,
-        wakee_flips: 0,
-        wakee_flip_decay_ts: 0,
-        last_wakee: TaskId::NONE,
-        recent_used_cpu: 0,
-        #[cfg(feature = "eevdf")]
-        deadline: 0,
-        #[cfg(feature = "eevdf")]
-        vlag: 0,
-        #[cfg(feature = "eevdf")]
-        slice: 0,
-    };
+entity_fields!(entity_struct);
 
+impl Entity {
     /// A fresh entity for a new task (PELT initialised to a "heavy" newborn).
     pub fn new(nice: Nice, policy: Policy, affinity: CpuMask, cpu: u32) -> Entity {
         let load = weight_for(policy, nice);
