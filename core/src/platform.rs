@@ -168,3 +168,27 @@ pub enum MigrateReason {
     /// Its affinity no longer allowed its CPU.
     Affinity,
 }
+
+impl MigrateReason {
+    /// Every reason, in [`MigrateReason::index`] order: a port's per-reason counters are an
+    /// array of `ALL.len()`.
+    pub const ALL: [MigrateReason; 5] = [
+        MigrateReason::Wakeup,
+        MigrateReason::Placement,
+        MigrateReason::Balance,
+        MigrateReason::ActiveBalance,
+        MigrateReason::Affinity,
+    ];
+
+    /// Its position in [`MigrateReason::ALL`].
+    ///
+    /// ```
+    /// use sched_core::MigrateReason;
+    /// let counts = [0u64; MigrateReason::ALL.len()];
+    /// assert_eq!(counts[MigrateReason::Balance.index()], 0);
+    /// assert!(MigrateReason::ALL.iter().enumerate().all(|(i, r)| r.index() == i));
+    /// ```
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+}

@@ -10,6 +10,8 @@
 #![no_std]
 #![no_main]
 #![deny(unsafe_code)]
+// Every name a module uses is named where it is imported.
+#![deny(clippy::wildcard_imports)]
 // Per-CPU indices are clamped with `.min(MAX_CPUS - 1)`; on a one-CPU machine that is always
 // 0, which clippy points out, but the clamp is what keeps the same code right on 8 CPUs.
 #![cfg_attr(target_arch = "arm", allow(clippy::unnecessary_min_or_max))]

@@ -31,9 +31,9 @@
 //! default off), `features=` (comma-separated core feature
 //! switches, `NO_` to turn one off). Anything unknown or malformed: one error line, exit 3.
 
-use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::*};
+use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use sched_core::Features;
+use sched_core::{Features, MigrateReason, Outcome};
 
 use crate::arch::{self, MAX_CPUS};
 use crate::kprintln;
@@ -64,33 +64,66 @@ pub const EXIT_MACHINE: u32 = 4;
 /// Exit code when a scenario's check fails.
 pub const EXIT_FAILED: u32 = 1;
 
-/// Thread kinds (`sched::spawn`'s `kind`).
-pub const KIND_MAIN: usize = 0;
-/// A sysbench worker.
-pub const KIND_SPINNER: usize = 1;
-/// The thread that panics on purpose.
-pub const KIND_PANIC: usize = 2;
-/// The side of a pingpong pair that starts each round.
-pub const KIND_PING: usize = 3;
-/// The side of a pingpong pair that answers.
-pub const KIND_PONG: usize = 4;
-/// The thread that faults on purpose (arg: 0 udf, 1 stack overflow).
-pub const KIND_FAULT: usize = 5;
-/// A spinner pinned to one CPU (`scenario=affinity`); works like a sysbench worker.
-pub const KIND_PINNED: usize = 6;
-/// A churn thread (arg: its serial number).
-pub const KIND_CHURN: usize = 7;
-/// The thread that masks IRQs and spins forever (`scenario=hang`).
-pub const KIND_HANG: usize = 8;
-/// A thread that keeps its CPU busy (and ticking) with yields (`scenario=hang`).
-pub const KIND_BUSY: usize = 9;
-/// A thread that calls the core from thread context in a loop (`scenario=corecalls`; arg:
-/// rounds).
-pub const KIND_CORECALLS: usize = 10;
-/// A periodic thread of `scenario=latency` (arg: its number).
-pub const KIND_PERIODIC: usize = 11;
-/// A spinner of `scenario=latency`.
-pub const KIND_LT_SPIN: usize = 12;
+/// What a kernel thread runs: `sched::spawn`'s and `sys_spawn`'s `kind`, as its number.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum ThreadKind {
+    /// The scenario's main thread, the first one.
+    Main,
+    /// A sysbench worker.
+    Spinner,
+    /// The thread that panics on purpose.
+    Panic,
+    /// The side of a pingpong pair that starts each round.
+    Ping,
+    /// The side of a pingpong pair that answers.
+    Pong,
+    /// The thread that faults on purpose (arg: 0 udf, 1 stack overflow).
+    Fault,
+    /// A spinner pinned to one CPU (`scenario=affinity`); works like a sysbench worker.
+    Pinned,
+    /// A churn thread (arg: its serial number).
+    Churn,
+    /// The thread that masks IRQs and spins forever (`scenario=hang`).
+    Hang,
+    /// A thread that keeps its CPU busy (and ticking) with yields (`scenario=hang`).
+    Busy,
+    /// A thread that calls the core from thread context in a loop (`scenario=corecalls`; arg:
+    /// rounds).
+    CoreCalls,
+    /// A periodic thread of `scenario=latency` (arg: its number).
+    Periodic,
+    /// A spinner of `scenario=latency`.
+    LatencySpinner,
+}
+
+impl ThreadKind {
+    /// Every kind, in number order.
+    const ALL: [ThreadKind; 13] = [
+        ThreadKind::Main,
+        ThreadKind::Spinner,
+        ThreadKind::Panic,
+        ThreadKind::Ping,
+        ThreadKind::Pong,
+        ThreadKind::Fault,
+        ThreadKind::Pinned,
+        ThreadKind::Churn,
+        ThreadKind::Hang,
+        ThreadKind::Busy,
+        ThreadKind::CoreCalls,
+        ThreadKind::Periodic,
+        ThreadKind::LatencySpinner,
+    ];
+
+    /// Its number, what `sys_spawn` carries and `sched` stores.
+    pub const fn number(self) -> usize {
+        self as usize
+    }
+
+    /// The kind numbered `n`, if any.
+    pub fn from_number(n: usize) -> Option<ThreadKind> {
+        Self::ALL.get(n).copied()
+    }
+}
 
 /// Most events a sysbench run may ask for (one done-flag each).
 #[cfg(not(target_arch = "arm"))]
@@ -528,7 +561,7 @@ pub fn start(cfg: &Config, ncpus: usize) {
         defmt::error!("error: bad argument scenario=hang: needs 2 CPUs (one hangs, one watches)");
         arch::exit(EXIT_BAD_ARGS);
     }
-    if let Err(e) = sched::spawn(0, arch::now_ns(), KIND_MAIN, 0, 0, u64::MAX) {
+    if let Err(e) = sched::spawn(0, arch::now_ns(), ThreadKind::Main.number(), 0, 0, u64::MAX) {
         defmt::error!("error: cannot create the main thread: {}", defmt::Debug2Format(&e));
         arch::exit(EXIT_MACHINE);
     }
@@ -536,8 +569,9 @@ pub fn start(cfg: &Config, ncpus: usize) {
 
 /// Entry of every kernel thread.
 pub fn thread_main(kind: usize, arg: usize) {
+    let Some(kind) = ThreadKind::from_number(kind) else { return };
     match kind {
-        KIND_MAIN => match SCENARIO.get() {
+        ThreadKind::Main => match SCENARIO.get() {
             Some(Scenario::Boot) => boot(),
             Some(&Scenario::Sysbench { threads, events, maxprime }) => {
                 bench_main(Mode::Sysbench, threads, events, maxprime, 0)
@@ -558,37 +592,39 @@ pub fn thread_main(kind: usize, arg: usize) {
             Some(&Scenario::Latency(l)) => latency_main(l),
             #[cfg(target_arch = "arm")]
             Some(Scenario::Latency(_)) => {}
-            Some(&Scenario::Panic { cpu }) => pinned_main(KIND_PANIC, cpu as usize, cpu),
-            Some(&Scenario::Fault { fault, cpu }) => pinned_main(KIND_FAULT, fault as usize, cpu),
+            Some(&Scenario::Panic { cpu }) => pinned_main(ThreadKind::Panic, cpu as usize, cpu),
+            Some(&Scenario::Fault { fault, cpu }) => pinned_main(ThreadKind::Fault, fault as usize, cpu),
             Some(&Scenario::Pingpong { pairs, rounds }) => pingpong_main(pairs, rounds),
             None => {}
         },
-        KIND_SPINNER | KIND_PINNED => spinner(arg),
-        KIND_CHURN => churn_child(arg),
-        KIND_HANG => hang(),
-        KIND_BUSY => loop {
+        ThreadKind::Spinner | ThreadKind::Pinned => spinner(arg),
+        ThreadKind::Churn => churn_child(arg),
+        ThreadKind::Hang => hang(),
+        ThreadKind::Busy => loop {
             arch::sys_yield();
         },
-        KIND_CORECALLS => corecalls(arg),
+        ThreadKind::CoreCalls => corecalls(arg),
         #[cfg(not(target_arch = "arm"))]
-        KIND_PERIODIC => periodic(arg),
+        ThreadKind::Periodic => periodic(arg),
         #[cfg(not(target_arch = "arm"))]
-        KIND_LT_SPIN => lt_spinner(),
-        KIND_PING => ping(arg),
-        KIND_FAULT => fault(arg),
-        KIND_PONG => pong(arg),
-        KIND_PANIC => panic!(
+        ThreadKind::LatencySpinner => lt_spinner(),
+        ThreadKind::Ping => ping(arg),
+        ThreadKind::Fault => fault(arg),
+        ThreadKind::Pong => pong(arg),
+        ThreadKind::Panic => panic!(
             "scenario=panic: requested panic (thread pinned to CPU {}, on CPU {})",
             arg,
             arch::cpu_id()
         ),
-        _ => {}
+        // (The latency scenario is not built for the microcontrollers.)
+        #[cfg(target_arch = "arm")]
+        ThreadKind::Periodic | ThreadKind::LatencySpinner => {}
     }
 }
 
 /// Creates a thread of `kind` pinned to `cpu`.
-fn pinned_main(kind: usize, arg: usize, cpu: u32) {
-    if arch::sys_spawn(kind, arg, 0, 1 << cpu) < 0 {
+fn pinned_main(kind: ThreadKind, arg: usize, cpu: u32) {
+    if arch::sys_spawn(kind.number(), arg, 0, 1 << cpu) < 0 {
         defmt::error!("error: cannot create the thread for CPU {}", cpu);
         arch::exit(EXIT_FAILED);
     }
@@ -734,11 +770,11 @@ fn report_cpus(tag: &str, n: usize) {
         "{}: migrations {} (wakeup {}, placement {}, balance {}, active balance {}, affinity {})",
         tag,
         totals.migrations,
-        m[0],
-        m[1],
-        m[2],
-        m[3],
-        m[4]
+        m[MigrateReason::Wakeup.index()],
+        m[MigrateReason::Placement.index()],
+        m[MigrateReason::Balance.index()],
+        m[MigrateReason::ActiveBalance.index()],
+        m[MigrateReason::Affinity.index()]
     );
     for c in 0..n {
         let cc = sched::cpu_figures(c);
@@ -777,14 +813,14 @@ fn report_cpus(tag: &str, n: usize) {
             "{}: cpu {} balance outcomes: not designated {} balanced {} moved {} nothing detachable {} all pinned {} active balance {} (rounds: redirected {} retried {})",
             tag,
             c,
-            o[0],
-            o[1],
-            o[2],
-            o[3],
-            o[4],
-            o[5],
-            o[6],
-            o[7]
+            o[Outcome::NotDesignated.index()],
+            o[Outcome::Balanced.index()],
+            o[Outcome::Moved.index()],
+            o[Outcome::NothingDetachable.index()],
+            o[Outcome::AllPinned.index()],
+            o[Outcome::ActiveBalance.index()],
+            o[Outcome::Redirected.index()],
+            o[Outcome::Retried.index()]
         );
     }
     let deepest = (0..n).map(arch::exc_stack_high_water).max().unwrap_or(0);

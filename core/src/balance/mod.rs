@@ -76,6 +76,29 @@ pub enum Outcome {
 }
 
 impl Outcome {
+    /// Every outcome, in [`Outcome::index`] order: a port's per-outcome counters are an
+    /// array of `ALL.len()`.
+    pub const ALL: [Outcome; 8] = [
+        Outcome::NotDesignated,
+        Outcome::Balanced,
+        Outcome::Moved,
+        Outcome::NothingDetachable,
+        Outcome::AllPinned,
+        Outcome::ActiveBalance,
+        Outcome::Redirected,
+        Outcome::Retried,
+    ];
+
+    /// Its position in [`Outcome::ALL`].
+    ///
+    /// ```
+    /// use sched_core::Outcome;
+    /// assert!(Outcome::ALL.iter().enumerate().all(|(i, o)| o.index() == i));
+    /// ```
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
     /// Whether this record ends its pass (every pass has exactly one such record, its last).
     pub fn ends_pass(self) -> bool {
         !matches!(self, Outcome::Redirected | Outcome::Retried)

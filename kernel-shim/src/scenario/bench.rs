@@ -1,7 +1,19 @@
 //! The sysbench engine and the scenarios on it: `sysbench`, `wakeone`, `affinity`, `nice`; the
 //! spread tracking behind the host hooks `on_switch` and `on_tick`.
 
-use super::*;
+use portable_atomic::{
+    AtomicBool, AtomicU32, AtomicU64, AtomicU8,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
+
+use super::{
+    check_invariants, count_primes, mix, ncpus, record_latency, report_cpus, report_latency, since_t0,
+    ThreadKind, EXIT_FAILED, MAX_EVENTS, MAX_SPINNERS, NICE_MARGIN_PCT, SB_BARRIER, SB_CREATE_NS, SB_SEED,
+    SB_SETUP_NS, T0,
+};
+use crate::arch::{self, MAX_CPUS};
+use crate::kprintln;
+use crate::sched;
 
 static SB_THREADS: AtomicU32 = AtomicU32::new(0);
 static SB_EVENTS: AtomicU32 = AtomicU32::new(0);
@@ -126,8 +138,8 @@ fn all_cpus() -> u64 {
 }
 
 /// Spawns worker `i` (the sysbench worker loop) and records its slot.
-fn spawn_worker(i: u32, kind: usize, nice: i32, affinity: u64) {
-    let slot = arch::sys_spawn(kind, i as usize, nice, affinity);
+fn spawn_worker(i: u32, kind: ThreadKind, nice: i32, affinity: u64) {
+    let slot = arch::sys_spawn(kind.number(), i as usize, nice, affinity);
     if slot < 0 {
         defmt::error!("{}: FAIL cannot create thread {}", tag(), i);
         arch::exit(EXIT_FAILED);
@@ -168,11 +180,11 @@ pub(super) fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, n
     match mode {
         Mode::Sysbench => (0..threads).for_each(|i| {
             busy_for(SB_CREATE_NS.load(Relaxed));
-            spawn_worker(i, KIND_SPINNER, 0, u64::MAX)
+            spawn_worker(i, ThreadKind::Spinner, 0, u64::MAX)
         }),
         Mode::Wakeone => {
             kprintln!("wakeone: creating the threads pinned to CPU 0, then widening them to all CPUs");
-            (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, 1));
+            (0..threads).for_each(|i| spawn_worker(i, ThreadKind::Spinner, 0, 1));
             for i in 0..threads {
                 let slot = SB_SLOTS[i as usize].load(Relaxed) as usize;
                 if !arch::sys_set_affinity(slot, all_cpus()) {
@@ -183,13 +195,13 @@ pub(super) fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, n
             kprintln!("wakeone: all {} threads widened at {} us", threads, since_t0() / 1000);
         }
         Mode::Affinity => {
-            (0..threads).for_each(|i| spawn_worker(i, KIND_SPINNER, 0, u64::MAX));
+            (0..threads).for_each(|i| spawn_worker(i, ThreadKind::Spinner, 0, u64::MAX));
             let mut i = threads;
             for &(cpu, count) in AFF_PINNED.iter() {
                 let cpu = cpu.min(n - 1);
                 kprintln!("affinity: {} threads pinned to CPU {}", count, cpu);
                 for _ in 0..count {
-                    spawn_worker(i, KIND_PINNED, 0, 1 << cpu);
+                    spawn_worker(i, ThreadKind::Pinned, 0, 1 << cpu);
                     i += 1;
                 }
             }
@@ -207,7 +219,7 @@ pub(super) fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, n
                 cpu
             );
             for i in 0..threads {
-                spawn_worker(i, KIND_SPINNER, if i < half { 0 } else { nice as i32 }, 1 << cpu);
+                spawn_worker(i, ThreadKind::Spinner, if i < half { 0 } else { nice as i32 }, 1 << cpu);
             }
         }
     }
@@ -538,9 +550,10 @@ pub fn on_switch(cpu: usize, now: u64, kind: Option<usize>) {
     if !ACTIVE.load(Acquire) {
         return;
     }
-    let spinner = kind == Some(KIND_SPINNER);
+    let kind = kind.and_then(ThreadKind::from_number);
+    let spinner = kind == Some(ThreadKind::Spinner);
     RUNS_SPINNER[cpu].store(spinner, Relaxed);
-    if kind.is_some_and(|k| k != KIND_MAIN) && FIRST_ANY[cpu].load(Relaxed) == 0 {
+    if kind.is_some_and(|k| k != ThreadKind::Main) && FIRST_ANY[cpu].load(Relaxed) == 0 {
         FIRST_ANY[cpu].store(now.saturating_sub(T0.load(Relaxed)).max(1), Relaxed);
     }
     if spinner && FIRST_SPINNER[cpu].load(Relaxed) == 0 {

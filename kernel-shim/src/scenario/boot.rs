@@ -1,6 +1,9 @@
 //! The `boot` scenario: every CPU online and ticking, an IPI to each CPU and back.
 
-use super::*;
+use super::{check_invariants, ncpus, wait_until, EXIT_FAILED};
+use crate::arch::{self, MAX_CPUS};
+use crate::kprintln;
+use crate::sched;
 
 pub(super) fn boot() {
     // kmain starts scenarios only once every CPU is online.

@@ -1,7 +1,18 @@
 //! The `churn` scenario: random spawn/exit/park/unpark/yield/sleep; every thread starts and
 //! exits exactly once.
 
-use super::*;
+use portable_atomic::{
+    AtomicBool, AtomicU32,
+    Ordering::{AcqRel, Acquire, Relaxed, Release, SeqCst},
+};
+
+use super::{
+    check_invariants, count_primes, mix, ncpus, report_cpus, since_t0, wait_with, ThreadKind, EXIT_FAILED,
+    SB_SEED, T0,
+};
+use crate::arch;
+use crate::kprintln;
+use crate::sched;
 
 /// Serial numbers of churn threads: one per live thread, reused once its thread has exited,
 /// so a run of any length never runs out (more than the threads that can be alive at once).
@@ -80,7 +91,7 @@ fn churn_spawn() -> bool {
         .find(|&s| CH_HELD[s].compare_exchange(false, true, Acquire, Relaxed).is_ok());
     let spawned = serial.is_some_and(|s| {
         CH_SPAWNED[s].fetch_add(1, Relaxed);
-        if arch::sys_spawn(KIND_CHURN, s, 0, u64::MAX) < 0 {
+        if arch::sys_spawn(ThreadKind::Churn.number(), s, 0, u64::MAX) < 0 {
             CH_SPAWNED[s].fetch_sub(1, Relaxed);
             CH_HELD[s].store(false, Release);
             return false;

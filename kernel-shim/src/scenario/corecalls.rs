@@ -1,13 +1,16 @@
 //! The `corecalls` scenario: core calls from threads while ticks take the same locks.
 
-use super::*;
+use super::{check_invariants, ncpus, ThreadKind, EXIT_FAILED};
+use crate::arch;
+use crate::kprintln;
+use crate::sched;
 
 pub(super) fn corecalls_main(rounds: u32) {
     let n = ncpus();
     kprintln!("corecalls: {} threads, {} calls each, hz={}", n, rounds, sched::hz());
     let mut slots = 0u64;
     for cpu in 0..n {
-        let slot = arch::sys_spawn(KIND_CORECALLS, rounds as usize, 0, 1 << cpu);
+        let slot = arch::sys_spawn(ThreadKind::CoreCalls.number(), rounds as usize, 0, 1 << cpu);
         if slot < 0 {
             defmt::error!("corecalls: FAIL cannot create the thread for CPU {}", cpu);
             arch::exit(EXIT_FAILED);

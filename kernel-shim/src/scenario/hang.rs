@@ -1,6 +1,9 @@
 //! The `hang` scenario: a thread spins with IRQs masked until the watchdog fires.
 
-use super::*;
+use super::{ncpus, ThreadKind, EXIT_FAILED};
+use crate::arch;
+use crate::kprintln;
+use crate::sched;
 
 pub(super) fn hang_main(cpu: u32) {
     let n = ncpus() as u32;
@@ -11,7 +14,9 @@ pub(super) fn hang_main(cpu: u32) {
         other,
         sched::EXIT_WATCHDOG
     );
-    if arch::sys_spawn(KIND_BUSY, 0, 0, 1 << other) < 0 || arch::sys_spawn(KIND_HANG, 0, 0, 1 << cpu) < 0 {
+    if arch::sys_spawn(ThreadKind::Busy.number(), 0, 0, 1 << other) < 0
+        || arch::sys_spawn(ThreadKind::Hang.number(), 0, 0, 1 << cpu) < 0
+    {
         defmt::error!("hang: FAIL cannot create the threads");
         arch::exit(EXIT_FAILED);
     }

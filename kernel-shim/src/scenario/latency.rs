@@ -4,7 +4,16 @@
 //! reports the wake-to-run times (mean, p50, p99, max) and CPU shares: the experiment of
 //! `cargo xsim ab --workload latency`, on the emulated machine.
 
-use super::*;
+use portable_atomic::{
+    AtomicBool, AtomicU32, AtomicU64,
+    Ordering::{Relaxed, SeqCst},
+};
+use sched_core::Features;
+
+use super::{check_invariants, count_primes, ncpus, Latency, Policies, ThreadKind, EXIT_FAILED};
+use crate::arch;
+use crate::kprintln;
+use crate::sched;
 
 /// Most wake-to-run samples kept per phase.
 const LT_SAMPLES: usize = 8192;
@@ -60,15 +69,18 @@ fn phase(name: &str, l: &Latency) -> bool {
     LT_COUNT.store(0, SeqCst);
     let (mut spinners, mut periodic) = (0u64, [0u64; 2]);
     for i in 0..l.spinners + l.periodic {
-        let (kind, arg) =
-            if i < l.spinners { (KIND_LT_SPIN, 0) } else { (KIND_PERIODIC, (i - l.spinners) as usize) };
-        let slot = arch::sys_spawn(kind, arg, 0, u64::MAX);
+        let (kind, arg) = if i < l.spinners {
+            (ThreadKind::LatencySpinner, 0)
+        } else {
+            (ThreadKind::Periodic, (i - l.spinners) as usize)
+        };
+        let slot = arch::sys_spawn(kind.number(), arg, 0, u64::MAX);
         if slot < 0 {
             defmt::error!("latency: FAIL cannot create thread {}", i);
             return false;
         }
         match kind {
-            KIND_LT_SPIN => spinners |= 1 << slot,
+            ThreadKind::LatencySpinner => spinners |= 1 << slot,
             _ => periodic[if arg.is_multiple_of(2) { 1 } else { 0 }] |= 1 << slot,
         }
     }

@@ -1,6 +1,18 @@
 //! The `pingpong` scenario: pairs of threads wake each other through park/unpark.
 
-use super::*;
+use portable_atomic::{
+    AtomicBool, AtomicU32,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
+use sched_core::MigrateReason;
+
+use super::{
+    check_invariants, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_FAILED, MAX_PAIRS,
+    T0,
+};
+use crate::arch;
+use crate::kprintln;
+use crate::sched;
 
 static PP_PAIRS: AtomicU32 = AtomicU32::new(0);
 static PP_ROUNDS: AtomicU32 = AtomicU32::new(0);
@@ -17,8 +29,8 @@ pub(super) fn pingpong_main(pairs: u32, rounds: u32) {
     kprintln!("pingpong: {} pairs, {} round trips each, {} CPUs, hz={}", pairs, rounds, ncpus(), sched::hz());
     T0.store(arch::now_ns(), Release);
     for (i, slots) in PP_SLOT.iter().enumerate().take(pairs as usize) {
-        for (side, kind) in [KIND_PING, KIND_PONG].into_iter().enumerate() {
-            let slot = arch::sys_spawn(kind, i, 0, u64::MAX);
+        for (side, kind) in [ThreadKind::Ping, ThreadKind::Pong].into_iter().enumerate() {
+            let slot = arch::sys_spawn(kind.number(), i, 0, u64::MAX);
             if slot < 0 {
                 defmt::error!("pingpong: FAIL cannot create thread {} of pair {}", side, i);
                 arch::exit(EXIT_FAILED);
@@ -88,7 +100,7 @@ fn pingpong_finished() {
         "pingpong: wakee placement: {} wakeups, {} onto an idle CPU, {} moved to another CPU",
         sched::totals().wakeups,
         sched::totals().wakeups_onto_idle,
-        sched::totals().migrations_by_reason[0]
+        sched::totals().migrations_by_reason[MigrateReason::Wakeup.index()]
     );
     report_latency("pingpong", "round trip", pairs * rounds);
     ok &= check_invariants("pingpong");
