@@ -8,6 +8,7 @@ use std::fmt::Write;
 const ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
 const STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
 const SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
+const WATCHDOG: &str = include_str!("../../kernel-shim/src/sched/watchdog.rs");
 const SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
 const CORE_LIMITS: &str = include_str!("../../core/src/limits.rs");
 
@@ -29,9 +30,9 @@ const CONSTANTS: &[(&str, &str, &str)] = &[
     ("the nice scenario's margin on the weight ratio (%)", SCENARIO, "NICE_MARGIN_PCT"),
     ("tick rates `hz=` takes", SCHED, "HZ_CHOICES"),
     ("default tick rate (the core's `DEFAULT_HZ`)", CORE_LIMITS, "DEFAULT_HZ"),
-    ("default watchdog (ticks; `watchdog=0` turns it off)", SCHED, "DEFAULT_WATCHDOG_TICKS"),
-    ("longest watchdog (`watchdog=`, ticks)", SCHED, "MAX_WATCHDOG_TICKS"),
-    ("exit code: the watchdog found a hung CPU", SCHED, "EXIT_WATCHDOG"),
+    ("default watchdog (ticks; `watchdog=0` turns it off)", WATCHDOG, "DEFAULT_WATCHDOG_TICKS"),
+    ("longest watchdog (`watchdog=`, ticks)", WATCHDOG, "MAX_WATCHDOG_TICKS"),
+    ("exit code: the watchdog found a hung CPU", WATCHDOG, "EXIT_WATCHDOG"),
     ("exit code: a bad boot line", SCENARIO, "EXIT_BAD_ARGS"),
 ];
 

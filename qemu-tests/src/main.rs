@@ -4,7 +4,7 @@
 //!   tests and the worked ports of PORTING.md), the lint gates (rustfmt,
 //!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
 //!   sched-core package tested unpacked (`package.rs`), the bare-metal builds of the core, the size budgets (`size::check`), then the QEMU suite and
-//!   its boot-line fuzz on the aarch64 kernel; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
+//!   its boot-line fuzz on every machine; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
 //!   only QEMU boots: the suite's cases (or the long ones) repeated.
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.

@@ -5,7 +5,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The machines the kernel is built for: QEMU `virt` of each architecture, 8 vCPUs.
+/// The machines the kernel is built for: QEMU `virt` on aarch64 and riscv64 (8 vCPUs unless a
+/// boot asks for more), and two microcontroller boards (one Cortex-M4, two Cortex-M33).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     /// aarch64 `virt` with a GICv3 and Cortex-A57s; the kernel at EL1.

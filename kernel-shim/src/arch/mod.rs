@@ -26,7 +26,11 @@
 //! `program_timer` (a 64-bit port: `slice.rs` arms the tick and the slices with it) or
 //! `timer_arm_at` and `timer_stop` (Cortex-M); `irq_save`, `irq_enable`, `relax` (riscv64; the others share
 //! `yield`); `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
-//! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack.
+//! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack. To this
+//! module alone it gives `set_percpu` and `percpu` (where the CPU keeps its per-CPU block's
+//! address) and, with soft IPIs (riscv64, Cortex-M), `IRQ_NUMBER_TIMER` and `IRQ_NUMBER_IPI`
+//! for `soft_ipi.rs`. The 64-bit ports share this module's `Frame`; Cortex-M has its own
+//! (`Frame`, `FRAME_SIZE`), being the only one whose hardware stacks part of it.
 #![allow(unsafe_code)]
 
 mod logger;

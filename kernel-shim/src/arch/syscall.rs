@@ -1,6 +1,6 @@
 //! System calls: how a kernel thread enters the scheduler. The numbers and the calls are the
 //! same on every machine; only the trap instruction differs (the port's `trap`: `svc #0` on
-//! aarch64, `ebreak` on riscv64), with the number in a register the port names.
+//! aarch64 and Cortex-M, `ebreak` on riscv64), with the number in a register the port names.
 
 use super::{trap, wfi};
 

@@ -42,7 +42,7 @@ pub(super) const LATENCY_CFS_FASTER: f64 = 4.0;
 /// ... and gives the periodic threads more CPU: the default-slice threads' share under CFS at
 /// least this many times EEVDF's (measured 6.27/5.18 = 1.21, 6.67/5.24 = 1.27).
 pub(super) const LATENCY_CFS_SHARE: f64 = 1.1;
-/// The kernel's exit code when the watchdog finds a hung CPU (`sched::EXIT_WATCHDOG`).
+/// The kernel's exit code when the watchdog finds a hung CPU (`sched::watchdog::EXIT_WATCHDOG`).
 pub(super) const EXIT_WATCHDOG: i32 = 5;
 /// The kernel's exit code for a bad command line (`scenario::EXIT_BAD_ARGS`).
 pub(crate) const EXIT_BAD_ARGS: i32 = 3;
@@ -392,7 +392,7 @@ mod tests {
     // The kernel is a bare-metal crate and cannot be a dependency of this host crate: its
     // constants are read from its source text.
     const KERNEL_MAIN: &str = include_str!("../../../kernel-shim/src/main.rs");
-    const KERNEL_SCHED: &str = include_str!("../../../kernel-shim/src/sched/mod.rs");
+    const KERNEL_WATCHDOG: &str = include_str!("../../../kernel-shim/src/sched/watchdog.rs");
     const KERNEL_SCENARIO: &str = include_str!("../../../kernel-shim/src/scenario.rs");
 
     /// A numeric `const` (its first definition).
@@ -415,7 +415,7 @@ mod tests {
             word.and_then(|v| v.parse().ok()).unwrap_or_else(|| panic!("no {key}= in {:?}", pingpong.args))
         };
         assert_eq!(2 * arg("pairs") * arg("rounds"), PINGPONG_UNPARKS);
-        assert_eq!(rust_const_u64(KERNEL_SCHED, "EXIT_WATCHDOG"), EXIT_WATCHDOG as u64);
+        assert_eq!(rust_const_u64(KERNEL_WATCHDOG, "EXIT_WATCHDOG"), EXIT_WATCHDOG as u64);
         assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_BAD_ARGS"), EXIT_BAD_ARGS as u64);
         assert!(
             KERNEL_MAIN.contains(&format!("arch::exit({EXIT_PANIC})")),
