@@ -1,24 +1,24 @@
 //! One load-balance pass over the machine (docs/linux-v5.7.md §4): `load_balance` itself —
 //! the rounds (first, redirected, redo), the failure, interval and active-balance bookkeeping
-//! around the decisions of [`crate::balance`], the group statistics it gathers — and the
-//! active-balance stopper. When passes run is `rebalance.rs`.
+//! around the decisions of [`crate::balance`], the group statistics it gathers. The
+//! active-balance stopper is `active.rs`; when passes run, `rebalance.rs`.
 
 use portable_atomic::Ordering::Relaxed;
 
 use crate::balance::busiest::{decide, pick_busiest, GroupDecision};
 use crate::balance::designate::should_we_balance;
-use crate::balance::imbalance::MigrationType;
-use crate::balance::migrate::{detach_one_task, DetachEnv, LbfFlags, NR_MIGRATE_BREAK};
+use crate::balance::imbalance::{Imbalance, MigrationType};
+use crate::balance::migrate::{DetachEnv, LbfFlags, NR_MIGRATE_BREAK};
 use crate::balance::queue::{find_busiest_queue, QueueEnv};
-use crate::balance::stats::{self, group_stats, CpuSnap, GroupInfo, SgStatus, StatsEnv};
+use crate::balance::stats::{group_stats, CpuSnap, GroupInfo, SgStatus, StatsEnv};
 use crate::balance::stats::{DomainEnv, SdStats};
 use crate::balance::{BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS};
 use crate::weights::saturate_u32;
 
 use super::{BalanceState, Smp};
 use crate::cpumask::CpuMask;
-use crate::platform::{EventKind, MigrateReason, Platform};
-use crate::table::Location;
+use crate::features::{Features, Tunables};
+use crate::platform::{EventKind, Platform};
 use crate::topology::{Level, SdFlags};
 use spin::RelaxStrategy;
 
@@ -37,6 +37,95 @@ pub(super) struct DomainView {
     pub(super) has_parent: bool,
     /// The span of the balancing CPU's own group at this level (empty if it has none).
     pub(super) local_span: CpuMask,
+}
+
+/// The fixed inputs of one balance pass: the balancing CPU, the domain, how idle it is, the
+/// time, the domain's parameters for the decisions, the tunables and features.
+struct PassEnv<'a> {
+    cpu: usize,
+    lvl: usize,
+    d: &'a DomainView,
+    idle: IdleType,
+    now: u64,
+    denv: DomainEnv,
+    tunables: Tunables,
+    features: Features,
+}
+
+impl PassEnv<'_> {
+    /// A new round's record towards `dst`, before anything is known.
+    fn record(&self, round: Round, dst: usize) -> BalanceRecord {
+        BalanceRecord {
+            cpu: self.cpu,
+            dst_cpu: dst,
+            round,
+            level: self.d.level,
+            idle: self.idle,
+            local: None,
+            busiest: None,
+            migration: None,
+            imbalance: 0,
+            busiest_cpu: None,
+            moved: 0,
+            pass_moved: 0,
+            outcome: Outcome::Balanced,
+            nr_balance_failed: 0,
+        }
+    }
+}
+
+/// What a pass carries from round to round.
+struct Pass {
+    /// The record of the round under way.
+    rec: BalanceRecord,
+    /// The CPUs still candidates (a redo leaves out a busiest CPU whose tasks were pinned).
+    cpus: CpuMask,
+    /// Where tasks go (a redirect moves it within the balancing CPU's group).
+    dst_cpu: usize,
+    /// `LBF_*` flags, carried over a redo.
+    flags: LbfFlags,
+    /// What the pass returns: tasks moved (Linux zeroes it on its balanced exits).
+    moved: u32,
+    /// Tasks moved in the current round and in the whole pass, for the records.
+    round_moved: u32,
+    pass_moved: u32,
+    /// Whether balancing goes on at the levels above.
+    continue_balancing: bool,
+}
+
+/// How a pass ends (Linux's labels: the balanced and pinned exits, or a settled pass).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Exit {
+    /// Nothing to do, or not this CPU's turn (`out_balanced`).
+    Balanced,
+    /// Every candidate's tasks were pinned (`out_all_pinned`).
+    AllPinned,
+    /// The busiest CPU's running task may not come here (`out_one_pinned`).
+    OnePinned,
+    /// Settled after a detach (or an attempt at one).
+    Done,
+}
+
+/// What follows a round's detach.
+enum Step {
+    /// Settle the pass (failure count, active balance, interval).
+    Settle,
+    /// Start over without the busiest CPU.
+    Redo,
+    /// The pass ends here.
+    End(Exit),
+}
+
+/// What a detach is asked to do: move `imbalance` from the candidates `cpus` to `dst`
+/// (whose group is `grpmask`), looking at most at `loop_max` tasks.
+pub(super) struct DetachAsk {
+    pub(super) dst: usize,
+    pub(super) grpmask: CpuMask,
+    pub(super) cpus: CpuMask,
+    pub(super) idle: IdleType,
+    pub(super) imbalance: Imbalance,
+    pub(super) flags: LbfFlags,
+    pub(super) loop_max: u32,
 }
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
@@ -81,39 +170,23 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         })
     }
 
-    fn asym_prefer(&self, a: u32, b: u32) -> bool {
+    pub(super) fn asym_prefer(&self, a: u32, b: u32) -> bool {
         let t = self.topology();
         t.asym_priority(a as usize) > t.asym_priority(b as usize)
     }
 
-    /// Statistics of every group of `cpu`'s domain `lvl` (`update_sd_lb_stats`), seen from
-    /// the destination `dst` (`cpu`, or a CPU of its group after a redirect).
-    #[allow(clippy::too_many_arguments)]
-    fn sd_stats(
-        &self,
-        cpu: usize,
-        dst: usize,
-        lvl: usize,
-        d: &DomainView,
-        idle: IdleType,
-        cpus: &CpuMask,
-        interval_ms: u64,
-        now: u64,
-    ) -> SdStats {
+    /// Statistics of every group of the pass's domain (`update_sd_lb_stats`), seen from the
+    /// destination `dst` (the balancing CPU, or a CPU of its group after a redirect).
+    fn sd_stats(&self, env: &PassEnv, dst: usize, cpus: &CpuMask, interval_ms: u64) -> SdStats {
+        let (cpu, lvl, d, idle) = (env.cpu, env.lvl, env.d, env.idle);
         let asym = |a: u32, b: u32| self.asym_prefer(a, b);
-        let env = StatsEnv {
+        let senv = StatsEnv {
             flags: d.flags,
             imbalance_pct: d.imbalance_pct,
             idle,
             dst_cpu: dst as u32,
             cpus,
             asym_prefer: &asym,
-        };
-        let denv = DomainEnv {
-            flags: d.flags,
-            imbalance_pct: d.imbalance_pct,
-            prefer_sibling: d.prefer_sibling,
-            idle,
         };
         let snap = |c: usize| self.snap(c);
         let mut sds = SdStats::default();
@@ -126,9 +199,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             let local = i == 0;
             if local
                 && (idle != IdleType::NewlyIdle
-                    || self.jiffies(now) >= self.sgc_of(*id).next_update.load(Relaxed))
+                    || self.jiffies(env.now) >= self.sgc_of(*id).next_update.load(Relaxed))
             {
-                self.update_group_capacity(cpu, dst, lvl, *id, interval_ms, now);
+                self.update_group_capacity(cpu, dst, lvl, *id, interval_ms, env.now);
             }
             let sgc = self.sgc_of(*id);
             let info = GroupInfo {
@@ -139,10 +212,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 imbalance: sgc.imbalance.load(Relaxed),
                 asym_prefer_cpu: *prefer,
             };
-            let s = group_stats(&env, &info, local, &snap, &mut status);
+            let s = group_stats(&senv, &info, local, &snap, &mut status);
             if local {
                 sds.local = s;
-            } else if pick_busiest(&denv, &sds.local, sds.busiest.as_ref(), &s, &asym) {
+            } else if pick_busiest(&env.denv, &sds.local, sds.busiest.as_ref(), &s, &asym) {
                 sds.busiest = Some(s);
             }
             sds.total_load += s.group_load;
@@ -196,6 +269,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `load_balance` of `cpu`'s domain `d` (level `lvl`). Returns (tasks moved, continue
     /// balancing upwards). Emits one [`BalanceRecord`] per round; the last ends the pass.
+    ///
+    /// A pass is rounds over a [`Pass`]: find the imbalance and the busiest CPU, detach from
+    /// it (which may redirect the destination within the round, or start the pass over
+    /// without a CPU whose tasks were all pinned), then settle the failure count, the
+    /// active balance and the interval.
     pub(super) fn load_balance_in(
         &self,
         bal: &mut BalanceState,
@@ -205,326 +283,289 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         idle: IdleType,
         now: u64,
     ) -> (u32, bool) {
-        let features = self.features();
-        let tunables = *self.rq(cpu).rq.tunables();
-        let fresh = |round: Round, dst: usize| BalanceRecord {
+        let env = PassEnv {
             cpu,
-            dst_cpu: dst,
-            round,
-            level: d.level,
+            lvl,
+            d,
             idle,
-            local: None,
-            busiest: None,
-            migration: None,
-            imbalance: 0,
-            busiest_cpu: None,
-            moved: 0,
-            pass_moved: 0,
-            outcome: Outcome::Balanced,
-            nr_balance_failed: 0,
-        };
-        let mut rec = fresh(Round::First, cpu);
-        let mut cpus = d.span.and(&self.online());
-        let dst_grpmask = d.local_span;
-        let mut dst_cpu = cpu;
-        let mut flags = LbfFlags::empty();
-        let mut moved = 0u32;
-        // What the records report: tasks moved in the current round and in the whole pass
-        // (`moved` is what the pass returns, which Linux zeroes on its balanced exits).
-        let mut round_moved = 0u32;
-        let mut pass_moved = 0u32;
-        let mut active = false;
-        let mut continue_balancing = true;
-        let mut busiest_cpu;
-        let mut imb;
-
-        enum Exit {
-            Balanced,
-            AllPinned,
-            OnePinned,
-            Done,
-        }
-
-        let exit = 'redo: loop {
-            // The destination may have been redirected by an earlier round: it is the one asked.
-            if !should_we_balance(dst_cpu, &dst_grpmask, idle, &cpus, &|c| self.snap(c).idle) {
-                continue_balancing = false;
-                rec.outcome = Outcome::NotDesignated;
-                break 'redo Exit::Balanced;
-            }
-            let interval_ms = bal.domains[lvl].balance_interval_ms;
-            let mut sds = self.sd_stats(cpu, dst_cpu, lvl, d, idle, &cpus, interval_ms, now);
-            rec.local = Some(sds.local.group_type);
-            rec.busiest = sds.busiest.map(|b| b.group_type);
-            let denv = DomainEnv {
+            now,
+            denv: DomainEnv {
                 flags: d.flags,
                 imbalance_pct: d.imbalance_pct,
                 prefer_sibling: d.prefer_sibling,
                 idle,
+            },
+            tunables: *self.rq(cpu).rq.tunables(),
+            features: self.features(),
+        };
+        let mut pass = Pass {
+            rec: env.record(Round::First, cpu),
+            cpus: d.span.and(&self.online()),
+            dst_cpu: cpu,
+            flags: LbfFlags::empty(),
+            moved: 0,
+            round_moved: 0,
+            pass_moved: 0,
+            continue_balancing: true,
+        };
+        let exit = loop {
+            let Some((imb, busiest)) = self.find_imbalance(&env, &mut pass, bal) else {
+                break Exit::Balanced;
             };
-            let GroupDecision::Imbalanced(found) = decide(&denv, &mut sds) else {
-                break 'redo Exit::Balanced;
-            };
-            imb = found;
-            rec.migration = Some(imb.kind);
-            rec.imbalance = imb.amount;
-            let Some(busiest) = sds.busiest else { break 'redo Exit::Balanced };
-            let qenv = QueueEnv {
-                flags: d.flags,
-                imbalance_pct: d.imbalance_pct,
-                dst_cpu: dst_cpu as u32,
-                migration_type: imb.kind,
-                imbalance: imb.amount,
-                features,
-            };
-            let Some(b) = find_busiest_queue(&qenv, &busiest.span, &cpus, &|c| self.snap(c)) else {
-                break 'redo Exit::Balanced;
-            };
-            busiest_cpu = b as usize;
-            rec.busiest_cpu = Some(b as usize);
-            let src_nr = self.snap(busiest_cpu).nr_running;
-            let mut denv_det = DetachEnv {
-                dst_cpu: dst_cpu as u32,
-                dst_nr_running: self.snap(dst_cpu).nr_running,
-                dst_grpmask,
-                cpus,
-                new_dst_cpu: dst_cpu as u32,
-                idle,
-                migration_type: imb.kind,
-                imbalance: imb.amount,
-                // Flags carry over a redo, as the kernel's env does.
-                flags,
-                loop_: 0,
-                loop_max: tunables.nr_migrate.min(src_nr),
-                loop_break: NR_MIGRATE_BREAK,
-                nr_balance_failed: bal.domains[lvl].nr_balance_failed,
-                cache_nice_tries: d.cache_nice_tries,
-                migration_cost_ns: tunables.migration_cost_ns,
-                features,
-            };
-            if src_nr > 1 && busiest_cpu != dst_cpu {
-                denv_det.flags |= LbfFlags::ALL_PINNED;
-                loop {
-                    let n = self.detach_attach(&mut denv_det, busiest_cpu, dst_cpu, now);
-                    moved += n;
-                    round_moved += n;
-                    pass_moved += n;
-                    if denv_det.flags.contains(LbfFlags::NEED_BREAK) {
-                        denv_det.flags.remove(LbfFlags::NEED_BREAK);
-                        continue;
-                    }
-                    // Some tasks may only run elsewhere in dst's group: retry with that CPU.
-                    if denv_det.flags.contains(LbfFlags::DST_PINNED) && denv_det.imbalance > 0 {
-                        rec.outcome = Outcome::Redirected;
-                        self.end_round(&mut rec, &mut round_moved, pass_moved, bal, lvl, now);
-                        denv_det.cpus.clear(dst_cpu);
-                        dst_cpu = denv_det.new_dst_cpu as usize;
-                        rec.round = Round::Redirected;
-                        rec.dst_cpu = dst_cpu;
-                        denv_det.dst_cpu = dst_cpu as u32;
-                        denv_det.dst_nr_running = self.snap(dst_cpu).nr_running;
-                        denv_det.flags.remove(LbfFlags::DST_PINNED);
-                        denv_det.loop_ = 0;
-                        denv_det.loop_break = NR_MIGRATE_BREAK;
-                        continue;
-                    }
-                    break;
-                }
-                flags = denv_det.flags;
-                cpus = denv_det.cpus;
-                // Pinning kept us from evening things out: tell the parent level.
-                if flags.contains(LbfFlags::SOME_PINNED) && denv_det.imbalance > 0 && d.has_parent {
-                    let pid = self.topology().groups(cpu, lvl + 1).next().map(|g| g.id);
-                    if let Some(pid) = pid {
-                        self.sgc_of(pid).imbalance.store(true, Relaxed);
-                    }
-                }
-                if flags.contains(LbfFlags::ALL_PINNED) {
-                    cpus.clear(busiest_cpu);
-                    if !cpus.is_subset_of(&dst_grpmask) {
-                        // Start over without the busiest CPU, towards the same destination.
-                        rec.outcome = Outcome::Retried;
-                        self.end_round(&mut rec, &mut round_moved, pass_moved, bal, lvl, now);
-                        rec = fresh(Round::Redo, dst_cpu);
-                        continue 'redo;
-                    }
-                    rec.outcome = Outcome::AllPinned;
-                    break 'redo Exit::AllPinned;
-                }
+            match self.detach_round(&env, &mut pass, bal, imb, busiest) {
+                Step::Settle => break self.settle(&env, &mut pass, bal, imb.kind, busiest),
+                Step::Redo => {}
+                Step::End(exit) => break exit,
             }
-            let db = &mut bal.domains[lvl];
-            if moved == 0 {
-                rec.outcome = Outcome::NothingDetachable;
-                if idle != IdleType::NewlyIdle {
-                    db.nr_balance_failed += 1;
-                }
-                let voluntary = self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu);
-                if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
-                    let mut st = self.rq(busiest_cpu);
-                    let curr_allowed =
-                        st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).allows(cpu));
-                    if !curr_allowed {
-                        drop(st);
-                        flags |= LbfFlags::ALL_PINNED;
-                        rec.outcome = Outcome::AllPinned;
-                        break 'redo Exit::OnePinned;
-                    }
-                    if !st.active_balance {
-                        st.active_balance = true;
-                        st.push_cpu = cpu as u32;
-                        // The stopper preempts whatever runs there, as Linux's stop
-                        // thread does: a port reschedules only while need_resched is set.
-                        st.rq.resched_curr();
-                        active = true;
-                    }
+        };
+        self.end_pass(&env, &mut pass, bal, exit);
+        (pass.moved, pass.continue_balancing)
+    }
+
+    /// A round's first half: whether the destination balances this domain at all
+    /// (`should_we_balance`), the domain's statistics, the imbalance and the busiest CPU.
+    /// `None`: balanced (or not this CPU's turn), nothing to move.
+    // The rounds have one caller each and are inlined into it, so the pass compiles as one
+    // function: left to the compiler, one balance pass ran 7-10 % slower at 8 and 64 CPUs.
+    #[inline(always)]
+    fn find_imbalance(
+        &self,
+        env: &PassEnv,
+        pass: &mut Pass,
+        bal: &BalanceState,
+    ) -> Option<(Imbalance, usize)> {
+        let d = env.d;
+        let idle_of = |c: usize| self.snap(c).idle;
+        if !should_we_balance(pass.dst_cpu, &d.local_span, env.idle, &pass.cpus, &idle_of) {
+            pass.continue_balancing = false;
+            pass.rec.outcome = Outcome::NotDesignated;
+            return None;
+        }
+        let interval_ms = bal.domains[env.lvl].balance_interval_ms;
+        let mut sds = self.sd_stats(env, pass.dst_cpu, &pass.cpus, interval_ms);
+        pass.rec.local = Some(sds.local.group_type);
+        pass.rec.busiest = sds.busiest.map(|b| b.group_type);
+        let GroupDecision::Imbalanced(imb) = decide(&env.denv, &mut sds) else { return None };
+        pass.rec.migration = Some(imb.kind);
+        pass.rec.imbalance = imb.amount;
+        let busiest = sds.busiest?;
+        let qenv = QueueEnv {
+            flags: d.flags,
+            imbalance_pct: d.imbalance_pct,
+            dst_cpu: pass.dst_cpu as u32,
+            migration_type: imb.kind,
+            imbalance: imb.amount,
+            features: env.features,
+        };
+        let b = find_busiest_queue(&qenv, &busiest.span, &pass.cpus, &|c| self.snap(c))? as usize;
+        pass.rec.busiest_cpu = Some(b);
+        Some((imb, b))
+    }
+
+    /// A round's second half: detach from `busiest` towards the destination, redirecting it
+    /// to another CPU of its group when the tasks left may only run there (LBF_DST_PINNED,
+    /// a new round); when every task was pinned (LBF_ALL_PINNED), start over without
+    /// `busiest` or end the pass.
+    #[inline(always)]
+    fn detach_round(
+        &self,
+        env: &PassEnv,
+        pass: &mut Pass,
+        bal: &BalanceState,
+        imb: Imbalance,
+        busiest: usize,
+    ) -> Step {
+        let d = env.d;
+        let src_nr = self.snap(busiest).nr_running;
+        if src_nr <= 1 || busiest == pass.dst_cpu {
+            return Step::Settle;
+        }
+        let ask = DetachAsk {
+            dst: pass.dst_cpu,
+            grpmask: d.local_span,
+            cpus: pass.cpus,
+            idle: env.idle,
+            imbalance: imb,
+            // Flags carry over a redo, as the kernel's env does.
+            flags: pass.flags | LbfFlags::ALL_PINNED,
+            loop_max: env.tunables.nr_migrate.min(src_nr),
+        };
+        let mut det =
+            self.detach_env(ask, bal.domains[env.lvl].nr_balance_failed, d.cache_nice_tries, &env.tunables);
+        loop {
+            let n = self.detach_attach(&mut det, busiest, pass.dst_cpu, env.now);
+            pass.moved += n;
+            pass.round_moved += n;
+            pass.pass_moved += n;
+            if det.flags.contains(LbfFlags::NEED_BREAK) {
+                det.flags.remove(LbfFlags::NEED_BREAK);
+                continue;
+            }
+            // Some tasks may only run elsewhere in dst's group: go on with that CPU.
+            if det.flags.contains(LbfFlags::DST_PINNED) && det.imbalance > 0 {
+                pass.rec.outcome = Outcome::Redirected;
+                self.end_round(env, pass, bal);
+                det.cpus.clear(pass.dst_cpu);
+                pass.dst_cpu = det.new_dst_cpu as usize;
+                pass.rec.round = Round::Redirected;
+                pass.rec.dst_cpu = pass.dst_cpu;
+                det.dst_cpu = pass.dst_cpu as u32;
+                det.dst_nr_running = self.snap(pass.dst_cpu).nr_running;
+                det.flags.remove(LbfFlags::DST_PINNED);
+                det.loop_ = 0;
+                det.loop_break = NR_MIGRATE_BREAK;
+                continue;
+            }
+            break;
+        }
+        pass.flags = det.flags;
+        pass.cpus = det.cpus;
+        // Pinning kept us from evening things out: tell the parent level.
+        if pass.flags.contains(LbfFlags::SOME_PINNED) && det.imbalance > 0 && d.has_parent {
+            self.set_parent_imbalance(env, true);
+        }
+        if !pass.flags.contains(LbfFlags::ALL_PINNED) {
+            return Step::Settle;
+        }
+        pass.cpus.clear(busiest);
+        if pass.cpus.is_subset_of(&d.local_span) {
+            pass.rec.outcome = Outcome::AllPinned;
+            return Step::End(Exit::AllPinned);
+        }
+        // Start over without the busiest CPU, towards the same destination.
+        pass.rec.outcome = Outcome::Retried;
+        self.end_round(env, pass, bal);
+        pass.rec = env.record(Round::Redo, pass.dst_cpu);
+        Step::Redo
+    }
+
+    /// After the detach: the domain's failure count, the active balance when detaching
+    /// failed too often (or is called for at once), and the balance interval.
+    #[inline(always)]
+    fn settle(
+        &self,
+        env: &PassEnv,
+        pass: &mut Pass,
+        bal: &mut BalanceState,
+        kind: MigrationType,
+        busiest: usize,
+    ) -> Exit {
+        let (cpu, d, idle) = (env.cpu, env.d, env.idle);
+        let db = &mut bal.domains[env.lvl];
+        let mut active = false;
+        if pass.moved == 0 {
+            pass.rec.outcome = Outcome::NothingDetachable;
+            if idle != IdleType::NewlyIdle {
+                db.nr_balance_failed += 1;
+            }
+            let voluntary = self.voluntary_active_balance(d, idle, kind, busiest, pass.dst_cpu);
+            if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
+                let mut st = self.rq(busiest);
+                let curr_allowed = st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).allows(cpu));
+                if !curr_allowed {
                     drop(st);
-                    if active {
-                        self.platform.run_stopper(busiest_cpu);
-                        rec.outcome = Outcome::ActiveBalance;
-                    }
-                    // Kicked: let the stopper move even a cache-hot task.
-                    db.nr_balance_failed = d.cache_nice_tries + 1;
+                    pass.flags |= LbfFlags::ALL_PINNED;
+                    pass.rec.outcome = Outcome::AllPinned;
+                    return Exit::OnePinned;
                 }
-            } else {
-                rec.outcome = Outcome::Moved;
+                if !st.active_balance {
+                    st.active_balance = true;
+                    st.push_cpu = cpu as u32;
+                    // The stopper preempts whatever runs there, as Linux's stop thread
+                    // does: a port reschedules only while need_resched is set.
+                    st.rq.resched_curr();
+                    active = true;
+                }
+                drop(st);
+                if active {
+                    self.platform.run_stopper(busiest);
+                    pass.rec.outcome = Outcome::ActiveBalance;
+                }
+                // Kicked: let the stopper move even a cache-hot task.
+                db.nr_balance_failed = d.cache_nice_tries + 1;
+            }
+        } else {
+            pass.rec.outcome = Outcome::Moved;
+            db.nr_balance_failed = 0;
+        }
+        if !active || self.voluntary_active_balance(d, idle, kind, busiest, pass.dst_cpu) {
+            db.balance_interval_ms = d.min_interval_ms;
+        } else if db.balance_interval_ms < d.max_interval_ms {
+            db.balance_interval_ms *= 2;
+        }
+        Exit::Done
+    }
+
+    /// The end of a pass: on its balanced and pinned exits, the parent's imbalance flag, the
+    /// failure count and the interval back-off (Linux's `out_balanced`, `out_one_pinned`);
+    /// then the last round's record.
+    #[inline(always)]
+    fn end_pass(&self, env: &PassEnv, pass: &mut Pass, bal: &mut BalanceState, exit: Exit) {
+        let d = env.d;
+        if exit != Exit::Done {
+            if exit == Exit::Balanced && d.has_parent && !pass.flags.contains(LbfFlags::ALL_PINNED) {
+                self.set_parent_imbalance(env, false);
+            }
+            let db = &mut bal.domains[env.lvl];
+            if exit != Exit::OnePinned {
                 db.nr_balance_failed = 0;
             }
-            if !active || self.voluntary_active_balance(d, idle, imb.kind, busiest_cpu, dst_cpu) {
-                db.balance_interval_ms = d.min_interval_ms;
-            } else if db.balance_interval_ms < d.max_interval_ms {
+            pass.moved = 0;
+            if env.idle != IdleType::NewlyIdle
+                && ((pass.flags.contains(LbfFlags::ALL_PINNED)
+                    && db.balance_interval_ms < MAX_PINNED_INTERVAL_MS)
+                    || db.balance_interval_ms < d.max_interval_ms)
+            {
                 db.balance_interval_ms *= 2;
             }
-            break 'redo Exit::Done;
-        };
-        let db = &mut bal.domains[lvl];
-        match exit {
-            Exit::Done => {}
-            Exit::Balanced | Exit::AllPinned | Exit::OnePinned => {
-                if matches!(exit, Exit::Balanced) && d.has_parent && !flags.contains(LbfFlags::ALL_PINNED) {
-                    let pid = self.topology().groups(cpu, lvl + 1).next().map(|g| g.id);
-                    if let Some(pid) = pid {
-                        self.sgc_of(pid).imbalance.store(false, Relaxed);
-                    }
-                }
-                if !matches!(exit, Exit::OnePinned) {
-                    db.nr_balance_failed = 0;
-                }
-                moved = 0;
-                if idle != IdleType::NewlyIdle
-                    && ((flags.contains(LbfFlags::ALL_PINNED)
-                        && db.balance_interval_ms < MAX_PINNED_INTERVAL_MS)
-                        || db.balance_interval_ms < d.max_interval_ms)
-                {
-                    db.balance_interval_ms *= 2;
-                }
-            }
         }
-        self.end_round(&mut rec, &mut round_moved, pass_moved, bal, lvl, now);
-        (moved, continue_balancing)
+        self.end_round(env, pass, bal);
+    }
+
+    /// Sets or clears the imbalance flag of the balancing CPU's group one level up.
+    fn set_parent_imbalance(&self, env: &PassEnv, imbalanced: bool) {
+        let pid = self.topology().groups(env.cpu, env.lvl + 1).next().map(|g| g.id);
+        if let Some(pid) = pid {
+            self.sgc_of(pid).imbalance.store(imbalanced, Relaxed);
+        }
     }
 
     /// Emits the record of a round that ends now, with its outcome already set.
-    fn end_round(
-        &self,
-        rec: &mut BalanceRecord,
-        round_moved: &mut u32,
-        pass_moved: u32,
-        bal: &BalanceState,
-        lvl: usize,
-        now: u64,
-    ) {
-        rec.moved = *round_moved;
-        rec.pass_moved = pass_moved;
-        rec.nr_balance_failed = bal.domains[lvl].nr_balance_failed;
-        self.emit(now, rec.cpu, EventKind::Balance(*rec));
-        *round_moved = 0;
-        rec.moved = 0;
+    fn end_round(&self, env: &PassEnv, pass: &mut Pass, bal: &BalanceState) {
+        pass.rec.moved = pass.round_moved;
+        pass.rec.pass_moved = pass.pass_moved;
+        pass.rec.nr_balance_failed = bal.domains[env.lvl].nr_balance_failed;
+        self.emit(env.now, env.cpu, EventKind::Balance(pass.rec));
+        pass.round_moved = 0;
+        pass.rec.moved = 0;
     }
 
-    /// `voluntary_active_balance`: cases where pushing a running task is right even
-    /// without repeated failures.
-    fn voluntary_active_balance(
+    /// The detach environment for `ask`, with the domain's failure count and cache tries and
+    /// the machine's tunables: the one place a [`DetachEnv`] is built.
+    pub(super) fn detach_env(
         &self,
-        d: &DomainView,
-        idle: IdleType,
-        kind: MigrationType,
-        src: usize,
-        dst: usize,
-    ) -> bool {
-        if idle != IdleType::NotIdle && d.flags.asym_packing() && self.asym_prefer(dst as u32, src as u32) {
-            return true;
-        }
-        let (s, t) = (self.snap(src), self.snap(dst));
-        if idle != IdleType::NotIdle
-            && s.h_nr_running == 1
-            && stats::check_cpu_capacity(&s, d.imbalance_pct)
-            && s.capacity * (d.imbalance_pct as u64) < t.capacity * 100
-        {
-            return true;
-        }
-        kind == MigrationType::Misfit
-    }
-
-    /// The active-balance stopper on `cpu` (`active_load_balance_cpu_stop`): push one task
-    /// that may move to the CPU that asked. Runs from `finish_switch`, once the running
-    /// task was switched out.
-    pub(crate) fn active_balance_stop(&self, cpu: usize, now: u64) {
-        let target = {
-            let st = self.rq(cpu);
-            if !st.active_balance {
-                return;
-            }
-            st.push_cpu as usize
-        };
-        // The target's lowest balancing domain that contains this CPU.
-        let lvl = {
-            let topo = self.topology();
-            topo.domains(target).position(|d| d.flags.contains(SdFlags::LOAD_BALANCE) && d.span.contains(cpu))
-        };
-        let mut moved = None;
-        {
-            let mut bal = self.bal(target);
-            let mut st = self.rq(cpu);
-            if st.rq.nr_running() >= 1 && target != cpu {
-                if let Some(lvl) = lvl {
-                    let d = self.domain_view(target, lvl);
-                    let tun = *st.rq.tunables();
-                    let mut env = DetachEnv {
-                        dst_cpu: target as u32,
-                        dst_nr_running: self.snap(target).nr_running,
-                        dst_grpmask: CpuMask::single(target),
-                        cpus: CpuMask::single(target),
-                        new_dst_cpu: target as u32,
-                        idle: IdleType::Idle,
-                        migration_type: MigrationType::Task,
-                        imbalance: 1,
-                        flags: LbfFlags::DST_PINNED,
-                        loop_: 0,
-                        loop_max: tun.nr_migrate,
-                        loop_break: NR_MIGRATE_BREAK,
-                        nr_balance_failed: bal.domains[lvl].nr_balance_failed,
-                        cache_nice_tries: d.map(|d| d.cache_nice_tries).unwrap_or(0),
-                        migration_cost_ns: tun.migration_cost_ns,
-                        features: self.features(),
-                    };
-                    st.rq.update_clock(now);
-                    if let Some(e) = detach_one_task(&mut env, &mut st.rq.fair(self.pool())) {
-                        // Its slot here waits for it until it lands (see attach_moved).
-                        st.rq.reserve();
-                        if let Ok(te) = self.table().get_mut(e) {
-                            te.location = Location::InTransit { from: cpu as u16 };
-                        }
-                        bal.domains[lvl].nr_balance_failed = 0;
-                        moved = Some(e);
-                    }
-                }
-            }
-            st.active_balance = false;
-            st.rq.resched_curr();
-            self.after_update(cpu, &mut st);
-        }
-        if let Some(e) = moved {
-            self.attach_moved(e, cpu, target, now, MigrateReason::ActiveBalance);
+        ask: DetachAsk,
+        nr_balance_failed: u32,
+        cache_nice_tries: u32,
+        tunables: &Tunables,
+    ) -> DetachEnv {
+        DetachEnv {
+            dst_cpu: ask.dst as u32,
+            dst_nr_running: self.snap(ask.dst).nr_running,
+            dst_grpmask: ask.grpmask,
+            cpus: ask.cpus,
+            new_dst_cpu: ask.dst as u32,
+            idle: ask.idle,
+            migration_type: ask.imbalance.kind,
+            imbalance: ask.imbalance.amount,
+            flags: ask.flags,
+            loop_: 0,
+            loop_max: ask.loop_max,
+            loop_break: NR_MIGRATE_BREAK,
+            nr_balance_failed,
+            cache_nice_tries,
+            migration_cost_ns: tunables.migration_cost_ns,
+            features: self.features(),
         }
     }
 }

@@ -40,6 +40,7 @@
 //! not called [`Smp::finish_switch`]) is never migrated: its context may not be saved yet.
 //! A blocked task still `on_cpu` is woken in place, on its own CPU.
 
+mod active;
 mod invariants;
 mod lifecycle;
 mod load_balance;

@@ -94,6 +94,22 @@ pub(super) fn spread_one_per_cpu(b: &Boot) -> Result<(), String> {
     has(b, "one-per-CPU time")
 }
 
+/// Every worker did work: each `thread N did E events` line has E > 0 (and there is one).
+/// A CPU that holds a spinner but never runs it would pass the spread judges alone.
+pub(super) fn every_thread_worked(b: &Boot) -> Result<(), String> {
+    let mut seen = 0;
+    for l in b.lines.iter().filter(|l| l.contains(" did ") && l.contains(" events, cpu time")) {
+        seen += 1;
+        if qemu::number_after_in(l, " did ") == Some(0.0) {
+            return Err(format!("a thread did no work: {l}"));
+        }
+    }
+    if seen == 0 {
+        return Err("no `thread N did E events` line".to_string());
+    }
+    Ok(())
+}
+
 /// The spread-from-one-CPU case: the workers spread by balancing alone and the kernel's
 /// checks held.
 pub(super) fn wakeone_ok(b: &Boot) -> Result<(), String> {
@@ -357,6 +373,23 @@ mod tests {
         assert_eq!(thread_stack_headroom(&report(&[&line(1792)])), Ok(()));
         assert!(thread_stack_headroom(&report(&[&line(1793)])).is_err());
         assert_eq!(thread_stack_headroom(&report(&["0.1 c0 boot: ok"])), Ok(()));
+    }
+
+    /// A spinner that did no event fails the run, as does a report with no thread lines.
+    #[test]
+    fn every_thread_must_have_worked() {
+        let report = |lines: &[&str]| Boot {
+            code: Some(0),
+            lines: lines.iter().map(|l| l.to_string()).collect(),
+            timed_out: false,
+            wall: Duration::from_secs(1),
+        };
+        let line = |n: u32, e: u32| {
+            format!("0.15 c0 wakeone: thread {n} did {e} events, cpu time 148429 us, ran on CPUs 0b00000010")
+        };
+        assert_eq!(every_thread_worked(&report(&[&line(0, 476), &line(1, 524)])), Ok(()));
+        assert!(every_thread_worked(&report(&[&line(0, 0), &line(1, 1000)])).is_err());
+        assert!(every_thread_worked(&report(&["0.1 c0 wakeone: OK"])).is_err());
     }
 
     /// The latency judge on a real report (aarch64, deterministic) passes, and each of its
