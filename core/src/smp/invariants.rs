@@ -32,11 +32,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         in_flight: impl Fn() -> bool,
     ) -> Result<(), InvariantViolation> {
         let n = self.nr_cpus();
-        let mut guards: heapless::Vec<MutexGuard<'_, CpuState<Q>, R>, CPUS> =
-            (0..n).map(|c| self.rq(c)).collect();
+        let mut guards: heapless::Vec<Guard<'_, Q, R>, CPUS> = (0..n).map(|c| self.rq(c)).collect();
         let t = self.table();
-        let fail = |cpu: usize, what| Err(InvariantViolation { cpu, what, task: None });
-        let fail_t = |cpu: usize, what, t: TaskId| Err(InvariantViolation { cpu, what, task: Some(t) });
         let mut attached = 0usize;
         for (c, st) in guards.iter_mut().enumerate() {
             st.rq.check(self.pool())?;
@@ -52,45 +49,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             match e.location {
                 Location::OnCpu { cpu, slot } => {
                     on_cpu += 1;
-                    let c = cpu as usize;
-                    let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
-                    let Some(ent) = st.rq.entity_in(self.pool(), slot as u32).map(|e| e.get()) else {
-                        return fail(c, "table points at an empty slot");
-                    };
-                    if st.rq.task_at(slot as u32) != Some(id) {
-                        return fail_t(c, "runqueue slot holds another task", id);
-                    }
-                    let is_curr = st.rq.curr_slot() == Some(slot as u32);
-                    let out = st.rq.switching_out_slot() == Some(slot as u32);
-                    let ok = match e.state {
-                        TaskState::Running => is_curr && ent.on_rq,
-                        TaskState::Runnable => !is_curr && ent.on_rq,
-                        TaskState::Blocked | TaskState::Exiting => (is_curr || out) && !ent.on_rq,
-                        TaskState::Waking => false,
-                    };
-                    if !ok {
-                        return fail_t(c, "task state disagrees with its runqueue", id);
-                    }
-                    if !ent.affinity.contains(c) && !ent.on_cpu {
-                        return fail_t(c, "queued task on a CPU outside its affinity", id);
-                    }
+                    self.check_on_cpu(&guards, id, e.state, cpu as usize, slot as u32)?;
                 }
-                Location::Parked { cpu } => {
-                    let Some(entity) = self.pool().get(id) else {
-                        return fail_t(cpu as usize, "task beyond the entity pool", id);
-                    };
-                    if e.state != TaskState::Blocked || entity.on_rq || entity.on_cpu {
-                        return fail_t(cpu as usize, "parked task is not a blocked, idle entity", id);
-                    }
-                    // The lag a sleeper keeps was clamped when it left, and stays within the
-                    // bound (which reweights scale alike and a new slice re-clamps).
-                    #[cfg(feature = "eevdf")]
-                    if let Some(st) = guards.get(cpu as usize).filter(|st| st.rq.eevdf()) {
-                        if entity.vlag.unsigned_abs() > st.rq.lag_bound(&entity) as u64 {
-                            return fail_t(cpu as usize, "a sleeper's kept lag beyond its bound", id);
-                        }
-                    }
-                }
+                Location::Parked { cpu } => self.check_parked(&guards, id, e.state, cpu as usize)?,
                 Location::InTransit { from } => {
                     if !in_flight() {
                         return fail_t(from as usize, "task left in transit", id);
@@ -98,9 +59,86 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 }
             }
         }
-        // Every planned push has its slot reserved at its destination, and its task is still
-        // on its CPU. (A slot is reserved just before its push is recorded, so while other
-        // CPUs run, a destination may briefly hold more reservations than pushes.)
+        self.check_pushes(&guards)?;
+        if on_cpu != attached {
+            for (c, st) in guards.iter().enumerate() {
+                for (slot, id) in st.rq.attached() {
+                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, slot: n }) if cpu as usize == c && n == slot as u16);
+                    if !placed {
+                        return fail_t(c, "runqueue holds a task the table does not place there", id);
+                    }
+                }
+            }
+            return fail(0, "runqueues hold tasks the table does not place there");
+        }
+        Ok(())
+    }
+
+    /// A task the table places in slot `slot` of CPU `c`: the slot holds it, its state
+    /// agrees with the runqueue's, and it is queued only where its affinity allows.
+    fn check_on_cpu(
+        &self,
+        guards: &[Guard<'_, Q, R>],
+        id: TaskId,
+        state: TaskState,
+        c: usize,
+        slot: u32,
+    ) -> Result<(), InvariantViolation> {
+        let Some(st) = guards.get(c) else { return fail(c, "task on a CPU out of range") };
+        let Some(ent) = st.rq.entity_in(self.pool(), slot).map(|e| e.get()) else {
+            return fail(c, "table points at an empty slot");
+        };
+        if st.rq.task_at(slot) != Some(id) {
+            return fail_t(c, "runqueue slot holds another task", id);
+        }
+        let is_curr = st.rq.curr_slot() == Some(slot);
+        let out = st.rq.switching_out_slot() == Some(slot);
+        let ok = match state {
+            TaskState::Running => is_curr && ent.on_rq,
+            TaskState::Runnable => !is_curr && ent.on_rq,
+            TaskState::Blocked | TaskState::Exiting => (is_curr || out) && !ent.on_rq,
+            TaskState::Waking => false,
+        };
+        if !ok {
+            return fail_t(c, "task state disagrees with its runqueue", id);
+        }
+        if !ent.affinity.contains(c) && !ent.on_cpu {
+            return fail_t(c, "queued task on a CPU outside its affinity", id);
+        }
+        Ok(())
+    }
+
+    /// A task the table parks (last on CPU `cpu`): blocked, an idle entity, and (EEVDF) the
+    /// lag it keeps within its bound.
+    #[cfg_attr(not(feature = "eevdf"), allow(unused_variables))]
+    fn check_parked(
+        &self,
+        guards: &[Guard<'_, Q, R>],
+        id: TaskId,
+        state: TaskState,
+        cpu: usize,
+    ) -> Result<(), InvariantViolation> {
+        let Some(entity) = self.pool().get(id) else {
+            return fail_t(cpu, "task beyond the entity pool", id);
+        };
+        if state != TaskState::Blocked || entity.on_rq || entity.on_cpu {
+            return fail_t(cpu, "parked task is not a blocked, idle entity", id);
+        }
+        // The lag a sleeper keeps was clamped when it left, and stays within the bound
+        // (which reweights scale alike and a new slice re-clamps).
+        #[cfg(feature = "eevdf")]
+        if let Some(st) = guards.get(cpu).filter(|st| st.rq.eevdf()) {
+            if entity.vlag.unsigned_abs() > st.rq.lag_bound(&entity) as u64 {
+                return fail_t(cpu, "a sleeper's kept lag beyond its bound", id);
+            }
+        }
+        Ok(())
+    }
+
+    /// Every planned push has its slot reserved at its destination, and its task is still on
+    /// its CPU. (A slot is reserved just before its push is recorded, so while other CPUs
+    /// run, a destination may briefly hold more reservations than pushes.)
+    fn check_pushes(&self, guards: &[Guard<'_, Q, R>]) -> Result<(), InvariantViolation> {
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {
                 match st.rq.entity_in(self.pool(), p.slot).map(|e| e.get()) {
@@ -117,17 +155,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                 return fail(c, "a push is planned here without a reserved slot");
             }
         }
-        if on_cpu != attached {
-            for (c, st) in guards.iter().enumerate() {
-                for (slot, id) in st.rq.attached() {
-                    let placed = matches!(t.get(id).map(|e| e.location), Ok(Location::OnCpu { cpu, slot: n }) if cpu as usize == c && n == slot as u16);
-                    if !placed {
-                        return fail_t(c, "runqueue holds a task the table does not place there", id);
-                    }
-                }
-            }
-            return fail(0, "runqueues hold tasks the table does not place there");
-        }
         Ok(())
     }
+}
+
+/// A held runqueue lock, as the checker holds every CPU's.
+type Guard<'a, const Q: usize, R> = MutexGuard<'a, CpuState<Q>, R>;
+
+/// A violation on `cpu`.
+fn fail(cpu: usize, what: &'static str) -> Result<(), InvariantViolation> {
+    Err(InvariantViolation { cpu, what, task: None })
+}
+
+/// A violation on `cpu` that names task `t`.
+fn fail_t(cpu: usize, what: &'static str, t: TaskId) -> Result<(), InvariantViolation> {
+    Err(InvariantViolation { cpu, what, task: Some(t) })
 }

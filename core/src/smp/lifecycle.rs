@@ -1,7 +1,7 @@
-//! The task life cycle: create, block, wake, exit, exec, and changes of nice and affinity.
+//! The task life cycle: create, block, exit, exec, and changes of nice and affinity (the
+//! wakeup is `wakeup.rs`).
 //! Every call validates its input before it changes anything.
 
-use portable_atomic::Ordering::Relaxed;
 use spin::RelaxStrategy;
 
 use super::{update_avg, Move, Moved, Push, Smp};
@@ -83,7 +83,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Puts a task in transit (its entity in the pool) onto `cpu`'s runqueue (new task or
     /// wakeup), into the slot reserved for it with [`Smp::reserve_room`], and checks
     /// preemption.
-    fn activate_on(
+    pub(super) fn activate_on(
         &self,
         cpu: usize,
         now: u64,
@@ -136,169 +136,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         st.rq.resched_curr();
         self.after_update(cpu, &mut st);
         Ok(())
-    }
-
-    /// Wakes a blocked task; `cpu` is the waker's CPU. Returns the CPU it was queued on.
-    pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {
-        self.wake_with(cpu, now, id, WakeFlags::empty())
-    }
-
-    /// Wakes a blocked task with wakeup hints.
-    pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, wf: WakeFlags) -> Result<usize, SchedError> {
-        self.check_cpu(cpu)?;
-        loop {
-            // A parked task's entity is read under the table lock, which owns it.
-            let (entry, parked) = {
-                let t = self.table();
-                let entry = *t.get(id)?;
-                let parked = match entry.location {
-                    Location::Parked { .. } => self.pool().get(id),
-                    _ => None,
-                };
-                (entry, parked)
-            };
-            if entry.state != TaskState::Blocked {
-                if matches!(entry.state, TaskState::Waking) {
-                    core::hint::spin_loop();
-                    continue;
-                }
-                return Err(SchedError::InvalidState { task: id, state: entry.state });
-            }
-            match entry.location {
-                Location::InTransit { .. } => {
-                    core::hint::spin_loop();
-                    continue;
-                }
-                Location::OnCpu { cpu: c, slot } => {
-                    // Still on its CPU (current or being switched out): requeue it there.
-                    let c = c as usize;
-                    let mut st = self.rq(c);
-                    let mut t = self.table();
-                    if t.get(id).copied() != Ok(entry) {
-                        continue; // changed meanwhile
-                    }
-                    st.rq.update_clock(now);
-                    st.rq.fair(self.pool()).enqueue(slot as u32, EnqueueFlags::WAKEUP);
-                    let state = if st.rq.curr_slot() == Some(slot as u32) {
-                        TaskState::Running
-                    } else {
-                        TaskState::Runnable
-                    };
-                    if let Ok(e) = t.get_mut(id) {
-                        e.state = state;
-                    }
-                    drop(t);
-                    st.rq.fair(self.pool()).check_preempt_wakeup(slot as u32, wf);
-                    self.after_update(c, &mut st);
-                    let nr_running = st.rq.nr_running();
-                    drop(st);
-                    self.emit(now, c, EventKind::Waking { task: id, nr_running });
-                    return Ok(c);
-                }
-                Location::Parked { cpu: prev } => {
-                    let Some(entity) = parked else { return Err(SchedError::UnknownTask(id)) };
-                    // Refuse before changing anything if no allowed CPU has room.
-                    let allowed = entity.affinity.and(&self.online());
-                    if !allowed.iter().any(|c| self.rq(c).rq.has_room()) {
-                        return Err(SchedError::RunQueueFull);
-                    }
-                    // Take it out of the table for the trip, with its entity as it is now: a
-                    // renice meanwhile is kept; a new affinity starts over, as the room check
-                    // above used the old one.
-                    let mut e = {
-                        let mut t = self.table();
-                        let now_entity = self.pool().get(id);
-                        match (t.get_mut(id), now_entity) {
-                            (Ok(te), Some(e)) if *te == entry && e.affinity == entity.affinity => {
-                                te.state = TaskState::Waking;
-                                te.location = Location::InTransit { from: prev };
-                                e
-                            }
-                            _ => continue,
-                        }
-                    };
-                    let taken = e;
-                    let waker = self.record_wakee(cpu, id, now);
-                    let (target, affine) =
-                        self.select_cpu(cpu, &mut e, SelectFor::Wake(prev as u32), wf, waker);
-                    // Full: the previous CPU, else any allowed CPU with room; the slot is
-                    // reserved before anything about the task changes.
-                    let Some(target) = self.reserve_room(target, prev as usize, &allowed) else {
-                        let mut t = self.table();
-                        if let Ok(te) = t.get_mut(id) {
-                            *te = entry;
-                        }
-                        return Err(SchedError::RunQueueFull);
-                    };
-                    if affine {
-                        let mut st = self.rq(cpu);
-                        if let Some(n) = st.rq.curr_slot() {
-                            if let Some(w) = st.rq.fair(self.pool()).entity(n) {
-                                w.set_recent_used_cpu(cpu as u32);
-                            }
-                        }
-                    }
-                    let mut flags = EnqueueFlags::WAKEUP;
-                    // (On one CPU a task wakes where it slept: `CPUS > 1` says so to the
-                    // compiler.)
-                    let migrated = CPUS > 1 && target != prev as usize;
-                    // In transit: this call owns the cell.
-                    self.pool().put(id, e);
-                    if migrated {
-                        if let Some(cell) = self.pool().cell(id) {
-                            self.migrate_sleeping(cell, prev as usize);
-                        }
-                        flags |= EnqueueFlags::MIGRATED;
-                    }
-                    return match self.activate_on(target, now, id, flags, wf, false) {
-                        Ok(_) => {
-                            if migrated {
-                                let reason = MigrateReason::Wakeup;
-                                self.emit(
-                                    now,
-                                    target,
-                                    EventKind::Migrate { task: id, from: prev as usize, reason },
-                                );
-                            }
-                            let nr_running = self.stats(target).nr_running.load(Relaxed);
-                            self.emit(now, target, EventKind::Waking { task: id, nr_running });
-                            Ok(target)
-                        }
-                        Err(err) => {
-                            // Cannot happen (the slot was reserved): put it back to sleep.
-                            self.unreserve(target);
-                            let mut t = self.table();
-                            if let Ok(te) = t.get_mut(id) {
-                                *te = entry;
-                                self.pool().put(id, taken);
-                            }
-                            Err(err)
-                        }
-                    };
-                }
-            }
-        }
-    }
-
-    /// `record_wakee`: the task current on `cpu` wakes `wakee`; count a flip if it is not
-    /// the one it woke last (halving the count once a second). Returns what the wakeup
-    /// path needs of the waker.
-    fn record_wakee(&self, cpu: usize, wakee: TaskId, now: u64) -> Waker {
-        // Jiffies modulo 2^32, compared wrap-safe as Linux's time_after does.
-        let j = self.jiffies(now) as u32;
-        let hz = self.hz() as i32;
-        let mut st = self.rq(cpu);
-        let Some(n) = st.rq.curr_slot() else { return Waker::default() };
-        let Some(w) = st.rq.fair(self.pool()).entity(n) else { return Waker::default() };
-        if (j.wrapping_sub(w.wakee_flip_decay_ts()) as i32) > hz {
-            w.set_wakee_flips(w.wakee_flips() >> 1);
-            w.set_wakee_flip_decay_ts(j);
-        }
-        if w.last_wakee() != wakee {
-            w.set_last_wakee(wakee);
-            w.set_wakee_flips(w.wakee_flips() + 1);
-        }
-        Waker { flips: w.wakee_flips(), load: w.load_avg(), present: true }
     }
 
     /// A task exits: the task running on its CPU keeps it until `schedule`; any other
@@ -548,70 +385,77 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     return Ok(());
                 }
                 Location::OnCpu { cpu, slot } => {
-                    let c = cpu as usize;
-                    let (e, planned) = {
-                        let Some(st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.entity_in(self.pool(), slot as u32).map(|e| e.get()) else {
-                            continue;
-                        };
-                        (e, st.push_for(slot as u32))
-                    };
-                    // An exiting task never runs again, a planned move to a CPU the new mask
-                    // allows still fits, and a task the mask lets stay stays: only the mask
-                    // changes.
-                    let stays = mask.contains(c);
-                    let keep = entry.state == TaskState::Exiting
-                        || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
-                    if keep || stays {
-                        let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
-                        let Some(e) = st.rq.fair(self.pool()).entity(slot as u32) else { continue };
-                        e.set_affinity(mask);
-                        // Staying here, a push planned for it is no longer needed.
-                        let cancelled = if stays { st.take_push(slot as u32) } else { None };
-                        drop(st);
-                        if let Some(p) = cancelled {
-                            self.unreserve(p.dst as usize);
-                        }
-                        return Ok(());
+                    if let Some(done) = self.reaffine_placed(now, id, &entry, cpu as usize, slot as u32, mask)
+                    {
+                        return done;
                     }
-                    if e.on_cpu {
-                        // Running here (or being switched away from): it leaves once its
-                        // context is saved, into a slot reserved now.
-                        let mut probe = Entity { affinity: mask, ..e };
-                        let (choice, _) = self.select_cpu(
-                            c,
-                            &mut probe,
-                            SelectFor::Wake(c as u32),
-                            WakeFlags::empty(),
-                            Waker::default(),
-                        );
-                        let dst = self.reserve_room(choice, choice, &mask).ok_or(SchedError::RunQueueFull)?;
-                        let push = Push {
-                            slot: slot as u32,
-                            task: id,
-                            dst: dst as u32,
-                            reason: MigrateReason::Affinity,
-                        };
-                        if self.arm_push(c, now, push, Some(mask)) {
-                            return Ok(());
-                        }
-                        self.unreserve(dst);
-                        continue;
-                    }
-                    if !e.on_rq {
-                        core::hint::spin_loop();
-                        continue;
-                    }
-                    // Queued here: it moves now, its new mask set in the same step.
-                    let first = mask.first().unwrap_or(c);
-                    let how = Move::Reaffine(mask);
-                    return match self.move_to_room(c, id, slot as u32, first, &mask, how, now) {
-                        Moved::Yes => Ok(()),
-                        Moved::NoRoom => Err(SchedError::RunQueueFull),
-                        Moved::Changed => continue,
-                    };
                 }
             }
+        }
+    }
+
+    /// `set_affinity` of a task the table places in slot `slot` of CPU `c` (`entry`): the
+    /// mask alone changes if it may stay (or is exiting, or is already planned to move where
+    /// the mask allows); a running task is preempted and pushed once switched out, into a
+    /// slot reserved now; a queued one moves at once. `None`: its place changed since
+    /// `entry` was read; read it again.
+    fn reaffine_placed(
+        &self,
+        now: u64,
+        id: TaskId,
+        entry: &TaskEntry,
+        c: usize,
+        slot: u32,
+        mask: CpuMask,
+    ) -> Option<Result<(), SchedError>> {
+        let (e, planned) = {
+            let st = self.lock_placed(id, entry.location, c)?;
+            let e = st.rq.entity_in(self.pool(), slot).map(|e| e.get())?;
+            (e, st.push_for(slot))
+        };
+        // An exiting task never runs again, a planned move to a CPU the new mask allows still
+        // fits, and a task the mask lets stay stays: only the mask changes.
+        let stays = mask.contains(c);
+        let keep = entry.state == TaskState::Exiting
+            || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
+        if keep || stays {
+            let mut st = self.lock_placed(id, entry.location, c)?;
+            let e = st.rq.fair(self.pool()).entity(slot)?;
+            e.set_affinity(mask);
+            // Staying here, a push planned for it is no longer needed.
+            let cancelled = if stays { st.take_push(slot) } else { None };
+            drop(st);
+            if let Some(p) = cancelled {
+                self.unreserve(p.dst as usize);
+            }
+            return Some(Ok(()));
+        }
+        if e.on_cpu {
+            // Running here (or being switched away from): it leaves once its context is
+            // saved, into a slot reserved now.
+            let mut probe = Entity { affinity: mask, ..e };
+            let wake = SelectFor::Wake(c as u32);
+            let (choice, _) = self.select_cpu(c, &mut probe, wake, WakeFlags::empty(), Waker::default());
+            let Some(dst) = self.reserve_room(choice, choice, &mask) else {
+                return Some(Err(SchedError::RunQueueFull));
+            };
+            let push = Push { slot, task: id, dst: dst as u32, reason: MigrateReason::Affinity };
+            if self.arm_push(c, now, push, Some(mask)) {
+                return Some(Ok(()));
+            }
+            self.unreserve(dst);
+            return None;
+        }
+        if !e.on_rq {
+            core::hint::spin_loop();
+            return None;
+        }
+        // Queued here: it moves now, its new mask set in the same step.
+        let first = mask.first().unwrap_or(c);
+        match self.move_to_room(c, id, slot, first, &mask, Move::Reaffine(mask), now) {
+            Moved::Yes => Some(Ok(())),
+            Moved::NoRoom => Some(Err(SchedError::RunQueueFull)),
+            Moved::Changed => None,
         }
     }
 }

@@ -53,6 +53,7 @@ mod rebalance;
 mod switch;
 #[cfg(any(test, feature = "testing"))]
 mod testing;
+mod wakeup;
 
 #[cfg(not(feature = "internals"))]
 pub(crate) use nohz_state::Nohz;

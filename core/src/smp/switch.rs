@@ -103,31 +103,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if next.is_none() && st.idle_stamp == 0 {
             st.idle_stamp = now.max(1);
         }
-        // The switch's bookkeeping, prev's state, and the payloads, under one table lock.
-        let sw = {
-            let mut t = self.table();
-            let mut prev_state = None;
-            if let (Some(p), true) = (ids.0, prev != next) {
-                if let Ok(e) = t.get_mut(p) {
-                    if e.state == TaskState::Running {
-                        e.state = TaskState::Runnable;
-                    }
-                    prev_state = Some(e.state);
-                }
-            }
-            if let Some(n) = ids.1 {
-                if let Ok(e) = t.get_mut(n) {
-                    e.state = TaskState::Running;
-                }
-            }
-            // (A task on a runqueue is always in the table; NONE only guards the lookup.)
-            let payload = |id: TaskId| t.payload_or_none(id);
-            Switch {
-                prev: ids.0.zip(prev_state).map(|(id, s)| (id, s, payload(id))),
-                next: ids.1.map(|id| (id, payload(id))),
-                exited,
-            }
-        };
+        let sw = self.record_switch(ids, prev != next, exited);
         self.after_update(cpu, &mut st);
         drop(st);
         if prev != next {
@@ -135,6 +111,39 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             self.emit(now, cpu, EventKind::Switch { prev: ids.0, prev_state, next: ids.1 });
         }
         sw
+    }
+
+    /// The switch's bookkeeping under one table lock: prev (if it changes) leaves Running,
+    /// next is Running, and both come with their payloads. `ids`: (prev, next).
+    #[inline(always)]
+    fn record_switch(
+        &self,
+        ids: (Option<TaskId>, Option<TaskId>),
+        changes: bool,
+        exited: Option<(TaskId, P::Payload)>,
+    ) -> Switch<P::Payload> {
+        let mut t = self.table();
+        let mut prev_state = None;
+        if let (Some(p), true) = (ids.0, changes) {
+            if let Ok(e) = t.get_mut(p) {
+                if e.state == TaskState::Running {
+                    e.state = TaskState::Runnable;
+                }
+                prev_state = Some(e.state);
+            }
+        }
+        if let Some(n) = ids.1 {
+            if let Ok(e) = t.get_mut(n) {
+                e.state = TaskState::Running;
+            }
+        }
+        // (A task on a runqueue is always in the table; NONE only guards the lookup.)
+        let payload = |id: TaskId| t.payload_or_none(id);
+        Switch {
+            prev: ids.0.zip(prev_state).map(|(id, s)| (id, s, payload(id))),
+            next: ids.1.map(|id| (id, payload(id))),
+            exited,
+        }
     }
 
     /// Nothing to run: the CPU is about to idle. (Out of line on 32-bit targets: `schedule_on`
