@@ -356,40 +356,38 @@ mod tests {
     use super::*;
     use crate::qemu::Mode;
 
-    /// The thread-stack check passes a report within seven eighths of the stack (and one with
-    /// no thread report), and fails one beyond.
-    #[test]
-    fn thread_stacks_keep_an_eighth_free() {
-        let report = |lines: &[&str]| Boot {
+    /// A boot that exited 0 with these log lines.
+    fn boot_of(lines: &[&str]) -> Boot {
+        Boot {
             code: Some(0),
             lines: lines.iter().map(|l| l.to_string()).collect(),
             timed_out: false,
             wall: Duration::from_secs(1),
-        };
+        }
+    }
+
+    /// The thread-stack check passes a report within seven eighths of the stack (and one with
+    /// no thread report), and fails one beyond.
+    #[test]
+    fn thread_stacks_keep_an_eighth_free() {
         let line = |used: u32| {
             format!("0.15 c0 sysbench: thread stack high-water: {used} of 2048 bytes (deepest thread)")
         };
-        assert_eq!(thread_stack_headroom(&report(&[&line(1640)])), Ok(()));
-        assert_eq!(thread_stack_headroom(&report(&[&line(1792)])), Ok(()));
-        assert!(thread_stack_headroom(&report(&[&line(1793)])).is_err());
-        assert_eq!(thread_stack_headroom(&report(&["0.1 c0 boot: ok"])), Ok(()));
+        assert_eq!(thread_stack_headroom(&boot_of(&[&line(1640)])), Ok(()));
+        assert_eq!(thread_stack_headroom(&boot_of(&[&line(1792)])), Ok(()));
+        assert!(thread_stack_headroom(&boot_of(&[&line(1793)])).is_err());
+        assert_eq!(thread_stack_headroom(&boot_of(&["0.1 c0 boot: ok"])), Ok(()));
     }
 
     /// A spinner that did no event fails the run, as does a report with no thread lines.
     #[test]
     fn every_thread_must_have_worked() {
-        let report = |lines: &[&str]| Boot {
-            code: Some(0),
-            lines: lines.iter().map(|l| l.to_string()).collect(),
-            timed_out: false,
-            wall: Duration::from_secs(1),
-        };
         let line = |n: u32, e: u32| {
             format!("0.15 c0 wakeone: thread {n} did {e} events, cpu time 148429 us, ran on CPUs 0b00000010")
         };
-        assert_eq!(every_thread_worked(&report(&[&line(0, 476), &line(1, 524)])), Ok(()));
-        assert!(every_thread_worked(&report(&[&line(0, 0), &line(1, 1000)])).is_err());
-        assert!(every_thread_worked(&report(&["0.1 c0 wakeone: OK"])).is_err());
+        assert_eq!(every_thread_worked(&boot_of(&[&line(0, 476), &line(1, 524)])), Ok(()));
+        assert!(every_thread_worked(&boot_of(&[&line(0, 0), &line(1, 1000)])).is_err());
+        assert!(every_thread_worked(&boot_of(&["0.1 c0 wakeone: OK"])).is_err());
     }
 
     /// The latency judge on a real report (aarch64, deterministic) passes, and each of its
