@@ -24,8 +24,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Wakes a blocked task with wakeup hints.
     ///
     /// `try_to_wake_up`: read the task's entry, then wake it in place if it is still on its
-    /// CPU ([`Smp::wake_on_cpu`]), or choose a CPU for it and move it there if it is parked
-    /// ([`Smp::wake_parked`]). Either step retries from a fresh read when the entry changed
+    /// CPU (`wake_on_cpu`), or choose a CPU for it and move it there if it is parked
+    /// (`wake_parked`). Either step retries from a fresh read when the entry changed
     /// between the read and the locks.
     pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, wf: WakeFlags) -> Result<usize, SchedError> {
         self.check_cpu(cpu)?;
