@@ -1,0 +1,793 @@
+//! The encoded program: little-endian 32-bit words, bounded in every count, read in place.
+//!
+//! | words | what |
+//! |---|---|
+//! | 0–15 | header: magic, version, length in words, checksum (FNV-1a of every word after the header), `duration` (µs, two words), `calibration` (ns per loop), the counts of tasks, mutexes, condition variables, barriers, shared timers and per-thread timers, three reserved zeros |
+//! | then | each barrier's parties, one word each |
+//! | then | each task's offset (in words), one word each |
+//! | a task | instances, loops (-1: forever), delay (µs), CPU mask (two words; 0: every CPU), nice, phase count, name (four words), then its phases |
+//! | a phase | loops, CPU mask (two words; 0: the task's), event count, then its events, four words each: kind and three arguments |
+
+use crate::limits::{
+    MAX_CALIBRATION_NS, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS, MAX_PHASES,
+    MAX_RESOURCES, MAX_TASKS, MAX_WORDS, NAME_BYTES,
+};
+
+/// The first word of every program.
+pub const MAGIC: u32 = 0x5041_5452;
+/// The layout's version.
+pub const VERSION: u32 = 1;
+const HEADER: usize = 16;
+const TASK_HEADER: usize = 7 + NAME_BYTES / 4;
+const PHASE_HEADER: usize = 4;
+const EVENT_WORDS: usize = 4;
+
+/// A timer reference: a shared timer every thread naming it advances, or one of each thread's
+/// own (`unique…` refs in rt-app).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Timer {
+    /// Shared timer number `n`.
+    Shared(u16),
+    /// The thread's own timer number `n`.
+    PerThread(u16),
+}
+
+/// One step of a phase.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Busy work of `us` µs at the calibrated speed (`us * 1000 / calibration` loops).
+    Run {
+        /// Work in µs.
+        us: u32,
+    },
+    /// Busy work until `us` µs of wall time have passed.
+    Runtime {
+        /// Wall time in µs.
+        us: u32,
+    },
+    /// Sleep `us` µs from now.
+    Sleep {
+        /// Sleep in µs.
+        us: u32,
+    },
+    /// Sleep until the timer's next activation, `period_us` after its previous one.
+    Timer {
+        /// Which timer.
+        timer: Timer,
+        /// Its period in µs.
+        period_us: u32,
+        /// Absolute mode keeps the schedule after a miss; relative mode restarts it from now.
+        absolute: bool,
+    },
+    /// Wait until every party of barrier `n` has arrived.
+    Barrier(u16),
+    /// Take mutex `n`.
+    Lock(u16),
+    /// Release mutex `n`.
+    Unlock(u16),
+    /// Release `mutex`, wait for a signal on `cond`, take `mutex` again.
+    Wait {
+        /// The condition variable.
+        cond: u16,
+        /// The mutex held around the wait.
+        mutex: u16,
+    },
+    /// Wake one waiter of condition variable `n` (lost if none waits).
+    Signal(u16),
+    /// Wake every waiter of condition variable `n`.
+    Broad(u16),
+    /// Signal `cond`, then wait on it, holding `mutex` (a ping-pong step).
+    Sync {
+        /// The condition variable.
+        cond: u16,
+        /// The mutex held around the step.
+        mutex: u16,
+    },
+    /// Wait for a resume on condition variable `n`.
+    Suspend(u16),
+    /// Wake every thread suspended on condition variable `n`.
+    Resume(u16),
+    /// Give up the CPU once.
+    Yield,
+    /// Start one new thread of task `n`.
+    Fork(u16),
+}
+
+impl Event {
+    #[cfg(feature = "std")]
+    fn kind(&self) -> u32 {
+        match self {
+            Event::Run { .. } => 1,
+            Event::Runtime { .. } => 2,
+            Event::Sleep { .. } => 3,
+            Event::Timer { .. } => 4,
+            Event::Barrier(_) => 5,
+            Event::Lock(_) => 6,
+            Event::Unlock(_) => 7,
+            Event::Wait { .. } => 8,
+            Event::Signal(_) => 9,
+            Event::Broad(_) => 10,
+            Event::Sync { .. } => 11,
+            Event::Suspend(_) => 12,
+            Event::Resume(_) => 13,
+            Event::Yield => 14,
+            Event::Fork(_) => 15,
+        }
+    }
+
+    /// Its four words.
+    #[cfg(feature = "std")]
+    fn words(&self) -> [u32; EVENT_WORDS] {
+        let k = self.kind();
+        match *self {
+            Event::Run { us } | Event::Runtime { us } | Event::Sleep { us } => [k, us, 0, 0],
+            Event::Timer { timer, period_us, absolute } => {
+                let (n, per_thread) = match timer {
+                    Timer::Shared(n) => (n, 0),
+                    Timer::PerThread(n) => (n, 2),
+                };
+                [k, n as u32, period_us, absolute as u32 | per_thread]
+            }
+            Event::Barrier(n)
+            | Event::Lock(n)
+            | Event::Unlock(n)
+            | Event::Signal(n)
+            | Event::Broad(n)
+            | Event::Suspend(n)
+            | Event::Resume(n)
+            | Event::Fork(n) => [k, n as u32, 0, 0],
+            Event::Wait { cond, mutex } | Event::Sync { cond, mutex } => [k, cond as u32, mutex as u32, 0],
+            Event::Yield => [k, 0, 0, 0],
+        }
+    }
+
+    /// The event of `w`, checked against the program's counts.
+    fn from_words(w: [u32; EVENT_WORDS], c: &Counts) -> Result<Event, FormatError> {
+        let index = |v: u32, n: u32| if v < n { Ok(v as u16) } else { Err(FormatError::BadIndex) };
+        let us = |v: u32| if v <= MAX_EVENT_US { Ok(v) } else { Err(FormatError::BadValue) };
+        Ok(match w[0] {
+            1 => Event::Run { us: us(w[1])? },
+            2 => Event::Runtime { us: us(w[1])? },
+            3 => Event::Sleep { us: us(w[1])? },
+            4 => {
+                if w[3] > 3 || w[2] == 0 {
+                    return Err(FormatError::BadValue);
+                }
+                let timer = if w[3] & 2 != 0 {
+                    Timer::PerThread(index(w[1], c.per_thread_timers)?)
+                } else {
+                    Timer::Shared(index(w[1], c.timers)?)
+                };
+                Event::Timer { timer, period_us: us(w[2])?, absolute: w[3] & 1 != 0 }
+            }
+            5 => Event::Barrier(index(w[1], c.barriers)?),
+            6 => Event::Lock(index(w[1], c.mutexes)?),
+            7 => Event::Unlock(index(w[1], c.mutexes)?),
+            8 => Event::Wait { cond: index(w[1], c.conds)?, mutex: index(w[2], c.mutexes)? },
+            9 => Event::Signal(index(w[1], c.conds)?),
+            10 => Event::Broad(index(w[1], c.conds)?),
+            11 => Event::Sync { cond: index(w[1], c.conds)?, mutex: index(w[2], c.mutexes)? },
+            12 => Event::Suspend(index(w[1], c.conds)?),
+            13 => Event::Resume(index(w[1], c.conds)?),
+            14 => Event::Yield,
+            15 => Event::Fork(index(w[1], c.tasks)?),
+            _ => return Err(FormatError::BadEvent),
+        })
+    }
+}
+
+/// Why an encoded program was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FormatError {
+    /// Shorter than its header or than the length it states, longer than
+    /// [`MAX_WORDS`](crate::limits::MAX_WORDS), or not whole words.
+    Length,
+    /// Not a program (the first word).
+    Magic,
+    /// A layout version this build does not read.
+    Version,
+    /// The checksum does not match: the program was damaged on its way.
+    Checksum,
+    /// A count past its limit (tasks, phases, events, resources, instances).
+    TooMany,
+    /// A task's or phase's record does not fit where the program says it is.
+    Layout,
+    /// An event kind this build does not know.
+    BadEvent,
+    /// An event names a resource or task the program does not have.
+    BadIndex,
+    /// A duration, loop count, nice value or mask out of its range.
+    BadValue,
+}
+
+impl core::fmt::Display for FormatError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FormatError::Length => "bad length",
+            FormatError::Magic => "not a workload program (magic)",
+            FormatError::Version => "unknown layout version",
+            FormatError::Checksum => "checksum mismatch",
+            FormatError::TooMany => "a count past its limit",
+            FormatError::Layout => "a record outside the program",
+            FormatError::BadEvent => "an unknown event kind",
+            FormatError::BadIndex => "an event names a resource or task that does not exist",
+            FormatError::BadValue => "a value out of its range",
+        })
+    }
+}
+
+/// The resource counts events are checked against.
+#[derive(Debug, Clone, Copy, Default)]
+struct Counts {
+    tasks: u32,
+    mutexes: u32,
+    conds: u32,
+    barriers: u32,
+    timers: u32,
+    per_thread_timers: u32,
+}
+
+/// FNV-1a over words, the program's checksum.
+fn checksum(words: impl Iterator<Item = u32>) -> u32 {
+    let mut h: u32 = 0x811c_9dc5;
+    for w in words {
+        for b in w.to_le_bytes() {
+            h ^= b as u32;
+            h = h.wrapping_mul(0x0100_0193);
+        }
+    }
+    h
+}
+
+/// A validated program, read in place from its bytes.
+#[derive(Debug, Clone, Copy)]
+pub struct Program<'a> {
+    bytes: &'a [u8],
+    counts: Counts,
+}
+
+impl<'a> Program<'a> {
+    /// Checks every word of an encoded program (length, magic, version, checksum, every count
+    /// against [`crate::limits`], every record's place, every event's kind, values and
+    /// indices) and returns it. Nothing in a program that parses can make a reader index out
+    /// of range.
+    pub fn parse(bytes: &'a [u8]) -> Result<Program<'a>, FormatError> {
+        if !bytes.len().is_multiple_of(4) || bytes.len() < HEADER * 4 || bytes.len() > MAX_WORDS * 4 {
+            return Err(FormatError::Length);
+        }
+        let mut p = Program { bytes, counts: Counts::default() };
+        if p.word(0) != MAGIC {
+            return Err(FormatError::Magic);
+        }
+        if p.word(1) != VERSION {
+            return Err(FormatError::Version);
+        }
+        let n = p.word(2) as usize;
+        if n < HEADER || n * 4 > bytes.len() {
+            return Err(FormatError::Length);
+        }
+        p.bytes = &bytes[..n * 4];
+        if checksum((HEADER..n).map(|i| p.word(i))) != p.word(3) {
+            return Err(FormatError::Checksum);
+        }
+        let c = Counts {
+            tasks: p.word(7),
+            mutexes: p.word(8),
+            conds: p.word(9),
+            barriers: p.word(10),
+            timers: p.word(11),
+            per_thread_timers: p.word(12),
+        };
+        if c.tasks == 0 || c.tasks as usize > MAX_TASKS {
+            return Err(FormatError::TooMany);
+        }
+        let resources = [c.mutexes, c.conds, c.barriers, c.timers, c.per_thread_timers];
+        if resources.iter().any(|&r| r as usize > MAX_RESOURCES) {
+            return Err(FormatError::TooMany);
+        }
+        if p.duration_us() > MAX_DURATION_US
+            || p.calibration_ns() == 0
+            || p.calibration_ns() > MAX_CALIBRATION_NS
+            || (13..HEADER).any(|i| p.word(i) != 0)
+        {
+            return Err(FormatError::BadValue);
+        }
+        p.counts = c;
+        let tables = HEADER + (c.barriers + c.tasks) as usize;
+        if tables > n {
+            return Err(FormatError::Layout);
+        }
+        if (0..c.barriers as usize).any(|b| p.word(HEADER + b) < 2 || p.word(HEADER + b) > MAX_INSTANCES * 64)
+        {
+            return Err(FormatError::BadValue);
+        }
+        // Tasks follow one another after the tables, the last ending the program.
+        let mut at = tables;
+        for t in 0..c.tasks as usize {
+            if p.task_offset(t) != at {
+                return Err(FormatError::Layout);
+            }
+            at = p.check_task(at, n)?;
+        }
+        if at != n {
+            return Err(FormatError::Layout);
+        }
+        Ok(p)
+    }
+
+    /// Checks the task record at word `at` (the program has `n` words); returns where it ends.
+    fn check_task(&self, at: usize, n: usize) -> Result<usize, FormatError> {
+        if at + TASK_HEADER > n {
+            return Err(FormatError::Layout);
+        }
+        let instances = self.word(at);
+        let loops = self.word(at + 1) as i32;
+        let nice = self.word(at + 5) as i32;
+        let phases = self.word(at + 6) as usize;
+        if instances > MAX_INSTANCES || phases == 0 || phases > MAX_PHASES {
+            return Err(FormatError::TooMany);
+        }
+        if !(loops == -1 || (1..=MAX_LOOPS as i32).contains(&loops))
+            || self.word(at + 2) > MAX_EVENT_US
+            || !(-20..=19).contains(&nice)
+        {
+            return Err(FormatError::BadValue);
+        }
+        let mut at = at + TASK_HEADER;
+        for _ in 0..phases {
+            if at + PHASE_HEADER > n {
+                return Err(FormatError::Layout);
+            }
+            let (loops, events) = (self.word(at), self.word(at + 3) as usize);
+            if loops == 0 || loops > MAX_LOOPS {
+                return Err(FormatError::BadValue);
+            }
+            if events == 0 || events > MAX_EVENTS {
+                return Err(FormatError::TooMany);
+            }
+            let end = at + PHASE_HEADER + events * EVENT_WORDS;
+            if end > n {
+                return Err(FormatError::Layout);
+            }
+            for e in 0..events {
+                Event::from_words(self.event_words(at + PHASE_HEADER + e * EVENT_WORDS), &self.counts)?;
+            }
+            at = end;
+        }
+        Ok(at)
+    }
+
+    fn word(&self, i: usize) -> u32 {
+        let b = &self.bytes[i * 4..i * 4 + 4];
+        u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    }
+
+    fn event_words(&self, at: usize) -> [u32; EVENT_WORDS] {
+        [self.word(at), self.word(at + 1), self.word(at + 2), self.word(at + 3)]
+    }
+
+    fn task_offset(&self, t: usize) -> usize {
+        self.word(HEADER + self.counts.barriers as usize + t) as usize
+    }
+
+    /// How long the workload runs (µs); 0: until every thread has finished its loops.
+    pub fn duration_us(&self) -> u64 {
+        self.word(4) as u64 | (self.word(5) as u64) << 32
+    }
+
+    /// The busy work's speed: ns per loop of a `run` event.
+    pub fn calibration_ns(&self) -> u32 {
+        self.word(6)
+    }
+
+    /// Mutexes.
+    pub fn mutexes(&self) -> usize {
+        self.counts.mutexes as usize
+    }
+
+    /// Condition variables.
+    pub fn conds(&self) -> usize {
+        self.counts.conds as usize
+    }
+
+    /// Shared timers.
+    pub fn timers(&self) -> usize {
+        self.counts.timers as usize
+    }
+
+    /// Each thread's own timers.
+    pub fn per_thread_timers(&self) -> usize {
+        self.counts.per_thread_timers as usize
+    }
+
+    /// Barriers, each with its parties.
+    pub fn barriers(&self) -> impl Iterator<Item = u32> + '_ {
+        (0..self.counts.barriers as usize).map(|b| self.word(HEADER + b))
+    }
+
+    /// The task definitions, in file order.
+    pub fn tasks(&self) -> impl Iterator<Item = TaskView<'a>> + '_ {
+        (0..self.counts.tasks as usize).map(|t| TaskView { p: *self, at: self.task_offset(t) })
+    }
+
+    /// Task definition `t`.
+    pub fn task(&self, t: usize) -> Option<TaskView<'a>> {
+        (t < self.counts.tasks as usize).then(|| TaskView { p: *self, at: self.task_offset(t) })
+    }
+
+    /// Threads started at the beginning: every task's instances (forks add more).
+    pub fn threads(&self) -> u32 {
+        self.tasks().map(|t| t.instances()).sum()
+    }
+}
+
+/// One task definition of a parsed [`Program`].
+#[derive(Debug, Clone, Copy)]
+pub struct TaskView<'a> {
+    p: Program<'a>,
+    at: usize,
+}
+
+impl<'a> TaskView<'a> {
+    /// Threads started with the workload (0: a template only `fork` starts).
+    pub fn instances(&self) -> u32 {
+        self.p.word(self.at)
+    }
+
+    /// How many times its phases run in turn (`None`: until the workload's duration ends).
+    pub fn loops(&self) -> Option<u32> {
+        match self.p.word(self.at + 1) as i32 {
+            -1 => None,
+            n => Some(n as u32),
+        }
+    }
+
+    /// Start delay after the workload's start (µs).
+    pub fn delay_us(&self) -> u32 {
+        self.p.word(self.at + 2)
+    }
+
+    /// Allowed CPUs, a bit per CPU (`u64::MAX`: every CPU).
+    pub fn cpus(&self) -> u64 {
+        match self.p.word(self.at + 3) as u64 | (self.p.word(self.at + 4) as u64) << 32 {
+            0 => u64::MAX,
+            m => m,
+        }
+    }
+
+    /// Its nice value.
+    pub fn nice(&self) -> i32 {
+        self.p.word(self.at + 5) as i32
+    }
+
+    /// Its name, as rt-app's file gives it (up to 16 bytes, cut at a character boundary).
+    pub fn name(&self) -> &'a str {
+        let start = (self.at + 7) * 4;
+        let raw = &self.p.bytes[start..start + NAME_BYTES];
+        let len = raw.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
+        match core::str::from_utf8(&raw[..len]) {
+            Ok(s) => s,
+            Err(e) => core::str::from_utf8(&raw[..e.valid_up_to()]).unwrap_or(""),
+        }
+    }
+
+    /// Its phases, in order.
+    pub fn phases(&self) -> impl Iterator<Item = PhaseView<'a>> + '_ {
+        let n = self.p.word(self.at + 6) as usize;
+        let mut at = self.at + TASK_HEADER;
+        (0..n).map(move |_| {
+            let ph = PhaseView { p: self.p, at };
+            at += PHASE_HEADER + ph.len() * EVENT_WORDS;
+            ph
+        })
+    }
+
+    /// Phase `i`.
+    pub fn phase(&self, i: usize) -> Option<PhaseView<'a>> {
+        self.phases().nth(i)
+    }
+
+    /// How many phases it has.
+    pub fn nr_phases(&self) -> usize {
+        self.p.word(self.at + 6) as usize
+    }
+}
+
+/// One phase of a task.
+#[derive(Debug, Clone, Copy)]
+pub struct PhaseView<'a> {
+    p: Program<'a>,
+    at: usize,
+}
+
+impl PhaseView<'_> {
+    /// How many times its events run in turn.
+    pub fn loops(&self) -> u32 {
+        self.p.word(self.at)
+    }
+
+    /// Allowed CPUs in this phase (`None`: the task's).
+    pub fn cpus(&self) -> Option<u64> {
+        match self.p.word(self.at + 1) as u64 | (self.p.word(self.at + 2) as u64) << 32 {
+            0 => None,
+            m => Some(m),
+        }
+    }
+
+    /// How many events it has.
+    pub fn len(&self) -> usize {
+        self.p.word(self.at + 3) as usize
+    }
+
+    /// Whether it has no events (never, in a parsed program).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Event `i` (`None` past the end).
+    pub fn event(&self, i: usize) -> Option<Event> {
+        if i >= self.len() {
+            return None;
+        }
+        // Checked when the program was parsed.
+        Event::from_words(self.p.event_words(self.at + PHASE_HEADER + i * EVENT_WORDS), &self.p.counts).ok()
+    }
+
+    /// Its events, in order.
+    pub fn events(&self) -> impl Iterator<Item = Event> + '_ {
+        (0..self.len()).filter_map(|i| self.event(i))
+    }
+}
+
+/// A program as the host builds it, before it is encoded.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProgramDef {
+    /// `duration` (µs); 0: until every thread has finished.
+    pub duration_us: u64,
+    /// `calibration`: ns per loop of `run`'s work.
+    pub calibration_ns: u32,
+    /// Mutexes, by number (their names, for reports).
+    pub mutexes: Vec<String>,
+    /// Condition variables, by number.
+    pub conds: Vec<String>,
+    /// Barriers, by number: name and parties.
+    pub barriers: Vec<(String, u32)>,
+    /// Shared timers, by number.
+    pub timers: Vec<String>,
+    /// Per-thread timers, by number.
+    pub per_thread_timers: Vec<String>,
+    /// The tasks, in file order.
+    pub tasks: Vec<TaskDef>,
+}
+
+/// One task as the host builds it.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TaskDef {
+    /// Its name in the file.
+    pub name: String,
+    /// Threads started with the workload.
+    pub instances: u32,
+    /// Loops over its phases; -1: forever.
+    pub loops: i32,
+    /// Start delay (µs).
+    pub delay_us: u32,
+    /// Allowed CPUs (0: every CPU).
+    pub cpus: u64,
+    /// Nice value.
+    pub nice: i32,
+    /// Its phases.
+    pub phases: Vec<PhaseDef>,
+}
+
+/// One phase as the host builds it.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PhaseDef {
+    /// Its name in the file.
+    pub name: String,
+    /// Loops over its events.
+    pub loops: u32,
+    /// Allowed CPUs (0: the task's).
+    pub cpus: u64,
+    /// Its events.
+    pub events: Vec<Event>,
+}
+
+#[cfg(feature = "std")]
+impl ProgramDef {
+    /// The program's words (to be stored little-endian).
+    pub fn encode(&self) -> Vec<u32> {
+        let mut w = vec![0u32; HEADER];
+        w[0] = MAGIC;
+        w[1] = VERSION;
+        w[4] = self.duration_us as u32;
+        w[5] = (self.duration_us >> 32) as u32;
+        w[6] = self.calibration_ns;
+        w[7] = self.tasks.len() as u32;
+        w[8] = self.mutexes.len() as u32;
+        w[9] = self.conds.len() as u32;
+        w[10] = self.barriers.len() as u32;
+        w[11] = self.timers.len() as u32;
+        w[12] = self.per_thread_timers.len() as u32;
+        w.extend(self.barriers.iter().map(|(_, parties)| *parties));
+        let offsets = w.len();
+        w.extend(std::iter::repeat_n(0, self.tasks.len()));
+        for (i, t) in self.tasks.iter().enumerate() {
+            w[offsets + i] = w.len() as u32;
+            w.extend([t.instances, t.loops as u32, t.delay_us, t.cpus as u32, (t.cpus >> 32) as u32]);
+            w.extend([t.nice as u32, t.phases.len() as u32]);
+            let mut name = [0u8; NAME_BYTES];
+            let mut len = t.name.len().min(NAME_BYTES);
+            while !t.name.is_char_boundary(len) {
+                len -= 1;
+            }
+            name[..len].copy_from_slice(&t.name.as_bytes()[..len]);
+            w.extend(name.chunks(4).map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]])));
+            for ph in &t.phases {
+                w.extend([ph.loops, ph.cpus as u32, (ph.cpus >> 32) as u32, ph.events.len() as u32]);
+                w.extend(ph.events.iter().flat_map(|e| e.words()));
+            }
+        }
+        w[2] = w.len() as u32;
+        w[3] = checksum(w[HEADER..].iter().copied());
+        w
+    }
+
+    /// The encoded program as bytes, as the kernel receives it.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        self.encode().iter().flat_map(|w| w.to_le_bytes()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> ProgramDef {
+        ProgramDef {
+            duration_us: 2_000_000,
+            calibration_ns: 100,
+            mutexes: vec!["m".into()],
+            conds: vec!["c".into()],
+            barriers: vec![("b".into(), 2)],
+            timers: vec![],
+            per_thread_timers: vec!["unique".into()],
+            tasks: vec![
+                TaskDef {
+                    name: "ping".into(),
+                    instances: 1,
+                    loops: -1,
+                    delay_us: 0,
+                    cpus: 0b11,
+                    nice: -5,
+                    phases: vec![PhaseDef {
+                        name: "p".into(),
+                        loops: 3,
+                        cpus: 0,
+                        events: vec![
+                            Event::Lock(0),
+                            Event::Sync { cond: 0, mutex: 0 },
+                            Event::Unlock(0),
+                            Event::Run { us: 20 },
+                        ],
+                    }],
+                },
+                TaskDef {
+                    name: "périodique-très-long".into(),
+                    instances: 2,
+                    loops: 10,
+                    delay_us: 500,
+                    cpus: 0,
+                    nice: 0,
+                    phases: vec![PhaseDef {
+                        name: "p".into(),
+                        loops: 1,
+                        cpus: 1 << 40,
+                        events: vec![
+                            Event::Run { us: 1000 },
+                            Event::Timer { timer: Timer::PerThread(0), period_us: 10_000, absolute: true },
+                            Event::Barrier(0),
+                            Event::Fork(0),
+                        ],
+                    }],
+                },
+            ],
+        }
+    }
+
+    /// Every field survives the round trip through the encoding.
+    #[test]
+    fn a_program_reads_back_as_it_was_built() {
+        let def = sample();
+        let bytes = def.to_bytes();
+        let p = Program::parse(&bytes).unwrap();
+        assert_eq!((p.duration_us(), p.calibration_ns(), p.mutexes(), p.conds()), (2_000_000, 100, 1, 1));
+        assert_eq!((p.timers(), p.per_thread_timers(), p.barriers().collect::<Vec<_>>()), (0, 1, vec![2]));
+        assert_eq!(p.threads(), 3);
+        let tasks: Vec<_> = p.tasks().collect();
+        assert_eq!(tasks.len(), 2);
+        for (view, t) in tasks.iter().zip(&def.tasks) {
+            assert_eq!(view.instances(), t.instances);
+            assert_eq!(view.loops(), (t.loops >= 0).then_some(t.loops as u32));
+            assert_eq!(
+                (view.delay_us(), view.nice(), view.nr_phases()),
+                (t.delay_us, t.nice, t.phases.len())
+            );
+            assert_eq!(view.cpus(), if t.cpus == 0 { u64::MAX } else { t.cpus });
+            for (ph, d) in view.phases().zip(&t.phases) {
+                assert_eq!((ph.loops(), ph.cpus()), (d.loops, (d.cpus != 0).then_some(d.cpus)));
+                assert_eq!(ph.events().collect::<Vec<_>>(), d.events);
+            }
+        }
+        assert_eq!(tasks[0].name(), "ping");
+        assert_eq!(tasks[1].name(), "périodique-trè", "cut at 16 bytes, on a character boundary");
+    }
+
+    /// Damage anywhere is refused with its reason, never a panic.
+    #[test]
+    fn damaged_programs_are_refused() {
+        let bytes = sample().to_bytes();
+        assert_eq!(Program::parse(&bytes[..bytes.len() - 1]).unwrap_err(), FormatError::Length);
+        assert_eq!(Program::parse(&bytes[..40]).unwrap_err(), FormatError::Length);
+        assert_eq!(Program::parse(&[]).unwrap_err(), FormatError::Length);
+        let mut bad = bytes.clone();
+        bad[0] ^= 1;
+        assert_eq!(Program::parse(&bad).unwrap_err(), FormatError::Magic);
+        let mut bad = bytes.clone();
+        *bad.last_mut().unwrap() ^= 0x10;
+        assert_eq!(Program::parse(&bad).unwrap_err(), FormatError::Checksum);
+        // A well-formed checksum over bad content: each reason in turn.
+        let refuse = |edit: &dyn Fn(&mut ProgramDef)| {
+            let mut d = sample();
+            edit(&mut d);
+            Program::parse(&d.to_bytes()).unwrap_err()
+        };
+        assert_eq!(refuse(&|d| d.tasks[0].phases[0].events[0] = Event::Lock(7)), FormatError::BadIndex);
+        assert_eq!(
+            refuse(&|d| d.tasks[0].phases[0].events[3] = Event::Run { us: u32::MAX }),
+            FormatError::BadValue
+        );
+        assert_eq!(refuse(&|d| d.tasks[1].phases[0].events[3] = Event::Fork(2)), FormatError::BadIndex);
+        assert_eq!(refuse(&|d| d.tasks[0].nice = 20), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks[0].loops = 0), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks[0].phases.clear()), FormatError::TooMany);
+        assert_eq!(refuse(&|d| d.tasks[0].phases[0].events.clear()), FormatError::TooMany);
+        assert_eq!(refuse(&|d| d.barriers[0].1 = 1), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.calibration_ns = 0), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks.clear()), FormatError::TooMany);
+    }
+
+    proptest::proptest! {
+        /// Any bytes at all, and any single damaged word of a real program, parse or are
+        /// refused; a program that parses reads back without a panic.
+        #[test]
+        fn any_bytes_parse_or_are_refused(
+            noise in proptest::collection::vec(proptest::num::u8::ANY, 0..600),
+            at in 0usize..400,
+            word in proptest::num::u32::ANY,
+        ) {
+            let read = |p: Program<'_>| {
+                for t in p.tasks() {
+                    let _ = (t.name(), t.cpus(), t.loops());
+                    for ph in t.phases() {
+                        let _ = ph.events().count();
+                    }
+                }
+            };
+            if let Ok(p) = Program::parse(&noise) {
+                read(p);
+            }
+            let mut words = sample().encode();
+            let i = at % words.len();
+            words[i] = word;
+            // Re-sealed, so the damage reaches the checks behind the checksum.
+            words[3] = checksum(words[HEADER..].iter().copied());
+            let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+            if let Ok(p) = Program::parse(&bytes) {
+                read(p);
+            }
+        }
+    }
+}

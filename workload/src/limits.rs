@@ -1,0 +1,27 @@
+//! The bounds every program keeps, checked by the host when it lowers a file and by the
+//! kernel when it receives the encoded program.
+
+/// Task definitions (rt-app `tasks` entries).
+pub const MAX_TASKS: usize = 64;
+/// Phases of one task.
+pub const MAX_PHASES: usize = 64;
+/// Events of one phase.
+pub const MAX_EVENTS: usize = 64;
+/// Mutexes, condition variables, barriers and timers, each.
+pub const MAX_RESOURCES: usize = 64;
+/// Instances of one task.
+pub const MAX_INSTANCES: u32 = 1024;
+/// The encoded program, in 32-bit words (64 KiB).
+pub const MAX_WORDS: usize = 16 * 1024;
+/// A run, runtime, sleep, timer period or start delay (µs): 10 s.
+pub const MAX_EVENT_US: u32 = 10_000_000;
+/// A workload's `duration` (µs): one hour.
+pub const MAX_DURATION_US: u64 = 3_600_000_000;
+/// A task's or a phase's loop count (besides -1, forever, for a task).
+pub const MAX_LOOPS: u32 = 1_000_000;
+/// `calibration`: ns per loop of `run`'s busy work.
+pub const MAX_CALIBRATION_NS: u32 = 1_000_000;
+/// Bytes of a task's name kept in the program (rt-app's thread names are 15 bytes).
+pub const NAME_BYTES: usize = 16;
+/// The CPUs a `cpus` list may name (the widest kernel build's).
+pub const MAX_CPU: u32 = 63;

@@ -1,0 +1,589 @@
+//! The rt-app subset this project runs, lowered to a [`ProgramDef`].
+//!
+//! rt-app (scheduler-tools/rt-app; Debian's package `rt-app`, 1.0) describes a workload as
+//! tasks that run phases of events. What is taken here, with rt-app's units (µs, `duration`
+//! in seconds):
+//!
+//! - `global`: `duration` (s; -1 or 0: until every task has finished its loops),
+//!   `calibration` (ns per loop of `run`'s busy work; required, and a number: rt-app's
+//!   `"CPUn"` measures it at start-up, which is not reproducible), `default_policy`
+//!   (`SCHED_OTHER` only);
+//! - `tasks`, each with `instance` (threads, default 1; 0: only `fork` starts it), `loop`
+//!   (times its phases run, default -1: until `duration` ends), `delay` (µs after the start),
+//!   `cpus` (allowed CPUs), `priority` (the nice value, -20..19), `policy` (`SCHED_OTHER`),
+//!   and `phases` (each with its own `loop`, default 1, and `cpus`) or its events directly;
+//! - the events `run`, `runtime`, `sleep`, `timer` (`ref`, `period`, `mode` relative or
+//!   absolute; a ref starting with `unique` is each thread's own), `barrier`, `lock`,
+//!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend`, `resume`,
+//!   `yield`, `fork`; an event key may carry a number (`run0`, `sleep0`, `run1`: rt-app's
+//!   repeats of an event in one phase), and events run in file order.
+//!
+//! Anything else is refused, never ignored: an unknown key or event, another policy, a value
+//! of the wrong type or out of range, a key given twice, a workload that cannot run as
+//! written (a barrier one thread uses, a `wait` without its mutex held, a mutex still held at
+//! the end of a phase, no end). Each refusal is one [`RtAppError`] naming the JSON path.
+
+use std::collections::HashMap;
+use std::fmt;
+
+use crate::format::{Event, PhaseDef, ProgramDef, TaskDef, Timer};
+use crate::json::{self, Json};
+use crate::limits::{
+    MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS,
+    MAX_PHASES, MAX_RESOURCES, MAX_TASKS, MAX_WORDS,
+};
+
+/// Why a workload file was refused.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RtAppError {
+    /// Not JSON (or a key given twice): where and what.
+    Json {
+        /// Line (from 1).
+        line: usize,
+        /// Column (from 1).
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A key, event or value outside the subset this project runs.
+    Unsupported {
+        /// The JSON path.
+        path: String,
+        /// What is not supported.
+        what: String,
+    },
+    /// A value of the wrong type, or out of its range.
+    BadValue {
+        /// The JSON path.
+        path: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// More than the program format holds (tasks, phases, events, resources, size).
+    TooLarge {
+        /// The JSON path.
+        path: String,
+        /// What is past which limit.
+        why: String,
+    },
+    /// Well-formed, but it cannot run as written.
+    Inconsistent {
+        /// The JSON path.
+        path: String,
+        /// Why.
+        why: String,
+    },
+}
+
+impl RtAppError {
+    /// The process exit code the runner and the simulator give this refusal: each kind its
+    /// own.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            RtAppError::Json { .. } => 10,
+            RtAppError::Unsupported { .. } => 11,
+            RtAppError::BadValue { .. } => 12,
+            RtAppError::TooLarge { .. } => 13,
+            RtAppError::Inconsistent { .. } => 14,
+        }
+    }
+}
+
+impl fmt::Display for RtAppError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RtAppError::Json { line, column, message } => {
+                write!(f, "line {line} column {column}: not valid JSON: {message}")
+            }
+            RtAppError::Unsupported { path, what } => write!(f, "{path}: not supported: {what}"),
+            RtAppError::BadValue { path, why } => write!(f, "{path}: {why}"),
+            RtAppError::TooLarge { path, why } => write!(f, "{path}: too large: {why}"),
+            RtAppError::Inconsistent { path, why } => write!(f, "{path}: cannot run: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for RtAppError {}
+
+/// The event keys, longest first where one is a prefix of another (`runtime` before `run`).
+const EVENTS: [&str; 15] = [
+    "runtime", "run", "sleep", "timer", "barrier", "lock", "unlock", "wait", "signal", "broad", "sync",
+    "suspend", "resume", "yield", "fork",
+];
+
+/// The event a key names: an event name, optionally followed by digits (`run0`).
+fn event_name(key: &str) -> Option<&'static str> {
+    EVENTS
+        .into_iter()
+        .find(|e| key.strip_prefix(e).is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit())))
+}
+
+fn unsupported(path: &str, what: impl Into<String>) -> RtAppError {
+    RtAppError::Unsupported { path: path.to_string(), what: what.into() }
+}
+
+fn bad(path: &str, why: impl Into<String>) -> RtAppError {
+    RtAppError::BadValue { path: path.to_string(), why: why.into() }
+}
+
+fn too_large(path: &str, why: impl Into<String>) -> RtAppError {
+    RtAppError::TooLarge { path: path.to_string(), why: why.into() }
+}
+
+fn cannot(path: &str, why: impl Into<String>) -> RtAppError {
+    RtAppError::Inconsistent { path: path.to_string(), why: why.into() }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn object<'a>(v: &'a Json, path: &str) -> Result<&'a [(String, Json)], RtAppError> {
+    match v {
+        Json::Object(e) => Ok(e),
+        other => Err(bad(path, format!("expected an object, found {}", other.kind()))),
+    }
+}
+
+fn string<'a>(v: &'a Json, path: &str) -> Result<&'a str, RtAppError> {
+    match v {
+        Json::String(s) if !s.is_empty() => Ok(s),
+        Json::String(_) => Err(bad(path, "an empty name")),
+        other => Err(bad(path, format!("expected a string, found {}", other.kind()))),
+    }
+}
+
+/// A whole number within `lo..=hi`.
+fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
+    let n = match v {
+        Json::Number(n) => {
+            n.as_i64().ok_or_else(|| bad(path, format!("expected a whole number, found {n}")))?
+        }
+        other => return Err(bad(path, format!("expected a number, found {}", other.kind()))),
+    };
+    if n < lo || n > hi {
+        return Err(bad(path, format!("{n} is out of range ({lo} to {hi})")));
+    }
+    Ok(n)
+}
+
+/// A duration in µs, within the format's bound.
+fn micros(v: &Json, path: &str) -> Result<u32, RtAppError> {
+    Ok(int(v, path, 0, MAX_EVENT_US as i64)? as u32)
+}
+
+/// A `cpus` list as a mask.
+fn cpus(v: &Json, path: &str) -> Result<u64, RtAppError> {
+    let Json::Array(items) = v else {
+        return Err(bad(path, format!("expected an array of CPU numbers, found {}", v.kind())));
+    };
+    if items.is_empty() {
+        return Err(bad(path, "an empty CPU list allows no CPU"));
+    }
+    let mut mask = 0u64;
+    for (i, c) in items.iter().enumerate() {
+        mask |= 1 << int(c, &format!("{path}[{i}]"), 0, MAX_CPU as i64)?;
+    }
+    Ok(mask)
+}
+
+/// `SCHED_OTHER`, the one policy this scheduler core has.
+fn policy(v: &Json, path: &str) -> Result<(), RtAppError> {
+    match string(v, path)? {
+        "SCHED_OTHER" => Ok(()),
+        other => Err(unsupported(path, format!("policy {other} (only SCHED_OTHER: the fair class)"))),
+    }
+}
+
+/// Names to numbers, in the order they first appear.
+#[derive(Default)]
+struct Names(Vec<String>);
+
+impl Names {
+    fn index(&mut self, name: &str, path: &str, what: &str) -> Result<u16, RtAppError> {
+        if let Some(i) = self.0.iter().position(|n| n == name) {
+            return Ok(i as u16);
+        }
+        if self.0.len() >= MAX_RESOURCES {
+            return Err(too_large(path, format!("more than {MAX_RESOURCES} {what}")));
+        }
+        self.0.push(name.to_string());
+        Ok(self.0.len() as u16 - 1)
+    }
+}
+
+/// What the lowering collects beside the tasks.
+#[derive(Default)]
+struct Resources {
+    mutexes: Names,
+    conds: Names,
+    barriers: Names,
+    timers: Names,
+    per_thread_timers: Names,
+}
+
+/// Lowers a workload file's text to a program, or says in one error why not.
+///
+/// ```
+/// use sched_workload::rtapp::{lower, RtAppError};
+/// let refused = lower(r#"{"global": {"calibration": 100}, "tasks": {"t": {"phases": {"p": {"spin": 1}}}}}"#);
+/// let Err(e @ RtAppError::Unsupported { .. }) = refused else { panic!() };
+/// assert_eq!(e.to_string(), "tasks.t.phases.p.spin: not supported: unknown event (known: runtime run sleep timer barrier lock unlock wait signal broad sync suspend resume yield fork, each maybe numbered: run0)");
+/// ```
+pub fn lower(text: &str) -> Result<ProgramDef, RtAppError> {
+    let root = json::parse(text).map_err(|e| RtAppError::Json {
+        line: e.line,
+        column: e.column,
+        message: e.message,
+    })?;
+    let top = object(&root, "the file")?;
+    let mut def = ProgramDef::default();
+    let (mut global, mut tasks) = (None, None);
+    for (k, v) in top {
+        match k.as_str() {
+            "global" => global = Some(v),
+            "tasks" => tasks = Some(v),
+            other => return Err(unsupported(other, "unknown top-level key (known: global tasks)")),
+        }
+    }
+    lower_global(global, &mut def)?;
+    let tasks = object(tasks.ok_or_else(|| bad("tasks", "missing: the workload has no tasks"))?, "tasks")?;
+    if tasks.is_empty() {
+        return Err(bad("tasks", "no tasks"));
+    }
+    if tasks.len() > MAX_TASKS {
+        return Err(too_large("tasks", format!("{} tasks, at most {MAX_TASKS}", tasks.len())));
+    }
+    let names: Vec<&str> = tasks.iter().map(|(k, _)| k.as_str()).collect();
+    let mut res = Resources::default();
+    for (name, v) in tasks {
+        def.tasks.push(lower_task(name, v, &names, &mut res)?);
+    }
+    finish(&mut def, res)?;
+    Ok(def)
+}
+
+fn lower_global(global: Option<&Json>, def: &mut ProgramDef) -> Result<(), RtAppError> {
+    let path = "global";
+    let g = object(global.ok_or_else(|| bad(path, "missing: calibration must be given"))?, path)?;
+    let mut calibration = None;
+    for (k, v) in g {
+        let p = join(path, k);
+        match k.as_str() {
+            "duration" => {
+                let s = int(v, &p, -1, (MAX_DURATION_US / 1_000_000) as i64)?;
+                def.duration_us = s.max(0) as u64 * 1_000_000;
+            }
+            "calibration" => match v {
+                Json::String(s) => {
+                    return Err(unsupported(
+                        &p,
+                        format!("{s:?}: a measured calibration is not reproducible; give ns per loop"),
+                    ))
+                }
+                _ => calibration = Some(int(v, &p, 1, MAX_CALIBRATION_NS as i64)? as u32),
+            },
+            "default_policy" => policy(v, &p)?,
+            _ => {
+                return Err(unsupported(
+                    &p,
+                    "unknown global key (known: duration calibration default_policy)",
+                ))
+            }
+        }
+    }
+    def.calibration_ns =
+        calibration.ok_or_else(|| bad("global.calibration", "missing: ns per loop of run's work"))?;
+    Ok(())
+}
+
+fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Result<TaskDef, RtAppError> {
+    let path = join("tasks", name);
+    let mut t = TaskDef { name: name.to_string(), instances: 1, loops: -1, ..TaskDef::default() };
+    let mut phases = None;
+    let mut direct = Vec::new();
+    for (k, v) in object(v, &path)? {
+        let p = join(&path, k);
+        match k.as_str() {
+            "instance" => t.instances = int(v, &p, 0, MAX_INSTANCES as i64)? as u32,
+            "loop" => {
+                t.loops = int(v, &p, -1, MAX_LOOPS as i64)? as i32;
+                if t.loops == 0 {
+                    return Err(bad(&p, "0 loops: the task would do nothing (-1: until the duration ends)"));
+                }
+            }
+            "delay" => t.delay_us = micros(v, &p)?,
+            "cpus" => t.cpus = cpus(v, &p)?,
+            "priority" => t.nice = int(v, &p, -20, 19)? as i32,
+            "policy" => policy(v, &p)?,
+            "phases" => phases = Some(object(v, &p)?),
+            _ if event_name(k).is_some() => direct.push((k.clone(), v.clone())),
+            _ => {
+                return Err(unsupported(
+                    &p,
+                    "unknown task key (known: instance loop delay cpus priority policy phases, or events)",
+                ))
+            }
+        }
+    }
+    match phases {
+        Some(_) if !direct.is_empty() => {
+            return Err(unsupported(
+                &join(&path, &direct[0].0),
+                "events beside phases (put them in a phase)",
+            ));
+        }
+        Some(phases) => {
+            if phases.is_empty() {
+                return Err(bad(&join(&path, "phases"), "no phases"));
+            }
+            if phases.len() > MAX_PHASES {
+                return Err(too_large(
+                    &join(&path, "phases"),
+                    format!("{} phases, at most {MAX_PHASES}", phases.len()),
+                ));
+            }
+            for (pname, pv) in phases {
+                let ppath = join(&join(&path, "phases"), pname);
+                t.phases.push(lower_phase(pname, object(pv, &ppath)?, &ppath, tasks, res)?);
+            }
+        }
+        None => {
+            if direct.is_empty() {
+                return Err(bad(&path, "no phases and no events"));
+            }
+            t.phases.push(lower_phase("", &direct, &path, tasks, res)?);
+        }
+    }
+    Ok(t)
+}
+
+fn lower_phase(
+    name: &str,
+    entries: &[(String, Json)],
+    path: &str,
+    tasks: &[&str],
+    res: &mut Resources,
+) -> Result<PhaseDef, RtAppError> {
+    let mut ph = PhaseDef { name: name.to_string(), loops: 1, ..PhaseDef::default() };
+    // Mutexes held at each point, in the order taken: a phase must leave none held.
+    let mut held: Vec<(u16, String)> = Vec::new();
+    for (k, v) in entries {
+        let p = join(path, k);
+        match k.as_str() {
+            // (In a phaseless task these keys are the task's and never reach here.)
+            "loop" if !name.is_empty() => ph.loops = int(v, &p, 1, MAX_LOOPS as i64)? as u32,
+            "cpus" if !name.is_empty() => ph.cpus = cpus(v, &p)?,
+            _ => {
+                let Some(event) = event_name(k) else {
+                    return Err(unsupported(
+                        &p,
+                        format!("unknown event (known: {}, each maybe numbered: run0)", EVENTS.join(" ")),
+                    ));
+                };
+                if ph.events.len() == MAX_EVENTS {
+                    return Err(too_large(path, format!("more than {MAX_EVENTS} events in one phase")));
+                }
+                let e = lower_event(event, v, &p, tasks, res)?;
+                check_lock_order(&e, &p, &mut held, res)?;
+                ph.events.push(e);
+            }
+        }
+    }
+    if ph.events.is_empty() {
+        return Err(bad(path, "a phase with no events"));
+    }
+    if let Some((_, name)) = held.first() {
+        return Err(cannot(path, format!("mutex {name:?} is still held at the end of the phase")));
+    }
+    Ok(ph)
+}
+
+fn lower_event(
+    event: &str,
+    v: &Json,
+    p: &str,
+    tasks: &[&str],
+    res: &mut Resources,
+) -> Result<Event, RtAppError> {
+    let cond_and_mutex = |v: &Json, res: &mut Resources| -> Result<(u16, u16), RtAppError> {
+        let (mut cond, mut mutex) = (None, None);
+        for (k, x) in object(v, p)? {
+            let kp = join(p, k);
+            match k.as_str() {
+                "ref" => cond = Some(res.conds.index(string(x, &kp)?, &kp, "condition variables")?),
+                "mutex" => mutex = Some(res.mutexes.index(string(x, &kp)?, &kp, "mutexes")?),
+                _ => return Err(unsupported(&kp, "unknown key (known: ref mutex)")),
+            }
+        }
+        let cond = cond.ok_or_else(|| bad(p, "missing: ref (the condition variable)"))?;
+        Ok((cond, mutex.ok_or_else(|| bad(p, "missing: mutex"))?))
+    };
+    Ok(match event {
+        "run" => Event::Run { us: micros(v, p)? },
+        "runtime" => Event::Runtime { us: micros(v, p)? },
+        "sleep" => Event::Sleep { us: micros(v, p)? },
+        "timer" => {
+            let (mut timer, mut period, mut absolute) = (None, None, false);
+            for (k, x) in object(v, p)? {
+                let kp = join(p, k);
+                match k.as_str() {
+                    "ref" => {
+                        let name = string(x, &kp)?;
+                        timer = Some(if name.starts_with("unique") {
+                            Timer::PerThread(res.per_thread_timers.index(name, &kp, "per-thread timers")?)
+                        } else {
+                            Timer::Shared(res.timers.index(name, &kp, "timers")?)
+                        });
+                    }
+                    "period" => period = Some(int(x, &kp, 1, MAX_EVENT_US as i64)? as u32),
+                    "mode" => {
+                        absolute = match string(x, &kp)? {
+                            "absolute" => true,
+                            "relative" => false,
+                            other => return Err(bad(&kp, format!("{other:?}: relative or absolute"))),
+                        }
+                    }
+                    _ => return Err(unsupported(&kp, "unknown key (known: ref period mode)")),
+                }
+            }
+            let timer = timer.ok_or_else(|| bad(p, "missing: ref"))?;
+            Event::Timer { timer, period_us: period.ok_or_else(|| bad(p, "missing: period"))?, absolute }
+        }
+        "barrier" => Event::Barrier(res.barriers.index(string(v, p)?, p, "barriers")?),
+        "lock" => Event::Lock(res.mutexes.index(string(v, p)?, p, "mutexes")?),
+        "unlock" => Event::Unlock(res.mutexes.index(string(v, p)?, p, "mutexes")?),
+        "signal" => Event::Signal(res.conds.index(string(v, p)?, p, "condition variables")?),
+        "broad" => Event::Broad(res.conds.index(string(v, p)?, p, "condition variables")?),
+        "suspend" => Event::Suspend(res.conds.index(string(v, p)?, p, "condition variables")?),
+        "resume" => Event::Resume(res.conds.index(string(v, p)?, p, "condition variables")?),
+        "wait" => {
+            let (cond, mutex) = cond_and_mutex(v, res)?;
+            Event::Wait { cond, mutex }
+        }
+        "sync" => {
+            let (cond, mutex) = cond_and_mutex(v, res)?;
+            Event::Sync { cond, mutex }
+        }
+        "yield" => Event::Yield,
+        "fork" => {
+            let name = string(v, p)?;
+            let t = tasks
+                .iter()
+                .position(|t| *t == name)
+                .ok_or_else(|| bad(p, format!("no task {name:?} to fork")))?;
+            Event::Fork(t as u16)
+        }
+        _ => unreachable!("every name in EVENTS is lowered"),
+    })
+}
+
+/// `lock` takes a mutex not held, `unlock` releases a held one, `wait` and `sync` need theirs
+/// held (rt-app's condition variables are used under their mutex).
+fn check_lock_order(
+    e: &Event,
+    p: &str,
+    held: &mut Vec<(u16, String)>,
+    res: &Resources,
+) -> Result<(), RtAppError> {
+    let name = |m: u16| res.mutexes.0[m as usize].clone();
+    match *e {
+        Event::Lock(m) if held.iter().any(|(h, _)| *h == m) => {
+            Err(cannot(p, format!("mutex {:?} is taken again by the thread that holds it", name(m))))
+        }
+        Event::Lock(m) => {
+            held.push((m, name(m)));
+            Ok(())
+        }
+        Event::Unlock(m) => match held.iter().position(|(h, _)| *h == m) {
+            Some(i) => {
+                held.remove(i);
+                Ok(())
+            }
+            None => Err(cannot(p, format!("mutex {:?} is released without being held", name(m)))),
+        },
+        Event::Wait { mutex, .. } | Event::Sync { mutex, .. } if !held.iter().any(|(h, _)| *h == mutex) => {
+            Err(cannot(p, format!("waits under mutex {:?} without holding it (lock it first)", name(mutex))))
+        }
+        Event::Barrier(_) | Event::Sleep { .. } | Event::Timer { .. } | Event::Suspend(_)
+            if !held.is_empty() =>
+        {
+            Err(cannot(p, format!("blocks while holding mutex {:?}", held[0].1)))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Resource tables, barrier parties, and the whole-program checks.
+fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
+    let forked: Vec<u16> =
+        events(def).filter_map(|(_, e)| if let Event::Fork(t) = e { Some(t) } else { None }).collect();
+    for (i, t) in def.tasks.iter().enumerate() {
+        let path = join("tasks", &t.name);
+        if t.instances == 0 && !forked.contains(&(i as u16)) {
+            return Err(cannot(&join(&path, "instance"), "0 instances and no fork starts it: it never runs"));
+        }
+        if t.loops == -1 && def.duration_us == 0 {
+            return Err(cannot(
+                &join(&path, "loop"),
+                "it loops forever and global.duration is not set: no end",
+            ));
+        }
+    }
+    if def.tasks.iter().map(|t| t.instances).sum::<u32>() == 0 {
+        return Err(cannot("tasks", "no task starts a thread"));
+    }
+    // A barrier's parties: every thread of every task that names it, once per naming (as
+    // rt-app counts them).
+    let mut parties: HashMap<u16, (u32, String)> = HashMap::new();
+    for (ti, t) in def.tasks.iter().enumerate() {
+        for e in t.phases.iter().flat_map(|p| &p.events) {
+            if let Event::Barrier(b) = *e {
+                let path = join("tasks", &t.name);
+                if forked.contains(&(ti as u16)) {
+                    return Err(cannot(
+                        &path,
+                        "a forked task cannot take part in a barrier (its parties are counted at the start)",
+                    ));
+                }
+                parties.entry(b).or_insert((0, path)).0 += t.instances;
+            }
+        }
+    }
+    let mut barriers = Vec::new();
+    for (i, name) in res.barriers.0.iter().enumerate() {
+        let (n, path) = &parties[&(i as u16)];
+        if *n < 2 {
+            return Err(cannot(
+                path,
+                format!("barrier {name:?} has one thread only: it would never hold anyone"),
+            ));
+        }
+        barriers.push((name.clone(), *n));
+    }
+    def.barriers = barriers;
+    def.mutexes = res.mutexes.0;
+    def.conds = res.conds.0;
+    def.timers = res.timers.0;
+    def.per_thread_timers = res.per_thread_timers.0;
+    let words = def.encode().len();
+    if words > MAX_WORDS {
+        return Err(too_large("the file", format!("{words} words encoded, at most {MAX_WORDS}")));
+    }
+    Ok(())
+}
+
+/// Every event of every task, with its task's index.
+fn events(def: &ProgramDef) -> impl Iterator<Item = (usize, Event)> + '_ {
+    def.tasks
+        .iter()
+        .enumerate()
+        .flat_map(|(i, t)| t.phases.iter().flat_map(move |p| p.events.iter().map(move |e| (i, *e))))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,212 @@
+//! The subset's lowering: what it takes and every way it refuses.
+
+use super::*;
+use crate::Program;
+
+const GLOBAL: &str = r#""global": {"duration": 2, "calibration": 100, "default_policy": "SCHED_OTHER"}"#;
+
+fn with_tasks(tasks: &str) -> String {
+    format!("{{{GLOBAL}, \"tasks\": {{{tasks}}}}}")
+}
+
+fn refused(text: &str) -> RtAppError {
+    lower(text).expect_err("refused")
+}
+
+/// rt-app's classic periodic set, a ping-pong pair and a fork, as the program has them.
+#[test]
+fn the_subset_lowers_in_file_order() {
+    let def = lower(&with_tasks(
+        r#""light": {"instance": 3, "loop": -1, "priority": 5, "cpus": [0, 2],
+              "phases": {"p": {"run0": 2000, "timer0": {"ref": "unique", "period": 10000},
+                               "run1": 500, "sleep0": 100, "yield": 0}}},
+           "ping": {"phases": {"a": {"loop": 4, "cpus": [1], "lock": "m", "sync": {"ref": "c", "mutex": "m"},
+                                     "unlock": "m", "runtime": 20}},
+                    "delay": 300},
+           "child": {"instance": 0, "loop": 1, "run": 50},
+           "spawner": {"loop": 2, "phases": {"p": {"fork": "child", "timer": {"ref": "tick", "period": 5000, "mode": "absolute"}}}}"#,
+    ))
+    .unwrap();
+    assert_eq!((def.duration_us, def.calibration_ns), (2_000_000, 100));
+    let light = &def.tasks[0];
+    assert_eq!((light.instances, light.loops, light.nice, light.cpus), (3, -1, 5, 0b101));
+    assert_eq!(
+        light.phases[0].events,
+        [
+            Event::Run { us: 2000 },
+            Event::Timer { timer: Timer::PerThread(0), period_us: 10_000, absolute: false },
+            Event::Run { us: 500 },
+            Event::Sleep { us: 100 },
+            Event::Yield,
+        ]
+    );
+    let ping = &def.tasks[1];
+    assert_eq!((ping.instances, ping.loops, ping.delay_us), (1, -1, 300));
+    assert_eq!((ping.phases[0].loops, ping.phases[0].cpus), (4, 0b10));
+    assert_eq!(
+        ping.phases[0].events,
+        [Event::Lock(0), Event::Sync { cond: 0, mutex: 0 }, Event::Unlock(0), Event::Runtime { us: 20 }]
+    );
+    assert_eq!(def.tasks[2].phases[0].events, [Event::Run { us: 50 }], "a phaseless task is one phase");
+    assert_eq!(
+        def.tasks[3].phases[0].events,
+        [Event::Fork(2), Event::Timer { timer: Timer::Shared(0), period_us: 5000, absolute: true }]
+    );
+    assert_eq!(
+        (def.mutexes.len(), def.conds.len(), def.timers.len(), def.per_thread_timers.len()),
+        (1, 1, 1, 1)
+    );
+    let bytes = def.to_bytes();
+    let p = Program::parse(&bytes).unwrap();
+    assert_eq!(p.threads(), 5);
+}
+
+/// A barrier's parties are every thread that names it.
+#[test]
+fn barrier_parties_count_every_thread() {
+    let def = lower(&with_tasks(
+        r#""a": {"instance": 2, "phases": {"p": {"run": 10, "barrier": "b"}}},
+           "b": {"phases": {"p": {"barrier0": "b", "sleep": 10}}}"#,
+    ))
+    .unwrap();
+    assert_eq!(def.barriers, [("b".to_string(), 3)]);
+}
+
+/// Each refusal names its JSON path and has its own exit code.
+#[test]
+fn every_refusal_names_its_path() {
+    let cases: &[(&str, &str, u8)] = &[
+        // Not JSON: line and column.
+        ("{\n \"tasks\": {,}\n}", "line 2 column 12: not valid JSON", 10),
+        ("{\"tasks\": {}, \"tasks\": {}}", "given twice", 10),
+        // Outside the subset.
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"spin": 1}}}"#),
+            "tasks.t.phases.p.spin: not supported: unknown event",
+            11,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"run_big": 1}}}"#),
+            "tasks.t.phases.p.run_big: not supported",
+            11,
+        ),
+        (
+            &with_tasks(r#""t": {"policy": "SCHED_FIFO", "run": 1}"#),
+            "tasks.t.policy: not supported: policy SCHED_FIFO",
+            11,
+        ),
+        (
+            &with_tasks(r#""t": {"taskgroup": "/a", "run": 1}"#),
+            "tasks.t.taskgroup: not supported: unknown task key",
+            11,
+        ),
+        (
+            &with_tasks(r#""t": {"run": 1, "phases": {"p": {"run": 1}}}"#),
+            "tasks.t.run: not supported: events beside phases",
+            11,
+        ),
+        ("{\"global\": {\"calibration\": \"CPU0\"}, \"tasks\": {}}", "global.calibration: not supported", 11),
+        (
+            "{\"global\": {\"calibration\": 1, \"logdir\": \"/tmp\"}, \"tasks\": {}}",
+            "global.logdir: not supported",
+            11,
+        ),
+        ("{\"global\": {\"calibration\": 1}, \"resources\": {}}", "resources: not supported", 11),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"timer": {"ref": "u", "period": 5, "jitter": 1}}}}"#),
+            "tasks.t.phases.p.timer.jitter: not supported",
+            11,
+        ),
+        // Values.
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"run": -5}}}"#),
+            "tasks.t.phases.p.run: -5 is out of range",
+            12,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"sleep": 99999999999}}}"#),
+            "tasks.t.phases.p.sleep: 99999999999 is out of range",
+            12,
+        ),
+        (&with_tasks(r#""t": {"phases": {"p": {"run": 1.5}}}"#), "expected a whole number", 12),
+        (
+            &with_tasks(r#""t": {"instance": 100000, "run": 1}"#),
+            "tasks.t.instance: 100000 is out of range",
+            12,
+        ),
+        (
+            &with_tasks(r#""t": {"priority": 20, "run": 1}"#),
+            "tasks.t.priority: 20 is out of range (-20 to 19)",
+            12,
+        ),
+        (&with_tasks(r#""t": {"cpus": [64], "run": 1}"#), "tasks.t.cpus[0]: 64 is out of range", 12),
+        (&with_tasks(r#""t": {"loop": 0, "run": 1}"#), "tasks.t.loop: 0 loops", 12),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"loop": 2}}}"#),
+            "tasks.t.phases.p: a phase with no events",
+            12,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"fork": "nobody"}}}"#),
+            "tasks.t.phases.p.fork: no task \"nobody\"",
+            12,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"timer": {"ref": "u"}}}}"#),
+            "tasks.t.phases.p.timer: missing: period",
+            12,
+        ),
+        (
+            "{\"global\": {\"duration\": 1}, \"tasks\": {\"t\": {\"run\": 1}}}",
+            "global.calibration: missing",
+            12,
+        ),
+        ("{\"global\": {\"calibration\": 1}}", "tasks: missing", 12),
+        // Cannot run as written.
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"run": 1, "barrier": "b"}}}"#),
+            "tasks.t: cannot run: barrier \"b\" has one thread only",
+            14,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"wait": {"ref": "c", "mutex": "m"}}}}"#),
+            "cannot run: waits under mutex \"m\" without holding it",
+            14,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"lock": "m", "run": 1}}}"#),
+            "tasks.t.phases.p: cannot run: mutex \"m\" is still held",
+            14,
+        ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"lock": "m", "sleep": 1, "unlock": "m"}}}"#),
+            "blocks while holding mutex \"m\"",
+            14,
+        ),
+        (
+            &with_tasks(r#""t": {"instance": 0, "run": 1}"#),
+            "tasks.t.instance: cannot run: 0 instances and no fork",
+            14,
+        ),
+        (
+            "{\"global\": {\"calibration\": 1}, \"tasks\": {\"t\": {\"run\": 1}}}",
+            "tasks.t.loop: cannot run: it loops forever",
+            14,
+        ),
+    ];
+    for (text, says, code) in cases {
+        let e = refused(text);
+        assert!(e.to_string().contains(says), "{text}\n  gave {e}\n  not {says}");
+        assert_eq!(e.exit_code(), *code, "{e}");
+    }
+}
+
+/// More than the format holds is refused before anything is encoded.
+#[test]
+fn limits_are_refused() {
+    let many: Vec<String> = (0..=MAX_EVENTS).map(|i| format!("\"run{i}\": 1")).collect();
+    let e = refused(&with_tasks(&format!("\"t\": {{\"phases\": {{\"p\": {{{}}}}}}}", many.join(","))));
+    assert_eq!((e.exit_code(), e.to_string().contains("more than 64 events")), (13, true), "{e}");
+    let tasks: Vec<String> = (0..=MAX_TASKS).map(|i| format!("\"t{i}\": {{\"run\": 1}}")).collect();
+    assert_eq!(refused(&with_tasks(&tasks.join(","))).exit_code(), 13);
+}
