@@ -10,7 +10,7 @@
 
 use crate::limits::{
     MAX_CALIBRATION_NS, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS, MAX_PHASES,
-    MAX_RESOURCES, MAX_TASKS, MAX_WORDS, NAME_BYTES,
+    MAX_RESOURCES, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, NAME_BYTES,
 };
 
 /// The first word of every program.
@@ -281,8 +281,10 @@ impl<'a> Program<'a> {
         if c.tasks == 0 || c.tasks as usize > MAX_TASKS {
             return Err(FormatError::TooMany);
         }
-        let resources = [c.mutexes, c.conds, c.barriers, c.timers, c.per_thread_timers];
-        if resources.iter().any(|&r| r as usize > MAX_RESOURCES) {
+        let resources = [c.mutexes, c.conds, c.barriers, c.timers];
+        if resources.iter().any(|&r| r as usize > MAX_RESOURCES)
+            || c.per_thread_timers as usize > MAX_THREAD_TIMERS
+        {
             return Err(FormatError::TooMany);
         }
         if p.duration_us() > MAX_DURATION_US

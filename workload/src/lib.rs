@@ -20,6 +20,7 @@
 #![warn(missing_docs)]
 
 mod format;
+pub mod interp;
 #[cfg(feature = "std")]
 mod json;
 pub mod limits;
@@ -29,3 +30,4 @@ pub mod rtapp;
 pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer};
 #[cfg(feature = "std")]
 pub use format::{PhaseDef, ProgramDef, TaskDef};
+pub use interp::{Activation, Host, Step, ThreadId, World};

@@ -9,6 +9,8 @@ pub const MAX_PHASES: usize = 64;
 pub const MAX_EVENTS: usize = 64;
 /// Mutexes, condition variables, barriers and timers, each.
 pub const MAX_RESOURCES: usize = 64;
+/// Timers each thread has of its own (`unique…` refs).
+pub const MAX_THREAD_TIMERS: usize = 8;
 /// Instances of one task.
 pub const MAX_INSTANCES: u32 = 1024;
 /// The encoded program, in 32-bit words (64 KiB).

@@ -30,7 +30,7 @@ use crate::format::{Event, PhaseDef, ProgramDef, TaskDef, Timer};
 use crate::json::{self, Json};
 use crate::limits::{
     MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS,
-    MAX_PHASES, MAX_RESOURCES, MAX_TASKS, MAX_WORDS,
+    MAX_PHASES, MAX_RESOURCES, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS,
 };
 
 /// Why a workload file was refused.
@@ -208,8 +208,9 @@ impl Names {
         if let Some(i) = self.0.iter().position(|n| n == name) {
             return Ok(i as u16);
         }
-        if self.0.len() >= MAX_RESOURCES {
-            return Err(too_large(path, format!("more than {MAX_RESOURCES} {what}")));
+        let limit = if what == "per-thread timers" { MAX_THREAD_TIMERS } else { MAX_RESOURCES };
+        if self.0.len() >= limit {
+            return Err(too_large(path, format!("more than {limit} {what}")));
         }
         self.0.push(name.to_string());
         Ok(self.0.len() as u16 - 1)
@@ -495,6 +496,10 @@ fn check_lock_order(
         Event::Lock(m) if held.iter().any(|(h, _)| *h == m) => {
             Err(cannot(p, format!("mutex {:?} is taken again by the thread that holds it", name(m))))
         }
+        Event::Lock(m) if !held.is_empty() => Err(cannot(
+            p,
+            format!("takes mutex {:?} while holding {:?} (nested locks can deadlock)", name(m), held[0].1),
+        )),
         Event::Lock(m) => {
             held.push((m, name(m)));
             Ok(())
