@@ -3,11 +3,13 @@
 //! one base seed, summarised in the seed-style table.
 
 use sched_core::{CpuMask, Features};
+use sched_workload::Program;
 
 use crate::machine::{Behavior, Config, Machine, RunReport};
 use crate::rng::Rng;
 use crate::stats::{mann_whitney, median, quantile, range, summary};
 use crate::trace::TraceLog;
+use sched_workload::figures::TaskFigures;
 
 /// A workload run on a fresh machine.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -51,7 +53,19 @@ pub enum Workload {
         /// How long to run.
         duration_ns: u64,
     },
+    /// A workload program (an rt-app file lowered and checked by sched-workload): its
+    /// `duration`, or until every thread has finished.
+    Program {
+        /// The file's name, for tables and traces.
+        name: String,
+        /// The program.
+        #[serde(skip)]
+        program: Program<'static>,
+    },
 }
+
+/// How long a program without a `duration` may run before the run is cut (ns).
+pub const PROGRAM_CAP_NS: u64 = 600_000_000_000;
 
 impl Workload {
     /// The seed's workload: `sysbench --test=cpu --num-threads=8 --max-requests=1000`, with an
@@ -158,10 +172,20 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             m.start(0);
             m.run_until(start + duration_ns);
         }
+        Workload::Program { ref program, .. } => {
+            m.start_program(*program).expect("a program the caller checked against PROGRAM_THREADS");
+            m.start(0);
+            let d = program.duration_us().saturating_mul(1000);
+            m.run_until(start + if d > 0 { d } else { PROGRAM_CAP_NS });
+        }
     }
     let mut r = m.report();
     if let Workload::Latency { duration_ns, .. } = *w {
         r.total_ns = duration_ns;
+    }
+    if let Workload::Program { .. } = w {
+        r.total_ns = m.now() - start;
+        (r.tasks, r.blocked_threads) = m.program_figures();
     }
     let tr = m.trace().map(|t| {
         let end = m.now();
@@ -222,15 +246,19 @@ pub fn ab(
         }
     }
     let cpus = base.cpus as f64;
-    let rows = figures(w)
-        .iter()
-        .map(|(name, f)| {
-            let va: Vec<f64> = ra.iter().map(|r| f(r, cpus)).collect();
-            let vb: Vec<f64> = rb.iter().map(|r| f(r, cpus)).collect();
-            let (_, p) = mann_whitney(&va, &vb);
-            Row { name: name.to_string(), a: va, b: vb, p_value: p }
-        })
-        .collect();
+    let rows = if let Workload::Program { .. } = w {
+        program_rows(&ra, &rb)
+    } else {
+        figures(w)
+            .iter()
+            .map(|(name, f)| {
+                let va: Vec<f64> = ra.iter().map(|r| f(r, cpus)).collect();
+                let vb: Vec<f64> = rb.iter().map(|r| f(r, cpus)).collect();
+                let (_, p) = mann_whitney(&va, &vb);
+                Row { name: name.to_string(), a: va, b: vb, p_value: p }
+            })
+            .collect()
+    };
     AbTable {
         a_label: a.1.to_string(),
         b_label: b.1.to_string(),
@@ -255,6 +283,48 @@ pub fn wake_us(r: &RunReport, tag: u8, q: f64) -> f64 {
 /// CPU time `ns` as a share of a machine of `cpus` CPUs over the run (%).
 pub fn share(ns: u64, r: &RunReport, cpus: f64) -> f64 {
     100.0 * ns as f64 / (cpus * r.total_ns.max(1) as f64)
+}
+
+/// A program's rows: rt-app's figures of each task (sched_workload::figures), per run.
+fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
+    type TaskFigure = (&'static str, fn(&TaskFigures) -> f64);
+    // (A figure a task never has, such as slack without a timer, is NaN and its row left out.)
+    const FIGURES: [TaskFigure; 8] = [
+        ("activations", |f| f.activations as f64),
+        ("run time mean (µs)", |f| f.run_us.mean),
+        ("wake-to-run p50 (µs)", |f| if f.wake_us.count == 0 { f64::NAN } else { f.wake_us.p50 }),
+        ("wake-to-run p99 (µs)", |f| if f.wake_us.count == 0 { f64::NAN } else { f.wake_us.p99 }),
+        ("wake-to-run max (µs)", |f| if f.wake_us.count == 0 { f64::NAN } else { f.wake_us.max }),
+        ("slack p50 (µs)", |f| if f.slack_us.count == 0 { f64::NAN } else { f.slack_us.p50 }),
+        ("timer misses", |f| if f.slack_us.count == 0 { f64::NAN } else { f.misses as f64 }),
+        ("CPU share (%)", |f| f.cpu_share_pct),
+    ];
+    let names: Vec<String> =
+        ra.first().map(|r| r.tasks.iter().map(|t| t.name.clone()).collect()).unwrap_or_default();
+    let mut rows = Vec::new();
+    for (i, task) in names.iter().enumerate() {
+        for (name, f) in FIGURES {
+            let of = |runs: &[RunReport]| -> Vec<f64> {
+                runs.iter().map(|r| r.tasks.get(i).map_or(f64::NAN, f)).collect()
+            };
+            let (va, vb) = (of(ra), of(rb));
+            if va.iter().chain(&vb).all(|v| v.is_nan()) {
+                continue;
+            }
+            let (_, p) = mann_whitney(&va, &vb);
+            rows.push(Row { name: format!("{task}: {name}"), a: va, b: vb, p_value: p });
+        }
+    }
+    let runs = |runs: &[RunReport]| -> Vec<f64> { runs.iter().map(|r| r.migrations as f64).collect() };
+    let (va, vb) = (runs(ra), runs(rb));
+    let (_, p) = mann_whitney(&va, &vb);
+    rows.push(Row { name: "migrations (run)".to_string(), a: va, b: vb, p_value: p });
+    let blocked =
+        |runs: &[RunReport]| -> Vec<f64> { runs.iter().map(|r| r.blocked_threads as f64).collect() };
+    let (va, vb) = (blocked(ra), blocked(rb));
+    let (_, p) = mann_whitney(&va, &vb);
+    rows.push(Row { name: "threads blocked at the end".to_string(), a: va, b: vb, p_value: p });
+    rows
 }
 
 /// The figures an A/B table shows for workload `w`.

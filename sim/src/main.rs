@@ -9,10 +9,37 @@ use sched_sim::experiments::{ab, drive, on_big_stack, spread, Workload};
 use sched_sim::machine::{Config, Machine, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 
 #[derive(Parser)]
-#[command(name = "cargo xsim", about = "Experiments with sched-core on a simulated multi-CPU machine")]
+#[command(
+    name = "cargo xsim",
+    about = "Experiments with sched-core on a simulated multi-CPU machine",
+    args_conflicts_with_subcommands = true,
+    subcommand_required = false
+)]
 struct Cli {
     #[command(subcommand)]
-    cmd: Cmd,
+    cmd: Option<Cmd>,
+    #[command(flatten)]
+    program: ProgramArgs,
+}
+
+/// `cargo xsim --workload FILE`: an rt-app workload file, A against B.
+#[derive(clap::Args, Clone)]
+struct ProgramArgs {
+    /// An rt-app workload file (the subset of docs/workloads.md): its figures per task with
+    /// features A and B (by default the seed's rule off and on).
+    #[arg(long)]
+    workload: Option<PathBuf>,
+    /// Features of A on top of the defaults, e.g. "NO_UTIL_EST".
+    #[arg(long)]
+    a: Option<String>,
+    /// Features of B on top of the defaults.
+    #[arg(long)]
+    b: Option<String>,
+    /// Iterations per side.
+    #[arg(long, default_value_t = 15)]
+    iterations: usize,
+    #[command(flatten)]
+    m: MachineArgs,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -272,6 +299,7 @@ fn write_ab_picture(m: &MachineArgs, cfg: &Config, w: &Workload, a: (Features, &
     let Some(dir) = &m.out else { return };
     let desc = match w {
         Workload::Sysbench { threads, events, .. } => format!("{threads} threads, {events} events"),
+        Workload::Program { name, .. } => name.clone(),
         other => format!("{other:?}"),
     };
     let title = format!(
@@ -299,7 +327,10 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cli = sched_sim::cli::parse::<Cli>("cargo xsim", &args)
         .unwrap_or_else(|code| std::process::exit(code.into()));
-    match cli.cmd {
+    let Some(cmd) = cli.cmd else {
+        return run_program(&cli.program);
+    };
+    match cmd {
         Cmd::Sysbench { m, w: args } => {
             let cfg = config(&m);
             let w = args.workload();
@@ -393,5 +424,71 @@ fn main() {
                 |side: &str, f: &str| format!("{side}: {}", if f.is_empty() { "the defaults" } else { f });
             write_ab_picture(&m, &cfg, &w, (features(&a), &label("A", &a)), (features(&b), &label("B", &b)));
         }
+    }
+}
+
+/// `cargo xsim --workload FILE`: the file lowered (or refused in one line with its own exit
+/// code), then run K times with A and with B; rt-app's figures per task.
+fn run_program(args: &ProgramArgs) {
+    let Some(path) = &args.workload else {
+        eprintln!("xsim: give a subcommand (sysbench, spread, ab) or --workload FILE; see --help");
+        std::process::exit(sched_sim::cli::USAGE_EXIT.into())
+    };
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+        eprintln!("xsim: cannot read {}: {e}", path.display());
+        std::process::exit(sched_sim::cli::USAGE_EXIT.into())
+    });
+    let def = sched_workload::rtapp::lower(&text).unwrap_or_else(|e| {
+        eprintln!("xsim: {}: {e}", path.display());
+        std::process::exit(e.exit_code().into())
+    });
+    // Lives as long as the process: every run reads it.
+    let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
+    let program = sched_workload::Program::parse(bytes).expect("a lowered program parses");
+    let threads = program.threads() as usize;
+    if threads > sched_sim::machine::PROGRAM_THREADS {
+        eprintln!(
+            "xsim: {}: {threads} threads, the simulator runs at most {}",
+            path.display(),
+            sched_sim::machine::PROGRAM_THREADS
+        );
+        std::process::exit(13)
+    }
+    let cfg = config(&args.m);
+    let name =
+        path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    let w = Workload::Program { name: name.clone(), program };
+    let rule = (
+        (cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK, "without rule (pre-patch)".to_string()),
+        (cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with rule (c32b4308)".to_string()),
+    );
+    let side = |f: &Option<String>, default: &(Features, String), tag: &str| match f {
+        Some(list) => {
+            (features(list), format!("{tag}: {}", if list.is_empty() { "the defaults" } else { list }))
+        }
+        None => default.clone(),
+    };
+    let (a, b) = (side(&args.a, &rule.0, "A"), side(&args.b, &rule.1, "B"));
+    let t = run_ab(&cfg, &w, (a.0, &a.1), (b.0, &b.1), args.iterations, "workload");
+    if args.m.json {
+        println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
+    } else {
+        println!(
+            "workload {name}: {} tasks, {threads} threads, {}, {} CPUs ({}), HZ={}, {}",
+            program.tasks().count(),
+            match program.duration_us() {
+                0 => "until every thread finishes".to_string(),
+                d => format!("{} s", d / 1_000_000),
+            },
+            cfg.cpus,
+            args.m.topology,
+            cfg.hz,
+            if cfg.nohz { "tickless idle" } else { "idle CPUs ticking" }
+        );
+        print!("{}", t.render());
+    }
+    write_ab_picture(&args.m, &cfg, &w, (a.0, &a.1), (b.0, &b.1));
+    if args.m.out.is_some() && cfg.cpus <= 8 {
+        write_trace(&args.m, &Config { features: b.0, ..cfg }, &w);
     }
 }

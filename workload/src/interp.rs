@@ -68,8 +68,9 @@ pub struct Activation {
     /// At its last timer: the next activation minus the time the timer was reached (ns);
     /// negative: the timer was missed. `None`: no timer in the phase.
     pub slack_ns: Option<i64>,
-    /// From its last sleep's or timer's deadline to the thread running again (ns); `None`
-    /// if it did not sleep.
+    /// From its last sleep's or timer's deadline, or its last wake-up by another thread
+    /// (a mutex handed over, a signal, a barrier's release), to the thread running again
+    /// (ns); `None` if it neither slept nor blocked.
     pub wake_latency_ns: Option<u64>,
 }
 
@@ -239,6 +240,13 @@ impl<const T: usize> World<T> {
         self.threads.get(t as usize).map_or(0, |th| th.start)
     }
 
+    /// The CPUs thread `t` may use now: its phase's, else its task's (a bit per CPU).
+    pub fn cpus_of(&self, prog: &Program<'_>, t: ThreadId) -> u64 {
+        let Some(th) = self.threads.get(t as usize) else { return u64::MAX };
+        let Some(task) = prog.task(th.task as usize) else { return u64::MAX };
+        task.phase(th.phase as usize).and_then(|p| p.cpus()).unwrap_or(task.cpus())
+    }
+
     /// Threads that have not exited.
     pub fn live(&self) -> usize {
         self.threads[..self.nthreads].iter().filter(|t| t.live).count()
@@ -367,24 +375,24 @@ impl<const T: usize> World<T> {
                 }
             }
             Event::Unlock(m) => {
-                self.release(m, host);
+                self.release(m, now, host);
                 None
             }
             Event::Wait { cond, mutex } => {
-                self.release(mutex, host);
+                self.release(mutex, now, host);
                 Some(self.block(t, Wait::Cond(cond, mutex)))
             }
             Event::Sync { cond, mutex } => {
-                self.signal(cond, false, host);
-                self.release(mutex, host);
+                self.signal(cond, false, now, host);
+                self.release(mutex, now, host);
                 Some(self.block(t, Wait::Cond(cond, mutex)))
             }
             Event::Signal(c) => {
-                self.signal(c, false, host);
+                self.signal(c, false, now, host);
                 None
             }
             Event::Broad(c) | Event::Resume(c) => {
-                self.signal(c, true, host);
+                self.signal(c, true, now, host);
                 None
             }
             Event::Suspend(c) => Some(self.block(t, Wait::Cond(c, NONE))),
@@ -397,8 +405,7 @@ impl<const T: usize> World<T> {
                 self.arrived[b as usize] = 0;
                 for w in 0..self.nthreads {
                     if self.threads[w].wait == Wait::Barrier(b) {
-                        self.threads[w].wait = Wait::Nothing;
-                        host.wake(w as ThreadId);
+                        self.wake(w, now, host);
                     }
                 }
                 None
@@ -437,27 +444,32 @@ impl<const T: usize> World<T> {
             .min_by_key(|&w| self.threads[w].wait_seq)
     }
 
+    /// Wakes blocked thread `w` at `now`: its wake-to-run latency starts.
+    fn wake(&mut self, w: usize, now: u64, host: &mut impl Host) {
+        self.threads[w].wait = Wait::Nothing;
+        self.threads[w].woke_from = Some(now);
+        host.wake(w as ThreadId);
+    }
+
     /// Releases mutex `m`: its earliest waiter takes it and is woken.
-    fn release(&mut self, m: u16, host: &mut impl Host) {
+    fn release(&mut self, m: u16, now: u64, host: &mut impl Host) {
         self.owner[m as usize] = NONE;
         if let Some(w) = self.first_waiter(|x| x == Wait::Mutex(m)) {
             self.owner[m as usize] = w as u16;
-            self.threads[w].wait = Wait::Nothing;
-            host.wake(w as ThreadId);
+            self.wake(w, now, host);
         }
     }
 
     /// Signals condition variable `c` (one waiter, or every one): each takes its mutex again
     /// (waking if it is free, else queueing for it). No waiter: nothing happens.
-    fn signal(&mut self, c: u16, all: bool, host: &mut impl Host) {
+    fn signal(&mut self, c: u16, all: bool, now: u64, host: &mut impl Host) {
         while let Some(w) = self.first_waiter(|x| matches!(x, Wait::Cond(cc, _) if cc == c)) {
             let Wait::Cond(_, m) = self.threads[w].wait else { break };
             if m == NONE || self.owner[m as usize] == NONE {
                 if m != NONE {
                     self.owner[m as usize] = w as u16;
                 }
-                self.threads[w].wait = Wait::Nothing;
-                host.wake(w as ThreadId);
+                self.wake(w, now, host);
             } else {
                 // Queued for the mutex, behind those already waiting.
                 self.seq += 1;

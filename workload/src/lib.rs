@@ -19,6 +19,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+#[cfg(feature = "std")]
+pub mod figures;
 mod format;
 pub mod interp;
 #[cfg(feature = "std")]

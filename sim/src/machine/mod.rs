@@ -13,6 +13,7 @@
 
 mod config;
 mod platform;
+mod program;
 mod report;
 mod workload;
 
@@ -24,6 +25,7 @@ use sched_core::{CpuMask, InitError, Smp, TaskId, Tunables};
 pub use config::{Config, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 use platform::CpuSim;
 pub use platform::SimPlatform;
+pub use program::PROGRAM_THREADS;
 pub use report::RunReport;
 pub use workload::{Behavior, EventPool};
 use workload::{TaskMap, TaskSim};
@@ -76,6 +78,8 @@ pub struct Machine<const C: usize> {
     ticks: u64,
     /// Every timer wakeup's wait until the task ran (its tag, ns), in order.
     wake_latencies: Vec<(u8, u64)>,
+    /// The workload program being run, if any.
+    program: Option<Box<program::ProgramRun>>,
 }
 
 impl<const C: usize> Machine<C> {
@@ -118,6 +122,7 @@ impl<const C: usize> Machine<C> {
             worker_target: 0,
             ticks: 0,
             wake_latencies: Vec::new(),
+            program: None,
         };
         // Every CPU starts in its idle loop with its tick running.
         for cpu in 0..n {
@@ -465,6 +470,7 @@ impl<const C: usize> Machine<C> {
                 }
                 self.arm_done(cpu);
             }
+            Behavior::Program { thread } => self.program_step(cpu, t, thread),
             Behavior::Periodic { run_ns, sleep_ns, repeat } => {
                 let step = step + 1;
                 if step >= repeat {

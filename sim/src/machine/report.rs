@@ -46,6 +46,17 @@ pub struct RunReport {
     /// CPU time the live periodic tasks have had, per tag 0 and 1 (ns).
     #[serde(skip_serializing_if = "both_zero")]
     pub periodic_cpu_ns: [u64; 2],
+    /// A workload program's figures per task (rt-app's; empty for the other workloads).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tasks: Vec<sched_workload::figures::TaskFigures>,
+    /// A workload program's threads still blocked on a mutex, condition variable or barrier
+    /// when the run ended.
+    #[serde(skip_serializing_if = "is_zero_usize")]
+    pub blocked_threads: usize,
+}
+
+fn is_zero_usize(n: &usize) -> bool {
+    *n == 0
 }
 
 fn both_zero(n: &[u64; 2]) -> bool {
@@ -118,6 +129,8 @@ impl<const C: usize> super::Machine<C> {
             periodic_cpu_ns: [0, 1].map(|tag| {
                 self.cpu_time_of(|t| matches!(t.behavior, Behavior::Periodic { .. }) && t.tag == tag)
             }),
+            tasks: Vec::new(),
+            blocked_threads: 0,
         }
     }
 

@@ -23,6 +23,12 @@ pub enum Behavior {
     },
     /// Runs forever.
     Spinner,
+    /// A thread of the workload program being run ([`Machine::start_program`](super::Machine::start_program)):
+    /// its steps come from the program.
+    Program {
+        /// Its number in the program's run.
+        thread: sched_workload::ThreadId,
+    },
     /// Runs `run_ns`, sleeps `sleep_ns`, `repeat` times, then exits.
     Periodic {
         /// Work per period.
@@ -196,6 +202,8 @@ impl<const C: usize> super::Machine<C> {
             Behavior::SysbenchWorker { init_ns } => init_ns.max(1),
             Behavior::Spinner => u64::MAX / 4,
             Behavior::Periodic { run_ns, .. } => run_ns.max(1),
+            // Its first step is taken when it first runs.
+            Behavior::Program { .. } => 0,
         }
     }
 

@@ -1,0 +1,197 @@
+//! A workload program (an rt-app file lowered by sched-workload) on the simulated machine:
+//! each of its threads is a task whose steps the program's [`World`] gives; what the run
+//! measured is rt-app's figures per task ([`sched_workload::figures`]).
+
+use sched_core::{CpuMask, TaskId};
+use sched_workload::figures::{per_task, TaskFigures};
+use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
+use sched_workload::Program;
+
+use super::workload::Behavior;
+use super::{Ev, Machine};
+
+/// Threads (started and forked) one simulated run of a program may have.
+pub const PROGRAM_THREADS: usize = 1024;
+
+/// A program's run on the machine.
+pub(super) struct ProgramRun {
+    prog: Program<'static>,
+    world: Box<World<PROGRAM_THREADS>>,
+    /// Per thread: its task in the core, whether its start delay has passed, the CPU mask
+    /// last applied.
+    threads: Vec<(TaskId, bool, u64)>,
+    acts: Vec<Activation>,
+    /// CPU time of the exited threads, per task definition (ns).
+    cpu_ns: Vec<u64>,
+    t0: u64,
+}
+
+/// What a step asked of the machine besides its answer.
+#[derive(Default)]
+struct Collect {
+    wakes: Vec<ThreadId>,
+    acts: Vec<Activation>,
+}
+
+impl Host for Collect {
+    fn wake(&mut self, t: ThreadId) {
+        self.wakes.push(t);
+    }
+
+    fn activation(&mut self, a: &Activation) {
+        self.acts.push(*a);
+    }
+}
+
+/// The core's mask of a program's (a bit per CPU; every CPU for `u64::MAX`).
+fn mask(bits: u64) -> CpuMask {
+    if bits == u64::MAX {
+        return CpuMask::ALL;
+    }
+    (0..64).filter(|c| bits >> c & 1 != 0).fold(CpuMask::first_n(0), |m, c| m.with(c))
+}
+
+impl<const C: usize> Machine<C> {
+    /// Starts `prog` now: every task's instances are created from CPU 0, each beginning after
+    /// its task's delay. Refused (with why) if it has more threads than a run may hold.
+    pub fn start_program(&mut self, prog: Program<'static>) -> Result<(), String> {
+        let t0 = self.now.max(1);
+        let mut world = Box::new(World::new(t0));
+        world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
+        let n = world.len();
+        let tasks = prog.tasks().count();
+        self.program = Some(Box::new(ProgramRun {
+            prog,
+            world,
+            threads: Vec::new(),
+            acts: Vec::new(),
+            cpu_ns: vec![0; tasks],
+            t0,
+        }));
+        for th in 0..n {
+            self.spawn_thread(0, th as ThreadId);
+        }
+        Ok(())
+    }
+
+    /// Creates the core's task for program thread `th`, from `cpu`.
+    fn spawn_thread(&mut self, cpu: usize, th: ThreadId) {
+        let Some(run) = self.program.as_ref() else { return };
+        let Some(def) = run.world.task_of(th).and_then(|t| run.prog.task(t as usize)) else { return };
+        let (name, cpus, nice) = (format!("{}-{th}", def.name()), def.cpus(), def.nice());
+        let id = self.spawn_inner(cpu, Behavior::Program { thread: th }, &name, mask(cpus));
+        if nice != 0 {
+            self.smp.set_nice(self.now, id, nice).expect("a nice value the program checked");
+        }
+        if let Some(run) = self.program.as_mut() {
+            run.threads.push((id, false, cpus));
+        }
+    }
+
+    /// Program thread `th` (task `t`, running on `cpu`) finished its step: the next ones,
+    /// until one takes time, blocks or ends the thread.
+    pub(super) fn program_step(&mut self, cpu: usize, t: TaskId, th: ThreadId) {
+        loop {
+            let now = self.now;
+            let Some(run) = self.program.as_mut() else { return };
+            let Some(&(_, started, applied)) = run.threads.get(th as usize) else { return };
+            if !started {
+                run.threads[th as usize].1 = true;
+                let start = run.world.start_of(th);
+                if start > now {
+                    return self.sleep_until(cpu, t, start);
+                }
+            }
+            run.world.running(th, now);
+            let mut host = Collect::default();
+            let step = run.world.step(&run.prog, th, now, &mut host);
+            run.acts.append(&mut host.acts);
+            let want = run.world.cpus_of(&run.prog, th);
+            let woken: Vec<TaskId> =
+                host.wakes.iter().filter_map(|&w| run.threads.get(w as usize)).map(|w| w.0).collect();
+            if want != applied {
+                run.threads[th as usize].2 = want;
+            }
+            for w in woken {
+                self.wake_traced(cpu, w, "a program thread waits");
+            }
+            if want != applied && step != Step::Exit {
+                self.smp.set_affinity(now, t, mask(want)).expect("a mask the program checked");
+                self.after_core_call(cpu);
+            }
+            let work = match step {
+                Step::Work { ns } => ns.max(1),
+                Step::WorkUntil { at } => at.saturating_sub(now).max(1),
+                Step::SleepUntil { at } => return self.sleep_until(cpu, t, at),
+                Step::Block => {
+                    self.set_remaining(t, 0);
+                    self.smp.block(cpu, now, t).expect("the stepping thread runs");
+                    self.after_core_call(cpu);
+                    return self.reschedule(cpu);
+                }
+                Step::Yield => {
+                    self.set_remaining(t, 0);
+                    self.smp.yield_now(cpu, now).expect("a simulated CPU");
+                    self.after_core_call(cpu);
+                    return self.reschedule(cpu);
+                }
+                Step::Fork { task } => {
+                    let Some(run) = self.program.as_mut() else { return };
+                    if let Ok(child) = run.world.spawn(&run.prog, task, now) {
+                        self.spawn_thread(cpu, child);
+                    }
+                    continue;
+                }
+                Step::Exit => {
+                    self.account(cpu);
+                    let ran = self.tasks.get(&t).map_or(0, |s| s.ran_ns);
+                    if let Some(run) = self.program.as_mut() {
+                        if let Some(task) = run.world.task_of(th) {
+                            run.cpu_ns[task as usize] += ran;
+                        }
+                    }
+                    return self.finish_task(cpu, t);
+                }
+            };
+            self.set_remaining(t, work);
+            return if self.smp.need_resched(cpu) { self.reschedule(cpu) } else { self.arm_done(cpu) };
+        }
+    }
+
+    fn set_remaining(&mut self, t: TaskId, ns: u64) {
+        if let Some(s) = self.tasks.get_mut(&t) {
+            s.remaining = ns;
+        }
+    }
+
+    /// Task `t`, running on `cpu`, sleeps until `at`.
+    fn sleep_until(&mut self, cpu: usize, t: TaskId, at: u64) {
+        self.set_remaining(t, 0);
+        self.smp.block(cpu, self.now, t).expect("the stepping thread runs");
+        self.after_core_call(cpu);
+        self.push(at, Ev::Wake(t));
+        self.reschedule(cpu);
+    }
+
+    /// rt-app's figures per task of the program run so far (empty without one), and the
+    /// threads still blocked on a mutex, condition variable or barrier.
+    pub fn program_figures(&mut self) -> (Vec<TaskFigures>, usize) {
+        for cpu in 0..self.cpus.len() {
+            self.account(cpu);
+        }
+        let Some(run) = self.program.as_ref() else { return (Vec::new(), 0) };
+        let mut cpu_ns = run.cpu_ns.clone();
+        // The live threads' CPU time so far.
+        for s in run.threads.iter().filter_map(|(id, _, _)| self.tasks.get(id)) {
+            if let Some(task) = match s.behavior {
+                Behavior::Program { thread } => run.world.task_of(thread),
+                _ => None,
+            } {
+                cpu_ns[task as usize] += s.ran_ns;
+            }
+        }
+        let names: Vec<String> = run.prog.tasks().map(|t| t.name().to_string()).collect();
+        let figures = per_task(&names, &run.acts, &cpu_ns, self.now.saturating_sub(run.t0), self.cpus.len());
+        (figures, run.world.blocked())
+    }
+}

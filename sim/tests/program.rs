@@ -1,0 +1,67 @@
+//! Workload programs (rt-app files) on the simulated machine: rt-app's figures per task come
+//! out as the workload and the scheduler make them.
+
+use sched_sim::experiments::{run_once, Workload};
+use sched_sim::machine::{Config, TopologyKind};
+use sched_workload::figures::TaskFigures;
+use sched_workload::Program;
+
+fn run(json: &str, cpus: usize) -> (Vec<TaskFigures>, usize) {
+    let def = sched_workload::rtapp::lower(json).expect("a valid workload");
+    let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
+    let program = Program::parse(bytes).expect("a lowered program parses");
+    let w = Workload::Program { name: "test".into(), program };
+    let r = run_once(&Config { cpus, topology: TopologyKind::Flat, ..Config::octo(1) }, &w);
+    (r.tasks, r.blocked_threads)
+}
+
+/// rt-app's classic periodic set on an idle machine: every activation on time, each task's
+/// share its utilisation.
+#[test]
+fn a_periodic_set_meets_its_deadlines() {
+    let (f, blocked) = run(include_str!("../../workloads/periodic.json"), 8);
+    let (light, heavy) = (&f[0], &f[1]);
+    assert_eq!((light.name.as_str(), light.activations, light.misses), ("light", 6 * 200, 0));
+    assert_eq!((heavy.activations, heavy.misses), (2 * 125, 0), "the delayed task's 2 s hold 125 periods");
+    assert!((light.cpu_share_pct - 15.0).abs() < 0.1, "6 × 20 % of 8 CPUs: {}", light.cpu_share_pct);
+    assert!((heavy.cpu_share_pct - 10.0).abs() < 0.1, "2 × 40 % of 8 CPUs: {}", heavy.cpu_share_pct);
+    assert!(light.wake_us.p99 < 50.0, "an idle CPU runs a woken task at once: {:?}", light.wake_us);
+    assert_eq!(blocked, 0);
+}
+
+/// More periodic work than the CPUs hold: timers are missed, and each run is stretched by
+/// the threads it shares its CPU with.
+#[test]
+fn an_overloaded_set_misses_its_timers() {
+    let json = r#"{"global": {"duration": 1, "calibration": 100}, "tasks": {"t": {"instance": 6, "loop": -1,
+        "phases": {"p": {"run": 6000, "timer": {"ref": "unique", "period": 10000}}}}}}"#;
+    let (f, _) = run(json, 2);
+    assert!(f[0].misses > 100, "{:?}", f[0]);
+    assert!(f[0].run_us.mean > 9000.0, "6 ms of work among 3 threads a CPU: {:?}", f[0].run_us);
+    assert!((f[0].cpu_share_pct - 100.0).abs() < 1.0, "both CPUs busy: {}", f[0].cpu_share_pct);
+}
+
+/// `cpus` confines a task, and `priority` (nice) divides a CPU by weight.
+#[test]
+fn affinity_and_nice_shape_the_shares() {
+    let json = r#"{"global": {"duration": 1, "calibration": 100}, "tasks": {
+        "pinned": {"instance": 4, "loop": -1, "cpus": [0], "phases": {"p": {"run": 10000}}},
+        "fair": {"loop": -1, "cpus": [1], "phases": {"p": {"run": 10000}}},
+        "nice": {"loop": -1, "cpus": [1], "priority": 5, "phases": {"p": {"run": 10000}}}}}"#;
+    let (f, _) = run(json, 4);
+    assert!((f[0].cpu_share_pct - 25.0).abs() < 0.5, "four threads on one CPU of 4: {}", f[0].cpu_share_pct);
+    // Nice 0 against nice 5: weights 1024 and 335.
+    let ratio = f[1].cpu_share_pct / f[2].cpu_share_pct;
+    assert!((ratio - 1024.0 / 335.0).abs() < 0.3, "{ratio}");
+}
+
+/// A messenger waking workers (schbench's shape): the workers' wake-to-run latency is
+/// measured from the broadcast, and a run that ends with workers waiting says so.
+#[test]
+fn woken_workers_measure_their_wakeups() {
+    let (f, blocked) = run(include_str!("../../workloads/schbench.json"), 8);
+    let worker = &f[1];
+    assert!(worker.activations > 1000, "{worker:?}");
+    assert!(worker.wake_us.count > 1000 && worker.wake_us.p50 > 0.0, "{:?}", worker.wake_us);
+    assert!(blocked <= 12, "{blocked}");
+}
