@@ -450,7 +450,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         steps_failed.push("sched-core package");
     }
 
-    eprintln!("xtest: [4/7] sched-core builds for the bare-metal targets (no_std, no alloc)");
+    eprintln!("xtest: [4/7] sched-core (and sched-workload's reader) build for the bare-metal targets (no_std, no alloc)");
     for (target, features) in BARE_METAL_TARGETS {
         let built = ensure_target(target)
             && cargo()
@@ -466,6 +466,20 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
             eprintln!("xtest: sched-core does not build for {target} {}", features.join(" "));
             steps_failed.push("bare-metal builds of sched-core");
         }
+    }
+    // The workload programs' reader and interpreter, as a kernel takes them: no_std, no alloc.
+    let target = "thumbv7em-none-eabihf";
+    let built = ensure_target(target)
+        && cargo()
+            .args(["build", "-p", "sched-workload", "--no-default-features", "--target", target, "--release"])
+            .status()
+            .is_ok_and(|s| s.success());
+    if built {
+        tally.passed += 1;
+    } else {
+        tally.failed += 1;
+        eprintln!("xtest: sched-workload does not build for {target} without std");
+        steps_failed.push("bare-metal builds of sched-core");
     }
 
     eprintln!("xtest: [5/7] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
