@@ -6,6 +6,9 @@ use std::fmt;
 
 use serde::de::{Deserialize, Deserializer, Error, MapAccess, SeqAccess, Visitor};
 
+/// The key serde_json's `arbitrary_precision` feature hands a number under.
+const NUMBER_TOKEN: &str = "$serde_json::private::Number";
+
 /// A JSON value with its objects' keys in file order.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Json {
@@ -105,6 +108,15 @@ impl<'de> Visitor<'de> for JsonVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let mut entries: Vec<(String, Json)> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
+            // With serde_json's `arbitrary_precision` (which another crate of a build may
+            // turn on), a number arrives as a one-entry map holding its text.
+            if entries.is_empty() && key == NUMBER_TOKEN {
+                let text: String = map.next_value()?;
+                return text
+                    .parse()
+                    .map(Json::Number)
+                    .map_err(|_| A::Error::custom(format!("not a number: {text}")));
+            }
             if entries.iter().any(|(k, _)| *k == key) {
                 return Err(A::Error::custom(format!("the key {key:?} is given twice in one object")));
             }
