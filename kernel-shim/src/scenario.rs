@@ -20,6 +20,8 @@
 //! * `scenario=churn ops=N seed=S`: random spawn/exit/park/unpark/yield/sleep until N
 //!   operations; every thread must start and exit exactly once.
 //! * `scenario=hang cpu=C`: a thread on CPU C spins with IRQs masked; the watchdog exits 5.
+//! * `scenario=program`: the workload program the runner loaded (an rt-app file, lowered),
+//!   one kernel thread per program thread; exit 0, 3 if no valid program was loaded.
 //! * `scenario=latency spinners=N periodic=M run_us=R sleep_us=S short_slice_us=L
 //!   duration_ms=D policy=both|cfs|eevdf`: N spinners and M periodic threads (R µs of CPU, S
 //!   µs asleep, every other one with an EEVDF slice of L µs), D ms under CFS and then D ms
@@ -47,6 +49,9 @@ mod hang;
 #[cfg(not(target_arch = "arm"))]
 mod latency;
 mod pingpong;
+// (A microcontroller takes no workload program: see `arch::loaded_program`.)
+#[cfg(not(target_arch = "arm"))]
+mod program;
 
 use bench::{bench_main, on_switch, on_tick, spinner, Mode};
 use boot::boot;
@@ -94,11 +99,13 @@ pub enum ThreadKind {
     Periodic,
     /// A spinner of `scenario=latency`.
     LatencySpinner,
+    /// A thread of the workload program (arg: its number in the program's run).
+    Program,
 }
 
 impl ThreadKind {
     /// Every kind, in number order.
-    const ALL: [ThreadKind; 13] = [
+    const ALL: [ThreadKind; 14] = [
         ThreadKind::Main,
         ThreadKind::Spinner,
         ThreadKind::Panic,
@@ -112,6 +119,7 @@ impl ThreadKind {
         ThreadKind::CoreCalls,
         ThreadKind::Periodic,
         ThreadKind::LatencySpinner,
+        ThreadKind::Program,
     ];
 
     /// Its number, what `sys_spawn` carries and `sched` stores.
@@ -228,6 +236,9 @@ pub enum Scenario {
     /// Spinners beside periodic threads with short and default EEVDF slices, under CFS and
     /// then EEVDF in one boot: wake-to-run times and shares.
     Latency(Latency),
+    /// The workload program the runner loaded (an rt-app file): one kernel thread per
+    /// program thread; every activation and each thread's CPU time logged.
+    Program,
 }
 
 /// Which policies `scenario=latency` runs.
@@ -386,6 +397,8 @@ pub enum ArgError {
     LatencyThreads,
     /// `scenario=latency` on a kernel built without EEVDF (a microcontroller's).
     NoEevdf,
+    /// `scenario=program` on a machine that takes no workload program.
+    NoProgram,
 }
 
 impl core::fmt::Display for ArgError {
@@ -410,6 +423,7 @@ impl core::fmt::Display for ArgError {
             ArgError::Policy => write!(f, "policy must be both, cfs or eevdf"),
             ArgError::LatencyThreads => write!(f, "spinners + periodic must be at most {}", MAX_SPINNERS),
             ArgError::NoEevdf => write!(f, "this kernel has no EEVDF (a microcontroller's is built without it)"),
+            ArgError::NoProgram => write!(f, "this machine takes no workload program (a microcontroller's RAM holds the kernel alone)"),
             ArgError::Capacity => write!(
                 f,
                 "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
@@ -523,6 +537,13 @@ impl Config {
             "churn" => Scenario::Churn { ops },
             "hang" => Scenario::Hang { cpu },
             "corecalls" => Scenario::Corecalls { rounds },
+            "program" => {
+                if arch::PROGRAM_WINDOW.is_none() {
+                    *bad = "scenario=program";
+                    return Err(ArgError::NoProgram);
+                }
+                Scenario::Program
+            }
             "latency" => {
                 *bad = "scenario=latency";
                 if cfg!(target_arch = "arm") {
@@ -590,6 +611,10 @@ pub fn thread_main(kind: usize, arg: usize) {
             Some(&Scenario::Corecalls { rounds }) => corecalls_main(rounds),
             #[cfg(not(target_arch = "arm"))]
             Some(&Scenario::Latency(l)) => latency_main(l),
+            #[cfg(not(target_arch = "arm"))]
+            Some(Scenario::Program) => program::program_main(),
+            #[cfg(target_arch = "arm")]
+            Some(Scenario::Program) => {}
             #[cfg(target_arch = "arm")]
             Some(Scenario::Latency(_)) => {}
             Some(&Scenario::Panic { cpu }) => pinned_main(ThreadKind::Panic, cpu as usize, cpu),
@@ -611,6 +636,8 @@ pub fn thread_main(kind: usize, arg: usize) {
         ThreadKind::Ping => ping(arg),
         ThreadKind::Fault => fault(arg),
         ThreadKind::Pong => pong(arg),
+        #[cfg(not(target_arch = "arm"))]
+        ThreadKind::Program => program::program_thread(arg),
         ThreadKind::Panic => panic!(
             "scenario=panic: requested panic (thread pinned to CPU {}, on CPU {})",
             arg,
@@ -618,7 +645,7 @@ pub fn thread_main(kind: usize, arg: usize) {
         ),
         // (The latency scenario is not built for the microcontrollers.)
         #[cfg(target_arch = "arm")]
-        ThreadKind::Periodic | ThreadKind::LatencySpinner => {}
+        ThreadKind::Periodic | ThreadKind::LatencySpinner | ThreadKind::Program => {}
     }
 }
 

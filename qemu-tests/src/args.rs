@@ -79,6 +79,11 @@ pub struct BootArgs {
     /// CPUs per cluster QEMU describes (0: one cluster per node).
     #[arg(long, value_name = "K", default_value_t = 0)]
     pub clusters: usize,
+    /// An rt-app workload file: lowered here (refused in one line with its own exit code),
+    /// loaded into the machine and run by `scenario=program` (the default boot line then);
+    /// its figures per task follow the log.
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<std::path::PathBuf>,
     /// The kernel's boot line, words `key=value` (default: scenario=boot), e.g.
     /// `scenario=pingpong pairs=4 rounds=1000`.
     #[arg(value_name = "BOOT_WORD")]
@@ -176,6 +181,8 @@ mod tests {
     fn a_boot_line_is_words_and_the_machine_has_defaults() {
         let b = parse::<BootArgs>("cargo xboot", &a("--arch riscv64 scenario=pingpong pairs=4")).unwrap();
         assert_eq!((b.arch, b.mode, b.smp, b.line.len()), (Arch::Riscv64, Mode::Deterministic, None, 2));
+        let w = parse::<BootArgs>("cargo xboot", &a("--workload workloads/periodic.json")).unwrap();
+        assert_eq!(w.workload.as_deref(), Some(std::path::Path::new("workloads/periodic.json")));
         assert_eq!(parse::<BootArgs>("cargo xboot", &a("--smp eight")).unwrap_err(), USAGE_EXIT);
     }
 }

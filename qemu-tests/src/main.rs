@@ -23,6 +23,7 @@ mod size;
 mod source;
 mod suite;
 mod suite_doc;
+mod workload;
 mod xrun;
 
 use std::process::{Command, ExitCode, Stdio};
@@ -84,8 +85,17 @@ const COMMANDS: &str = "usage: qemu-tests <command> [--help]\n\n  test   cargo x
 /// printed; exits with the kernel's exit code. `--numa` and `--clusters` describe the machine
 /// to QEMU (see [`qemu::Machine`]).
 fn boot_once(a: args::BootArgs) -> ExitCode {
-    let args::BootArgs { arch, mode, smp: cpus, numa, clusters, line } = a;
-    let line = if line.is_empty() { "scenario=boot".to_string() } else { line.join(" ") };
+    let args::BootArgs { arch, mode, smp: cpus, numa, clusters, workload, line } = a;
+    let default = if workload.is_some() { "scenario=program" } else { "scenario=boot" };
+    let line = if line.is_empty() { default.to_string() } else { line.join(" ") };
+    // A workload file is lowered (or refused) before anything is built or booted.
+    let loaded = match workload.as_deref().map(|w| workload::load(w, arch)).transpose() {
+        Ok(l) => l,
+        Err((code, why)) => {
+            eprintln!("xboot: {why}");
+            return ExitCode::from(code);
+        }
+    };
     let mut m = match qemu::prepare(arch) {
         Ok(m) => m,
         Err(e) => {
@@ -122,9 +132,30 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
         }
         m.clusters = clusters;
     }
+    m.program = loaded.as_ref().map(|l| l.bytes_file.clone());
     let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
     for l in &b.lines {
         println!("{l}");
+    }
+    if let Some(l) = &loaded {
+        let _ = std::fs::remove_file(&l.bytes_file);
+        match workload::figures(&b, &l.def, m.cpus) {
+            Some(r) => {
+                for t in &r.tasks {
+                    println!(
+                        "xboot: {}: {} activations, run mean {:.0} us, wake-to-run p50/p99/max {:.0}/{:.0}/{:.0} us, slack p50 {:.0} us, {} timer misses, CPU share {:.2} %",
+                        t.name, t.activations, t.run_us.mean, t.wake_us.p50, t.wake_us.p99, t.wake_us.max,
+                        t.slack_us.p50, t.misses, t.cpu_share_pct
+                    );
+                }
+                println!(
+                    "xboot: run {:.3} ms, {} threads blocked at the end",
+                    r.run_ns as f64 / 1e6,
+                    r.blocked
+                );
+            }
+            None => eprintln!("xboot: the boot reported no program figures"),
+        }
     }
     eprintln!(
         "xboot: {} {} \"{line}\": exit {:?}{} in {:.1} s",

@@ -97,6 +97,16 @@ impl Arch {
         }
     }
 
+    /// Where the kernel reads a workload program (its port's `PROGRAM_WINDOW`); `None`: the
+    /// machine takes none.
+    pub fn program_window(self) -> Option<u64> {
+        match self {
+            Arch::Aarch64 => Some(0x4f00_0000),
+            Arch::Riscv64 => Some(0x8f00_0000),
+            Arch::CortexM4 | Arch::CortexM33 => None,
+        }
+    }
+
     /// The machine: board, RAM, firmware and exit device (the CPU count is `-smp`, added by
     /// [`boot`] where the board takes one).
     fn machine_args(self) -> &'static [&'static str] {
@@ -141,6 +151,9 @@ pub struct Machine {
     /// and a microcontroller has no device tree, so there [`Machine::boot_words`] puts
     /// `clusters=K` on the boot line instead.
     pub clusters: usize,
+    /// A workload program's bytes (a file) for `scenario=program`: QEMU's generic loader puts
+    /// it at the port's program window ([`Arch::program_window`]).
+    pub program: Option<PathBuf>,
 }
 
 /// How QEMU runs the vCPUs.
@@ -240,6 +253,7 @@ pub fn prepare(arch: Arch) -> Result<Machine, String> {
         cpus: arch.cpus(),
         numa: 0,
         clusters: 0,
+        program: None,
     })
 }
 
@@ -329,6 +343,9 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
             }
         }
     }
+    if let (Some(p), Some(at)) = (&m.program, m.arch.program_window()) {
+        cmd.arg("-device").arg(format!("loader,file={},addr={at:#x},force-raw=on", p.display()));
+    }
     cmd.args(["-nographic", "-monitor", "none"])
         .arg("-serial")
         .arg(format!("file:{}", log.display()))
@@ -369,7 +386,7 @@ fn kernel_stream(serial: &[u8]) -> &[u8] {
     serial.iter().position(|&b| b == 0).map_or(&[][..], |i| &serial[i + 1..])
 }
 
-fn unique() -> u64 {
+pub(crate) fn unique() -> u64 {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
     N.fetch_add(1, Ordering::Relaxed)

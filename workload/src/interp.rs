@@ -183,8 +183,9 @@ pub struct World<const T: usize> {
 }
 
 impl<const T: usize> World<T> {
-    /// An empty world whose workload starts at `t0` (ns).
-    pub fn new(t0: u64) -> World<T> {
+    /// An empty world whose workload starts at `t0` (ns). (`const`: a kernel keeps its world
+    /// in a static.)
+    pub const fn new(t0: u64) -> World<T> {
         World {
             t0,
             threads: [Thread::IDLE; T],
@@ -193,6 +194,14 @@ impl<const T: usize> World<T> {
             arrived: [0; MAX_RESOURCES],
             shared_timers: [t0; MAX_RESOURCES],
             seq: 0,
+        }
+    }
+
+    /// Moves the workload's start to `t0` (ns); only before any thread is added.
+    pub fn set_start(&mut self, t0: u64) {
+        if self.nthreads == 0 {
+            self.t0 = t0;
+            self.shared_timers = [t0; MAX_RESOURCES];
         }
     }
 

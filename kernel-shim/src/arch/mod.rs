@@ -26,7 +26,8 @@
 //! `program_timer` (a 64-bit port: `slice.rs` arms the tick and the slices with it) or
 //! `timer_arm_at` and `timer_stop` (Cortex-M); `irq_save`, `irq_enable`, `relax` (riscv64; the others share
 //! `yield`); `trap` (the system-call instruction); `uart_write`; `undefined_instruction`;
-//! `exit`. Its assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack. To this
+//! `exit`, `PROGRAM_WINDOW` (where the runner loads a workload program, if anywhere). Its
+//! assembly enters every CPU at [`kernel_entry`] on that CPU's boot stack. To this
 //! module alone it gives `set_percpu` and `percpu` (where the CPU keeps its per-CPU block's
 //! address) and, with soft IPIs (riscv64, Cortex-M), `IRQ_NUMBER_TIMER` and `IRQ_NUMBER_IPI`
 //! for `soft_ipi.rs`. The 64-bit ports share this module's `Frame`; Cortex-M has its own
@@ -318,3 +319,41 @@ impl spin::RelaxStrategy for YieldRelax {
 
 /// The kernel's own spin lock.
 pub type Lock<T> = spin::mutex::Mutex<T, YieldRelax>;
+
+/// The most bytes a workload program has (sched-workload's bound).
+#[cfg(not(target_arch = "arm"))]
+const PROGRAM_BYTES: usize = sched_workload::limits::MAX_WORDS * 4;
+
+/// The workload program as loaded, copied out of the port's window once.
+#[cfg(not(target_arch = "arm"))]
+static PROGRAM_COPY: spin::Once<Option<&'static [u8]>> = spin::Once::new();
+
+/// The bytes of the workload program the runner loaded into the port's `PROGRAM_WINDOW`
+/// (QEMU's generic loader, before the CPUs start): the whole window, copied into the kernel's
+/// own memory with aligned word reads (device memory with the MMU off takes no other
+/// access). `None` where the port has no window. What the bytes hold is unchecked here:
+/// `sched_workload::Program::parse` checks them.
+#[cfg(not(target_arch = "arm"))]
+pub fn loaded_program() -> Option<&'static [u8]> {
+    *PROGRAM_COPY.call_once(|| {
+        let base = PROGRAM_WINDOW?;
+        static mut WORDS: [u32; PROGRAM_BYTES / 4] = [0; PROGRAM_BYTES / 4];
+        // SAFETY: `call_once` runs this once, and nothing else names `WORDS`, so this is the
+        // only reference to it; the window is RAM of this machine that the kernel never uses
+        // (see its definition), so each aligned word of it can be read.
+        let words = unsafe { &mut *core::ptr::addr_of_mut!(WORDS) };
+        for (i, w) in words.iter_mut().enumerate() {
+            // SAFETY: within the window, 4-byte aligned (the base is).
+            *w = unsafe { ((base + i * 4) as *const u32).read_volatile() };
+        }
+        // SAFETY: a `[u32]` is a valid `[u8]` of four times its length, alignment 1; the words
+        // are not written again (shared from here on).
+        Some(unsafe { core::slice::from_raw_parts(words.as_ptr() as *const u8, PROGRAM_BYTES) })
+    })
+}
+
+/// No workload programs on a microcontroller: its 64 KiB of RAM hold the kernel alone.
+#[cfg(target_arch = "arm")]
+pub fn loaded_program() -> Option<&'static [u8]> {
+    PROGRAM_WINDOW.and(None)
+}

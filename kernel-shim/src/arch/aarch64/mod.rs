@@ -21,6 +21,9 @@ use super::{
 
 /// What the boot banner calls this machine.
 pub const NAME: &str = "aarch64 at EL1";
+/// Where the runner's loader puts a workload program: 16 MiB below the end of the machine's
+/// 256 MiB of RAM (from 0x4000_0000), far above the kernel's image, stacks and `.bss`.
+pub const PROGRAM_WINDOW: Option<usize> = Some(0x4f00_0000);
 /// Its tick can stop (a one-shot timer; the counter runs on), so `nohz=on` is offered.
 pub const TICKLESS: bool = true;
 

@@ -30,6 +30,8 @@ pub const NAME: &str = "Cortex-M4 (mps2-an386) in Thread mode";
 /// What the boot banner calls this machine.
 #[cfg(board_an521)]
 pub const NAME: &str = "Cortex-M33 (mps2-an521, Secure) in Thread mode";
+/// No workload programs on a microcontroller (its RAM holds the kernel alone).
+pub const PROGRAM_WINDOW: Option<usize> = None;
 /// Its tick does not stop: SysTick runs periodically (and idle CPUs are few).
 pub const TICKLESS: bool = false;
 /// Size of the saved-register frame: the entry's 10 words (r4–r11, EXC_RETURN and a pad that

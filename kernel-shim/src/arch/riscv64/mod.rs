@@ -23,6 +23,10 @@ use super::{
 
 /// What the boot banner calls this machine.
 pub const NAME: &str = "riscv64 in S-mode";
+/// Where the runner's loader puts a workload program: 16 MiB below the end of the machine's
+/// 256 MiB of RAM (from 0x8000_0000), above the kernel and below the device tree QEMU puts
+/// at the top.
+pub const PROGRAM_WINDOW: Option<usize> = Some(0x8f00_0000);
 /// Its tick can stop (a one-shot deadline; `time` runs on), so `nohz=on` is offered.
 pub const TICKLESS: bool = true;
 

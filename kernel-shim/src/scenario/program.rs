@@ -1,0 +1,243 @@
+//! The `program` scenario: the workload program the runner loaded (an rt-app file, lowered
+//! by sched-workload) run by kernel threads, one per program thread. Each thread asks the one
+//! shared [`World`] what to do next and does it with the kernel's calls: busy work, `sleep`,
+//! `park` (woken by `unpark` when another thread's step frees what it waits for), `yield`,
+//! `spawn` for a fork. Every activation is a log line, and each thread's CPU time at the end;
+//! the runner computes rt-app's figures from them, with the definitions the simulator uses.
+//!
+//! Lines (times in ns from the workload's start):
+//! `program: act thread=T task=K phase=P start=S end=E run=R slack=X wake=W` (`slack`
+//! `-9223372036854775808` and `wake` `18446744073709551615`: none), `program: cpu thread=T
+//! task=K ns=N`, `program: end ns=N blocked=B`.
+
+use portable_atomic::{
+    AtomicU64, AtomicUsize,
+    Ordering::{AcqRel, Acquire, Relaxed, Release},
+};
+use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
+use sched_workload::Program;
+
+use super::{ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_MACHINE};
+use crate::arch::{self, MAX_THREADS};
+use crate::kprintln;
+use crate::sched;
+
+/// Program threads this kernel runs (its thread pool less the main thread).
+const THREADS: usize = MAX_THREADS - 1;
+/// No kernel thread (yet).
+const NO_SLOT: usize = usize::MAX;
+
+/// The program, once checked.
+static PROGRAM: spin::Once<Program<'static>> = spin::Once::new();
+/// Every program thread's place and the shared resources. Taken after no other lock, and no
+/// core call is made while it is held.
+static WORLD: arch::Lock<World<THREADS>> = arch::Lock::new(World::new(0));
+/// Each program thread's kernel thread slot.
+static SLOTS: [AtomicUsize; THREADS] = [const { AtomicUsize::new(NO_SLOT) }; THREADS];
+/// Each program thread's CPU time when it exited (ns).
+static CPU_NS: [AtomicU64; THREADS] = [const { AtomicU64::new(0) }; THREADS];
+/// Program threads not yet exited; the last to exit unparks the main thread.
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static MAIN_SLOT: AtomicUsize = AtomicUsize::new(NO_SLOT);
+/// When the workload started (ns).
+static T0: AtomicU64 = AtomicU64::new(0);
+/// The busy loop's speed: ns per 1000 units, measured at the start.
+static NS_PER_KUNIT: AtomicU64 = AtomicU64::new(1000);
+
+/// `units` turns of the busy loop.
+fn spin_units(units: u64) {
+    let mut x = 0u64;
+    for i in 0..units {
+        x = core::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+    }
+    core::hint::black_box(x);
+}
+
+/// `ns` of busy work at the machine's full speed (a `run`): as many turns of the busy loop as
+/// take that long on a CPU of its own.
+fn work(ns: u64) {
+    spin_units(ns.saturating_mul(1000) / NS_PER_KUNIT.load(Relaxed).max(1));
+}
+
+/// The run's main thread: checks the loaded program, starts its threads, waits for the
+/// workload's `duration` or for every thread to finish, then reports.
+pub(super) fn program_main() {
+    let Some(bytes) = arch::loaded_program() else {
+        defmt::error!("error: bad argument scenario=program: this machine takes no workload program");
+        arch::exit(EXIT_BAD_ARGS);
+    };
+    let prog = match Program::parse(bytes) {
+        Ok(p) => p,
+        Err(e) => {
+            defmt::error!("error: the workload program is refused: {}", defmt::Display2Format(&e));
+            arch::exit(EXIT_BAD_ARGS);
+        }
+    };
+    let threads = prog.threads() as usize;
+    if threads > THREADS {
+        defmt::error!(
+            "error: the workload program has {} threads, this kernel runs at most {}",
+            threads,
+            THREADS
+        );
+        arch::exit(EXIT_MACHINE);
+    }
+    MAIN_SLOT.store(sched::current_thread().unwrap_or(NO_SLOT), Release);
+    // The busy loop's speed, on this CPU while nothing else runs.
+    let probe = 200_000;
+    let t = arch::now_ns();
+    spin_units(probe);
+    NS_PER_KUNIT.store(((arch::now_ns() - t) * 1000 / probe).max(1), Relaxed);
+    let t0 = arch::now_ns();
+    T0.store(t0, Relaxed);
+    let prog = *PROGRAM.call_once(|| prog);
+    {
+        let mut w = WORLD.lock();
+        w.set_start(t0);
+        if w.spawn_all(&prog).is_err() {
+            defmt::error!("error: the workload program does not fit the kernel's table");
+            arch::exit(EXIT_MACHINE);
+        }
+    }
+    kprintln!(
+        "program: {} tasks, {} threads, duration {} us, busy loop {} ns per 1000 turns",
+        prog.tasks().count(),
+        threads,
+        prog.duration_us(),
+        NS_PER_KUNIT.load(Relaxed)
+    );
+    for th in 0..threads {
+        spawn(&prog, th as ThreadId);
+    }
+    match prog.duration_us() {
+        0 => {
+            while LIVE.load(Acquire) > 0 {
+                arch::sys_park();
+            }
+        }
+        d => arch::sys_sleep((t0 + d * 1000).saturating_sub(arch::now_ns())),
+    }
+    let end = arch::now_ns();
+    let (n, blocked) = {
+        let w = WORLD.lock();
+        (w.len(), w.blocked())
+    };
+    for th in 0..n {
+        let slot = SLOTS[th].load(Acquire);
+        let task = WORLD.lock().task_of(th as ThreadId).unwrap_or(0);
+        let exited = CPU_NS[th].load(Acquire);
+        let ns = if exited > 0 || slot == NO_SLOT { exited } else { sched::thread_cpu_ns_now(slot) };
+        defmt::info!("program: cpu thread={=usize} task={=u16} ns={=u64}", th, task, ns);
+    }
+    kprintln!("program: end ns={} blocked={}", end - t0, blocked);
+    arch::exit(0);
+}
+
+/// Starts the kernel thread of program thread `th`.
+fn spawn(prog: &Program<'_>, th: ThreadId) {
+    let Some(task) = WORLD.lock().task_of(th).and_then(|t| prog.task(t as usize)) else { return };
+    LIVE.fetch_add(1, AcqRel);
+    let slot = arch::sys_spawn(ThreadKind::Program.number(), th as usize, task.nice(), task.cpus());
+    if slot < 0 {
+        defmt::error!("error: cannot create the thread of program thread {}", th);
+        arch::exit(EXIT_FAILED);
+    }
+    // (The thread may have stored it first.)
+    let _ = SLOTS[th as usize].compare_exchange(NO_SLOT, slot as usize, AcqRel, Relaxed);
+}
+
+/// What a step asked of the others: threads to wake, activations to log.
+struct KernelHost {
+    wakes: [ThreadId; THREADS],
+    nwakes: usize,
+    acts: [Option<Activation>; 4],
+}
+
+impl Host for KernelHost {
+    fn wake(&mut self, t: ThreadId) {
+        if self.nwakes < THREADS {
+            self.wakes[self.nwakes] = t;
+            self.nwakes += 1;
+        }
+    }
+
+    fn activation(&mut self, a: &Activation) {
+        if let Some(free) = self.acts.iter_mut().find(|a| a.is_none()) {
+            *free = Some(*a);
+        }
+    }
+}
+
+/// The body of program thread `th`.
+pub(super) fn program_thread(th: usize) {
+    let Some(&prog) = PROGRAM.get() else { return };
+    let me = sched::current_thread().unwrap_or(NO_SLOT);
+    SLOTS[th].store(me, Release);
+    let th = th as ThreadId;
+    let t0 = T0.load(Relaxed);
+    // rt-app's `delay`: the thread begins at its start.
+    let start = WORLD.lock().start_of(th);
+    let now = arch::now_ns();
+    if start > now {
+        arch::sys_sleep(start - now);
+    }
+    let mut applied = u64::MAX;
+    loop {
+        let now = arch::now_ns();
+        let mut host = KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4] };
+        let (step, cpus) = {
+            let mut w = WORLD.lock();
+            w.running(th, now);
+            let step = w.step(&prog, th, now, &mut host);
+            (step, w.cpus_of(&prog, th))
+        };
+        for &w in &host.wakes[..host.nwakes] {
+            let slot = SLOTS[w as usize].load(Acquire);
+            if slot != NO_SLOT {
+                arch::sys_unpark(slot);
+            }
+        }
+        for a in host.acts.iter().flatten() {
+            defmt::info!(
+                "program: act thread={=u16} task={=u16} phase={=u16} start={=u64} end={=u64} run={=u64} slack={=i64} wake={=u64}",
+                a.thread,
+                a.task,
+                a.phase,
+                a.start.saturating_sub(t0),
+                a.end.saturating_sub(t0),
+                a.run_ns,
+                a.slack_ns.unwrap_or(i64::MIN),
+                a.wake_latency_ns.unwrap_or(u64::MAX)
+            );
+        }
+        if cpus != applied && step != Step::Exit {
+            applied = cpus;
+            arch::sys_set_affinity(me, cpus);
+        }
+        match step {
+            Step::Work { ns } => work(ns),
+            Step::WorkUntil { at } => {
+                while arch::now_ns() < at {
+                    spin_units(64);
+                }
+            }
+            Step::SleepUntil { at } => arch::sys_sleep(at.saturating_sub(arch::now_ns()).max(1)),
+            Step::Block => arch::sys_park(),
+            Step::Yield => arch::sys_yield(),
+            Step::Fork { task } => {
+                let child = WORLD.lock().spawn(&prog, task, now);
+                if let Ok(child) = child {
+                    spawn(&prog, child);
+                }
+            }
+            Step::Exit => break,
+        }
+    }
+    CPU_NS[th as usize].store(sched::thread_cpu_ns_now(me).max(1), Release);
+    if LIVE.fetch_sub(1, AcqRel) == 1 {
+        let main = MAIN_SLOT.load(Acquire);
+        if main != NO_SLOT {
+            arch::sys_unpark(main);
+        }
+    }
+}
