@@ -29,7 +29,7 @@ pub mod limits;
 #[cfg(feature = "std")]
 pub mod rtapp;
 
-pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer};
 #[cfg(feature = "std")]
-pub use format::{PhaseDef, ProgramDef, TaskDef};
+pub use format::{seal, PhaseDef, ProgramDef, TaskDef};
+pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer};
 pub use interp::{Activation, Host, Step, ThreadId, World};

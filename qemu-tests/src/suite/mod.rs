@@ -5,6 +5,7 @@ use std::time::Duration;
 
 mod cases;
 mod judges;
+mod workloads;
 
 pub(crate) use cases::{cases, Case, LONG_CASES, VCPU_CASES};
 pub(crate) use judges::{
@@ -42,13 +43,23 @@ pub fn run() -> (u64, u64) {
                 }
             }
         }
+        if arch == Arch::Aarch64 {
+            let (wp, wf) = workloads::run(&m);
+            p += wp;
+            f += wf;
+        }
         let (fp, ff) = fuzz_boot_lines(&m);
         eprintln!(
             "xtest: QEMU suite on {}: {} passed, {} failed ({} cases and the boot-line fuzz)",
             arch.name(),
             p + fp,
             f + ff,
-            cases.len() + if arch == Arch::Aarch64 { VCPU_CASES.len() } else { 0 }
+            cases.len()
+                + if arch == Arch::Aarch64 {
+                    VCPU_CASES.len() + 2 * workloads::WORKLOAD_CASES.len()
+                } else {
+                    0
+                }
         );
         passed += p + fp;
         failed += f + ff;
