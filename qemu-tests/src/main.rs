@@ -25,6 +25,7 @@ mod suite;
 mod suite_doc;
 mod workload;
 mod xrun;
+mod xrun_workload;
 
 use std::process::{Command, ExitCode, Stdio};
 

@@ -83,7 +83,7 @@ pub fn figures(b: &Boot, def: &ProgramDef, cpus: usize) -> Option<KernelRun> {
                 slack_ns: (slack != i64::MIN).then_some(slack),
                 wake_latency_ns: (wake != u64::MAX).then_some(wake),
             });
-        } else if l.contains("program: cpu ") {
+        } else if l.contains("program: time ") {
             let task = num(l, "task")? as usize;
             if let Some(c) = cpu_ns.get_mut(task) {
                 *c += num(l, "ns")?;
@@ -125,7 +125,8 @@ mod tests {
         let lines = [
             "0.1 c0 program: act thread=0 task=0 phase=0 start=0 end=2000 run=1500 slack=-9223372036854775808 wake=18446744073709551615",
             "0.1 c0 program: act thread=0 task=0 phase=0 start=2000 end=4000 run=2500 slack=300 wake=40",
-            "0.2 c0 program: cpu thread=0 task=0 ns=500000000",
+            "0.2 c0 program: time thread=0 task=0 ns=500000000",
+            "0.2 c0 program: cpu 0 ticks 500 switches 4",
             "0.2 c0 program: end ns=1000000000 blocked=0",
         ];
         let b = Boot {

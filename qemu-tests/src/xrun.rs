@@ -73,6 +73,17 @@ struct Args {
     /// (Default: 8 on the virt boards, the board's cores on a microcontroller.)
     #[arg(long)]
     vcpus: Option<u32>,
+    /// An rt-app workload file instead of the sysbench-like run (docs/workloads.md): A against
+    /// B (`--a`, `--b`; by default the seed's rule off and on) on the kernel and in the
+    /// simulator, rt-app's figures per task.
+    #[arg(long, value_name = "FILE")]
+    workload: Option<PathBuf>,
+    /// With --workload: side A's feature switches on top of --features (e.g. "" or EEVDF).
+    #[arg(long)]
+    a: Option<String>,
+    /// With --workload: side B's feature switches on top of --features.
+    #[arg(long)]
+    b: Option<String>,
 }
 
 impl Args {
@@ -290,6 +301,25 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Some(file) = a.workload.clone() {
+        let capacity =
+            topology.capacities(a.cpus() as usize).map(|c| format!(" capacity={}", capacity_list(&c)));
+        let setup = crate::xrun_workload::Setup {
+            arch,
+            mode,
+            topology,
+            cpus: a.cpus() as usize,
+            iterations: a.iterations,
+            boot: format!(
+                "hz={} nohz={}{}",
+                a.hz,
+                if a.ticking { "off" } else { "on" },
+                capacity.unwrap_or_default()
+            ),
+            sim: sim_config(&a, features, topology),
+        };
+        return crate::xrun_workload::main(&file, &setup, features, a.a.as_deref(), a.b.as_deref());
+    }
     let mut machine = match qemu::prepare(arch) {
         Ok(p) => p,
         Err(line) => {

@@ -285,6 +285,24 @@ pub fn share(ns: u64, r: &RunReport, cpus: f64) -> f64 {
     100.0 * ns as f64 / (cpus * r.total_ns.max(1) as f64)
 }
 
+/// The A/B table of a program's runs (from any platform: the QEMU runner builds its reports
+/// from the kernel's log): rt-app's figures per task, the threads left blocked, migrations.
+pub fn program_table(
+    a_label: &str,
+    b_label: &str,
+    iterations: usize,
+    ra: &[RunReport],
+    rb: &[RunReport],
+) -> AbTable {
+    AbTable {
+        a_label: a_label.to_string(),
+        b_label: b_label.to_string(),
+        iterations,
+        rows: program_rows(ra, rb),
+        all_events_exactly_once: true,
+    }
+}
+
 /// A program's rows: rt-app's figures of each task (sched_workload::figures), per run.
 fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
     type TaskFigure = (&'static str, fn(&TaskFigures) -> f64);

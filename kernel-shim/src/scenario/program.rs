@@ -7,8 +7,9 @@
 //!
 //! Lines (times in ns from the workload's start):
 //! `program: act thread=T task=K phase=P start=S end=E run=R slack=X wake=W` (`slack`
-//! `-9223372036854775808` and `wake` `18446744073709551615`: none), `program: cpu thread=T
-//! task=K ns=N`, `program: end ns=N blocked=B`.
+//! `-9223372036854775808` and `wake` `18446744073709551615`: none), `program: time thread=T
+//! task=K ns=N`, the kernel's per-CPU report (`program: migrations ...`), `program: end ns=N
+//! blocked=B`.
 
 use portable_atomic::{
     AtomicU64, AtomicUsize,
@@ -17,7 +18,7 @@ use portable_atomic::{
 use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
 use sched_workload::Program;
 
-use super::{ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_MACHINE};
+use super::{mix, ncpus, report_cpus, ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_MACHINE, SB_SEED};
 use crate::arch::{self, MAX_THREADS};
 use crate::kprintln;
 use crate::sched;
@@ -106,7 +107,11 @@ pub(super) fn program_main() {
         prog.duration_us(),
         NS_PER_KUNIT.load(Relaxed)
     );
+    // The threads are created a little apart, by `seed=`'s choice (0..50 µs of the main
+    // thread's work before each), as a real start-up staggers them: each seed another run.
+    let seed = SB_SEED.load(Relaxed) as u64;
     for th in 0..threads {
+        work(mix(seed << 32 | th as u64) % 50_000);
         spawn(&prog, th as ThreadId);
     }
     match prog.duration_us() {
@@ -127,8 +132,9 @@ pub(super) fn program_main() {
         let task = WORLD.lock().task_of(th as ThreadId).unwrap_or(0);
         let exited = CPU_NS[th].load(Acquire);
         let ns = if exited > 0 || slot == NO_SLOT { exited } else { sched::thread_cpu_ns_now(slot) };
-        defmt::info!("program: cpu thread={=usize} task={=u16} ns={=u64}", th, task, ns);
+        defmt::info!("program: time thread={=usize} task={=u16} ns={=u64}", th, task, ns);
     }
+    report_cpus("program", ncpus());
     kprintln!("program: end ns={} blocked={}", end - t0, blocked);
     arch::exit(0);
 }
