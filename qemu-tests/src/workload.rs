@@ -82,6 +82,7 @@ pub fn figures(b: &Boot, def: &ProgramDef, cpus: usize) -> Option<KernelRun> {
                 run_ns: num(l, "run")?,
                 slack_ns: (slack != i64::MIN).then_some(slack),
                 wake_latency_ns: (wake != u64::MAX).then_some(wake),
+                cpu: num(l, "cpu")? as u16,
             });
         } else if l.contains("program: time ") {
             let task = num(l, "task")? as usize;
@@ -123,8 +124,8 @@ mod tests {
         )
         .unwrap();
         let lines = [
-            "0.1 c0 program: act thread=0 task=0 phase=0 start=0 end=2000 run=1500 slack=-9223372036854775808 wake=18446744073709551615",
-            "0.1 c0 program: act thread=0 task=0 phase=0 start=2000 end=4000 run=2500 slack=300 wake=40",
+            "0.1 c0 program: act thread=0 task=0 phase=0 start=0 end=2000 run=1500 slack=-9223372036854775808 wake=18446744073709551615 cpu=3",
+            "0.1 c0 program: act thread=0 task=0 phase=0 start=2000 end=4000 run=2500 slack=300 wake=40 cpu=5",
             "0.2 c0 program: time thread=0 task=0 ns=500000000",
             "0.2 c0 program: cpu 0 ticks 500 switches 4",
             "0.2 c0 program: end ns=1000000000 blocked=0",
@@ -138,7 +139,7 @@ mod tests {
         let r = figures(&b, &def, 2).unwrap();
         let a = &r.tasks[0];
         assert_eq!((a.activations, a.run_us.mean, a.wake_us.count, a.slack_us.count), (2, 2.0, 1, 1));
-        assert_eq!((a.cpu_share_pct, r.run_ns), (25.0, 1_000_000_000));
+        assert_eq!((a.cpu_share_pct, r.run_ns, a.last_phase_cpus), (25.0, 1_000_000_000, 0b10_1000));
         let unfinished = Boot { lines: b.lines[..3].to_vec(), ..b.clone() };
         assert!(figures(&unfinished, &def, 2).is_none(), "no end line: no figures");
     }

@@ -65,3 +65,19 @@ fn woken_workers_measure_their_wakeups() {
     assert!(worker.wake_us.count > 1000 && worker.wake_us.p50 > 0.0, "{:?}", worker.wake_us);
     assert!(blocked <= 12, "{blocked}");
 }
+
+/// On big.LITTLE, a task whose utilisation rises phase by phase becomes a misfit on a LITTLE
+/// CPU and is moved up: its last phase runs on the big CPUs.
+#[test]
+fn a_rising_task_ends_on_a_big_cpu() {
+    let def =
+        sched_workload::rtapp::lower(include_str!("../../workloads/ramp.json")).expect("a valid workload");
+    let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
+    let program = Program::parse(bytes).expect("a lowered program parses");
+    let w = Workload::Program { name: "ramp".into(), program };
+    let topology = TopologyKind::parse("biglittle:446").expect("a topology");
+    let r = run_once(&Config { cpus: 8, topology, ..Config::octo(1) }, &w);
+    let ramp = &r.tasks[0];
+    assert_eq!(ramp.name, "ramp");
+    assert!(ramp.last_phase_cpus != 0 && ramp.last_phase_cpus & 0x0f == 0, "{:#010b}", ramp.last_phase_cpus);
+}

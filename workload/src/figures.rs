@@ -66,6 +66,9 @@ pub struct TaskFigures {
     pub misses: usize,
     /// CPU time of the task's threads as a share of the machine over the run (%).
     pub cpu_share_pct: f64,
+    /// The CPUs its activations of its last phase ended on (a bit per CPU, CPUs past 63 not
+    /// shown): where a task whose load grows phase by phase ended up.
+    pub last_phase_cpus: u64,
 }
 
 /// Per task (in the program's order, named by `names`): its figures from the run's
@@ -89,7 +92,11 @@ pub fn per_task(
                 mine.iter().filter_map(|a| a.wake_latency_ns).map(|l| us(l as f64)).collect();
             let slack: Vec<f64> = mine.iter().filter_map(|a| a.slack_ns).map(|s| us(s as f64)).collect();
             let machine = run_ns as f64 * cpus.max(1) as f64;
+            let last = mine.iter().map(|a| a.phase).max();
+            let last_phase_cpus =
+                mine.iter().filter(|a| Some(a.phase) == last && a.cpu < 64).fold(0u64, |m, a| m | 1 << a.cpu);
             TaskFigures {
+                last_phase_cpus,
                 name: name.clone(),
                 activations: mine.len(),
                 run_us: Summary::of(&run),
@@ -128,11 +135,13 @@ mod tests {
             run_ns: 2_000,
             slack_ns: Some(slack),
             wake_latency_ns: Some(1_000),
+            cpu: task * 2,
         };
         let names = vec!["a".to_string(), "b".to_string()];
         let f = per_task(&names, &[act(0, 5_000), act(0, -1_000), act(1, 3_000)], &[50, 25], 100, 2);
         assert_eq!((f[0].activations, f[0].misses, f[1].misses), (2, 1, 0));
         assert_eq!((f[0].cpu_share_pct, f[1].cpu_share_pct), (25.0, 12.5));
         assert_eq!((f[0].run_us.mean, f[0].wake_us.p50, f[0].slack_us.max), (2.0, 1.0, 5.0));
+        assert_eq!((f[0].last_phase_cpus, f[1].last_phase_cpus), (0b1, 0b100));
     }
 }

@@ -72,6 +72,9 @@ pub struct Activation {
     /// (a mutex handed over, a signal, a barrier's release), to the thread running again
     /// (ns); `None` if it neither slept nor blocked.
     pub wake_latency_ns: Option<u64>,
+    /// The CPU the iteration ended on: the platform sets it when the activation reaches it
+    /// ([`Host::activation`]); the world does not know CPUs.
+    pub cpu: u16,
 }
 
 /// What the world asks of the platform while it steps a thread.
@@ -518,6 +521,7 @@ impl<const T: usize> World<T> {
             run_ns: th.act_run,
             slack_ns: th.act_slack,
             wake_latency_ns: th.act_wake,
+            cpu: 0,
         };
         th.phase_iter += 1;
         if th.phase_iter >= phase.loops() {

@@ -6,7 +6,7 @@
 //! the runner computes rt-app's figures from them, with the definitions the simulator uses.
 //!
 //! Lines (times in ns from the workload's start):
-//! `program: act thread=T task=K phase=P start=S end=E run=R slack=X wake=W` (`slack`
+//! `program: act thread=T task=K phase=P start=S end=E run=R slack=X wake=W cpu=C` (`slack`
 //! `-9223372036854775808` and `wake` `18446744073709551615`: none), `program: time thread=T
 //! task=K ns=N`, the kernel's per-CPU report (`program: migrations ...`), `program: end ns=N
 //! blocked=B`.
@@ -205,7 +205,7 @@ pub(super) fn program_thread(th: usize) {
         }
         for a in host.acts.iter().flatten() {
             defmt::info!(
-                "program: act thread={=u16} task={=u16} phase={=u16} start={=u64} end={=u64} run={=u64} slack={=i64} wake={=u64}",
+                "program: act thread={=u16} task={=u16} phase={=u16} start={=u64} end={=u64} run={=u64} slack={=i64} wake={=u64} cpu={=usize}",
                 a.thread,
                 a.task,
                 a.phase,
@@ -213,7 +213,8 @@ pub(super) fn program_thread(th: usize) {
                 a.end.saturating_sub(t0),
                 a.run_ns,
                 a.slack_ns.unwrap_or(i64::MIN),
-                a.wake_latency_ns.unwrap_or(u64::MAX)
+                a.wake_latency_ns.unwrap_or(u64::MAX),
+                arch::cpu_id()
             );
         }
         if cpus != applied && step != Step::Exit {

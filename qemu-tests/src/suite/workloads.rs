@@ -95,14 +95,23 @@ pub(crate) const WORKLOAD_CASES: &[WorkloadCase] = &[
     },
     WorkloadCase {
         file: "workloads/ramp.json",
-        name: "a utilisation ramp beside small tasks on big.LITTLE: every period kept",
+        name: "a utilisation ramp on big.LITTLE: every period kept, the misfit moved up",
         boot: "clusters=4 capacity=446*4,1024*4",
         topology: "biglittle:446",
         judge: |f| {
             let (ramp, little) = (task(f, "ramp")?, task(f, "little")?);
             within("ramp activations", ramp.activations as f64, 500.0, 500.0)?;
             within("little activations", little.activations as f64, 1600.0, 1600.0)?;
-            within("ramp timer misses (%)", 100.0 * ramp.misses as f64 / 500.0, 0.0, 5.0)
+            within("ramp timer misses (%)", 100.0 * ramp.misses as f64 / 500.0, 0.0, 5.0)?;
+            // At 90 % of a big CPU the ramp's threads are misfits on the LITTLE ones (CPUs
+            // 0-3, capacity 446): their last phase must end on big CPUs only.
+            if ramp.last_phase_cpus == 0 || ramp.last_phase_cpus & 0x0f != 0 {
+                return Err(format!(
+                    "the ramp's last phase ended on CPUs {:#010b}, not only on big ones",
+                    ramp.last_phase_cpus
+                ));
+            }
+            Ok(())
         },
     },
 ];

@@ -105,7 +105,7 @@ impl<const C: usize> Machine<C> {
             run.world.running(th, now);
             let mut host = Collect::default();
             let step = run.world.step(&run.prog, th, now, &mut host);
-            run.acts.append(&mut host.acts);
+            run.acts.extend(host.acts.iter().map(|a| Activation { cpu: cpu as u16, ..*a }));
             let want = run.world.cpus_of(&run.prog, th);
             let woken: Vec<TaskId> =
                 host.wakes.iter().filter_map(|&w| run.threads.get(w as usize)).map(|w| w.0).collect();
