@@ -317,6 +317,7 @@ pub fn main(args: &[String]) -> ExitCode {
                 capacity.unwrap_or_default()
             ),
             sim: sim_config(&a, features, topology),
+            out: a.out.clone(),
         };
         return crate::xrun_workload::main(&file, &setup, features, a.a.as_deref(), a.b.as_deref());
     }
@@ -532,7 +533,7 @@ pub fn main(args: &[String]) -> ExitCode {
 
 /// Builds a trace from the kernel's `trace: switch cpu=C t=NS prev=P state=S next=N` lines
 /// (pid = thread slot + 1, 0 = idle; state R/S/X as a byte) and its `trace: waking` lines.
-fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
+pub(crate) fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
     let mut log = sched_sim::trace::TraceLog::new(cpus);
     for l in &b.lines {
         let woken = l.split("trace: waking ").nth(1);

@@ -31,6 +31,8 @@ pub(crate) struct Setup {
     /// The kernel's boot words for the machine's shape (clusters, capacities, HZ, nohz).
     pub(crate) boot: String,
     pub(crate) sim: sched_sim::Config,
+    /// Where the traces and pictures go.
+    pub(crate) out: std::path::PathBuf,
 }
 
 /// `cargo xrun --workload FILE [--a LIST] [--b LIST]`: the sides (by default the seed's rule
@@ -80,9 +82,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     let (mut ra, mut rb) = (Vec::new(), Vec::new());
     for i in 0..s.iterations {
         for (side, out) in [(a, &mut ra), (b, &mut rb)] {
-            let features = feature_words(side.features);
-            let features = if features.is_empty() { String::new() } else { format!(" features={features}") };
-            let cmd = format!("scenario=program seed={} {}{features}", i + 1, s.boot);
+            let cmd = format!("scenario=program seed={} {}{}", i + 1, s.boot, feature_arg(side.features));
             eprint!("\rxrun: QEMU {} run {}/{} ({})   ", s.mode.name(), i + 1, s.iterations, side.label);
             let boot = qemu::boot(&machine, &cmd, s.mode, Duration::from_secs(600));
             match figures(&boot, &loaded.def, s.cpus) {
@@ -104,7 +104,6 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
             }
         }
     }
-    let _ = std::fs::remove_file(&loaded.bytes_file);
     eprintln!();
     let name =
         file.file_name().map_or_else(|| file.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -124,7 +123,103 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     let t = ab(&s.sim, &w, (a.features, &a.label), (b.features, &b.label), s.iterations, || {});
     println!("\nthe simulator, {} CPUs ({}), workload {name}", s.cpus, s.topology.describe(s.cpus));
     print!("{}", t.render());
+    pictures(&machine, s, a, b, &w, &name);
+    let _ = std::fs::remove_file(&loaded.bytes_file);
     ExitCode::SUCCESS
+}
+
+/// How much of a run the pictures show from the workload's start (ns): a timeline of
+/// seconds would hold more switches than an SVG viewer draws.
+const PICTURE_NS: u64 = 300_000_000;
+
+/// One traced run of each side, seed 1, on the kernel and in the simulator: side B's
+/// Perfetto traces (the whole run) and timelines, and the A/B pictures (A above B, one time
+/// axis; the first [`PICTURE_NS`]), in `--out`.
+fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload, name: &str) {
+    let _ = std::fs::create_dir_all(&s.out);
+    let write = |file: &str, text: &str| -> Option<String> {
+        let p = s.out.join(file);
+        std::fs::write(&p, text).ok().map(|_| p.display().to_string())
+    };
+    let everyone: sched_sim::picture::IsWorker = |_| true;
+    let desc = format!("workload {name}, {} vCPUs, {}", s.cpus, s.topology.describe(s.cpus));
+    // The kernel: its switch log, with trace=on.
+    let traced = |side: &Side| {
+        let cmd = format!("scenario=program seed=1 trace=on {}{}", s.boot, feature_arg(side.features));
+        let boot = qemu::boot(machine, &cmd, s.mode, Duration::from_secs(600));
+        (crate::xrun::qemu_trace(&boot, s.cpus), cmd)
+    };
+    let ((qa, _), (qb, cmd)) = (traced(a), traced(b));
+    if qb.switches.is_empty() {
+        println!("no trace of the QEMU run: the traced run logged no context switches");
+    } else {
+        let start = qb.switches.first().map_or(0, |x| x.time);
+        let end = qb.switches.last().map_or(0, |x| x.time).min(start + PICTURE_NS);
+        let other = serde_json::json!({ "source": "kernel-shim under QEMU", "arch": s.arch.name(), "command_line": cmd });
+        let title = format!("kernel-shim on QEMU {} ({} mode): {cmd}", s.arch.name(), s.mode.name());
+        let json = qb.chrome_json(other);
+        if let (Some(j), Some(v)) = (
+            write("workload-qemu-trace.json", &json),
+            write("workload-qemu-timeline.svg", &qb.svg(&title, start, end)),
+        ) {
+            println!("trace of one QEMU run ({}): {j} (open in ui.perfetto.dev), timeline: {v}", b.label);
+        }
+        let check = sched_sim::trace_check::check_chrome_trace(&json, s.cpus);
+        println!("trace check of the QEMU trace: {}", sched_sim::trace_check::verdict(&check));
+        let from = qa.switches.iter().chain(&qb.switches).map(|x| x.time).min().unwrap_or(0);
+        let to = qa
+            .switches
+            .iter()
+            .chain(&qb.switches)
+            .map(|x| x.time)
+            .max()
+            .unwrap_or(from)
+            .min(from + PICTURE_NS);
+        let svg = sched_sim::picture::ab_svg(
+            &format!("kernel-shim on QEMU {} ({} mode), seed 1: {desc}", s.arch.name(), s.mode.name()),
+            &sched_sim::picture::Side { label: &a.label, log: &qa },
+            &sched_sim::picture::Side { label: &b.label, log: &qb },
+            from,
+            to,
+            everyone,
+        );
+        if let Some(p) = write("workload-qemu-ab.svg", &svg) {
+            println!("A/B picture of the QEMU runs: {p}");
+        }
+    }
+    // The simulator.
+    let run = |f: Features| {
+        sched_sim::experiments::traced_run(&sched_sim::Config { features: f, ..s.sim.clone() }, w)
+    };
+    if let (Some(ta), Some(tb)) = (run(a.features), run(b.features)) {
+        if let (Some(j), Some(v)) =
+            (write("workload-sim-trace.json", &tb.json), write("workload-sim-timeline.svg", &tb.svg))
+        {
+            println!("trace of one simulated run ({}): {j}, timeline: {v}", b.label);
+        }
+        let (from, to) = (ta.window.0, ta.window.1.max(tb.window.1).min(ta.window.0 + PICTURE_NS));
+        let svg = sched_sim::picture::ab_svg(
+            &format!("the simulator, seed 1: {desc}"),
+            &sched_sim::picture::Side { label: &a.label, log: &ta.log },
+            &sched_sim::picture::Side { label: &b.label, log: &tb.log },
+            from,
+            to,
+            everyone,
+        );
+        if let Some(p) = write("workload-sim-ab.svg", &svg) {
+            println!("A/B picture of the simulated runs: {p}");
+        }
+    }
+}
+
+/// ` features=...` for a side, or nothing for the defaults.
+fn feature_arg(f: Features) -> String {
+    let words = feature_words(f);
+    if words.is_empty() {
+        String::new()
+    } else {
+        format!(" features={words}")
+    }
 }
 
 /// Features as the kernel's boot line takes them: each switch that differs from the defaults,
