@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use sched_workload::figures::{per_task, TaskFigures};
 use sched_workload::interp::Activation;
-use sched_workload::{Program, ProgramDef};
+use sched_workload::ProgramDef;
 
 use crate::qemu::{self, Arch, Boot};
 
@@ -30,8 +30,7 @@ pub fn load(path: &Path, arch: Arch) -> Result<Loaded, (u8, String)> {
     if arch.program_window().is_none() {
         return Err((13, format!("{}: {} takes no workload program", path.display(), arch.name())));
     }
-    let bytes = def.to_bytes();
-    let threads = Program::parse(&bytes).map(|p| p.threads()).unwrap_or(0) as usize;
+    let threads = def.tasks.iter().map(|t| t.instances as usize).sum::<usize>();
     // The kernel's thread pool less its main thread.
     let room = (crate::source::const_u64(KERNEL_ARCH, "MAX_THREADS", 0) as usize).saturating_sub(1);
     if threads > room {
@@ -42,7 +41,7 @@ pub fn load(path: &Path, arch: Arch) -> Result<Loaded, (u8, String)> {
     }
     let bytes_file =
         std::env::temp_dir().join(format!("fairsched-program-{}-{}.bin", std::process::id(), qemu::unique()));
-    std::fs::write(&bytes_file, &bytes)
+    std::fs::write(&bytes_file, def.to_bytes())
         .map_err(|e| (2, format!("cannot write {}: {e}", bytes_file.display())))?;
     Ok(Loaded { def, bytes_file })
 }

@@ -10,7 +10,6 @@ use std::time::Duration;
 use sched_core::Features;
 use sched_sim::experiments::{ab, program_table, Workload};
 use sched_sim::machine::{RunReport, TopologyKind};
-use sched_workload::Program;
 
 use crate::qemu::{self, Arch, Mode};
 use crate::workload::{figures, load};
@@ -90,7 +89,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
                     total_ns: r.run_ns,
                     tasks: r.tasks,
                     blocked_threads: r.blocked,
-                    migrations: boot.number_after(": migrations ").unwrap_or(f64::NAN) as u64,
+                    migrations: boot.number_after(": migrations ").unwrap_or(0.0) as u64,
                     ..RunReport::default()
                 }),
                 _ => {
@@ -117,9 +116,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         loaded.def.tasks.iter().map(|t| t.instances).sum::<u32>()
     );
     print!("{}", q.render());
-    let bytes: &'static [u8] = Box::leak(loaded.def.to_bytes().into_boxed_slice());
-    let program = Program::parse(bytes).expect("a lowered program parses");
-    let w = Workload::Program { name: name.clone(), program };
+    let w = Workload::program(&name, &loaded.def);
     let t = ab(&s.sim, &w, (a.features, &a.label), (b.features, &b.label), s.iterations, || {});
     println!("\nthe simulator, {} CPUs ({}), workload {name}", s.cpus, s.topology.describe(s.cpus));
     print!("{}", t.render());

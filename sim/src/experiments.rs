@@ -3,13 +3,13 @@
 //! one base seed, summarised in the seed-style table.
 
 use sched_core::{CpuMask, Features};
-use sched_workload::Program;
+use sched_workload::{Program, ProgramDef};
 
 use crate::machine::{Behavior, Config, Machine, RunReport};
 use crate::rng::Rng;
 use crate::stats::{mann_whitney, median, quantile, range, summary};
 use crate::trace::TraceLog;
-use sched_workload::figures::TaskFigures;
+use sched_workload::figures::{Summary, TaskFigures};
 
 /// A workload run on a fresh machine.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -72,6 +72,14 @@ impl Workload {
     /// event cost that makes 1000 events on 8 CPUs take about the seed's 158 ms.
     pub fn seed() -> Workload {
         Workload::Sysbench { threads: 8, events: 1000, cost_ns: 1_240_000, jitter: 0.02 }
+    }
+
+    /// The workload of a lowered rt-app file, named `name`. Its encoded program lives as long
+    /// as the process: every run of an experiment reads it.
+    pub fn program(name: &str, def: &ProgramDef) -> Workload {
+        let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
+        let program = Program::parse(bytes).expect("a lowered program parses");
+        Workload::Program { name: name.to_string(), program }
     }
 }
 
@@ -303,6 +311,15 @@ pub fn program_table(
     }
 }
 
+/// `v`, a figure of distribution `s`, or NaN if `s` has no values.
+fn measured(s: &Summary, v: f64) -> f64 {
+    if s.count == 0 {
+        f64::NAN
+    } else {
+        v
+    }
+}
+
 /// A program's rows: rt-app's figures of each task (sched_workload::figures), per run.
 fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
     type TaskFigure = (&'static str, fn(&TaskFigures) -> f64);
@@ -310,11 +327,11 @@ fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
     const FIGURES: [TaskFigure; 8] = [
         ("activations", |f| f.activations as f64),
         ("run time mean (µs)", |f| f.run_us.mean),
-        ("wake-to-run p50 (µs)", |f| if f.wake_us.count == 0 { f64::NAN } else { f.wake_us.p50 }),
-        ("wake-to-run p99 (µs)", |f| if f.wake_us.count == 0 { f64::NAN } else { f.wake_us.p99 }),
-        ("wake-to-run max (µs)", |f| if f.wake_us.count == 0 { f64::NAN } else { f.wake_us.max }),
-        ("slack p50 (µs)", |f| if f.slack_us.count == 0 { f64::NAN } else { f.slack_us.p50 }),
-        ("timer misses", |f| if f.slack_us.count == 0 { f64::NAN } else { f.misses as f64 }),
+        ("wake-to-run p50 (µs)", |f| measured(&f.wake_us, f.wake_us.p50)),
+        ("wake-to-run p99 (µs)", |f| measured(&f.wake_us, f.wake_us.p99)),
+        ("wake-to-run max (µs)", |f| measured(&f.wake_us, f.wake_us.max)),
+        ("slack p50 (µs)", |f| measured(&f.slack_us, f.slack_us.p50)),
+        ("timer misses", |f| measured(&f.slack_us, f.misses as f64)),
         ("CPU share (%)", |f| f.cpu_share_pct),
     ];
     let names: Vec<String> =

@@ -442,10 +442,7 @@ fn run_program(args: &ProgramArgs) {
         eprintln!("xsim: {}: {e}", path.display());
         std::process::exit(e.exit_code().into())
     });
-    // Lives as long as the process: every run reads it.
-    let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
-    let program = sched_workload::Program::parse(bytes).expect("a lowered program parses");
-    let threads = program.threads() as usize;
+    let threads = def.tasks.iter().map(|t| t.instances as usize).sum::<usize>();
     if threads > sched_sim::machine::PROGRAM_THREADS {
         eprintln!(
             "xsim: {}: {threads} threads, the simulator runs at most {}",
@@ -457,7 +454,7 @@ fn run_program(args: &ProgramArgs) {
     let cfg = config(&args.m);
     let name =
         path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    let w = Workload::Program { name: name.clone(), program };
+    let w = Workload::program(&name, &def);
     let rule = (
         (cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK, "without rule (pre-patch)".to_string()),
         (cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with rule (c32b4308)".to_string()),
@@ -475,8 +472,8 @@ fn run_program(args: &ProgramArgs) {
     } else {
         println!(
             "workload {name}: {} tasks, {threads} threads, {}, {} CPUs ({}), HZ={}, {}",
-            program.tasks().count(),
-            match program.duration_us() {
+            def.tasks.len(),
+            match def.duration_us {
                 0 => "until every thread finishes".to_string(),
                 d => format!("{} s", d / 1_000_000),
             },

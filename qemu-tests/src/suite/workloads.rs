@@ -166,11 +166,9 @@ fn on_kernel(m: &Machine, file: &Path, c: &WorkloadCase) -> Result<(), String> {
 fn in_simulator(file: &Path, c: &WorkloadCase, cpus: usize) -> Result<(), String> {
     let text = std::fs::read_to_string(file).map_err(|e| e.to_string())?;
     let def = sched_workload::rtapp::lower(&text).map_err(|e| e.to_string())?;
-    let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
-    let program = Program::parse(bytes).map_err(|e| e.to_string())?;
     let topology = TopologyKind::parse(c.topology).ok_or("a topology the simulator knows")?;
     let cfg = Config { cpus, topology, ..Config::octo(1) };
-    let r = run_once(&cfg, &Workload::Program { name: c.file.to_string(), program });
+    let r = run_once(&cfg, &Workload::program(c.file, &def));
     (c.judge)(&r.tasks)
 }
 
