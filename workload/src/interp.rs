@@ -259,11 +259,6 @@ impl<const T: usize> World<T> {
         task.phase(th.phase as usize).and_then(|p| p.cpus()).unwrap_or(task.cpus())
     }
 
-    /// Threads that have not exited.
-    pub fn live(&self) -> usize {
-        self.threads[..self.nthreads].iter().filter(|t| t.live).count()
-    }
-
     /// Threads blocked on a mutex, condition variable or barrier.
     pub fn blocked(&self) -> usize {
         self.threads[..self.nthreads].iter().filter(|t| t.live && t.wait != Wait::Nothing).count()

@@ -204,16 +204,21 @@ fn policy(v: &Json, path: &str) -> Result<(), RtAppError> {
 struct Names(Vec<String>);
 
 impl Names {
-    fn index(&mut self, name: &str, path: &str, what: &str) -> Result<u16, RtAppError> {
+    /// The number of `name`, a new one if it is new: at most `limit` of them (`what`).
+    fn index_within(&mut self, name: &str, path: &str, what: &str, limit: usize) -> Result<u16, RtAppError> {
         if let Some(i) = self.0.iter().position(|n| n == name) {
             return Ok(i as u16);
         }
-        let limit = if what == "per-thread timers" { MAX_THREAD_TIMERS } else { MAX_RESOURCES };
         if self.0.len() >= limit {
             return Err(too_large(path, format!("more than {limit} {what}")));
         }
         self.0.push(name.to_string());
         Ok(self.0.len() as u16 - 1)
+    }
+
+    /// [`Names::index_within`] the bound of shared resources.
+    fn index(&mut self, name: &str, path: &str, what: &str) -> Result<u16, RtAppError> {
+        self.index_within(name, path, what, MAX_RESOURCES)
     }
 }
 
@@ -436,7 +441,12 @@ fn lower_event(
                     "ref" => {
                         let name = string(x, &kp)?;
                         timer = Some(if name.starts_with("unique") {
-                            Timer::PerThread(res.per_thread_timers.index(name, &kp, "per-thread timers")?)
+                            Timer::PerThread(res.per_thread_timers.index_within(
+                                name,
+                                &kp,
+                                "per-thread timers",
+                                MAX_THREAD_TIMERS,
+                            )?)
                         } else {
                             Timer::Shared(res.timers.index(name, &kp, "timers")?)
                         });

@@ -123,13 +123,13 @@ pub(super) fn program_main() {
         d => arch::sys_sleep((t0 + d * 1000).saturating_sub(arch::now_ns())),
     }
     let end = arch::now_ns();
-    let (n, blocked) = {
+    let (n, blocked, tasks) = {
         let w = WORLD.lock();
-        (w.len(), w.blocked())
+        let tasks: [u16; THREADS] = core::array::from_fn(|t| w.task_of(t as ThreadId).unwrap_or(0));
+        (w.len(), w.blocked(), tasks)
     };
-    for th in 0..n {
+    for (th, &task) in tasks.iter().enumerate().take(n) {
         let slot = SLOTS[th].load(Acquire);
-        let task = WORLD.lock().task_of(th as ThreadId).unwrap_or(0);
         let exited = CPU_NS[th].load(Acquire);
         let ns = if exited > 0 || slot == NO_SLOT { exited } else { sched::thread_cpu_ns_now(slot) };
         defmt::info!("program: time thread={=usize} task={=u16} ns={=u64}", th, task, ns);
