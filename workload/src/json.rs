@@ -34,6 +34,42 @@ impl Json {
     }
 }
 
+/// Compact JSON text, objects in their order (what a reader of the same grammar reads back).
+impl fmt::Display for Json {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let text = |f: &mut fmt::Formatter<'_>, s: &str| {
+            f.write_str(&serde_json::to_string(s).map_err(|_| fmt::Error)?)
+        };
+        match self {
+            Json::Null => f.write_str("null"),
+            Json::Bool(b) => write!(f, "{b}"),
+            Json::Number(n) => write!(f, "{n}"),
+            Json::String(s) => text(f, s),
+            Json::Array(items) => {
+                f.write_str("[")?;
+                for (i, v) in items.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    write!(f, "{v}")?;
+                }
+                f.write_str("]")
+            }
+            Json::Object(entries) => {
+                f.write_str("{")?;
+                for (i, (k, v)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        f.write_str(",")?;
+                    }
+                    text(f, k)?;
+                    write!(f, ":{v}")?;
+                }
+                f.write_str("}")
+            }
+        }
+    }
+}
+
 /// A parse error with where it happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct ParseError {
@@ -130,6 +166,14 @@ impl<'de> Visitor<'de> for JsonVisitor {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn text_reads_back_the_same() {
+        let src = r#"{"b": [1, -2.5, "q\"x"], "a": {"z": null, "y": true}}"#;
+        let v = parse(src).unwrap();
+        assert_eq!(v.to_string(), r#"{"b":[1,-2.5,"q\"x"],"a":{"z":null,"y":true}}"#);
+        assert_eq!(parse(&v.to_string()).unwrap(), v);
+    }
 
     #[test]
     fn keys_keep_their_file_order() {

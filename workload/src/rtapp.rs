@@ -600,5 +600,7 @@ fn events(def: &ProgramDef) -> impl Iterator<Item = (usize, Event)> + '_ {
         .flat_map(|(i, t)| t.phases.iter().flat_map(move |p| p.events.iter().map(move |e| (i, *e))))
 }
 
+pub mod linux;
+
 #[cfg(test)]
 mod tests;

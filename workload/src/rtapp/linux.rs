@@ -1,0 +1,78 @@
+//! A workload file as Debian's rt-app 1.0 reads it in the Linux guest: the same tasks, phases
+//! and events in the same order, with the guest's logging added to `global`.
+
+use super::{lower, RtAppError};
+use crate::json::{self, Json};
+
+/// Where the guest's rt-app writes its per-thread logs, and their name's start: the guest's
+/// init prints `/tmp/rt-app-*.log` after each run.
+const GUEST_LOG: [(&str, &str); 2] = [("logdir", "/tmp"), ("log_basename", "rt-app")];
+
+/// Events this project runs that Debian's rt-app 1.0 does not know (its binary names every
+/// event it parses; `fork` came later).
+const NOT_IN_DEBIAN: &[&str] = &["fork"];
+
+/// The JSON path of the first event key named `event` (maybe numbered: `fork0`) under
+/// `at`, if any.
+fn find_event(v: &Json, at: &str, event: &str) -> Option<String> {
+    let Json::Object(entries) = v else { return None };
+    entries.iter().find_map(|(k, v)| {
+        let path = format!("{at}.{k}");
+        let numbered = k.strip_prefix(event).is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+        if numbered {
+            Some(path)
+        } else {
+            find_event(v, &path, event)
+        }
+    })
+}
+
+/// `text` checked as [`lower`] checks it, then written back for rt-app 1.0 with the guest's
+/// log settings in `global`. An event Debian's 1.0 lacks is refused
+/// ([`RtAppError::Unsupported`], naming its path).
+///
+/// ```
+/// let text = r#"{"global": {"calibration": 100}, "tasks": {"t": {"loop": 2, "run": 10}}}"#;
+/// let guest = sched_workload::rtapp::linux::guest_json(text).unwrap();
+/// assert_eq!(guest, r#"{"global":{"calibration":100,"logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"run":10}}}"#);
+/// ```
+pub fn guest_json(text: &str) -> Result<String, RtAppError> {
+    lower(text)?;
+    // `lower` accepted it: it parses, and its top level is an object with `global`.
+    let Ok(Json::Object(mut top)) = json::parse(text) else {
+        return Err(super::bad("the file", "not an object"));
+    };
+    for (key, tasks) in &top {
+        for event in NOT_IN_DEBIAN.iter().filter(|_| key == "tasks") {
+            if let Some(path) = find_event(tasks, "tasks", event) {
+                return Err(super::unsupported(
+                    &path,
+                    format!("Debian's rt-app 1.0 (the Linux guest) has no {event} event"),
+                ));
+            }
+        }
+    }
+    for (key, value) in top.iter_mut() {
+        if let (true, Json::Object(global)) = (key == "global", value) {
+            global.extend(GUEST_LOG.iter().map(|(k, v)| (k.to_string(), Json::String(v.to_string()))));
+        }
+    }
+    Ok(Json::Object(top).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_event_debian_lacks_is_refused_with_its_path() {
+        let text = r#"{"global": {"calibration": 100}, "tasks": {"p": {"loop": 1, "phases": {"a": {"run": 10, "fork1": "c"}}}, "c": {"instance": 0, "loop": 1, "run": 5}}}"#;
+        assert!(lower(text).is_ok(), "the project runs it");
+        let e = guest_json(text).unwrap_err();
+        assert_eq!(e.exit_code(), 11);
+        assert_eq!(
+            e.to_string(),
+            "tasks.p.phases.a.fork1: not supported: Debian's rt-app 1.0 (the Linux guest) has no fork event"
+        );
+    }
+}
