@@ -15,6 +15,7 @@ mod fuzz;
 mod imports;
 mod kernel_doc;
 mod links;
+mod linux;
 mod margins;
 mod package;
 mod qemu;
@@ -25,6 +26,7 @@ mod suite;
 mod suite_doc;
 mod workload;
 mod xrun;
+mod xrun_linux;
 mod xrun_workload;
 
 use std::process::{Command, ExitCode, Stdio};

@@ -322,11 +322,9 @@ impl Machine {
     }
 }
 
-/// Boots the machine's kernel on its vCPUs with `args` on the command line.
-pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
-    let mut args = args.as_ref().to_os_string();
-    args.push(m.boot_words());
-    let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
+/// QEMU for the machine `m` in `mode`: the board, its vCPUs, clusters and NUMA nodes, and the
+/// accelerator's flags; the caller adds what it boots. The Linux guest runs on exactly this.
+pub fn machine_command(m: &Machine, mode: Mode) -> Command {
     let mut cmd = Command::new(&m.qemu);
     cmd.args(m.arch.machine_args());
     if matches!(m.arch, Arch::Aarch64 | Arch::Riscv64) {
@@ -343,22 +341,19 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
             }
         }
     }
-    if let (Some(p), Some(at)) = (&m.program, m.arch.program_window()) {
-        cmd.arg("-device").arg(format!("loader,file={},addr={at:#x},force-raw=on", p.display()));
-    }
     cmd.args(["-nographic", "-monitor", "none"])
-        .arg("-serial")
-        .arg(format!("file:{}", log.display()))
-        .arg("-kernel")
-        .arg(&m.elf)
-        .arg("-append")
-        .arg(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if mode == Mode::Deterministic {
         cmd.args(["-accel", "tcg,thread=single", "-icount", "shift=0,sleep=off"]);
     }
+    cmd
+}
+
+/// Runs `cmd` (a QEMU) to its end or for at most `limit`: its exit code (None if killed or
+/// not started), whether the limit was hit, and the wall time.
+pub fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, bool, Duration) {
     let start = Instant::now();
     let (code, timed_out) = match cmd.spawn() {
         Ok(mut child) => loop {
@@ -374,9 +369,28 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
         },
         Err(_) => (None, false),
     };
+    (code, timed_out, start.elapsed())
+}
+
+/// Boots the machine's kernel on its vCPUs with `args` on the command line.
+pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -> Boot {
+    let mut args = args.as_ref().to_os_string();
+    args.push(m.boot_words());
+    let log = std::env::temp_dir().join(format!("fairsched-{}-{}.bin", std::process::id(), unique()));
+    let mut cmd = machine_command(m, mode);
+    if let (Some(p), Some(at)) = (&m.program, m.arch.program_window()) {
+        cmd.arg("-device").arg(format!("loader,file={},addr={at:#x},force-raw=on", p.display()));
+    }
+    cmd.arg("-serial")
+        .arg(format!("file:{}", log.display()))
+        .arg("-kernel")
+        .arg(&m.elf)
+        .arg("-append")
+        .arg(args);
+    let (code, timed_out, wall) = run_limited(&mut cmd, limit);
     let bytes = std::fs::read(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
-    Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall: start.elapsed() }
+    Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall }
 }
 
 /// The kernel's defmt stream in what the serial port captured: everything after the first

@@ -84,6 +84,13 @@ struct Args {
     /// With --workload: side B's feature switches on top of --features.
     #[arg(long)]
     b: Option<String>,
+    /// Real Linux beside: Debian's arm64 kernel boots on the same QEMU machine (vCPUs,
+    /// clusters, NUMA nodes, mode), runs the same workload (sysbench, or rt-app for
+    /// --workload) with ftrace's sched events, and its figures are printed beside the kernel's
+    /// and the simulator's, with a realism table. aarch64 only; the packages are fetched once
+    /// into target/linux.
+    #[arg(long)]
+    linux: bool,
 }
 
 impl Args {
@@ -145,6 +152,9 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     if a.iterations == 0 {
         return Err("--iterations 0: at least 1".into());
     }
+    if a.linux {
+        crate::xrun_linux::check(arch)?;
+    }
     if !a.ticking && matches!(arch, qemu::Arch::CortexM4 | qemu::Arch::CortexM33) {
         return Err(format!("--arch {}: its tick cannot stop; add --ticking", arch.name()));
     }
@@ -168,32 +178,6 @@ fn sim_config(a: &Args, features: Features, topology: TopologyKind) -> sched_sim
         create_ns: a.create_us.map_or(sched_sim::machine::DEFAULT_CREATE_NS, |us| us as u64 * 1000),
         setup_ns: a.setup_us.map_or(sched_sim::machine::DEFAULT_SETUP_NS, |us| us as u64 * 1000),
         ..sched_sim::Config::octo(1)
-    }
-}
-
-/// Linux 6.1 (Debian arm64) on the same QEMU, 8 vCPUs, its own flat one-level domain,
-/// `sysbench cpu --events=1000`, deterministic mode, 15 runs: spread min / median / max (ms)
-/// per thread count. Only these were measured, so only these are printed beside a run.
-const LINUX_SPREAD: [(u32, [f64; 3]); 4] =
-    [(4, [2.42, 2.95, 3.10]), (8, [5.49, 6.41, 13.43]), (12, [6.33, 7.05, 7.15]), (16, [6.35, 7.34, 7.46])];
-
-/// The Linux reference for this configuration, if one was measured.
-fn linux_reference(a: &Args, arch: qemu::Arch, mode: Mode, topology: TopologyKind) -> Option<String> {
-    // (Measured on equal CPUs in one node; Linux's own domain is flat, this one any clusters.)
-    let equal_one_node = topology.nodes() == 1 && topology.capacities(8).is_none();
-    if arch != qemu::Arch::Aarch64 || a.cpus() != 8 || a.events != 1000 || !equal_one_node {
-        return None;
-    }
-    let &(_, [min, med, max]) = LINUX_SPREAD.iter().find(|(t, _)| *t == a.threads)?;
-    match mode {
-        Mode::Deterministic => Some(format!(
-            "Linux 6.1 on the same QEMU (8 vCPUs, its flat domain, deterministic mode, {} threads): spread {min} / {med} / {max} ms (min / median / max of 15).",
-            a.threads
-        )),
-        Mode::Parallel if a.threads == 8 => Some(
-            "Linux 6.1 on the same QEMU (8 vCPUs, its flat domain, parallel mode on this host, 8 threads): spread 33 / 47 / 94 ms (min / median / max of 15).".into(),
-        ),
-        Mode::Parallel => None,
     }
 }
 
@@ -318,6 +302,7 @@ pub fn main(args: &[String]) -> ExitCode {
             ),
             sim: sim_config(&a, features, topology),
             out: a.out.clone(),
+            linux: a.linux,
         };
         return crate::xrun_workload::main(&file, &setup, features, a.a.as_deref(), a.b.as_deref());
     }
@@ -401,9 +386,21 @@ pub fn main(args: &[String]) -> ExitCode {
         println!("{name:<26} {:>28} {:>28} {p:>9.4}", summary(&va), summary(&vb));
     }
     println!("(median [min–max]; an instant never reached counts as the whole run, a spread with all its migrations)");
-    if let Some(line) = linux_reference(&a, arch, mode, topology) {
-        println!("{line}");
-    }
+    let linux = if a.linux {
+        match crate::xrun_linux::sysbench(&machine, mode, a.threads, a.events, a.iterations as u32) {
+            Ok(side) => {
+                println!();
+                crate::xrun_linux::print(&side);
+                Some(side)
+            }
+            Err(line) => {
+                eprintln!("xrun: {line}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     println!();
     println!(
         "The simulator (sched-sim: {} CPUs, {}, HZ={}, {}; CPUs truly parallel in virtual time), the same workload ({} threads, {} events):",
@@ -439,6 +436,28 @@ pub fn main(args: &[String]) -> ExitCode {
         || {},
     );
     print!("{}", t.render());
+    if let Some(side) = &linux {
+        let kernel = |v: &[Figures]| -> crate::xrun_linux::Rows {
+            rows.iter().map(|(n, get)| (n.to_string(), v.iter().map(get).collect())).collect()
+        };
+        let sim = |b: bool| -> crate::xrun_linux::Rows {
+            t.rows.iter().map(|r| (r.name.clone(), if b { r.b.clone() } else { r.a.clone() })).collect()
+        };
+        let (ko, kn, so, sn) = (kernel(&off), kernel(&on), sim(false), sim(true));
+        println!();
+        print!(
+            "{}",
+            crate::xrun_linux::realism(
+                &side.rows,
+                &[
+                    ("QEMU kernel, rule off", &ko),
+                    ("QEMU kernel, rule on", &kn),
+                    ("sim, rule off", &so),
+                    ("sim, rule on", &sn)
+                ]
+            )
+        );
+    }
     let _ = std::fs::create_dir_all(&a.out);
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = sysbench_cmd(&a, topology, 1, true, true);

@@ -32,6 +32,8 @@ pub(crate) struct Setup {
     pub(crate) sim: sched_sim::Config,
     /// Where the traces and pictures go.
     pub(crate) out: std::path::PathBuf,
+    /// Linux beside (`--linux`).
+    pub(crate) linux: bool,
 }
 
 /// `cargo xrun --workload FILE [--a LIST] [--b LIST]`: the sides (by default the seed's rule
@@ -68,6 +70,12 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // What Linux's rt-app cannot run is refused before anything boots.
+    let text = std::fs::read_to_string(file).unwrap_or_default();
+    if let (true, Err(e)) = (s.linux, sched_workload::rtapp::linux::guest_json(&text)) {
+        eprintln!("xrun: {}: {e}", file.display());
+        return ExitCode::from(e.exit_code());
+    }
     let mut machine = match qemu::prepare(s.arch).and_then(|m| m.with_cpus(s.cpus)) {
         Ok(m) => m,
         Err(line) => {
@@ -120,6 +128,37 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     let t = ab(&s.sim, &w, (a.features, &a.label), (b.features, &b.label), s.iterations, || {});
     println!("\nthe simulator, {} CPUs ({}), workload {name}", s.cpus, s.topology.describe(s.cpus));
     print!("{}", t.render());
+    if s.linux {
+        match crate::xrun_linux::rtapp(&machine, s.mode, &name, &text, &loaded.def, s.iterations as u32) {
+            Ok((reports, heading, domains)) => {
+                let rows = |t: &sched_sim::experiments::AbTable, b: bool| -> crate::xrun_linux::Rows {
+                    t.rows
+                        .iter()
+                        .map(|r| (r.name.clone(), if b { r.b.clone() } else { r.a.clone() }))
+                        .collect()
+                };
+                let l = program_table("Linux", "Linux", s.iterations, &reports, &reports);
+                let side = crate::xrun_linux::Side { heading, domains, rows: rows(&l, false) };
+                println!();
+                crate::xrun_linux::print(&side);
+                let (qa, qb, sa, sb) = (rows(&q, false), rows(&q, true), rows(&t, false), rows(&t, true));
+                let columns = [
+                    (format!("QEMU kernel, {}", a.label), &qa),
+                    (format!("QEMU kernel, {}", b.label), &qb),
+                    (format!("sim, {}", a.label), &sa),
+                    (format!("sim, {}", b.label), &sb),
+                ];
+                let columns: Vec<(&str, &crate::xrun_linux::Rows)> =
+                    columns.iter().map(|(l, r)| (l.as_str(), *r)).collect();
+                println!();
+                print!("{}", crate::xrun_linux::realism(&side.rows, &columns));
+            }
+            Err(line) => {
+                eprintln!("xrun: {line}");
+                return ExitCode::FAILURE;
+            }
+        }
+    }
     pictures(&machine, s, a, b, &w, &name);
     let _ = std::fs::remove_file(&loaded.bytes_file);
     ExitCode::SUCCESS

@@ -1,0 +1,147 @@
+//! The Linux guest's parts, fetched once from Debian's arm64 archive with the host's apt and
+//! unpacked under `target/linux/`: Debian's kernel image, `busybox-static`, `sysbench`,
+//! `rt-app` and the shared libraries the two need. A second run finds them there and needs no
+//! network.
+//!
+//! Why apt and Debian's packages: they are the real components a user of this machine would
+//! run (Debian's own 6.1 kernel, sysbench 1.0.20, rt-app 1.0), signed and versioned by the
+//! archive, and apt resolves the library closure for us.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The packages taken as they are, besides the library closure of [`CLOSURE_OF`].
+const PACKAGES: &[&str] = &["busybox-static", "sysbench", "rt-app"];
+
+/// Packages whose dependency closure (the shared libraries sysbench and rt-app load) is
+/// fetched. rt-app's own closure is not taken: it drags in Python for its `workgen` helper;
+/// its one library is `libjson-c5`.
+const CLOSURE_OF: &[&str] = &["sysbench", "libjson-c5"];
+
+/// The meta package naming the current 6.1 image.
+const KERNEL_META: &str = "linux-image-arm64";
+
+/// The fetched and unpacked parts.
+#[derive(Debug, Clone)]
+pub struct Parts {
+    /// Every package unpacked into one tree (`boot/`, `bin/`, `usr/`, `lib/`).
+    pub tree: PathBuf,
+    /// The kernel image QEMU boots (`boot/vmlinuz-*`).
+    pub kernel: PathBuf,
+    /// The kernel's version string (`6.1.0-NN-arm64`).
+    pub version: String,
+}
+
+/// Where the parts live.
+fn cache() -> PathBuf {
+    crate::qemu::root().join("target").join("linux")
+}
+
+/// The parts, fetched and unpacked if they are not under `target/linux/` yet. `Err` is one
+/// line naming what is missing.
+pub fn parts() -> Result<Parts, String> {
+    let tree = cache().join("tree");
+    if let Some(p) = found(&tree) {
+        return Ok(p);
+    }
+    fetch(&tree)?;
+    found(&tree).ok_or_else(|| format!("the fetched packages hold no kernel image under {}", tree.display()))
+}
+
+/// The unpacked tree's kernel, if the fetch finished (its stamp is written last).
+fn found(tree: &Path) -> Option<Parts> {
+    let version = std::fs::read_to_string(tree.join(".fetched")).ok()?.trim().to_string();
+    let kernel = tree.join("boot").join(format!("vmlinuz-{version}"));
+    kernel.is_file().then_some(Parts { tree: tree.to_path_buf(), kernel, version })
+}
+
+/// Runs `cmd`, returning its standard output, or one line saying which step failed.
+fn run(what: &str, cmd: &mut Command) -> Result<String, String> {
+    let out = cmd.stdin(Stdio::null()).output().map_err(|e| format!("{what}: {e}"))?;
+    if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let last = err.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("failed");
+        return Err(format!("{what}: {last}"));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// Whether we run as root (apt-get needs it).
+fn root() -> bool {
+    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
+}
+
+/// The fetch: arm64 known to dpkg, the kernel's versioned image resolved, the closure listed,
+/// every package downloaded and unpacked, and the stamp written.
+fn fetch(tree: &Path) -> Result<(), String> {
+    let tools = ["apt-get", "apt-cache", "dpkg", "dpkg-deb"];
+    if let Some(t) = tools.iter().find(|t| run("", Command::new(t).arg("--version")).is_err()) {
+        return Err(format!(
+            "the Linux guest needs Debian's {t} (a Debian or Ubuntu host) to fetch its packages"
+        ));
+    }
+    if !root() {
+        return Err("the Linux guest's packages are fetched with apt-get as root: run once as root, or unpack Debian's linux-image-arm64, busybox-static, sysbench and rt-app (arm64) under target/linux/tree".into());
+    }
+    eprintln!("linux: fetching Debian's arm64 kernel, busybox-static, sysbench and rt-app (once, into target/linux)");
+    let arches = run("dpkg", Command::new("dpkg").arg("--print-foreign-architectures"))?;
+    if !arches.lines().any(|l| l.trim() == "arm64") {
+        run("dpkg --add-architecture arm64", Command::new("dpkg").args(["--add-architecture", "arm64"]))?;
+    }
+    // The lists may be stale or lack arm64: refresh them once per fetch.
+    run("apt-get update", Command::new("apt-get").args(["update", "-qq"]))?;
+    let meta = run(
+        "apt-cache depends",
+        Command::new("apt-cache").args(["depends", &format!("{KERNEL_META}:arm64")]),
+    )?;
+    let image = meta
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("Depends: "))
+        .find(|p| p.starts_with("linux-image-"))
+        .ok_or_else(|| {
+            format!("{KERNEL_META}:arm64 names no kernel image (is Debian's arm64 archive reachable?)")
+        })?
+        .to_string();
+    let version = image.trim_start_matches("linux-image-").trim_end_matches(":arm64").to_string();
+    let mut closure_cmd = Command::new("apt-cache");
+    closure_cmd.args(["depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts"]);
+    closure_cmd.args(["--no-breaks", "--no-replaces", "--no-enhances"]);
+    closure_cmd.args(CLOSURE_OF.iter().map(|p| format!("{p}:arm64")));
+    let closure = run("apt-cache depends --recurse", &mut closure_cmd)?;
+    let mut wanted: Vec<String> = closure
+        .lines()
+        .filter(|l| !l.starts_with(' ') && !l.starts_with('<') && l.ends_with(":arm64"))
+        .map(str::to_string)
+        .collect();
+    wanted.extend(PACKAGES.iter().map(|p| format!("{p}:arm64")));
+    wanted.push(image);
+    wanted.sort();
+    wanted.dedup();
+    let debs = cache().join("debs");
+    std::fs::create_dir_all(&debs).map_err(|e| format!("{}: {e}", debs.display()))?;
+    run(
+        "apt-get download",
+        Command::new("apt-get")
+            .args(["download", "-q", "-o", "APT::Sandbox::User=root"])
+            .args(&wanted)
+            .current_dir(&debs),
+    )?;
+    let _ = std::fs::remove_dir_all(tree);
+    std::fs::create_dir_all(tree).map_err(|e| format!("{}: {e}", tree.display()))?;
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&debs)
+        .map_err(|e| format!("{}: {e}", debs.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "deb"))
+        .collect();
+    files.sort();
+    for deb in &files {
+        run(
+            &format!("dpkg-deb -x {}", deb.display()),
+            Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree),
+        )?;
+    }
+    std::fs::write(tree.join(".fetched"), format!("{version}\n"))
+        .map_err(|e| format!("{}: {e}", tree.display()))?;
+    eprintln!("linux: {} packages unpacked into {}", files.len(), tree.display());
+    Ok(())
+}

@@ -1,0 +1,170 @@
+//! `cargo xrun --linux`: Linux's rows beside the kernel's and the simulator's, measured in the
+//! same run on the same QEMU machine, and the realism table (each platform's median as a ratio
+//! of Linux's).
+
+use std::time::Duration;
+
+use sched_sim::stats::summary;
+
+use crate::linux::{self, measure, Guest, Job};
+use crate::qemu::{Machine, Mode};
+
+/// One platform's figures: (row name, one value per run).
+pub type Rows = Vec<(String, Vec<f64>)>;
+
+/// Linux's side of an experiment.
+pub struct Side {
+    /// What ran (release, machine, mode), for the heading.
+    pub heading: String,
+    /// The sched domains Linux built (CPU 0's levels).
+    pub domains: String,
+    /// The figures.
+    pub rows: Rows,
+}
+
+/// The boot's time limit: generous, since a run of sysbench or rt-app in deterministic mode on
+/// 16 vCPUs takes a few host seconds, the boot ~5 s.
+fn limit(runs: u32) -> Duration {
+    Duration::from_secs(120 + 30 * u64::from(runs))
+}
+
+/// sysbench `threads`/`events` on Linux on machine `m`, `runs` times in one boot: the rows of
+/// the kernel's table that a trace measures (failed balance attempts are the kernel's own
+/// count; Linux's schedstats are not read).
+pub fn sysbench(m: &Machine, mode: Mode, threads: u32, events: u32, runs: u32) -> Result<Side, String> {
+    let guest = Guest::prepare()?;
+    eprintln!("xrun: Linux {} on QEMU, {runs} sysbench runs in one boot", guest.version());
+    let console = guest.boot(m, mode, &Job::Sysbench { threads, events }, runs, limit(runs))?;
+    let mut figures = Vec::new();
+    for (i, run) in console.runs.iter().enumerate() {
+        let f = measure::sysbench(run, m.cpus, threads as usize).ok_or_else(|| {
+            let last = run.output.last().cloned().unwrap_or_default();
+            format!("Linux's sysbench run {} failed (status {:?}; {last:?})", i + 1, run.status)
+        })?;
+        figures.push(f);
+    }
+    type Get = fn(&measure::Sysbench) -> f64;
+    let rows: [(&str, Get); 6] = [
+        ("total time (ms)", |f| f.total_ms),
+        ("per-request avg (ms)", |f| f.avg_ms),
+        ("per-request max (ms)", |f| f.max_ms),
+        ("spread time (ms)", |f| f.spread_ms),
+        ("one-per-CPU time (ms)", |f| f.one_per_cpu_ms),
+        ("migrations to spread", |f| f.migrations),
+    ];
+    Ok(Side {
+        heading: format!(
+            "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode), sysbench cpu --threads={threads} --events={events}, {runs} runs in one boot",
+            console.release,
+            m.cpus,
+            mode.name()
+        ),
+        domains: console.domain_line(),
+        rows: rows.iter().map(|(n, get)| (n.to_string(), figures.iter().map(get).collect())).collect(),
+    })
+}
+
+/// rt-app on Linux on machine `m`: the workload file `name` (its text, lowered to `def`),
+/// `runs` runs in one boot, each measured as the kernel's runs are; and the heading and
+/// domains of Linux's table.
+pub fn rtapp(
+    m: &Machine,
+    mode: Mode,
+    name: &str,
+    text: &str,
+    def: &sched_workload::ProgramDef,
+    runs: u32,
+) -> Result<(Vec<sched_sim::machine::RunReport>, String, String), String> {
+    let json = sched_workload::rtapp::linux::guest_json(text).map_err(|e| format!("{name}: {e}"))?;
+    let guest = Guest::prepare()?;
+    eprintln!("xrun: Linux {} on QEMU, {runs} rt-app runs of {name} in one boot", guest.version());
+    let console = guest.boot(m, mode, &Job::RtApp { name, json: json.as_bytes() }, runs, limit(runs))?;
+    let mut reports = Vec::new();
+    for (i, run) in console.runs.iter().enumerate() {
+        let r = linux::rtapp::measure(run, def, m.cpus)
+            .map_err(|why| format!("Linux's rt-app run {}: {why}", i + 1))?;
+        reports.push(sched_sim::machine::RunReport {
+            total_ns: r.run_ns,
+            tasks: r.tasks,
+            migrations: r.migrations,
+            ..Default::default()
+        });
+    }
+    let heading = format!(
+        "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode), rt-app 1.0 {name}, {runs} runs in one boot",
+        console.release,
+        m.cpus,
+        mode.name()
+    );
+    Ok((reports, heading, console.domain_line()))
+}
+
+/// Prints Linux's rows: median [min–max] per figure.
+pub fn print(side: &Side) {
+    println!("{}", side.heading);
+    println!("Linux's sched domains (CPU 0): {}", side.domains);
+    for (name, v) in &side.rows {
+        println!("{name:<26} {:>28}", summary(v));
+    }
+}
+
+/// The median of `v` (NaN for none).
+fn median(v: &[f64]) -> f64 {
+    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    if s.is_empty() {
+        return f64::NAN;
+    }
+    s.sort_by(f64::total_cmp);
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+/// The realism table: for every figure Linux has, each column's median over Linux's median.
+/// `columns`: (label, rows) of the kernel's and the simulator's sides.
+pub fn realism(linux: &Rows, columns: &[(&str, &Rows)]) -> String {
+    let mut s = String::from("Realism: each median as a ratio of Linux's median (1.00 = as Linux)\n");
+    s += &format!("{:<26}", "");
+    for (label, _) in columns {
+        s += &format!(" {label:>22}");
+    }
+    s.push('\n');
+    for (name, lv) in linux {
+        let l = median(lv);
+        s += &format!("{name:<26}");
+        for (_, rows) in columns {
+            let cell = match rows.iter().find(|(n, _)| n == name) {
+                Some((_, v)) if l > 0.0 => format!("{:.2}", median(v) / l),
+                Some(_) => "(Linux 0)".into(),
+                None => "—".into(),
+            };
+            s += &format!(" {cell:>22}");
+        }
+        s.push('\n');
+    }
+    s
+}
+
+/// Whether `--linux` can run on this machine; `Err` is the one line refusing it.
+pub fn check(arch: crate::qemu::Arch) -> Result<(), String> {
+    linux::refuses(arch).map_or(Ok(()), Err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn realism_divides_medians_and_marks_what_a_side_lacks() {
+        let linux: Rows =
+            vec![("spread time (ms)".into(), vec![2.0, 4.0, 100.0]), ("total time (ms)".into(), vec![0.0])];
+        let kernel: Rows = vec![("spread time (ms)".into(), vec![8.0, 8.0, 8.0])];
+        let t = realism(&linux, &[("kernel", &kernel)]);
+        assert!(t.lines().nth(2).unwrap().ends_with("2.00"), "{t}");
+        assert!(t.lines().nth(3).unwrap().ends_with("—"), "{t}");
+        assert_eq!(median(&[3.0, 1.0, f64::NAN, 2.0]), 2.0);
+    }
+}
