@@ -1,0 +1,102 @@
+//! One short Linux boot in the suite, so that the path of `cargo xrun --linux` cannot rot:
+//! Debian's kernel on the suite's aarch64 machine (8 vCPUs, deterministic mode) runs one
+//! sysbench run and, in a second boot, rt-app on `workloads/periodic.json`, each read back
+//! with the kernel's metric definitions. When Debian's packages cannot be fetched, one line
+//! says so and the two cases are not counted.
+
+use std::time::Duration;
+
+use crate::linux::{measure, rtapp, Guest, Job};
+use crate::qemu::{Machine, Mode};
+
+/// The rt-app file the suite runs on Linux.
+const FILE: &str = "workloads/periodic.json";
+
+/// A boot's limit: the boot (~5 s of host time) and one run of a few seconds.
+const LIMIT: Duration = Duration::from_secs(240);
+
+/// The sysbench case: 8 workers spread over the 8 vCPUs, the 1000 events done, and the one
+/// flat domain Linux builds on `virt`.
+fn sysbench(guest: &Guest, m: &Machine) -> Result<String, String> {
+    let c = guest.boot(m, Mode::Deterministic, &Job::Sysbench { threads: 8, events: 1000 }, 1, LIMIT)?;
+    let run = c.runs.first().ok_or("no run")?;
+    if !run.output.iter().any(|l| l.contains("total number of events:") && l.trim_end().ends_with(" 1000")) {
+        return Err("sysbench did not report 1000 events".into());
+    }
+    let f = measure::sysbench(run, m.cpus, 8).ok_or("sysbench's run could not be measured")?;
+    if f.spread_ms >= f.total_ms {
+        return Err(format!("the 8 workers never ran on 8 CPUs at once ({:.3} ms)", f.spread_ms));
+    }
+    let levels: Vec<&str> =
+        c.domains.iter().filter(|(at, _, _)| at.starts_with("cpu0/")).map(|(_, n, _)| n.as_str()).collect();
+    if levels != ["DIE"] {
+        return Err(format!("Linux built {levels:?}, not its one flat DIE level"));
+    }
+    Ok(format!("spread {:.3} ms, total {:.1} ms, domains {}", f.spread_ms, f.total_ms, c.domain_line()))
+}
+
+/// The rt-app case: every thread logged, both tasks ran (a share each), and no more
+/// activations than the file's periods allow.
+fn periodic(guest: &Guest, m: &Machine) -> Result<String, String> {
+    let text = std::fs::read_to_string(crate::qemu::root().join(FILE)).map_err(|e| format!("{FILE}: {e}"))?;
+    let def = sched_workload::rtapp::lower(&text).map_err(|e| format!("{FILE}: {e}"))?;
+    let json = sched_workload::rtapp::linux::guest_json(&text).map_err(|e| format!("{FILE}: {e}"))?;
+    let c = guest.boot(
+        m,
+        Mode::Deterministic,
+        &Job::RtApp { name: "periodic.json", json: json.as_bytes() },
+        1,
+        LIMIT,
+    )?;
+    let run = c.runs.first().ok_or("no run")?;
+    if run.logs.len() != 8 {
+        return Err(format!("{} rt-app logs, not one per thread (8)", run.logs.len()));
+    }
+    let r = rtapp::measure(run, &def, m.cpus)?;
+    // 6 × 200 periods of 10 ms and 2 × 125 of 16 ms at most; at least half of them even when
+    // QEMU's single-threaded vCPUs make Linux miss timers.
+    for (name, lo, hi) in [("light", 600, 1200), ("heavy", 125, 250)] {
+        let t = r.tasks.iter().find(|t| t.name == name).ok_or(format!("no figures for {name}"))?;
+        if !(lo..=hi).contains(&t.activations) || t.cpu_share_pct <= 0.0 {
+            return Err(format!(
+                "{name}: {} activations (want {lo}..={hi}), CPU share {:.1} %",
+                t.activations, t.cpu_share_pct
+            ));
+        }
+    }
+    let shares: Vec<String> =
+        r.tasks.iter().map(|t| format!("{} {:.1} %", t.name, t.cpu_share_pct)).collect();
+    Ok(format!("CPU shares {}", shares.join(", ")))
+}
+
+/// A case: what it showed, or why it failed.
+type LinuxCase = fn(&Guest, &Machine) -> Result<String, String>;
+
+/// The two Linux cases on machine `m`: (passed, failed); (0, 0) when the guest's packages
+/// cannot be had, which one line reports.
+pub(crate) fn run(m: &Machine) -> (u64, u64) {
+    let guest = match Guest::prepare() {
+        Ok(g) => g,
+        Err(line) => {
+            eprintln!("xtest: the Linux guest is not run: {line}");
+            return (0, 0);
+        }
+    };
+    let (mut passed, mut failed) = (0, 0);
+    let cases: [(&str, LinuxCase); 2] =
+        [("sysbench cpu, 8 threads, 1000 events", sysbench), ("rt-app workloads/periodic.json", periodic)];
+    for (i, (name, case)) in cases.iter().enumerate() {
+        eprint!("xtest: qemu aarch64 Linux {} [{}/2] {name} ... ", guest.version(), i + 1);
+        match case(&guest, m) {
+            Ok(what) => {
+                passed += 1;
+                eprintln!("ok ({what})");
+            }
+            Err(why) => {
+                failed += 1;
+                eprintln!("FAILED: {why}");
+            }
+        }
+    }
+    (passed, failed)
+}
