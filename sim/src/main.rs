@@ -133,7 +133,7 @@ struct LatencyArgs {
     /// Spinners (default slice).
     #[arg(long, default_value_t = 16)]
     spinners: u32,
-    /// Periodic tasks (at least 2: every other one has the short slice).
+    /// Periodic tasks (at least 2: the first half has the short slice).
     #[arg(long, default_value_t = 8)]
     periodic: u32,
     /// A periodic task's work per period (µs).
@@ -142,7 +142,7 @@ struct LatencyArgs {
     /// A periodic task's sleep per period (µs).
     #[arg(long, default_value_t = 4500)]
     sleep_us: u64,
-    /// The short slice every other periodic task asks for (µs; 0 the default, else
+    /// The short slice the first half of the periodic tasks asks for (µs; 0 the default, else
     /// 100..=100000); the others keep the default.
     #[arg(long, default_value_t = 500)]
     slice_us: u64,
