@@ -116,6 +116,11 @@ pub struct ReportArgs {
     /// the date, host and commit; without it the file's last timings are kept.
     #[arg(long)]
     pub timings: bool,
+    /// Also boot Debian's Linux beside the kernel (`cargo xrun --linux` for the seed's
+    /// experiment and every workload file, ~10 minutes) and replace the Linux section, stamped
+    /// with the date, Linux's release and the commit; without it the file's last one is kept.
+    #[arg(long)]
+    pub linux: bool,
 }
 
 fn arch(s: &str) -> Result<Arch, String> {

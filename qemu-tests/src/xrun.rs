@@ -449,12 +449,8 @@ pub fn main(args: &[String]) -> ExitCode {
             "{}",
             crate::xrun_linux::realism(
                 &side.rows,
-                &[
-                    ("QEMU kernel, rule off", &ko),
-                    ("QEMU kernel, rule on", &kn),
-                    ("sim, rule off", &so),
-                    ("sim, rule on", &sn)
-                ]
+                &[("kernel, off", &ko), ("kernel, on", &kn), ("sim, off", &so), ("sim, on", &sn)],
+                "kernel = the QEMU kernel above, sim = the simulator, off / on = the seed's rule"
             )
         );
     }

@@ -123,28 +123,32 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-/// The realism table: for every figure Linux has, each column's median over Linux's median.
-/// `columns`: (label, rows) of the kernel's and the simulator's sides.
-pub fn realism(linux: &Rows, columns: &[(&str, &Rows)]) -> String {
-    let mut s = String::from("Realism: each median as a ratio of Linux's median (1.00 = as Linux)\n");
-    s += &format!("{:<26}", "");
+/// The realism table: for every figure Linux has, each column's median over Linux's median,
+/// then a blank line. `columns`: (short label, rows) of the kernel's and the simulator's
+/// sides; `legend` says what the labels are.
+pub fn realism(linux: &Rows, columns: &[(&str, &Rows)], legend: &str) -> String {
+    let mut s = format!("Realism: each median as a ratio of Linux's median (1.00 = as Linux; {legend})\n");
+    let w = linux.iter().map(|(n, _)| n.chars().count()).max().unwrap_or(0).max(26);
+    s += &format!("{:<w$}", "");
     for (label, _) in columns {
-        s += &format!(" {label:>22}");
+        s += &format!(" {label:>14}");
     }
     s.push('\n');
     for (name, lv) in linux {
         let l = median(lv);
-        s += &format!("{name:<26}");
+        s += &format!("{name:<w$}");
         for (_, rows) in columns {
-            let cell = match rows.iter().find(|(n, _)| n == name) {
-                Some((_, v)) if l > 0.0 => format!("{:.2}", median(v) / l),
-                Some(_) => "(Linux 0)".into(),
-                None => "—".into(),
+            let cell = match rows.iter().find(|(n, _)| n == name).map(|(_, v)| median(v)) {
+                Some(m) if l > 0.0 && m.is_finite() => format!("{:.2}", m / l),
+                Some(m) if l == 0.0 && m == 0.0 => "both 0".into(),
+                Some(_) if l == 0.0 => "Linux 0".into(),
+                _ => "—".into(),
             };
-            s += &format!(" {cell:>22}");
+            s += &format!(" {cell:>14}");
         }
         s.push('\n');
     }
+    s.push('\n');
     s
 }
 
@@ -162,9 +166,10 @@ mod tests {
         let linux: Rows =
             vec![("spread time (ms)".into(), vec![2.0, 4.0, 100.0]), ("total time (ms)".into(), vec![0.0])];
         let kernel: Rows = vec![("spread time (ms)".into(), vec![8.0, 8.0, 8.0])];
-        let t = realism(&linux, &[("kernel", &kernel)]);
+        let t = realism(&linux, &[("kernel", &kernel)], "kernel = the QEMU kernel");
         assert!(t.lines().nth(2).unwrap().ends_with("2.00"), "{t}");
         assert!(t.lines().nth(3).unwrap().ends_with("—"), "{t}");
+        assert!(t.ends_with("\n\n"), "a blank line ends it");
         assert_eq!(median(&[3.0, 1.0, f64::NAN, 2.0]), 2.0);
     }
 }

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use sched_core::Features;
-use sched_sim::experiments::{ab, program_table, Workload};
+use sched_sim::experiments::{ab, program_table, AbTable, Workload};
 use sched_sim::machine::{RunReport, TopologyKind};
 
 use crate::qemu::{self, Arch, Mode};
@@ -129,39 +129,43 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     println!("\nthe simulator, {} CPUs ({}), workload {name}", s.cpus, s.topology.describe(s.cpus));
     print!("{}", t.render());
     if s.linux {
-        match crate::xrun_linux::rtapp(&machine, s.mode, &name, &text, &loaded.def, s.iterations as u32) {
-            Ok((reports, heading, domains)) => {
-                let rows = |t: &sched_sim::experiments::AbTable, b: bool| -> crate::xrun_linux::Rows {
-                    t.rows
-                        .iter()
-                        .map(|r| (r.name.clone(), if b { r.b.clone() } else { r.a.clone() }))
-                        .collect()
-                };
-                let l = program_table("Linux", "Linux", s.iterations, &reports, &reports);
-                let side = crate::xrun_linux::Side { heading, domains, rows: rows(&l, false) };
-                println!();
-                crate::xrun_linux::print(&side);
-                let (qa, qb, sa, sb) = (rows(&q, false), rows(&q, true), rows(&t, false), rows(&t, true));
-                let columns = [
-                    (format!("QEMU kernel, {}", a.label), &qa),
-                    (format!("QEMU kernel, {}", b.label), &qb),
-                    (format!("sim, {}", a.label), &sa),
-                    (format!("sim, {}", b.label), &sb),
-                ];
-                let columns: Vec<(&str, &crate::xrun_linux::Rows)> =
-                    columns.iter().map(|(l, r)| (l.as_str(), *r)).collect();
-                println!();
-                print!("{}", crate::xrun_linux::realism(&side.rows, &columns));
-            }
-            Err(line) => {
-                eprintln!("xrun: {line}");
-                return ExitCode::FAILURE;
-            }
+        if let Err(line) = linux_beside(&machine, s, &name, &text, &loaded.def, [a, b], [&q, &t]) {
+            eprintln!("xrun: {line}");
+            return ExitCode::FAILURE;
         }
     }
     pictures(&machine, s, a, b, &w, &name);
     let _ = std::fs::remove_file(&loaded.bytes_file);
     ExitCode::SUCCESS
+}
+
+/// Linux's table for the workload and the realism table: the kernel's (`tables[0]`) and the
+/// simulator's (`tables[1]`) medians, sides A and B, over Linux's.
+fn linux_beside(
+    machine: &qemu::Machine,
+    s: &Setup,
+    name: &str,
+    text: &str,
+    def: &sched_workload::ProgramDef,
+    [a, b]: [&Side; 2],
+    [q, t]: [&AbTable; 2],
+) -> Result<(), String> {
+    let (reports, heading, domains) =
+        crate::xrun_linux::rtapp(machine, s.mode, name, text, def, s.iterations as u32)?;
+    let rows = |t: &AbTable, b: bool| -> crate::xrun_linux::Rows {
+        t.rows.iter().map(|r| (r.name.clone(), if b { r.b.clone() } else { r.a.clone() })).collect()
+    };
+    // One side: the table's two columns are the same runs.
+    let l = program_table("Linux", "Linux", s.iterations, &reports, &reports);
+    let side = crate::xrun_linux::Side { heading, domains, rows: rows(&l, false) };
+    println!();
+    crate::xrun_linux::print(&side);
+    let (qa, qb, sa, sb) = (rows(q, false), rows(q, true), rows(t, false), rows(t, true));
+    let columns = [("kernel, A", &qa), ("kernel, B", &qb), ("sim, A", &sa), ("sim, B", &sb)];
+    let legend = format!("kernel = the QEMU kernel, sim = the simulator, A = {}, B = {}", a.label, b.label);
+    println!();
+    print!("{}", crate::xrun_linux::realism(&side.rows, &columns, &legend));
+    Ok(())
 }
 
 /// How much of a run the pictures show from the workload's start (ns): a timeline of

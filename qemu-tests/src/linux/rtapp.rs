@@ -115,14 +115,18 @@ pub fn measure(run: &Run, def: &ProgramDef, cpus: usize) -> Result<Measured, Str
             let wake = if slept_on_timer {
                 Some(wu_lat.max(0) as u64 * 1000)
             } else {
+                // (Both lists are in time order: binary searches keep a long run linear.)
                 h.and_then(|h| {
-                    let w = *h.wakings.iter().rev().find(|&&w| w > start && w <= end)?;
-                    let on = h.on.iter().find(|(from, _, _)| *from >= w)?;
+                    let w = *h.wakings[..h.wakings.partition_point(|&w| w <= end)]
+                        .last()
+                        .filter(|&&w| w > start)?;
+                    let on = h.on.get(h.on.partition_point(|(from, _, _)| *from < w))?;
                     Some(on.0 - w)
                 })
             };
-            let cpu =
-                h.and_then(|h| h.on.iter().rev().find(|(from, _, _)| *from <= end)).map_or(0, |(_, _, c)| *c);
+            let cpu = h
+                .and_then(|h| h.on[..h.on.partition_point(|(from, _, _)| *from <= end)].last())
+                .map_or(0, |(_, _, c)| *c);
             acts.push(Activation {
                 thread: thread as u16,
                 task: task as u16,

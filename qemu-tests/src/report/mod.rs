@@ -5,6 +5,7 @@
 //! purpose (`cargo xreport --timings`) and carries its date, host and commit.
 
 mod kernel_runs;
+mod linux;
 mod timings;
 
 use std::process::{Command, ExitCode};
@@ -23,6 +24,9 @@ enum Kind {
     Deterministic,
     /// Host timings: taken by `cargo xreport --timings` only, stamped, never checked.
     Timing,
+    /// Linux beside: taken by `cargo xreport --linux` only (its figures follow the Debian
+    /// kernel the archive serves), stamped, never checked.
+    Linux,
 }
 
 /// One section of the file: its heading, how its figures are made, their kind, and the
@@ -112,6 +116,15 @@ const SECTIONS: &[Section] = &[
         generate: kernel_runs::slices,
     },
     Section {
+        heading: "Linux beside the kernel and the simulator",
+        how: "`cargo xreport --linux`: for each experiment, `cargo xrun --linux`'s table of \
+              Debian's Linux on the same QEMU machine (the same metric definitions, read from \
+              its ftrace sched events and rt-app's logs; [linux.md](linux.md)) and the realism \
+              table, each platform's median as a ratio of Linux's.",
+        kind: Kind::Linux,
+        generate: linux::section,
+    },
+    Section {
         heading: "Timings",
         how: "`cargo xreport --timings`: the criterion benchmarks of the core and the simulator \
               ([performance.md](performance.md) has the method). Host timings: not checked, \
@@ -159,7 +172,7 @@ fn write_blocks() -> Result<(), String> {
 /// `cargo xreport`: generates every deterministic section (and with `timings` the timing
 /// section; otherwise it keeps the file's) and writes the file, and every generated block of
 /// the docs pages.
-pub fn main(timings: bool) -> ExitCode {
+pub fn main(timings: bool, linux: bool) -> ExitCode {
     if let Err(e) = write_blocks() {
         eprintln!("xreport: {e}");
         return ExitCode::FAILURE;
@@ -167,10 +180,15 @@ pub fn main(timings: bool) -> ExitCode {
     let old = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
     let mut body = String::new();
     for s in SECTIONS {
-        if s.kind == Kind::Timing && !timings {
+        let (skip, flag) = match s.kind {
+            Kind::Timing => (!timings, "--timings"),
+            Kind::Linux => (!linux, "--linux"),
+            Kind::Deterministic => (false, ""),
+        };
+        if skip {
             match section_in(&old, s.heading) {
                 Some(kept) => body.push_str(kept),
-                None => eprintln!("xreport: {}: none yet; `cargo xreport --timings` takes it", s.heading),
+                None => eprintln!("xreport: {}: none yet; `cargo xreport {flag}` takes it", s.heading),
             }
             continue;
         }
@@ -261,7 +279,7 @@ fn section_in<'a>(text: &'a str, heading: &str) -> Option<&'a str> {
 /// A section as the file holds it: markdown (a table, or the timings' tables and prose) as it
 /// is, a command's output as text.
 fn render(s: &Section, body: &str) -> String {
-    if body.starts_with('|') || s.kind == Kind::Timing {
+    if body.starts_with('|') || s.kind != Kind::Deterministic {
         format!("\n## {}\n\n{}\n\n{}", s.heading, s.how, body)
     } else {
         format!("\n## {}\n\n{}\n\n```text\n{}```\n", s.heading, s.how, body)
@@ -274,24 +292,17 @@ fn xrun_block(first: &str) -> Result<String, String> {
 }
 
 /// The block of a `cargo xrun` output that starts with a line beginning `first`, up to its
-/// `(...)` footnote line (and, for the QEMU table, Linux's reference line after it). The
-/// line naming the host's core count is left out: it is the machine's, not the code's.
+/// `(...)` footnote line. The line naming the host's core count is left out: it is the
+/// machine's, not the code's.
 fn block_of(out: &str, first: &str) -> Result<String, String> {
-    let mut lines = out.lines().skip_while(|l| !l.starts_with(first));
     let mut block = String::new();
-    for l in lines.by_ref() {
+    for l in out.lines().skip_while(|l| !l.starts_with(first)) {
         if l.starts_with("These are scheduler-level figures") {
             continue;
         }
         block.push_str(l);
         block.push('\n');
         if l.starts_with("(15 iterations per side") || l.starts_with("(median [min–max]") {
-            if first == "QEMU " {
-                if let Some(next) = lines.next().filter(|n| n.starts_with("Linux ")) {
-                    block.push_str(next);
-                    block.push('\n');
-                }
-            }
             return Ok(block);
         }
     }
@@ -330,8 +341,7 @@ fn xrun_with(args: &[&str]) -> Result<String, String> {
 }
 
 /// The configurations of the seed's experiment beside the default one: (what, `cargo xrun`
-/// arguments). Flat is the domain Linux builds on QEMU `virt`; Linux's reference figures are
-/// for it, at 4, 8, 12 and 16 threads.
+/// arguments). Flat is the domain Linux builds on QEMU `virt`.
 const CONFIGURATIONS: &[(&str, &[&str])] = &[
     ("flat 1x8, tickless, 8 threads", &["--topology", "flat"]),
     ("flat 1x8, idle CPUs ticking, 8 threads", &["--topology", "flat", "--ticking"]),
@@ -342,23 +352,18 @@ const CONFIGURATIONS: &[(&str, &[&str])] = &[
 ];
 
 /// The spread and one-per-CPU times (min / median / max, ms) of every configuration, on QEMU
-/// and in the simulator, rule off and on, beside Linux's spread where it was measured.
+/// and in the simulator, rule off and on.
 fn configurations() -> Result<String, String> {
     let mut out = String::from(
-        "| configuration | instant | Linux 6.1 | QEMU, rule off | QEMU, rule on | simulator, rule off | simulator, rule on |\n\
-         |---|---|---:|---:|---:|---:|---:|\n",
+        "| configuration | instant | QEMU, rule off | QEMU, rule on | simulator, rule off | simulator, rule on |\n\
+         |---|---|---:|---:|---:|---:|\n",
     );
     for &(what, args) in CONFIGURATIONS {
         let text = xrun_with(args)?;
         let (qemu, sim) = (block_of(&text, "QEMU ")?, block_of(&text, "The simulator (")?);
-        // Linux was measured on its flat domain, tickless.
-        let linux = linux_spread(&qemu)
-            .filter(|_| what.starts_with("flat") && what.contains("tickless"))
-            .map_or("—".to_string(), |l| l.to_string());
         for (instant, row) in [("spread", "spread time (ms)"), ("one-per-CPU", "one-per-CPU time (ms)")] {
             let ([qo, qn], [so, sn]) = (cells(&qemu, row)?, cells(&sim, row)?);
-            let l = if instant == "spread" { linux.as_str() } else { "" };
-            out.push_str(&format!("| {what} | {instant} | {l} | {qo} | {qn} | {so} | {sn} |\n"));
+            out.push_str(&format!("| {what} | {instant} | {qo} | {qn} | {so} | {sn} |\n"));
         }
     }
     Ok(out)
@@ -392,19 +397,15 @@ fn cells<'a>(block: &'a str, row: &str) -> Result<[Summary<'a>; 2], String> {
     }
 }
 
-/// Linux's reference spread in a QEMU table's last line (`spread MIN / MEDIAN / MAX ms`).
-fn linux_spread(qemu: &str) -> Option<Summary<'_>> {
-    let l =
-        qemu.lines().find_map(|l| l.strip_prefix("Linux "))?.split("spread ").nth(1)?.split(" ms").next()?;
-    let mut v = l.split(" / ");
-    Some(Summary { min: v.next()?, median: v.next()?, max: v.next()? })
-}
-
 /// README.md's headline table: the seed's experiment's medians, from `cargo xrun`'s two
-/// tables and Linux's reference line, with a link to the full tables.
+/// tables and, as the file has it, Linux's median spread from its section (`--linux`).
 fn headline() -> Result<String, String> {
     let (qemu, sim) = (xrun_block("QEMU ")?, xrun_block("The simulator (")?);
-    let linux = linux_spread(&qemu).ok_or("no Linux reference line")?.median.to_string();
+    let file = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
+    let linux = section_in(&file, "Linux beside the kernel and the simulator")
+        .and_then(linux::spread_median)
+        .unwrap_or("—")
+        .to_string();
     let mut out = String::from(
         "| 8 CPUs, 2x4 clusters, 8 threads, 1000 events (median of 15, ms) | rule off | rule on |\n|---|---:|---:|\n",
     );
@@ -416,7 +417,9 @@ fn headline() -> Result<String, String> {
         }
     }
     // Linux 6.1 has the rule (the seed patch is in 5.7 and later).
-    out.push_str(&format!("| Linux 6.1 on the same QEMU (its flat domain): spread time | — | {linux} |\n"));
+    out.push_str(&format!(
+        "| Linux 6.1 (Debian) on the same QEMU, its flat domain ([measured beside](docs/measurements.md#linux-beside-the-kernel-and-the-simulator)): spread time | — | {linux} |\n"
+    ));
     Ok(out)
 }
 
@@ -445,12 +448,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rows_and_linux_s_line_are_read_as_cargo_xrun_prints_them() {
-        let qemu = "spread time (ms)    6.453 [0.448–7.054]    6.488 [0.469–7.157]    0.6632\n\
-                    Linux 6.1 on the same QEMU (8 vCPUs): spread 5.49 / 6.41 / 13.43 ms (min / median / max of 15).\n";
+    fn rows_are_read_as_cargo_xrun_prints_them() {
+        let qemu = "spread time (ms)    6.453 [0.448–7.054]    6.488 [0.469–7.157]    0.6632\n";
         let [off, on] = cells(qemu, "spread time (ms)").unwrap();
         assert_eq!((off.to_string(), on.median), ("0.448 / 6.453 / 7.054".to_string(), "6.488"));
-        assert_eq!(linux_spread(qemu).unwrap().to_string(), "5.49 / 6.41 / 13.43");
         assert!(cells(qemu, "total time (ms)").is_err());
     }
 
