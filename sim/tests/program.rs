@@ -79,3 +79,46 @@ fn a_rising_task_ends_on_a_big_cpu() {
     assert_eq!(ramp.name, "ramp");
     assert!(ramp.last_phase_cpus != 0 && ramp.last_phase_cpus & 0x0f == 0, "{:#010b}", ramp.last_phase_cpus);
 }
+
+/// `workloads/latency.json` is the latency workload written as a file: under CFS and under
+/// EEVDF the same periods run, with the same wake-to-run times and CPU shares.
+#[test]
+fn the_latency_file_is_the_latency_workload() {
+    let def =
+        sched_workload::rtapp::lower(include_str!("../../workloads/latency.json")).expect("a valid file");
+    let file = Workload::program("latency.json", &def);
+    let built = Workload::Latency {
+        spinners: 16,
+        periodic: 8,
+        run_ns: 500_000,
+        sleep_ns: 4_500_000,
+        slice_ns: 500_000,
+        duration_ns: 2_000_000_000,
+    };
+    for features in
+        [sched_core::Features::default(), sched_core::Features::default() | sched_core::Features::EEVDF]
+    {
+        let cfg = Config { features, ..Config::octo(3) };
+        let (b, f) = (run_once(&cfg, &built), run_once(&cfg, &file));
+        let [spinner, short, default] = [&f.tasks[0], &f.tasks[1], &f.tasks[2]];
+        assert_eq!(b.wake_latencies.len(), short.activations + default.activations, "periods run");
+        let share = |ns: u64| sched_sim::experiments::share(ns, &b, 8.0);
+        for (got, want) in [
+            (spinner.cpu_share_pct, share(b.spinner_cpu_ns)),
+            (short.cpu_share_pct, share(b.periodic_cpu_ns[1])),
+            (default.cpu_share_pct, share(b.periodic_cpu_ns[0])),
+            (short.wake_us.p99, sched_sim::experiments::wake_us(&b, 1, 0.99)),
+            (default.wake_us.max, sched_sim::experiments::wake_us(&b, 0, 1.0)),
+        ] {
+            assert!((got - want).abs() < 1e-9, "{features:?}: the file gives {got}, the workload {want}");
+        }
+    }
+}
+
+/// A workload file's `slice` bounds are the core's.
+#[test]
+fn the_slice_bounds_are_the_cores() {
+    use sched_workload::limits::{MAX_SLICE_US, MIN_SLICE_US};
+    assert_eq!(u64::from(MIN_SLICE_US) * 1000, sched_core::eevdf::MIN_SLICE_NS);
+    assert_eq!(u64::from(MAX_SLICE_US) * 1000, sched_core::eevdf::MAX_SLICE_NS);
+}

@@ -5,20 +5,20 @@
 //! | 0–15 | header: magic, version, length in words, checksum (FNV-1a of every word after the header), `duration` (µs, two words), `calibration` (ns per loop), the counts of tasks, mutexes, condition variables, barriers, shared timers and per-thread timers, three reserved zeros |
 //! | then | each barrier's parties, one word each |
 //! | then | each task's offset (in words), one word each |
-//! | a task | instances, loops (-1: forever), delay (µs), CPU mask (two words; 0: every CPU), nice, phase count, name (four words), then its phases |
+//! | a task | instances, loops (-1: forever), delay (µs), CPU mask (two words; 0: every CPU), nice, phase count, EEVDF slice (µs; 0: the default), name (four words), then its phases |
 //! | a phase | loops, CPU mask (two words; 0: the task's), event count, then its events, four words each: kind and three arguments |
 
 use crate::limits::{
     MAX_CALIBRATION_NS, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS, MAX_PHASES,
-    MAX_RESOURCES, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, NAME_BYTES,
+    MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, MIN_SLICE_US, NAME_BYTES,
 };
 
 /// The first word of every program.
 pub const MAGIC: u32 = 0x5041_5452;
 /// The layout's version.
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 const HEADER: usize = 16;
-const TASK_HEADER: usize = 7 + NAME_BYTES / 4;
+const TASK_HEADER: usize = 8 + NAME_BYTES / 4;
 const PHASE_HEADER: usize = 4;
 const EVENT_WORDS: usize = 4;
 
@@ -338,9 +338,11 @@ impl<'a> Program<'a> {
         if instances > MAX_INSTANCES || phases == 0 || phases > MAX_PHASES {
             return Err(FormatError::TooMany);
         }
+        let slice = self.word(at + 7);
         if !(loops == -1 || (1..=MAX_LOOPS as i32).contains(&loops))
             || self.word(at + 2) > MAX_EVENT_US
             || !(-20..=19).contains(&nice)
+            || !(slice == 0 || (MIN_SLICE_US..=MAX_SLICE_US).contains(&slice))
         {
             return Err(FormatError::BadValue);
         }
@@ -471,9 +473,14 @@ impl<'a> TaskView<'a> {
         self.p.word(self.at + 5) as i32
     }
 
+    /// The EEVDF slice its threads ask for (µs; 0: the machine's default).
+    pub fn slice_us(&self) -> u32 {
+        self.p.word(self.at + 7)
+    }
+
     /// Its name, as rt-app's file gives it (up to 16 bytes, cut at a character boundary).
     pub fn name(&self) -> &'a str {
-        let start = (self.at + 7) * 4;
+        let start = (self.at + 8) * 4;
         let raw = &self.p.bytes[start..start + NAME_BYTES];
         let len = raw.iter().position(|&b| b == 0).unwrap_or(NAME_BYTES);
         match core::str::from_utf8(&raw[..len]) {
@@ -588,6 +595,8 @@ pub struct TaskDef {
     pub cpus: u64,
     /// Nice value.
     pub nice: i32,
+    /// The EEVDF slice its threads ask for (µs; 0: the default).
+    pub slice_us: u32,
     /// Its phases.
     pub phases: Vec<PhaseDef>,
 }
@@ -628,7 +637,7 @@ impl ProgramDef {
         for (i, t) in self.tasks.iter().enumerate() {
             w[offsets + i] = w.len() as u32;
             w.extend([t.instances, t.loops as u32, t.delay_us, t.cpus as u32, (t.cpus >> 32) as u32]);
-            w.extend([t.nice as u32, t.phases.len() as u32]);
+            w.extend([t.nice as u32, t.phases.len() as u32, t.slice_us]);
             let mut name = [0u8; NAME_BYTES];
             let mut len = t.name.len().min(NAME_BYTES);
             while !t.name.is_char_boundary(len) {
@@ -673,6 +682,7 @@ mod tests {
                     delay_us: 0,
                     cpus: 0b11,
                     nice: -5,
+                    slice_us: 500,
                     phases: vec![PhaseDef {
                         name: "p".into(),
                         loops: 3,
@@ -692,6 +702,7 @@ mod tests {
                     delay_us: 500,
                     cpus: 0,
                     nice: 0,
+                    slice_us: 0,
                     phases: vec![PhaseDef {
                         name: "p".into(),
                         loops: 1,
@@ -723,8 +734,8 @@ mod tests {
             assert_eq!(view.instances(), t.instances);
             assert_eq!(view.loops(), (t.loops >= 0).then_some(t.loops as u32));
             assert_eq!(
-                (view.delay_us(), view.nice(), view.nr_phases()),
-                (t.delay_us, t.nice, t.phases.len())
+                (view.delay_us(), view.nice(), view.nr_phases(), view.slice_us()),
+                (t.delay_us, t.nice, t.phases.len(), t.slice_us)
             );
             assert_eq!(view.cpus(), if t.cpus == 0 { u64::MAX } else { t.cpus });
             for (ph, d) in view.phases().zip(&t.phases) {
@@ -762,6 +773,8 @@ mod tests {
         );
         assert_eq!(refuse(&|d| d.tasks[1].phases[0].events[3] = Event::Fork(2)), FormatError::BadIndex);
         assert_eq!(refuse(&|d| d.tasks[0].nice = 20), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks[0].slice_us = MIN_SLICE_US - 1), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks[0].slice_us = MAX_SLICE_US + 1), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks[0].loops = 0), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks[0].phases.clear()), FormatError::TooMany);
         assert_eq!(refuse(&|d| d.tasks[0].phases[0].events.clear()), FormatError::TooMany);

@@ -27,3 +27,8 @@ pub const MAX_CALIBRATION_NS: u32 = 1_000_000;
 pub const NAME_BYTES: usize = 16;
 /// The CPUs a `cpus` list may name (the widest kernel build's).
 pub const MAX_CPU: u32 = 63;
+/// The EEVDF slice a task may ask for (µs; 0 keeps the machine's default): sched-core's
+/// bounds (`eevdf::checked_slice_ns`).
+pub const MIN_SLICE_US: u32 = 100;
+/// See [`MIN_SLICE_US`].
+pub const MAX_SLICE_US: u32 = 100_000;

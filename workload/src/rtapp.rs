@@ -11,7 +11,9 @@
 //! - `tasks`, each with `instance` (threads, default 1; 0: only `fork` starts it), `loop`
 //!   (times its phases run, default -1: until `duration` ends), `delay` (µs after the start),
 //!   `cpus` (allowed CPUs), `priority` (the nice value, -20..19), `policy` (`SCHED_OTHER`),
-//!   and `phases` (each with its own `loop`, default 1, and `cpus`) or its events directly;
+//!   `slice` (the EEVDF slice its threads ask for, µs: this project's key, not rt-app's, as
+//!   Linux 6.12's `sched_runtime` of a fair task), and `phases` (each with its own `loop`,
+//!   default 1, and `cpus`) or its events directly;
 //! - the events `run`, `runtime`, `sleep`, `timer` (`ref`, `period`, `mode` relative or
 //!   absolute; a ref starting with `unique` is each thread's own), `barrier`, `lock`,
 //!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend`, `resume`,
@@ -30,7 +32,7 @@ use crate::format::{Event, PhaseDef, ProgramDef, TaskDef, Timer};
 use crate::json::{self, Json};
 use crate::limits::{
     MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS,
-    MAX_PHASES, MAX_RESOURCES, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS,
+    MAX_PHASES, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, MIN_SLICE_US,
 };
 
 /// Why a workload file was refused.
@@ -325,15 +327,23 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
             "delay" => t.delay_us = micros(v, &p)?,
             "cpus" => t.cpus = cpus(v, &p)?,
             "priority" => t.nice = int(v, &p, -20, 19)? as i32,
+            "slice" => {
+                let us = int(v, &p, 0, MAX_SLICE_US as i64)? as u32;
+                if us != 0 && us < MIN_SLICE_US {
+                    return Err(bad(
+                        &p,
+                        format!("{us}: 0 (the default) or {MIN_SLICE_US}..={MAX_SLICE_US} µs"),
+                    ));
+                }
+                t.slice_us = us;
+            }
             "policy" => policy(v, &p)?,
             "phases" => phases = Some(object(v, &p)?),
             _ if event_name(k).is_some() => direct.push((k.clone(), v.clone())),
-            _ => {
-                return Err(unsupported(
-                    &p,
-                    "unknown task key (known: instance loop delay cpus priority policy phases, or events)",
-                ))
-            }
+            _ => return Err(unsupported(
+                &p,
+                "unknown task key (known: instance loop delay cpus priority policy slice phases, or events)",
+            )),
         }
     }
     match phases {

@@ -181,6 +181,12 @@ pub(super) fn program_thread(th: usize) {
     SLOTS[th].store(me, Release);
     let th = th as ThreadId;
     let t0 = T0.load(Relaxed);
+    // The EEVDF slice its task asks for (the program checked its range).
+    let slice = WORLD.lock().task_of(th).and_then(|t| prog.task(t as usize)).map_or(0, |t| t.slice_us());
+    if slice != 0 && sched::set_slice(me, u64::from(slice) * 1000).is_err() {
+        defmt::error!("error: program thread {} cannot get its slice of {} us", th, slice);
+        arch::exit(EXIT_FAILED);
+    }
     // rt-app's `delay`: the thread begins at its start.
     let start = WORLD.lock().start_of(th);
     let now = arch::now_ns();

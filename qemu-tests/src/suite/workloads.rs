@@ -94,6 +94,35 @@ pub(crate) const WORKLOAD_CASES: &[WorkloadCase] = &[
         },
     },
     WorkloadCase {
+        file: "workloads/sysbench.json",
+        name: "the seed's sysbench as rt-app writes it: 8 workers, 125 events each, every CPU busy",
+        boot: "",
+        topology: "flat",
+        judge: |f| {
+            let w = task(f, "worker")?;
+            // 8 threads × (the set-up phase + 125 events).
+            within("worker activations", w.activations as f64, 1008.0, 1008.0)?;
+            within("worker CPU share (%)", w.cpu_share_pct, 85.0, 100.0)
+        },
+    },
+    WorkloadCase {
+        file: "workloads/latency.json",
+        name: "the latency workload: periodic tasks among spinners, half with a short slice",
+        boot: "",
+        topology: "flat",
+        judge: |f| {
+            let (spin, short, default) = (task(f, "spinner")?, task(f, "short")?, task(f, "default")?);
+            // At most 400 periods of 5 ms each for 4 threads in 2 s; every CPU busy.
+            for t in [short, default] {
+                within(&format!("{} activations", t.name), t.activations as f64, 400.0, 1600.0)?;
+                within(&format!("{} wake-to-run p50 (µs)", t.name), t.wake_us.p50, 0.0, 5000.0)?;
+            }
+            within("spinners' CPU share (%)", spin.cpu_share_pct, 60.0, 95.0)?;
+            let all = spin.cpu_share_pct + short.cpu_share_pct + default.cpu_share_pct;
+            within("the machine's CPU share (%)", all, 95.0, 100.5)
+        },
+    },
+    WorkloadCase {
         file: "workloads/ramp.json",
         name: "a utilisation ramp on big.LITTLE: every period kept, the misfit moved up",
         boot: "clusters=4 capacity=446*4,1024*4",

@@ -88,6 +88,10 @@ impl<const C: usize> Machine<C> {
         if nice != 0 {
             self.smp.set_nice(self.now, id, nice).expect("a nice value the program checked");
         }
+        if def.slice_us() != 0 {
+            let ns = u64::from(def.slice_us()) * 1000;
+            self.smp.set_slice(self.now, id, ns).expect("a slice the program checked");
+        }
         if let Some(run) = self.program.as_mut() {
             run.threads.push((id, false, cpus));
         }

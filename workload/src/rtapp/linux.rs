@@ -12,6 +12,10 @@ const GUEST_LOG: [(&str, &str); 2] = [("logdir", "/tmp"), ("log_basename", "rt-a
 /// event it parses; `fork` came later).
 const NOT_IN_DEBIAN: &[&str] = &["fork"];
 
+/// Task keys of this project's that rt-app has not (`slice`: Debian's Linux 6.1 is CFS and has
+/// no slice to ask for).
+const NOT_IN_RTAPP: &[&str] = &["slice"];
+
 /// The JSON path of the first event key named `event` (maybe numbered: `fork0`) under
 /// `at`, if any.
 fn find_event(v: &Json, at: &str, event: &str) -> Option<String> {
@@ -28,13 +32,15 @@ fn find_event(v: &Json, at: &str, event: &str) -> Option<String> {
 }
 
 /// `text` checked as [`lower`] checks it, then written back for rt-app 1.0 with the guest's
-/// log settings in `global`. An event Debian's 1.0 lacks is refused
-/// ([`RtAppError::Unsupported`], naming its path).
+/// log settings in `global`, and `calibration` measured by rt-app at its start (`"CPU0"`):
+/// the kernel and the simulator take a `run` of N µs as N µs of work at their CPU's own
+/// speed, which on Linux is rt-app's own calibration. An event Debian's 1.0 lacks, or a key
+/// rt-app does not have, is refused ([`RtAppError::Unsupported`], naming its path).
 ///
 /// ```
 /// let text = r#"{"global": {"calibration": 100}, "tasks": {"t": {"loop": 2, "run": 10}}}"#;
 /// let guest = sched_workload::rtapp::linux::guest_json(text).unwrap();
-/// assert_eq!(guest, r#"{"global":{"calibration":100,"logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"run":10}}}"#);
+/// assert_eq!(guest, r#"{"global":{"calibration":"CPU0","logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"run":10}}}"#);
 /// ```
 pub fn guest_json(text: &str) -> Result<String, RtAppError> {
     lower(text)?;
@@ -42,22 +48,42 @@ pub fn guest_json(text: &str) -> Result<String, RtAppError> {
     let Ok(Json::Object(mut top)) = json::parse(text) else {
         return Err(super::bad("the file", "not an object"));
     };
-    for (key, tasks) in &top {
-        for event in NOT_IN_DEBIAN.iter().filter(|_| key == "tasks") {
-            if let Some(path) = find_event(tasks, "tasks", event) {
-                return Err(super::unsupported(
-                    &path,
-                    format!("Debian's rt-app 1.0 (the Linux guest) has no {event} event"),
-                ));
-            }
-        }
-    }
     for (key, value) in top.iter_mut() {
-        if let (true, Json::Object(global)) = (key == "global", value) {
-            global.extend(GUEST_LOG.iter().map(|(k, v)| (k.to_string(), Json::String(v.to_string()))));
+        match (key.as_str(), value) {
+            ("tasks", Json::Object(tasks)) => refuse_what_rtapp_lacks(tasks)?,
+            ("global", Json::Object(global)) => {
+                for (k, v) in global.iter_mut() {
+                    if k == "calibration" {
+                        *v = Json::String("CPU0".into());
+                    }
+                }
+                global.extend(GUEST_LOG.iter().map(|(k, v)| (k.to_string(), Json::String(v.to_string()))));
+            }
+            _ => {}
         }
     }
     Ok(Json::Object(top).to_string())
+}
+
+/// The first event or task key of `tasks` that Debian's rt-app cannot run, refused.
+fn refuse_what_rtapp_lacks(tasks: &[(String, Json)]) -> Result<(), RtAppError> {
+    let all = Json::Object(tasks.to_vec());
+    for event in NOT_IN_DEBIAN {
+        if let Some(path) = find_event(&all, "tasks", event) {
+            let why = format!("Debian's rt-app 1.0 (the Linux guest) has no {event} event");
+            return Err(super::unsupported(&path, why));
+        }
+    }
+    for (name, task) in tasks {
+        let Json::Object(keys) = task else { continue };
+        if let Some((k, _)) = keys.iter().find(|(k, _)| NOT_IN_RTAPP.contains(&k.as_str())) {
+            return Err(super::unsupported(
+                &format!("tasks.{name}.{k}"),
+                "rt-app has no such key (and Debian's Linux 6.1, CFS, no slice to ask for)",
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

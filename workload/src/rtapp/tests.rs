@@ -20,7 +20,7 @@ fn the_subset_lowers_in_file_order() {
         r#""light": {"instance": 3, "loop": -1, "priority": 5, "cpus": [0, 2],
               "phases": {"p": {"run0": 2000, "timer0": {"ref": "unique", "period": 10000},
                                "run1": 500, "sleep0": 100, "yield": 0}}},
-           "ping": {"phases": {"a": {"loop": 4, "cpus": [1], "lock": "m", "sync": {"ref": "c", "mutex": "m"},
+           "ping": {"slice": 300, "phases": {"a": {"loop": 4, "cpus": [1], "lock": "m", "sync": {"ref": "c", "mutex": "m"},
                                      "unlock": "m", "runtime": 20}},
                     "delay": 300},
            "child": {"instance": 0, "loop": 1, "run": 50},
@@ -29,7 +29,7 @@ fn the_subset_lowers_in_file_order() {
     .unwrap();
     assert_eq!((def.duration_us, def.calibration_ns), (2_000_000, 100));
     let light = &def.tasks[0];
-    assert_eq!((light.instances, light.loops, light.nice, light.cpus), (3, -1, 5, 0b101));
+    assert_eq!((light.instances, light.loops, light.nice, light.cpus, light.slice_us), (3, -1, 5, 0b101, 0));
     assert_eq!(
         light.phases[0].events,
         [
@@ -95,6 +95,13 @@ fn every_refusal_names_its_path() {
             "tasks.t.policy: not supported: policy SCHED_FIFO",
             11,
         ),
+        (
+            &with_tasks(r#""t": {"slice": 50, "run": 1}"#),
+            "tasks.t.slice: 50: 0 (the default) or 100..=100000 µs",
+            12,
+        ),
+        (&with_tasks(r#""t": {"slice": 100001, "run": 1}"#), "tasks.t.slice", 12),
+        (&with_tasks(r#""t": {"slice": "short", "run": 1}"#), "tasks.t.slice", 12),
         (
             &with_tasks(r#""t": {"taskgroup": "/a", "run": 1}"#),
             "tasks.t.taskgroup: not supported: unknown task key",
