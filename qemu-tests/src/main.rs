@@ -24,6 +24,7 @@ mod size;
 mod source;
 mod suite;
 mod suite_doc;
+mod sysbench_figures;
 mod workload;
 mod xrun;
 mod xrun_linux;

@@ -16,6 +16,7 @@ use sched_sim::trace_check::{check_chrome_trace, verdict};
 use sched_sim::machine::TopologyKind;
 
 use crate::qemu::{self, Boot, Mode};
+use crate::sysbench_figures::{Figures, ROWS};
 
 #[derive(Parser)]
 #[command(name = "cargo xrun", about = "The seed's experiment on the QEMU kernel and in the simulator")]
@@ -179,16 +180,6 @@ fn sim_config(a: &Args, features: Features, topology: TopologyKind) -> sched_sim
         setup_ns: a.setup_us.map_or(sched_sim::machine::DEFAULT_SETUP_NS, |us| us as u64 * 1000),
         ..sched_sim::Config::octo(1)
     }
-}
-
-struct Figures {
-    total_ms: f64,
-    avg_ms: f64,
-    max_ms: f64,
-    spread_ms: f64,
-    one_per_cpu_ms: f64,
-    migrations: f64,
-    failed: f64,
 }
 
 fn figures(b: &Boot) -> Option<Figures> {
@@ -365,16 +356,7 @@ pub fn main(args: &[String]) -> ExitCode {
     println!(
         "These are scheduler-level figures: deterministic mode counts all vCPUs' instructions in one guest clock, and parallel mode is bounded by this host's {cores} cores, so neither can show a throughput gain from spreading. The throughput view is the simulator's, below."
     );
-    type Row = (&'static str, fn(&Figures) -> f64);
-    let rows: [Row; 7] = [
-        ("total time (ms)", |f| f.total_ms),
-        ("per-request avg (ms)", |f| f.avg_ms),
-        ("per-request max (ms)", |f| f.max_ms),
-        ("spread time (ms)", |f| f.spread_ms),
-        ("one-per-CPU time (ms)", |f| f.one_per_cpu_ms),
-        ("migrations to spread", |f| f.migrations),
-        ("failed balance attempts", |f| f.failed),
-    ];
+    let rows = ROWS;
     println!(
         "{:<26} {:>28} {:>28} {:>9}",
         "", "without rule (pre-patch)", "with rule (c32b4308)", "p (M-W U)"
@@ -632,6 +614,7 @@ mod tests {
         assert_eq!(parse("--vcpus 16 --threads 24 --topology nodes:2"), None);
         assert_eq!(parse("--topology biglittle:446"), None);
         assert_eq!(parse("--topology nodes:2:2"), None);
+        assert_eq!(parse("--linux --vcpus 16 --topology nodes:2"), None, "Linux runs on any virt shape");
         for bad in [
             "--threads 0",
             "--vcpus 0",
@@ -646,6 +629,8 @@ mod tests {
             "--arch cortex-m33 --ticking --topology biglittle:446",
             "--arch cortex-m4",
             "--events 0",
+            "--linux --arch riscv64",
+            "--linux --arch cortex-m33 --ticking",
         ] {
             let why = parse(bad).unwrap_or_else(|| panic!("{bad} was accepted"));
             assert!(!why.contains('\n'), "{bad}: more than one line: {why}");

@@ -2,8 +2,8 @@
 # The Linux guest's init (PID 1): mounts what tracing needs, prints the sched domains Linux
 # built, then runs the job the kernel command line names (`fairsched.job=sysbench` or
 # `fairsched.job=rtapp`) `fairsched.runs` times, each with ftrace's sched events on, and prints
-# each run's output and trace between `@@fairsched` markers for the host's parser. Then it
-# powers the machine off.
+# each run's output, rt-app's logs and the trace (gzip, base64) between `@@fairsched` markers
+# for the host's parser. Then it powers the machine off.
 /bin/busybox --install -s /bin
 export PATH=/bin LD_LIBRARY_PATH=/lib
 mount -t proc proc /proc
@@ -57,8 +57,9 @@ while [ "$i" -lt "$runs" ]; do
         echo "@@fairsched output"
         tail -n 3 /tmp/rt-app.out
     fi
+    # The trace gzip-compressed and in base64: a tenth of the text through the emulated UART.
     echo "@@fairsched trace $i"
-    cat $T/trace
+    gzip -c $T/trace | base64
     echo "@@fairsched end $i"
     i=$((i + 1))
 done

@@ -4,27 +4,7 @@
 
 use super::ftrace::{self, Event, Line};
 use super::Run;
-
-/// One sysbench run's figures, as the kernel's report gives them (ms unless said).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Sysbench {
-    /// sysbench's `total time`.
-    pub total_ms: f64,
-    /// sysbench's per-request latency average.
-    pub avg_ms: f64,
-    /// sysbench's per-request latency maximum.
-    pub max_ms: f64,
-    /// From the first worker's creation to the first instant min(workers, CPUs) CPUs each
-    /// run a worker (never reached: the run's length).
-    pub spread_ms: f64,
-    /// The same, each of those CPUs running its worker alone on its runqueue (the spread
-    /// instant with more workers than CPUs).
-    pub one_per_cpu_ms: f64,
-    /// Migrations of any task between the first worker's creation and the spread instant:
-    /// `sched_migrate_task` events, and fork placements on another CPU than the parent's
-    /// (Linux sets a new task's CPU without that event; the kernel counts them).
-    pub migrations: f64,
-}
+use crate::sysbench_figures::Figures;
 
 /// The number after `key` on the first line of `lines` holding it (`0.8733s` reads 0.8733).
 fn after(lines: &[String], key: &str) -> Option<f64> {
@@ -108,9 +88,13 @@ pub struct Instants {
     pub migrations: u64,
 }
 
-/// A sysbench run's figures on `cpus` CPUs with `threads` workers; `None` if sysbench
-/// failed or printed no report.
-pub fn sysbench(run: &Run, cpus: usize, threads: usize) -> Option<Sysbench> {
+/// A sysbench run's figures on `cpus` CPUs with `threads` workers, as the kernel's report
+/// gives them: sysbench's own total time and per-request average and maximum; the spread and
+/// one-per-CPU instants from the first worker's creation (never reached: the run's length);
+/// migrations of any task before the spread: `sched_migrate_task` events and fork placements
+/// on another CPU than the parent's (Linux sets a new task's CPU without that event; the
+/// kernel counts them). `None` if sysbench failed or printed no report.
+pub fn sysbench(run: &Run, cpus: usize, threads: usize) -> Option<Figures> {
     if run.status != Some(0) {
         return None;
     }
@@ -126,13 +110,14 @@ pub fn sysbench(run: &Run, cpus: usize, threads: usize) -> Option<Sysbench> {
         .collect();
     let i = instants(&lines, cpus, threads, |p| workers.contains(&p));
     let ms = |ns: Option<u64>| ns.map_or(total_ms, |ns| ns as f64 / 1e6);
-    Some(Sysbench {
+    Some(Figures {
         total_ms,
         avg_ms: after(&run.output, "avg:")?,
         max_ms: after(&run.output, "max:")?,
         spread_ms: ms(i.spread),
         one_per_cpu_ms: ms(i.one_per_cpu),
         migrations: i.migrations as f64,
+        failed: f64::NAN,
     })
 }
 

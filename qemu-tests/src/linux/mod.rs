@@ -169,6 +169,8 @@ fn parse(text: &str) -> Console {
         Trace,
     }
     let mut at = At::Outside;
+    // A run's trace as printed: gzip in base64.
+    let mut packed = String::new();
     for raw in text.lines() {
         let line = raw.trim_end_matches('\r');
         c.tail.push(line.to_string());
@@ -200,8 +202,18 @@ fn parse(text: &str) -> Console {
                     }
                 }
                 "output" => at = At::Output,
-                "trace" => at = At::Trace,
-                "end" => at = At::Outside,
+                "trace" => {
+                    at = At::Trace;
+                    packed.clear();
+                }
+                "end" => {
+                    if at == At::Trace {
+                        if let Some(r) = c.runs.last_mut() {
+                            r.trace = unpack(&packed);
+                        }
+                    }
+                    at = At::Outside;
+                }
                 "done" => c.done = true,
                 _ => {}
             }
@@ -216,9 +228,79 @@ fn parse(text: &str) -> Console {
                     lines.push(line.to_string());
                 }
             }
-            At::Trace if !line.starts_with('#') && !line.trim().is_empty() => r.trace.push(line.to_string()),
-            At::Trace => {}
+            At::Trace => packed.push_str(line.trim()),
         }
     }
     c
+}
+
+/// The trace lines of a gzip-compressed, base64-encoded `trace` file (comments and blank lines
+/// left out); none if it does not decode.
+fn unpack(base64: &str) -> Vec<String> {
+    let mut gz = Vec::with_capacity(base64.len() * 3 / 4);
+    let (mut acc, mut bits) = (0u32, 0);
+    for c in base64.bytes() {
+        let v = match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            b'=' => break,
+            _ => continue,
+        };
+        acc = acc << 6 | u32::from(v);
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            gz.push((acc >> bits) as u8);
+        }
+    }
+    let mut text = String::new();
+    if std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text).is_err() {
+        return Vec::new();
+    }
+    text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(str::to_string).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A console as init prints it: the markers, the output, a log and a packed trace.
+    #[test]
+    fn the_console_is_read_back() {
+        let trace = "# tracer: nop\n  x-7 [002] d..4. 3.000005: sched_waking: comm=y pid=12 prio=120 target_cpu=001\n";
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        std::io::Write::write_all(&mut gz, trace.as_bytes()).unwrap();
+        let bytes = gz.finish().unwrap();
+        // base64 by hand, 76 columns as busybox prints it.
+        const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+        let mut b64 = String::new();
+        for chunk in bytes.chunks(3) {
+            let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+            for i in 0..4 {
+                b64.push(if i <= chunk.len() { A[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
+            }
+        }
+        let wrapped: Vec<&str> = b64.as_bytes().chunks(76).map(|c| std::str::from_utf8(c).unwrap()).collect();
+        let console = format!(
+            "boot noise\n@@fairsched linux 6.1.0-57-arm64 cpus 2\n@@fairsched domain cpu0/domain0 DIE SD_BALANCE_NEWIDLE \n\
+             @@fairsched run 0\nhello\n@@fairsched status 0\n@@fairsched log rt-app-a-0.log\n# hdr\n 0 1\n\
+             @@fairsched output\nbye\n@@fairsched trace 0\n{}\n@@fairsched end 0\n@@fairsched done\n",
+            wrapped.join("\n")
+        );
+        let c = parse(&console);
+        assert!(c.done);
+        assert_eq!(c.release, "6.1.0-57-arm64");
+        assert_eq!(c.domain_line(), "DIE (SD_BALANCE_NEWIDLE)");
+        let r = &c.runs[0];
+        assert_eq!((r.output.clone(), r.status), (vec!["hello".to_string(), "bye".to_string()], Some(0)));
+        assert_eq!(
+            r.logs,
+            vec![("rt-app-a-0.log".to_string(), vec!["# hdr".to_string(), " 0 1".to_string()])]
+        );
+        assert_eq!(r.trace.len(), 1, "{:?}", r.trace);
+        assert!(r.trace[0].contains("sched_waking"));
+    }
 }

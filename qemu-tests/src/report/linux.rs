@@ -22,6 +22,14 @@ pub const RUNS: &[(&str, &[&str])] = &[
         &["--linux", "--workload", "workloads/hackbench.json", "--iterations", "5"],
     ),
     ("workloads/ramp.json (5 runs)", &["--linux", "--workload", "workloads/ramp.json", "--iterations", "5"]),
+    (
+        "workloads/sysbench.json (5 runs)",
+        &["--linux", "--workload", "workloads/sysbench.json", "--iterations", "5"],
+    ),
+    (
+        "workloads/latency.json, CFS (A) and EEVDF (B) (5 runs)",
+        &["--linux", "--workload", "workloads/latency.json", "--iterations", "5", "--a", "", "--b", "EEVDF"],
+    ),
 ];
 
 /// The lines of `text` from the first starting with `first` to the next blank line.

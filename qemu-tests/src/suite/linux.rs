@@ -40,7 +40,7 @@ fn sysbench(guest: &Guest, m: &Machine) -> Result<String, String> {
 fn periodic(guest: &Guest, m: &Machine) -> Result<String, String> {
     let text = std::fs::read_to_string(crate::qemu::root().join(FILE)).map_err(|e| format!("{FILE}: {e}"))?;
     let def = sched_workload::rtapp::lower(&text).map_err(|e| format!("{FILE}: {e}"))?;
-    let json = sched_workload::rtapp::linux::guest_json(&text).map_err(|e| format!("{FILE}: {e}"))?;
+    let json = sched_workload::rtapp::linux::guest_json(&text).map_err(|e| format!("{FILE}: {e}"))?.json;
     let c = guest.boot(
         m,
         Mode::Deterministic,

@@ -12,9 +12,19 @@ const GUEST_LOG: [(&str, &str); 2] = [("logdir", "/tmp"), ("log_basename", "rt-a
 /// event it parses; `fork` came later).
 const NOT_IN_DEBIAN: &[&str] = &["fork"];
 
-/// Task keys of this project's that rt-app has not (`slice`: Debian's Linux 6.1 is CFS and has
-/// no slice to ask for).
-const NOT_IN_RTAPP: &[&str] = &["slice"];
+/// Task keys of this project's that rt-app has not, and that Debian's Linux would ignore:
+/// `slice`, a request CFS does not take (Linux 6.1 is CFS, and the simulator's and the
+/// kernel's CFS ignore it too). The guest's file leaves them out, and says so.
+const LEFT_OUT: &[&str] = &["slice"];
+
+/// The file for the guest, and the keys left out of it (JSON paths).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GuestFile {
+    /// The JSON rt-app reads.
+    pub json: String,
+    /// What was left out ([`LEFT_OUT`]), by JSON path.
+    pub left_out: Vec<String>,
+}
 
 /// The JSON path of the first event key named `event` (maybe numbered: `fork0`) under
 /// `at`, if any.
@@ -34,23 +44,38 @@ fn find_event(v: &Json, at: &str, event: &str) -> Option<String> {
 /// `text` checked as [`lower`] checks it, then written back for rt-app 1.0 with the guest's
 /// log settings in `global`, and `calibration` measured by rt-app at its start (`"CPU0"`):
 /// the kernel and the simulator take a `run` of N µs as N µs of work at their CPU's own
-/// speed, which on Linux is rt-app's own calibration. An event Debian's 1.0 lacks, or a key
-/// rt-app does not have, is refused ([`RtAppError::Unsupported`], naming its path).
+/// speed, which on Linux is rt-app's own calibration. A task's `slice` is left out (CFS takes
+/// no slice request). An event Debian's 1.0 lacks is refused ([`RtAppError::Unsupported`],
+/// naming its path).
 ///
 /// ```
 /// let text = r#"{"global": {"calibration": 100}, "tasks": {"t": {"loop": 2, "run": 10}}}"#;
 /// let guest = sched_workload::rtapp::linux::guest_json(text).unwrap();
-/// assert_eq!(guest, r#"{"global":{"calibration":"CPU0","logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"run":10}}}"#);
+/// assert!(guest.left_out.is_empty());
+/// assert_eq!(guest.json, r#"{"global":{"calibration":"CPU0","logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"run":10}}}"#);
 /// ```
-pub fn guest_json(text: &str) -> Result<String, RtAppError> {
+pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
     lower(text)?;
     // `lower` accepted it: it parses, and its top level is an object with `global`.
     let Ok(Json::Object(mut top)) = json::parse(text) else {
         return Err(super::bad("the file", "not an object"));
     };
+    let mut left_out = Vec::new();
     for (key, value) in top.iter_mut() {
         match (key.as_str(), value) {
-            ("tasks", Json::Object(tasks)) => refuse_what_rtapp_lacks(tasks)?,
+            ("tasks", Json::Object(tasks)) => {
+                refuse_what_rtapp_lacks(tasks)?;
+                for (name, task) in tasks.iter_mut() {
+                    let Json::Object(keys) = task else { continue };
+                    keys.retain(|(k, _)| {
+                        let keep = !LEFT_OUT.contains(&k.as_str());
+                        if !keep {
+                            left_out.push(format!("tasks.{name}.{k}"));
+                        }
+                        keep
+                    });
+                }
+            }
             ("global", Json::Object(global)) => {
                 for (k, v) in global.iter_mut() {
                     if k == "calibration" {
@@ -62,25 +87,16 @@ pub fn guest_json(text: &str) -> Result<String, RtAppError> {
             _ => {}
         }
     }
-    Ok(Json::Object(top).to_string())
+    Ok(GuestFile { json: Json::Object(top).to_string(), left_out })
 }
 
-/// The first event or task key of `tasks` that Debian's rt-app cannot run, refused.
+/// The first event of `tasks` that Debian's rt-app cannot run, refused.
 fn refuse_what_rtapp_lacks(tasks: &[(String, Json)]) -> Result<(), RtAppError> {
     let all = Json::Object(tasks.to_vec());
     for event in NOT_IN_DEBIAN {
         if let Some(path) = find_event(&all, "tasks", event) {
             let why = format!("Debian's rt-app 1.0 (the Linux guest) has no {event} event");
             return Err(super::unsupported(&path, why));
-        }
-    }
-    for (name, task) in tasks {
-        let Json::Object(keys) = task else { continue };
-        if let Some((k, _)) = keys.iter().find(|(k, _)| NOT_IN_RTAPP.contains(&k.as_str())) {
-            return Err(super::unsupported(
-                &format!("tasks.{name}.{k}"),
-                "rt-app has no such key (and Debian's Linux 6.1, CFS, no slice to ask for)",
-            ));
         }
     }
     Ok(())
@@ -100,5 +116,14 @@ mod tests {
             e.to_string(),
             "tasks.p.phases.a.fork1: not supported: Debian's rt-app 1.0 (the Linux guest) has no fork event"
         );
+    }
+
+    #[test]
+    fn a_slice_is_left_out_and_said() {
+        let sliced =
+            r#"{"global": {"calibration": 100}, "tasks": {"p": {"slice": 500, "loop": 1, "run": 10}}}"#;
+        let g = guest_json(sliced).unwrap();
+        assert_eq!(g.left_out, ["tasks.p.slice"]);
+        assert!(!g.json.contains("slice"), "{}", g.json);
     }
 }
