@@ -37,10 +37,8 @@ pub fn sysbench(m: &Machine, mode: Mode, threads: u32, events: u32, runs: u32) -
     let console = guest.boot(m, mode, &Job::Sysbench { threads, events }, runs, limit(runs))?;
     let mut figures = Vec::new();
     for (i, run) in console.runs.iter().enumerate() {
-        let f = measure::sysbench(run, m.cpus, threads as usize).ok_or_else(|| {
-            let last = run.output.last().cloned().unwrap_or_default();
-            format!("Linux's sysbench run {} failed (status {:?}; {last:?})", i + 1, run.status)
-        })?;
+        let f = measure::sysbench(run, m.cpus, threads as usize)
+            .map_err(|why| format!("Linux's sysbench run {}: {why}", i + 1))?;
         figures.push(f);
     }
     // The seed-style table's rows; the failed balance attempts are the kernel's own count.
@@ -81,7 +79,7 @@ pub fn rtapp(
     let json = guest_file.json;
     let guest = Guest::prepare()?;
     eprintln!("xrun: Linux {} on QEMU, {runs} rt-app runs of {name} in one boot", guest.version());
-    let console = guest.boot(m, mode, &Job::RtApp { name, json: json.as_bytes() }, runs, limit(runs))?;
+    let console = guest.boot(m, mode, &Job::RtApp { json: json.as_bytes() }, runs, limit(runs))?;
     let mut reports = Vec::new();
     for (i, run) in console.runs.iter().enumerate() {
         let r = linux::rtapp::measure(run, def, m.cpus)
@@ -142,7 +140,7 @@ pub fn realism(linux: &Rows, columns: &[(&str, &Rows)], legend: &str) -> String 
         s += &format!("{name:<w$}");
         for (_, rows) in columns {
             let cell = match rows.iter().find(|(n, _)| n == name).map(|(_, v)| median(v)) {
-                Some(m) if l > 0.0 && m.is_finite() => format!("{:.2}", m / l),
+                Some(m) if l != 0.0 && l.is_finite() && m.is_finite() => format!("{:.2}", m / l),
                 Some(m) if l == 0.0 && m == 0.0 => "both 0".into(),
                 Some(_) if l == 0.0 => "Linux 0".into(),
                 _ => "—".into(),

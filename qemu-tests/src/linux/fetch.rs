@@ -5,7 +5,8 @@
 //!
 //! Why apt and Debian's packages: they are the real components a user of this machine would
 //! run (Debian's own 6.1 kernel, sysbench 1.0.20, rt-app 1.0), signed and versioned by the
-//! archive, and apt resolves the library closure for us.
+//! archive; apt names each package's dependencies, of which the first of each alternative is
+//! taken ([`closure`]).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -20,6 +21,10 @@ const CLOSURE_OF: &[&str] = &["sysbench", "libjson-c5"];
 
 /// The meta package naming the current 6.1 image.
 const KERNEL_META: &str = "linux-image-arm64";
+
+/// The kernel series the guest is measured as (Debian 12's: CFS, one flat DIE level on
+/// `virt`); another is refused rather than described wrongly.
+const GUEST_SERIES: &str = "6.1.";
 
 /// The fetched and unpacked parts.
 #[derive(Debug, Clone)]
@@ -81,7 +86,7 @@ fn fetch(tree: &Path) -> Result<(), String> {
         ));
     }
     if !root() {
-        return Err("the Linux guest's packages are fetched with apt-get as root: run once as root, or unpack Debian's linux-image-arm64, busybox-static, sysbench and rt-app (arm64) under target/linux/tree".into());
+        return Err("the Linux guest's packages are fetched with apt-get as root: run `cargo xrun --linux` once as root".into());
     }
     eprintln!("linux: fetching Debian's arm64 kernel, busybox-static, sysbench and rt-app (once, into target/linux)");
     let arches = run("dpkg", Command::new("dpkg").arg("--print-foreign-architectures"))?;
@@ -103,22 +108,23 @@ fn fetch(tree: &Path) -> Result<(), String> {
         })?
         .to_string();
     let version = image.trim_start_matches("linux-image-").trim_end_matches(":arm64").to_string();
-    let mut closure_cmd = Command::new("apt-cache");
-    closure_cmd.args(["depends", "--recurse", "--no-recommends", "--no-suggests", "--no-conflicts"]);
-    closure_cmd.args(["--no-breaks", "--no-replaces", "--no-enhances"]);
-    closure_cmd.args(CLOSURE_OF.iter().map(|p| format!("{p}:arm64")));
-    let closure = run("apt-cache depends --recurse", &mut closure_cmd)?;
-    let mut wanted: Vec<String> = closure
-        .lines()
-        .filter(|l| !l.starts_with(' ') && !l.starts_with('<') && l.ends_with(":arm64"))
-        .map(str::to_string)
-        .collect();
+    if !version.starts_with(GUEST_SERIES) {
+        return Err(format!(
+            "Debian's archive serves Linux {version}; the guest is measured as Debian 12's {GUEST_SERIES} (CFS): use a Debian 12 (bookworm) host"
+        ));
+    }
+    let mut wanted = closure(CLOSURE_OF)?;
     wanted.extend(PACKAGES.iter().map(|p| format!("{p}:arm64")));
     wanted.push(image);
     wanted.sort();
     wanted.dedup();
-    let debs = cache().join("debs");
-    std::fs::create_dir_all(&debs).map_err(|e| format!("{}: {e}", debs.display()))?;
+    // Fresh folders, so that nothing of an earlier fetch mixes in; the tree is unpacked
+    // beside its place and moved there whole.
+    let (debs, tmp) = (cache().join("debs"), cache().join(format!("tree.tmp-{}", std::process::id())));
+    for dir in [&debs, &tmp] {
+        let _ = std::fs::remove_dir_all(dir);
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
     run(
         "apt-get download",
         Command::new("apt-get")
@@ -126,8 +132,6 @@ fn fetch(tree: &Path) -> Result<(), String> {
             .args(&wanted)
             .current_dir(&debs),
     )?;
-    let _ = std::fs::remove_dir_all(tree);
-    std::fs::create_dir_all(tree).map_err(|e| format!("{}: {e}", tree.display()))?;
     let mut files: Vec<PathBuf> = std::fs::read_dir(&debs)
         .map_err(|e| format!("{}: {e}", debs.display()))?
         .filter_map(|e| e.ok().map(|e| e.path()))
@@ -137,11 +141,80 @@ fn fetch(tree: &Path) -> Result<(), String> {
     for deb in &files {
         run(
             &format!("dpkg-deb -x {}", deb.display()),
-            Command::new("dpkg-deb").arg("-x").arg(deb).arg(tree),
+            Command::new("dpkg-deb").arg("-x").arg(deb).arg(&tmp),
         )?;
     }
-    std::fs::write(tree.join(".fetched"), format!("{version}\n"))
-        .map_err(|e| format!("{}: {e}", tree.display()))?;
+    // The stamp last: a tree without it is a fetch that did not finish.
+    std::fs::write(tmp.join(".fetched"), format!("{version}\n"))
+        .map_err(|e| format!("{}: {e}", tmp.display()))?;
+    let _ = std::fs::remove_dir_all(tree);
+    std::fs::rename(&tmp, tree).map_err(|e| format!("{}: {e}", tree.display()))?;
     eprintln!("linux: {} packages unpacked into {}", files.len(), tree.display());
     Ok(())
+}
+
+/// The packages `roots` need (`Depends` and `PreDepends`, followed to the end; of
+/// alternatives the first real package), each as `name:arm64`.
+fn closure(roots: &[&str]) -> Result<Vec<String>, String> {
+    let mut have: Vec<String> = roots.iter().map(|r| format!("{r}:arm64")).collect();
+    let mut todo = have.clone();
+    while !todo.is_empty() {
+        let mut cmd = Command::new("apt-cache");
+        cmd.args(["depends", "--no-recommends", "--no-suggests", "--no-conflicts"]);
+        cmd.args(["--no-breaks", "--no-replaces", "--no-enhances"]).args(&todo);
+        let out = run("apt-cache depends", &mut cmd)?;
+        todo.clear();
+        for dep in first_alternatives(&out) {
+            if !have.contains(&dep) {
+                have.push(dep.clone());
+                todo.push(dep);
+            }
+        }
+    }
+    Ok(have)
+}
+
+/// The dependencies `apt-cache depends` lists, the first real package of each alternative
+/// group (` |Depends: A` then `  Depends: B`: A), virtual ones (`<name>`) and the providers
+/// listed under them left out.
+fn first_alternatives(out: &str) -> Vec<String> {
+    let mut deps = Vec::new();
+    let mut chosen = false;
+    for line in out.lines() {
+        if !line.starts_with(' ') || line.starts_with("    ") {
+            continue;
+        }
+        let t = line.trim_start();
+        let (more, t) = match t.strip_prefix('|') {
+            Some(rest) => (true, rest),
+            None => (false, t),
+        };
+        let Some(name) = t.strip_prefix("Depends: ").or_else(|| t.strip_prefix("PreDepends: ")) else {
+            continue;
+        };
+        if !chosen && !name.starts_with('<') {
+            deps.push(name.trim().to_string());
+            chosen = true;
+        }
+        // A line without `|` ends its group.
+        if !more {
+            chosen = false;
+        }
+    }
+    deps
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_real_alternative_is_taken() {
+        let out = "sysbench:arm64\n  Depends: libaio1:arm64\n |Depends: libluajit2-5.1-2:arm64\n  Depends: libluajit-5.1-2:arm64\n \
+                   |Depends: <debconf-2.0>\n    cdebconf:arm64\n  Depends: debconf:arm64\n  PreDepends: libc6:arm64\n";
+        assert_eq!(
+            first_alternatives(out),
+            ["libaio1:arm64", "libluajit2-5.1-2:arm64", "debconf:arm64", "libc6:arm64"]
+        );
+    }
 }

@@ -15,14 +15,13 @@ mount -t tracefs tracefs /sys/kernel/tracing
 # Kernel messages off the console while machine-readable output is printed.
 echo 1 > /proc/sys/kernel/printk
 
-job=none runs=1 threads=8 events=1000 file=
+job=none runs=1 threads=8 events=1000
 for word in $(cat /proc/cmdline); do
     case "$word" in
         fairsched.job=*) job="${word#*=}" ;;
         fairsched.runs=*) runs="${word#*=}" ;;
         fairsched.threads=*) threads="${word#*=}" ;;
         fairsched.events=*) events="${word#*=}" ;;
-        fairsched.file=*) file="${word#*=}" ;;
     esac
 done
 
@@ -34,7 +33,10 @@ done
 T=/sys/kernel/tracing
 echo 0 > $T/tracing_on
 echo mono > $T/trace_clock
-echo 2048 > $T/buffer_size_kb
+# 48 MiB of ring buffer in all (of the machine's 256 MiB), and room for every task's name.
+ncpu=$(grep -c ^processor /proc/cpuinfo)
+echo $((49152 / ncpu)) > $T/buffer_size_kb
+echo 8192 > $T/saved_cmdlines_size
 for e in sched_wakeup_new sched_waking sched_wakeup sched_switch sched_migrate_task; do
     echo 1 > $T/events/sched/$e/enable
 done
@@ -45,17 +47,20 @@ while [ "$i" -lt "$runs" ]; do
     echo "@@fairsched run $i"
     echo 1 > $T/tracing_on
     case "$job" in
-        sysbench) sysbench cpu --threads="$threads" --events="$events" --time=0 --percentile=0 run ;;
-        rtapp) rt-app "/workloads/$file" > /tmp/rt-app.out 2>&1 ;;
+        sysbench) sysbench cpu --threads="$threads" --events="$events" --time=0 --percentile=0 run > /tmp/out 2>&1 ;;
+        rtapp) rt-app /workload.json > /tmp/out 2>&1 ;;
     esac
-    echo "@@fairsched status $?"
+    status=$?
     echo 0 > $T/tracing_on
+    # The program's output after the run: the console is not written while it runs.
+    if [ "$job" = sysbench ]; then cat /tmp/out; fi
+    echo "@@fairsched status $status"
     if [ "$job" = rtapp ]; then
         for log in /tmp/rt-app-*.log; do
             [ -f "$log" ] && echo "@@fairsched log ${log#/tmp/}" && cat "$log" && rm "$log"
         done
         echo "@@fairsched output"
-        tail -n 3 /tmp/rt-app.out
+        tail -n 3 /tmp/out
     fi
     # The trace gzip-compressed and in base64: a tenth of the text through the emulated UART.
     echo "@@fairsched trace $i"

@@ -14,9 +14,13 @@ fn after(lines: &[String], key: &str) -> Option<f64> {
     n.parse().ok()
 }
 
-/// The spread and one-per-CPU instants (ns after `t0`) and the migrations before the
-/// spread, over the events `lines` of a machine with `cpus` CPUs whose workers are the pids
-/// `is_worker` accepts.
+/// The spread and one-per-CPU instants (ns after `t0`, the first worker's creation) and the
+/// migrations before the spread, over the events `lines` of a machine with `cpus` CPUs whose
+/// workers are the pids `is_worker` accepts. Each runqueue's tasks follow every event (a
+/// task first seen switched out runnable is queued where it ran); the instants are checked
+/// after every event that changes what runs or where. Migrations count `sched_migrate_task`
+/// and fork placements on another CPU than the parent's (Linux sets a new task's CPU without
+/// that event; the kernel counts them).
 pub fn instants(lines: &[Line], cpus: usize, workers: usize, is_worker: impl Fn(u32) -> bool) -> Instants {
     let want = workers.min(cpus);
     let t0 = lines.iter().find_map(|l| match &l.event {
@@ -25,16 +29,14 @@ pub fn instants(lines: &[Line], cpus: usize, workers: usize, is_worker: impl Fn(
     });
     let mut out = Instants::default();
     let Some(t0) = t0 else { return out };
-    // Where each task is queued (None: sleeping), and what each CPU runs.
     let mut queued: std::collections::HashMap<u32, usize> = std::collections::HashMap::new();
     let mut running: Vec<u32> = vec![0; cpus];
-    // The queues follow every event; the instants and migrations count from t0.
     for l in lines {
-        let counting = l.time >= t0;
+        let counting = l.time >= t0 && out.spread.is_none();
         match &l.event {
             Event::WakeupNew { pid, cpu, .. } => {
                 queued.insert(*pid, *cpu);
-                out.migrations += u64::from(counting && *cpu != l.cpu && out.spread.is_none());
+                out.migrations += u64::from(counting && *cpu != l.cpu);
             }
             Event::Wakeup { pid, cpu } => {
                 queued.insert(*pid, *cpu);
@@ -43,35 +45,40 @@ pub fn instants(lines: &[Line], cpus: usize, workers: usize, is_worker: impl Fn(
                 if let Some(c) = queued.get_mut(pid) {
                     *c = *to;
                 }
-                out.migrations += u64::from(counting && out.spread.is_none());
+                out.migrations += u64::from(counting);
             }
-            Event::Waking { .. } => {}
+            Event::Waking { .. } => continue,
             Event::Switch { prev, prev_runnable, next, .. } => {
-                if !prev_runnable {
-                    queued.remove(prev);
+                match (*prev, *prev_runnable) {
+                    (0, _) => {}
+                    (p, true) => {
+                        queued.insert(p, l.cpu);
+                    }
+                    (p, false) => {
+                        queued.remove(&p);
+                    }
                 }
                 if *next != 0 {
                     queued.insert(*next, l.cpu);
                 }
-                if l.cpu < cpus {
-                    running[l.cpu] = *next;
-                }
-                if !counting {
-                    continue;
-                }
-                let on: Vec<usize> =
-                    (0..cpus).filter(|&c| running[c] != 0 && is_worker(running[c])).collect();
-                let at = l.time - t0;
-                if out.spread.is_none() && on.len() >= want && want > 0 {
-                    out.spread = Some(at);
-                }
-                let alone = on
-                    .iter()
-                    .filter(|&&c| workers > cpus || queued.values().filter(|&&q| q == c).count() == 1);
-                if out.one_per_cpu.is_none() && alone.count() >= want && want > 0 {
-                    out.one_per_cpu = Some(at);
+                if let Some(r) = running.get_mut(l.cpu) {
+                    *r = *next;
                 }
             }
+        }
+        if l.time < t0 || want == 0 {
+            continue;
+        }
+        let at = l.time - t0;
+        let on: Vec<usize> = (0..cpus).filter(|&c| running[c] != 0 && is_worker(running[c])).collect();
+        if out.spread.is_none() && on.len() >= want {
+            out.spread = Some(at);
+        }
+        // With more workers than CPUs none can be alone: the one-per-CPU instant is the spread's.
+        let alone =
+            on.iter().filter(|&&c| workers > cpus || queued.values().filter(|&&q| q == c).count() == 1);
+        if out.one_per_cpu.is_none() && alone.count() >= want {
+            out.one_per_cpu = Some(at);
         }
     }
     out
@@ -90,30 +97,39 @@ pub struct Instants {
 
 /// A sysbench run's figures on `cpus` CPUs with `threads` workers, as the kernel's report
 /// gives them: sysbench's own total time and per-request average and maximum; the spread and
-/// one-per-CPU instants from the first worker's creation (never reached: the run's length);
-/// migrations of any task before the spread: `sched_migrate_task` events and fork placements
-/// on another CPU than the parent's (Linux sets a new task's CPU without that event; the
-/// kernel counts them). `None` if sysbench failed or printed no report.
-pub fn sysbench(run: &Run, cpus: usize, threads: usize) -> Option<Figures> {
+/// one-per-CPU instants and the migrations before the spread ([`instants`]; an instant never
+/// reached counts as the whole run). `Err` says why the run cannot be measured: sysbench
+/// failed, its report or the trace is missing, or the trace does not show every worker.
+pub fn sysbench(run: &Run, cpus: usize, threads: usize) -> Result<Figures, String> {
     if run.status != Some(0) {
-        return None;
+        return Err(format!("sysbench exited with {:?}: {:?}", run.status, run.output.last()));
     }
-    let total_ms = after(&run.output, "total time:")? * 1000.0;
+    let total_ms = after(&run.output, "total time:").ok_or("sysbench printed no total time")? * 1000.0;
+    if let Some(why) = &run.trace_problem {
+        return Err(why.clone());
+    }
+    if run.trace.is_empty() {
+        return Err("the run's trace is missing".into());
+    }
     let lines = ftrace::parse(&run.trace);
-    // sysbench's workers: the tasks the sysbench process created.
+    // sysbench's workers: the tasks created as copies of the sysbench process (a new task's
+    // name, recorded in the event, is its parent's); its main task was created by the shell.
     let workers: std::collections::HashSet<u32> = lines
         .iter()
         .filter_map(|l| match &l.event {
-            Event::WakeupNew { pid, .. } if l.by_comm == "sysbench" => Some(*pid),
+            Event::WakeupNew { pid, comm, .. } if comm == "sysbench" => Some(*pid),
             _ => None,
         })
         .collect();
+    if workers.len() != threads {
+        return Err(format!("the trace shows {} sysbench workers created, not {threads}", workers.len()));
+    }
     let i = instants(&lines, cpus, threads, |p| workers.contains(&p));
     let ms = |ns: Option<u64>| ns.map_or(total_ms, |ns| ns as f64 / 1e6);
-    Some(Figures {
+    Ok(Figures {
         total_ms,
-        avg_ms: after(&run.output, "avg:")?,
-        max_ms: after(&run.output, "max:")?,
+        avg_ms: after(&run.output, "avg:").ok_or("sysbench printed no average")?,
+        max_ms: after(&run.output, "max:").ok_or("sysbench printed no maximum")?,
         spread_ms: ms(i.spread),
         one_per_cpu_ms: ms(i.one_per_cpu),
         migrations: i.migrations as f64,
@@ -159,6 +175,8 @@ mod tests {
             "the placement on CPU 1 from CPU 1 is none; the wakeup_new on CPU 0 from CPU 1 is one"
         );
         let mut alone = lines.clone();
+        // The main task runs on CPU 0 a moment, then sleeps.
+        alone.push(switch(58, 0, 10, true, 1));
         alone.push(switch(60, 0, 1, false, 10));
         let i = instants(&alone, 2, 2, |p| p >= 10);
         assert_eq!(i.one_per_cpu, Some(50), "the main task slept at 60");

@@ -25,7 +25,7 @@ pub enum Job<'a> {
     /// fault in: its pages would be counted as the workers' work).
     Sysbench { threads: u32, events: u32 },
     /// `rt-app FILE` with the JSON given (already in the subset Debian's rt-app 1.0 reads).
-    RtApp { name: &'a str, json: &'a [u8] },
+    RtApp { json: &'a [u8] },
 }
 
 /// One run of the job inside the boot: its output, its rt-app logs and its ftrace lines.
@@ -37,6 +37,9 @@ pub struct Run {
     pub logs: Vec<(String, Vec<String>)>,
     /// The trace, one event a line.
     pub trace: Vec<String>,
+    /// Why the trace is not whole, if it is not: it did not decode, or ftrace's ring buffer
+    /// dropped events (its header's entries-in-buffer below entries-written).
+    pub trace_problem: Option<String>,
     /// The program's exit status.
     pub status: Option<i32>,
 }
@@ -46,6 +49,8 @@ pub struct Run {
 pub struct Console {
     /// `uname -r`.
     pub release: String,
+    /// The CPUs Linux brought up.
+    pub cpus: usize,
     /// The sched domains Linux built: (`cpuN/domainK`, name, flags), CPU 0's first.
     pub domains: Vec<(String, String, String)>,
     /// The runs in order.
@@ -119,15 +124,18 @@ impl Guest {
                 words +=
                     &format!(" fairsched.job=sysbench fairsched.threads={threads} fairsched.events={events}");
             }
-            Job::RtApp { name, json } => {
-                words += &format!(" fairsched.job=rtapp fairsched.file={name}");
-                extra.push((format!("workloads/{name}"), json.to_vec()));
+            // (Under one fixed name: a file's own name may hold what a command line splits.)
+            Job::RtApp { json } => {
+                words += " fairsched.job=rtapp";
+                extra.push(("workload.json".to_string(), json.to_vec()));
             }
         }
         let image = initramfs::build(&self.parts.tree, &extra)?;
         let dir = qemu::root().join("target").join("linux");
-        let initrd = dir.join(format!("initramfs-{}-{}.cpio.gz", std::process::id(), qemu::unique()));
-        let log = dir.join(format!("console-{}-{}.txt", std::process::id(), qemu::unique()));
+        let tmp = std::env::temp_dir();
+        let initrd =
+            tmp.join(format!("fairsched-initramfs-{}-{}.cpio.gz", std::process::id(), qemu::unique()));
+        let log = tmp.join(format!("fairsched-console-{}-{}.txt", std::process::id(), qemu::unique()));
         std::fs::write(&initrd, image).map_err(|e| format!("{}: {e}", initrd.display()))?;
         let mut cmd = qemu::machine_command(m, mode);
         if mode == Mode::Deterministic {
@@ -139,10 +147,12 @@ impl Guest {
         let (_, timed_out, _) = qemu::run_limited(&mut cmd, limit);
         let text = std::fs::read(&log).unwrap_or_default();
         // The last boot's console stays for a reader: the runs' output and traces.
-        let _ = std::fs::rename(&log, dir.join("last-console.txt"));
+        if std::fs::copy(&log, dir.join("last-console.txt")).is_ok() {
+            let _ = std::fs::remove_file(&log);
+        }
         let _ = std::fs::remove_file(&initrd);
         let console = parse(&String::from_utf8_lossy(&text));
-        if !console.done {
+        if !console.done || console.runs.len() != runs as usize {
             let why = if timed_out {
                 format!("did not finish in {} s", limit.as_secs())
             } else {
@@ -153,6 +163,9 @@ impl Guest {
                 "the Linux guest {why} ({} of {runs} runs; last console line: {last:?})",
                 console.runs.len()
             ));
+        }
+        if console.cpus != m.cpus {
+            return Err(format!("Linux brought up {} of the machine's {} CPUs", console.cpus, m.cpus));
         }
         Ok(console)
     }
@@ -180,7 +193,11 @@ fn parse(text: &str) -> Console {
         if let Some(rest) = line.strip_prefix("@@fairsched ") {
             let (word, rest) = rest.split_once(' ').unwrap_or((rest, ""));
             match word {
-                "linux" => c.release = rest.split_whitespace().next().unwrap_or_default().to_string(),
+                "linux" => {
+                    let f: Vec<&str> = rest.split_whitespace().collect();
+                    c.release = f.first().copied().unwrap_or_default().to_string();
+                    c.cpus = f.get(2).and_then(|n| n.parse().ok()).unwrap_or(0);
+                }
                 "domain" => {
                     let mut f = rest.splitn(3, ' ');
                     let (Some(at), Some(name)) = (f.next(), f.next()) else { continue };
@@ -209,7 +226,10 @@ fn parse(text: &str) -> Console {
                 "end" => {
                     if at == At::Trace {
                         if let Some(r) = c.runs.last_mut() {
-                            r.trace = unpack(&packed);
+                            match unpack(&packed) {
+                                Ok(lines) => r.trace = lines,
+                                Err(why) => r.trace_problem = Some(why),
+                            }
                         }
                     }
                     at = At::Outside;
@@ -235,8 +255,9 @@ fn parse(text: &str) -> Console {
 }
 
 /// The trace lines of a gzip-compressed, base64-encoded `trace` file (comments and blank lines
-/// left out); none if it does not decode.
-fn unpack(base64: &str) -> Vec<String> {
+/// left out), or why they cannot be had whole: they do not decode, or the header says the
+/// ring buffer dropped events (`entries-in-buffer/entries-written: X/Y`, X below Y).
+fn unpack(base64: &str) -> Result<Vec<String>, String> {
     let mut gz = Vec::with_capacity(base64.len() * 3 / 4);
     let (mut acc, mut bits) = (0u32, 0);
     for c in base64.bytes() {
@@ -247,7 +268,8 @@ fn unpack(base64: &str) -> Vec<String> {
             b'+' => 62,
             b'/' => 63,
             b'=' => break,
-            _ => continue,
+            c if c.is_ascii_whitespace() => continue,
+            _ => return Err(format!("the trace is not base64 (a {:?})", c as char)),
         };
         acc = acc << 6 | u32::from(v);
         bits += 6;
@@ -257,38 +279,47 @@ fn unpack(base64: &str) -> Vec<String> {
         }
     }
     let mut text = String::new();
-    if std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text).is_err() {
-        return Vec::new();
+    std::io::Read::read_to_string(&mut flate2::read::GzDecoder::new(&gz[..]), &mut text)
+        .map_err(|e| format!("the trace does not decode: {e}"))?;
+    let counts = text.lines().find_map(|l| l.split("entries-in-buffer/entries-written:").nth(1));
+    if let Some((kept, written)) = counts.and_then(|c| c.split_whitespace().next()?.split_once('/')) {
+        if kept != written {
+            return Err(format!("ftrace's ring buffer dropped events ({kept} of {written} kept)"));
+        }
     }
-    text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(str::to_string).collect()
+    Ok(text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).map(str::to_string).collect())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A console as init prints it: the markers, the output, a log and a packed trace.
-    #[test]
-    fn the_console_is_read_back() {
-        let trace = "# tracer: nop\n  x-7 [002] d..4. 3.000005: sched_waking: comm=y pid=12 prio=120 target_cpu=001\n";
+    /// `text` as init prints a trace: gzip, then base64 in lines of 76.
+    fn packed(text: &str) -> String {
         let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-        std::io::Write::write_all(&mut gz, trace.as_bytes()).unwrap();
-        let bytes = gz.finish().unwrap();
-        // base64 by hand, 76 columns as busybox prints it.
+        std::io::Write::write_all(&mut gz, text.as_bytes()).unwrap();
         const A: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
         let mut b64 = String::new();
-        for chunk in bytes.chunks(3) {
+        for chunk in gz.finish().unwrap().chunks(3) {
             let n = chunk.iter().enumerate().fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
             for i in 0..4 {
                 b64.push(if i <= chunk.len() { A[(n >> (18 - 6 * i) & 63) as usize] as char } else { '=' });
             }
         }
-        let wrapped: Vec<&str> = b64.as_bytes().chunks(76).map(|c| std::str::from_utf8(c).unwrap()).collect();
+        let lines: Vec<&str> = b64.as_bytes().chunks(76).map(|c| std::str::from_utf8(c).unwrap()).collect();
+        lines.join("\n")
+    }
+
+    /// A console as init prints it: the markers, the output, a log and a packed trace.
+    #[test]
+    fn the_console_is_read_back() {
+        let trace = "# tracer: nop\n# entries-in-buffer/entries-written: 1/1   #P:2\n  x-7 [002] d..4. 3.000005: sched_waking: comm=y pid=12 prio=120 target_cpu=001\n";
+        let wrapped = packed(trace);
         let console = format!(
             "boot noise\n@@fairsched linux 6.1.0-57-arm64 cpus 2\n@@fairsched domain cpu0/domain0 DIE SD_BALANCE_NEWIDLE \n\
              @@fairsched run 0\nhello\n@@fairsched status 0\n@@fairsched log rt-app-a-0.log\n# hdr\n 0 1\n\
              @@fairsched output\nbye\n@@fairsched trace 0\n{}\n@@fairsched end 0\n@@fairsched done\n",
-            wrapped.join("\n")
+            wrapped
         );
         let c = parse(&console);
         assert!(c.done);
@@ -302,5 +333,10 @@ mod tests {
         );
         assert_eq!(r.trace.len(), 1, "{:?}", r.trace);
         assert!(r.trace[0].contains("sched_waking"));
+        assert_eq!((c.cpus, r.trace_problem.clone()), (2, None));
+        let dropped = console.replace(&wrapped, "not*base64");
+        assert!(parse(&dropped).runs[0].trace_problem.is_some(), "a damaged trace is said");
+        let b64 = packed("# entries-in-buffer/entries-written: 5/9   #P:2\n");
+        assert_eq!(unpack(&b64).unwrap_err(), "ftrace's ring buffer dropped events (5 of 9 kept)");
     }
 }

@@ -38,15 +38,68 @@ fn log_line(l: &str) -> Option<[i64; 5]> {
     (f.len() >= 11).then(|| [f[2], f[4], f[5], f[7], f[10]])
 }
 
-/// Per thread (rt-app's index: the order in which rt-app created them): its pid.
-fn thread_pids(lines: &[Line]) -> Vec<u32> {
-    lines
-        .iter()
-        .filter_map(|l| match &l.event {
-            Event::WakeupNew { pid, .. } if l.by_comm == "rt-app" => Some(*pid),
-            _ => None,
-        })
-        .collect()
+/// rt-app's thread creations, in order (its thread index): the tasks created as copies of
+/// the rt-app process (a new task's name, recorded in the event, is its parent's), each with
+/// the event's line.
+fn creations(lines: &[Line]) -> Vec<&Line> {
+    lines.iter().filter(|l| matches!(&l.event, Event::WakeupNew { comm, .. } if comm == "rt-app")).collect()
+}
+
+/// Whether the phase's last blocking event is a timer: then rt-app's `wu_lat` (from the
+/// timer's deadline) is the iteration's wake-to-run latency.
+fn timer_blocks_last(events: &[ProgramEvent]) -> bool {
+    let blocking = |e: &ProgramEvent| {
+        matches!(
+            e,
+            ProgramEvent::Sleep { .. }
+                | ProgramEvent::Barrier(_)
+                | ProgramEvent::Lock(_)
+                | ProgramEvent::Wait { .. }
+                | ProgramEvent::Sync { .. }
+                | ProgramEvent::Suspend(_)
+        )
+    };
+    let timer = events.iter().rposition(|e| matches!(e, ProgramEvent::Timer { .. }));
+    timer.is_some() && timer > events.iter().rposition(blocking)
+}
+
+/// The wake-to-run latency of an iteration `start..=end` from the thread's history: from its
+/// last wake-up in the iteration to its next switch-in within it (0 if the wake-up found it
+/// still on its CPU); `None` if it was not woken.
+fn woken_latency(h: &History, start: u64, end: u64) -> Option<u64> {
+    // (Both lists are in time order: binary searches keep a long run linear.)
+    let w = *h.wakings[..h.wakings.partition_point(|&w| w <= end)].last().filter(|&&w| w > start)?;
+    let next = h.on.partition_point(|(from, _, _)| *from < w);
+    if next > 0 && h.on[next - 1].1 >= w {
+        return Some(0);
+    }
+    let on = h.on.get(next).filter(|(from, _, _)| *from <= end)?;
+    Some(on.0.saturating_sub(w))
+}
+
+/// Which phase each log line is: the task's phases in order, each its `loop` times, round
+/// and round (prefix sums of the loop counts).
+struct PhaseOrder(Vec<u64>);
+
+impl PhaseOrder {
+    fn of(t: &sched_workload::TaskDef) -> PhaseOrder {
+        let mut sum = 0u64;
+        PhaseOrder(
+            t.phases
+                .iter()
+                .map(|p| {
+                    sum += u64::from(p.loops.max(1));
+                    sum
+                })
+                .collect(),
+        )
+    }
+
+    /// The phase of line `k`.
+    fn phase(&self, k: u64) -> usize {
+        let total = self.0.last().copied().unwrap_or(1).max(1);
+        self.0.partition_point(|&end| end <= k % total)
+    }
 }
 
 /// Per pid: its on-CPU intervals (from, to, cpu), and its wakings.
@@ -82,73 +135,93 @@ pub fn measure(run: &Run, def: &ProgramDef, cpus: usize) -> Result<Measured, Str
     if run.status != Some(0) {
         return Err(format!("rt-app exited with {:?}: {}", run.status, run.output.join(" / ")));
     }
+    if let Some(why) = &run.trace_problem {
+        return Err(why.clone());
+    }
+    if run.trace.is_empty() {
+        return Err("the run's trace is missing".into());
+    }
     let lines = ftrace::parse(&run.trace);
-    let pids = thread_pids(&lines);
+    let created = creations(&lines);
+    let pids: Vec<u32> = created
+        .iter()
+        .filter_map(|l| match l.event {
+            Event::WakeupNew { pid, .. } => Some(pid),
+            _ => None,
+        })
+        .collect();
+    let threads: u32 = def.tasks.iter().map(|t| t.instances).sum();
+    if run.logs.len() != threads as usize || pids.len() != threads as usize {
+        return Err(format!(
+            "{} rt-app logs and {} thread creations in the trace, not one per thread ({threads})",
+            run.logs.len(),
+            pids.len()
+        ));
+    }
     let hist = histories(&lines);
     let names: Vec<String> = def.tasks.iter().map(|t| t.name.clone()).collect();
     let mut acts = Vec::new();
     let mut cpu_ns = vec![0u64; def.tasks.len()];
+    let mut seen = vec![false; pids.len()];
     for (file, body) in &run.logs {
         // `rt-app-<task>-<idx>.log`
-        let stem = file.trim_start_matches("rt-app-").trim_end_matches(".log");
-        let (task_name, idx) = stem.rsplit_once('-').ok_or_else(|| format!("an rt-app log named {file}"))?;
+        let bad = || format!("an rt-app log named {file}");
+        let stem = file.strip_prefix("rt-app-").and_then(|f| f.strip_suffix(".log")).ok_or_else(bad)?;
+        let (task_name, idx) = stem.rsplit_once('-').ok_or_else(bad)?;
         let task = names
             .iter()
             .position(|n| n == task_name)
             .ok_or_else(|| format!("{file}: no task {task_name}"))?;
-        let thread: usize = idx.parse().map_err(|_| format!("an rt-app log named {file}"))?;
-        let pid = *pids
-            .get(thread)
-            .ok_or_else(|| format!("{file}: thread {thread} has no creation in the trace"))?;
-        let h = hist.get(&pid);
-        cpu_ns[task] += h.map_or(0, |h| h.on.iter().map(|(a, b, _)| b - a).sum());
+        let thread: usize = idx.parse().map_err(|_| bad())?;
+        match seen.get_mut(thread) {
+            Some(s) if !*s => *s = true,
+            _ => return Err(format!("{file}: thread {thread} is not one of the {threads} or has two logs")),
+        }
+        let h = hist.get(&pids[thread]);
+        cpu_ns[task] += h.map_or(0, |h| h.on.iter().map(|(a, b, _)| b.saturating_sub(*a)).sum());
         let t = &def.tasks[task];
-        // The phases in the order rt-app runs them: each its loop times, round and round.
-        let order =
-            t.phases.iter().enumerate().flat_map(|(i, p)| std::iter::repeat_n(i, p.loops.max(1) as usize));
-        let order: Vec<usize> = order.collect();
+        let order = PhaseOrder::of(t);
+        let us = |v: i64| (v.max(0) as u64).saturating_mul(1000);
         for (k, [run_us, start, end, slack, wu_lat]) in body.iter().filter_map(|l| log_line(l)).enumerate() {
-            let phase = order[k % order.len().max(1)];
-            let timer = t.phases[phase].events.iter().any(|e| matches!(e, ProgramEvent::Timer { .. }));
-            let (start, end) = (start.max(0) as u64 * 1000, end.max(0) as u64 * 1000);
-            let slept_on_timer = timer && slack >= 0;
-            let wake = if slept_on_timer {
-                Some(wu_lat.max(0) as u64 * 1000)
+            let phase = order.phase(k as u64);
+            let Some(events) = t.phases.get(phase).map(|p| &p.events) else { continue };
+            let timer = events.iter().any(|e| matches!(e, ProgramEvent::Timer { .. }));
+            let (start, end) = (us(start), us(end));
+            let wake = if timer_blocks_last(events) && slack >= 0 {
+                Some(us(wu_lat))
             } else {
-                // (Both lists are in time order: binary searches keep a long run linear.)
-                h.and_then(|h| {
-                    let w = *h.wakings[..h.wakings.partition_point(|&w| w <= end)]
-                        .last()
-                        .filter(|&&w| w > start)?;
-                    let on = h.on.get(h.on.partition_point(|(from, _, _)| *from < w))?;
-                    Some(on.0 - w)
-                })
+                h.and_then(|h| woken_latency(h, start, end))
             };
+            // The CPU it ended on; unknown (past the 64 a figure shows) if the trace has none.
             let cpu = h
                 .and_then(|h| h.on[..h.on.partition_point(|(from, _, _)| *from <= end)].last())
-                .map_or(0, |(_, _, c)| *c);
+                .map_or(u16::MAX, |(_, _, c)| *c as u16);
             acts.push(Activation {
                 thread: thread as u16,
                 task: task as u16,
                 phase: phase as u16,
                 start,
                 end,
-                run_ns: run_us.max(0) as u64 * 1000,
-                slack_ns: timer.then_some(slack * 1000),
+                run_ns: us(run_us),
+                slack_ns: timer.then_some(slack.saturating_mul(1000)),
                 wake_latency_ns: wake,
-                cpu: cpu as u16,
+                cpu,
             });
         }
     }
-    let first = lines.iter().find(|l| matches!(&l.event, Event::WakeupNew { .. } if l.by_comm == "rt-app"));
+    let first = created.first().map(|l| l.time);
     let last = pids.iter().filter_map(|p| hist.get(p)?.on.last().map(|o| o.1)).max();
     let run_ns = match (first, last) {
-        (Some(f), Some(l)) if l > f.time => l - f.time,
+        (Some(f), Some(l)) if l > f => l - f,
         _ => return Err("the trace shows no rt-app thread running".into()),
     };
+    // Migrations of its threads, and (as the kernel counts them) placements of a new thread
+    // on another CPU than its creator's.
+    let placements =
+        created.iter().filter(|l| matches!(l.event, Event::WakeupNew { cpu, .. } if cpu != l.cpu));
     let migrations =
-        lines.iter().filter(|l| matches!(&l.event, Event::Migrate { pid, .. } if pids.contains(pid))).count()
-            as u64;
+        lines.iter().filter(|l| matches!(&l.event, Event::Migrate { pid, .. } if pids.contains(pid)));
+    let migrations = (placements.count() + migrations.count()) as u64;
     Ok(Measured { tasks: per_task(&names, &acts, &cpu_ns, run_ns, cpus), run_ns, migrations })
 }
 
@@ -181,6 +254,7 @@ mod tests {
             )],
             trace: trace.iter().map(|s| s.to_string()).collect(),
             status: Some(0),
+            trace_problem: None,
         };
         let m = measure(&run, &def, 2).unwrap();
         let a = &m.tasks[0];
@@ -191,5 +265,32 @@ mod tests {
         assert_eq!(m.run_ns, 100_000);
         assert_eq!(a.cpu_share_pct, 45.0, "90 µs on CPU over 100 µs of 2 CPUs");
         assert_eq!(a.last_phase_cpus, 0b10);
+    }
+
+    /// A wake-up that finds the thread still on its CPU costs nothing; one after the
+    /// iteration's end does not count; the phase order wraps round the task's loops.
+    #[test]
+    fn wake_latency_and_phase_order() {
+        let h = History { on: vec![(10, 20, 0), (50, 60, 1)], wakings: vec![15, 40] };
+        assert_eq!(woken_latency(&h, 0, 30), Some(0), "woken at 15 while running 10..20");
+        assert_eq!(woken_latency(&h, 30, 70), Some(10), "woken at 40, ran at 50");
+        assert_eq!(woken_latency(&h, 30, 45), None, "its switch-in came after the iteration");
+        let t = sched_workload::TaskDef {
+            phases: vec![
+                sched_workload::PhaseDef { loops: 2, ..Default::default() },
+                sched_workload::PhaseDef { loops: 1, ..Default::default() },
+            ],
+            ..Default::default()
+        };
+        let o = PhaseOrder::of(&t);
+        assert_eq!((0..7).map(|k| o.phase(k)).collect::<Vec<_>>(), [0, 0, 1, 0, 0, 1, 0]);
+        assert!(timer_blocks_last(&[
+            ProgramEvent::Sleep { us: 1 },
+            ProgramEvent::Timer { timer: sched_workload::Timer::Shared(0), period_us: 5, absolute: false }
+        ]));
+        assert!(!timer_blocks_last(&[
+            ProgramEvent::Timer { timer: sched_workload::Timer::Shared(0), period_us: 5, absolute: false },
+            ProgramEvent::Barrier(0)
+        ]));
     }
 }

@@ -20,7 +20,7 @@ use crate::qemu::{self, Arch, Machine, Mode};
 /// Only the Linux guest's cases, on the aarch64 machine.
 pub fn run_linux() -> (u64, u64) {
     match prepared(Arch::Aarch64) {
-        Some(m) => linux::run(&m),
+        Some(m) => linux::run(&m, true),
         None => (0, 1),
     }
 }
@@ -54,7 +54,7 @@ pub fn run() -> (u64, u64) {
         }
         if arch == Arch::Aarch64 {
             let (wp, wf) = workloads::run(&m);
-            let (lp, lf) = linux::run(&m);
+            let (lp, lf) = linux::run(&m, false);
             p += wp + lp;
             f += wf + lf;
         }

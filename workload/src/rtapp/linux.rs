@@ -52,7 +52,7 @@ fn find_event(v: &Json, at: &str, event: &str) -> Option<String> {
 /// let text = r#"{"global": {"calibration": 100}, "tasks": {"t": {"loop": 2, "run": 10}}}"#;
 /// let guest = sched_workload::rtapp::linux::guest_json(text).unwrap();
 /// assert!(guest.left_out.is_empty());
-/// assert_eq!(guest.json, r#"{"global":{"calibration":"CPU0","logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"run":10}}}"#);
+/// assert_eq!(guest.json, r#"{"global":{"calibration":"CPU0","logdir":"/tmp","log_basename":"rt-app"},"tasks":{"t":{"loop":2,"phases":{"p":{"run":10}}}}}"#);
 /// ```
 pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
     lower(text)?;
@@ -74,6 +74,7 @@ pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
                         }
                         keep
                     });
+                    in_one_phase(keys);
                 }
             }
             ("global", Json::Object(global)) => {
@@ -88,6 +89,20 @@ pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
         }
     }
     Ok(GuestFile { json: Json::Object(top).to_string(), left_out })
+}
+
+/// The keys of a task rather than of its events.
+const TASK_KEYS: &[&str] = &["instance", "loop", "delay", "cpus", "priority", "policy", "phases"];
+
+/// A task written without `phases` gets its events in one phase: rt-app 1.0 takes a phaseless
+/// task's `loop` as its phase's and then loops the task forever (fixed upstream after 1.0).
+fn in_one_phase(keys: &mut Vec<(String, Json)>) {
+    if keys.iter().any(|(k, _)| k == "phases") {
+        return;
+    }
+    let (task, events): (Vec<_>, Vec<_>) = keys.drain(..).partition(|(k, _)| TASK_KEYS.contains(&k.as_str()));
+    *keys = task;
+    keys.push(("phases".into(), Json::Object(vec![("p".into(), Json::Object(events))])));
 }
 
 /// The first event of `tasks` that Debian's rt-app cannot run, refused.
