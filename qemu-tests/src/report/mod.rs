@@ -173,10 +173,6 @@ fn write_blocks() -> Result<(), String> {
 /// section; otherwise it keeps the file's) and writes the file, and every generated block of
 /// the docs pages.
 pub fn main(timings: bool, linux: bool) -> ExitCode {
-    if let Err(e) = write_blocks() {
-        eprintln!("xreport: {e}");
-        return ExitCode::FAILURE;
-    }
     let old = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
     let mut body = String::new();
     for s in SECTIONS {
@@ -202,9 +198,10 @@ pub fn main(timings: bool, linux: bool) -> ExitCode {
         }
     }
     let path = qemu::root().join(FILE);
-    match std::fs::write(&path, header() + &body) {
+    // The file first: a generated block may quote it (README's headline, Linux's spread).
+    match std::fs::write(&path, header() + &body).map_err(|e| e.to_string()).and_then(|()| write_blocks()) {
         Ok(()) => {
-            eprintln!("xreport: wrote {}", path.display());
+            eprintln!("xreport: wrote {} and the docs' generated blocks", path.display());
             ExitCode::SUCCESS
         }
         Err(e) => {

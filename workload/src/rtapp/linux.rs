@@ -22,7 +22,7 @@ const LEFT_OUT: &[&str] = &["slice"];
 pub struct GuestFile {
     /// The JSON rt-app reads.
     pub json: String,
-    /// What was left out ([`LEFT_OUT`]), by JSON path.
+    /// The keys left out (a task's `slice`), by JSON path.
     pub left_out: Vec<String>,
 }
 
