@@ -162,7 +162,9 @@ fn linux_beside(
     crate::xrun_linux::print(&side);
     let (qa, qb, sa, sb) = (rows(q, false), rows(q, true), rows(t, false), rows(t, true));
     let columns = [("kernel, A", &qa), ("kernel, B", &qb), ("sim, A", &sa), ("sim, B", &sb)];
-    let legend = format!("kernel = the QEMU kernel, sim = the simulator, A = {}, B = {}", a.label, b.label);
+    // (A side given as `--a` is labelled "A: ...".)
+    let (la, lb) = (a.label.trim_start_matches("A: "), b.label.trim_start_matches("B: "));
+    let legend = format!("kernel = the QEMU kernel, sim = the simulator, A = {la}, B = {lb}");
     println!();
     print!("{}", crate::xrun_linux::realism(&side.rows, &columns, &legend));
     Ok(())
