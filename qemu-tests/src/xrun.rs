@@ -294,6 +294,7 @@ pub fn main(args: &[String]) -> ExitCode {
             sim: sim_config(&a, features, topology),
             out: a.out.clone(),
             linux: a.linux,
+            ticking: a.ticking,
         };
         return crate::xrun_workload::main(&file, &setup, features, a.a.as_deref(), a.b.as_deref());
     }
@@ -369,7 +370,8 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     println!("(median [min–max]; an instant never reached counts as the whole run, a spread with all its migrations)");
     let linux = if a.linux {
-        match crate::xrun_linux::sysbench(&machine, mode, a.threads, a.events, a.iterations as u32) {
+        match crate::xrun_linux::sysbench(&machine, mode, a.ticking, a.threads, a.events, a.iterations as u32)
+        {
             Ok(side) => {
                 println!();
                 crate::xrun_linux::print(&side);

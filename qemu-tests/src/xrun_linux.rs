@@ -31,8 +31,15 @@ fn limit(runs: u32) -> Duration {
 /// sysbench `threads`/`events` on Linux on machine `m`, `runs` times in one boot: the rows of
 /// the kernel's table that a trace measures (failed balance attempts are the kernel's own
 /// count; Linux's schedstats are not read).
-pub fn sysbench(m: &Machine, mode: Mode, threads: u32, events: u32, runs: u32) -> Result<Side, String> {
-    let guest = Guest::prepare()?;
+pub fn sysbench(
+    m: &Machine,
+    mode: Mode,
+    ticking: bool,
+    threads: u32,
+    events: u32,
+    runs: u32,
+) -> Result<Side, String> {
+    let guest = Guest::prepare()?.ticking(ticking);
     eprintln!("xrun: Linux {} on QEMU, {runs} sysbench runs in one boot", guest.version());
     let console = guest.boot(m, mode, &Job::Sysbench { threads, events }, runs, limit(runs))?;
     let mut figures = Vec::new();
@@ -49,10 +56,11 @@ pub fn sysbench(m: &Machine, mode: Mode, threads: u32, events: u32, runs: u32) -
         .collect();
     Ok(Side {
         heading: format!(
-            "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode), sysbench cpu --threads={threads} --events={events}, {runs} runs in one boot",
+            "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode{}), sysbench cpu --threads={threads} --events={events}, {runs} runs in one boot",
             console.release,
             m.cpus,
-            mode.name()
+            mode.name(),
+            if ticking { ", idle CPUs ticking: nohz=off skew_tick=1" } else { "" }
         ),
         domains: console.domain_line(),
         rows,
@@ -65,6 +73,7 @@ pub fn sysbench(m: &Machine, mode: Mode, threads: u32, events: u32, runs: u32) -
 pub fn rtapp(
     m: &Machine,
     mode: Mode,
+    ticking: bool,
     name: &str,
     text: &str,
     def: &sched_workload::ProgramDef,
@@ -77,7 +86,7 @@ pub fn rtapp(
         );
     }
     let json = guest_file.json;
-    let guest = Guest::prepare()?;
+    let guest = Guest::prepare()?.ticking(ticking);
     eprintln!("xrun: Linux {} on QEMU, {runs} rt-app runs of {name} in one boot", guest.version());
     let console = guest.boot(m, mode, &Job::RtApp { json: json.as_bytes() }, runs, limit(runs))?;
     let mut reports = Vec::new();
@@ -92,10 +101,11 @@ pub fn rtapp(
         });
     }
     let heading = format!(
-        "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode), rt-app 1.0 {name}, {runs} runs in one boot",
+        "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode{}), rt-app 1.0 {name}, {runs} runs in one boot",
         console.release,
         m.cpus,
-        mode.name()
+        mode.name(),
+        if ticking { ", idle CPUs ticking: nohz=off skew_tick=1" } else { "" }
     );
     Ok((reports, heading, console.domain_line()))
 }

@@ -34,6 +34,8 @@ pub(crate) struct Setup {
     pub(crate) out: std::path::PathBuf,
     /// Linux beside (`--linux`).
     pub(crate) linux: bool,
+    /// Idle CPUs keep ticking (`--ticking`), on the kernel and on Linux.
+    pub(crate) ticking: bool,
 }
 
 /// `cargo xrun --workload FILE [--a LIST] [--b LIST]`: the sides (by default the seed's rule
@@ -151,7 +153,7 @@ fn linux_beside(
     [q, t]: [&AbTable; 2],
 ) -> Result<(), String> {
     let (reports, heading, domains) =
-        crate::xrun_linux::rtapp(machine, s.mode, name, text, def, s.iterations as u32)?;
+        crate::xrun_linux::rtapp(machine, s.mode, s.ticking, name, text, def, s.iterations as u32)?;
     let rows = |t: &AbTable, b: bool| -> crate::xrun_linux::Rows {
         t.rows.iter().map(|r| (r.name.clone(), if b { r.b.clone() } else { r.a.clone() })).collect()
     };

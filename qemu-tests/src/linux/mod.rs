@@ -78,9 +78,10 @@ impl Console {
     }
 }
 
-/// The guest: Debian's parts and the QEMU to run them.
+/// The guest: Debian's parts and how its idle CPUs tick.
 pub struct Guest {
     parts: Parts,
+    ticking: bool,
 }
 
 /// Why Linux cannot run a machine, in one line; `None` if it can.
@@ -96,7 +97,13 @@ pub fn refuses(arch: Arch) -> Option<String> {
 impl Guest {
     /// The guest's parts, fetched once under `target/linux/`. `Err` is one line.
     pub fn prepare() -> Result<Guest, String> {
-        Ok(Guest { parts: fetch::parts()? })
+        Ok(Guest { parts: fetch::parts()?, ticking: false })
+    }
+
+    /// The guest with its idle CPUs ticking (`nohz=off`, as the kernel's `nohz=off`), the
+    /// ticks of the CPUs spread over the period (`skew_tick=1`).
+    pub fn ticking(self, ticking: bool) -> Guest {
+        Guest { ticking, ..self }
     }
 
     /// The kernel's release (`6.1.0-NN-arm64`).
@@ -119,6 +126,9 @@ impl Guest {
         }
         let mut extra = Vec::new();
         let mut words = format!("console=ttyAMA0 quiet fairsched.runs={runs}");
+        if self.ticking {
+            words += " nohz=off skew_tick=1";
+        }
         match job {
             Job::Sysbench { threads, events } => {
                 words +=

@@ -7,6 +7,10 @@
 /// The experiments: (what, `cargo xrun` arguments).
 pub const RUNS: &[(&str, &[&str])] = &[
     ("The seed's experiment: 8 vCPUs, 2x4 clusters, 8 threads (15 runs)", &["--linux"]),
+    (
+        "The seed's experiment, idle CPUs ticking (Linux: nohz=off skew_tick=1; 15 runs)",
+        &["--linux", "--ticking"],
+    ),
     ("8 vCPUs, flat, 12 threads (15 runs)", &["--linux", "--topology", "flat", "--threads", "12"]),
     ("16 vCPUs, flat, 8 threads (15 runs)", &["--linux", "--vcpus", "16", "--topology", "flat"]),
     (
