@@ -62,7 +62,7 @@ while [ "$i" -lt "$runs" ]; do
         echo "@@fairsched output"
         tail -n 3 /tmp/out
     fi
-    # The trace gzip-compressed and in base64: a tenth of the text through the emulated UART.
+    # The trace gzip-compressed and in base64: far less text through the emulated UART.
     echo "@@fairsched trace $i"
     gzip -c $T/trace | base64
     echo "@@fairsched end $i"
