@@ -148,6 +148,8 @@ pub const DRIVE_START: u64 = 10_000_000;
 pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Option<(String, String)>) {
     let start = DRIVE_START;
     m.run_until(start);
+    // The workload's own start: a tickless machine may have gone quiet before `start`.
+    let t0 = m.now();
     match *w {
         Workload::Sysbench { threads, events, cost_ns, jitter } => {
             m.set_pool(events, cost_ns, jitter, threads + 1);
@@ -165,9 +167,6 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             m.run_until(start + run_ns);
         }
         Workload::Latency { spinners, periodic, run_ns, sleep_ns, slice_ns, duration_ns } => {
-            // The run's `duration_ns` from its own start: a tickless machine may have gone
-            // quiet before `start`.
-            let t0 = m.now();
             for i in 0..spinners {
                 m.spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::ALL);
             }
@@ -186,8 +185,6 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             m.run_until(t0 + duration_ns);
         }
         Workload::Program { ref program, .. } => {
-            // The workload's own start: a tickless machine may have gone quiet before `start`.
-            let t0 = m.now();
             m.start_program(*program).expect("a program the caller checked against PROGRAM_THREADS");
             m.start(0);
             let d = program.duration_us().saturating_mul(1000);
@@ -199,7 +196,7 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
         r.total_ns = duration_ns;
     }
     if let Workload::Program { .. } = w {
-        r.total_ns = m.now() - m.program_start().unwrap_or(start);
+        r.total_ns = m.now() - t0;
         (r.tasks, r.blocked_threads) = m.program_figures();
     }
     let tr = m.trace().map(|t| {

@@ -74,11 +74,6 @@ impl<const C: usize> Machine<C> {
         Ok(())
     }
 
-    /// When the running program started (ns), if one runs.
-    pub fn program_start(&self) -> Option<u64> {
-        self.program.as_ref().map(|run| run.t0)
-    }
-
     /// Creates the core's task for program thread `th`, from `cpu`.
     fn spawn_thread(&mut self, cpu: usize, th: ThreadId) {
         let Some(run) = self.program.as_ref() else { return };
