@@ -153,8 +153,8 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     if a.iterations == 0 {
         return Err("--iterations 0: at least 1".into());
     }
-    if a.linux {
-        crate::xrun_linux::check(arch)?;
+    if let Some(why) = crate::linux::refuses(arch).filter(|_| a.linux) {
+        return Err(why);
     }
     if !a.ticking && matches!(arch, qemu::Arch::CortexM4 | qemu::Arch::CortexM33) {
         return Err(format!("--arch {}: its tick cannot stop; add --ticking", arch.name()));
@@ -357,12 +357,11 @@ pub fn main(args: &[String]) -> ExitCode {
     println!(
         "These are scheduler-level figures: deterministic mode counts all vCPUs' instructions in one guest clock, and parallel mode is bounded by this host's {cores} cores, so neither can show a throughput gain from spreading. The throughput view is the simulator's, below."
     );
-    let rows = ROWS;
     println!(
         "{:<26} {:>28} {:>28} {:>9}",
         "", "without rule (pre-patch)", "with rule (c32b4308)", "p (M-W U)"
     );
-    for (name, get) in rows {
+    for (name, get) in ROWS {
         let va: Vec<f64> = off.iter().map(get).collect();
         let vb: Vec<f64> = on.iter().map(get).collect();
         let (_, p) = mann_whitney(&va, &vb);
@@ -422,7 +421,7 @@ pub fn main(args: &[String]) -> ExitCode {
     print!("{}", t.render());
     if let Some(side) = &linux {
         let kernel = |v: &[Figures]| -> crate::xrun_linux::Rows {
-            rows.iter().map(|(n, get)| (n.to_string(), v.iter().map(get).collect())).collect()
+            ROWS.iter().map(|(n, get)| (n.to_string(), v.iter().map(get).collect())).collect()
         };
         let sim = |b: bool| -> crate::xrun_linux::Rows {
             t.rows.iter().map(|r| (r.name.clone(), if b { r.b.clone() } else { r.a.clone() })).collect()

@@ -13,7 +13,7 @@ use crate::qemu::{Machine, Mode};
 pub type Rows = Vec<(String, Vec<f64>)>;
 
 /// Linux's side of an experiment.
-pub struct Side {
+pub struct LinuxTable {
     /// What ran (release, machine, mode), for the heading.
     pub heading: String,
     /// The sched domains Linux built (CPU 0's levels).
@@ -38,7 +38,7 @@ pub fn sysbench(
     threads: u32,
     events: u32,
     runs: u32,
-) -> Result<Side, String> {
+) -> Result<LinuxTable, String> {
     let guest = Guest::prepare()?.ticking(ticking);
     eprintln!("xrun: Linux {} on QEMU, {runs} sysbench runs in one boot", guest.version());
     let console = guest.boot(m, mode, &Job::Sysbench { threads, events }, runs, limit(runs))?;
@@ -54,7 +54,7 @@ pub fn sysbench(
         .map(|(n, get)| (n.to_string(), figures.iter().map(get).collect::<Vec<f64>>()))
         .filter(|(_, v)| v.iter().any(|x| !x.is_nan()))
         .collect();
-    Ok(Side {
+    Ok(LinuxTable {
         heading: format!(
             "Linux {} (Debian, CFS) on the same QEMU machine ({} vCPUs, {} mode{}), sysbench cpu --threads={threads} --events={events}, {runs} runs in one boot",
             console.release,
@@ -111,7 +111,7 @@ pub fn rtapp(
 }
 
 /// Prints Linux's rows: median [min–max] per figure.
-pub fn print(side: &Side) {
+pub fn print(side: &LinuxTable) {
     println!("{}", side.heading);
     println!("Linux's sched domains (CPU 0): {}", side.domains);
     for (name, v) in &side.rows {
@@ -119,19 +119,10 @@ pub fn print(side: &Side) {
     }
 }
 
-/// The median of `v` (NaN for none).
+/// The median of `v`'s finite values (a figure a run did not have is NaN).
 fn median(v: &[f64]) -> f64 {
-    let mut s: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if s.is_empty() {
-        return f64::NAN;
-    }
-    s.sort_by(f64::total_cmp);
-    let n = s.len();
-    if n % 2 == 1 {
-        s[n / 2]
-    } else {
-        (s[n / 2 - 1] + s[n / 2]) / 2.0
-    }
+    let finite: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
+    sched_sim::stats::median(&finite)
 }
 
 /// The realism table: for every figure Linux has, each column's median over Linux's median,
@@ -161,11 +152,6 @@ pub fn realism(linux: &Rows, columns: &[(&str, &Rows)], legend: &str) -> String 
     }
     s.push('\n');
     s
-}
-
-/// Whether `--linux` can run on this machine; `Err` is the one line refusing it.
-pub fn check(arch: crate::qemu::Arch) -> Result<(), String> {
-    linux::refuses(arch).map_or(Ok(()), Err)
 }
 
 #[cfg(test)]

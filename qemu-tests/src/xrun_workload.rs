@@ -159,7 +159,7 @@ fn linux_beside(
     };
     // One side: the table's two columns are the same runs.
     let l = program_table("Linux", "Linux", s.iterations, &reports, &reports);
-    let side = crate::xrun_linux::Side { heading, domains, rows: rows(&l, false) };
+    let side = crate::xrun_linux::LinuxTable { heading, domains, rows: rows(&l, false) };
     println!();
     crate::xrun_linux::print(&side);
     let (qa, qb, sa, sb) = (rows(q, false), rows(q, true), rows(t, false), rows(t, true));
