@@ -94,7 +94,7 @@ pub fn rtapp(
         let r = linux::rtapp::measure(run, def, m.cpus)
             .map_err(|why| format!("Linux's rt-app run {}: {why}", i + 1))?;
         reports.push(sched_sim::machine::RunReport {
-            total_ns: r.run_ns,
+            length_ns: r.run_ns,
             tasks: r.tasks,
             migrations: r.migrations,
             ..Default::default()

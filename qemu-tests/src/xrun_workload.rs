@@ -96,7 +96,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
             let boot = qemu::boot(&machine, &cmd, s.mode, Duration::from_secs(600));
             match figures(&boot, &loaded.def, s.cpus) {
                 Some(r) if boot.code == Some(0) => out.push(RunReport {
-                    total_ns: r.run_ns,
+                    length_ns: r.run_ns,
                     tasks: r.tasks,
                     blocked_threads: r.blocked,
                     migrations: boot.number_after(": migrations ").unwrap_or(0.0) as u64,

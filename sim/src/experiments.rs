@@ -10,12 +10,15 @@ use crate::rng::Rng;
 use crate::stats::{mann_whitney, median, quantile, range, summary};
 use crate::trace::TraceLog;
 use sched_workload::figures::{Summary, TaskFigures};
+use sched_workload::sysbench::Sysbench;
 
 /// A workload run on a fresh machine.
 #[derive(Debug, Clone, serde::Serialize)]
 pub enum Workload {
     /// sysbench cpu: `threads` workers created by a main thread take `events` events of
-    /// `cost_ns` (± `jitter`) each from a shared counter.
+    /// `cost_ns` (± `jitter`) each from a shared counter. Run as its workload file
+    /// ([`sched_workload::sysbench::Sysbench::json`]), with the machine's creation and set-up
+    /// work ([`Config::create_ns`], [`Config::setup_ns`]).
     Sysbench {
         /// Worker threads.
         threads: u32,
@@ -74,6 +77,21 @@ impl Workload {
         Workload::Sysbench { threads: 8, events: 1000, cost_ns: 1_240_000, jitter: 0.02 }
     }
 
+    /// The sysbench file's shape of a [`Workload::Sysbench`] on a machine configured by `cfg`
+    /// (its creation and set-up work); `None` for another workload.
+    pub fn sysbench(&self, cfg: &Config) -> Option<Sysbench> {
+        let Workload::Sysbench { threads, events, cost_ns, jitter } = *self else { return None };
+        let us = |ns: u64| u32::try_from(ns / 1000).unwrap_or(u32::MAX);
+        Some(Sysbench {
+            threads,
+            events: u32::try_from(events).unwrap_or(u32::MAX),
+            event_us: us(cost_ns),
+            jitter_pct: (jitter * 100.0).round() as u32,
+            create_us: us(cfg.create_ns),
+            setup_us: us(cfg.setup_ns),
+        })
+    }
+
     /// The workload of a lowered rt-app file, named `name`. Its encoded program lives as long
     /// as the process: every run of an experiment reads it.
     pub fn program(name: &str, def: &ProgramDef) -> Workload {
@@ -81,6 +99,23 @@ impl Workload {
         let program = Program::parse(bytes).expect("a lowered program parses");
         Workload::Program { name: name.to_string(), program }
     }
+}
+
+/// The program of a sysbench shape, lowered from its workload file once per process (every
+/// run of an experiment reads it).
+fn sysbench_program(shape: Sysbench) -> Program<'static> {
+    static PROGRAMS: std::sync::Mutex<Vec<(Sysbench, &'static [u8])>> = std::sync::Mutex::new(Vec::new());
+    let mut programs = PROGRAMS.lock().unwrap_or_else(|e| e.into_inner());
+    let bytes = match programs.iter().find(|(s, _)| *s == shape) {
+        Some((_, bytes)) => *bytes,
+        None => {
+            let def = sched_workload::rtapp::lower(&shape.json()).expect("every sysbench shape lowers");
+            let bytes: &'static [u8] = Box::leak(def.to_bytes().into_boxed_slice());
+            programs.push((shape, bytes));
+            bytes
+        }
+    };
+    Program::parse(bytes).expect("a lowered program parses")
 }
 
 /// Calls `$f::<C>(cfg, &w)` on a big stack, `C` the machine size that holds `$cfg.cpus` CPUs.
@@ -151,12 +186,11 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
     // The workload's own start: a tickless machine may have gone quiet before `start`.
     let t0 = m.now();
     match *w {
-        Workload::Sysbench { threads, events, cost_ns, jitter } => {
-            m.set_pool(events, cost_ns, jitter, threads + 1);
-            let create_ns = m.config().create_ns;
-            m.spawn(0, Behavior::SysbenchMain { threads, create_ns }, "sysbench", CpuMask::ALL);
+        Workload::Sysbench { .. } => {
+            let shape = w.sysbench(m.config()).expect("a sysbench workload");
+            m.start_program(sysbench_program(shape)).expect("a sysbench run fits PROGRAM_THREADS");
             m.start(0);
-            m.run_until(start + 600_000_000_000);
+            m.run_until(start + PROGRAM_CAP_NS);
         }
         Workload::WakeAllOnOne { tasks, run_ns } => {
             for i in 0..tasks {
@@ -196,7 +230,7 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
         r.total_ns = duration_ns;
     }
     if let Workload::Program { .. } = w {
-        r.total_ns = m.now() - t0;
+        r.length_ns = m.now() - t0;
         (r.tasks, r.blocked_threads) = m.program_figures();
     }
     let tr = m.trace().map(|t| {
@@ -258,19 +292,18 @@ pub fn ab(
         }
     }
     let cpus = base.cpus as f64;
-    let rows = if let Workload::Program { .. } = w {
-        program_rows(&ra, &rb)
-    } else {
-        figures(w)
-            .iter()
-            .map(|(name, f)| {
-                let va: Vec<f64> = ra.iter().map(|r| f(r, cpus)).collect();
-                let vb: Vec<f64> = rb.iter().map(|r| f(r, cpus)).collect();
-                let (_, p) = mann_whitney(&va, &vb);
-                Row { name: name.to_string(), a: va, b: vb, p_value: p }
-            })
-            .collect()
-    };
+    let mut rows: Vec<Row> = figures(w)
+        .iter()
+        .map(|(name, f)| {
+            let va: Vec<f64> = ra.iter().map(|r| f(r, cpus)).collect();
+            let vb: Vec<f64> = rb.iter().map(|r| f(r, cpus)).collect();
+            let (_, p) = mann_whitney(&va, &vb);
+            Row { name: name.to_string(), a: va, b: vb, p_value: p }
+        })
+        .collect();
+    if let Workload::Program { .. } = w {
+        rows.extend(program_rows(&ra, &rb));
+    }
     AbTable {
         a_label: a.1.to_string(),
         b_label: b.1.to_string(),
@@ -358,7 +391,7 @@ fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
     // The whole run's: its length (for a file without a `duration`, the time until its last
     // thread finished: a batch's makespan), its migrations, the threads left blocked.
     const RUN: [RunFigure; 3] = [
-        ("run length (ms)", |r| r.total_ns as f64 / 1e6),
+        ("run length (ms)", |r| r.length_ns as f64 / 1e6),
         ("migrations (run)", |r| r.migrations as f64),
         ("threads blocked at the end", |r| r.blocked_threads as f64),
     ];
@@ -370,9 +403,11 @@ fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
     rows
 }
 
-/// The figures an A/B table shows for workload `w`.
+/// The figures an A/B table shows for workload `w` (for a program, those before its tasks':
+/// the sysbench figures if it has a pool of events, none otherwise).
 fn figures(w: &Workload) -> Vec<Figure> {
     match w {
+        Workload::Program { program, .. } if program.pools().next().is_none() => Vec::new(),
         Workload::Latency { .. } => vec![
             ("short slice: wake-to-run p50 (µs)", |r, _| wake_us(r, 1, 0.5)),
             ("short slice: p99 (µs)", |r, _| wake_us(r, 1, 0.99)),

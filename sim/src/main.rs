@@ -442,7 +442,10 @@ fn run_program(args: &ProgramArgs) {
         eprintln!("xsim: {}: {e}", path.display());
         std::process::exit(e.exit_code().into())
     });
-    let threads = def.tasks.iter().map(|t| t.instances as usize).sum::<usize>();
+    let bytes = def.to_bytes();
+    let prog = sched_workload::Program::parse(&bytes).expect("a lowered program parses");
+    // Forks included; with forks without bound, those started with it.
+    let threads = prog.total_threads().unwrap_or(u64::from(prog.threads())) as usize;
     if threads > sched_sim::machine::PROGRAM_THREADS {
         eprintln!(
             "xsim: {}: {threads} threads, the simulator runs at most {}",

@@ -115,6 +115,31 @@ fn the_latency_file_is_the_latency_workload() {
     }
 }
 
+/// `workloads/sysbench.json` is the seed's workload: with the rule off and on, its runs give
+/// the seed table's figures (spread, events, migrations, total time), run for run.
+#[test]
+fn the_sysbench_file_is_the_seeds_workload() {
+    let def =
+        sched_workload::rtapp::lower(include_str!("../../workloads/sysbench.json")).expect("a valid file");
+    let file = Workload::program("sysbench.json", &def);
+    for features in [
+        sched_core::Features::default(),
+        sched_core::Features::default() - sched_core::Features::UTIL_PULL_SKIPS_LONE_TASK,
+    ] {
+        for seed in 0..3 {
+            let cfg = Config { features, ..Config::octo(seed) };
+            let (b, f) = (run_once(&cfg, &Workload::seed()), run_once(&cfg, &file));
+            assert!(b.spread_ns.is_some() && b.events_exactly_once, "{b:?}");
+            assert_eq!(
+                (f.total_ns, f.spread_ns, f.one_per_cpu_ns, f.migrations_to_spread, f.failed_balances),
+                (b.total_ns, b.spread_ns, b.one_per_cpu_ns, b.migrations_to_spread, b.failed_balances),
+                "{features:?}, seed {seed}"
+            );
+            assert_eq!((&f.latencies, f.events_exactly_once), (&b.latencies, true));
+        }
+    }
+}
+
 /// A workload file's `slice` bounds are the core's.
 #[test]
 fn the_slice_bounds_are_the_cores() {

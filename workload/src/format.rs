@@ -2,25 +2,28 @@
 //!
 //! | words | what |
 //! |---|---|
-//! | 0–15 | header: magic, version, length in words, checksum (FNV-1a of every word after the header), `duration` (µs, two words), `calibration` (ns per loop), the counts of tasks, mutexes, condition variables, barriers, shared timers and per-thread timers, three reserved zeros |
+//! | 0–15 | header: magic, version, length in words, checksum (FNV-1a of every word after the header), `duration` (µs, two words), `calibration` (ns per loop), the counts of tasks, mutexes, condition variables, barriers, shared timers, per-thread timers and event pools, two reserved zeros |
 //! | then | each barrier's parties, one word each |
+//! | then | each event pool's size and jitter (%), two words each |
 //! | then | each task's offset (in words), one word each |
 //! | a task | instances, loops (-1: forever), delay (µs), CPU mask (two words; 0: every CPU), nice, phase count, EEVDF slice (µs; 0: the default), name (four words), then its phases |
 //! | a phase | loops, CPU mask (two words; 0: the task's), event count, then its events, four words each: kind and three arguments |
 
 use crate::limits::{
-    MAX_CALIBRATION_NS, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS, MAX_PHASES,
-    MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, MIN_SLICE_US, NAME_BYTES,
+    MAX_CALIBRATION_NS, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT, MAX_LOOPS,
+    MAX_PHASES, MAX_POOL_EVENTS, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS,
+    MIN_SLICE_US, NAME_BYTES,
 };
 
 /// The first word of every program.
 pub const MAGIC: u32 = 0x5041_5452;
 /// The layout's version.
-pub const VERSION: u32 = 2;
+pub const VERSION: u32 = 3;
 const HEADER: usize = 16;
 const TASK_HEADER: usize = 8 + NAME_BYTES / 4;
 const PHASE_HEADER: usize = 4;
 const EVENT_WORDS: usize = 4;
+const POOL_WORDS: usize = 2;
 
 /// A timer reference: a shared timer every thread naming it advances, or one of each thread's
 /// own (`unique…` refs in rt-app).
@@ -91,6 +94,19 @@ pub enum Event {
     Yield,
     /// Start one new thread of task `n`.
     Fork(u16),
+    /// Take the next event of pool `pool` and do its work, `us` µs at the calibrated speed
+    /// (varied by the pool's jitter where the platform models it); a thread that finds the
+    /// pool empty ends (sysbench's workers sharing one event counter). This project's event,
+    /// not rt-app's.
+    Take {
+        /// The pool.
+        pool: u16,
+        /// Work per event in µs.
+        us: u32,
+    },
+    /// Wait until every thread this one forked has ended (sysbench's main thread joining its
+    /// workers). This project's event, not rt-app's.
+    Join,
 }
 
 impl Event {
@@ -112,6 +128,8 @@ impl Event {
             Event::Resume(_) => 13,
             Event::Yield => 14,
             Event::Fork(_) => 15,
+            Event::Take { .. } => 16,
+            Event::Join => 17,
         }
     }
 
@@ -137,7 +155,8 @@ impl Event {
             | Event::Resume(n)
             | Event::Fork(n) => [k, n as u32, 0, 0],
             Event::Wait { cond, mutex } | Event::Sync { cond, mutex } => [k, cond as u32, mutex as u32, 0],
-            Event::Yield => [k, 0, 0, 0],
+            Event::Yield | Event::Join => [k, 0, 0, 0],
+            Event::Take { pool, us } => [k, pool as u32, us, 0],
         }
     }
 
@@ -171,6 +190,8 @@ impl Event {
             13 => Event::Resume(index(w[1], c.conds)?),
             14 => Event::Yield,
             15 => Event::Fork(index(w[1], c.tasks)?),
+            16 => Event::Take { pool: index(w[1], c.pools)?, us: us(w[2])? },
+            17 => Event::Join,
             _ => return Err(FormatError::BadEvent),
         })
     }
@@ -225,6 +246,7 @@ struct Counts {
     barriers: u32,
     timers: u32,
     per_thread_timers: u32,
+    pools: u32,
 }
 
 /// FNV-1a over words, the program's checksum.
@@ -286,11 +308,12 @@ impl<'a> Program<'a> {
             barriers: p.word(10),
             timers: p.word(11),
             per_thread_timers: p.word(12),
+            pools: p.word(13),
         };
         if c.tasks == 0 || c.tasks as usize > MAX_TASKS {
             return Err(FormatError::TooMany);
         }
-        let resources = [c.mutexes, c.conds, c.barriers, c.timers];
+        let resources = [c.mutexes, c.conds, c.barriers, c.timers, c.pools];
         if resources.iter().any(|&r| r as usize > MAX_RESOURCES)
             || c.per_thread_timers as usize > MAX_THREAD_TIMERS
         {
@@ -299,17 +322,20 @@ impl<'a> Program<'a> {
         if p.duration_us() > MAX_DURATION_US
             || p.calibration_ns() == 0
             || p.calibration_ns() > MAX_CALIBRATION_NS
-            || (13..HEADER).any(|i| p.word(i) != 0)
+            || (14..HEADER).any(|i| p.word(i) != 0)
         {
             return Err(FormatError::BadValue);
         }
         p.counts = c;
-        let tables = HEADER + (c.barriers + c.tasks) as usize;
+        let tables = HEADER + (c.barriers + c.tasks) as usize + c.pools as usize * POOL_WORDS;
         if tables > n {
             return Err(FormatError::Layout);
         }
         if (0..c.barriers as usize).any(|b| p.word(HEADER + b) < 2 || p.word(HEADER + b) > MAX_INSTANCES * 64)
         {
+            return Err(FormatError::BadValue);
+        }
+        if p.pools().any(|(size, jitter)| size == 0 || size > MAX_POOL_EVENTS || jitter > MAX_JITTER_PCT) {
             return Err(FormatError::BadValue);
         }
         // Tasks follow one another after the tables, the last ending the program.
@@ -379,8 +405,12 @@ impl<'a> Program<'a> {
         [self.word(at), self.word(at + 1), self.word(at + 2), self.word(at + 3)]
     }
 
+    fn pools_at(&self) -> usize {
+        HEADER + self.counts.barriers as usize
+    }
+
     fn task_offset(&self, t: usize) -> usize {
-        self.word(HEADER + self.counts.barriers as usize + t) as usize
+        self.word(self.pools_at() + self.counts.pools as usize * POOL_WORDS + t) as usize
     }
 
     /// How long the workload runs (µs); 0: until every thread has finished its loops.
@@ -418,6 +448,12 @@ impl<'a> Program<'a> {
         (0..self.counts.barriers as usize).map(|b| self.word(HEADER + b))
     }
 
+    /// Event pools (`take`), each with its size and its jitter (%).
+    pub fn pools(&self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        let at = self.pools_at();
+        (0..self.counts.pools as usize).map(move |i| (self.word(at + i * 2), self.word(at + i * 2 + 1)))
+    }
+
     /// The task definitions, in file order.
     pub fn tasks(&self) -> impl Iterator<Item = TaskView<'a>> + '_ {
         (0..self.counts.tasks as usize).map(|t| TaskView { p: *self, at: self.task_offset(t) })
@@ -431,6 +467,73 @@ impl<'a> Program<'a> {
     /// Threads started at the beginning: every task's instances (forks add more).
     pub fn threads(&self) -> u32 {
         self.tasks().map(|t| t.instances()).sum()
+    }
+
+    /// How many threads of task `task` a whole run has: its instances and every `fork` of it,
+    /// counted as if each forking thread ran all its loops. `None`: no bound (a task that
+    /// loops forever forks it, or forks fork their own forker), or no such task.
+    ///
+    /// ```
+    /// use sched_workload::rtapp;
+    /// let file = r#"{"global": {"calibration": 100}, "tasks": {
+    ///     "main": {"loop": 1, "phases": {"p": {"loop": 4, "run": 10, "fork": "worker"}}},
+    ///     "worker": {"instance": 1, "loop": 1, "run": 100}}}"#;
+    /// let bytes = rtapp::lower(file).unwrap().to_bytes();
+    /// let prog = sched_workload::Program::parse(&bytes).unwrap();
+    /// assert_eq!(prog.threads_of(1), Some(5));
+    /// ```
+    pub fn threads_of(&self, task: usize) -> Option<u64> {
+        let n = self.counts.tasks as usize;
+        if task >= n {
+            return None;
+        }
+        // A task's count is settled once every task forking it is: n rounds settle any chain
+        // of forks; a task on a cycle, or forked without bound, never settles.
+        let mut total: [Option<u64>; MAX_TASKS] = [None; MAX_TASKS];
+        for _ in 0..n {
+            for t in 0..n {
+                if total[t].is_some() {
+                    continue;
+                }
+                let mut sum = self.task(t).map_or(0, |v| u64::from(v.instances()));
+                let mut settled = true;
+                for (f, forker) in total.iter().enumerate().take(n) {
+                    match (self.forks_per_thread(f, t), *forker) {
+                        (Some(0), _) => {}
+                        (Some(k), Some(threads)) => sum = sum.saturating_add(k.saturating_mul(threads)),
+                        _ => settled = false,
+                    }
+                }
+                if settled {
+                    total[t] = Some(sum);
+                }
+            }
+        }
+        total[task]
+    }
+
+    /// How many threads a whole run has, forks included ([`Program::threads_of`]); `None`:
+    /// forks without bound.
+    pub fn total_threads(&self) -> Option<u64> {
+        (0..self.counts.tasks as usize).try_fold(0u64, |n, t| Some(n.saturating_add(self.threads_of(t)?)))
+    }
+
+    /// How many threads of task `child` each thread of task `parent` forks over all its loops
+    /// (`None`: without bound).
+    fn forks_per_thread(&self, parent: usize, child: usize) -> Option<u64> {
+        let p = self.task(parent)?;
+        let per_loop: u64 = p
+            .phases()
+            .map(|ph| {
+                let forks = ph.events().filter(|e| *e == Event::Fork(child as u16)).count() as u64;
+                forks * u64::from(ph.loops())
+            })
+            .sum();
+        match p.loops() {
+            _ if per_loop == 0 => Some(0),
+            Some(loops) => Some(per_loop * u64::from(loops)),
+            None => None,
+        }
     }
 }
 
@@ -575,8 +678,22 @@ pub struct ProgramDef {
     pub timers: Vec<String>,
     /// Per-thread timers, by number.
     pub per_thread_timers: Vec<String>,
+    /// Event pools, by number.
+    pub pools: Vec<PoolDef>,
     /// The tasks, in file order.
     pub tasks: Vec<TaskDef>,
+}
+
+/// One event pool as the host builds it.
+#[cfg(feature = "std")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct PoolDef {
+    /// Its name in the file (the `take` events' `ref`).
+    pub name: String,
+    /// Events it holds.
+    pub size: u32,
+    /// How far each event's work varies either way (%), where the platform models it.
+    pub jitter_pct: u32,
 }
 
 /// One task as the host builds it.
@@ -631,7 +748,9 @@ impl ProgramDef {
         w[10] = self.barriers.len() as u32;
         w[11] = self.timers.len() as u32;
         w[12] = self.per_thread_timers.len() as u32;
+        w[13] = self.pools.len() as u32;
         w.extend(self.barriers.iter().map(|(_, parties)| *parties));
+        w.extend(self.pools.iter().flat_map(|p| [p.size, p.jitter_pct]));
         let offsets = w.len();
         w.extend(std::iter::repeat_n(0, self.tasks.len()));
         for (i, t) in self.tasks.iter().enumerate() {
@@ -674,6 +793,7 @@ mod tests {
             barriers: vec![("b".into(), 2)],
             timers: vec![],
             per_thread_timers: vec!["unique".into()],
+            pools: vec![PoolDef { name: "events".into(), size: 10, jitter_pct: 2 }],
             tasks: vec![
                 TaskDef {
                     name: "ping".into(),
@@ -712,6 +832,8 @@ mod tests {
                             Event::Timer { timer: Timer::PerThread(0), period_us: 10_000, absolute: true },
                             Event::Barrier(0),
                             Event::Fork(0),
+                            Event::Take { pool: 0, us: 5 },
+                            Event::Join,
                         ],
                     }],
                 },
@@ -727,6 +849,7 @@ mod tests {
         let p = Program::parse(&bytes).unwrap();
         assert_eq!((p.duration_us(), p.calibration_ns(), p.mutexes(), p.conds()), (2_000_000, 100, 1, 1));
         assert_eq!((p.timers(), p.per_thread_timers(), p.barriers().collect::<Vec<_>>()), (0, 1, vec![2]));
+        assert_eq!(p.pools().collect::<Vec<_>>(), [(10, 2)]);
         assert_eq!(p.threads(), 3);
         let tasks: Vec<_> = p.tasks().collect();
         assert_eq!(tasks.len(), 2);
@@ -779,6 +902,9 @@ mod tests {
         assert_eq!(refuse(&|d| d.tasks[0].phases.clear()), FormatError::TooMany);
         assert_eq!(refuse(&|d| d.tasks[0].phases[0].events.clear()), FormatError::TooMany);
         assert_eq!(refuse(&|d| d.barriers[0].1 = 1), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.pools[0].size = 0), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.pools[0].jitter_pct = MAX_JITTER_PCT + 1), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.pools.clear()), FormatError::BadIndex);
         assert_eq!(refuse(&|d| d.calibration_ns = 0), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks.clear()), FormatError::TooMany);
     }

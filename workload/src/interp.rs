@@ -4,7 +4,9 @@
 //! sleep, a block until another thread's step wakes it (through [`Host::wake`]), a yield, a
 //! fork, the end. The semantics are rt-app's (pthread mutexes handed to the next waiter,
 //! condition variables without memory, barriers counted per use, timers that catch up in
-//! absolute mode and restart in relative mode); every platform gets them from here.
+//! absolute mode and restart in relative mode); every platform gets them from here, with
+//! this project's two events besides: `take` (a shared pool of events, sysbench's counter)
+//! and `join` (wait for the threads one forked).
 
 use crate::format::{Event, Program, Timer};
 use crate::limits::{MAX_RESOURCES, MAX_THREAD_TIMERS};
@@ -21,10 +23,13 @@ pub const EMPTY_ITERATION_NS: u64 = 1_000;
 /// What a thread does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// Busy work of `ns` at the machine's full speed (a `run`).
+    /// Busy work of `ns` at the machine's full speed (a `run`, or a `take`'s event).
     Work {
         /// Work (ns).
         ns: u64,
+        /// How far a platform that models variation may vary it either way (%): a `take`'s
+        /// pool's jitter; 0 for every other event.
+        jitter_pct: u32,
     },
     /// Busy work until time `at` (a `runtime`); preemption counts.
     WorkUntil {
@@ -83,6 +88,11 @@ pub trait Host {
     fn wake(&mut self, t: ThreadId);
     /// A phase iteration ended.
     fn activation(&mut self, a: &Activation);
+    /// Thread `t` took event `event` (numbered from 0) of pool `pool`; its work is the step
+    /// returned with it.
+    fn taken(&mut self, t: ThreadId, pool: u16, event: u32) {
+        let _ = (t, pool, event);
+    }
 }
 
 /// What a thread waits for while blocked.
@@ -94,6 +104,8 @@ enum Wait {
     /// `suspend`).
     Cond(u16, u16),
     Barrier(u16),
+    /// The threads it forked to end.
+    Join,
 }
 
 /// The event a thread is in the middle of.
@@ -120,6 +132,10 @@ enum Pending {
 struct Thread {
     task: u16,
     live: bool,
+    /// The thread that forked it (`NONE`: started with the workload), and its own forks
+    /// still running.
+    parent: u16,
+    children: u32,
     /// Its timers' reference and its start (the workload's start plus the task's delay).
     start: u64,
     loops_done: u32,
@@ -145,6 +161,8 @@ impl Thread {
     const IDLE: Thread = Thread {
         task: 0,
         live: false,
+        parent: NONE,
+        children: 0,
         start: 0,
         loops_done: 0,
         phase: 0,
@@ -182,6 +200,8 @@ pub struct World<const T: usize> {
     owner: [u16; MAX_RESOURCES],
     arrived: [u32; MAX_RESOURCES],
     shared_timers: [u64; MAX_RESOURCES],
+    /// Events taken from each pool.
+    taken: [u32; MAX_RESOURCES],
     seq: u64,
 }
 
@@ -196,6 +216,7 @@ impl<const T: usize> World<T> {
             owner: [NONE; MAX_RESOURCES],
             arrived: [0; MAX_RESOURCES],
             shared_timers: [t0; MAX_RESOURCES],
+            taken: [0; MAX_RESOURCES],
             seq: 0,
         }
     }
@@ -220,6 +241,23 @@ impl<const T: usize> World<T> {
             Thread { task, live: true, start, timers: [start; MAX_THREAD_TIMERS], ..Thread::IDLE };
         self.nthreads += 1;
         Ok(id as ThreadId)
+    }
+
+    /// Adds a thread of task `task` that thread `parent` forks at `now` ([`Step::Fork`]):
+    /// `parent`'s `join` waits for it.
+    pub fn fork(
+        &mut self,
+        prog: &Program<'_>,
+        parent: ThreadId,
+        task: u16,
+        now: u64,
+    ) -> Result<ThreadId, SpawnError> {
+        let child = self.spawn(prog, task, now)?;
+        if let Some(p) = self.threads.get_mut(parent as usize).filter(|_| (parent as usize) < self.nthreads) {
+            p.children += 1;
+            self.threads[child as usize].parent = parent;
+        }
+        Ok(child)
     }
 
     /// Adds every task's instances, each starting at the workload's start plus its delay.
@@ -305,7 +343,7 @@ impl<const T: usize> World<T> {
                     let th = &mut self.threads[t as usize];
                     if th.live {
                         th.pending = Pending::Overhead;
-                        return Step::Work { ns: EMPTY_ITERATION_NS };
+                        return Step::Work { ns: EMPTY_ITERATION_NS, jitter_pct: 0 };
                     }
                 }
             }
@@ -346,7 +384,29 @@ impl<const T: usize> World<T> {
             Event::Run { us } => {
                 let loops = us as u64 * 1000 / prog.calibration_ns() as u64;
                 self.threads[me].pending = Pending::Work { started: now };
-                Some(Step::Work { ns: loops * prog.calibration_ns() as u64 })
+                Some(Step::Work { ns: loops * prog.calibration_ns() as u64, jitter_pct: 0 })
+            }
+            Event::Take { pool, us } => {
+                let (size, jitter_pct) = prog.pools().nth(pool as usize).unwrap_or((0, 0));
+                let n = self.taken[pool as usize];
+                if n >= size {
+                    // The pool is empty: the thread ends, its iteration unfinished.
+                    self.threads[me].open = false;
+                    self.end(t, now, host);
+                    return Some(Step::Exit);
+                }
+                self.taken[pool as usize] = n + 1;
+                host.taken(t, pool, n);
+                let loops = us as u64 * 1000 / prog.calibration_ns() as u64;
+                self.threads[me].pending = Pending::Work { started: now };
+                Some(Step::Work { ns: loops * prog.calibration_ns() as u64, jitter_pct })
+            }
+            Event::Join => {
+                if self.threads[me].children == 0 {
+                    None
+                } else {
+                    Some(self.block(t, Wait::Join))
+                }
             }
             Event::Runtime { us } => {
                 let until = now + us as u64 * 1000;
@@ -410,10 +470,9 @@ impl<const T: usize> World<T> {
                     return Some(self.block(t, Wait::Barrier(b)));
                 }
                 self.arrived[b as usize] = 0;
-                for w in 0..self.nthreads {
-                    if self.threads[w].wait == Wait::Barrier(b) {
-                        self.wake(w, now, host);
-                    }
+                // In the order they arrived.
+                while let Some(w) = self.first_waiter(|x| x == Wait::Barrier(b)) {
+                    self.wake(w, now, host);
                 }
                 None
             }
@@ -449,6 +508,20 @@ impl<const T: usize> World<T> {
         (0..self.nthreads)
             .filter(|&w| self.threads[w].live && is(self.threads[w].wait))
             .min_by_key(|&w| self.threads[w].wait_seq)
+    }
+
+    /// Thread `t` ends at `now`: a parent joining its last fork is woken.
+    fn end(&mut self, t: ThreadId, now: u64, host: &mut impl Host) {
+        let th = &mut self.threads[t as usize];
+        th.live = false;
+        let parent = th.parent as usize;
+        if parent < self.nthreads {
+            let p = &mut self.threads[parent];
+            p.children = p.children.saturating_sub(1);
+            if p.children == 0 && p.live && p.wait == Wait::Join {
+                self.wake(parent, now, host);
+            }
+        }
     }
 
     /// Wakes blocked thread `w` at `now`: its wake-to-run latency starts.
@@ -526,7 +599,7 @@ impl<const T: usize> World<T> {
                 th.phase = 0;
                 th.loops_done += 1;
                 if task.loops().is_some_and(|n| th.loops_done >= n) {
-                    th.live = false;
+                    self.end(t, now, host);
                 }
             }
         }

@@ -28,8 +28,10 @@ mod json;
 pub mod limits;
 #[cfg(feature = "std")]
 pub mod rtapp;
+#[cfg(feature = "std")]
+pub mod sysbench;
 
 #[cfg(feature = "std")]
-pub use format::{seal, PhaseDef, ProgramDef, TaskDef};
+pub use format::{seal, PhaseDef, PoolDef, ProgramDef, TaskDef};
 pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer};
 pub use interp::{Activation, Host, Step, ThreadId, World};

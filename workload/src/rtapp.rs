@@ -18,7 +18,15 @@
 //!   absolute; a ref starting with `unique` is each thread's own), `barrier`, `lock`,
 //!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend`, `resume`,
 //!   `yield`, `fork`; an event key may carry a number (`run0`, `sleep0`, `run1`: rt-app's
-//!   repeats of an event in one phase), and events run in file order.
+//!   repeats of an event in one phase), and events run in file order;
+//! - this project's two events, which rt-app lacks: `take` (`ref`, `size`, `run`, `jitter`:
+//!   take the next of a pool of `size` events shared by every thread naming `ref`, and do its
+//!   `run` µs of work, varied by up to `jitter` % either way where the platform models it; a
+//!   thread that finds the pool empty ends, as sysbench's workers share one event counter),
+//!   and `join` (wait until every thread this one forked has ended).
+//!
+//! A barrier's parties are every thread that names it, once per naming, forked ones included
+//! (counted as if every forking thread ran all its loops).
 //!
 //! Anything else is refused, never ignored: an unknown key or event, another policy, a value
 //! of the wrong type or out of range, a key given twice, a workload that cannot run as
@@ -28,11 +36,12 @@
 use std::collections::HashMap;
 use std::fmt;
 
-use crate::format::{Event, PhaseDef, ProgramDef, TaskDef, Timer};
+use crate::format::{Event, PhaseDef, PoolDef, Program, ProgramDef, TaskDef, Timer};
 use crate::json::{self, Json};
 use crate::limits::{
-    MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_LOOPS,
-    MAX_PHASES, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, MIN_SLICE_US,
+    MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT,
+    MAX_LOOPS, MAX_PHASES, MAX_POOL_EVENTS, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS,
+    MAX_WORDS, MIN_SLICE_US,
 };
 
 /// Why a workload file was refused.
@@ -108,9 +117,9 @@ impl fmt::Display for RtAppError {
 impl std::error::Error for RtAppError {}
 
 /// The event keys, longest first where one is a prefix of another (`runtime` before `run`).
-const EVENTS: [&str; 15] = [
+const EVENTS: [&str; 17] = [
     "runtime", "run", "sleep", "timer", "barrier", "lock", "unlock", "wait", "signal", "broad", "sync",
-    "suspend", "resume", "yield", "fork",
+    "suspend", "resume", "yield", "fork", "take", "join",
 ];
 
 /// The event a key names: an event name, optionally followed by digits (`run0`).
@@ -232,6 +241,9 @@ struct Resources {
     barriers: Names,
     timers: Names,
     per_thread_timers: Names,
+    pools: Names,
+    /// Each pool's size and jitter, as its first `take` gave them.
+    pool_defs: Vec<PoolDef>,
 }
 
 /// Lowers a workload file's text to a program, or says in one error why not.
@@ -240,7 +252,7 @@ struct Resources {
 /// use sched_workload::rtapp::{lower, RtAppError};
 /// let refused = lower(r#"{"global": {"calibration": 100}, "tasks": {"t": {"phases": {"p": {"spin": 1}}}}}"#);
 /// let Err(e @ RtAppError::Unsupported { .. }) = refused else { panic!() };
-/// assert_eq!(e.to_string(), "tasks.t.phases.p.spin: not supported: unknown event (known: runtime run sleep timer barrier lock unlock wait signal broad sync suspend resume yield fork, each maybe numbered: run0)");
+/// assert_eq!(e.to_string(), "tasks.t.phases.p.spin: not supported: unknown event (known: runtime run sleep timer barrier lock unlock wait signal broad sync suspend resume yield fork take join, each maybe numbered: run0)");
 /// ```
 pub fn lower(text: &str) -> Result<ProgramDef, RtAppError> {
     let root = json::parse(text).map_err(|e| RtAppError::Json {
@@ -491,6 +503,39 @@ fn lower_event(
             Event::Sync { cond, mutex }
         }
         "yield" => Event::Yield,
+        "join" => Event::Join,
+        "take" => {
+            let (mut pool, mut size, mut us, mut jitter) = (None, None, None, 0);
+            for (k, x) in object(v, p)? {
+                let kp = join(p, k);
+                match k.as_str() {
+                    "ref" => pool = Some((string(x, &kp)?.to_string(), kp)),
+                    "size" => size = Some(int(x, &kp, 1, MAX_POOL_EVENTS as i64)? as u32),
+                    "run" => us = Some(micros(x, &kp)?),
+                    "jitter" => jitter = int(x, &kp, 0, MAX_JITTER_PCT as i64)? as u32,
+                    _ => return Err(unsupported(&kp, "unknown key (known: ref size run jitter)")),
+                }
+            }
+            let (name, kp) = pool.ok_or_else(|| bad(p, "missing: ref (the pool)"))?;
+            let size = size.ok_or_else(|| bad(p, "missing: size (the pool's events)"))?;
+            let us = us.ok_or_else(|| bad(p, "missing: run (each event's work, µs)"))?;
+            let n = res.pools.index(&name, &kp, "pools")?;
+            let want = PoolDef { name, size, jitter_pct: jitter };
+            match res.pool_defs.get(n as usize) {
+                None => res.pool_defs.push(want),
+                Some(had) if *had == want => {}
+                Some(had) => {
+                    return Err(cannot(
+                        p,
+                        format!(
+                            "pool {:?} was given size {} and jitter {} before, here {} and {}",
+                            had.name, had.size, had.jitter_pct, want.size, want.jitter_pct
+                        ),
+                    ))
+                }
+            }
+            Event::Take { pool: n, us }
+        }
         "fork" => {
             let name = string(v, p)?;
             let t = tasks
@@ -562,39 +607,51 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
     if def.tasks.iter().map(|t| t.instances).sum::<u32>() == 0 {
         return Err(cannot("tasks", "no task starts a thread"));
     }
+    def.pools = res.pool_defs;
+    def.mutexes = res.mutexes.0;
+    def.conds = res.conds.0;
+    def.timers = res.timers.0;
+    def.per_thread_timers = res.per_thread_timers.0;
+    // The threads each task will have, forks included, read from the program as encoded
+    // (with stand-in parties, which the count does not read).
+    def.barriers = res.barriers.0.iter().map(|n| (n.clone(), 2)).collect();
+    let bytes = def.to_bytes();
+    let prog = Program::parse(&bytes).map_err(|e| cannot("tasks", format!("does not encode: {e}")))?;
     // A barrier's parties: every thread of every task that names it, once per naming (as
     // rt-app counts them).
-    let mut parties: HashMap<u16, (u32, String)> = HashMap::new();
+    let mut parties: HashMap<u16, (u64, String)> = HashMap::new();
     for (ti, t) in def.tasks.iter().enumerate() {
         for e in t.phases.iter().flat_map(|p| &p.events) {
             if let Event::Barrier(b) = *e {
                 let path = join("tasks", &t.name);
-                if forked.contains(&(ti as u16)) {
+                let Some(threads) = prog.threads_of(ti) else {
                     return Err(cannot(
                         &path,
-                        "a forked task cannot take part in a barrier (its parties are counted at the start)",
+                        "its threads take part in a barrier but are forked without bound (by a task that loops forever, or in a cycle)",
                     ));
-                }
-                parties.entry(b).or_insert((0, path)).0 += t.instances;
+                };
+                parties.entry(b).or_insert((0, path)).0 += threads;
             }
         }
     }
     let mut barriers = Vec::new();
     for (i, name) in res.barriers.0.iter().enumerate() {
         let (n, path) = &parties[&(i as u16)];
+        if *n > u64::from(MAX_INSTANCES) * 64 {
+            return Err(too_large(
+                path,
+                format!("barrier {name:?} has {n} parties, at most {}", MAX_INSTANCES * 64),
+            ));
+        }
         if *n < 2 {
             return Err(cannot(
                 path,
                 format!("barrier {name:?} has one thread only: it would never hold anyone"),
             ));
         }
-        barriers.push((name.clone(), *n));
+        barriers.push((name.clone(), *n as u32));
     }
     def.barriers = barriers;
-    def.mutexes = res.mutexes.0;
-    def.conds = res.conds.0;
-    def.timers = res.timers.0;
-    def.per_thread_timers = res.per_thread_timers.0;
     let words = def.encode().len();
     if words > MAX_WORDS {
         return Err(too_large("the file", format!("{words} words encoded, at most {MAX_WORDS}")));

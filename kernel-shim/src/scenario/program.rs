@@ -74,7 +74,9 @@ pub(super) fn program_main() {
             arch::exit(EXIT_BAD_ARGS);
         }
     };
-    let threads = prog.threads() as usize;
+    // Forks included; with forks without bound, those started with it (a fork past the table
+    // is refused when it comes, with a warning).
+    let threads = prog.total_threads().unwrap_or(u64::from(prog.threads())).min(usize::MAX as u64) as usize;
     if threads > THREADS {
         defmt::error!(
             "error: the workload program has {} threads, this kernel runs at most {}",
@@ -228,7 +230,9 @@ pub(super) fn program_thread(th: usize) {
             arch::sys_set_affinity(me, cpus);
         }
         match step {
-            Step::Work { ns } => work(ns),
+            // A pool's jitter is the simulator's model of a machine's variation; this machine
+            // has its own.
+            Step::Work { ns, .. } => work(ns),
             Step::WorkUntil { at } => {
                 while arch::now_ns() < at {
                     spin_units(64);
@@ -238,9 +242,13 @@ pub(super) fn program_thread(th: usize) {
             Step::Block => arch::sys_park(),
             Step::Yield => arch::sys_yield(),
             Step::Fork { task } => {
-                let child = WORLD.lock().spawn(&prog, task, now);
-                if let Ok(child) = child {
-                    spawn(&prog, child);
+                let child = WORLD.lock().fork(&prog, th, task, now);
+                match child {
+                    Ok(child) => spawn(&prog, child),
+                    Err(_) => defmt::warn!(
+                        "program: a fork of task {=u16} is refused: the thread table is full",
+                        task
+                    ),
                 }
             }
             Step::Exit => break,

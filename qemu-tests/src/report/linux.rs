@@ -27,10 +27,6 @@ pub const RUNS: &[(&str, &[&str])] = &[
     ),
     ("workloads/ramp.json (5 runs)", &["--linux", "--workload", "workloads/ramp.json", "--iterations", "5"]),
     (
-        "workloads/sysbench.json (5 runs)",
-        &["--linux", "--workload", "workloads/sysbench.json", "--iterations", "5"],
-    ),
-    (
         "workloads/latency.json, CFS (A) and EEVDF (B) (5 runs)",
         &["--linux", "--workload", "workloads/latency.json", "--iterations", "5", "--a", "", "--b", "EEVDF"],
     ),

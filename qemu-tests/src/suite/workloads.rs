@@ -95,7 +95,7 @@ pub(crate) const WORKLOAD_CASES: &[WorkloadCase] = &[
     },
     WorkloadCase {
         file: "workloads/sysbench.json",
-        name: "the seed's sysbench as rt-app writes it: 8 workers, 125 events each, every CPU busy",
+        name: "the seed's sysbench: 8 workers forked one by one share 1000 events, every CPU busy",
         boot: "",
         topology: "flat",
         judge: |f| {

@@ -20,7 +20,7 @@ mod workload;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use sched_core::{CpuMask, InitError, Smp, TaskId, Tunables};
+use sched_core::{InitError, Smp, TaskId, Tunables};
 
 pub use config::{Config, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 use platform::CpuSim;
@@ -388,82 +388,12 @@ impl<const C: usize> Machine<C> {
         self.account(cpu);
         let Some(t) = self.cpus[cpu].running else { return };
         // Only the Copy fields: no clone of the name on every event.
-        let Some(&TaskSim { behavior, remaining, step, event, .. }) = self.tasks.get(&t) else { return };
+        let Some(&TaskSim { behavior, remaining, step, .. }) = self.tasks.get(&t) else { return };
         if remaining > 0 {
             self.arm_done(cpu);
             return;
         }
         match behavior {
-            Behavior::SysbenchMain { threads, create_ns } => {
-                if step < threads {
-                    let name = format!("worker{step}");
-                    if let Some(s) = self.tasks.get_mut(&t) {
-                        s.step += 1;
-                    }
-                    let init_ns = self.cfg.setup_ns;
-                    self.spawn_inner(cpu, Behavior::SysbenchWorker { init_ns }, &name, CpuMask::ALL);
-                    // spawn_inner changes only the new task's entry and this one's
-                    // children_alive, so the step is still the one just set.
-                    if step + 1 < threads {
-                        if let Some(s) = self.tasks.get_mut(&t) {
-                            s.remaining = create_ns;
-                        }
-                        if self.smp.need_resched(cpu) {
-                            self.reschedule(cpu);
-                        } else {
-                            self.arm_done(cpu);
-                        }
-                        return;
-                    }
-                }
-                // All created: meet the workers at the start barrier (once), then wait for
-                // them to finish (woken by the last one's exit).
-                if !self.pool.barrier_open && self.tasks.get(&t).is_some_and(|s| s.step == threads) {
-                    if let Some(s) = self.tasks.get_mut(&t) {
-                        s.step += 1;
-                    }
-                    if !self.arrive_at_barrier(cpu, t) {
-                        return;
-                    }
-                }
-                // Children only exit in their own Done events, so none has exited since this
-                // event began: the live count is the one to read.
-                if self.tasks.get(&t).is_some_and(|s| s.children_alive > 0) {
-                    self.smp.block(cpu, self.now, t).expect("main runs");
-                    self.after_core_call(cpu);
-                    self.reschedule(cpu);
-                } else {
-                    self.finish_task(cpu, t);
-                }
-            }
-            Behavior::SysbenchWorker { .. } => {
-                if step == 0 {
-                    // Set-up done: the start barrier.
-                    if let Some(s) = self.tasks.get_mut(&t) {
-                        s.step = 1;
-                    }
-                    if !self.arrive_at_barrier(cpu, t) {
-                        return;
-                    }
-                }
-                if let Some((ev, start)) = event {
-                    self.pool.latency[ev as usize] = self.now - start;
-                    self.pool.done[ev as usize] += 1;
-                }
-                if self.pool.next < self.pool.total {
-                    let ev = self.pool.next;
-                    self.pool.next += 1;
-                    let cost = self.rng.jitter(self.pool.cost_ns, self.pool.jitter).max(1);
-                    let now = self.now;
-                    if let Some(s) = self.tasks.get_mut(&t) {
-                        s.event = Some((ev, now));
-                        s.remaining = cost;
-                    }
-                    self.arm_done(cpu);
-                } else {
-                    self.finish_task(cpu, t);
-                }
-            }
             Behavior::Spinner => {
                 if let Some(s) = self.tasks.get_mut(&t) {
                     s.remaining = u64::MAX / 4;
@@ -489,31 +419,6 @@ impl<const C: usize> Machine<C> {
         }
     }
 
-    /// `t` (running on `cpu`) reaches the start barrier. The last party releases everyone
-    /// (waking them from this CPU) and goes on: returns true. Others block: false.
-    fn arrive_at_barrier(&mut self, cpu: usize, t: TaskId) -> bool {
-        if self.pool.barrier_open || self.pool.barrier_parties == 0 {
-            return true;
-        }
-        if (self.pool.barrier_waiting.len() as u32) + 1 < self.pool.barrier_parties {
-            self.pool.barrier_waiting.push(t);
-            self.smp.block(cpu, self.now, t).expect("the arriving task runs");
-            self.after_core_call(cpu);
-            self.reschedule(cpu);
-            return false;
-        }
-        self.pool.barrier_open = true;
-        for w in std::mem::take(&mut self.pool.barrier_waiting) {
-            // They blocked in place; a worker whose CPU has not switched away yet is woken
-            // there.
-            self.wake_traced(cpu, w, "a waiter sleeps");
-        }
-        if self.smp.need_resched(cpu) {
-            self.reschedule(cpu);
-        }
-        true
-    }
-
     /// Wakes the sleeping `t` from `waker`, records the waking in the trace and passes the
     /// core's reschedule requests on. `sleeping` is the panic message if `t` does not sleep.
     fn wake_traced(&mut self, waker: usize, t: TaskId, sleeping: &str) {
@@ -526,6 +431,12 @@ impl<const C: usize> Machine<C> {
     }
 
     fn finish_task(&mut self, cpu: usize, t: TaskId) {
+        self.finish_task_waking(cpu, t, &[]);
+    }
+
+    /// `t`, running on `cpu`, exits; then the tasks its end lets go on (`wakes`) are woken
+    /// from `cpu`, before it picks its next task.
+    fn finish_task_waking(&mut self, cpu: usize, t: TaskId, wakes: &[TaskId]) {
         let ts = self.tasks.remove(&t);
         self.smp.exit(self.now, t).expect("a live task exits");
         self.after_core_call(cpu);
@@ -533,19 +444,9 @@ impl<const C: usize> Machine<C> {
             if ts.is_worker {
                 self.last_worker_exit = Some(self.now);
             }
-            if let Some(p) = ts.parent {
-                let wake = match self.tasks.get_mut(&p) {
-                    Some(ps) => {
-                        ps.children_alive = ps.children_alive.saturating_sub(1);
-                        ps.children_alive == 0 && self.smp.state(p) == Ok(sched_core::TaskState::Blocked)
-                    }
-                    None => false,
-                };
-                if wake {
-                    self.smp.wake(cpu, self.now, p).expect("the parent sleeps");
-                    self.after_core_call(cpu);
-                }
-            }
+        }
+        for &w in wakes {
+            self.wake_traced(cpu, w, "a program thread waits");
         }
         self.reschedule(cpu);
     }

@@ -5,7 +5,7 @@
 use sched_core::{CpuMask, TaskId};
 use sched_workload::figures::{per_task, TaskFigures};
 use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
-use sched_workload::Program;
+use sched_workload::{Event, Program};
 
 use super::workload::Behavior;
 use super::{Ev, Machine};
@@ -23,7 +23,19 @@ pub(super) struct ProgramRun {
     acts: Vec<Activation>,
     /// CPU time of the exited threads, per task definition (ns).
     cpu_ns: Vec<u64>,
+    /// Per task definition: whether its threads take events from a pool (the run's workers,
+    /// whose spread is measured).
+    takers: Vec<bool>,
+    /// Where each pool's events start in the machine's event records.
+    pool_at: Vec<u64>,
     t0: u64,
+}
+
+impl ProgramRun {
+    /// Whether program thread `th` takes events from a pool (a worker).
+    pub(super) fn takes(&self, th: ThreadId) -> bool {
+        self.world.task_of(th).is_some_and(|task| self.takers.get(task as usize) == Some(&true))
+    }
 }
 
 /// What a step asked of the machine besides its answer.
@@ -31,6 +43,8 @@ pub(super) struct ProgramRun {
 struct Collect {
     wakes: Vec<ThreadId>,
     acts: Vec<Activation>,
+    /// The pool event taken (pool, number), if any.
+    taken: Option<(u16, u32)>,
 }
 
 impl Host for Collect {
@@ -40,6 +54,10 @@ impl Host for Collect {
 
     fn activation(&mut self, a: &Activation) {
         self.acts.push(*a);
+    }
+
+    fn taken(&mut self, _: ThreadId, pool: u16, event: u32) {
+        self.taken = Some((pool, event));
     }
 }
 
@@ -60,12 +78,30 @@ impl<const C: usize> Machine<C> {
         world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
         let n = world.len();
         let tasks = prog.tasks().count();
+        let takers: Vec<bool> = prog
+            .tasks()
+            .map(|t| t.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. }))))
+            .collect();
+        // The workers the run will have, for the spread: every thread of the takers' tasks.
+        let workers: u64 = (0..tasks).filter(|&t| takers[t]).map(|t| prog.threads_of(t).unwrap_or(0)).sum();
+        self.worker_target = workers.min(u64::from(u32::MAX)) as u32;
+        let mut pool_at = Vec::new();
+        let mut events = 0u64;
+        for (size, _) in prog.pools() {
+            pool_at.push(events);
+            events += u64::from(size);
+        }
+        if events > 0 {
+            self.record_events(events);
+        }
         self.program = Some(Box::new(ProgramRun {
             prog,
             world,
             threads: Vec::new(),
             acts: Vec::new(),
             cpu_ns: vec![0; tasks],
+            takers,
+            pool_at,
             t0,
         }));
         for th in 0..n {
@@ -95,6 +131,11 @@ impl<const C: usize> Machine<C> {
     /// Program thread `th` (task `t`, running on `cpu`) finished its step: the next ones,
     /// until one takes time, blocks or ends the thread.
     pub(super) fn program_step(&mut self, cpu: usize, t: TaskId, th: ThreadId) {
+        // A pool event it was doing is done.
+        if let Some((ev, start)) = self.tasks.get_mut(&t).and_then(|s| s.event.take()) {
+            self.pool.latency[ev as usize] = self.now - start;
+            self.pool.done[ev as usize] += 1;
+        }
         loop {
             let now = self.now;
             let Some(run) = self.program.as_mut() else { return };
@@ -116,6 +157,23 @@ impl<const C: usize> Machine<C> {
             if want != applied {
                 run.threads[th as usize].2 = want;
             }
+            if let Some((pool, n)) = host.taken {
+                let ev = run.pool_at.get(pool as usize).map_or(0, |at| at + u64::from(n));
+                if let Some(s) = self.tasks.get_mut(&t) {
+                    s.event = Some((ev, now));
+                }
+            }
+            if step == Step::Exit {
+                // Those its end wakes (a parent joining it) are woken once it is gone.
+                self.account(cpu);
+                let ran = self.tasks.get(&t).map_or(0, |s| s.ran_ns);
+                if let Some(run) = self.program.as_mut() {
+                    if let Some(task) = run.world.task_of(th) {
+                        run.cpu_ns[task as usize] += ran;
+                    }
+                }
+                return self.finish_task_waking(cpu, t, &woken);
+            }
             for w in woken {
                 self.wake_traced(cpu, w, "a program thread waits");
             }
@@ -124,7 +182,8 @@ impl<const C: usize> Machine<C> {
                 self.after_core_call(cpu);
             }
             let work = match step {
-                Step::Work { ns } => ns.max(1),
+                Step::Work { ns, jitter_pct: 0 } => ns.max(1),
+                Step::Work { ns, jitter_pct } => self.rng.jitter(ns, f64::from(jitter_pct) / 100.0).max(1),
                 Step::WorkUntil { at } => at.saturating_sub(now).max(1),
                 Step::SleepUntil { at } => return self.sleep_until(cpu, t, at),
                 Step::Block => {
@@ -141,21 +200,12 @@ impl<const C: usize> Machine<C> {
                 }
                 Step::Fork { task } => {
                     let Some(run) = self.program.as_mut() else { return };
-                    if let Ok(child) = run.world.spawn(&run.prog, task, now) {
+                    if let Ok(child) = run.world.fork(&run.prog, th, task, now) {
                         self.spawn_thread(cpu, child);
                     }
                     continue;
                 }
-                Step::Exit => {
-                    self.account(cpu);
-                    let ran = self.tasks.get(&t).map_or(0, |s| s.ran_ns);
-                    if let Some(run) = self.program.as_mut() {
-                        if let Some(task) = run.world.task_of(th) {
-                            run.cpu_ns[task as usize] += ran;
-                        }
-                    }
-                    return self.finish_task(cpu, t);
-                }
+                Step::Exit => unreachable!("an exit returned above"),
             };
             self.set_remaining(t, work);
             return if self.smp.need_resched(cpu) { self.reschedule(cpu) } else { self.arm_done(cpu) };

@@ -49,6 +49,10 @@ pub struct RunReport {
     /// A workload program's figures per task (rt-app's; empty for the other workloads).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub tasks: Vec<sched_workload::figures::TaskFigures>,
+    /// A workload program's run length: from its start to its last thread's end, or its
+    /// `duration` (ns).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub length_ns: u64,
     /// A workload program's threads still blocked on a mutex, condition variable or barrier
     /// when the run ended.
     #[serde(skip_serializing_if = "is_zero_usize")]
@@ -101,7 +105,8 @@ impl<const C: usize> super::Machine<C> {
         }
     }
 
-    /// The main task of a sysbench-like run ended: the sysbench figures.
+    /// The figures of the run so far: a sysbench-like run's (its pool's events, its workers'
+    /// spread), the spinners' and periodic tasks' CPU time.
     pub fn report(&self) -> RunReport {
         let p = self.smp.platform();
         let lat: Vec<u64> = self.pool.latency.clone();
@@ -130,6 +135,7 @@ impl<const C: usize> super::Machine<C> {
                 self.cpu_time_of(|t| matches!(t.behavior, Behavior::Periodic { .. }) && t.tag == tag)
             }),
             tasks: Vec::new(),
+            length_ns: 0,
             blocked_threads: 0,
         }
     }

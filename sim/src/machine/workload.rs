@@ -6,21 +6,6 @@ use sched_core::{CpuMask, TaskId, TaskParams};
 /// What a task does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Behavior {
-    /// sysbench's main thread: creates `threads` workers (`create_ns` of work before each),
-    /// then sleeps until they have all exited.
-    SysbenchMain {
-        /// Workers to create.
-        threads: u32,
-        /// Work before each creation.
-        create_ns: u64,
-    },
-    /// A sysbench worker: `init_ns` of set-up, then it waits at the start barrier with the
-    /// other workers and the main thread (sysbench starts all threads together), then takes
-    /// events from the shared counter until they run out, then exits.
-    SysbenchWorker {
-        /// Set-up work.
-        init_ns: u64,
-    },
     /// Runs forever.
     Spinner,
     /// A thread of the workload program being run ([`Machine::start_program`](super::Machine::start_program)):
@@ -40,25 +25,11 @@ pub enum Behavior {
     },
 }
 
-/// Shared state of a sysbench-like run: the event counter and per-event records.
+/// What a run's pools of events (`take`) recorded, by event number across its pools.
 #[derive(Debug, Clone, Default)]
 pub struct EventPool {
-    /// Events to do.
-    pub total: u64,
-    /// Next event number.
-    pub next: u64,
-    /// Work per event.
-    pub cost_ns: u64,
-    /// Relative jitter of the work per event.
-    pub jitter: f64,
-    /// Latency of each finished event (ns), indexed by event number.
+    /// Latency of each finished event (ns): from its take to its work's end.
     pub latency: Vec<u64>,
-    /// Tasks that must reach the start barrier before anyone proceeds (workers + main).
-    pub barrier_parties: u32,
-    /// Tasks waiting at the barrier.
-    pub barrier_waiting: Vec<TaskId>,
-    /// The barrier has been released.
-    pub barrier_open: bool,
     /// How many times each event was done (must be exactly once).
     pub done: Vec<u32>,
 }
@@ -74,8 +45,6 @@ pub(super) struct TaskSim {
     pub(super) event: Option<(u64, u64)>,
     pub(super) last_cpu: Option<usize>,
     pub(super) name: String,
-    pub(super) parent: Option<TaskId>,
-    pub(super) children_alive: u32,
     pub(super) is_worker: bool,
     /// CPU time it has had (ns).
     pub(super) ran_ns: u64,
@@ -158,11 +127,11 @@ impl<const C: usize> super::Machine<C> {
             .smp
             .create(cpu, self.now, TaskParams { affinity, ..TaskParams::default() })
             .expect("the simulated machine has room for its tasks");
-        let parent = self.cpus[cpu].running;
-        let is_worker = matches!(behavior, Behavior::SysbenchWorker { .. } | Behavior::Spinner);
-        if let Behavior::SysbenchMain { threads, .. } = behavior {
-            self.worker_target = threads;
-        }
+        let is_worker = match behavior {
+            Behavior::Spinner => true,
+            Behavior::Program { thread } => self.program.as_ref().is_some_and(|run| run.takes(thread)),
+            _ => false,
+        };
         let remaining = self.first_work(&behavior);
         self.tasks.insert(
             id,
@@ -173,17 +142,12 @@ impl<const C: usize> super::Machine<C> {
                 event: None,
                 last_cpu: None,
                 name: name.replace([' ', '='], "_"),
-                parent,
-                children_alive: 0,
                 is_worker,
                 ran_ns: 0,
                 woke_at: None,
                 tag: 0,
             },
         );
-        if let Some(p) = parent.and_then(|p| self.tasks.get_mut(&p)) {
-            p.children_alive += 1;
-        }
         if is_worker {
             self.workers += 1;
             self.first_worker_at.get_or_insert(self.now);
@@ -198,8 +162,6 @@ impl<const C: usize> super::Machine<C> {
 
     pub(super) fn first_work(&mut self, b: &Behavior) -> u64 {
         match *b {
-            Behavior::SysbenchMain { create_ns, .. } => create_ns,
-            Behavior::SysbenchWorker { init_ns } => init_ns.max(1),
             Behavior::Spinner => u64::MAX / 4,
             Behavior::Periodic { run_ns, .. } => run_ns.max(1),
             // Its first step is taken when it first runs.
@@ -207,19 +169,9 @@ impl<const C: usize> super::Machine<C> {
         }
     }
 
-    /// Sets up a sysbench-like pool of `events` of `cost_ns` (± `jitter`).
-    pub fn set_pool(&mut self, events: u64, cost_ns: u64, jitter: f64, barrier_parties: u32) {
-        self.pool = EventPool {
-            total: events,
-            next: 0,
-            cost_ns,
-            jitter,
-            latency: vec![0; events as usize],
-            done: vec![0; events as usize],
-            barrier_parties,
-            barrier_waiting: Vec::new(),
-            barrier_open: false,
-        };
+    /// Records for `events` pool events, numbered from 0.
+    pub(super) fn record_events(&mut self, events: u64) {
+        self.pool = EventPool { latency: vec![0; events as usize], done: vec![0; events as usize] };
     }
 }
 
@@ -235,8 +187,6 @@ mod tests {
             event: None,
             last_cpu: None,
             name: String::new(),
-            parent: None,
-            children_alive: 0,
             is_worker: false,
             ran_ns: 0,
             woke_at: None,

@@ -13,6 +13,8 @@ struct Ideal {
     seq: u64,
     now: u64,
     acts: Vec<Activation>,
+    /// Pool events taken: (thread, pool, event, when).
+    taken: Vec<(ThreadId, u16, u32, u64)>,
 }
 
 impl Host for Ideal {
@@ -23,14 +25,27 @@ impl Host for Ideal {
     fn activation(&mut self, a: &Activation) {
         self.acts.push(*a);
     }
+    fn taken(&mut self, t: ThreadId, pool: u16, event: u32) {
+        self.taken.push((t, pool, event, self.now));
+    }
 }
 
 fn run(json: &str, until: u64) -> (Vec<Activation>, Vec<(ThreadId, u64)>, World<64>) {
+    let (acts, exits, w, _) = run_taking(json, until);
+    (acts, exits, w)
+}
+
+/// [`run`], with the pool events taken.
+#[allow(clippy::type_complexity)]
+fn run_taking(
+    json: &str,
+    until: u64,
+) -> (Vec<Activation>, Vec<(ThreadId, u64)>, World<64>, Vec<(ThreadId, u16, u32, u64)>) {
     let bytes = lower(json).unwrap().to_bytes();
     let prog = Program::parse(&bytes).unwrap();
     let mut w: World<64> = World::new(0);
     w.spawn_all(&prog).unwrap();
-    let mut h = Ideal { ready: BinaryHeap::new(), seq: 0, now: 0, acts: Vec::new() };
+    let mut h = Ideal { ready: BinaryHeap::new(), seq: 0, now: 0, acts: Vec::new(), taken: Vec::new() };
     for t in 0..w.len() as ThreadId {
         h.seq += 1;
         h.ready.push(Reverse((w.start_of(t), h.seq, t)));
@@ -44,11 +59,11 @@ fn run(json: &str, until: u64) -> (Vec<Activation>, Vec<(ThreadId, u64)>, World<
         w.running(t, at);
         let step = w.step(&prog, t, at, &mut h);
         let next = match step {
-            Step::Work { ns } => Some(at + ns),
+            Step::Work { ns, .. } => Some(at + ns),
             Step::WorkUntil { at } | Step::SleepUntil { at } => Some(at),
             Step::Yield => Some(at),
             Step::Fork { task } => {
-                let child = w.spawn(&prog, task, at).unwrap();
+                let child = w.fork(&prog, t, task, at).unwrap();
                 h.seq += 1;
                 h.ready.push(Reverse((at, h.seq, child)));
                 Some(at)
@@ -64,7 +79,7 @@ fn run(json: &str, until: u64) -> (Vec<Activation>, Vec<(ThreadId, u64)>, World<
             h.ready.push(Reverse((n, h.seq, t)));
         }
     }
-    (h.acts, exits, w)
+    (h.acts, exits, w, h.taken)
 }
 
 const G: &str = r#""global": {"duration": 1, "calibration": 100}"#;
@@ -132,6 +147,52 @@ fn a_barrier_releases_everyone_at_the_last_arrival() {
     );
     let ends: Vec<u64> = acts.iter().map(|a| a.end / 1_000_000).collect();
     assert_eq!(ends, [5, 5, 5, 10, 10, 10], "{acts:?}");
+}
+
+/// A barrier's release wakes its waiters in the order they arrived: they run in that order.
+#[test]
+fn a_barrier_wakes_in_arrival_order() {
+    let task = |us: u32| format!(r#"{{"loop": 1, "phases": {{"a": {{"run": {us}, "barrier": "b"}}}}}}"#);
+    let (acts, _, _) = run(
+        &format!(
+            r#"{{{G}, "tasks": {{"a": {}, "b": {}, "c": {}, "last": {}}}}}"#,
+            task(3000),
+            task(2000),
+            task(1000),
+            task(4000)
+        ),
+        u64::MAX,
+    );
+    let order: Vec<u16> = acts.iter().map(|a| a.thread).collect();
+    assert_eq!(order, [3, 2, 1, 0], "the releaser, then the earliest arrival first");
+}
+
+/// sysbench's shape: a main thread forks its workers, meets them at a barrier whose parties
+/// count the forks, and joins them; the workers share one pool, each event taken once, and
+/// end when it is empty.
+#[test]
+fn forked_workers_share_a_pool_and_are_joined() {
+    let s = crate::sysbench::Sysbench {
+        threads: 3,
+        events: 10,
+        event_us: 100,
+        jitter_pct: 0,
+        ..crate::sysbench::Sysbench::SEED
+    };
+    let (_, exits, w, taken) = run_taking(&s.json(), u64::MAX);
+    let mut events: Vec<u32> = taken.iter().map(|t| t.2).collect();
+    events.sort();
+    assert_eq!(events, (0..10).collect::<Vec<_>>(), "every event once");
+    // Created at 30, 60, 90 µs; the last set-up ends at 110 µs, when the barrier opens.
+    assert!(taken.iter().all(|t| t.3 >= 110_000), "{taken:?}");
+    assert_eq!(taken.iter().filter(|t| t.3 == 110_000).count(), 3, "all three start together");
+    // Three rounds of three events, then one: the last ends at 510 µs; the others find the
+    // pool empty at 410 µs; the main thread's join ends with the last of them.
+    let mut ends: Vec<u64> = exits.iter().map(|e| e.1 / 1000).collect();
+    ends.sort();
+    assert_eq!(ends, [410, 410, 510, 510], "{exits:?}");
+    assert_eq!(exits.iter().find(|e| e.0 == 0).map(|e| e.1), Some(510_000), "main joins the last");
+    assert_eq!(w.blocked(), 0);
 }
 
 /// A mutex goes to its waiters in the order they came.

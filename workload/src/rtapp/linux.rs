@@ -9,8 +9,8 @@ use crate::json::{self, Json};
 const GUEST_LOG: [(&str, &str); 2] = [("logdir", "/tmp"), ("log_basename", "rt-app")];
 
 /// Events this project runs that Debian's rt-app 1.0 does not know (its binary names every
-/// event it parses; `fork` came later).
-const NOT_IN_DEBIAN: &[&str] = &["fork"];
+/// event it parses; `fork` came later; `take` and `join` are this project's).
+const NOT_IN_DEBIAN: &[&str] = &["fork", "take", "join"];
 
 /// Task keys of this project's that rt-app has not, and that Debian's Linux would ignore:
 /// `slice`, a request CFS does not take (Linux 6.1 is CFS, and the simulator's and the
@@ -130,6 +130,12 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "tasks.p.phases.a.fork1: not supported: Debian's rt-app 1.0 (the Linux guest) has no fork event"
+        );
+        let take = r#"{"global": {"calibration": 100}, "tasks": {"p": {"loop": 1, "take": {"ref": "e", "size": 4, "run": 5}}}}"#;
+        assert!(lower(take).is_ok(), "the project runs it");
+        assert_eq!(
+            guest_json(take).unwrap_err().to_string(),
+            "tasks.p.take: not supported: Debian's rt-app 1.0 (the Linux guest) has no take event"
         );
     }
 

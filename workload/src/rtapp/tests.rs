@@ -72,6 +72,18 @@ fn barrier_parties_count_every_thread() {
     assert_eq!(def.barriers, [("b".to_string(), 3)]);
 }
 
+/// Forked threads are parties of the barriers they name: a main thread forking four workers
+/// in a loop of two phases meets them at a barrier of five.
+#[test]
+fn barrier_parties_count_forked_threads() {
+    let def = lower(&with_tasks(
+        r#""m": {"loop": 1, "phases": {"f": {"loop": 2, "fork0": "w", "fork1": "w"}, "b": {"barrier": "b"}}},
+           "w": {"instance": 0, "loop": 1, "phases": {"p": {"run": 10, "barrier": "b"}}}"#,
+    ))
+    .unwrap();
+    assert_eq!(def.barriers, [("b".to_string(), 5)]);
+}
+
 /// Each refusal names its JSON path and has its own exit code.
 #[test]
 fn every_refusal_names_its_path() {
@@ -193,6 +205,37 @@ fn every_refusal_names_its_path() {
         (
             &with_tasks(r#""t": {"instance": 0, "run": 1}"#),
             "tasks.t.instance: cannot run: 0 instances and no fork",
+            14,
+        ),
+        // This project's events: a pool named twice differently, a take without its size,
+        // a barrier whose forked parties have no bound.
+        (
+            &with_tasks(
+                r#""a": {"loop": 1, "take": {"ref": "e", "size": 10, "run": 5}}, "b": {"loop": 1, "take": {"ref": "e", "size": 20, "run": 5}}"#,
+            ),
+            "tasks.b.take: cannot run: pool \"e\" was given size 10 and jitter 0 before, here 20 and 0",
+            14,
+        ),
+        (
+            &with_tasks(r#""a": {"loop": 1, "take": {"ref": "e", "run": 5}}"#),
+            "tasks.a.take: missing: size",
+            12,
+        ),
+        (
+            &with_tasks(r#""a": {"loop": 1, "take": {"ref": "e", "size": 10, "run": 5, "jitter": 51}}"#),
+            "tasks.a.take.jitter",
+            12,
+        ),
+        (
+            &with_tasks(r#""a": {"loop": 1, "take": {"ref": "e", "size": 10, "run": 5, "cost": 1}}"#),
+            "tasks.a.take.cost: not supported: unknown key (known: ref size run jitter)",
+            11,
+        ),
+        (
+            &with_tasks(
+                r#""m": {"loop": -1, "phases": {"p": {"run": 10, "fork": "w", "barrier": "b"}}}, "w": {"instance": 0, "loop": 1, "barrier": "b"}"#,
+            ),
+            "tasks.w: cannot run: its threads take part in a barrier but are forked without bound",
             14,
         ),
         (
