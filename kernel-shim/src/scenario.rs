@@ -101,11 +101,14 @@ pub enum ThreadKind {
     LatencySpinner,
     /// A thread of the workload program (arg: its number in the program's run).
     Program,
+    /// A thread of the workload program that takes events from a pool (a sysbench worker,
+    /// whose spread is measured as the spinners' is).
+    ProgramWorker,
 }
 
 impl ThreadKind {
     /// Every kind, in number order.
-    const ALL: [ThreadKind; 14] = [
+    const ALL: [ThreadKind; 15] = [
         ThreadKind::Main,
         ThreadKind::Spinner,
         ThreadKind::Panic,
@@ -120,6 +123,7 @@ impl ThreadKind {
         ThreadKind::Periodic,
         ThreadKind::LatencySpinner,
         ThreadKind::Program,
+        ThreadKind::ProgramWorker,
     ];
 
     /// Its number, what `sys_spawn` carries and `sched` stores.
@@ -637,7 +641,7 @@ pub fn thread_main(kind: usize, arg: usize) {
         ThreadKind::Fault => fault(arg),
         ThreadKind::Pong => pong(arg),
         #[cfg(not(target_arch = "arm"))]
-        ThreadKind::Program => program::program_thread(arg),
+        ThreadKind::Program | ThreadKind::ProgramWorker => program::program_thread(arg),
         ThreadKind::Panic => panic!(
             "scenario=panic: requested panic (thread pinned to CPU {}, on CPU {})",
             arg,
@@ -645,7 +649,10 @@ pub fn thread_main(kind: usize, arg: usize) {
         ),
         // (The latency scenario is not built for the microcontrollers.)
         #[cfg(target_arch = "arm")]
-        ThreadKind::Periodic | ThreadKind::LatencySpinner | ThreadKind::Program => {}
+        ThreadKind::Periodic
+        | ThreadKind::LatencySpinner
+        | ThreadKind::Program
+        | ThreadKind::ProgramWorker => {}
     }
 }
 

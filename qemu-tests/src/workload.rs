@@ -27,21 +27,29 @@ pub fn load(path: &Path, arch: Arch) -> Result<Loaded, (u8, String)> {
         std::fs::read_to_string(path).map_err(|e| (2, format!("cannot read {}: {e}", path.display())))?;
     let def = sched_workload::rtapp::lower(&text)
         .map_err(|e| (e.exit_code(), format!("{}: {e}", path.display())))?;
+    load_def(def, &path.display().to_string(), arch)
+}
+
+/// A lowered program `def` (named `name` in refusals) ready to boot on `arch`, or why not.
+pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, String)> {
     if arch.program_window().is_none() {
-        return Err((13, format!("{}: {} takes no workload program", path.display(), arch.name())));
+        return Err((13, format!("{name}: {} takes no workload program", arch.name())));
     }
-    let threads = def.tasks.iter().map(|t| t.instances as usize).sum::<usize>();
+    let bytes = def.to_bytes();
+    let prog = sched_workload::Program::parse(&bytes).map_err(|e| (2, format!("{name}: {e}")))?;
+    // Forks included; with forks without bound, those started with it.
+    let threads = prog.total_threads().unwrap_or(u64::from(prog.threads()));
     // The kernel's thread pool less its main thread.
-    let room = (crate::source::const_u64(KERNEL_ARCH, "MAX_THREADS", 0) as usize).saturating_sub(1);
+    let room = crate::source::const_u64(KERNEL_ARCH, "MAX_THREADS", 0).saturating_sub(1);
     if threads > room {
         return Err((
             13,
-            format!("{}: {threads} threads, the {} kernel runs at most {room}", path.display(), arch.name()),
+            format!("{name}: {threads} threads, the {} kernel runs at most {room}", arch.name()),
         ));
     }
     let bytes_file =
         std::env::temp_dir().join(format!("fairsched-program-{}-{}.bin", std::process::id(), qemu::unique()));
-    std::fs::write(&bytes_file, def.to_bytes())
+    std::fs::write(&bytes_file, bytes)
         .map_err(|e| (2, format!("cannot write {}: {e}", bytes_file.display())))?;
     Ok(Loaded { def, bytes_file })
 }

@@ -17,6 +17,7 @@ use sched_sim::machine::TopologyKind;
 
 use crate::qemu::{self, Boot, Mode};
 use crate::sysbench_figures::{Figures, ROWS};
+use sched_workload::sysbench::Sysbench;
 
 #[derive(Parser)]
 #[command(name = "cargo xrun", about = "The seed's experiment on the QEMU kernel and in the simulator")]
@@ -225,11 +226,12 @@ fn figures(b: &Boot) -> Option<Figures> {
     })
 }
 
-/// The kernel command line of one run: the workload, seed, optional switch tracing, the
-/// features with the seed's rule switched on or off, and the CPUs' capacities if they differ
-/// (QEMU has no way to give them). The clusters and nodes are the machine's (see
+/// The kernel command line of one run: the workload (the loaded sysbench file, or on a
+/// machine that takes no program the kernel's own sysbench), seed, optional switch tracing,
+/// the features with the seed's rule switched on or off, and the CPUs' capacities if they
+/// differ (QEMU has no way to give them). The clusters and nodes are the machine's (see
 /// [`qemu::Machine`]).
-fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: bool) -> String {
+fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: bool, file: bool) -> String {
     let extra = if a.features.is_empty() { String::new() } else { format!("{},", a.features) };
     let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
     let capacity = match topology.capacities(a.cpus() as usize) {
@@ -240,6 +242,14 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
         .iter()
         .filter_map(|(k, v)| v.map(|us| format!(" {k}={us}")))
         .collect::<String>();
+    if file {
+        return format!(
+            "scenario=program hz={} nohz={} seed={seed}{}{capacity} features={extra}{flag}",
+            a.hz,
+            if a.ticking { "off" } else { "on" },
+            if trace { " trace=on" } else { "" }
+        );
+    }
     format!(
         "scenario=sysbench threads={} events={} hz={} nohz={} seed={seed}{}{capacity}{model} features={extra}{flag}",
         a.threads,
@@ -248,6 +258,18 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
         if a.ticking { "off" } else { "on" },
         if trace { " trace=on" } else { "" }
     )
+}
+
+/// The kernel's copy of the sysbench shape `s` on `vcpus` vCPUs: in deterministic mode QEMU
+/// runs the vCPUs in turn on one instruction clock, so a `run` of N µs lasts N µs times the
+/// busy vCPUs in guest time. The kernel's events get the work divided by the vCPUs the
+/// workers keep busy, so that an event lasts about as long as the simulator's; in parallel
+/// mode the host sets the pace and the shape is kept.
+fn kernel_sysbench(s: Sysbench, vcpus: u32, mode: Mode) -> Sysbench {
+    match mode {
+        Mode::Deterministic => Sysbench { event_us: (s.event_us / s.threads.min(vcpus).max(1)).max(1), ..s },
+        Mode::Parallel => s,
+    }
 }
 
 /// Capacities as the kernel's `capacity=` takes them, runs of one value as `value*count`.
@@ -314,12 +336,34 @@ pub fn main(args: &[String]) -> ExitCode {
     };
     machine.numa = topology.nodes();
     machine.clusters = topology.cluster_size(a.cpus() as usize);
+    // The workload: the simulator's sysbench file, which the kernel runs too where it takes a
+    // program.
+    let cfg = sim_config(&a, features, topology);
+    let workload = match sched_sim::Workload::seed() {
+        sched_sim::Workload::Sysbench { cost_ns, jitter, .. } => {
+            sched_sim::Workload::Sysbench { threads: a.threads, events: a.events as u64, cost_ns, jitter }
+        }
+        w => w,
+    };
+    let shape = workload.sysbench(&cfg).expect("a sysbench workload");
+    let kernel_shape = kernel_sysbench(shape, a.cpus(), mode);
+    let file = arch.program_window().is_some();
+    if file {
+        let def = sched_workload::rtapp::lower(&kernel_shape.json()).expect("every sysbench shape lowers");
+        match crate::workload::load_def(def, "the sysbench file", arch) {
+            Ok(loaded) => machine.program = Some(loaded.bytes_file),
+            Err((code, line)) => {
+                eprintln!("xrun: {line}");
+                return ExitCode::from(code);
+            }
+        }
+    }
     let mut on = Vec::new();
     let mut off = Vec::new();
     for i in 0..a.iterations {
         let seed = 1 + i as u64;
         for (rule, out) in [(true, &mut on), (false, &mut off)] {
-            let cmd = sysbench_cmd(&a, topology, seed, false, rule);
+            let cmd = sysbench_cmd(&a, topology, seed, false, rule, file);
             eprint!(
                 "\rxrun: QEMU {} run {}/{} (rule {})   ",
                 mode.name(),
@@ -354,6 +398,21 @@ pub fn main(args: &[String]) -> ExitCode {
         a.events,
         a.iterations
     );
+    if file {
+        println!(
+            "The workload: the simulator's sysbench file (workloads/sysbench.json's shape; {} µs of work before each worker's creation, {} µs of set-up), the kernel's events {} µs of work{}",
+            kernel_shape.create_us,
+            kernel_shape.setup_us,
+            kernel_shape.event_us,
+            if kernel_shape == shape {
+                ".".to_string()
+            } else {
+                format!(" (the simulator's {} µs over the {} vCPUs the workers keep busy: deterministic mode runs them in turn on one clock).", shape.event_us, a.threads.min(a.cpus()))
+            }
+        );
+    } else {
+        println!("The workload: the kernel's own sysbench ({} takes no workload program).", arch.name());
+    }
     println!(
         "These are scheduler-level figures: deterministic mode counts all vCPUs' instructions in one guest clock, and parallel mode is bounded by this host's {cores} cores, so neither can show a throughput gain from spreading. The throughput view is the simulator's, below."
     );
@@ -394,22 +453,6 @@ pub fn main(args: &[String]) -> ExitCode {
         a.threads,
         a.events
     );
-    let model = |v: Option<u32>, kernel: &str, sim: u64| match v {
-        Some(us) => format!("{us} µs in both halves"),
-        None => format!("{kernel} in the kernel, {} µs in the simulator", sim / 1000),
-    };
-    println!(
-        "(thread creation: {}; a worker's set-up before the barrier: {}; --create-us and --setup-us set both)",
-        model(a.create_us, "a few µs", sched_sim::machine::DEFAULT_CREATE_NS),
-        model(a.setup_us, "0..112 µs by seed", sched_sim::machine::DEFAULT_SETUP_NS)
-    );
-    let cfg = sim_config(&a, features, topology);
-    let workload = match sched_sim::Workload::seed() {
-        sched_sim::Workload::Sysbench { cost_ns, jitter, .. } => {
-            sched_sim::Workload::Sysbench { threads: a.threads, events: a.events as u64, cost_ns, jitter }
-        }
-        w => w,
-    };
     let t = sched_sim::ab(
         &cfg,
         &workload,
@@ -439,7 +482,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let _ = std::fs::create_dir_all(&a.out);
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
-    let cmd = sysbench_cmd(&a, topology, 1, true, true);
+    let cmd = sysbench_cmd(&a, topology, 1, true, true, file);
     let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
     let log = qemu_trace(&b, machine.cpus);
     if log.switches.is_empty() {
@@ -472,13 +515,15 @@ pub fn main(args: &[String]) -> ExitCode {
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" }
     );
-    let off_cmd = sysbench_cmd(&a, topology, 1, true, false);
+    let off_cmd = sysbench_cmd(&a, topology, 1, true, false, file);
     let off = qemu_trace(&qemu::boot(&machine, &off_cmd, mode, Duration::from_secs(120)), machine.cpus);
     let from = log.switches.iter().chain(&off.switches).map(|s| s.time).min().unwrap_or(0);
     let to = log.switches.iter().chain(&off.switches).map(|s| s.time).max().unwrap_or(from);
     let window = sched_sim::picture::window;
-    // The kernel's main thread is the first thread (slot 0); the workers are the others.
-    let qemu_worker: sched_sim::picture::IsWorker = |n| n != "thread0";
+    // The kernel's main thread is the first thread (slot 0); running the file, the file's main
+    // thread (sysbench's) is the second; the workers are the others.
+    let qemu_worker: sched_sim::picture::IsWorker =
+        if file { |n| n != "thread0" && n != "thread1" } else { |n| n != "thread0" };
     let spreads = [&off, &log].map(|l| sched_sim::picture::spread_instant(l, qemu_worker));
     let svg = sched_sim::picture::ab_svg(
         &format!("kernel-shim on QEMU {} ({} mode), seed 1: {desc}", arch.name(), mode.name()),

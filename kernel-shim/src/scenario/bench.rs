@@ -488,7 +488,19 @@ fn nice_check(threads: usize) -> bool {
     ok
 }
 
-fn report_spread(tag: &str, threads: usize, n: usize) {
+/// The program scenario's pool takers are the spinners from now on: `workers` of them will
+/// be created, the first now (the spread and one-per-CPU instants count from here).
+#[cfg(not(target_arch = "arm"))]
+pub(super) fn track_workers(workers: u32) {
+    SB_FREE.store(workers, Relaxed);
+    MIGRATIONS_AT_T0.store(sched::totals().migrations, Relaxed);
+    T0.store(arch::now_ns(), Release);
+    ACTIVE.store(true, Release);
+}
+
+/// The spread lines of `threads` spinners on `n` CPUs, with `tag` (docs/seed-experiment.md
+/// defines the instants).
+pub(super) fn report_spread(tag: &str, threads: usize, n: usize) {
     let want = threads.min(n);
     match SPREAD.load(Acquire) {
         0 => kprintln!("{}: spread never reached ({} CPUs each running a spinner)", tag, want),
@@ -551,7 +563,7 @@ pub fn on_switch(cpu: usize, now: u64, kind: Option<usize>) {
         return;
     }
     let kind = kind.and_then(ThreadKind::from_number);
-    let spinner = kind == Some(ThreadKind::Spinner);
+    let spinner = matches!(kind, Some(ThreadKind::Spinner | ThreadKind::ProgramWorker));
     RUNS_SPINNER[cpu].store(spinner, Relaxed);
     if kind.is_some_and(|k| k != ThreadKind::Main) && FIRST_ANY[cpu].load(Relaxed) == 0 {
         FIRST_ANY[cpu].store(now.saturating_sub(T0.load(Relaxed)).max(1), Relaxed);

@@ -12,13 +12,17 @@
 //! blocked=B`.
 
 use portable_atomic::{
-    AtomicU64, AtomicUsize,
+    AtomicBool, AtomicU64, AtomicUsize,
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
-use sched_workload::Program;
+use sched_workload::{Event, Program};
 
-use super::{mix, ncpus, report_cpus, ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED, EXIT_MACHINE, SB_SEED};
+use super::bench::{report_spread, track_workers};
+use super::{
+    mix, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED,
+    EXIT_MACHINE, SB_SEED,
+};
 use crate::arch::{self, MAX_THREADS};
 use crate::kprintln;
 use crate::sched;
@@ -42,6 +46,12 @@ static LIVE: AtomicUsize = AtomicUsize::new(0);
 static MAIN_SLOT: AtomicUsize = AtomicUsize::new(NO_SLOT);
 /// When the workload started (ns).
 static T0: AtomicU64 = AtomicU64::new(0);
+/// The workers (the threads of tasks that `take` from a pool) the run will have, whether the
+/// first was created, when the last ended (ns), and the pool events they finished.
+static WORKERS: AtomicU64 = AtomicU64::new(0);
+static WORKERS_STARTED: AtomicBool = AtomicBool::new(false);
+static LAST_WORKER_END: AtomicU64 = AtomicU64::new(0);
+static EVENTS_DONE: AtomicU64 = AtomicU64::new(0);
 /// The busy loop's speed: ns per 1000 units, measured at the start.
 static NS_PER_KUNIT: AtomicU64 = AtomicU64::new(1000);
 
@@ -94,6 +104,9 @@ pub(super) fn program_main() {
     let t0 = arch::now_ns();
     T0.store(t0, Relaxed);
     let prog = *PROGRAM.call_once(|| prog);
+    let workers: u64 =
+        (0..prog.tasks().count()).filter(|&t| takes(&prog, t)).filter_map(|t| prog.threads_of(t)).sum();
+    WORKERS.store(workers, Relaxed);
     {
         let mut w = WORLD.lock();
         w.set_start(t0);
@@ -112,7 +125,8 @@ pub(super) fn program_main() {
     // The threads are created a little apart, by `seed=`'s choice (0..50 µs of the main
     // thread's work before each), as a real start-up staggers them: each seed another run.
     let seed = SB_SEED.load(Relaxed) as u64;
-    for th in 0..threads {
+    let started = WORLD.lock().len();
+    for th in 0..started {
         work(mix(seed << 32 | th as u64) % 50_000);
         spawn(&prog, th as ThreadId);
     }
@@ -136,16 +150,40 @@ pub(super) fn program_main() {
         let ns = if exited > 0 || slot == NO_SLOT { exited } else { sched::thread_cpu_ns_now(slot) };
         defmt::info!("program: time thread={=usize} task={=u16} ns={=u64}", th, task, ns);
     }
+    if workers > 0 {
+        // The seed's figures of a sysbench-like program, as `scenario=sysbench` reports them.
+        let (first, last) = (super::T0.load(Relaxed), LAST_WORKER_END.load(Relaxed));
+        let done = EVENTS_DONE.load(Relaxed);
+        let size: u64 = prog.pools().map(|(size, _)| u64::from(size)).sum();
+        kprintln!("program: total time {} us for {} events", last.saturating_sub(first) / 1000, done);
+        report_latency("program", "event", done as u32);
+        kprintln!("program: {} of the pools' {} events done", done, size);
+        report_spread("program", workers as usize, ncpus());
+    }
     report_cpus("program", ncpus());
     kprintln!("program: end ns={} blocked={}", end - t0, blocked);
     arch::exit(0);
 }
 
+/// Whether task `t` takes events from a pool (its threads are workers).
+fn takes(prog: &Program<'_>, t: usize) -> bool {
+    prog.task(t).is_some_and(|v| v.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. }))))
+}
+
 /// Starts the kernel thread of program thread `th`.
 fn spawn(prog: &Program<'_>, th: ThreadId) {
-    let Some(task) = WORLD.lock().task_of(th).and_then(|t| prog.task(t as usize)) else { return };
+    let Some(t) = WORLD.lock().task_of(th) else { return };
+    let Some(task) = prog.task(t as usize) else { return };
     LIVE.fetch_add(1, AcqRel);
-    let slot = arch::sys_spawn(ThreadKind::Program.number(), th as usize, task.nice(), task.cpus());
+    let kind = if takes(prog, t as usize) {
+        if !WORKERS_STARTED.swap(true, AcqRel) {
+            track_workers(WORKERS.load(Relaxed).min(u64::from(u32::MAX)) as u32);
+        }
+        ThreadKind::ProgramWorker
+    } else {
+        ThreadKind::Program
+    };
+    let slot = arch::sys_spawn(kind.number(), th as usize, task.nice(), task.cpus());
     if slot < 0 {
         defmt::error!("error: cannot create the thread of program thread {}", th);
         arch::exit(EXIT_FAILED);
@@ -159,6 +197,8 @@ struct KernelHost {
     wakes: [ThreadId; THREADS],
     nwakes: usize,
     acts: [Option<Activation>; 4],
+    /// A pool event was taken: the step's work is it.
+    taken: bool,
 }
 
 impl Host for KernelHost {
@@ -173,6 +213,10 @@ impl Host for KernelHost {
         if let Some(free) = self.acts.iter_mut().find(|a| a.is_none()) {
             *free = Some(*a);
         }
+    }
+
+    fn taken(&mut self, _: ThreadId, _: u16, _: u32) {
+        self.taken = true;
     }
 }
 
@@ -198,7 +242,7 @@ pub(super) fn program_thread(th: usize) {
     let mut applied = u64::MAX;
     loop {
         let now = arch::now_ns();
-        let mut host = KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4] };
+        let mut host = KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4], taken: false };
         let (step, cpus) = {
             let mut w = WORLD.lock();
             w.running(th, now);
@@ -232,6 +276,13 @@ pub(super) fn program_thread(th: usize) {
         match step {
             // A pool's jitter is the simulator's model of a machine's variation; this machine
             // has its own.
+            Step::Work { ns, .. } if host.taken => {
+                // A pool event: its latency is its work's, preemption included.
+                let t = arch::now_ns();
+                work(ns);
+                record_latency(arch::now_ns() - t);
+                EVENTS_DONE.fetch_add(1, Relaxed);
+            }
             Step::Work { ns, .. } => work(ns),
             Step::WorkUntil { at } => {
                 while arch::now_ns() < at {
@@ -253,6 +304,9 @@ pub(super) fn program_thread(th: usize) {
             }
             Step::Exit => break,
         }
+    }
+    if WORLD.lock().task_of(th).is_some_and(|t| takes(&prog, t as usize)) {
+        LAST_WORKER_END.fetch_max(arch::now_ns(), AcqRel);
     }
     CPU_NS[th as usize].store(sched::thread_cpu_ns_now(me).max(1), Release);
     if LIVE.fetch_sub(1, AcqRel) == 1 {
