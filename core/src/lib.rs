@@ -102,6 +102,8 @@ pub mod cpumask;
 pub mod eevdf;
 pub mod error;
 pub mod features;
+#[cfg(feature = "groups")]
+pub mod group;
 mod limits;
 pub mod platform;
 pub mod port;

@@ -41,6 +41,7 @@ const BARE_METAL_TARGETS: &[(&str, &[&str])] = &[
     // The 32-bit MCUs build as a small machine does: 64-CPU masks (no `max-cpus-*` feature).
     ("thumbv6m-none-eabi", &["--no-default-features", "--features", "portable-atomic/critical-section"]),
     ("thumbv7em-none-eabihf", &["--no-default-features"]),
+    ("thumbv7em-none-eabihf", &["--no-default-features", "--features", "groups"]),
     // The embedded logging option: defmt::Format for the public types (default features).
     ("thumbv7em-none-eabihf", &["--features", "defmt"]),
     ("thumbv8m.main-none-eabihf", &["--no-default-features"]),
@@ -55,6 +56,9 @@ const BARE_METAL_TARGETS: &[(&str, &[&str])] = &[
 /// that need a left-out feature are refused).
 const SMALL_BUILD_TESTS: &[&str] =
     &["test", "-p", "sched-core", "--lib", "--no-default-features", "--", "small_build"];
+
+/// The core's tests of the `groups` feature (its module `group`, left out of a default build).
+const GROUPS_TESTS: &[&str] = &["test", "-p", "sched-core", "--features", "groups", "--", "group::"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -320,6 +324,22 @@ const LINT_GATES: &[Gate] = &[
         env: &[],
     },
     Gate {
+        name: "clippy (sched-core, groups)",
+        dir: "",
+        args: &[
+            "clippy",
+            "-p",
+            "sched-core",
+            "--features",
+            "groups",
+            "--all-targets",
+            "--",
+            "-D",
+            "warnings",
+        ],
+        env: &[],
+    },
+    Gate {
         name: "clippy (kernel, aarch64)",
         dir: "kernel-shim",
         args: &["clippy", "--release", "--target", "aarch64-unknown-none-softfloat", "--", "-D", "warnings"],
@@ -461,6 +481,18 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
             eprintln!("xtest: small-build tests: no test ran (filter `small_build`) ... FAILED");
         }
         steps_failed.push("small-build tests");
+    }
+    // The `groups` feature's tests and examples (a filter that matched nothing fails too).
+    let (ok, text) = run_capture(cargo().args(GROUPS_TESTS));
+    let mut groups = Tally::default();
+    groups.add_output(&text);
+    tally.add_output(&text);
+    if !ok || groups.passed == 0 {
+        if groups.passed == 0 {
+            tally.failed += 1;
+            eprintln!("xtest: groups tests: no test ran (filter `group::`) ... FAILED");
+        }
+        steps_failed.push("groups tests");
     }
     // PORTING.md's worked ports, built and run.
     for port in WORKED_PORTS {
