@@ -13,6 +13,20 @@ pub(crate) struct Figures {
     pub(crate) failed: f64,
 }
 
+/// The seed-style table's rows for runs `a` and `b` (median [min–max] and the
+/// Mann–Whitney p), under a header naming the sides.
+pub(crate) fn render(a_label: &str, b_label: &str, a: &[Figures], b: &[Figures]) -> String {
+    use sched_sim::stats::{mann_whitney, summary};
+    let mut s = format!("{:<26} {:>28} {:>28} {:>9}\n", "", a_label, b_label, "p (M-W U)");
+    for (name, get) in ROWS {
+        let va: Vec<f64> = a.iter().map(get).collect();
+        let vb: Vec<f64> = b.iter().map(get).collect();
+        let (_, p) = mann_whitney(&va, &vb);
+        s.push_str(&format!("{name:<26} {:>28} {:>28} {p:>9.4}\n", summary(&va), summary(&vb)));
+    }
+    s
+}
+
 /// A row of the seed-style table.
 pub(crate) type Row = (&'static str, fn(&Figures) -> f64);
 

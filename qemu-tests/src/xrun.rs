@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use clap::Parser;
 use sched_core::Features;
-use sched_sim::stats::{mann_whitney, summary};
 use sched_sim::trace_check::{check_chrome_trace, verdict};
 
 use sched_sim::machine::TopologyKind;
@@ -183,7 +182,9 @@ fn sim_config(a: &Args, features: Features, topology: TopologyKind) -> sched_sim
     }
 }
 
-fn figures(b: &Boot) -> Option<Figures> {
+/// The seed-style figures of a boot that ran a sysbench workload (the kernel's own, or a
+/// workload program with a pool); `None` if it failed or reported none.
+pub(crate) fn figures(b: &Boot) -> Option<Figures> {
     if b.code != Some(0) {
         return None;
     }
@@ -416,16 +417,10 @@ pub fn main(args: &[String]) -> ExitCode {
     println!(
         "These are scheduler-level figures: deterministic mode counts all vCPUs' instructions in one guest clock, and parallel mode is bounded by this host's {cores} cores, so neither can show a throughput gain from spreading. The throughput view is the simulator's, below."
     );
-    println!(
-        "{:<26} {:>28} {:>28} {:>9}",
-        "", "without rule (pre-patch)", "with rule (c32b4308)", "p (M-W U)"
+    print!(
+        "{}",
+        crate::sysbench_figures::render("without rule (pre-patch)", "with rule (c32b4308)", &off, &on)
     );
-    for (name, get) in ROWS {
-        let va: Vec<f64> = off.iter().map(get).collect();
-        let vb: Vec<f64> = on.iter().map(get).collect();
-        let (_, p) = mann_whitney(&va, &vb);
-        println!("{name:<26} {:>28} {:>28} {p:>9.4}", summary(&va), summary(&vb));
-    }
     println!("(median [min–max]; an instant never reached counts as the whole run, a spread with all its migrations)");
     let linux = if a.linux {
         match crate::xrun_linux::sysbench(&machine, mode, a.ticking, a.threads, a.events, a.iterations as u32)

@@ -89,19 +89,26 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     machine.clusters = s.topology.cluster_size(s.cpus);
     machine.program = Some(loaded.bytes_file.clone());
     let (mut ra, mut rb) = (Vec::new(), Vec::new());
+    // A program with a pool of events is sysbench-like: its boots report the seed's figures.
+    let pooled = !loaded.def.pools.is_empty();
+    let (mut fa, mut fb) = (Vec::new(), Vec::new());
     for i in 0..s.iterations {
-        for (side, out) in [(a, &mut ra), (b, &mut rb)] {
+        for (side, out, seed_out) in [(a, &mut ra, &mut fa), (b, &mut rb, &mut fb)] {
             let cmd = format!("scenario=program seed={} {}{}", i + 1, s.boot, feature_arg(side.features));
             eprint!("\rxrun: QEMU {} run {}/{} ({})   ", s.mode.name(), i + 1, s.iterations, side.label);
             let boot = qemu::boot(&machine, &cmd, s.mode, Duration::from_secs(600));
+            let seed = if pooled { crate::xrun::figures(&boot) } else { None };
             match figures(&boot, &loaded.def, s.cpus) {
-                Some(r) if boot.code == Some(0) => out.push(RunReport {
-                    length_ns: r.run_ns,
-                    tasks: r.tasks,
-                    blocked_threads: r.blocked,
-                    migrations: boot.number_after(": migrations ").unwrap_or(0.0) as u64,
-                    ..RunReport::default()
-                }),
+                Some(r) if boot.code == Some(0) && seed.is_some() == pooled => {
+                    seed_out.extend(seed);
+                    out.push(RunReport {
+                        length_ns: r.run_ns,
+                        tasks: r.tasks,
+                        blocked_threads: r.blocked,
+                        migrations: boot.number_after(": migrations ").unwrap_or(0.0) as u64,
+                        ..RunReport::default()
+                    })
+                }
                 _ => {
                     let _ = std::fs::remove_file(&loaded.bytes_file);
                     eprintln!("\nxrun: run failed (exit {:?}): {cmd}", boot.code);
@@ -123,8 +130,11 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         s.cpus,
         s.mode.name(),
         loaded.def.tasks.len(),
-        loaded.def.tasks.iter().map(|t| t.instances).sum::<u32>()
+        threads(&loaded.def)
     );
+    if pooled {
+        print!("{}", crate::sysbench_figures::render(&a.label, &b.label, &fa, &fb));
+    }
     print!("{}", q.render());
     let w = Workload::program(&name, &loaded.def);
     let t = ab(&s.sim, &w, (a.features, &a.label), (b.features, &b.label), s.iterations, || {});
@@ -257,6 +267,13 @@ fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload
 }
 
 /// ` features=...` for a side, or nothing for the defaults.
+/// The threads a run of `def` has, forks included (those started with it if forks have no
+/// bound).
+fn threads(def: &sched_workload::ProgramDef) -> u64 {
+    let bytes = def.to_bytes();
+    sched_workload::Program::parse(&bytes).map_or(0, |p| p.total_threads().unwrap_or(u64::from(p.threads())))
+}
+
 fn feature_arg(f: Features) -> String {
     let words = feature_words(f);
     if words.is_empty() {
