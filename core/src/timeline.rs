@@ -856,6 +856,72 @@ impl<const CAP: usize> Timeline<CAP> {
     }
 }
 
+/// One tree's own part of a timeline: its root, its leftmost entry, its length and its
+/// insertion counter. Trees can share one timeline's arena of slots, each entry on at most
+/// one of them (a CPU's group runqueues each keep a head: docs/groups.md);
+/// [`Timeline::with_head`] runs any operation on the tree a head names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TimelineHead {
+    root: u32,
+    leftmost: u32,
+    len: usize,
+    next_seq: u64,
+}
+
+impl TimelineHead {
+    /// An empty tree.
+    pub const EMPTY: TimelineHead = TimelineHead { root: NIL, leftmost: NIL, len: 0, next_seq: 0 };
+
+    /// Entries on this tree.
+    pub const fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether the tree has no entry.
+    pub const fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl Default for TimelineHead {
+    fn default() -> Self {
+        Self::EMPTY
+    }
+}
+
+impl<const CAP: usize> Timeline<CAP> {
+    /// Runs `f` on the tree `head` names, in this timeline's arena: the timeline's own tree
+    /// is set aside meanwhile, and `head` keeps what `f` did. The arena does not know which
+    /// tree an entry is on (`contains` answers for the arena): an entry is removed or looked
+    /// up through the head of its own tree, which its owner knows (an entity, its runqueue).
+    /// [`Timeline::check`] holds for an arena with one tree only.
+    ///
+    #[cfg_attr(feature = "internals", doc = "```")]
+    #[cfg_attr(not(feature = "internals"), doc = "```ignore")]
+    /// use sched_core::timeline::{Timeline, TimelineHead};
+    /// let mut t: Timeline<8> = Timeline::new();
+    /// let mut other = TimelineHead::EMPTY;
+    /// t.insert(0, 10).unwrap();
+    /// t.with_head(&mut other, |o| o.insert(1, 5)).unwrap();
+    /// assert_eq!((t.leftmost(), t.len()), (Some(0), 1), "each tree its own entries");
+    /// assert_eq!(t.with_head(&mut other, |o| o.leftmost()), Some(1));
+    /// assert_eq!(other.len(), 1);
+    /// ```
+    pub fn with_head<R>(&mut self, head: &mut TimelineHead, f: impl FnOnce(&mut Self) -> R) -> R {
+        self.swap_head(head);
+        let r = f(self);
+        self.swap_head(head);
+        r
+    }
+
+    fn swap_head(&mut self, h: &mut TimelineHead) {
+        core::mem::swap(&mut self.root, &mut h.root);
+        core::mem::swap(&mut self.leftmost, &mut h.leftmost);
+        core::mem::swap(&mut self.len, &mut h.len);
+        core::mem::swap(&mut self.next_seq, &mut h.next_seq);
+    }
+}
+
 impl<const CAP: usize> Default for Timeline<CAP> {
     fn default() -> Self {
         Self::new()
@@ -1173,6 +1239,30 @@ mod tests {
         far.insert(1, 1 << 62).unwrap();
         far.insert(2, (1 << 63) + 1).unwrap();
         assert_eq!(far.check(), Err("queued keys span 2^63 or more"));
+    }
+
+    /// Two trees in one arena: each keeps its own order, leftmost and length.
+    #[test]
+    fn trees_share_an_arena() {
+        let mut t: Timeline<16> = Timeline::new();
+        let mut b = TimelineHead::EMPTY;
+        for id in 0..6usize {
+            t.insert(id, 100 - id as u64).unwrap();
+        }
+        for id in 6..12usize {
+            t.with_head(&mut b, |o| o.insert(id, id as u64)).unwrap();
+        }
+        assert_eq!(ids(&t), [5, 4, 3, 2, 1, 0]);
+        assert_eq!(t.with_head(&mut b, |o| ids(o)), [6, 7, 8, 9, 10, 11]);
+        t.with_head(&mut b, |o| o.remove(6)).unwrap();
+        assert_eq!((t.leftmost(), t.with_head(&mut b, |o| o.leftmost())), (Some(5), Some(7)));
+        assert_eq!((t.len(), b.len()), (6, 5));
+        // Either tree alone, its heads swapped in, is a well-formed tree of its entries.
+        let mut only_b: Timeline<16> = Timeline::new();
+        for id in 7..12usize {
+            only_b.insert(id, id as u64).unwrap();
+        }
+        assert_eq!(t.with_head(&mut b, |o| ids(o)), ids(&only_b));
     }
 
     #[test]
