@@ -172,13 +172,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// its timeline key (they are equal while it is queued).
     #[cfg_attr(target_pointer_width = "64", inline)]
     fn min_vruntime_with(&mut self, curr: Option<u64>) {
-        let mut vr = curr.unwrap_or(self.min_vruntime);
+        let mut vr = curr.unwrap_or(self.cfs.min_vruntime);
         if let Some(lv) = self.timeline.leftmost().and_then(|l| self.timeline.vruntime_of(l)) {
             vr = if curr.is_none() { lv } else { min_vruntime(vr, lv) };
         }
-        let old = self.min_vruntime;
-        self.min_vruntime = max_vruntime(old, vr);
-        if self.min_vruntime != old {
+        let old = self.cfs.min_vruntime;
+        self.cfs.min_vruntime = max_vruntime(old, vr);
+        if self.cfs.min_vruntime != old {
             policy!(self.min_vruntime_moved(old));
         }
     }
@@ -205,10 +205,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     fn attach_avg_with(&mut self, se: &EntityCell) {
         let w = se.weight();
         let mut avg = se.avg();
-        self.avg.attach(&mut avg, w);
+        self.cfs.avg.attach(&mut avg, w);
         se.set_avg(avg);
         se.set_pelt_attached(true);
-        self.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
+        self.cfs.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
     }
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
@@ -216,7 +216,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub(crate) fn post_init_entity(&mut self, slot: SlotId) {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
-        let rq_avg = self.avg;
+        let rq_avg = self.cfs.avg;
         let is_curr = self.curr == Some(slot);
         let Some(se) = self.entity(slot) else { return };
         let mut avg = se.avg();
@@ -241,7 +241,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.set_cpu(self.rq.cpu);
         // util_est first, before PELT sees the task.
         if self.features.contains(Features::UTIL_EST) {
-            pelt::util_est_add(&mut self.avg.util_est, &se.util_est_parts());
+            pelt::util_est_add(&mut self.cfs.avg.util_est, &se.util_est_parts());
         }
         let is_curr = self.curr == Some(slot);
         // The policy places the current entity before its pending runtime is charged, and
@@ -259,9 +259,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.load_avg_with(se, is_curr, PeltFlags::DO_ATTACH);
         // account_entity_enqueue
         let policy = se.policy();
-        self.load.add(se.load().weight);
-        self.nr_running += 1;
-        self.idle_nr_running += (policy == Policy::Idle) as u32;
+        self.cfs.load.add(se.load().weight);
+        self.cfs.nr_running += 1;
+        self.cfs.h_nr_running += 1;
+        self.cfs.idle_h_nr_running += (policy == Policy::Idle) as u32;
         self.mru_push_head(slot);
         if !is_curr {
             self.tl_insert(slot, se);
@@ -296,13 +297,14 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.tl_remove(slot, se);
         }
         let policy = se.policy();
-        self.load.sub(se.load().weight);
-        self.nr_running -= 1;
-        self.idle_nr_running -= (policy == Policy::Idle) as u32;
+        self.cfs.load.sub(se.load().weight);
+        self.cfs.nr_running -= 1;
+        self.cfs.h_nr_running -= 1;
+        self.cfs.idle_h_nr_running -= (policy == Policy::Idle) as u32;
         self.mru_unlink(slot);
         se.set_on_rq(false);
         if !flags.contains(DequeueFlags::SLEEP) {
-            se.set_vruntime(se.vruntime().wrapping_sub(self.min_vruntime));
+            se.set_vruntime(se.vruntime().wrapping_sub(self.cfs.min_vruntime));
         }
         if follow_min {
             self.min_vruntime_with(curr_vr);
@@ -311,7 +313,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
             let mut ue = se.util_est_parts();
-            pelt::util_est_sub(&mut self.avg.util_est, &ue);
+            pelt::util_est_sub(&mut self.cfs.avg.util_est, &ue);
             if flags.contains(DequeueFlags::SLEEP) {
                 pelt::util_est_sample(&mut ue, se.util(), capacity_orig, fastup);
                 se.set_util_est_parts(ue);
@@ -434,13 +436,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if curr == wakee {
             return;
         }
-        let scale = self.nr_running as u64 >= self.tunables.nr_latency;
+        let scale = self.cfs.nr_running as u64 >= self.tunables.nr_latency;
         let Some(w) = self.entity(wakee) else { return };
         let wakee_allowed = buddy_allowed(w.policy());
         let mut next_marked = false;
         if self.features.contains(Features::NEXT_BUDDY) && scale && !flags.contains(WakeFlags::FORK) {
             if wakee_allowed {
-                self.next = Some(wakee);
+                self.cfs.next = Some(wakee);
             }
             next_marked = true;
         }
@@ -464,7 +466,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             return;
         }
         if self.features.contains(Features::LAST_BUDDY) && scale && buddy_allowed(cp) {
-            self.last = Some(curr);
+            self.cfs.last = Some(curr);
         }
     }
 
@@ -474,7 +476,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let Some(c) = self.curr else { return };
         let Some(se) = self.entity(c) else { return };
         // A current task that already blocked or exited has nothing to yield.
-        if self.nr_running <= 1 || !se.on_rq() {
+        if self.cfs.h_nr_running <= 1 || !se.on_rq() {
             return;
         }
         self.clear_buddies(c);
@@ -494,7 +496,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.update_curr();
         let start = match self.curr {
             Some(c) => self.ent(c).vruntime(),
-            None => self.min_vruntime,
+            None => self.cfs.min_vruntime,
         };
         child.vruntime = self.place_vruntime(start, Some(&child.load()));
         if self.tunables.child_runs_first {
@@ -510,7 +512,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 }
             }
         }
-        child.vruntime = child.vruntime.wrapping_sub(self.min_vruntime);
+        child.vruntime = child.vruntime.wrapping_sub(self.cfs.min_vruntime);
     }
 
     /// `reweight_task`: gives the entity at `slot` a new nice value. It must not be
@@ -521,10 +523,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let Some(cell) = self.entity(slot) else { return };
         let mut se = cell.get();
         let old_weight = se.weight();
-        let moved = reweight_entity(&mut self.avg, &mut se, nice, eevdf);
+        let moved = reweight_entity(&mut self.cfs.avg, &mut se, nice, eevdf);
         policy!(self.reweighted(&mut se, old_weight));
         cell.put(&se);
-        self.pelt_slack.moved(moved, 0, 0);
+        self.cfs.pelt_slack.moved(moved, 0, 0);
     }
 
     /// Changes the nice value of a task attached here (queued, running or switching out),
@@ -566,9 +568,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let se = self.entity(slot)?;
         if se.pelt_attached() {
             let (avg, w) = (se.avg(), se.weight());
-            self.avg.detach(&avg, w);
+            self.cfs.avg.detach(&avg, w);
             se.set_pelt_attached(false);
-            self.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
+            self.cfs.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
         }
         se.set_exec_start(0);
         self.take(slot)
@@ -613,9 +615,9 @@ impl<const Q: usize> RunQueue<Q> {
     /// alone: the slice divides by the total, so the entity's inverse is not needed.)
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn sched_slice(&self, weight: u64, on_rq: bool) -> u64 {
-        let nr = self.nr_running as u64 + (!on_rq) as u64;
+        let nr = self.cfs.nr_running as u64 + (!on_rq) as u64;
         let slice = self.sched_period(nr);
-        let mut total = self.load;
+        let mut total = self.cfs.load;
         if !on_rq {
             total.add(weight);
         }
@@ -632,7 +634,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// most half a latency (GENTLE_FAIR_SLEEPERS; else a full one) of credit before
     /// `min_vruntime`. Never moves an entity backwards: returns its new vruntime.
     pub(crate) fn place_vruntime(&self, vr_now: u64, new_task: Option<&LoadWeight>) -> u64 {
-        let mut vr = self.min_vruntime;
+        let mut vr = self.cfs.min_vruntime;
         let initial = new_task.is_some();
         if let Some(lw) = new_task.filter(|_| self.features.contains(Features::START_DEBIT)) {
             vr = vr.wrapping_add(self.sched_vslice(lw, false));
@@ -649,7 +651,7 @@ impl<const Q: usize> RunQueue<Q> {
 
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     pub(crate) fn clear_buddies(&mut self, slot: SlotId) {
-        for b in [&mut self.next, &mut self.last, &mut self.skip] {
+        for b in [&mut self.cfs.next, &mut self.cfs.last, &mut self.cfs.skip] {
             if *b == Some(slot) {
                 *b = None;
             }
@@ -665,8 +667,8 @@ impl<const Q: usize> RunQueue<Q> {
     /// this runqueue's sums.
     pub(crate) fn reweight_parked(&mut self, se: &mut Entity, nice: Nice) {
         let eevdf = self.eevdf();
-        let moved = reweight_entity(&mut self.avg, se, nice, eevdf);
-        self.pelt_slack.moved(moved, 0, 0);
+        let moved = reweight_entity(&mut self.cfs.avg, se, nice, eevdf);
+        self.cfs.pelt_slack.moved(moved, 0, 0);
     }
 }
 

@@ -36,6 +36,65 @@ pub struct InvariantViolation {
     pub task: Option<TaskId>,
 }
 
+/// A fair runqueue (Linux's `cfs_rq`): the accounting of the entities queued at one level of
+/// one CPU — their load, their counts, `min_vruntime`, the buddies, the PELT signals and the
+/// EEVDF average. The CPU's [`RunQueue`] holds its top level (`cfs`); its timeline keeps the
+/// order of the entities queued there.
+#[derive(Clone, PartialEq, Eq)]
+pub(crate) struct CfsRq {
+    /// Σ weights of the accounted entities.
+    pub(crate) load: LoadWeight,
+    /// Accounted entities at this level (queued + current if runnable).
+    pub(crate) nr_running: u32,
+    /// Accounted tasks at this level and below (`h_nr_running`): on a flat machine every
+    /// entity is a task, and the two counts agree.
+    pub(crate) h_nr_running: u32,
+    /// Of those tasks, how many have the `SCHED_IDLE` policy.
+    pub(crate) idle_h_nr_running: u32,
+    pub(crate) min_vruntime: u64,
+    pub(crate) next: Option<SlotId>,
+    pub(crate) last: Option<SlotId>,
+    pub(crate) skip: Option<SlotId>,
+    pub(crate) avg: SchedAvg,
+    pub(crate) removed: Removed,
+    /// Bounds how far PELT sums and averages may drift apart between two recomputes of
+    /// the averages (for the invariant checker).
+    pub(crate) pelt_slack: PeltSlack,
+    /// EEVDF: Σ (vᵢ − min_vruntime)·wᵢ and Σ wᵢ over the entities on the timeline (the
+    /// current one apart), kept only while EEVDF is on (CFS's enqueue and dequeue do not pay
+    /// for it) and rebuilt when it is switched on ([`RunQueue::rebuild_eavg`]).
+    #[cfg(feature = "eevdf")]
+    pub(crate) eavg: crate::eevdf::AvgVruntime,
+    /// EEVDF: the current entity's deadline when it was picked (RUN_TO_PARITY: it keeps the
+    /// CPU against wakeups until that request is done).
+    #[cfg(feature = "eevdf")]
+    pub(crate) picked_deadline: u64,
+}
+
+impl CfsRq {
+    /// Empty, its `min_vruntime` close to the wrap point so that wrap-safety is exercised
+    /// from the first minute (as Linux does with `(u64)(-(1LL << 20))`).
+    pub(crate) const fn new() -> CfsRq {
+        CfsRq {
+            load: LoadWeight { weight: 0, inv_weight: 0 },
+            nr_running: 0,
+            h_nr_running: 0,
+            idle_h_nr_running: 0,
+            min_vruntime: (-(1i64 << 20)) as u64,
+            next: None,
+            last: None,
+            skip: None,
+            avg: SchedAvg::ZERO,
+            removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
+            pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0, moves: 0 },
+            #[cfg(feature = "eevdf")]
+            eavg: crate::eevdf::AvgVruntime::new(),
+            #[cfg(feature = "eevdf")]
+            picked_deadline: 0,
+        }
+    }
+}
+
 /// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RunQueue<const Q: usize> {
@@ -66,36 +125,14 @@ pub struct RunQueue<const Q: usize> {
     mru_head: u32,
     mru_tail: u32,
 
-    /// Σ weights of the accounted entities.
-    pub(crate) load: LoadWeight,
-    /// Accounted entities (queued + current if runnable).
-    pub(crate) nr_running: u32,
-    /// Of which `SCHED_IDLE`.
-    pub(crate) idle_nr_running: u32,
-    pub(crate) min_vruntime: u64,
     pub(crate) curr: Option<SlotId>,
     /// The previous task while its CPU is still switching away from it: not current, and
     /// not accounted if it blocked; detached at `finish_switch`.
     pub(crate) switching_out: Option<SlotId>,
-    pub(crate) next: Option<SlotId>,
-    pub(crate) last: Option<SlotId>,
-    pub(crate) skip: Option<SlotId>,
-    pub(crate) avg: SchedAvg,
-    pub(crate) removed: Removed,
     pub(crate) need_resched: bool,
     pub(crate) nr_switches: u64,
-    /// Bounds how far PELT sums and averages may drift apart between two recomputes of
-    /// the averages (for the invariant checker).
-    pub(crate) pelt_slack: PeltSlack,
-    /// EEVDF: Σ (vᵢ − min_vruntime)·wᵢ and Σ wᵢ over the entities on the timeline (the
-    /// current one apart), kept only while EEVDF is on (CFS's enqueue and dequeue do not pay
-    /// for it) and rebuilt when it is switched on ([`RunQueue::rebuild_eavg`]).
-    #[cfg(feature = "eevdf")]
-    pub(crate) eavg: crate::eevdf::AvgVruntime,
-    /// EEVDF: the current entity's deadline when it was picked (RUN_TO_PARITY: it keeps the
-    /// CPU against wakeups until that request is done).
-    #[cfg(feature = "eevdf")]
-    pub(crate) picked_deadline: u64,
+    /// The CPU's fair runqueue: the entities accounted at its top level.
+    pub(crate) cfs: CfsRq,
 
     pub(crate) tunables: Tunables,
     pub(crate) features: Features,
@@ -116,7 +153,7 @@ impl<const Q: usize> RunQueue<Q> {
         mru_next: [0; Q],
         mru_head: 0,
         mru_tail: 0,
-        min_vruntime: 0,
+        cfs: CfsRq { min_vruntime: 0, ..CfsRq::new() },
         tunables: Tunables::UNSET,
         features: Features::empty(),
         ..Self::new(0, 0, Tunables::DEFAULT, Features::empty())
@@ -142,26 +179,11 @@ impl<const Q: usize> RunQueue<Q> {
             mru_next: [NIL; Q],
             mru_head: NIL,
             mru_tail: NIL,
-            load: LoadWeight { weight: 0, inv_weight: 0 },
-            nr_running: 0,
-            idle_nr_running: 0,
-            // Start close to the wrap point so wrap-safety is exercised from the first
-            // minute (as Linux does with (u64)(-(1LL << 20))).
-            min_vruntime: (-(1i64 << 20)) as u64,
             curr: None,
             switching_out: None,
-            next: None,
-            last: None,
-            skip: None,
-            avg: SchedAvg::ZERO,
-            removed: Removed { nr: 0, load_avg: 0, util_avg: 0, runnable_avg: 0 },
             need_resched: false,
             nr_switches: 0,
-            pelt_slack: PeltSlack { load_in: 0, nr_in: 0, load_moved: 0, runnable_moved: 0, util_moved: 0, moves: 0 },
-            #[cfg(feature = "eevdf")]
-            eavg: crate::eevdf::AvgVruntime::new(),
-            #[cfg(feature = "eevdf")]
-            picked_deadline: 0,
+            cfs: CfsRq::new(),
             tunables,
             features,
         }
@@ -174,12 +196,15 @@ impl<const Q: usize> RunQueue<Q> {
         self.cpu
     }
     /// Fair tasks accounted here (queued plus the current one if runnable): `h_nr_running`.
+    // The CPU's task count, not its top level's entity count (`cfs.nr_running`): they differ
+    // once a level holds groups.
+    #[allow(clippy::misnamed_getters)]
     pub fn nr_running(&self) -> u32 {
-        self.nr_running
+        self.cfs.h_nr_running
     }
     /// Of those, how many have the `SCHED_IDLE` policy.
     pub fn idle_nr_running(&self) -> u32 {
-        self.idle_nr_running
+        self.cfs.idle_h_nr_running
     }
     /// Tasks waiting on the timeline (not counting the current one).
     pub fn nr_queued(&self) -> usize {
@@ -199,30 +224,30 @@ impl<const Q: usize> RunQueue<Q> {
     }
     /// The runqueue's `min_vruntime`.
     pub fn min_vruntime(&self) -> u64 {
-        self.min_vruntime
+        self.cfs.min_vruntime
     }
     /// Σ weights (high resolution) of the accounted tasks.
     pub fn load_weight(&self) -> u64 {
-        self.load.weight
+        self.cfs.load.weight
     }
     /// The runqueue's PELT signals.
     pub fn avg(&self) -> &SchedAvg {
-        &self.avg
+        &self.cfs.avg
     }
     /// `cpu_load`: the runqueue's PELT load average.
     pub fn cpu_load(&self) -> u64 {
-        self.avg.load_avg
+        self.cfs.avg.load_avg
     }
     /// `cpu_runnable`: the runqueue's PELT runnable average.
     pub fn cpu_runnable(&self) -> u64 {
-        self.avg.runnable_avg
+        self.cfs.avg.runnable_avg
     }
     /// `cpu_util`: max(util_avg, util_est) (the estimate only with `UTIL_EST`), capped at
     /// the CPU's original capacity.
     pub fn cpu_util(&self) -> u64 {
-        let mut util = self.avg.util_avg;
+        let mut util = self.cfs.avg.util_avg;
         if self.features.contains(Features::UTIL_EST) {
-            util = util.max(self.avg.util_est.enqueued as u64);
+            util = util.max(self.cfs.avg.util_est.enqueued as u64);
         }
         util.min(self.capacity_orig)
     }
@@ -297,10 +322,10 @@ impl<const Q: usize> RunQueue<Q> {
         let mut eavg = crate::eevdf::AvgVruntime::new();
         for i in self.timeline.iter() {
             if let (Some(v), Some(e)) = (self.timeline.vruntime_of(i), self.entity_in(pool, i as SlotId)) {
-                eavg.add(v, self.min_vruntime, e.weight());
+                eavg.add(v, self.cfs.min_vruntime, e.weight());
             }
         }
-        self.eavg = eavg;
+        self.cfs.eavg = eavg;
     }
 
     /// The EEVDF slice of an entity that asked for `own` ns (0: none): its own, or the
@@ -479,7 +504,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// always-busy small CPU are not inflated (`update_idle_rq_clock_pelt`).
     pub(crate) fn note_idle_entry(&mut self) {
         let limit = ((LOAD_AVG_MAX - 1024) << 10) - LOAD_AVG_MAX;
-        if self.avg.util_sum as u64 >= limit {
+        if self.cfs.avg.util_sum as u64 >= limit {
             self.lost_idle_time += self.clock_task.saturating_sub(self.clock_pelt);
         }
         self.clock_pelt = self.clock_task;
@@ -488,15 +513,15 @@ impl<const Q: usize> RunQueue<Q> {
     /// Updates the runqueue's own PELT signals (after applying removed load).
     pub(crate) fn update_cfs_avg(&mut self) -> bool {
         let now = self.clock_pelt();
-        let (load, nr) = (self.load.down(), self.nr_running as u64);
-        let r = self.removed;
+        let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running as u64);
+        let r = self.cfs.removed;
         // (Nothing removed is no move: the consistency check's slack counts only real ones.)
         if r.nr != 0 {
-            self.pelt_slack.moved(r.load_avg, r.runnable_avg, r.util_avg);
+            self.cfs.pelt_slack.moved(r.load_avg, r.runnable_avg, r.util_avg);
         }
-        let mut decayed = self.avg.apply_removed(&mut self.removed);
-        let crossed = self.avg.update_rq(now, load, nr, self.curr.is_some());
-        self.pelt_slack.fed(load, nr, crossed);
+        let mut decayed = self.cfs.avg.apply_removed(&mut self.cfs.removed);
+        let crossed = self.cfs.avg.update_rq(now, load, nr, self.curr.is_some());
+        self.cfs.pelt_slack.fed(load, nr, crossed);
         decayed |= crossed;
         decayed
     }
@@ -517,9 +542,9 @@ impl<const Q: usize> RunQueue<Q> {
         e.set_pelt_attached(false);
         // Sync the task's blocked decay to this runqueue's last update first.
         let mut avg = e.avg();
-        avg.update_blocked_task(self.avg.last_update_time, e.weight());
+        avg.update_blocked_task(self.cfs.avg.last_update_time, e.weight());
         e.set_avg(avg);
-        self.removed.add(&avg);
+        self.cfs.removed.add(&avg);
     }
 
     // ---- checks -------------------------------------------------------------------
@@ -569,7 +594,7 @@ impl<const Q: usize> RunQueue<Q> {
                 }
                 #[cfg(feature = "eevdf")]
                 if in_tree {
-                    eavg.add(e.vruntime, self.min_vruntime, e.weight());
+                    eavg.add(e.vruntime, self.cfs.min_vruntime, e.weight());
                     if self.eevdf() && self.timeline.deadline_of(i) != Some(e.deadline) {
                         return fail("timeline deadline differs from entity deadline");
                     }
@@ -590,7 +615,7 @@ impl<const Q: usize> RunQueue<Q> {
             }
         }
         #[cfg(feature = "eevdf")]
-        if self.eevdf() && eavg != self.eavg {
+        if self.eevdf() && eavg != self.cfs.eavg {
             return fail("average vruntime sums differ from the timeline's entities");
         }
         if let Some(n) = self.switching_out {
@@ -603,10 +628,10 @@ impl<const Q: usize> RunQueue<Q> {
                 return fail("current task not marked on_cpu");
             }
         }
-        if nr != self.nr_running || idle != self.idle_nr_running {
+        if nr != self.cfs.nr_running || nr != self.cfs.h_nr_running || idle != self.cfs.idle_h_nr_running {
             return fail("nr_running differs from accounted tasks");
         }
-        if weight != self.load.weight {
+        if weight != self.cfs.load.weight {
             return fail("load sum differs from accounted weights");
         }
         // The MRU list: exactly the accounted tasks, each once, links consistent.
@@ -631,7 +656,7 @@ impl<const Q: usize> RunQueue<Q> {
         if count != nr || self.mru_tail != prev {
             return fail("MRU list differs from accounted tasks");
         }
-        for b in [self.next, self.last, self.skip].into_iter().flatten() {
+        for b in [self.cfs.next, self.cfs.last, self.cfs.skip].into_iter().flatten() {
             match entity(b) {
                 Some(e) if e.on_rq => {}
                 _ => return fail("buddy is not an accounted task"),
@@ -653,9 +678,9 @@ impl<const Q: usize> RunQueue<Q> {
         // (by up to `weight · period_contrib` since its own last recompute); it counts that
         // lag as moved too (`reweight_entity` in fair.rs).
         // So |sum/divider − avg| ≤ (input + moved + avg)·1024 / min_divider, plus rounding.
-        let div = self.avg.divider();
+        let div = self.cfs.avg.divider();
         let min_div = LOAD_AVG_MAX - 1024;
-        let sl = &self.pelt_slack;
+        let sl = &self.cfs.pelt_slack;
         // Each move also truncates: an entity's average is its weighted sum / divider rounded
         // down, so taking out (or putting in) its average with its full sum leaves the two
         // apart by up to one more unit per move (`moves`).
@@ -663,14 +688,14 @@ impl<const Q: usize> RunQueue<Q> {
             let from_sum = sum / div;
             from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64 + sl.moves as u64
         };
-        if !close(self.avg.util_avg, self.avg.util_sum as u64, SCHED_CAPACITY_SCALE, sl.util_moved) {
+        if !close(self.cfs.avg.util_avg, self.cfs.avg.util_sum as u64, SCHED_CAPACITY_SCALE, sl.util_moved) {
             return fail("rq util_avg inconsistent with util_sum");
         }
         let runnable_in = (sl.nr_in as u64).max(nr as u64) * SCHED_CAPACITY_SCALE;
-        if !close(self.avg.runnable_avg, self.avg.runnable_sum, runnable_in, sl.runnable_moved) {
+        if !close(self.cfs.avg.runnable_avg, self.cfs.avg.runnable_sum, runnable_in, sl.runnable_moved) {
             return fail("rq runnable_avg inconsistent with runnable_sum");
         }
-        if !close(self.avg.load_avg, self.avg.load_sum, sl.load_in.max(self.load.down()), sl.load_moved) {
+        if !close(self.cfs.avg.load_avg, self.cfs.avg.load_sum, sl.load_in.max(self.cfs.load.down()), sl.load_moved) {
             return fail("rq load_avg inconsistent with load_sum");
         }
         Ok(())

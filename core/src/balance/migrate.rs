@@ -75,7 +75,7 @@ fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e:
     }
     if env.features.contains(Features::CACHE_HOT_BUDDY)
         && env.dst_nr_running > 0
-        && (src.next == Some(slot) || src.last == Some(slot))
+        && (src.cfs.next == Some(slot) || src.cfs.last == Some(slot))
     {
         return true;
     }

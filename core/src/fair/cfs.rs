@@ -25,7 +25,7 @@ impl FairPolicy for Cfs {
     #[inline(always)]
     fn place_current<const Q: usize>(f: &mut Fair<'_, '_, Q>, se: &EntityCell, flags: EnqueueFlags) {
         if renormalises(flags) {
-            se.set_vruntime(se.vruntime().wrapping_add(f.min_vruntime));
+            se.set_vruntime(se.vruntime().wrapping_add(f.cfs.min_vruntime));
         }
     }
 
@@ -40,7 +40,7 @@ impl FairPolicy for Cfs {
         is_curr: bool,
     ) {
         if !is_curr && renormalises(flags) {
-            se.set_vruntime(se.vruntime().wrapping_add(f.min_vruntime));
+            se.set_vruntime(se.vruntime().wrapping_add(f.cfs.min_vruntime));
         }
         if flags.contains(EnqueueFlags::WAKEUP) {
             se.set_vruntime(f.place_vruntime(se.vruntime(), None));
@@ -78,13 +78,13 @@ impl FairPolicy for Cfs {
     fn pick<const Q: usize>(f: &mut Fair<'_, '_, Q>) -> Option<SlotId> {
         let left = f.timeline.leftmost()? as SlotId;
         let mut se = left;
-        if f.skip.is_some() || f.last.is_some() || f.next.is_some() {
+        if f.cfs.skip.is_some() || f.cfs.last.is_some() || f.cfs.next.is_some() {
             // The candidates are compared with the leftmost by vruntime (their keys) and
             // its wakeup granularity (its weight).
             let left_vr = f.vruntime_of(left);
             let left_load = f.ent(left).load();
             let behind = |vr: u64| f.wakeup_preempt_vr(vr, left_vr, &left_load) < 1;
-            if f.skip == Some(se) {
+            if f.cfs.skip == Some(se) {
                 if let Some(second) = f.timeline.successor(se as usize) {
                     let second = second as SlotId;
                     if behind(f.vruntime_of(second)) {
@@ -92,12 +92,12 @@ impl FairPolicy for Cfs {
                     }
                 }
             }
-            if let Some(last) = f.last {
+            if let Some(last) = f.cfs.last {
                 if behind(f.vruntime_of(last)) {
                     se = last;
                 }
             }
-            if let Some(next) = f.next {
+            if let Some(next) = f.cfs.next {
                 if behind(f.vruntime_of(next)) {
                     se = next;
                 }
@@ -117,7 +117,7 @@ impl FairPolicy for Cfs {
     /// and is more than a slice ahead of the leftmost.
     #[inline(always)]
     fn tick<const Q: usize>(f: &mut Fair<'_, '_, Q>, curr: SlotId, c: &EntityCell) {
-        if f.nr_running <= 1 || !c.on_rq() {
+        if f.cfs.nr_running <= 1 || !c.on_rq() {
             return;
         }
         let (ideal, delta_exec, cvr) = (
@@ -154,7 +154,7 @@ impl FairPolicy for Cfs {
         f.charge_curr(c);
         if f.wakeup_preempt_vr(c.vruntime(), w.vruntime(), &w.load()) == 1 {
             if mark_next {
-                f.next = Some(wakee);
+                f.cfs.next = Some(wakee);
             }
             true
         } else {
@@ -166,7 +166,7 @@ impl FairPolicy for Cfs {
     #[inline(always)]
     fn yielded<const Q: usize>(f: &mut Fair<'_, '_, Q>, curr: SlotId, _: &EntityCell, policy: Policy) {
         if super::view::buddy_allowed(policy) {
-            f.skip = Some(curr);
+            f.cfs.skip = Some(curr);
         }
     }
 

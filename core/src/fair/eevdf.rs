@@ -52,7 +52,7 @@ impl FairPolicy for Eevdf {
     ) {
         let (vr, w) = (se.vruntime(), se.weight());
         let curr = if is_curr { Some((vr, w)) } else { curr };
-        let avg = f.eavg.avg(f.min_vruntime, curr);
+        let avg = f.cfs.eavg.avg(f.cfs.min_vruntime, curr);
         se.set_vlag(eevdf::bounded_lag(avg, vr, f.slice_ns(se.slice()), w));
         if !flags.contains(DequeueFlags::SLEEP) {
             se.set_deadline(se.deadline().wrapping_sub(vr));
@@ -62,24 +62,24 @@ impl FairPolicy for Eevdf {
     /// Into the average's sums.
     #[inline(always)]
     fn queued<const Q: usize>(f: &mut Fair<'_, '_, Q>, vr: u64, se: &EntityCell) {
-        let base = f.min_vruntime;
-        f.eavg.add(vr, base, se.weight());
+        let base = f.cfs.min_vruntime;
+        f.cfs.eavg.add(vr, base, se.weight());
     }
 
     /// Out of the average's sums, with the vruntime it was queued with.
     #[inline(always)]
     fn unqueuing<const Q: usize>(f: &mut Fair<'_, '_, Q>, slot: SlotId, se: &EntityCell) {
         if let Some(v) = f.timeline.vruntime_of(slot as usize) {
-            let base = f.min_vruntime;
-            f.eavg.sub(v, base, se.weight());
+            let base = f.cfs.min_vruntime;
+            f.cfs.eavg.sub(v, base, se.weight());
         }
     }
 
     /// The average's sums are kept relative to `min_vruntime`.
     #[inline(always)]
     fn min_vruntime_moved<const Q: usize>(f: &mut Fair<'_, '_, Q>, old: u64) {
-        let new = f.min_vruntime;
-        f.eavg.rebase(old, new);
+        let new = f.cfs.min_vruntime;
+        f.cfs.eavg.rebase(old, new);
     }
 
     /// `update_deadline`: the current entity whose request is done starts the next, one slice
@@ -91,7 +91,7 @@ impl FairPolicy for Eevdf {
             return;
         }
         se.set_deadline(vr.wrapping_add(f.vslice_of(se)));
-        if f.nr_running > 1 {
+        if f.cfs.nr_running > 1 {
             f.resched_curr();
         }
     }
@@ -101,8 +101,8 @@ impl FairPolicy for Eevdf {
     /// leftmost is the safe answer.)
     #[inline(always)]
     fn pick<const Q: usize>(f: &mut Fair<'_, '_, Q>) -> Option<SlotId> {
-        let base = f.min_vruntime;
-        let avg = f.eavg;
+        let base = f.cfs.min_vruntime;
+        let avg = f.cfs.eavg;
         let pick = f.timeline.pick_eligible(|v| avg.eligible(v, base, None)).or(f.timeline.leftmost());
         pick.map(|p| p as SlotId)
     }
@@ -113,7 +113,7 @@ impl FairPolicy for Eevdf {
         let p = prev?;
         let e = f.ent(p);
         let (on_rq, v, d) = (e.on_rq(), e.vruntime(), e.deadline());
-        (on_rq && d == f.picked_deadline && f.eavg.eligible(v, f.min_vruntime, None)).then_some(p)
+        (on_rq && d == f.cfs.picked_deadline && f.cfs.eavg.eligible(v, f.cfs.min_vruntime, None)).then_some(p)
     }
 
     /// EEVDF decides at the end of each request ([`Eevdf::charged`]), not at the tick.
@@ -131,19 +131,19 @@ impl FairPolicy for Eevdf {
         _mark_next: bool,
     ) -> bool {
         f.charge_curr(c);
-        let base = f.min_vruntime;
+        let base = f.cfs.min_vruntime;
         let (c_on_rq, c_vr, c_dl, w_dl) = (c.on_rq(), c.vruntime(), c.deadline(), w.deadline());
         let curr = c_on_rq.then(|| (c_vr, c.weight()));
-        let avg = f.eavg;
+        let avg = f.cfs.eavg;
         let c_eligible = c_on_rq && avg.eligible(c_vr, base, curr);
-        let protected = c_eligible && c_dl == f.picked_deadline;
+        let protected = c_eligible && c_dl == f.cfs.picked_deadline;
         // PREEMPT_SHORT (Linux 6.12): an eligible wakee with a shorter slice and an earlier
         // deadline ends the running task's protection (for the pick that follows too).
         let short = f.slice_ns(w.slice()) < f.slice_ns(c.slice())
             && avg.eligible(w.vruntime(), base, curr)
             && vruntime_before(w_dl, c_dl);
         if protected && short {
-            f.picked_deadline = c_dl.wrapping_add(1);
+            f.cfs.picked_deadline = c_dl.wrapping_add(1);
         } else if protected {
             return false;
         }
@@ -172,9 +172,9 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// the one placed.
     fn place_eevdf(&mut self, se: &EntityCell, flags: EnqueueFlags, curr: Option<(u64, u64)>) {
         let w = se.weight();
-        let base = self.min_vruntime;
-        let avg = self.eavg.avg(base, curr);
-        let load = self.eavg.load() + curr.map_or(0, |c| c.1);
+        let base = self.cfs.min_vruntime;
+        let avg = self.cfs.eavg.avg(base, curr);
+        let load = self.cfs.eavg.load() + curr.map_or(0, |c| c.1);
         let initial = flags.contains(EnqueueFlags::INITIAL);
         let mut vlag = if initial { 0 } else { se.vlag() };
         if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {

@@ -53,7 +53,7 @@ impl<const Q: usize> RunQueue<Q> {
     pub(super) fn note_picked(&mut self, se: &EntityCell) {
         #[cfg(feature = "eevdf")]
         {
-            self.picked_deadline = se.deadline();
+            self.cfs.picked_deadline = se.deadline();
         }
         #[cfg(not(feature = "eevdf"))]
         let _ = se;

@@ -36,7 +36,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub fn inject_rq_pelt(&self, cpu: usize, util: u64, runnable: u64, load: u64) -> Result<(), SchedError> {
         self.check_cpu(cpu)?;
         let mut st = self.rq(cpu);
-        let a = &mut st.rq.avg;
+        let a = &mut st.rq.cfs.avg;
         let div = a.divider();
         a.util_avg = util;
         a.util_sum = saturate_u32(util * div);
@@ -45,7 +45,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         a.load_avg = load;
         a.load_sum = load * div;
         a.util_est.enqueued = a.util_est.enqueued.min(util as u32);
-        st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
+        st.rq.cfs.pelt_slack = crate::runqueue::PeltSlack::default();
         self.after_update(cpu, &mut st);
         Ok(())
     }
@@ -71,7 +71,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         cell.modify(|e| {
             let queued = e.on_rq;
             if queued {
-                crate::pelt::util_est_sub(&mut rq.avg.util_est, &e.avg.util_est);
+                crate::pelt::util_est_sub(&mut rq.cfs.avg.util_est, &e.avg.util_est);
             }
             let div = e.avg.divider();
             e.avg.util_avg = util;
@@ -82,10 +82,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             e.avg.runnable_sum = e.avg.runnable_avg * div;
             e.avg.util_est = crate::pelt::UtilEst { enqueued: util_est, ewma: util_est };
             if queued {
-                crate::pelt::util_est_add(&mut rq.avg.util_est, &e.avg.util_est);
+                crate::pelt::util_est_add(&mut rq.cfs.avg.util_est, &e.avg.util_est);
             }
         });
-        st.rq.pelt_slack = crate::runqueue::PeltSlack::default();
+        st.rq.cfs.pelt_slack = crate::runqueue::PeltSlack::default();
         self.after_update(cpu as usize, &mut st);
         Ok(())
     }
