@@ -45,13 +45,14 @@ struct Args {
     /// from the boot line. The simulator builds the same machine.
     #[arg(long, default_value = "clusters:4")]
     topology: String,
-    /// The main thread's work before each worker's creation (µs), in both halves (the kernel's
-    /// `create_us=`). Not given: each half its own, the kernel as fast as it creates threads
-    /// (a few µs apart), the simulator 30 µs.
+    /// The main thread's work before each worker's creation (µs), in the sysbench file both
+    /// halves run (not given: 30). On a microcontroller, which runs the kernel's own sysbench,
+    /// the kernel's `create_us=` (not given: as fast as it creates threads).
     #[arg(long)]
     create_us: Option<u32>,
-    /// Each worker's set-up before the start barrier (µs), in both halves (the kernel's
-    /// `setup_us=`). Not given: the kernel's seeded 0..112 µs, the simulator's 20 µs.
+    /// Each worker's set-up before the start barrier (µs), in the sysbench file both halves
+    /// run (not given: 20). On a microcontroller the kernel's `setup_us=` (not given: seeded
+    /// 0..112 µs).
     #[arg(long)]
     setup_us: Option<u32>,
     /// Keep the tick on idle CPUs (default: idle CPUs go tickless and busy CPUs kick an idle

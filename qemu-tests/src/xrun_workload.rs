@@ -266,7 +266,6 @@ fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload
     }
 }
 
-/// ` features=...` for a side, or nothing for the defaults.
 /// The threads a run of `def` has, forks included (those started with it if forks have no
 /// bound).
 fn threads(def: &sched_workload::ProgramDef) -> u64 {
@@ -274,6 +273,7 @@ fn threads(def: &sched_workload::ProgramDef) -> u64 {
     sched_workload::Program::parse(&bytes).map_or(0, |p| p.total_threads().unwrap_or(u64::from(p.threads())))
 }
 
+/// ` features=...` for a side, or nothing for the defaults.
 fn feature_arg(f: Features) -> String {
     let words = feature_words(f);
     if words.is_empty() {

@@ -101,13 +101,31 @@ struct SysbenchArgs {
     /// Work per event (µs).
     #[arg(long, default_value_t = 1240)]
     event_us: u64,
-    /// Relative jitter of the work per event.
+    /// Relative jitter of the work per event (0..=0.5, in whole percent).
     #[arg(long, default_value_t = 0.02)]
     jitter: f64,
 }
 
 impl SysbenchArgs {
+    /// The workload, or one line (and the usage exit) for a value its file cannot hold.
     fn workload(&self) -> Workload {
+        use sched_workload::limits::{MAX_EVENT_US, MAX_JITTER_PCT, MAX_POOL_EVENTS};
+        let max_threads = sched_sim::machine::PROGRAM_THREADS as u32 - 1;
+        let why = if !(1..=max_threads).contains(&self.threads) {
+            Some(format!("--threads {}: 1..={max_threads}", self.threads))
+        } else if !(1..=u64::from(MAX_POOL_EVENTS)).contains(&self.events) {
+            Some(format!("--events {}: 1..={MAX_POOL_EVENTS}", self.events))
+        } else if !(1..=u64::from(MAX_EVENT_US)).contains(&self.event_us) {
+            Some(format!("--event-us {}: 1..={MAX_EVENT_US}", self.event_us))
+        } else if !(0.0..=f64::from(MAX_JITTER_PCT) / 100.0).contains(&self.jitter) {
+            Some(format!("--jitter {}: 0..={}", self.jitter, f64::from(MAX_JITTER_PCT) / 100.0))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            eprintln!("xsim: {why}");
+            std::process::exit(sched_sim::cli::USAGE_EXIT.into());
+        }
         Workload::Sysbench {
             threads: self.threads,
             events: self.events,

@@ -116,9 +116,22 @@ fn the_latency_file_is_the_latency_workload() {
 }
 
 /// `workloads/sysbench.json` is the seed's workload: with the rule off and on, its runs give
-/// the seed table's figures (spread, events, migrations, total time), run for run.
+/// the seed table's figures (spread, events, migrations, total time), run for run; and those
+/// are the figures of the simulator's own sysbench engine that the file replaced, pinned here
+/// from its last runs (rule on, seeds 0–2).
 #[test]
 fn the_sysbench_file_is_the_seeds_workload() {
+    // (total ns, spread ns, migrations, failed balances) of the engine before the file.
+    let pinned: [(u64, u64, u64, u64); 3] =
+        [(159_273_407, 11_977_000, 10, 1), (158_471_126, 7_977_000, 10, 1), (162_640_294, 19_977_000, 10, 1)];
+    for (seed, want) in pinned.iter().enumerate() {
+        let r = run_once(&Config::octo(seed as u64), &Workload::seed());
+        assert_eq!(
+            (r.total_ns, r.spread_ns.unwrap_or(0), r.migrations, r.failed_balances),
+            *want,
+            "seed {seed}"
+        );
+    }
     let def =
         sched_workload::rtapp::lower(include_str!("../../workloads/sysbench.json")).expect("a valid file");
     let file = Workload::program("sysbench.json", &def);

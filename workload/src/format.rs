@@ -335,7 +335,9 @@ impl<'a> Program<'a> {
         {
             return Err(FormatError::BadValue);
         }
-        if p.pools().any(|(size, jitter)| size == 0 || size > MAX_POOL_EVENTS || jitter > MAX_JITTER_PCT) {
+        if p.pools().any(|(size, jitter)| size == 0 || jitter > MAX_JITTER_PCT)
+            || p.pools().map(|(size, _)| u64::from(size)).sum::<u64>() > u64::from(MAX_POOL_EVENTS)
+        {
             return Err(FormatError::BadValue);
         }
         // Tasks follow one another after the tables, the last ending the program.
@@ -483,14 +485,25 @@ impl<'a> Program<'a> {
     /// assert_eq!(prog.threads_of(1), Some(5));
     /// ```
     pub fn threads_of(&self, task: usize) -> Option<u64> {
+        self.thread_totals().get(task).copied().flatten()
+    }
+
+    /// How many threads a whole run has, forks included ([`Program::threads_of`]); `None`:
+    /// forks without bound.
+    pub fn total_threads(&self) -> Option<u64> {
+        let totals = self.thread_totals();
+        totals[..self.counts.tasks as usize].iter().try_fold(0u64, |n, t| Some(n.saturating_add((*t)?)))
+    }
+
+    /// [`Program::threads_of`] of every task (`None` past the last).
+    fn thread_totals(&self) -> [Option<u64>; MAX_TASKS] {
         let n = self.counts.tasks as usize;
-        if task >= n {
-            return None;
-        }
-        // A task's count is settled once every task forking it is: n rounds settle any chain
-        // of forks; a task on a cycle, or forked without bound, never settles.
+        // A task's count is settled once every task forking it is: each round settles at
+        // least one task of a chain of forks, so a round that settles none is the last; a task
+        // on a cycle, or forked without bound, never settles.
         let mut total: [Option<u64>; MAX_TASKS] = [None; MAX_TASKS];
-        for _ in 0..n {
+        loop {
+            let mut progress = false;
             for t in 0..n {
                 if total[t].is_some() {
                     continue;
@@ -506,16 +519,13 @@ impl<'a> Program<'a> {
                 }
                 if settled {
                     total[t] = Some(sum);
+                    progress = true;
                 }
             }
+            if !progress {
+                return total;
+            }
         }
-        total[task]
-    }
-
-    /// How many threads a whole run has, forks included ([`Program::threads_of`]); `None`:
-    /// forks without bound.
-    pub fn total_threads(&self) -> Option<u64> {
-        (0..self.counts.tasks as usize).try_fold(0u64, |n, t| Some(n.saturating_add(self.threads_of(t)?)))
     }
 
     /// How many threads of task `child` each thread of task `parent` forks over all its loops

@@ -297,7 +297,7 @@ impl<const T: usize> World<T> {
         task.phase(th.phase as usize).and_then(|p| p.cpus()).unwrap_or(task.cpus())
     }
 
-    /// Threads blocked on a mutex, condition variable or barrier.
+    /// Threads blocked on a mutex, condition variable or barrier, or joining their forks.
     pub fn blocked(&self) -> usize {
         self.threads[..self.nthreads].iter().filter(|t| t.live && t.wait != Wait::Nothing).count()
     }
@@ -592,18 +592,20 @@ impl<const T: usize> World<T> {
             cpu: 0,
         };
         th.phase_iter += 1;
+        let mut ends = false;
         if th.phase_iter >= phase.loops() {
             th.phase_iter = 0;
             th.phase += 1;
             if th.phase as usize >= task.nr_phases() {
                 th.phase = 0;
                 th.loops_done += 1;
-                if task.loops().is_some_and(|n| th.loops_done >= n) {
-                    self.end(t, now, host);
-                }
+                ends = task.loops().is_some_and(|n| th.loops_done >= n);
             }
         }
         host.activation(&a);
+        if ends {
+            self.end(t, now, host);
+        }
         true
     }
 }

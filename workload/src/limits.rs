@@ -32,7 +32,8 @@ pub const MAX_CPU: u32 = 63;
 pub const MIN_SLICE_US: u32 = 100;
 /// See [`MIN_SLICE_US`].
 pub const MAX_SLICE_US: u32 = 100_000;
-/// Events one `take` pool holds (sysbench's `--events`).
-pub const MAX_POOL_EVENTS: u32 = 100_000_000;
+/// Events all of a program's `take` pools hold together (sysbench's `--events`): a platform
+/// may keep a record of each.
+pub const MAX_POOL_EVENTS: u32 = 1_000_000;
 /// A pool's jitter: its events' work varies by up to this many percent either way.
 pub const MAX_JITTER_PCT: u32 = 50;

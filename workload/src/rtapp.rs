@@ -503,7 +503,10 @@ fn lower_event(
             Event::Sync { cond, mutex }
         }
         "yield" => Event::Yield,
-        "join" => Event::Join,
+        "join" => match v {
+            Json::Bool(true) => Event::Join,
+            _ => return Err(bad(p, format!("expected true, found {}", v.kind()))),
+        },
         "take" => {
             let (mut pool, mut size, mut us, mut jitter) = (None, None, None, 0);
             for (k, x) in object(v, p)? {
@@ -579,7 +582,13 @@ fn check_lock_order(
         Event::Wait { mutex, .. } | Event::Sync { mutex, .. } if !held.iter().any(|(h, _)| *h == mutex) => {
             Err(cannot(p, format!("waits under mutex {:?} without holding it (lock it first)", name(mutex))))
         }
-        Event::Barrier(_) | Event::Sleep { .. } | Event::Timer { .. } | Event::Suspend(_)
+        // A take may end the thread (its pool empty), and it would end holding the mutex.
+        Event::Barrier(_)
+        | Event::Sleep { .. }
+        | Event::Timer { .. }
+        | Event::Suspend(_)
+        | Event::Join
+        | Event::Take { .. }
             if !held.is_empty() =>
         {
             Err(cannot(p, format!("blocks while holding mutex {:?}", held[0].1)))
@@ -608,6 +617,11 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
         return Err(cannot("tasks", "no task starts a thread"));
     }
     def.pools = res.pool_defs;
+    let events: u64 = def.pools.iter().map(|p| u64::from(p.size)).sum();
+    if events > u64::from(MAX_POOL_EVENTS) {
+        return Err(too_large("tasks", format!("{events} pool events in all, at most {MAX_POOL_EVENTS}")));
+    }
+    refuse_after_take(def)?;
     def.mutexes = res.mutexes.0;
     def.conds = res.conds.0;
     def.timers = res.timers.0;
@@ -615,6 +629,10 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
     // The threads each task will have, forks included, read from the program as encoded
     // (with stand-in parties, which the count does not read).
     def.barriers = res.barriers.0.iter().map(|n| (n.clone(), 2)).collect();
+    let words = def.encode().len();
+    if words > MAX_WORDS {
+        return Err(too_large("the file", format!("{words} words encoded, at most {MAX_WORDS}")));
+    }
     let bytes = def.to_bytes();
     let prog = Program::parse(&bytes).map_err(|e| cannot("tasks", format!("does not encode: {e}")))?;
     // A barrier's parties: every thread of every task that names it, once per naming (as
@@ -652,9 +670,30 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
         barriers.push((name.clone(), *n as u32));
     }
     def.barriers = barriers;
-    let words = def.encode().len();
-    if words > MAX_WORDS {
-        return Err(too_large("the file", format!("{words} words encoded, at most {MAX_WORDS}")));
+    Ok(())
+}
+
+/// A thread may end at a `take` (its pool empty), so a barrier or a fork after one might
+/// never be reached: its parties or forks would be miscounted. Refused (with more than one
+/// loop of the task, every barrier and fork of it comes after its take).
+fn refuse_after_take(def: &ProgramDef) -> Result<(), RtAppError> {
+    for t in &def.tasks {
+        let takes = t.phases.iter().flat_map(|p| &p.events).any(|e| matches!(e, Event::Take { .. }));
+        let mut taken = takes && t.loops != 1;
+        for ph in &t.phases {
+            for e in &ph.events {
+                match e {
+                    Event::Take { .. } => taken = true,
+                    Event::Barrier(_) | Event::Fork(_) if taken => {
+                        return Err(cannot(
+                            &join(&join("tasks", &t.name), &join("phases", &ph.name)),
+                            "a barrier or fork after a take: the thread may end at the take (its pool empty) and never reach it",
+                        ))
+                    }
+                    _ => {}
+                }
+            }
+        }
     }
     Ok(())
 }

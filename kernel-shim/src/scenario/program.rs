@@ -104,8 +104,12 @@ pub(super) fn program_main() {
     let t0 = arch::now_ns();
     T0.store(t0, Relaxed);
     let prog = *PROGRAM.call_once(|| prog);
-    let workers: u64 =
-        (0..prog.tasks().count()).filter(|&t| takes(&prog, t)).filter_map(|t| prog.threads_of(t)).sum();
+    // (Forked without bound: as many as there are CPUs, whenever they come; as the simulator
+    // counts them.)
+    let workers = (0..prog.tasks().count())
+        .filter(|&t| takes(&prog, t))
+        .try_fold(0u64, |n, t| Some(n + prog.threads_of(t)?))
+        .unwrap_or(u64::from(u32::MAX));
     WORKERS.store(workers, Relaxed);
     {
         let mut w = WORLD.lock();

@@ -100,7 +100,7 @@ pub(crate) const WORKLOAD_CASES: &[WorkloadCase] = &[
         topology: "flat",
         judge: |f| {
             let w = task(f, "worker")?;
-            // 8 threads × (the set-up phase + 125 events).
+            // 8 set-up phases and the pool's 1000 events.
             within("worker activations", w.activations as f64, 1008.0, 1008.0)?;
             within("worker CPU share (%)", w.cpu_share_pct, 85.0, 100.0)
         },

@@ -11,7 +11,7 @@ use super::workload::Behavior;
 use super::{Ev, Machine};
 
 /// Threads (started and forked) one simulated run of a program may have.
-pub const PROGRAM_THREADS: usize = 1024;
+pub const PROGRAM_THREADS: usize = 2048;
 
 /// A program's run on the machine.
 pub(super) struct ProgramRun {
@@ -71,8 +71,12 @@ fn mask(bits: u64) -> CpuMask {
 
 impl<const C: usize> Machine<C> {
     /// Starts `prog` now: every task's instances are created from CPU 0, each beginning after
-    /// its task's delay. Refused (with why) if it has more threads than a run may hold.
+    /// its task's delay. Refused (with why) if it has more threads than a run may hold, forks
+    /// included (with forks without bound, a fork past the table starts no thread).
     pub fn start_program(&mut self, prog: Program<'static>) -> Result<(), String> {
+        if prog.total_threads().is_some_and(|n| n > PROGRAM_THREADS as u64) {
+            return Err(format!("more than {PROGRAM_THREADS} threads"));
+        }
         let t0 = self.now.max(1);
         let mut world = Box::new(World::new(t0));
         world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
@@ -82,8 +86,12 @@ impl<const C: usize> Machine<C> {
             .tasks()
             .map(|t| t.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. }))))
             .collect();
-        // The workers the run will have, for the spread: every thread of the takers' tasks.
-        let workers: u64 = (0..tasks).filter(|&t| takers[t]).map(|t| prog.threads_of(t).unwrap_or(0)).sum();
+        // The workers the run will have, for the spread: every thread of the takers' tasks
+        // (without bound: as many as there are CPUs, whenever they come).
+        let workers = (0..tasks)
+            .filter(|&t| takers[t])
+            .try_fold(0u64, |n, t| Some(n + prog.threads_of(t)?))
+            .unwrap_or(u64::from(u32::MAX));
         self.worker_target = workers.min(u64::from(u32::MAX)) as u32;
         let mut pool_at = Vec::new();
         let mut events = 0u64;

@@ -233,6 +233,40 @@ fn every_refusal_names_its_path() {
         ),
         (
             &with_tasks(
+                r#""a": {"loop": 1, "lock": "m", "take": {"ref": "e", "size": 10, "run": 5}, "unlock": "m"}"#,
+            ),
+            "blocks while holding mutex \"m\"",
+            14,
+        ),
+        (&with_tasks(r#""a": {"loop": 1, "join": false}"#), "tasks.a.join: expected true", 12),
+        (
+            &with_tasks(
+                r#""a": {"instance": 2, "loop": 1, "phases": {"p": {"take": {"ref": "e", "size": 10, "run": 5}}, "q": {"barrier": "b"}}}"#,
+            ),
+            "tasks.a.phases.q: cannot run: a barrier or fork after a take",
+            14,
+        ),
+        (
+            &with_tasks(
+                r#""a": {"instance": 2, "loop": 2, "phases": {"q": {"barrier": "b"}, "p": {"take": {"ref": "e", "size": 10, "run": 5}}}}"#,
+            ),
+            "tasks.a.phases.q: cannot run: a barrier or fork after a take",
+            14,
+        ),
+        (
+            &with_tasks(r#""a": {"loop": 1, "take": {"ref": "e", "size": 1000001, "run": 5}}"#),
+            "tasks.a.take.size",
+            12,
+        ),
+        (
+            &with_tasks(
+                r#""a": {"loop": 1, "take": {"ref": "e", "size": 600000, "run": 5}}, "b": {"loop": 1, "take": {"ref": "f", "size": 600000, "run": 5}}"#,
+            ),
+            "tasks: too large: 1200000 pool events in all, at most 1000000",
+            13,
+        ),
+        (
+            &with_tasks(
                 r#""m": {"loop": -1, "phases": {"p": {"run": 10, "fork": "w", "barrier": "b"}}}, "w": {"instance": 0, "loop": 1, "barrier": "b"}"#,
             ),
             "tasks.w: cannot run: its threads take part in a barrier but are forked without bound",
