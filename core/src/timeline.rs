@@ -427,8 +427,9 @@ impl<const CAP: usize> Timeline<CAP> {
     pub fn set_augmented(&mut self, on: bool) {
         if on && !self.augmented {
             self.augmented = true;
-            // Children before parents: by height, lowest first.
-            let top = self.height(self.root);
+            // Children before parents: by height, lowest first; every tree of the arena
+            // (`with_head`), not only this one.
+            let top = self.nodes.iter().map(|n| n.height).max().unwrap_or(0);
             for h in 1..=top {
                 for x in 0..CAP {
                     if self.nodes[x].height == h {

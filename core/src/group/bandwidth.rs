@@ -230,6 +230,9 @@ impl Pool {
     /// brings `remaining` above 0.
     pub fn give(&mut self, remaining: i64) -> u64 {
         let deficit = (1 - remaining.min(0)) as u64;
+        if self.limit.quota_ns.is_none() {
+            return deficit;
+        }
         let grant = deficit.min(self.runtime);
         self.runtime -= grant;
         grant
@@ -254,7 +257,7 @@ impl Pool {
     }
 
     /// Replaces the limit: the pool is refilled for it and the timer stops until runtime is
-    /// taken.
+    /// taken. Each runqueue of the group starts over too ([`RqRuntime::reset`]).
     pub fn set_limit(&mut self, limit: CpuMax) {
         *self = Pool { stats: self.stats, ..Pool::new(limit) };
     }
@@ -291,6 +294,16 @@ impl RqRuntime {
         !self.throttled && self.remaining <= 0
     }
 
+    /// Starts over after the group's limit changed at `now`: no runtime, and let go if it was
+    /// throttled (the time counted in `pool`'s statistics), as Linux does when `cpu.max` is
+    /// written.
+    pub fn reset(&mut self, now: u64, pool: &mut Pool) {
+        if self.throttled {
+            self.unthrottle(now, 0, pool);
+        }
+        self.remaining = 0;
+    }
+
     /// Throttles it at `now`.
     pub fn throttle(&mut self, now: u64) {
         self.throttled = true;
@@ -312,7 +325,8 @@ mod tests {
     use super::*;
     use std::string::ToString;
 
-    /// cpu.max's text, each bound as Linux checks it.
+    /// cpu.max's text: each bound as Linux checks it; anything but one or two numbers (or
+    /// `max`) refused.
     #[test]
     fn cpu_max_reads_and_refuses_as_linux() {
         let m = CpuMax::parse("1000", None).unwrap();
@@ -374,7 +388,13 @@ mod tests {
         // No limit: everything is granted and nothing counted.
         let mut free = Pool::new(CpuMax::UNLIMITED);
         assert_eq!(free.take(u64::MAX / 2), u64::MAX / 2);
+        assert_eq!(free.give(-5), 6, "a deficit is always met");
         assert_eq!(free.period_end(1, false), PeriodEnd::Stop);
+        // A new limit lets a throttled runqueue go, with no runtime.
+        let mut rq = RqRuntime { remaining: -3, throttled: true, throttled_at: 10 };
+        pool.set_limit(CpuMax::UNLIMITED);
+        rq.reset(50, &mut pool);
+        assert_eq!((rq.remaining, rq.throttled, pool.stats().throttled_ns), (0, false, 40));
     }
 
     /// An emptied runqueue keeps 1 ms and gives the rest back.

@@ -32,6 +32,8 @@ pub enum GroupError {
     Root,
     /// The group still holds tasks or groups.
     NotEmpty,
+    /// A task counted out of a group that holds none.
+    NoTask,
     /// Groups would nest deeper than [`tree::MAX_GROUP_DEPTH`].
     TooDeep,
     /// The move would put a group under itself.
@@ -51,6 +53,7 @@ impl fmt::Display for GroupError {
             GroupError::UnknownGroup => f.write_str("no such group"),
             GroupError::Root => f.write_str("the root group has no weight or limit and stays"),
             GroupError::NotEmpty => f.write_str("the group holds tasks or groups"),
+            GroupError::NoTask => f.write_str("the group holds no task"),
             GroupError::TooDeep => f.write_str("groups would nest too deep"),
             GroupError::Cycle => f.write_str("a group cannot move under itself"),
         }

@@ -108,10 +108,12 @@ pub struct GroupRq {
 /// ```
 pub fn calc_group_shares(shares: u64, tg_load_avg: u64, rq: &GroupRq) -> u64 {
     let load = scale_load_down(rq.load_weight).max(rq.load_avg);
-    let tg_weight = (tg_load_avg as i128 - rq.load_avg_contrib as i128 + load as i128).max(0) as u128;
-    let s = shares as u128 * load as u128;
+    // Signed, as Linux's: a stale total below this CPU's contribution gives a negative weight,
+    // and the clamp then gives the floor.
+    let tg_weight = tg_load_avg as i128 - rq.load_avg_contrib as i128 + load as i128;
+    let s = shares as i128 * load as i128;
     let s = s.checked_div(tg_weight).unwrap_or(s);
-    (s.min(shares as u128) as u64).max(MIN_SHARES)
+    s.clamp(MIN_SHARES as i128, shares.max(MIN_SHARES) as i128) as u64
 }
 
 /// The change to fold into the group's load average from one CPU whose load average is now

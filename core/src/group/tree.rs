@@ -10,7 +10,8 @@ use super::GroupError;
 pub const MAX_GROUP_DEPTH: u8 = 8;
 
 /// A group, by slot and generation (a deleted group's id stays stale when its slot is
-/// reused). [`GroupId::ROOT`] is the root group, which holds every task at first.
+/// reused, until that slot's 16-bit generation wraps). [`GroupId::ROOT`] is the root group,
+/// which holds every task at first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct GroupId {
@@ -74,8 +75,9 @@ pub struct Groups<const G: usize> {
 }
 
 impl<const G: usize> Groups<G> {
-    /// The root alone.
+    /// The root alone. (`G` below `u16::MAX`: slots are 16-bit.)
     pub const fn new() -> Groups<G> {
+        assert!(G < u16::MAX as usize, "a group slot is 16 bits");
         Groups { entries: [Entry::FREE; G], root: Entry { alive: true, ..Entry::FREE } }
     }
 
@@ -210,7 +212,7 @@ impl<const G: usize> Groups<G> {
     /// Counts a task moved out of `g` or exited.
     pub fn remove_task(&mut self, g: GroupId) -> Result<(), GroupError> {
         let e = self.entry_mut(g)?;
-        e.tasks = e.tasks.checked_sub(1).ok_or(GroupError::NotEmpty)?;
+        e.tasks = e.tasks.checked_sub(1).ok_or(GroupError::NoTask)?;
         Ok(())
     }
 
@@ -279,7 +281,7 @@ mod tests {
         g.add_task(b).unwrap();
         assert_eq!(g.delete(b), Err(GroupError::NotEmpty));
         g.remove_task(b).unwrap();
-        assert_eq!(g.remove_task(b), Err(GroupError::NotEmpty));
+        assert_eq!(g.remove_task(b), Err(GroupError::NoTask));
         assert_eq!(std::format!("{g:?}"), before);
         // A deleted group's id is stale, even once its slot is reused.
         g.delete(b).unwrap();
