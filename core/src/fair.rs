@@ -261,7 +261,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let policy = se.policy();
         self.cfs.load.add(se.load().weight);
         self.cfs.nr_running += 1;
-        self.cfs.h_nr_running += 1;
+        #[cfg(feature = "groups")]
+        {
+            self.cfs.h_nr_running += 1;
+        }
         self.cfs.idle_h_nr_running += (policy == Policy::Idle) as u32;
         self.mru_push_head(slot);
         if !is_curr {
@@ -299,7 +302,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let policy = se.policy();
         self.cfs.load.sub(se.load().weight);
         self.cfs.nr_running -= 1;
-        self.cfs.h_nr_running -= 1;
+        #[cfg(feature = "groups")]
+        {
+            self.cfs.h_nr_running -= 1;
+        }
         self.cfs.idle_h_nr_running -= (policy == Policy::Idle) as u32;
         self.mru_unlink(slot);
         se.set_on_rq(false);
@@ -476,7 +482,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let Some(c) = self.curr else { return };
         let Some(se) = self.entity(c) else { return };
         // A current task that already blocked or exited has nothing to yield.
-        if self.cfs.h_nr_running <= 1 || !se.on_rq() {
+        if self.cfs.h_nr_running() <= 1 || !se.on_rq() {
             return;
         }
         self.clear_buddies(c);

@@ -46,8 +46,10 @@ pub(crate) struct CfsRq {
     pub(crate) load: LoadWeight,
     /// Accounted entities at this level (queued + current if runnable).
     pub(crate) nr_running: u32,
-    /// Accounted tasks at this level and below (`h_nr_running`): on a flat machine every
-    /// entity is a task, and the two counts agree.
+    /// Accounted tasks at this level and below (`h_nr_running`; [`CfsRq::h_nr_running`]).
+    /// Kept only with the `groups` feature: without it every entity is a task, and the two
+    /// counts are one.
+    #[cfg(feature = "groups")]
     pub(crate) h_nr_running: u32,
     /// Of those tasks, how many have the `SCHED_IDLE` policy.
     pub(crate) idle_h_nr_running: u32,
@@ -72,12 +74,22 @@ pub(crate) struct CfsRq {
 }
 
 impl CfsRq {
+    /// Accounted tasks at this level and below (`h_nr_running`).
+    #[inline]
+    pub(crate) fn h_nr_running(&self) -> u32 {
+        #[cfg(feature = "groups")]
+        return self.h_nr_running;
+        #[cfg(not(feature = "groups"))]
+        self.nr_running
+    }
+
     /// Empty, its `min_vruntime` close to the wrap point so that wrap-safety is exercised
     /// from the first minute (as Linux does with `(u64)(-(1LL << 20))`).
     pub(crate) const fn new() -> CfsRq {
         CfsRq {
             load: LoadWeight { weight: 0, inv_weight: 0 },
             nr_running: 0,
+            #[cfg(feature = "groups")]
             h_nr_running: 0,
             idle_h_nr_running: 0,
             min_vruntime: (-(1i64 << 20)) as u64,
@@ -200,7 +212,7 @@ impl<const Q: usize> RunQueue<Q> {
     // once a level holds groups.
     #[allow(clippy::misnamed_getters)]
     pub fn nr_running(&self) -> u32 {
-        self.cfs.h_nr_running
+        self.cfs.h_nr_running()
     }
     /// Of those, how many have the `SCHED_IDLE` policy.
     pub fn idle_nr_running(&self) -> u32 {
@@ -513,7 +525,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// Updates the runqueue's own PELT signals (after applying removed load).
     pub(crate) fn update_cfs_avg(&mut self) -> bool {
         let now = self.clock_pelt();
-        let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running as u64);
+        let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running() as u64);
         let r = self.cfs.removed;
         // (Nothing removed is no move: the consistency check's slack counts only real ones.)
         if r.nr != 0 {
@@ -628,7 +640,7 @@ impl<const Q: usize> RunQueue<Q> {
                 return fail("current task not marked on_cpu");
             }
         }
-        if nr != self.cfs.nr_running || nr != self.cfs.h_nr_running || idle != self.cfs.idle_h_nr_running {
+        if nr != self.cfs.nr_running || nr != self.cfs.h_nr_running() || idle != self.cfs.idle_h_nr_running {
             return fail("nr_running differs from accounted tasks");
         }
         if weight != self.cfs.load.weight {
