@@ -93,6 +93,15 @@ struct Args {
     /// into target/linux.
     #[arg(long)]
     linux: bool,
+    /// With --linux: Linux's cgroup v2 CPU controller instead of sysbench, the shapes of its
+    /// own tests (three groups of cpu.weight 50, 100 and 150 with a spinner per CPU each; a
+    /// group limited to 10 % of one CPU by cpu.max), for --seconds each: the targets beside
+    /// which the core's task groups will be measured.
+    #[arg(long)]
+    groups: bool,
+    /// With --groups: how long each part runs (s), 1..=30; 10 as kselftest's test_cpu.c.
+    #[arg(long, default_value_t = 10)]
+    seconds: u32,
 }
 
 impl Args {
@@ -156,6 +165,12 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     }
     if let Some(why) = crate::linux::refuses(arch).filter(|_| a.linux) {
         return Err(why);
+    }
+    if a.groups && !a.linux {
+        return Err("--groups measures Linux's cgroups: add --linux (the kernel and the simulator have no task groups yet)".into());
+    }
+    if a.groups && !(1..=30).contains(&a.seconds) {
+        return Err(format!("--seconds {}: 1..=30", a.seconds));
     }
     if !a.ticking && matches!(arch, qemu::Arch::CortexM4 | qemu::Arch::CortexM33) {
         return Err(format!("--arch {}: its tick cannot stop; add --ticking", arch.name()));
@@ -338,6 +353,18 @@ pub fn main(args: &[String]) -> ExitCode {
     };
     machine.numa = topology.nodes();
     machine.clusters = topology.cluster_size(a.cpus() as usize);
+    if a.groups {
+        return match crate::linux::cgroups::measure(&machine, mode, a.ticking, a.seconds) {
+            Ok(m) => {
+                print!("{}", crate::linux::cgroups::render(&m, machine.cpus, mode));
+                ExitCode::SUCCESS
+            }
+            Err(line) => {
+                eprintln!("xrun: {line}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     // The workload: the simulator's sysbench file, which the kernel runs too where it takes a
     // program.
     let cfg = sim_config(&a, features, topology);

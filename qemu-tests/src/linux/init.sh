@@ -1,7 +1,8 @@
 #!/bin/busybox sh
 # The Linux guest's init (PID 1): mounts what tracing needs, prints the sched domains Linux
-# built, then runs the job the kernel command line names (`fairsched.job=sysbench` or
-# `fairsched.job=rtapp`) `fairsched.runs` times, each with ftrace's sched events on, and prints
+# built, then runs the job the kernel command line names (`fairsched.job=sysbench`,
+# `fairsched.job=rtapp`, or `fairsched.job=script`: the runner's /job.sh) `fairsched.runs`
+# times, each with ftrace's sched events on, and prints
 # each run's output, rt-app's logs and the trace (gzip, base64) between `@@fairsched` markers
 # for the host's parser. Then it powers the machine off.
 /bin/busybox --install -s /bin
@@ -49,11 +50,12 @@ while [ "$i" -lt "$runs" ]; do
     case "$job" in
         sysbench) sysbench cpu --threads="$threads" --events="$events" --time=0 --percentile=0 run > /tmp/out 2>&1 ;;
         rtapp) rt-app /workload.json > /tmp/out 2>&1 ;;
+        script) sh /job.sh > /tmp/out 2>&1 ;;
     esac
     status=$?
     echo 0 > $T/tracing_on
     # The program's output after the run: the console is not written while it runs.
-    if [ "$job" = sysbench ]; then cat /tmp/out; fi
+    if [ "$job" = sysbench ] || [ "$job" = script ]; then cat /tmp/out; fi
     echo "@@fairsched status $status"
     if [ "$job" = rtapp ]; then
         for log in /tmp/rt-app-*.log; do

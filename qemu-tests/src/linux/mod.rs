@@ -7,6 +7,7 @@
 //! Only aarch64 `virt` runs it: Debian's arm64 kernel is the one real Linux these boards share
 //! with the project's kernel that needs no build here.
 
+pub mod cgroups;
 mod fetch;
 mod ftrace;
 mod initramfs;
@@ -26,6 +27,8 @@ pub enum Job<'a> {
     Sysbench { threads: u32, events: u32 },
     /// `rt-app FILE` with the JSON given (already in the subset Debian's rt-app 1.0 reads).
     RtApp { json: &'a [u8] },
+    /// A shell script of the runner's (busybox sh), its standard output the run's output.
+    Script { script: &'a [u8] },
 }
 
 /// One run of the job inside the boot: its output, its rt-app logs and its ftrace lines.
@@ -138,6 +141,10 @@ impl Guest {
             Job::RtApp { json } => {
                 words += " fairsched.job=rtapp";
                 extra.push(("workload.json".to_string(), json.to_vec()));
+            }
+            Job::Script { script } => {
+                words += " fairsched.job=script";
+                extra.push(("job.sh".to_string(), script.to_vec()));
             }
         }
         let image = initramfs::build(&self.parts.tree, &extra)?;

@@ -1,8 +1,8 @@
 //! One short Linux boot in the suite, so that the path of `cargo xrun --linux` cannot rot:
 //! Debian's kernel on the suite's aarch64 machine (8 vCPUs, deterministic mode) runs one
 //! sysbench run and, in a second boot, rt-app on `workloads/periodic.json`, each read back
-//! with the kernel's metric definitions. When Debian's packages cannot be fetched, one line
-//! says so and the two cases are not counted.
+//! with the kernel's metric definitions, and in a third its cgroup v2 CPU controller. When
+//! Debian's packages cannot be fetched, one line says so and the cases are not counted.
 
 use std::time::Duration;
 
@@ -63,10 +63,32 @@ fn periodic(guest: &Guest, m: &Machine) -> Result<String, String> {
     Ok(format!("CPU shares {}", shares.join(", ")))
 }
 
+/// The cgroup v2 case: Linux keeps the targets the core's task groups will be held to, on this
+/// machine, by its own tests' closeness (kselftest's `test_cpu.c`): CPU time rising with
+/// cpu.weight 50, 100, 150, each step close to the lightest's (35 %), and a group limited to
+/// 10 % of a CPU within 10 % of it.
+fn cgroups(guest: &Guest, m: &Machine) -> Result<String, String> {
+    let _ = guest;
+    // 10 s, as kselftest runs it: over 2 s Linux's flat domain on this machine is further off.
+    let r = crate::linux::cgroups::measure(m, Mode::Deterministic, false, 10)?;
+    let u: Vec<f64> = r.weighted.iter().map(|s| s.usage_usec as f64).collect();
+    for i in 0..u.len() - 1 {
+        if u[i + 1] <= u[i] || !crate::linux::cgroups::values_close(u[i + 1] - u[i], u[0], 35.0) {
+            return Err(format!("CPU time by weight {u:?} µs: not 1:2:3 within kselftest's 35 %"));
+        }
+    }
+    let share = r.limited_share_pct();
+    if !crate::linux::cgroups::values_close(share, 10.0, 10.0) || r.limited.nr_throttled == 0 {
+        return Err(format!("cpu.max 10 %: {share:.2} %, {} throttled periods", r.limited.nr_throttled));
+    }
+    let ratios: Vec<String> = r.ratios().iter().map(|x| format!("{x:.3}")).collect();
+    Ok(format!("weights 50:100:150 got {}, cpu.max 10 % got {share:.2} %", ratios.join(":")))
+}
+
 /// A case: what it showed, or why it failed.
 type LinuxCase = fn(&Guest, &Machine) -> Result<String, String>;
 
-/// The two Linux cases on machine `m`: (passed, failed). When the guest's packages cannot be
+/// The Linux cases on machine `m`: (passed, failed). When the guest's packages cannot be
 /// had, one line says so and the result is (0, 0), or a failure if the guest was asked for
 /// alone (`required`: `cargo xtest --linux`).
 pub(crate) fn run(m: &Machine, required: bool) -> (u64, u64) {
@@ -78,10 +100,13 @@ pub(crate) fn run(m: &Machine, required: bool) -> (u64, u64) {
         }
     };
     let (mut passed, mut failed) = (0, 0);
-    let cases: [(&str, LinuxCase); 2] =
-        [("sysbench cpu, 8 threads, 1000 events", sysbench), ("rt-app workloads/periodic.json", periodic)];
+    let cases: [(&str, LinuxCase); 3] = [
+        ("sysbench cpu, 8 threads, 1000 events", sysbench),
+        ("rt-app workloads/periodic.json", periodic),
+        ("cgroup v2: cpu.weight 50/100/150 and cpu.max 10 %", cgroups),
+    ];
     for (i, (name, case)) in cases.iter().enumerate() {
-        eprint!("xtest: qemu aarch64 Linux {} [{}/2] {name} ... ", guest.version(), i + 1);
+        eprint!("xtest: qemu aarch64 Linux {} [{}/{}] {name} ... ", guest.version(), i + 1, cases.len());
         match case(&guest, m) {
             Ok(what) => {
                 passed += 1;
