@@ -24,8 +24,8 @@ pub struct TestArgs {
     /// Only boot the long scenarios (too slow for every CI run), --repeat times each.
     #[arg(long)]
     pub long: bool,
-    /// Only the Linux guest's two cases (one sysbench and one rt-app boot of Debian's kernel
-    /// on the aarch64 machine), which the ordinary run includes.
+    /// Only the Linux guest's three cases (a sysbench, an rt-app and a cgroup boot of Debian's
+    /// kernel on the aarch64 machine), which the ordinary run includes.
     #[arg(long)]
     pub linux: bool,
     /// With --repeat or --long: only boots in this QEMU mode, deterministic or parallel

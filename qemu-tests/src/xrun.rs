@@ -93,15 +93,15 @@ struct Args {
     /// into target/linux.
     #[arg(long)]
     linux: bool,
-    /// With --linux: Linux's cgroup v2 CPU controller instead of sysbench, the shapes of its
-    /// own tests (three groups of cpu.weight 50, 100 and 150 with a spinner per CPU each; a
+    /// With --linux: Linux's cgroup v2 CPU controller instead of sysbench (three groups of
+    /// cpu.weight 50, 100 and 150 with a spinner per CPU each, as kselftest's test_cpu.c; a
     /// group limited to 10 % of one CPU by cpu.max), for --seconds each: the targets beside
     /// which the core's task groups will be measured.
     #[arg(long)]
     groups: bool,
-    /// With --groups: how long each part runs (s), 1..=30; 10 as kselftest's test_cpu.c.
-    #[arg(long, default_value_t = 10)]
-    seconds: u32,
+    /// With --groups: how long each part runs (s), 1..=30 (not given: 10, as kselftest's).
+    #[arg(long)]
+    seconds: Option<u32>,
 }
 
 impl Args {
@@ -169,8 +169,13 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     if a.groups && !a.linux {
         return Err("--groups measures Linux's cgroups: add --linux (the kernel and the simulator have no task groups yet)".into());
     }
-    if a.groups && !(1..=30).contains(&a.seconds) {
-        return Err(format!("--seconds {}: 1..=30", a.seconds));
+    if a.groups && a.workload.is_some() {
+        return Err("--groups runs its own groups: it takes no --workload".into());
+    }
+    match a.seconds {
+        Some(_) if !a.groups => return Err("--seconds is for --groups".into()),
+        Some(s) if !(1..=30).contains(&s) => return Err(format!("--seconds {s}: 1..=30")),
+        _ => {}
     }
     if !a.ticking && matches!(arch, qemu::Arch::CortexM4 | qemu::Arch::CortexM33) {
         return Err(format!("--arch {}: its tick cannot stop; add --ticking", arch.name()));
@@ -354,7 +359,7 @@ pub fn main(args: &[String]) -> ExitCode {
     machine.numa = topology.nodes();
     machine.clusters = topology.cluster_size(a.cpus() as usize);
     if a.groups {
-        return match crate::linux::cgroups::measure(&machine, mode, a.ticking, a.seconds) {
+        return match crate::linux::cgroups::measure(&machine, mode, a.ticking, a.seconds.unwrap_or(10)) {
             Ok(m) => {
                 print!("{}", crate::linux::cgroups::render(&m, machine.cpus, mode));
                 ExitCode::SUCCESS

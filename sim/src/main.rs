@@ -108,17 +108,26 @@ struct SysbenchArgs {
 
 impl SysbenchArgs {
     /// The workload, or one line (and the usage exit) for a value its file cannot hold.
-    fn workload(&self) -> Workload {
+    fn workload(&self, m: &MachineArgs) -> Workload {
         use sched_workload::limits::{MAX_EVENT_US, MAX_JITTER_PCT, MAX_POOL_EVENTS};
-        let max_threads = sched_sim::machine::PROGRAM_THREADS as u32 - 1;
+        // (With the main thread; the simulator holds SIM_Q tasks per CPU.)
+        let cpus = config(m).cpus.max(1);
+        let max_threads =
+            sched_sim::machine::PROGRAM_THREADS.min(cpus * sched_sim::machine::SIM_Q) as u32 - 1;
         let why = if !(1..=max_threads).contains(&self.threads) {
             Some(format!("--threads {}: 1..={max_threads}", self.threads))
         } else if !(1..=u64::from(MAX_POOL_EVENTS)).contains(&self.events) {
             Some(format!("--events {}: 1..={MAX_POOL_EVENTS}", self.events))
         } else if !(1..=u64::from(MAX_EVENT_US)).contains(&self.event_us) {
             Some(format!("--event-us {}: 1..={MAX_EVENT_US}", self.event_us))
-        } else if !(0.0..=f64::from(MAX_JITTER_PCT) / 100.0).contains(&self.jitter) {
-            Some(format!("--jitter {}: 0..={}", self.jitter, f64::from(MAX_JITTER_PCT) / 100.0))
+        } else if !(0.0..=f64::from(MAX_JITTER_PCT) / 100.0).contains(&self.jitter)
+            || (self.jitter * 100.0 - (self.jitter * 100.0).round()).abs() > 1e-9
+        {
+            Some(format!(
+                "--jitter {}: 0..={} in whole percent",
+                self.jitter,
+                f64::from(MAX_JITTER_PCT) / 100.0
+            ))
         } else {
             None
         };
@@ -351,7 +360,7 @@ fn main() {
     match cmd {
         Cmd::Sysbench { m, w: args } => {
             let cfg = config(&m);
-            let w = args.workload();
+            let w = args.workload(&m);
             let on = cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK;
             let off = cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK;
             let t = run_ab(
@@ -414,7 +423,7 @@ fn main() {
         Cmd::Ab { m, a, b, workload, w: args, l } => {
             let cfg = config(&m);
             let w = match workload {
-                WorkloadKind::Sysbench => args.workload(),
+                WorkloadKind::Sysbench => args.workload(&m),
                 WorkloadKind::Latency => l.workload(),
             };
             let t = run_ab(&cfg, &w, (features(&a), &a), (features(&b), &b), args.iterations, "ab");

@@ -681,14 +681,20 @@ fn refuse_after_take(def: &ProgramDef) -> Result<(), RtAppError> {
         let takes = t.phases.iter().flat_map(|p| &p.events).any(|e| matches!(e, Event::Take { .. }));
         let mut taken = takes && t.loops != 1;
         for ph in &t.phases {
+            // A phase that loops meets its own events again after its take.
+            let phase_takes = ph.events.iter().any(|e| matches!(e, Event::Take { .. }));
+            taken |= phase_takes && ph.loops != 1;
             for e in &ph.events {
                 match e {
                     Event::Take { .. } => taken = true,
                     Event::Barrier(_) | Event::Fork(_) if taken => {
+                        let task = join("tasks", &t.name);
+                        let at =
+                            if ph.name.is_empty() { task } else { join(&join(&task, "phases"), &ph.name) };
                         return Err(cannot(
-                            &join(&join("tasks", &t.name), &join("phases", &ph.name)),
+                            &at,
                             "a barrier or fork after a take: the thread may end at the take (its pool empty) and never reach it",
-                        ))
+                        ));
                     }
                     _ => {}
                 }

@@ -104,11 +104,11 @@ pub(super) fn program_main() {
     let t0 = arch::now_ns();
     T0.store(t0, Relaxed);
     let prog = *PROGRAM.call_once(|| prog);
-    // (Forked without bound: as many as there are CPUs, whenever they come; as the simulator
-    // counts them.)
+    // (Forked without bound: more than CPUs, so the one-per-CPU instant is the spread's; as
+    // the simulator counts them.)
     let workers = (0..prog.tasks().count())
         .filter(|&t| takes(&prog, t))
-        .try_fold(0u64, |n, t| Some(n + prog.threads_of(t)?))
+        .try_fold(0u64, |n, t| Some(n.saturating_add(prog.threads_of(t)?)))
         .unwrap_or(u64::from(u32::MAX));
     WORKERS.store(workers, Relaxed);
     {

@@ -1,6 +1,7 @@
-//! Linux's cgroup v2 CPU controller on the same QEMU machine: the shapes of the kernel's own
-//! tests of it (kselftest's `test_cpu.c`), run in the guest, as the targets the core's task
-//! groups will be measured beside (docs/groups.md).
+//! Linux's cgroup v2 CPU controller on the same QEMU machine, run in the guest as the targets
+//! the core's task groups will be measured beside (docs/groups.md): the weights in the shape
+//! of the kernel's own test (kselftest's `test_cpu.c`, weight_overprovisioned), and a
+//! bandwidth limit of this project's choosing.
 
 use std::time::Duration;
 
@@ -44,11 +45,11 @@ pub struct Measured {
 pub fn script(cpus: usize, seconds: u32) -> String {
     let spin = |group: &str, threads: usize| {
         format!(
-            "sh -c \"echo \\$\\$ > $CG/{group}/cgroup.procs; exec sysbench cpu --threads={threads} --time={seconds} --events=0 run\" > /dev/null 2>&1 &\n"
+            "sh -c \"echo \\$\\$ > $CG/{group}/cgroup.procs && exec sysbench cpu --threads={threads} --time={seconds} --events=0 run\" > /dev/null &\n"
         )
     };
     let mut s = String::from(
-        "CG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\necho +cpu > $CG/cgroup.subtree_control\n\
+        "set -e\nCG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\necho +cpu > $CG/cgroup.subtree_control\n\
          mkdir $CG/w\necho +cpu > $CG/w/cgroup.subtree_control\n",
     );
     for w in WEIGHTS {

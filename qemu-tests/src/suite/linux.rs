@@ -1,4 +1,4 @@
-//! One short Linux boot in the suite, so that the path of `cargo xrun --linux` cannot rot:
+//! Linux boots in the suite, so that the path of `cargo xrun --linux` cannot rot:
 //! Debian's kernel on the suite's aarch64 machine (8 vCPUs, deterministic mode) runs one
 //! sysbench run and, in a second boot, rt-app on `workloads/periodic.json`, each read back
 //! with the kernel's metric definitions, and in a third its cgroup v2 CPU controller. When
@@ -63,10 +63,11 @@ fn periodic(guest: &Guest, m: &Machine) -> Result<String, String> {
     Ok(format!("CPU shares {}", shares.join(", ")))
 }
 
-/// The cgroup v2 case: Linux keeps the targets the core's task groups will be held to, on this
-/// machine, by its own tests' closeness (kselftest's `test_cpu.c`): CPU time rising with
-/// cpu.weight 50, 100, 150, each step close to the lightest's (35 %), and a group limited to
-/// 10 % of a CPU within 10 % of it.
+/// The cgroup v2 case: Linux keeps, on this machine, the targets the core's task groups will
+/// be held to, by kselftest's closeness `values_close(a, b, err)`, `|a − b| ≤ (a + b)·err/100`:
+/// CPU time rising with cpu.weight 50, 100, 150, each step close to the lightest group's time
+/// (err 35, kselftest's weight_overprovisioned), and a group limited to 10 % of a CPU close
+/// to 10 % (err 10, this project's check).
 fn cgroups(guest: &Guest, m: &Machine) -> Result<String, String> {
     let _ = guest;
     // 10 s, as kselftest runs it: over 2 s Linux's flat domain on this machine is further off.

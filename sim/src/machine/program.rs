@@ -74,8 +74,9 @@ impl<const C: usize> Machine<C> {
     /// its task's delay. Refused (with why) if it has more threads than a run may hold, forks
     /// included (with forks without bound, a fork past the table starts no thread).
     pub fn start_program(&mut self, prog: Program<'static>) -> Result<(), String> {
-        if prog.total_threads().is_some_and(|n| n > PROGRAM_THREADS as u64) {
-            return Err(format!("more than {PROGRAM_THREADS} threads"));
+        let room = PROGRAM_THREADS.min(self.cpus.len() * super::SIM_Q);
+        if prog.total_threads().is_some_and(|n| n > room as u64) {
+            return Err(format!("more than {room} threads (the simulator holds {} per CPU)", super::SIM_Q));
         }
         let t0 = self.now.max(1);
         let mut world = Box::new(World::new(t0));
@@ -87,10 +88,10 @@ impl<const C: usize> Machine<C> {
             .map(|t| t.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. }))))
             .collect();
         // The workers the run will have, for the spread: every thread of the takers' tasks
-        // (without bound: as many as there are CPUs, whenever they come).
+        // (without bound: more than CPUs, so the one-per-CPU instant is the spread's).
         let workers = (0..tasks)
             .filter(|&t| takers[t])
-            .try_fold(0u64, |n, t| Some(n + prog.threads_of(t)?))
+            .try_fold(0u64, |n, t| Some(n.saturating_add(prog.threads_of(t)?)))
             .unwrap_or(u64::from(u32::MAX));
         self.worker_target = workers.min(u64::from(u32::MAX)) as u32;
         let mut pool_at = Vec::new();

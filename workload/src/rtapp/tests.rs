@@ -254,6 +254,13 @@ fn every_refusal_names_its_path() {
             14,
         ),
         (
+            &with_tasks(
+                r#""a": {"instance": 2, "loop": 1, "phases": {"p": {"loop": 3, "barrier": "b", "take": {"ref": "e", "size": 10, "run": 5}}}}"#,
+            ),
+            "tasks.a.phases.p: cannot run: a barrier or fork after a take",
+            14,
+        ),
+        (
             &with_tasks(r#""a": {"loop": 1, "take": {"ref": "e", "size": 1000001, "run": 5}}"#),
             "tasks.a.take.size",
             12,
