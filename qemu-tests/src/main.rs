@@ -469,30 +469,21 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
     if !ok {
         steps_failed.push("doc tests");
     }
-    // The core as a small machine builds it (no default features): what it refuses to build.
-    // (A filter that matched nothing would pass silently: the step needs a test that ran.)
-    let (ok, text) = run_capture(cargo().args(SMALL_BUILD_TESTS));
-    let mut small = Tally::default();
-    small.add_output(&text);
-    tally.add_output(&text);
-    if !ok || small.passed == 0 {
-        if small.passed == 0 {
-            tally.failed += 1;
-            eprintln!("xtest: small-build tests: no test ran (filter `small_build`) ... FAILED");
+    // The core as a small machine builds it (no default features): what it refuses to build;
+    // and the `groups` feature's tests and examples. (A filter that matched nothing would
+    // pass silently: each step needs a test that ran.)
+    for (args, step) in [(SMALL_BUILD_TESTS, "small-build tests"), (GROUPS_TESTS, "groups tests")] {
+        let (ok, text) = run_capture(cargo().args(args));
+        let mut mine = Tally::default();
+        mine.add_output(&text);
+        tally.add_output(&text);
+        if !ok || mine.passed == 0 {
+            if mine.passed == 0 {
+                tally.failed += 1;
+                eprintln!("xtest: {step}: no test ran (filter `{}`) ... FAILED", args[args.len() - 1]);
+            }
+            steps_failed.push(step);
         }
-        steps_failed.push("small-build tests");
-    }
-    // The `groups` feature's tests and examples (a filter that matched nothing fails too).
-    let (ok, text) = run_capture(cargo().args(GROUPS_TESTS));
-    let mut groups = Tally::default();
-    groups.add_output(&text);
-    tally.add_output(&text);
-    if !ok || groups.passed == 0 {
-        if groups.passed == 0 {
-            tally.failed += 1;
-            eprintln!("xtest: groups tests: no test ran (filter `group::`) ... FAILED");
-        }
-        steps_failed.push("groups tests");
     }
     // PORTING.md's worked ports, built and run.
     for port in WORKED_PORTS {
