@@ -451,7 +451,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
     // cannot rot), then the doc examples, which --all-targets leaves out.
     eprintln!(
         "xtest: [1/7] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
-         then the core's small-build tests)"
+         then the core's small-build and groups tests)"
     );
     let (ok, text) = run_capture(
         cargo()
