@@ -19,6 +19,8 @@ pub struct Loaded {
     pub def: ProgramDef,
     /// Its bytes, written to a file for QEMU's loader.
     pub bytes_file: PathBuf,
+    /// The threads a run has at most, forks included ([`sched_workload::Program::thread_bound`]).
+    pub threads: u64,
 }
 
 /// Lowers `path` for `arch`, or says why not: (exit code, one line).
@@ -37,8 +39,7 @@ pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, 
     }
     let bytes = def.to_bytes();
     let prog = sched_workload::Program::parse(&bytes).map_err(|e| (2, format!("{name}: {e}")))?;
-    // Forks included; with forks without bound, those started with it.
-    let threads = prog.total_threads().unwrap_or(u64::from(prog.threads()));
+    let threads = prog.thread_bound();
     // The kernel's thread pool less its main thread.
     let room = crate::source::const_u64(KERNEL_ARCH, "MAX_THREADS", 0).saturating_sub(1);
     if threads > room {
@@ -51,7 +52,7 @@ pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, 
         std::env::temp_dir().join(format!("fairsched-program-{}-{}.bin", std::process::id(), qemu::unique()));
     std::fs::write(&bytes_file, bytes)
         .map_err(|e| (2, format!("cannot write {}: {e}", bytes_file.display())))?;
-    Ok(Loaded { def, bytes_file })
+    Ok(Loaded { def, bytes_file, threads })
 }
 
 /// What a `scenario=program` boot measured.

@@ -130,7 +130,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         s.cpus,
         s.mode.name(),
         loaded.def.tasks.len(),
-        threads(&loaded.def)
+        loaded.threads
     );
     if pooled {
         print!("{}", crate::sysbench_figures::render(&a.label, &b.label, &fa, &fb));
@@ -264,13 +264,6 @@ fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload
             println!("A/B picture of the simulated runs: {p}");
         }
     }
-}
-
-/// The threads a run of `def` has, forks included (those started with it if forks have no
-/// bound).
-fn threads(def: &sched_workload::ProgramDef) -> u64 {
-    let bytes = def.to_bytes();
-    sched_workload::Program::parse(&bytes).map_or(0, |p| p.total_threads().unwrap_or(u64::from(p.threads())))
 }
 
 /// ` features=...` for a side, or nothing for the defaults.

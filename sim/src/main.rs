@@ -110,10 +110,8 @@ impl SysbenchArgs {
     /// The workload, or one line (and the usage exit) for a value its file cannot hold.
     fn workload(&self, m: &MachineArgs) -> Workload {
         use sched_workload::limits::{MAX_EVENT_US, MAX_JITTER_PCT, MAX_POOL_EVENTS};
-        // (With the main thread; the simulator holds SIM_Q tasks per CPU.)
-        let cpus = config(m).cpus.max(1);
-        let max_threads =
-            sched_sim::machine::PROGRAM_THREADS.min(cpus * sched_sim::machine::SIM_Q) as u32 - 1;
+        // (With the main thread.)
+        let max_threads = sched_sim::machine::program_room(config(m).cpus) as u32 - 1;
         let why = if !(1..=max_threads).contains(&self.threads) {
             Some(format!("--threads {}: 1..={max_threads}", self.threads))
         } else if !(1..=u64::from(MAX_POOL_EVENTS)).contains(&self.events) {
@@ -472,7 +470,7 @@ fn run_program(args: &ProgramArgs) {
     let bytes = def.to_bytes();
     let prog = sched_workload::Program::parse(&bytes).expect("a lowered program parses");
     // Forks included; with forks without bound, those started with it.
-    let threads = prog.total_threads().unwrap_or(u64::from(prog.threads())) as usize;
+    let threads = prog.thread_bound() as usize;
     if threads > sched_sim::machine::PROGRAM_THREADS {
         eprintln!(
             "xsim: {}: {threads} threads, the simulator runs at most {}",

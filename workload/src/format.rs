@@ -495,6 +495,25 @@ impl<'a> Program<'a> {
         totals[..self.counts.tasks as usize].iter().try_fold(0u64, |n, t| Some(n.saturating_add((*t)?)))
     }
 
+    /// The threads a run has at most: [`Program::total_threads`], or those started with it
+    /// when forks have no bound (a fork past a platform's table then starts no thread).
+    pub fn thread_bound(&self) -> u64 {
+        self.total_threads().unwrap_or(u64::from(self.threads()))
+    }
+
+    /// The run's workers, whose spread a platform measures: every thread of the tasks that
+    /// take events from a pool ([`TaskView::takes`]); with such threads forked without bound,
+    /// `u32::MAX` (more than any machine's CPUs, so the one-per-CPU instant is the spread's).
+    pub fn workers(&self) -> u32 {
+        let totals = self.thread_totals();
+        let n = self
+            .tasks()
+            .enumerate()
+            .filter(|(_, t)| t.takes())
+            .try_fold(0u64, |n, (i, _)| Some(n.saturating_add(totals[i]?)));
+        n.map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32)
+    }
+
     /// [`Program::threads_of`] of every task (`None` past the last).
     fn thread_totals(&self) -> [Option<u64>; MAX_TASKS] {
         let n = self.counts.tasks as usize;
@@ -584,6 +603,11 @@ impl<'a> TaskView<'a> {
     /// Its nice value.
     pub fn nice(&self) -> i32 {
         self.p.word(self.at + 5) as i32
+    }
+
+    /// Whether its threads take events from a pool (`take`): they are a run's workers.
+    pub fn takes(&self) -> bool {
+        self.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. })))
     }
 
     /// The EEVDF slice its threads ask for (µs; 0: the machine's default).

@@ -20,6 +20,12 @@ const NONE: u16 = u16::MAX;
 /// overhead): a workload always advances time.
 pub const EMPTY_ITERATION_NS: u64 = 1_000;
 
+/// The busy work of `us` µs at the calibrated speed: whole loops of `calibration` ns.
+fn work_ns(prog: &Program<'_>, us: u32) -> u64 {
+    let cal = prog.calibration_ns() as u64;
+    us as u64 * 1000 / cal * cal
+}
+
 /// What a thread does next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
@@ -382,9 +388,8 @@ impl<const T: usize> World<T> {
         let me = t as usize;
         match event {
             Event::Run { us } => {
-                let loops = us as u64 * 1000 / prog.calibration_ns() as u64;
                 self.threads[me].pending = Pending::Work { started: now };
-                Some(Step::Work { ns: loops * prog.calibration_ns() as u64, jitter_pct: 0 })
+                Some(Step::Work { ns: work_ns(prog, us), jitter_pct: 0 })
             }
             Event::Take { pool, us } => {
                 let (size, jitter_pct) = prog.pools().nth(pool as usize).unwrap_or((0, 0));
@@ -397,9 +402,8 @@ impl<const T: usize> World<T> {
                 }
                 self.taken[pool as usize] = n + 1;
                 host.taken(t, pool, n);
-                let loops = us as u64 * 1000 / prog.calibration_ns() as u64;
                 self.threads[me].pending = Pending::Work { started: now };
-                Some(Step::Work { ns: loops * prog.calibration_ns() as u64, jitter_pct })
+                Some(Step::Work { ns: work_ns(prog, us), jitter_pct })
             }
             Event::Join => {
                 if self.threads[me].children == 0 {

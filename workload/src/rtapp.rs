@@ -629,11 +629,11 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
     // The threads each task will have, forks included, read from the program as encoded
     // (with stand-in parties, which the count does not read).
     def.barriers = res.barriers.0.iter().map(|n| (n.clone(), 2)).collect();
-    let words = def.encode().len();
+    let bytes = def.to_bytes();
+    let words = bytes.len() / 4;
     if words > MAX_WORDS {
         return Err(too_large("the file", format!("{words} words encoded, at most {MAX_WORDS}")));
     }
-    let bytes = def.to_bytes();
     let prog = Program::parse(&bytes).map_err(|e| cannot("tasks", format!("does not encode: {e}")))?;
     // A barrier's parties: every thread of every task that names it, once per naming (as
     // rt-app counts them).

@@ -8,15 +8,17 @@
 //! Lines (times in ns from the workload's start):
 //! `program: act thread=T task=K phase=P start=S end=E run=R slack=X wake=W cpu=C` (`slack`
 //! `-9223372036854775808` and `wake` `18446744073709551615`: none), `program: time thread=T
-//! task=K ns=N`, the kernel's per-CPU report (`program: migrations ...`), `program: end ns=N
-//! blocked=B`.
+//! task=K ns=N`, for a program with a pool of events the sysbench report over the threads
+//! that take from it (`program: total time`, `event latency`, `spread time`, `one-per-CPU
+//! time`, as `scenario=sysbench` prints them), the kernel's per-CPU report (`program:
+//! migrations ...`), `program: end ns=N blocked=B`.
 
 use portable_atomic::{
-    AtomicBool, AtomicU64, AtomicUsize,
+    AtomicBool, AtomicU32, AtomicU64, AtomicUsize,
     Ordering::{AcqRel, Acquire, Relaxed, Release},
 };
 use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
-use sched_workload::{Event, Program};
+use sched_workload::Program;
 
 use super::bench::{report_spread, track_workers};
 use super::{
@@ -48,7 +50,7 @@ static MAIN_SLOT: AtomicUsize = AtomicUsize::new(NO_SLOT);
 static T0: AtomicU64 = AtomicU64::new(0);
 /// The workers (the threads of tasks that `take` from a pool) the run will have, whether the
 /// first was created, when the last ended (ns), and the pool events they finished.
-static WORKERS: AtomicU64 = AtomicU64::new(0);
+static WORKERS: AtomicU32 = AtomicU32::new(0);
 static WORKERS_STARTED: AtomicBool = AtomicBool::new(false);
 static LAST_WORKER_END: AtomicU64 = AtomicU64::new(0);
 static EVENTS_DONE: AtomicU64 = AtomicU64::new(0);
@@ -86,7 +88,7 @@ pub(super) fn program_main() {
     };
     // Forks included; with forks without bound, those started with it (a fork past the table
     // is refused when it comes, with a warning).
-    let threads = prog.total_threads().unwrap_or(u64::from(prog.threads())).min(usize::MAX as u64) as usize;
+    let threads = prog.thread_bound().min(usize::MAX as u64) as usize;
     if threads > THREADS {
         defmt::error!(
             "error: the workload program has {} threads, this kernel runs at most {}",
@@ -104,12 +106,7 @@ pub(super) fn program_main() {
     let t0 = arch::now_ns();
     T0.store(t0, Relaxed);
     let prog = *PROGRAM.call_once(|| prog);
-    // (Forked without bound: more than CPUs, so the one-per-CPU instant is the spread's; as
-    // the simulator counts them.)
-    let workers = (0..prog.tasks().count())
-        .filter(|&t| takes(&prog, t))
-        .try_fold(0u64, |n, t| Some(n.saturating_add(prog.threads_of(t)?)))
-        .unwrap_or(u64::from(u32::MAX));
+    let workers = prog.workers();
     WORKERS.store(workers, Relaxed);
     {
         let mut w = WORLD.lock();
@@ -169,19 +166,14 @@ pub(super) fn program_main() {
     arch::exit(0);
 }
 
-/// Whether task `t` takes events from a pool (its threads are workers).
-fn takes(prog: &Program<'_>, t: usize) -> bool {
-    prog.task(t).is_some_and(|v| v.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. }))))
-}
-
 /// Starts the kernel thread of program thread `th`.
 fn spawn(prog: &Program<'_>, th: ThreadId) {
     let Some(t) = WORLD.lock().task_of(th) else { return };
     let Some(task) = prog.task(t as usize) else { return };
     LIVE.fetch_add(1, AcqRel);
-    let kind = if takes(prog, t as usize) {
+    let kind = if task.takes() {
         if !WORKERS_STARTED.swap(true, AcqRel) {
-            track_workers(WORKERS.load(Relaxed).min(u64::from(u32::MAX)) as u32);
+            track_workers(WORKERS.load(Relaxed));
         }
         ThreadKind::ProgramWorker
     } else {
@@ -309,7 +301,7 @@ pub(super) fn program_thread(th: usize) {
             Step::Exit => break,
         }
     }
-    if WORLD.lock().task_of(th).is_some_and(|t| takes(&prog, t as usize)) {
+    if WORLD.lock().task_of(th).and_then(|t| prog.task(t as usize)).is_some_and(|t| t.takes()) {
         LAST_WORKER_END.fetch_max(arch::now_ns(), AcqRel);
     }
     CPU_NS[th as usize].store(sched::thread_cpu_ns_now(me).max(1), Release);

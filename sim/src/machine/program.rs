@@ -5,13 +5,19 @@
 use sched_core::{CpuMask, TaskId};
 use sched_workload::figures::{per_task, TaskFigures};
 use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
-use sched_workload::{Event, Program};
+use sched_workload::Program;
 
 use super::workload::Behavior;
 use super::{Ev, Machine};
 
 /// Threads (started and forked) one simulated run of a program may have.
 pub const PROGRAM_THREADS: usize = 2048;
+
+/// The threads a run of a program may have on a machine of `cpus` CPUs: at most
+/// [`PROGRAM_THREADS`], and as many as the CPUs' runqueues hold ([`super::SIM_Q`] each).
+pub fn program_room(cpus: usize) -> usize {
+    PROGRAM_THREADS.min(cpus.max(1) * super::SIM_Q)
+}
 
 /// A program's run on the machine.
 pub(super) struct ProgramRun {
@@ -74,7 +80,7 @@ impl<const C: usize> Machine<C> {
     /// its task's delay. Refused (with why) if it has more threads than a run may hold, forks
     /// included (with forks without bound, a fork past the table starts no thread).
     pub fn start_program(&mut self, prog: Program<'static>) -> Result<(), String> {
-        let room = PROGRAM_THREADS.min(self.cpus.len() * super::SIM_Q);
+        let room = program_room(self.cpus.len());
         if prog.total_threads().is_some_and(|n| n > room as u64) {
             return Err(format!("more than {room} threads (the simulator holds {} per CPU)", super::SIM_Q));
         }
@@ -83,17 +89,9 @@ impl<const C: usize> Machine<C> {
         world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
         let n = world.len();
         let tasks = prog.tasks().count();
-        let takers: Vec<bool> = prog
-            .tasks()
-            .map(|t| t.phases().any(|ph| ph.events().any(|e| matches!(e, Event::Take { .. }))))
-            .collect();
-        // The workers the run will have, for the spread: every thread of the takers' tasks
-        // (without bound: more than CPUs, so the one-per-CPU instant is the spread's).
-        let workers = (0..tasks)
-            .filter(|&t| takers[t])
-            .try_fold(0u64, |n, t| Some(n.saturating_add(prog.threads_of(t)?)))
-            .unwrap_or(u64::from(u32::MAX));
-        self.worker_target = workers.min(u64::from(u32::MAX)) as u32;
+        let takers: Vec<bool> = prog.tasks().map(|t| t.takes()).collect();
+        // The workers the run will have, for the spread.
+        self.worker_target = prog.workers();
         let mut pool_at = Vec::new();
         let mut events = 0u64;
         for (size, _) in prog.pools() {
