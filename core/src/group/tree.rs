@@ -158,48 +158,47 @@ impl<const G: usize> Groups<G> {
         Ok(())
     }
 
+    /// Whether the group in slot `i + 1` is group slot `s` or hangs below it.
+    fn in_subtree(&self, i: usize, s: u16) -> bool {
+        self.entries[i].alive && self.ancestors(self.id(i as u16 + 1)).any(|a| a.slot == s)
+    }
+
     /// How many levels hang below group slot `s` (0: none).
     fn subtree_height(&self, s: u16) -> u8 {
-        let mut h = 0;
-        for (i, e) in self.entries.iter().enumerate() {
-            if e.alive && self.ancestors(self.id(i as u16 + 1)).skip(1).any(|a| a.slot == s) {
-                h = h.max(e.depth - self.entries[s as usize - 1].depth);
-            }
-        }
-        h
+        let top = self.entries[s as usize - 1].depth;
+        (0..G).filter(|&i| self.in_subtree(i, s)).map(|i| self.entries[i].depth - top).max().unwrap_or(0)
     }
 
     /// Gives group slot `s` depth `d` and its subtree the depths below it.
     fn redepth(&mut self, s: u16, d: u8) {
         let delta = d as i16 - self.entries[s as usize - 1].depth as i16;
-        let ids: [Option<GroupId>; G] = core::array::from_fn(|i| {
-            let id = self.id(i as u16 + 1);
-            (self.entries[i].alive && self.ancestors(id).any(|a| a.slot == s)).then_some(id)
-        });
-        for id in ids.into_iter().flatten() {
-            let e = &mut self.entries[id.slot as usize - 1];
-            e.depth = (e.depth as i16 + delta) as u8;
+        for i in 0..G {
+            if self.in_subtree(i, s) {
+                let e = &mut self.entries[i];
+                e.depth = (e.depth as i16 + delta) as u8;
+            }
         }
     }
 
-    /// Sets `g`'s weight (the root has none).
-    pub fn set_weight(&mut self, g: GroupId, w: CpuWeight) -> Result<(), GroupError> {
+    /// Group `g`'s entry to change, refused for the root (which has no weight or limit).
+    fn non_root_mut(&mut self, g: GroupId) -> Result<&mut Entry, GroupError> {
         self.entry(g)?;
         if g.slot == 0 {
             return Err(GroupError::Root);
         }
-        self.entry_mut(g)?.weight = w;
+        self.entry_mut(g)
+    }
+
+    /// Sets `g`'s weight (the root has none).
+    pub fn set_weight(&mut self, g: GroupId, w: CpuWeight) -> Result<(), GroupError> {
+        self.non_root_mut(g)?.weight = w;
         Ok(())
     }
 
     /// Sets or clears `g`'s bandwidth limit (the root has none). cgroup v2's rule: a child's
     /// limit may exceed its parent's; the parent's still holds at run time.
     pub fn set_max(&mut self, g: GroupId, max: CpuMax) -> Result<(), GroupError> {
-        self.entry(g)?;
-        if g.slot == 0 {
-            return Err(GroupError::Root);
-        }
-        self.entry_mut(g)?.max = max;
+        self.non_root_mut(g)?.max = max;
         Ok(())
     }
 
