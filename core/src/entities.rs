@@ -155,6 +155,16 @@ impl EntityCell {
         self.load_inv.store(lw.inv_weight ^ NICE_0.inv_weight, Relaxed);
     }
 
+    /// Stores a group entity's load weight: the shares its group has on this CPU (a group
+    /// entity has no policy or nice; its weight is set only this way, and its cell is never
+    /// `put`, which would store the weight of its zeroed policy and nice).
+    #[cfg(feature = "groups")]
+    pub(crate) fn set_load(&self, lw: LoadWeight) {
+        // (A group's shares, at most MAX_SHARES << 10, fit 32 bits.)
+        self.load_weight.store(lw.weight as u32 ^ NICE_0.weight as u32, Relaxed);
+        self.load_inv.store(lw.inv_weight ^ NICE_0.inv_weight, Relaxed);
+    }
+
     /// Whether its affinity allows `cpu` (reads one word of the mask).
     #[inline]
     pub fn allows(&self, cpu: usize) -> bool {
@@ -248,10 +258,30 @@ impl<const N: usize> Entities<N> {
         Entities { cells: [const { EntityCell::new() }; N] }
     }
 
+    /// The cells themselves.
+    #[cfg(feature = "groups")]
+    pub(crate) fn cells(&self) -> &[EntityCell] {
+        &self.cells
+    }
+
     /// The cells as a [`Pool`], the handle the fair class and the runqueues use.
     pub fn pool(&self) -> Pool<'_> {
-        Pool { cells: &self.cells }
+        Pool {
+            cells: &self.cells,
+            #[cfg(feature = "groups")]
+            groups: GroupCells { cells: &[], shared: &[], per_cpu: 0 },
+        }
     }
+}
+
+/// The group entities' cells of every CPU and what the groups share (the `groups` feature):
+/// CPU `c`'s entity of group slot `g` (1..=`per_cpu`) is `cells[c * per_cpu + g - 1]`.
+#[cfg(feature = "groups")]
+#[derive(Clone, Copy)]
+pub(crate) struct GroupCells<'a> {
+    pub(crate) cells: &'a [EntityCell],
+    pub(crate) shared: &'a [crate::group::level::GroupShared],
+    pub(crate) per_cpu: usize,
 }
 
 impl<const N: usize> Default for Entities<N> {
@@ -264,9 +294,35 @@ impl<const N: usize> Default for Entities<N> {
 #[derive(Clone, Copy)]
 pub struct Pool<'a> {
     cells: &'a [EntityCell],
+    #[cfg(feature = "groups")]
+    pub(crate) groups: GroupCells<'a>,
 }
 
 impl<'a> Pool<'a> {
+    /// The pool of task cells `cells` with the group cells and shared state of `groups`.
+    #[cfg(feature = "groups")]
+    pub(crate) fn with_groups(cells: &'a [EntityCell], groups: GroupCells<'a>) -> Pool<'a> {
+        Pool { cells, groups }
+    }
+
+    /// CPU `cpu`'s entity of group slot `g` (1..=G).
+    #[cfg(feature = "groups")]
+    #[inline]
+    pub(crate) fn group_cell(self, cpu: u32, g: usize) -> Option<&'a EntityCell> {
+        let per = self.groups.per_cpu;
+        if g == 0 || g > per {
+            return None;
+        }
+        self.groups.cells.get(cpu as usize * per + g - 1)
+    }
+
+    /// What every CPU shares of group slot `g` (1..=G).
+    #[cfg(feature = "groups")]
+    #[inline]
+    pub(crate) fn shared(self, g: usize) -> Option<&'a crate::group::level::GroupShared> {
+        self.groups.shared.get(g.checked_sub(1)?)
+    }
+
     /// The cell of task-table slot `slot` (see the module documentation for who may touch
     /// it). `None` for a slot beyond the pool.
     #[inline]

@@ -53,6 +53,16 @@ pub enum SchedError {
     /// A call before [`crate::port::Scheduler::init`] described the machine: there is no CPU
     /// and no task yet.
     NotInitialised,
+    /// A task group operation was refused (the `groups` feature).
+    #[cfg(feature = "groups")]
+    Group(crate::group::GroupError),
+}
+
+#[cfg(feature = "groups")]
+impl From<crate::group::GroupError> for SchedError {
+    fn from(e: crate::group::GroupError) -> SchedError {
+        SchedError::Group(e)
+    }
 }
 
 impl core::fmt::Display for SchedError {
@@ -78,6 +88,8 @@ impl core::fmt::Display for SchedError {
             SchedError::NoSwitchPicked(cpu) => write!(f, "cpu {cpu} has no switch picked to finish"),
             SchedError::SwitchPending(cpu) => write!(f, "cpu {cpu} has a switch picked and not finished"),
             SchedError::NotInitialised => f.write_str("the scheduler is not initialised (call init first)"),
+            #[cfg(feature = "groups")]
+            SchedError::Group(e) => write!(f, "group: {e}"),
         }
     }
 }

@@ -20,6 +20,10 @@ mod policy;
 // (`policy!`, the seam's dispatch, is a macro: declared before its use below.)
 #[macro_use]
 mod select;
+#[cfg(feature = "groups")]
+mod hier;
+#[cfg(feature = "groups")]
+mod hier_check;
 mod view;
 
 use self::view::buddy_allowed;
@@ -66,7 +70,14 @@ static MISSING: EntityCell = EntityCell::new();
 impl<const Q: usize> RunQueue<Q> {
     /// The fair class's view of this runqueue with the machine's entity pool.
     pub fn fair<'p>(&mut self, pool: Pool<'p>) -> Fair<'_, 'p, Q> {
-        Fair { rq: self, pool }
+        Fair {
+            rq: self,
+            pool,
+            #[cfg(feature = "groups")]
+            levels: &mut [],
+            #[cfg(feature = "groups")]
+            level: 0,
+        }
     }
 
     /// The entity cell of the task attached at `slot` (the caller holds this runqueue, so
@@ -83,15 +94,35 @@ impl<const Q: usize> RunQueue<Q> {
 }
 
 impl<'p, const Q: usize> Fair<'_, 'p, Q> {
-    /// The entity cell of the task at `slot`.
+    /// The entity cell of the task at `slot` (or, with groups, of the group entity there).
     #[inline]
     pub fn entity(&self, slot: SlotId) -> Option<&'p EntityCell> {
+        #[cfg(feature = "groups")]
+        if slot as usize >= self.rq.task_slots() {
+            return self.pool.group_cell(self.rq.cpu, Q - slot as usize);
+        }
         self.rq.entity_in(self.pool, slot)
     }
 
     /// Like [`Fair::entity`] for a slot the caller got from this runqueue, to read.
     pub(crate) fn ent(&self, slot: SlotId) -> &'p EntityCell {
-        self.rq.ent_in(self.pool, slot)
+        self.entity(slot).unwrap_or(&MISSING)
+    }
+
+    /// Whether the fair class works on one level (no groups): every entity is a task, and
+    /// the task operations are the entity operations on the CPU's runqueue.
+    #[inline(always)]
+    pub(crate) fn flat(&self) -> bool {
+        #[cfg(feature = "groups")]
+        return self.levels.is_empty();
+        #[cfg(not(feature = "groups"))]
+        true
+    }
+
+    /// Whether `slot` holds a task (not a group entity).
+    #[inline(always)]
+    pub(crate) fn is_task_slot(&self, slot: SlotId) -> bool {
+        (slot as usize) < self.rq.task_slots()
     }
 
     /// Attaches task `id` (its entity already in the pool) in a free slot, not yet queued.
@@ -125,6 +156,14 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// by the wall delta, its vruntime by the delta scaled by NICE_0_LOAD / weight; then
     /// `min_vruntime` follows.
     pub fn update_curr(&mut self) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            let Some(c) = self.curr else { return };
+            let l = self.level_of(c);
+            return self.at(l, |f| {
+                f.update_curr_vw(false);
+            });
+        }
         self.update_curr_vw(false);
     }
 
@@ -187,13 +226,26 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
     /// attaches a detached entity if asked.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    fn load_avg_with(&mut self, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
+    fn load_avg_with(&mut self, slot: SlotId, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
         let attached = se.pelt_attached();
         if attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
+            #[cfg(feature = "groups")]
+            if !self.is_task_slot(slot) {
+                self.update_group_entity_pelt(slot, se, now, is_curr);
+            } else {
+                se.update_pelt(now, se.on_rq(), is_curr);
+            }
+            #[cfg(not(feature = "groups"))]
             se.update_pelt(now, se.on_rq(), is_curr);
         }
-        self.update_cfs_avg();
+        #[cfg(not(feature = "groups"))]
+        let _ = slot;
+        let _decayed = self.update_cfs_avg();
+        #[cfg(feature = "groups")]
+        if _decayed {
+            self.update_tg_load_avg();
+        }
         // (Tested here: an enqueue of an attached task, the common case, makes no call.)
         if flags.contains(PeltFlags::DO_ATTACH) && !attached {
             self.attach_avg_with(se);
@@ -214,6 +266,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
     /// half the spare capacity, runnable per [`RunnableInit`], then attach.
     pub(crate) fn post_init_entity(&mut self, slot: SlotId) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            let l = self.level_of(slot);
+            return self.at(l, |f| f.post_init_here(slot));
+        }
+        self.post_init_here(slot);
+    }
+
+    /// [`Fair::post_init_entity`] on the level the fair class works on.
+    fn post_init_here(&mut self, slot: SlotId) {
         let cpu_scale = self.capacity_orig;
         let runnable_init = self.tunables.runnable_init;
         let rq_avg = self.cfs.avg;
@@ -227,20 +289,31 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         };
         se.set_avg(avg);
         // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
-        self.load_avg_with(se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
+        self.load_avg_with(slot, se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
     }
 
-    /// Accounts and queues the entity at `slot` (`enqueue_task_fair` for a flat
-    /// hierarchy). The task must be attached here and not yet accounted.
+    /// Accounts and queues the task at `slot` (`enqueue_task_fair`), and with groups the
+    /// group entities above it that were not queued. The task must be attached here and not
+    /// yet accounted.
     pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.enqueue_task_h(slot, flags);
+        }
+        self.enqueue_entity(slot, flags);
+    }
+
+    /// `enqueue_entity`: accounts and queues the entity at `slot` at the level the fair
+    /// class works on (with no groups, all of `enqueue_task_fair`).
+    fn enqueue_entity(&mut self, slot: SlotId, flags: EnqueueFlags) {
         let Some(se) = self.entity(slot) else { return };
         if se.on_rq() {
             return;
         }
         // (A task attached here by `insert` takes this CPU now.)
         se.set_cpu(self.rq.cpu);
-        // util_est first, before PELT sees the task.
-        if self.features.contains(Features::UTIL_EST) {
+        // util_est first, before PELT sees the task (the hierarchy's walk does it at the top).
+        if self.flat() && self.features.contains(Features::UTIL_EST) {
             pelt::util_est_add(&mut self.cfs.avg.util_est, &se.util_est_parts());
         }
         let is_curr = self.curr == Some(slot);
@@ -256,7 +329,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_curr_vw(want)
         };
         policy!(self.place(se, flags, curr, is_curr));
-        self.load_avg_with(se, is_curr, PeltFlags::DO_ATTACH);
+        self.load_avg_with(slot, se, is_curr, PeltFlags::DO_ATTACH);
+        #[cfg(feature = "groups")]
+        self.update_cfs_group(slot);
         // account_entity_enqueue
         let policy = se.policy();
         self.cfs.load.add(se.load().weight);
@@ -266,17 +341,30 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.cfs.h_nr_running += 1;
         }
         self.cfs.idle_h_nr_running += (policy == Policy::Idle) as u32;
-        self.mru_push_head(slot);
+        if self.is_task_slot(slot) {
+            self.mru_push_head(slot);
+        }
         if !is_curr {
             self.tl_insert(slot, se);
         }
         se.set_on_rq(true);
     }
 
-    /// Unaccounts the entity at `slot` (`dequeue_task_fair`). It stays attached (the
-    /// current task keeps running until the next pick); a sleeping dequeue samples its
-    /// util_est, any other normalises its vruntime for the trip to another runqueue.
+    /// Unaccounts the task at `slot` (`dequeue_task_fair`), and with groups the group
+    /// entities above it left with nothing queued. It stays attached (the current task keeps
+    /// running until the next pick); a sleeping dequeue samples its util_est, any other
+    /// normalises its vruntime for the trip to another runqueue.
     pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.dequeue_task_h(slot, flags);
+        }
+        self.dequeue_entity(slot, flags);
+    }
+
+    /// `dequeue_entity`: unaccounts the entity at `slot` at the level the fair class works
+    /// on (with no groups, all of `dequeue_task_fair`).
+    fn dequeue_entity(&mut self, slot: SlotId, flags: DequeueFlags) {
         let Some(se) = self.entity(slot) else { return };
         if !se.on_rq() {
             return;
@@ -293,7 +381,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_curr_vw(follow_min || self.eevdf())
         };
         let curr_vr = curr_vw.map(|c| c.0);
-        self.load_avg_with(se, is_curr, PeltFlags::empty());
+        self.load_avg_with(slot, se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
         policy!(self.dequeuing(se, flags, curr_vw, is_curr));
         if !is_curr {
@@ -307,15 +395,20 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.cfs.h_nr_running -= 1;
         }
         self.cfs.idle_h_nr_running -= (policy == Policy::Idle) as u32;
-        self.mru_unlink(slot);
+        if self.is_task_slot(slot) {
+            self.mru_unlink(slot);
+        }
         se.set_on_rq(false);
         if !flags.contains(DequeueFlags::SLEEP) {
             se.set_vruntime(se.vruntime().wrapping_sub(self.cfs.min_vruntime));
         }
+        #[cfg(feature = "groups")]
+        self.update_cfs_group(slot);
         if follow_min {
             self.min_vruntime_with(curr_vr);
         }
-        if self.features.contains(Features::UTIL_EST) {
+        // (The hierarchy's walk updates the estimate at the top.)
+        if self.flat() && self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
             let mut ue = se.util_est_parts();
@@ -335,9 +428,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         policy!(self.pick())
     }
 
+    /// Makes the task at `slot` current (`set_next_task_fair`): with groups, its group
+    /// entities too, at every level above it.
+    pub fn set_next(&mut self, slot: SlotId) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.set_next_task_h(slot);
+        }
+        self.set_next_entity(slot);
+    }
+
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
-    pub fn set_next(&mut self, slot: SlotId) {
+    fn set_next_entity(&mut self, slot: SlotId) {
         let Some(se) = self.entity(slot) else {
             self.curr = Some(slot);
             return;
@@ -346,7 +449,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if on_rq {
             self.tl_remove(slot, se);
             let is_curr = self.curr == Some(slot);
-            self.load_avg_with(se, is_curr, PeltFlags::empty());
+            self.load_avg_with(slot, se, is_curr, PeltFlags::empty());
         }
         self.rq.note_picked(se);
         se.set_exec_start(self.clock_task);
@@ -355,20 +458,30 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.curr = Some(slot);
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
-        if on_rq {
+        if on_rq && self.is_task_slot(slot) {
             self.mru_move_to_head(slot);
         }
     }
 
-    /// `put_prev_entity`: the current entity stops running; if still runnable it goes
-    /// back on the timeline. Returns its slot.
+    /// The current task stops running (`put_prev_task_fair`): if still runnable it goes
+    /// back on the timeline, and with groups so do its group entities. Returns its slot.
     pub fn put_prev(&mut self) -> Option<SlotId> {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.put_prev_task_h();
+        }
+        self.put_prev_entity()
+    }
+
+    /// `put_prev_entity`: the current entity of the level the fair class works on stops
+    /// running; if still runnable it goes back on the timeline. Returns its slot.
+    fn put_prev_entity(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
         if let Some(se) = self.entity(prev) {
             if se.on_rq() {
                 self.charge_curr(se);
                 self.tl_insert(prev, se);
-                self.load_avg_with(se, true, PeltFlags::empty());
+                self.load_avg_with(prev, se, true, PeltFlags::empty());
             }
         }
         self.curr = None;
@@ -382,20 +495,31 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// switch (it returns the id of a task that blocked, which only the caller can park).
     pub fn schedule_pick(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         debug_assert!(self.switching_out.is_none(), "finish_switch before the next pick");
-        let prev = self.put_prev();
-        let next = match policy!(self.keeps_cpu(prev)) {
-            Some(p) => Some(p),
-            None => self.pick_next_entity(),
-        };
-        if let Some(n) = next {
-            self.set_next(n);
-        } else if prev.is_some() {
+        #[cfg(feature = "groups")]
+        let (prev, next) = if self.flat() { self.pick_flat() } else { self.pick_task_h() };
+        #[cfg(not(feature = "groups"))]
+        let (prev, next) = self.pick_flat();
+        if next.is_none() && prev.is_some() {
             self.note_idle_entry();
         }
         self.need_resched = false;
         if prev != next {
             self.switching_out = prev;
             self.nr_switches += 1;
+        }
+        (prev, next)
+    }
+
+    /// [`Fair::schedule_pick`]'s put and pick on one level.
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    fn pick_flat(&mut self) -> (Option<SlotId>, Option<SlotId>) {
+        let prev = self.put_prev_entity();
+        let next = match policy!(self.keeps_cpu(prev)) {
+            Some(p) => Some(p),
+            None => self.pick_next_entity(),
+        };
+        if let Some(n) = next {
+            self.set_next_entity(n);
         }
         (prev, next)
     }
@@ -422,18 +546,34 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// The fair part of the scheduler tick: charge the current task, update PELT, and
     /// preempt it if its slice is used up or it is too far ahead of the leftmost.
     pub fn task_tick(&mut self) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.task_tick_h();
+        }
         let Some(c) = self.curr else {
             self.update_blocked_averages();
             return;
         };
+        self.entity_tick(c);
+    }
+
+    /// `entity_tick` for the current entity `c` of the level the fair class works on.
+    #[cfg_attr(target_pointer_width = "64", inline(always))]
+    fn entity_tick(&mut self, c: SlotId) {
         let Some(se) = self.entity(c) else { return };
         self.charge_curr(se);
-        self.load_avg_with(se, true, PeltFlags::empty());
+        self.load_avg_with(c, se, true, PeltFlags::empty());
+        #[cfg(feature = "groups")]
+        self.update_cfs_group(c);
         policy!(self.tick(c, se));
     }
 
     /// `check_preempt_curr` for a fair task that was just enqueued here.
     pub(crate) fn check_preempt_wakeup(&mut self, wakee: SlotId, flags: WakeFlags) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.check_preempt_wakeup_h(wakee, flags);
+        }
         let Some(curr) = self.curr else {
             // The idle loop is always preempted.
             self.resched_curr();
@@ -479,6 +619,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `yield_task_fair`: the current task steps aside once: it is charged (unless batch)
     /// and marked as the skip buddy; the caller then reschedules.
     pub fn yield_curr(&mut self) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.yield_task_h();
+        }
         let Some(c) = self.curr else { return };
         let Some(se) = self.entity(c) else { return };
         // A current task that already blocked or exited has nothing to yield.
@@ -498,8 +642,17 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// whichever is later — and returns it normalised (relative to `min_vruntime`) for
     /// enqueueing on whichever CPU it is placed.
     pub(crate) fn fork_vruntime(&mut self, child: &mut Entity) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.fork_vruntime_h(child);
+        }
+        self.fork_vruntime_here(child);
+    }
+
+    /// [`Fair::fork_vruntime`] on the level the fair class works on.
+    fn fork_vruntime_here(&mut self, child: &mut Entity) {
         child.forget_lag();
-        self.update_curr();
+        self.update_curr_vw(false);
         let start = match self.curr {
             Some(c) => self.ent(c).vruntime(),
             None => self.cfs.min_vruntime,
@@ -525,6 +678,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
     /// re-expressed with the new weight.
     pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            let l = self.level_of(slot);
+            return self.at(l, |f| f.reweight_here(slot, nice));
+        }
+        self.reweight_here(slot, nice);
+    }
+
+    /// [`Fair::reweight`] on the level the fair class works on.
+    fn reweight_here(&mut self, slot: SlotId, nice: Nice) {
         let eevdf = self.eevdf();
         let Some(cell) = self.entity(slot) else { return };
         let mut se = cell.get();
@@ -572,14 +735,27 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         // `dequeue` brought its PELT signals up to date.
         self.dequeue(slot, DequeueFlags::empty());
         let se = self.entity(slot)?;
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            let l = self.level_of(slot);
+            self.at(l, |f| f.detach_avg(se));
+        } else {
+            self.detach_avg(se);
+        }
+        #[cfg(not(feature = "groups"))]
+        self.detach_avg(se);
+        se.set_exec_start(0);
+        self.take(slot)
+    }
+
+    /// Takes an attached entity's PELT signals out of the level's at once.
+    fn detach_avg(&mut self, se: &EntityCell) {
         if se.pelt_attached() {
             let (avg, w) = (se.avg(), se.weight());
             self.cfs.avg.detach(&avg, w);
             se.set_pelt_attached(false);
             self.cfs.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
         }
-        se.set_exec_start(0);
-        self.take(slot)
     }
 
     /// Puts a task detached from another CPU onto this runqueue (`attach_task`): enqueued

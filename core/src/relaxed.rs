@@ -142,6 +142,8 @@ atomic_slots! {
     u32 => AtomicU32: |r| r, |v| v;
     // A CPU number in 16 bits (the entity's `cpu` and `recent_used_cpu`; see below).
     u32 => AtomicU16: |r| r as u32, |v| v as u16;
+    // A group slot (the entity's `group`).
+    u16 => AtomicU16: |r| r, |v| v;
     bool => AtomicBool: |r| r, |v| v;
     Policy => AtomicU8: |r| Policy::from_u8(r), |v| v as u8;
     Nice => AtomicI8: |r| Nice::from_stored(r), |v| v.get() as i8;

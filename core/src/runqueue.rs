@@ -138,6 +138,13 @@ pub struct RunQueue<const Q: usize> {
     mru_tail: u32,
 
     pub(crate) curr: Option<SlotId>,
+    /// The current entity of the top level (the `groups` feature): the running task's
+    /// group entity there when it runs in a group, else the running task, as `curr`.
+    #[cfg(feature = "groups")]
+    pub(crate) top_curr: Option<SlotId>,
+    /// Slots tasks may take: the `G` above them hold the CPU's group entities.
+    #[cfg(feature = "groups")]
+    pub(crate) task_slots: u32,
     /// The previous task while its CPU is still switching away from it: not current, and
     /// not accounted if it blocked; detached at `finish_switch`.
     pub(crate) switching_out: Option<SlotId>,
@@ -168,6 +175,8 @@ impl<const Q: usize> RunQueue<Q> {
         cfs: CfsRq { min_vruntime: 0, ..CfsRq::new() },
         tunables: Tunables::UNSET,
         features: Features::empty(),
+        #[cfg(feature = "groups")]
+        task_slots: 0,
         ..Self::new(0, 0, Tunables::DEFAULT, Features::empty())
     };
 
@@ -192,6 +201,10 @@ impl<const Q: usize> RunQueue<Q> {
             mru_head: NIL,
             mru_tail: NIL,
             curr: None,
+            #[cfg(feature = "groups")]
+            top_curr: None,
+            #[cfg(feature = "groups")]
+            task_slots: Q as u32,
             switching_out: None,
             need_resched: false,
             nr_switches: 0,
@@ -420,7 +433,7 @@ impl<const Q: usize> RunQueue<Q> {
             let n = self.free_head;
             self.free_head = self.mru_next[n as usize];
             n
-        } else if (self.bump as usize) < Q {
+        } else if (self.bump as usize) < self.task_slots() {
             self.bump += 1;
             self.bump - 1
         } else {
@@ -450,7 +463,16 @@ impl<const Q: usize> RunQueue<Q> {
     /// Whether there is room for one more task (slots promised to arriving tasks are
     /// taken).
     pub fn has_room(&self) -> bool {
-        ((self.attached + self.reserved) as usize) < Q
+        ((self.attached + self.reserved) as usize) < self.task_slots()
+    }
+
+    /// How many slots tasks may take (all `Q` without groups).
+    #[inline(always)]
+    pub(crate) fn task_slots(&self) -> usize {
+        #[cfg(feature = "groups")]
+        return self.task_slots as usize;
+        #[cfg(not(feature = "groups"))]
+        Q
     }
 
     // ---- MRU list -------------------------------------------------------------------
@@ -683,6 +705,15 @@ impl<const Q: usize> RunQueue<Q> {
         if attached + self.reserved as usize > Q {
             return fail("more slots promised than there are");
         }
+        if let Err(what) = self.check_pelt(nr, attached) {
+            return fail(what);
+        }
+        Ok(())
+    }
+
+    /// The PELT consistency check of [`RunQueue::check`] for the level in use, which
+    /// accounts `nr` entities of `attached` attached.
+    pub(crate) fn check_pelt(&self, nr: u32, attached: usize) -> Result<(), &'static str> {
         // PELT: at the last recompute each average was its sum / divider. Since then the
         // sums grew by at most one period of input while the divider grew too, and
         // attach/removed/reweight moved avg·divider at a divider up to one period apart.
@@ -701,14 +732,14 @@ impl<const Q: usize> RunQueue<Q> {
             from_sum.abs_diff(avg) <= (input + moved + avg) * 1024 / min_div + 2 + attached as u64 + sl.moves as u64
         };
         if !close(self.cfs.avg.util_avg, self.cfs.avg.util_sum as u64, SCHED_CAPACITY_SCALE, sl.util_moved) {
-            return fail("rq util_avg inconsistent with util_sum");
+            return Err("rq util_avg inconsistent with util_sum");
         }
         let runnable_in = (sl.nr_in as u64).max(nr as u64) * SCHED_CAPACITY_SCALE;
         if !close(self.cfs.avg.runnable_avg, self.cfs.avg.runnable_sum, runnable_in, sl.runnable_moved) {
-            return fail("rq runnable_avg inconsistent with runnable_sum");
+            return Err("rq runnable_avg inconsistent with runnable_sum");
         }
         if !close(self.cfs.avg.load_avg, self.cfs.avg.load_sum, sl.load_in.max(self.cfs.load.down()), sl.load_moved) {
-            return fail("rq load_avg inconsistent with load_sum");
+            return Err("rq load_avg inconsistent with load_sum");
         }
         Ok(())
     }

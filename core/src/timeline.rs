@@ -537,9 +537,17 @@ impl<const CAP: usize> Timeline<CAP> {
     /// order stops being consistent. O(CAP); never panics, even on a
     /// corrupted structure.
     pub fn check(&self) -> Result<(), &'static str> {
-        // Pass 1, per slot: link symmetry, heights and balance. Heights
-        // strictly decrease along child links, so once this passes the links
-        // form a forest and the walk below must terminate.
+        self.check_nodes(|i| i == self.root, self.len)?;
+        self.check_tree()
+    }
+
+    /// Pass 1 of [`Timeline::check`] over the whole arena, which may hold several trees
+    /// ([`Timeline::with_head`]): `is_root` says which nodes head a tree, `total` how many
+    /// entries all the trees hold.
+    pub(crate) fn check_nodes(&self, is_root: impl Fn(u32) -> bool, total: usize) -> Result<(), &'static str> {
+        // Per slot: link symmetry, heights and balance. Heights strictly decrease along
+        // child links, so once this passes the links form a forest and the walks of
+        // `check_tree` must terminate.
         let mut queued = 0usize;
         for (i, n) in self.nodes.iter().enumerate() {
             let i = i as u32;
@@ -565,7 +573,7 @@ impl<const CAP: usize> Timeline<CAP> {
                 return Err("left and right link to the same node");
             }
             if n.parent == NIL {
-                if self.root != i {
+                if !is_root(i) {
                     return Err("parentless queued node is not the root");
                 }
             } else {
@@ -584,13 +592,16 @@ impl<const CAP: usize> Timeline<CAP> {
             if u16::from(n.height) != 1 + u16::from(hl.max(hr)) {
                 return Err("stored height is wrong");
             }
-            if !vruntime_before(n.seq, self.next_seq) {
-                return Err("seq not before next_seq");
-            }
         }
-        if queued != self.len {
+        if queued != total {
             return Err("len does not match number of queued slots");
         }
+        Ok(())
+    }
+
+    /// Pass 2 of [`Timeline::check`], on the tree in use: its root, the in-order walk, its
+    /// cached leftmost and length, its sequence numbers and (EEVDF) its augmentation.
+    pub(crate) fn check_tree(&self) -> Result<(), &'static str> {
         if self.len == 0 {
             if self.root != NIL {
                 return Err("empty timeline has a root");
@@ -618,6 +629,9 @@ impl<const CAP: usize> Timeline<CAP> {
         if first != self.leftmost {
             return Err("cached leftmost is not the in-order first node");
         }
+        if !vruntime_before(self.nodes[first as usize].seq, self.next_seq) {
+            return Err("seq not before next_seq");
+        }
         let mut visited = 1usize;
         let mut span = 0u64;
         let mut prev = first;
@@ -628,6 +642,9 @@ impl<const CAP: usize> Timeline<CAP> {
                 return Err("in-order walk visits more than len nodes");
             }
             let (a, b) = (&self.nodes[prev as usize], &self.nodes[cur as usize]);
+            if !vruntime_before(b.seq, self.next_seq) {
+                return Err("seq not before next_seq");
+            }
             let step = b.key.wrapping_sub(a.key);
             if step as i64 >= 0 {
                 if step == 0 && !vruntime_before(a.seq, b.seq) {
@@ -870,6 +887,12 @@ pub struct TimelineHead {
 }
 
 impl TimelineHead {
+    /// The slot at its tree's root (`u32::MAX` when empty).
+    #[cfg(feature = "groups")]
+    pub(crate) const fn root_id(&self) -> u32 {
+        self.root
+    }
+
     /// An empty tree.
     pub const EMPTY: TimelineHead = TimelineHead { root: NIL, leftmost: NIL, len: 0, next_seq: 0 };
 
@@ -915,7 +938,14 @@ impl<const CAP: usize> Timeline<CAP> {
         r
     }
 
-    fn swap_head(&mut self, h: &mut TimelineHead) {
+    /// The slot at the root of the tree in use (`u32::MAX` when empty).
+    #[cfg(feature = "groups")]
+    pub(crate) const fn root_id(&self) -> u32 {
+        self.root
+    }
+
+    /// Exchanges the tree in use with the one `h` names (an involution: twice is nothing).
+    pub(crate) fn swap_head(&mut self, h: &mut TimelineHead) {
         core::mem::swap(&mut self.root, &mut h.root);
         core::mem::swap(&mut self.leftmost, &mut h.leftmost);
         core::mem::swap(&mut self.len, &mut h.len);

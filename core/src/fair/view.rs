@@ -49,6 +49,13 @@ bitflags! {
 pub struct Fair<'r, 'p, const Q: usize> {
     pub(crate) rq: &'r mut RunQueue<Q>,
     pub(crate) pool: Pool<'p>,
+    /// The CPU's group runqueues, group slot `g` at `g - 1` (the `groups` feature; empty for
+    /// a machine without groups).
+    #[cfg(feature = "groups")]
+    pub(crate) levels: &'r mut [crate::group::level::GroupRq],
+    /// The level whose accounting the runqueue holds now (0: its own; see `Fair::at`).
+    #[cfg(feature = "groups")]
+    pub(crate) level: crate::group::level::Level,
 }
 
 impl<const Q: usize> Deref for Fair<'_, '_, Q> {

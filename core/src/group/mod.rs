@@ -6,6 +6,7 @@
 //! runqueues that carry them out, and the porter's calls, are not built yet.
 
 pub mod bandwidth;
+pub mod level;
 pub mod propagate;
 pub mod shares;
 pub mod tree;
@@ -61,3 +62,6 @@ impl fmt::Display for GroupError {
 }
 
 impl core::error::Error for GroupError {}
+
+#[cfg(test)]
+mod sched_tests;

@@ -101,6 +101,11 @@ impl<const G: usize> Groups<G> {
         })
     }
 
+    /// The id of the group in `slot` (0: the root), whether or not it is alive.
+    pub(crate) fn id_of_slot(&self, slot: u16) -> GroupId {
+        self.id(slot)
+    }
+
     fn id(&self, slot: u16) -> GroupId {
         let gen = if slot == 0 { 0 } else { self.entries[slot as usize - 1].gen };
         GroupId { slot, gen }
@@ -213,6 +218,16 @@ impl<const G: usize> Groups<G> {
         let e = self.entry_mut(g)?;
         e.tasks = e.tasks.checked_sub(1).ok_or(GroupError::NoTask)?;
         Ok(())
+    }
+
+    /// How many tasks `g` holds.
+    pub fn tasks(&self, g: GroupId) -> Result<u32, GroupError> {
+        Ok(self.entry(g)?.tasks)
+    }
+
+    /// How many groups `g` holds.
+    pub fn children(&self, g: GroupId) -> Result<u32, GroupError> {
+        Ok(self.entry(g)?.children)
     }
 
     /// `g`'s weight.

@@ -16,8 +16,14 @@ use crate::platform::{MigrateReason, Platform};
 use crate::table::Location;
 use crate::topology::SdFlags;
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// `voluntary_active_balance`: cases where pushing a running task is right even
     /// without repeated failures.
@@ -80,7 +86,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                     let mut env =
                         self.detach_env(ask, bal.domains[lvl].nr_balance_failed, cache_nice_tries, &tun);
                     st.rq.update_clock(now);
-                    if let Some(e) = detach_one_task(&mut env, &mut st.rq.fair(self.pool())) {
+                    if let Some(e) = detach_one_task(&mut env, &mut st.fair(self.pool())) {
                         // Its slot here waits for it until it lands (see attach_moved).
                         st.rq.reserve();
                         if let Ok(te) = self.table().get_mut(e) {

@@ -10,8 +10,14 @@ use crate::runqueue::InvariantViolation;
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Checks every invariant of the machine: each runqueue's own, `min_vruntime`
     /// monotonic per CPU, and that the task table and the runqueues agree on where every
@@ -32,11 +38,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         in_flight: impl Fn() -> bool,
     ) -> Result<(), InvariantViolation> {
         let n = self.nr_cpus();
-        let mut guards: heapless::Vec<Guard<'_, Q, R>, CPUS> = (0..n).map(|c| self.rq(c)).collect();
+        let mut guards: heapless::Vec<Guard<'_, Q, R, G>, CPUS> = (0..n).map(|c| self.rq(c)).collect();
         let t = self.table();
         let mut attached = 0usize;
         for (c, st) in guards.iter_mut().enumerate() {
-            st.rq.check(self.pool())?;
+            st.check(self.pool())?;
             let mv = st.rq.min_vruntime();
             if crate::timeline::vruntime_before(mv, st.checked_min_vruntime) {
                 return fail(c, "min_vruntime went backwards");
@@ -78,7 +84,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// agrees with the runqueue's, and it is queued only where its affinity allows.
     fn check_on_cpu(
         &self,
-        guards: &[Guard<'_, Q, R>],
+        guards: &[Guard<'_, Q, R, G>],
         id: TaskId,
         state: TaskState,
         c: usize,
@@ -113,7 +119,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     #[cfg_attr(not(feature = "eevdf"), allow(unused_variables))]
     fn check_parked(
         &self,
-        guards: &[Guard<'_, Q, R>],
+        guards: &[Guard<'_, Q, R, G>],
         id: TaskId,
         state: TaskState,
         cpu: usize,
@@ -138,7 +144,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Every planned push has its slot reserved at its destination, and its task is still on
     /// its CPU. (A slot is reserved just before its push is recorded, so while other CPUs
     /// run, a destination may briefly hold more reservations than pushes.)
-    fn check_pushes(&self, guards: &[Guard<'_, Q, R>]) -> Result<(), InvariantViolation> {
+    fn check_pushes(&self, guards: &[Guard<'_, Q, R, G>]) -> Result<(), InvariantViolation> {
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {
                 match st.rq.entity_in(self.pool(), p.slot).map(|e| e.get()) {
@@ -160,7 +166,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 }
 
 /// A held runqueue lock, as the checker holds every CPU's.
-type Guard<'a, const Q: usize, R> = MutexGuard<'a, CpuState<Q>, R>;
+type Guard<'a, const Q: usize, R, const G: usize> = MutexGuard<'a, CpuState<Q, G>, R>;
 
 /// A violation on `cpu`.
 fn fail(cpu: usize, what: &'static str) -> Result<(), InvariantViolation> {

@@ -15,8 +15,14 @@ use crate::table::{Location, TaskEntry};
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
 use crate::weights::Nice;
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Creates a task on behalf of the task running on `cpu` (its parent), places it and
     /// makes it runnable. Returns its id. Its payload is [`TaskPayload::NONE`]; see
@@ -61,7 +67,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // task_fork_fair on the parent's runqueue; the vruntime comes back normalised.
             let mut st = self.rq(cpu);
             st.rq.update_clock(now);
-            st.rq.fair(self.pool()).fork_vruntime(&mut child);
+            st.fair(self.pool()).fork_vruntime(&mut child);
+            // The child is in its parent's group (counted while the parent, on this
+            // runqueue, keeps the group alive).
+            #[cfg(feature = "groups")]
+            self.count_forked(child.group);
             self.after_update(cpu, &mut st);
         }
         // In transit: this call owns the new task's cell.
@@ -94,18 +104,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     ) -> Result<SlotId, SchedError> {
         let mut st = self.rq(cpu);
         st.rq.update_clock(now);
-        let slot = st.rq.fair(self.pool()).insert_reserved(id).ok_or(SchedError::RunQueueFull)?;
+        let slot = st.fair(self.pool()).insert_reserved(id).ok_or(SchedError::RunQueueFull)?;
         if new_task {
-            st.rq.fair(self.pool()).post_init_entity(slot);
+            st.fair(self.pool()).post_init_entity(slot);
         }
-        st.rq.fair(self.pool()).enqueue(slot, flags);
+        st.fair(self.pool()).enqueue(slot, flags);
         // Land it in the table before this runqueue's lock is released: from then on the
         // CPU may pick it, and picking sets its state to Running.
         if let Ok(te) = self.table().get_mut(id) {
             te.state = TaskState::Runnable;
             te.location = Location::OnCpu { cpu: cpu as u16, slot: slot as u16 };
         }
-        st.rq.fair(self.pool()).check_preempt_wakeup(slot, wf);
+        st.fair(self.pool()).check_preempt_wakeup(slot, wf);
         // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
         if st.idle_stamp != 0 {
             let delta = now.saturating_sub(st.idle_stamp);
@@ -128,7 +138,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             (state, _) => return Err(SchedError::InvalidState { task: id, state }),
         };
         st.rq.update_clock(now);
-        st.rq.fair(self.pool()).dequeue(slot as u32, DequeueFlags::SLEEP);
+        st.fair(self.pool()).dequeue(slot as u32, DequeueFlags::SLEEP);
         if let Ok(e) = t.get_mut(id) {
             e.state = TaskState::Blocked;
         }
@@ -161,7 +171,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     if let Some(e) = self.pool().cell(id) {
-                        st.rq.remove_entity_load(e);
+                        st.remove_task_load(self.pool(), e);
+                        self.task_gone(e);
                     }
                     t.remove(id)?;
                     drop(t);
@@ -178,7 +189,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     st.rq.update_clock(now);
-                    st.rq.fair(self.pool()).dequeue(slot as u32, DequeueFlags::SLEEP);
+                    st.fair(self.pool()).dequeue(slot as u32, DequeueFlags::SLEEP);
                     let busy = st.rq.curr_slot() == Some(slot as u32)
                         || st.rq.switching_out_slot() == Some(slot as u32);
                     if busy {
@@ -189,7 +200,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         st.rq.resched_curr();
                     } else {
                         if let Some(e) = st.rq.take(slot as u32).and_then(|t| self.pool().cell(t)) {
-                            st.rq.remove_entity_load(e);
+                            st.remove_task_load(self.pool(), e);
+                            self.task_gone(e);
                         }
                         t.remove(id)?;
                     }
@@ -250,7 +262,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
         let mut st = self.rq(cpu);
         let here = st.rq.task_at(p.slot) == Some(p.task);
-        match st.rq.fair(self.pool()).entity(p.slot) {
+        match st.fair(self.pool()).entity(p.slot) {
             Some(e) if here && e.on_cpu() => {
                 if let Some(mask) = affinity {
                     e.set_affinity(mask);
@@ -292,14 +304,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
                         continue;
                     }
                     st.rq.update_clock(now);
-                    self.pool().modify(id, |e| st.rq.reweight_parked(e, nice));
+                    let pool = self.pool();
+                    pool.modify(id, |e| st.reweight_parked(pool, e, nice));
                     return Ok(());
                 }
                 Location::OnCpu { cpu, slot } => {
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
-                    st.rq.fair(self.pool()).change_nice(slot as u32, nice);
+                    st.fair(self.pool()).change_nice(slot as u32, nice);
                     self.after_update(c, &mut st);
                     return Ok(());
                 }
@@ -420,7 +433,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
         if keep || stays {
             let mut st = self.lock_placed(id, entry.location, c)?;
-            let e = st.rq.fair(self.pool()).entity(slot)?;
+            let e = st.fair(self.pool()).entity(slot)?;
             e.set_affinity(mask);
             // Staying here, a push planned for it is no longer needed.
             let cancelled = if stays { st.take_push(slot) } else { None };

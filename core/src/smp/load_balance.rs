@@ -128,8 +128,14 @@ pub(super) struct DetachAsk {
     pub(super) loop_max: u32,
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// What `cpu` last published, as the balancer's decisions read it. (Out of line on 32-bit
     /// targets: many callers, and an MCU image pays for each copy.)

@@ -13,16 +13,23 @@ use crate::runqueue::SlotId;
 use crate::table::Location;
 use crate::task::TaskId;
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// `migrate_task_rq_fair` for a sleeping task leaving `prev`: its vruntime becomes
     /// relative to prev's min_vruntime, its PELT signals leave prev through the lazily
     /// applied "removed" path, and it is no longer cache hot.
     pub(super) fn migrate_sleeping(&self, e: &EntityCell, prev: usize) {
         let mut st = self.rq(prev);
-        e.set_vruntime(e.vruntime().wrapping_sub(st.rq.min_vruntime()));
-        st.rq.remove_entity_load(e);
+        let base = st.min_vruntime_for(self.pool(), e);
+        e.set_vruntime(e.vruntime().wrapping_sub(base));
+        st.remove_task_load(self.pool(), e);
         e.set_exec_start(0);
     }
 
@@ -33,7 +40,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         id: TaskId,
         loc: Location,
         cpu: usize,
-    ) -> Option<MutexGuard<'_, CpuState<Q>, R>> {
+    ) -> Option<MutexGuard<'_, CpuState<Q, G>, R>> {
         let st = self.rq(cpu);
         (self.table().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
     }
@@ -62,7 +69,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut b = self.rq(hi);
         let (s, d) = if src < dst { (&mut *a, &mut *b) } else { (&mut *b, &mut *a) };
         let here = s.rq.task_at(slot) == Some(id);
-        let allowed = match s.rq.fair(self.pool()).entity(slot) {
+        let allowed = match s.fair(self.pool()).entity(slot) {
             Some(e) if here && e.on_rq() && !e.on_cpu() => match how {
                 Move::Reaffine(mask) => mask,
                 Move::ToRoom | Move::Reserved => e.affinity(),
@@ -77,13 +84,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         }
         s.rq.update_clock(now);
         d.rq.update_clock(now);
-        if let (Move::Reaffine(mask), Some(e)) = (how, s.rq.fair(self.pool()).entity(slot)) {
+        if let (Move::Reaffine(mask), Some(e)) = (how, s.fair(self.pool()).entity(slot)) {
             e.set_affinity(mask);
         }
-        let Some(e) = s.rq.fair(self.pool()).detach_task(slot) else { return Moved::Changed };
+        let Some(e) = s.fair(self.pool()).detach_task(slot) else { return Moved::Changed };
         let attached = match how {
-            Move::Reserved => d.rq.fair(self.pool()).attach_task_reserved(e),
-            Move::ToRoom | Move::Reaffine(_) => d.rq.fair(self.pool()).attach_task(e),
+            Move::Reserved => d.fair(self.pool()).attach_task_reserved(e),
+            Move::ToRoom | Move::Reaffine(_) => d.fair(self.pool()).attach_task(e),
         };
         // Room was checked (or reserved) under this lock, so the attach cannot fail.
         let Some(dst_slot) = attached else { return Moved::Changed };
@@ -149,7 +156,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         {
             let mut st = self.rq(src);
             st.rq.update_clock(now);
-            detach_tasks(env, &mut st.rq.fair(self.pool()), &mut tasks);
+            detach_tasks(env, &mut st.fair(self.pool()), &mut tasks);
             // Each detached task keeps its slot here until it lands, so it can always come
             // back (the slots it freed cannot be taken meanwhile).
             for _ in &tasks {
@@ -183,7 +190,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             if !reserved && !st.rq.has_room() {
                 return false;
             }
-            let mut fair = st.rq.fair(self.pool());
+            let mut fair = st.fair(self.pool());
             let slot = if reserved { fair.attach_task_reserved(id) } else { fair.attach_task(id) };
             let Some(slot) = slot else { return false };
             if cpu != src {

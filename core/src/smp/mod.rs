@@ -41,6 +41,8 @@
 //! A blocked task still `on_cpu` is woken in place, on its own CPU.
 
 mod active;
+#[cfg(feature = "groups")]
+mod groups;
 mod invariants;
 mod lifecycle;
 mod load_balance;
@@ -143,10 +145,17 @@ use crate::weights::saturate_u32;
 /// smp.finish_switch(0, 0).unwrap();
 /// smp.check_invariants().unwrap();
 /// ```
-pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R = Spin> {
+pub struct Smp<
+    P: Platform,
+    const CPUS: usize,
+    const TASKS: usize,
+    const Q: usize,
+    R = Spin,
+    const G: usize = 0,
+> {
     pub(crate) platform: P,
     pub(crate) topo: RwLock<Topology<CPUS>, R>,
-    pub(crate) cpus: [CpuCell<Q, R>; CPUS],
+    pub(crate) cpus: [CpuCell<Q, R, G>; CPUS],
     pub(crate) tasks: Mutex<TaskTable<TASKS, P::Payload>, R>,
     /// Every task's entity, in the cell of its table slot (see [`crate::entities`]).
     pub(crate) ents: Entities<TASKS>,
@@ -163,10 +172,25 @@ pub struct Smp<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usiz
     pub(crate) llc_scan_cost: [AtomicU32; CPUS],
     /// nohz idle-balancing state.
     pub(crate) nohz: Nohz<CPUS>,
+    /// Each CPU's entity of each group (CPU `c`, group slot `g`: `[c][g - 1]`).
+    #[cfg(feature = "groups")]
+    pub(crate) gcells: [[crate::entities::EntityCell; G]; CPUS],
+    /// What the CPUs share of each group.
+    #[cfg(feature = "groups")]
+    pub(crate) gshared: [crate::group::level::GroupShared; G],
+    /// The group table (a leaf lock: see `groups.rs`).
+    #[cfg(feature = "groups")]
+    pub(crate) groups: Mutex<crate::group::tree::Groups<G>, R>,
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// A machine with no CPUs yet; call [`Smp::init`] (or [`Smp::init_with`]) next. `const`
     /// so a kernel can place it in a static and initialise it in place. With the default
@@ -185,6 +209,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
         // The task table records CPUs and runqueue slots in 16 bits.
         const { assert!(CPUS <= 1 << 16 && Q <= 1 << 16, "at most 65536 CPUs and 65536 slots per runqueue") };
+        #[cfg(not(feature = "groups"))]
+        const {
+            assert!(G == 0, "task groups need the `groups` feature")
+        };
+        #[cfg(feature = "groups")]
+        const {
+            assert!(G < Q, "each CPU's group entities take G of its Q slots, and tasks need one")
+        };
         Smp {
             platform,
             topo: RwLock::new(Topology::empty()),
@@ -214,6 +246,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             hz: AtomicU32::new(if hz == DEFAULT_HZ { 0 } else { hz }),
             llc_scan_cost: [const { AtomicU32::new(0) }; CPUS],
             nohz: Nohz::new(),
+            #[cfg(feature = "groups")]
+            gcells: [const { [const { crate::entities::EntityCell::new() }; G] }; CPUS],
+            #[cfg(feature = "groups")]
+            gshared: [const { crate::group::level::GroupShared::new() }; G],
+            #[cfg(feature = "groups")]
+            groups: Mutex::new(crate::group::tree::Groups::new()),
         }
     }
 
@@ -392,7 +430,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `cpu`'s runqueue lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn rq(&self, cpu: usize) -> spin::mutex::MutexGuard<'_, CpuState<Q>, R> {
+    pub(crate) fn rq(&self, cpu: usize) -> spin::mutex::MutexGuard<'_, CpuState<Q, G>, R> {
         self.cpus[cpu].rq.lock()
     }
 
@@ -418,7 +456,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     internal! {
         /// Runs `f` with a CPU's state locked (for platforms, tests and reports).
-        pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q>) -> T) -> Result<T, SchedError> {
+        pub fn with_cpu<T>(&self, cpu: usize, f: impl FnOnce(&CpuState<Q, G>) -> T) -> Result<T, SchedError> {
             self.check_cpu(cpu)?;
             Ok(f(&self.rq(cpu)))
         }
@@ -431,7 +469,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         pub fn with_cpu_entities<T>(
             &self,
             cpu: usize,
-            f: impl FnOnce(&CpuState<Q>, &mut dyn Iterator<Item = (TaskId, Entity)>) -> T,
+            f: impl FnOnce(&CpuState<Q, G>, &mut dyn Iterator<Item = (TaskId, Entity)>) -> T,
         ) -> Result<T, SchedError> {
             self.check_cpu(cpu)?;
             let st = self.rq(cpu);
@@ -484,6 +522,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// The entity cells (touched only by an entity's owner: see [`crate::entities`]).
     pub(crate) fn pool(&self) -> Pool<'_> {
+        #[cfg(feature = "groups")]
+        return Pool::with_groups(
+            self.ents.cells(),
+            crate::entities::GroupCells {
+                cells: self.gcells.as_flattened(),
+                shared: &self.gshared,
+                per_cpu: G,
+            },
+        );
+        #[cfg(not(feature = "groups"))]
         self.ents.pool()
     }
 

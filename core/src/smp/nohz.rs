@@ -19,8 +19,14 @@ use spin::RelaxStrategy;
 
 use super::nohz_state::{Nohz, NOHZ_BALANCE_KICK, NOHZ_KICK_MASK, NOHZ_STATS_KICK};
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     fn llc_id(&self, cpu: usize) -> usize {
         self.topology().llc_id(cpu).unwrap_or(cpu)
@@ -198,7 +204,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             {
                 let mut st = self.rq(other);
                 st.rq.update_clock(now);
-                st.rq.update_blocked_averages();
+                st.update_blocked_averages(self.pool());
                 has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
                 self.after_update(other, &mut st);
             }
@@ -213,7 +219,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             {
                 let mut st = self.rq(cpu);
                 st.rq.update_clock(now);
-                st.rq.update_blocked_averages();
+                st.update_blocked_averages(self.pool());
                 self.after_update(cpu, &mut st);
             }
             if flags & NOHZ_BALANCE_KICK != 0 {

@@ -68,7 +68,7 @@ impl RqStats {
         }
     }
 
-    pub(super) fn publish<const Q: usize>(&self, st: &CpuState<Q>) {
+    pub(super) fn publish<const Q: usize, const G: usize>(&self, st: &CpuState<Q, G>) {
         let rq = &st.rq;
         self.nr_running.store(rq.nr_running(), Relaxed);
         self.h_nr_running.store(rq.nr_running(), Relaxed);
@@ -88,7 +88,7 @@ impl RqStats {
 
 /// A CPU's state under its runqueue lock.
 #[derive(Clone)]
-pub struct CpuState<const Q: usize> {
+pub struct CpuState<const Q: usize, const G: usize = 0> {
     /// The fair runqueue.
     pub rq: RunQueue<Q>,
     /// An active balance was requested and not yet carried out (`rq->active_balance`).
@@ -115,6 +115,9 @@ pub struct CpuState<const Q: usize> {
     pub push: [Option<Push>; 2],
     /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
     pub(super) checked_min_vruntime: u64,
+    /// The runqueue of each task group on this CPU, group slot `g` at `g - 1`.
+    #[cfg(feature = "groups")]
+    pub levels: [crate::group::level::GroupRq; G],
 }
 
 /// A task leaving its CPU once its context is saved, and where it goes.
@@ -130,7 +133,7 @@ pub struct Push {
     pub reason: MigrateReason,
 }
 
-impl<const Q: usize> CpuState<Q> {
+impl<const Q: usize, const G: usize> CpuState<Q, G> {
     /// The state of a CPU before [`Smp::init`] gives it a fresh one: all zeros, so a machine in
     /// a `static` needs no `.data` image. Never used as it is (no call reaches a CPU before
     /// `init` counts it), so the values need not be meaningful.
@@ -147,6 +150,8 @@ impl<const Q: usize> CpuState<Q> {
         // (`None` is not all zeros: the niche is in `reason`.)
         push: [Some(Push { slot: 0, task: TaskId::new(0, 0), dst: 0, reason: MigrateReason::Wakeup }); 2],
         checked_min_vruntime: 0,
+        #[cfg(feature = "groups")]
+        levels: [const { crate::group::level::GroupRq::EMPTY }; G],
     };
 
     /// A fresh CPU with an empty runqueue (what `init` gives each CPU of the topology).
@@ -165,6 +170,95 @@ impl<const Q: usize> CpuState<Q> {
         self.nr_migrations_in = 0;
         self.asym_capacity = false;
         self.push = [None; 2];
+        #[cfg(feature = "groups")]
+        {
+            // The group entities take the top `G` slots of the arena.
+            self.rq.task_slots = (Q - G) as u32;
+            for lv in self.levels.iter_mut() {
+                *lv = crate::group::level::GroupRq::EMPTY;
+            }
+        }
+    }
+
+    /// The fair class's view of this CPU: its runqueue, and with groups its group
+    /// runqueues, with the machine's entity pool.
+    #[inline]
+    pub fn fair<'p>(&mut self, pool: crate::entities::Pool<'p>) -> crate::fair::Fair<'_, 'p, Q> {
+        #[cfg(feature = "groups")]
+        return crate::fair::Fair { rq: &mut self.rq, pool, levels: &mut self.levels, level: 0 };
+        #[cfg(not(feature = "groups"))]
+        self.rq.fair(pool)
+    }
+
+    /// `remove_entity_load_avg`: the signals of a task that left this CPU while blocked
+    /// (or exited) are taken out of its runqueue here (its group's, with groups) at the
+    /// next update.
+    pub(super) fn remove_task_load(
+        &mut self,
+        pool: crate::entities::Pool<'_>,
+        e: &crate::entities::EntityCell,
+    ) {
+        #[cfg(feature = "groups")]
+        return self.fair(pool).remove_task_load(e);
+        #[cfg(not(feature = "groups"))]
+        {
+            let _ = pool;
+            self.rq.remove_entity_load(e);
+        }
+    }
+
+    /// Gives a task parked here (its blocked load in this CPU's sums) a new nice value.
+    pub(super) fn reweight_parked(
+        &mut self,
+        pool: crate::entities::Pool<'_>,
+        e: &mut crate::task::Entity,
+        nice: crate::weights::Nice,
+    ) {
+        #[cfg(feature = "groups")]
+        return self.fair(pool).reweight_parked_task(e, nice);
+        #[cfg(not(feature = "groups"))]
+        {
+            let _ = pool;
+            self.rq.reweight_parked(e, nice);
+        }
+    }
+
+    /// `update_blocked_averages` for this CPU (every group runqueue's too).
+    pub(super) fn update_blocked_averages(&mut self, pool: crate::entities::Pool<'_>) {
+        #[cfg(feature = "groups")]
+        return self.fair(pool).update_blocked_averages_h();
+        #[cfg(not(feature = "groups"))]
+        {
+            let _ = pool;
+            self.rq.update_blocked_averages();
+        }
+    }
+
+    /// The `min_vruntime` a task of this CPU is placed against: its group's runqueue's.
+    pub(super) fn min_vruntime_for(
+        &mut self,
+        pool: crate::entities::Pool<'_>,
+        e: &crate::entities::EntityCell,
+    ) -> u64 {
+        #[cfg(feature = "groups")]
+        return self.fair(pool).min_vruntime_of_group(e.group());
+        #[cfg(not(feature = "groups"))]
+        {
+            let _ = (pool, e);
+            self.rq.min_vruntime()
+        }
+    }
+
+    /// The runqueue's invariants (with groups, every level's and the running task's path).
+    pub(super) fn check(
+        &mut self,
+        pool: crate::entities::Pool<'_>,
+    ) -> Result<(), crate::runqueue::InvariantViolation> {
+        #[cfg(feature = "groups")]
+        if G > 0 {
+            return self.fair(pool).check_h();
+        }
+        self.rq.check(pool)
     }
 
     /// The pending push of the task in `slot`, if any.
@@ -247,9 +341,9 @@ impl GroupCapacity {
 }
 
 /// One CPU: its runqueue lock, its published figures and its balance state.
-pub struct CpuCell<const Q: usize, R = Spin> {
+pub struct CpuCell<const Q: usize, R = Spin, const G: usize = 0> {
     /// The runqueue and per-CPU scheduling state.
-    pub rq: Mutex<CpuState<Q>, R>,
+    pub rq: Mutex<CpuState<Q, G>, R>,
     /// Figures for lock-free readers.
     pub stats: RqStats,
     /// Balancing state.

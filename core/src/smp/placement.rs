@@ -29,8 +29,14 @@ use crate::topology::SdFlags;
 use crate::weights::saturate_u32;
 use spin::RelaxStrategy;
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`, and says
     /// whether a wakeup went the affine fast path (then the waker's `recent_used_cpu`

@@ -14,8 +14,14 @@ use crate::limits::SYSCTL_MIGRATION_COST_NS;
 use crate::platform::Platform;
 use crate::topology::SdFlags;
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Jiffy of time `now`. (Out of line on 32-bit targets, as [`Smp::sd_interval`].)
     #[cfg_attr(target_pointer_width = "32", inline(never))]
@@ -46,7 +52,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // One CPU has no sched domain, so no pass ever moves its next balance from 0:
             // every tick is "due" and all a pass does is decay the blocked load. Doing just
             // that keeps the balancer out of a one-CPU image (CPUS is a constant here).
-            self.rq(cpu).rq.update_blocked_averages();
+            self.rq(cpu).update_blocked_averages(self.pool());
             if !idle && NOHZ {
                 self.nohz_exit_idle_on(cpu);
             }
@@ -61,7 +67,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             return;
         }
         if due {
-            self.rq(cpu).rq.update_blocked_averages();
+            self.rq(cpu).update_blocked_averages(self.pool());
             let idle = if idle { IdleType::Idle } else { IdleType::NotIdle };
             self.rebalance_domains(cpu, now, idle);
         }
@@ -147,7 +153,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if CPUS == 1 {
             // No domain to pull from: what remains of the pass is the blocked-load update.
             if go {
-                self.rq(cpu).rq.update_blocked_averages();
+                self.rq(cpu).update_blocked_averages(self.pool());
             }
             return false;
         }
@@ -157,7 +163,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let levels = self.topology().nr_levels(cpu);
         let mut pulled = false;
         if go {
-            self.rq(cpu).rq.update_blocked_averages();
+            self.rq(cpu).update_blocked_averages(self.pool());
             let mut curr_cost = 0u64;
             for lvl in 0..levels {
                 let Some(d) = self.domain_view(cpu, lvl) else { break };

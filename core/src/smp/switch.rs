@@ -17,8 +17,14 @@ use crate::platform::{EventKind, Platform};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// The scheduler tick on `cpu`: charges the running task, updates PELT, preempts if due,
     /// then runs the periodic load balancer when it is due. Returns whether `cpu` should
@@ -28,7 +34,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let idle = {
             let mut st = self.rq(cpu);
             st.rq.update_clock(now);
-            st.rq.fair(self.pool()).task_tick();
+            st.fair(self.pool()).task_tick();
             self.after_update(cpu, &mut st);
             st.rq.is_idle()
         };
@@ -90,14 +96,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             // The stopper preempts everything: switch away from the running task so its
             // context is saved; the push (the balancer's, or away from a CPU its affinity
             // no longer allows) happens in finish_switch.
-            let prev = st.rq.fair(self.pool()).put_prev();
+            let prev = st.fair(self.pool()).put_prev();
             if prev.is_some() {
                 st.rq.switching_out = prev;
             }
             st.rq.need_resched = false;
             (prev, None)
         } else {
-            st.rq.fair(self.pool()).schedule_pick()
+            st.fair(self.pool()).schedule_pick()
         };
         let ids = (prev.and_then(|n| st.rq.task_at(n)), next.and_then(|n| st.rq.task_at(n)));
         if next.is_none() && st.idle_stamp == 0 {
@@ -149,7 +155,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     /// Nothing to run: the CPU is about to idle. (Out of line on 32-bit targets: `schedule_on`
     /// asks up to three times, and each copy is a few hundred bytes of a small machine's image.)
     #[cfg_attr(target_pointer_width = "32", inline(never))]
-    fn goes_idle(&self, st: &CpuState<Q>) -> bool {
+    fn goes_idle(&self, st: &CpuState<Q, G>) -> bool {
         let curr_runnable = st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).on_rq());
         st.rq.nr_queued() == 0 && !curr_runnable && !st.active_balance
     }
@@ -229,14 +235,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// Completes the switch away from the task `cpu` was switching out; returns it with its
     /// payload if it exited (it leaves the table here).
-    fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q>) -> Option<(TaskId, P::Payload)> {
-        let id = st.rq.fair(self.pool()).finish_switch()?;
+    fn finish_switch_locked(&self, cpu: usize, st: &mut CpuState<Q, G>) -> Option<(TaskId, P::Payload)> {
+        let id = st.fair(self.pool()).finish_switch()?;
         let mut t = self.table();
         let state = t.get(id).map(|x| x.state).ok();
         let mut exited = None;
         if state == Some(TaskState::Exiting) {
             if let Some(e) = self.pool().cell(id) {
-                st.rq.remove_entity_load(e);
+                st.remove_task_load(self.pool(), e);
+                self.task_gone(e);
             }
             exited = Some((id, t.payload_or_none(id)));
             let _ = t.remove(id);
@@ -255,7 +262,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let mut st = self.rq(cpu);
         if st.rq.curr_slot().is_some() {
             st.rq.update_clock(now);
-            st.rq.fair(self.pool()).yield_curr();
+            st.fair(self.pool()).yield_curr();
             st.rq.resched_curr();
             self.after_update(cpu, &mut st);
         }
@@ -263,12 +270,27 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
     }
 }
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
+    /// A task leaves the machine: its group counts it out (the `groups` feature).
+    #[inline(always)]
+    pub(super) fn task_gone(&self, e: &crate::entities::EntityCell) {
+        #[cfg(feature = "groups")]
+        self.count_out(e.group());
+        #[cfg(not(feature = "groups"))]
+        let _ = e;
+    }
+
     /// After an operation on `cpu`'s runqueue: publish its figures and pass on a reschedule
     /// request.
-    pub(crate) fn after_update(&self, cpu: usize, st: &mut CpuState<Q>) {
+    pub(crate) fn after_update(&self, cpu: usize, st: &mut CpuState<Q, G>) {
         self.update_misfit_status(st);
         self.cpus[cpu].stats.publish(st);
         if st.rq.nr_running() >= 2 {
@@ -281,7 +303,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
 
     /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
     /// does not fit this CPU's capacity.
-    pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q>) {
+    pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q, G>) {
         // (One CPU, or a build without `asym-capacity`, has no asymmetric domain:
         // `asym_capacity` is false, and these constants let the compiler see it.)
         st.misfit_task_load = match (CPUS > 1 && ASYM_CAPACITY && st.asym_capacity, st.rq.curr_slot()) {

@@ -11,8 +11,14 @@ use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 use crate::weights::saturate_u32;
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Runs one `load_balance` of `cpu`'s domain `level` now, whether or not its interval
     /// has expired (experiments and tests). Returns (tasks moved, continue upwards); the

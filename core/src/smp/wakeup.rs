@@ -13,8 +13,14 @@ use crate::platform::{EventKind, MigrateReason, Platform};
 use crate::table::{Location, TaskEntry};
 use crate::task::{Entity, TaskId, TaskState};
 
-impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: RelaxStrategy>
-    Smp<P, CPUS, TASKS, Q, R>
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Wakes a blocked task; `cpu` is the waker's CPU. Returns the CPU it was queued on.
     pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {
@@ -82,14 +88,14 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
             return None;
         }
         st.rq.update_clock(now);
-        st.rq.fair(self.pool()).enqueue(slot as u32, EnqueueFlags::WAKEUP);
+        st.fair(self.pool()).enqueue(slot as u32, EnqueueFlags::WAKEUP);
         let state =
             if st.rq.curr_slot() == Some(slot as u32) { TaskState::Running } else { TaskState::Runnable };
         if let Ok(e) = t.get_mut(id) {
             e.state = state;
         }
         drop(t);
-        st.rq.fair(self.pool()).check_preempt_wakeup(slot as u32, wf);
+        st.fair(self.pool()).check_preempt_wakeup(slot as u32, wf);
         self.after_update(c, &mut st);
         let nr_running = st.rq.nr_running();
         drop(st);
@@ -144,7 +150,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         if affine {
             let mut st = self.rq(cpu);
             if let Some(n) = st.rq.curr_slot() {
-                if let Some(w) = st.rq.fair(self.pool()).entity(n) {
+                if let Some(w) = st.fair(self.pool()).entity(n) {
                     w.set_recent_used_cpu(cpu as u32);
                 }
             }
@@ -200,7 +206,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Rela
         let hz = self.hz() as i32;
         let mut st = self.rq(cpu);
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
-        let Some(w) = st.rq.fair(self.pool()).entity(n) else { return Waker::default() };
+        let Some(w) = st.fair(self.pool()).entity(n) else { return Waker::default() };
         if (j.wrapping_sub(w.wakee_flip_decay_ts()) as i32) > hz {
             w.set_wakee_flips(w.wakee_flips() >> 1);
             w.set_wakee_flip_decay_ts(j);

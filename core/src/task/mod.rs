@@ -109,6 +109,10 @@ macro_rules! entity_fields {
             on_cpu: bool = false, true; AtomicBool, pub set_on_cpu;
             /// Allowed CPUs.
             affinity: CpuMask = CpuMask::EMPTY, CpuMask::ALL; MaskCell, pub set_affinity;
+            /// The task group it belongs to, by slot: 0 the root, 1..=G a group (the
+            /// `groups` feature).
+            #[cfg(feature = "groups")]
+            group: u16 = 0, u16::MAX - 6; AtomicU16, pub set_group;
         }
     };
 }

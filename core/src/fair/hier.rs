@@ -1,0 +1,653 @@
+//! The fair class over task groups (the `groups` feature; docs/groups.md): Linux's
+//! `CONFIG_FAIR_GROUP_SCHED` walks, each task operation done at every level from the task's
+//! group up to the CPU's runqueue.
+//!
+//! A level is a runqueue: the CPU's own (level 0) or one group's on this CPU (its
+//! [`GroupRq`]). The entity operations in `fair.rs` work on the CPU's runqueue; to work on a
+//! group's, [`Fair::at`] lends that group's accounting, tree and current entity to the CPU's
+//! runqueue for the call and takes them back after, so the entity operations are the same
+//! code at every level. Outside `at`, the runqueue holds the root level with `curr` naming
+//! the running task (what the rest of the machine reads); the root level's own current
+//! entity, the running task's top group entity, is kept in `top_curr`.
+//!
+//! [`GroupRq`]: crate::group::level::GroupRq
+
+use heapless::Vec;
+
+use super::view::buddy_allowed;
+use super::{DequeueFlags, EnqueueFlags, Fair, PeltFlags, WakeFlags};
+use crate::entities::EntityCell;
+use crate::features::Features;
+use crate::group::level::Level;
+use crate::group::shares::{calc_group_shares, tg_load_avg_delta, GroupRq as SharesRq};
+use crate::group::tree::MAX_GROUP_DEPTH;
+use crate::pelt;
+use crate::runqueue::{CfsRq, SlotId};
+use crate::task::{Entity, Policy};
+use crate::weights::LoadWeight;
+
+/// An entity's way up: (slot, level it is queued on) for it and each group entity above.
+type Path = Vec<(SlotId, Level), { MAX_GROUP_DEPTH as usize + 1 }>;
+
+/// Which buddy mark.
+#[derive(Clone, Copy)]
+enum Buddy {
+    Next,
+    Last,
+    Skip,
+}
+
+impl<'p, const Q: usize> Fair<'_, 'p, Q> {
+    // ---- levels ---------------------------------------------------------------------
+
+    /// The slot of group `l`'s entity on this CPU (`l` ≥ 1).
+    #[inline(always)]
+    fn group_slot(l: Level) -> SlotId {
+        (Q - l as usize) as SlotId
+    }
+
+    /// The group whose entity is at `slot`, if it holds a group entity (`group_cfs_rq`).
+    #[inline(always)]
+    pub(crate) fn my_q(&self, slot: SlotId) -> Option<Level> {
+        (!self.is_task_slot(slot)).then(|| (Q - slot as usize) as Level)
+    }
+
+    /// Group `l`'s parent level.
+    #[inline(always)]
+    fn parent(&self, l: Level) -> Level {
+        self.pool.shared(l as usize).map_or(0, |g| g.parent())
+    }
+
+    /// The level the entity at `slot` is queued on (`cfs_rq_of`).
+    pub(crate) fn level_of(&self, slot: SlotId) -> Level {
+        match self.my_q(slot) {
+            Some(g) => self.parent(g),
+            None => {
+                let g = self.ent(slot).group();
+                // (A group this CPU has no runqueue for is a core bug: the root stands in.)
+                if g as usize <= self.levels.len() {
+                    g
+                } else {
+                    0
+                }
+            }
+        }
+    }
+
+    /// The entity above one queued at level `l` (`parent_entity`): `l`'s group entity on
+    /// `l`'s parent level; `None` at the root.
+    #[inline(always)]
+    fn up(&self, l: Level) -> Option<(SlotId, Level)> {
+        (l != 0).then(|| (Self::group_slot(l), self.parent(l)))
+    }
+
+    /// How many levels lie above level `l` (0 for the root).
+    fn depth(&self, mut l: Level) -> usize {
+        let mut d = 0;
+        while l != 0 && d <= MAX_GROUP_DEPTH as usize {
+            l = self.parent(l);
+            d += 1;
+        }
+        d
+    }
+
+    /// The entity at `slot` and the group entities above it, each with its level.
+    pub(super) fn path(&self, slot: SlotId) -> Path {
+        let mut p = Path::new();
+        let mut cur = Some((slot, self.level_of(slot)));
+        while let Some((s, l)) = cur {
+            if p.push((s, l)).is_err() {
+                break;
+            }
+            cur = self.up(l);
+        }
+        p
+    }
+
+    /// Exchanges the runqueue's top level with level `l`'s accounting, tree and current
+    /// entity (at the root: the running task with the top level's current entity).
+    fn swap_level(&mut self, l: Level) {
+        if l == 0 {
+            core::mem::swap(&mut self.rq.curr, &mut self.rq.top_curr);
+            return;
+        }
+        let Some(g) = self.levels.get_mut(l as usize - 1) else { return };
+        core::mem::swap(&mut self.rq.curr, &mut g.curr);
+        core::mem::swap(&mut self.rq.cfs, &mut g.cfs);
+        self.rq.timeline.swap_head(&mut g.head);
+    }
+
+    /// Runs `f` with the fair class working on level `l`: the runqueue's `cfs`, timeline
+    /// and `curr` are level `l`'s while `f` runs. Not nested.
+    pub(crate) fn at<R>(&mut self, l: Level, f: impl FnOnce(&mut Self) -> R) -> R {
+        debug_assert_eq!(self.level, 0, "levels are not nested");
+        self.swap_level(l);
+        self.level = l;
+        let r = f(self);
+        self.level = 0;
+        self.swap_level(l);
+        r
+    }
+
+    /// Level `l`'s accounting, outside [`Fair::at`].
+    fn cfs_of(&mut self, l: Level) -> &mut CfsRq {
+        match l {
+            0 => &mut self.rq.cfs,
+            l => &mut self.levels[l as usize - 1].cfs,
+        }
+    }
+
+    // ---- shares and PELT ------------------------------------------------------------
+
+    /// PELT of the group entity at `slot` (queued on the level the class works on): runnable
+    /// counts its group's tasks there, as Linux's `se_runnable`.
+    pub(super) fn update_group_entity_pelt(&mut self, slot: SlotId, se: &EntityCell, now: u64, running: bool) {
+        let runnable = self.my_q(slot).map_or(0, |g| self.levels[g as usize - 1].cfs.h_nr_running) as u64;
+        let mut avg = se.avg();
+        let on_rq = se.on_rq();
+        if avg.update_sum(now, on_rq as u64, runnable, running) {
+            avg.update_avg(se.weight());
+        }
+        se.set_avg(avg);
+    }
+
+    /// `update_tg_load_avg`: folds the change of the working level's load average into its
+    /// group's, once it moved by more than 1/64 of its last contribution.
+    pub(super) fn update_tg_load_avg(&mut self) {
+        let l = self.level;
+        if l == 0 {
+            return;
+        }
+        let la = self.cfs.avg.load_avg;
+        let Some(shared) = self.pool.shared(l as usize) else { return };
+        let g = &mut self.levels[l as usize - 1];
+        if let Some(d) = tg_load_avg_delta(la, g.tg_contrib) {
+            shared.add_load(d);
+            g.tg_contrib = la;
+        }
+    }
+
+    /// `update_cfs_group`: gives the group entity at `slot` (queued on the level the class
+    /// works on) the weight its group's shares and load on this CPU call for. A task is
+    /// left alone.
+    pub(super) fn update_cfs_group(&mut self, slot: SlotId) {
+        let Some(g) = self.my_q(slot) else { return };
+        let Some(shared) = self.pool.shared(g as usize) else { return };
+        let lv = &self.levels[g as usize - 1];
+        let part = SharesRq { load_weight: lv.cfs.load.weight, load_avg: lv.cfs.avg.load_avg, load_avg_contrib: lv.tg_contrib };
+        let shares = calc_group_shares(shared.shares(), shared.load_avg(), &part);
+        let se = self.ent(slot);
+        if se.load_weight() != shares {
+            self.reweight_group_entity(slot, se, shares);
+        }
+    }
+
+    /// `reweight_entity` for a group entity: its accounted weight and its PELT load move from
+    /// the old weight to `weight`.
+    fn reweight_group_entity(&mut self, slot: SlotId, se: &EntityCell, weight: u64) {
+        let (on_rq, is_curr) = (se.on_rq(), self.curr == Some(slot));
+        let queued = on_rq && !is_curr;
+        if on_rq {
+            if is_curr {
+                self.charge_curr(se);
+            }
+            self.cfs.load.sub(se.load_weight());
+            // (EEVDF's sums weigh each queued entity: it leaves the tree and comes back.)
+            if queued && self.eevdf() {
+                self.tl_remove(slot, se);
+            }
+        }
+        let mut avg = se.avg();
+        let (old_w, old_avg) = (se.weight(), avg.load_avg);
+        let lag = (old_w * avg.period_contrib as u64).div_ceil(1024);
+        let attached = se.pelt_attached();
+        if attached {
+            let rq = &mut self.rq.cfs.avg;
+            rq.load_avg = rq.load_avg.saturating_sub(avg.load_avg);
+            rq.load_sum = rq.load_sum.saturating_sub(old_w * avg.load_sum);
+        }
+        se.set_load(LoadWeight { weight, inv_weight: 0 });
+        let w = se.weight();
+        avg.load_avg = w * avg.load_sum / avg.divider();
+        se.set_avg(avg);
+        if attached {
+            let rq = &mut self.rq.cfs.avg;
+            rq.load_avg += avg.load_avg;
+            rq.load_sum += w * avg.load_sum;
+        }
+        self.cfs.pelt_slack.moved(old_avg + avg.load_avg + lag, 0, 0);
+        if on_rq {
+            self.cfs.load.add(weight);
+            if queued && self.eevdf() {
+                self.tl_insert(slot, se);
+            }
+        }
+    }
+
+    /// `update_load_avg` and `update_cfs_group` for an entity already queued at the level
+    /// the class works on (an ancestor of an enqueued or dequeued task).
+    fn refresh(&mut self, slot: SlotId) {
+        let se = self.ent(slot);
+        let is_curr = self.curr == Some(slot);
+        self.load_avg_with(slot, se, is_curr, PeltFlags::empty());
+        self.update_cfs_group(slot);
+    }
+
+    // ---- the task operations, level by level ------------------------------------------
+
+    /// `enqueue_task_fair`: the task's entity and each group entity above it not yet queued
+    /// are enqueued; the levels above those only count the task and update their signals.
+    pub(super) fn enqueue_task_h(&mut self, slot: SlotId, flags: EnqueueFlags) {
+        let Some(se) = self.entity(slot) else { return };
+        if se.on_rq() {
+            return;
+        }
+        let idle = (se.policy() == Policy::Idle) as u32;
+        if self.features.contains(Features::UTIL_EST) {
+            pelt::util_est_add(&mut self.rq.cfs.avg.util_est, &se.util_est_parts());
+        }
+        let mut flags = flags;
+        let mut cur = Some((slot, self.level_of(slot)));
+        while let Some((s, l)) = cur {
+            if self.ent(s).on_rq() {
+                break;
+            }
+            self.at(l, |f| f.enqueue_entity(s, flags));
+            if s != slot {
+                // (The entity's own count went by its policy; a group entity's task is idle.)
+                self.cfs_of(l).idle_h_nr_running += idle;
+            }
+            flags = EnqueueFlags::WAKEUP;
+            cur = self.up(l);
+        }
+        while let Some((s, l)) = cur {
+            self.at(l, |f| {
+                f.refresh(s);
+                f.cfs.h_nr_running += 1;
+                f.cfs.idle_h_nr_running += idle;
+            });
+            cur = self.up(l);
+        }
+    }
+
+    /// `dequeue_task_fair`: the task's entity is dequeued, and each group entity above whose
+    /// runqueue is left with nothing queued; the levels above only stop counting the task.
+    /// A task going to sleep makes its still busy group the next buddy above it.
+    pub(super) fn dequeue_task_h(&mut self, slot: SlotId, flags: DequeueFlags) {
+        let Some(se) = self.entity(slot) else { return };
+        if !se.on_rq() {
+            return;
+        }
+        let idle = (se.policy() == Policy::Idle) as u32;
+        let sleep = flags.contains(DequeueFlags::SLEEP);
+        let mut flags = flags;
+        let mut cur = Some((slot, self.level_of(slot)));
+        while let Some((s, l)) = cur {
+            self.at(l, |f| f.dequeue_entity(s, flags));
+            if s != slot {
+                let c = self.cfs_of(l);
+                c.idle_h_nr_running = c.idle_h_nr_running.saturating_sub(idle);
+            }
+            cur = self.up(l);
+            if self.cfs_of(l).load.weight != 0 {
+                if let Some((p, _)) = cur.filter(|_| sleep) {
+                    self.set_buddy_up(p, Buddy::Next);
+                }
+                break;
+            }
+            flags |= DequeueFlags::SLEEP;
+        }
+        while let Some((s, l)) = cur {
+            self.at(l, |f| {
+                f.cfs.h_nr_running = f.cfs.h_nr_running.saturating_sub(1);
+                f.cfs.idle_h_nr_running = f.cfs.idle_h_nr_running.saturating_sub(idle);
+                f.refresh(s);
+            });
+            cur = self.up(l);
+        }
+        if self.features.contains(Features::UTIL_EST) {
+            let capacity_orig = self.capacity_orig;
+            let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
+            let mut ue = se.util_est_parts();
+            pelt::util_est_sub(&mut self.rq.cfs.avg.util_est, &ue);
+            if sleep {
+                pelt::util_est_sample(&mut ue, se.util(), capacity_orig, fastup);
+                se.set_util_est_parts(ue);
+            }
+        }
+    }
+
+    /// `set_next_task_fair`: the task and every group entity above it become their levels'
+    /// current entities.
+    pub(super) fn set_next_task_h(&mut self, slot: SlotId) {
+        for (s, l) in self.path(slot) {
+            self.at(l, |f| f.set_next_entity(s));
+        }
+        self.rq.curr = Some(slot);
+    }
+
+    /// `put_prev_task_fair`: the running task and every group entity above it stop being
+    /// current, and go back on their trees if still runnable. Returns the task's slot.
+    pub(super) fn put_prev_task_h(&mut self) -> Option<SlotId> {
+        let task = self.rq.curr?;
+        for (_, l) in self.path(task) {
+            self.at(l, |f| {
+                f.put_prev_entity();
+            });
+        }
+        self.rq.curr = None;
+        Some(task)
+    }
+
+    /// The put and the pick of `pick_next_task_fair`: the running task is put back, then
+    /// the pick goes down from the top level, each picked group entity made current and its
+    /// runqueue picked from, until a task. Returns (prev, next).
+    pub(super) fn pick_task_h(&mut self) -> (Option<SlotId>, Option<SlotId>) {
+        let prev_path = self.rq.curr.map(|c| self.path(c)).unwrap_or_default();
+        let prev = self.put_prev_task_h();
+        let mut l: Level = 0;
+        let mut next = None;
+        for _ in 0..=MAX_GROUP_DEPTH {
+            let was = prev_path.iter().find(|&&(_, pl)| pl == l).map(|&(s, _)| s);
+            let pick = self.at(l, |f| match policy!(f.keeps_cpu(was)) {
+                Some(p) => Some(p),
+                None => f.pick_next_entity(),
+            });
+            let Some(s) = pick else { break };
+            self.at(l, |f| f.set_next_entity(s));
+            match self.my_q(s) {
+                Some(g) => l = g,
+                None => {
+                    next = Some(s);
+                    break;
+                }
+            }
+        }
+        self.rq.curr = next;
+        (prev, next)
+    }
+
+    /// `task_tick_fair`: `entity_tick` at every level of the running task's path; an idle
+    /// CPU decays its blocked load at every level instead.
+    pub(super) fn task_tick_h(&mut self) {
+        let Some(c) = self.rq.curr else {
+            self.update_blocked_averages_h();
+            return;
+        };
+        for (s, l) in self.path(c) {
+            self.at(l, |f| f.entity_tick(s));
+        }
+    }
+
+    /// `update_blocked_averages`: every group runqueue with signals left decays them (the
+    /// deepest first), folds the change into its group's load and ages its entity above;
+    /// then the CPU's runqueue.
+    pub(crate) fn update_blocked_averages_h(&mut self) {
+        for depth in (1..=MAX_GROUP_DEPTH as usize).rev() {
+            for g in 1..=self.levels.len() as Level {
+                let c = &self.levels[g as usize - 1].cfs;
+                let idle = c.nr_running == 0 && c.avg.load_sum == 0 && c.avg.util_sum == 0 && c.avg.runnable_sum == 0;
+                if (idle && self.levels[g as usize - 1].tg_contrib == 0) || self.depth(g) != depth {
+                    continue;
+                }
+                self.at(g, |f| {
+                    if f.update_cfs_avg() {
+                        f.update_tg_load_avg();
+                    }
+                });
+                if let Some((s, pl)) = self.up(g) {
+                    self.at(pl, |f| {
+                        let se = f.ent(s);
+                        if se.pelt_attached() {
+                            let now = f.clock_pelt();
+                            let running = f.curr == Some(s);
+                            f.update_group_entity_pelt(s, se, now, running);
+                        }
+                    });
+                }
+            }
+        }
+        self.rq.update_cfs_avg();
+    }
+
+    /// `check_preempt_wakeup` across groups: the wakee and the running task are compared at
+    /// the first level they share (`find_matching_se`), by the entities they have there.
+    pub(super) fn check_preempt_wakeup_h(&mut self, wakee: SlotId, flags: WakeFlags) {
+        let Some(curr) = self.rq.curr else {
+            self.resched_curr();
+            return;
+        };
+        if curr == wakee {
+            return;
+        }
+        let lc = self.level_of(curr);
+        let scale = self.cfs_of(lc).nr_running as u64 >= self.tunables.nr_latency;
+        let (w, c) = (self.ent(wakee), self.ent(curr));
+        let wakee_allowed = buddy_allowed(w.policy());
+        let mut next_marked = false;
+        if self.features.contains(Features::NEXT_BUDDY) && scale && !flags.contains(WakeFlags::FORK) {
+            if wakee_allowed {
+                self.set_buddy_up(wakee, Buddy::Next);
+            }
+            next_marked = true;
+        }
+        if self.need_resched {
+            return;
+        }
+        let (cp, wp) = (c.policy(), w.policy());
+        let (se, pse, l) = self.find_matching_se(curr, wakee);
+        let preempt = if cp == Policy::Idle && wp != Policy::Idle {
+            true
+        } else if wp != Policy::Normal || !self.features.contains(Features::WAKEUP_PREEMPTION) {
+            return;
+        } else {
+            let p = self.at(l, |f| {
+                let (pw, sc) = (f.ent(pse), f.ent(se));
+                policy!(f.wakeup_preempts(pse, pw, sc, false))
+            });
+            if p && !next_marked && wakee_allowed && !self.eevdf() {
+                self.set_buddy_up(pse, Buddy::Next);
+            }
+            p
+        };
+        if !preempt {
+            return;
+        }
+        self.resched_curr();
+        if !c.on_rq() {
+            return;
+        }
+        if self.features.contains(Features::LAST_BUDDY) && scale && se == curr && buddy_allowed(cp) {
+            self.set_buddy_up(curr, Buddy::Last);
+        }
+    }
+
+    /// `find_matching_se`: the entities of `a` and `b` (or of groups above them) queued on
+    /// the same level, and that level.
+    fn find_matching_se(&self, a: SlotId, b: SlotId) -> (SlotId, SlotId, Level) {
+        let (mut a, mut la) = (a, self.level_of(a));
+        let (mut b, mut lb) = (b, self.level_of(b));
+        let (mut da, mut db) = (self.depth(la), self.depth(lb));
+        while da > db {
+            let Some(u) = self.up(la) else { break };
+            (a, la, da) = (u.0, u.1, da - 1);
+        }
+        while db > da {
+            let Some(u) = self.up(lb) else { break };
+            (b, lb, db) = (u.0, u.1, db - 1);
+        }
+        while la != lb {
+            let (Some(ua), Some(ub)) = (self.up(la), self.up(lb)) else { break };
+            (a, la) = ua;
+            (b, lb) = ub;
+        }
+        (a, b, la)
+    }
+
+    /// Marks the entity at `slot` and every group entity above it as its level's buddy of
+    /// kind `kind` (`set_next_buddy`, `set_last_buddy`, `set_skip_buddy`). An idle task is
+    /// never a buddy.
+    fn set_buddy_up(&mut self, slot: SlotId, kind: Buddy) {
+        if self.is_task_slot(slot) && !buddy_allowed(self.ent(slot).policy()) {
+            return;
+        }
+        let mut cur = Some((slot, self.level_of(slot)));
+        while let Some((s, l)) = cur {
+            let c = self.cfs_of(l);
+            match kind {
+                Buddy::Next => c.next = Some(s),
+                Buddy::Last => c.last = Some(s),
+                Buddy::Skip => c.skip = Some(s),
+            }
+            cur = self.up(l);
+        }
+    }
+
+    /// `yield_task_fair`: the running task is charged (unless batch) and steps aside once,
+    /// as its group entities do on their levels under CFS.
+    pub(super) fn yield_task_h(&mut self) {
+        let Some(c) = self.rq.curr else { return };
+        let se = self.ent(c);
+        if self.rq.cfs.h_nr_running() <= 1 || !se.on_rq() {
+            return;
+        }
+        let policy = se.policy();
+        let path = self.path(c);
+        for &(s, l) in &path {
+            self.at(l, |f| f.clear_buddies(s));
+        }
+        let l = path.first().map_or(0, |p| p.1);
+        self.at(l, |f| {
+            if policy != Policy::Batch {
+                f.charge_curr(se);
+            }
+            policy!(f.yielded(c, se, policy));
+        });
+        if !self.eevdf() && buddy_allowed(policy) {
+            self.set_buddy_up(c, Buddy::Skip);
+        }
+    }
+
+    /// `task_fork_fair` in the running task's group: the child joins that group, placed on
+    /// its level.
+    pub(super) fn fork_vruntime_h(&mut self, child: &mut Entity) {
+        let l = self.rq.curr.map_or(0, |c| self.level_of(c));
+        child.group = l;
+        self.at(l, |f| f.fork_vruntime_here(child));
+    }
+
+    // ---- groups and tasks changing -----------------------------------------------------
+
+    /// Moves a task of this CPU into group slot `to` (`sched_move_task`): the entity at
+    /// `slot` (queued or running), or a task parked here (`slot` `None`, its cell owned by
+    /// the caller), leaves its group's runqueue with its PELT signals for `to`'s.
+    pub(crate) fn change_group(&mut self, se: &EntityCell, slot: Option<SlotId>, to: Level) {
+        let to = self.level_of_group(to);
+        let from = self.level_of_group(se.group());
+        if from == to {
+            return;
+        }
+        let queued = se.on_rq();
+        let running = slot.is_some() && self.rq.curr == slot;
+        if let Some(s) = slot.filter(|_| queued) {
+            self.dequeue(s, DequeueFlags::SAVE | DequeueFlags::MOVE);
+        }
+        if running {
+            self.put_prev();
+        }
+        // A queued task's vruntime came back relative from the dequeue; any other is
+        // absolute on its runqueue and is carried over relative (`vruntime_normalized`).
+        self.at(from, |f| {
+            let now = f.clock_pelt();
+            if se.pelt_attached() {
+                se.update_pelt(now, false, false);
+            }
+            f.update_cfs_avg();
+            f.detach_avg(se);
+            if f.level != 0 {
+                f.update_tg_load_avg();
+            }
+            if !queued {
+                se.set_vruntime(se.vruntime().wrapping_sub(f.cfs.min_vruntime));
+            }
+        });
+        se.set_group(to);
+        self.at(to, |f| {
+            f.update_cfs_avg();
+            f.attach_avg_with(se);
+            if f.level != 0 {
+                f.update_tg_load_avg();
+            }
+            if !queued {
+                se.set_vruntime(se.vruntime().wrapping_add(f.cfs.min_vruntime));
+            }
+        });
+        for l in [from, to] {
+            self.refresh_group(l);
+        }
+        if let Some(s) = slot.filter(|_| queued) {
+            self.enqueue(s, EnqueueFlags::RESTORE);
+        }
+        if let Some(s) = slot.filter(|_| running) {
+            self.set_next(s);
+        }
+    }
+
+    /// Brings group slot `g`'s entity here and those above it up to date with the group's
+    /// shares and load (`sched_group_set_shares` on one CPU).
+    pub(crate) fn refresh_group(&mut self, g: Level) {
+        let mut cur = self.up(self.level_of_group(g));
+        while let Some((s, l)) = cur {
+            self.at(l, |f| f.refresh(s));
+            cur = self.up(l);
+        }
+    }
+
+    /// Group slot `g` is being deleted (it holds no task): its entity's blocked load leaves
+    /// its parent's runqueue here, and its runqueue and entity are emptied for the slot's
+    /// next group.
+    pub(crate) fn retire_group(&mut self, g: Level) {
+        if g == 0 || g as usize > self.levels.len() {
+            return;
+        }
+        let (s, parent) = (Self::group_slot(g), self.parent(g));
+        let se = self.ent(s);
+        debug_assert!(!se.on_rq(), "a group with no task has no queued entity");
+        self.at(parent, |f| {
+            f.clear_buddies(s);
+            f.rq.remove_entity_load(se);
+        });
+        self.levels[g as usize - 1] = crate::group::level::GroupRq::EMPTY;
+        se.put(&Entity::UNUSED);
+    }
+
+    // ---- a task's signals off the runqueue --------------------------------------------
+
+    /// `remove_entity_load_avg` for a task that left this CPU while blocked: its signals
+    /// are taken out of its group's runqueue here at the next update.
+    pub(crate) fn remove_task_load(&mut self, e: &EntityCell) {
+        let l = self.level_of_group(e.group());
+        self.at(l, |f| f.rq.remove_entity_load(e));
+    }
+
+    /// Reweights a parked task whose blocked load is in its group's runqueue here.
+    pub(crate) fn reweight_parked_task(&mut self, e: &mut Entity, nice: crate::weights::Nice) {
+        let l = self.level_of_group(e.group);
+        self.at(l, |f| f.rq.reweight_parked(e, nice));
+    }
+
+    /// `min_vruntime` of group `g`'s runqueue here (the root's for 0).
+    pub(crate) fn min_vruntime_of_group(&mut self, g: Level) -> u64 {
+        let l = self.level_of_group(g);
+        self.cfs_of(l).min_vruntime
+    }
+
+    /// Group `g`'s level here, or the root's for a group this CPU has no runqueue for.
+    fn level_of_group(&self, g: Level) -> Level {
+        if g as usize <= self.levels.len() {
+            g
+        } else {
+            0
+        }
+    }
+}

@@ -1,0 +1,101 @@
+//! A group's runqueue on one CPU and what every CPU shares of a group: the state the
+//! hierarchical fair class (`fair/hier.rs`) walks.
+//!
+//! On each CPU, group `g` (slot 1..=G) has a [`GroupRq`] — the fair accounting and the tree
+//! of the entities queued in the group there — and an entity queued on its parent's
+//! runqueue, whose cell is this CPU's `g`-th group cell in the machine's pool and whose
+//! timeline slot is `Q - g`, at the top of the CPU's arena (the tasks use the slots below
+//! `Q - G`). The CPU's own runqueue is the root level.
+
+use portable_atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU64, Ordering::Relaxed};
+
+use crate::runqueue::{CfsRq, SlotId};
+use crate::timeline::TimelineHead;
+
+/// A level of the hierarchy: 0 is the root (the CPU's own runqueue), 1..=G a group's slot.
+pub(crate) type Level = u16;
+
+/// One group's runqueue on one CPU (Linux's `cfs_rq` of a task group), apart from the CPU's
+/// runqueue it lends its accounting and tree to while the fair class works at its level.
+#[derive(Clone, PartialEq, Eq)]
+pub struct GroupRq {
+    /// Its fair accounting.
+    pub(crate) cfs: CfsRq,
+    /// Its tree in the CPU's timeline arena.
+    pub(crate) head: TimelineHead,
+    /// Its current entity (the one on the running task's path), if any.
+    pub(crate) curr: Option<SlotId>,
+    /// What its load average last added to its group's (`tg_load_avg_contrib`).
+    pub(crate) tg_contrib: u64,
+}
+
+impl GroupRq {
+    /// An empty group runqueue under the root: what every slot holds until its group is
+    /// created (`const`, zeros but for `CfsRq::new`'s, so a machine can be a `static`).
+    pub const EMPTY: GroupRq =
+        GroupRq { cfs: CfsRq::new(), head: TimelineHead::EMPTY, curr: None, tg_contrib: 0 };
+}
+
+/// What every CPU shares of one group, read without a lock: its parent, its shares and the
+/// sum of its runqueues' load contributions (`tg->parent`, `tg->shares`, `tg->load_avg`).
+/// The parent is written only while the group has no runqueue in use (created, or being
+/// deleted); a group being deleted takes no task (`dying`, read and written under the group
+/// table's lock).
+#[derive(Debug)]
+pub struct GroupShared {
+    parent: AtomicU16,
+    shares: AtomicU64,
+    load_avg: AtomicI64,
+    pub(crate) dying: AtomicBool,
+}
+
+impl GroupShared {
+    /// No shares, no load: a slot whose group is not created.
+    pub const fn new() -> GroupShared {
+        GroupShared {
+            parent: AtomicU16::new(0),
+            shares: AtomicU64::new(0),
+            load_avg: AtomicI64::new(0),
+            dying: AtomicBool::new(false),
+        }
+    }
+
+    /// Its parent's level (0: the root).
+    #[inline]
+    pub(crate) fn parent(&self) -> Level {
+        self.parent.load(Relaxed)
+    }
+
+    /// The group's shares (high resolution).
+    pub fn shares(&self) -> u64 {
+        self.shares.load(Relaxed)
+    }
+
+    pub(crate) fn set_shares(&self, shares: u64) {
+        self.shares.store(shares, Relaxed);
+    }
+
+    /// Σ of its runqueues' contributions (never negative when read).
+    pub fn load_avg(&self) -> u64 {
+        self.load_avg.load(Relaxed).max(0) as u64
+    }
+
+    /// Folds one runqueue's change into the sum.
+    pub(crate) fn add_load(&self, delta: i64) {
+        self.load_avg.fetch_add(delta, Relaxed);
+    }
+
+    /// Forgets everything: a new group under `parent` in the slot.
+    pub(crate) fn reset(&self, parent: Level, shares: u64) {
+        self.load_avg.store(0, Relaxed);
+        self.shares.store(shares, Relaxed);
+        self.parent.store(parent, Relaxed);
+        self.dying.store(false, Relaxed);
+    }
+}
+
+impl Default for GroupShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}

@@ -1,0 +1,263 @@
+//! The groups scheduled: machines with task groups, run tick by tick, against what cgroup
+//! v2's `cpu.weight` promises (the shapes of kselftest's `test_cpu.c`).
+
+use super::shares::CpuWeight;
+use super::tree::GroupId;
+use super::GroupError;
+use crate::{Features, NoPlatform, SchedError, Smp, TaskId, TaskParams};
+extern crate std;
+use std::{boxed::Box, vec::Vec};
+
+const MS: u64 = 1_000_000;
+
+/// 256 tasks, 128 slots per CPU of which 8 hold group entities.
+type M<const C: usize> = Smp<NoPlatform, C, 256, 128, spin::Spin, 8>;
+
+fn boot<const C: usize>(features: Features) -> Box<M<C>> {
+    let m: Box<M<C>> = Box::new(Smp::new(NoPlatform, features, 1000));
+    m.init_with(|t| t.init_flat(C)).unwrap();
+    m
+}
+
+/// Runs every CPU from `*now` to `until` with a 1 ms tick, switching where asked.
+/// Every 97th tick the machine's invariants are checked.
+fn run<const C: usize>(m: &M<C>, now: &mut u64, until: u64) {
+    let mut n = 0u32;
+    while *now < until {
+        *now += MS;
+        for c in 0..C {
+            m.tick(c, *now).unwrap();
+            if m.need_resched(c) {
+                m.schedule(c, *now).unwrap();
+                m.finish_switch(c, *now).unwrap();
+            }
+        }
+        n += 1;
+        if n.is_multiple_of(97) {
+            m.check_invariants().unwrap();
+        }
+    }
+}
+
+fn runtime<const C: usize>(m: &M<C>, ids: &[TaskId]) -> u64 {
+    ids.iter().map(|&i| m.entity(i).unwrap().sum_exec_runtime).sum()
+}
+
+/// `n` spinners moved into `g`.
+fn spinners<const C: usize>(m: &M<C>, now: u64, g: GroupId, n: usize) -> Vec<TaskId> {
+    (0..n)
+        .map(|_| {
+            let t = m.create(0, now, TaskParams::default()).unwrap();
+            m.move_task(now, t, g).unwrap();
+            t
+        })
+        .collect()
+}
+
+fn weighted(m: &M<1>, w: u32) -> GroupId {
+    m.create_group(GroupId::ROOT, CpuWeight::new(w).unwrap()).unwrap()
+}
+
+/// kselftest's `test_cpucg_weight_overprovisioned` on one CPU: groups of weight 50, 100 and
+/// 150, each with spinners, get CPU time 1:2:3 within 5 %, however many spinners each has.
+#[test]
+fn weights_50_100_150_share_one_cpu_1_2_3() {
+    for (per, features) in
+        [(1, Features::default()), (3, Features::default()), (2, Features::default() | Features::EEVDF)]
+    {
+        let m = boot::<1>(features);
+        let mut now = 1;
+        let groups: Vec<GroupId> = [50, 100, 150].iter().map(|&w| weighted(&m, w)).collect();
+        let tasks: Vec<Vec<TaskId>> = groups.iter().map(|&g| spinners(&m, now, g, per)).collect();
+        run(&m, &mut now, 1_000 * MS);
+        let base: Vec<u64> = tasks.iter().map(|t| runtime(&m, t)).collect();
+        run(&m, &mut now, 11_000 * MS);
+        let got: Vec<f64> = tasks.iter().zip(&base).map(|(t, b)| (runtime(&m, t) - b) as f64).collect();
+        let unit = got[0];
+        for (i, want) in [1.0, 2.0, 3.0].iter().enumerate() {
+            let r = got[i] / unit;
+            assert!(
+                (r / want - 1.0).abs() < 0.05,
+                "{per} per group, {features:?}: ratio {r:.3} for {want}: {got:?}"
+            );
+        }
+        m.check_invariants().unwrap();
+    }
+}
+
+/// A group of 100 spinners beside a group of one, equal weights: equal CPU time (Linux
+/// without groups would give the many 100 times the one's).
+#[test]
+fn a_100_thread_group_and_a_1_thread_group_share_equally() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let (many, one) = (weighted(&m, 100), weighted(&m, 100));
+    let many_t = spinners(&m, now, many, 100);
+    let one_t = spinners(&m, now, one, 1);
+    run(&m, &mut now, 1_000 * MS);
+    let (a0, b0) = (runtime(&m, &many_t), runtime(&m, &one_t));
+    run(&m, &mut now, 11_000 * MS);
+    let (a, b) = ((runtime(&m, &many_t) - a0) as f64, (runtime(&m, &one_t) - b0) as f64);
+    assert!((a / b - 1.0).abs() < 0.05, "100 threads {a} vs 1 thread {b}");
+    m.check_invariants().unwrap();
+}
+
+/// kselftest's `test_cpucg_nested_weight_overprovisioned`: a child hierarchy splits its
+/// parent's share by its own weights. Root: A (1000) and B (1000); under A: A1 (250) and A2
+/// (750). Each leaf has one spinner: B gets half, A1 an eighth, A2 three eighths.
+#[test]
+fn a_nested_hierarchy_splits_its_parents_share() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let a = weighted(&m, 1000);
+    let b = weighted(&m, 1000);
+    let a1 = m.create_group(a, CpuWeight::new(250).unwrap()).unwrap();
+    let a2 = m.create_group(a, CpuWeight::new(750).unwrap()).unwrap();
+    let tb = spinners(&m, now, b, 1);
+    let ta1 = spinners(&m, now, a1, 1);
+    let ta2 = spinners(&m, now, a2, 1);
+    run(&m, &mut now, 1_000 * MS);
+    let base = [runtime(&m, &tb), runtime(&m, &ta1), runtime(&m, &ta2)];
+    run(&m, &mut now, 17_000 * MS);
+    let got = [runtime(&m, &tb) - base[0], runtime(&m, &ta1) - base[1], runtime(&m, &ta2) - base[2]];
+    let total: u64 = got.iter().sum();
+    for (g, want) in got.iter().zip([0.5, 0.125, 0.375]) {
+        let share = *g as f64 / total as f64;
+        assert!((share / want - 1.0).abs() < 0.05, "share {share:.4} for {want}: {got:?}");
+    }
+    m.check_invariants().unwrap();
+}
+
+/// Groups that each want less than their share get what they want (kselftest's
+/// under-provisioned case): a spinner that sleeps half of each 10 ms in a heavy group
+/// beside a light group of spinners gets its half.
+#[test]
+fn a_group_that_wants_less_than_its_share_gets_what_it_wants() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let (heavy, light) = (weighted(&m, 1000), weighted(&m, 10));
+    let sleeper = spinners(&m, now, heavy, 1)[0];
+    let hogs = spinners(&m, now, light, 2);
+    let mut asleep_since = None;
+    let mut last_sum = 0;
+    let start = now;
+    while now < start + 4_000 * MS {
+        let until = now + MS;
+        run(&m, &mut now, until);
+        let e = m.entity(sleeper).unwrap();
+        match asleep_since {
+            None if e.sum_exec_runtime - last_sum >= 5 * MS && m.current(0) == Some(sleeper) => {
+                m.block(0, now, sleeper).unwrap();
+                m.schedule(0, now).unwrap();
+                m.finish_switch(0, now).unwrap();
+                asleep_since = Some(now);
+            }
+            Some(t) if now - t >= 5 * MS => {
+                m.wake(0, now, sleeper).unwrap();
+                asleep_since = None;
+                last_sum = e.sum_exec_runtime;
+            }
+            _ => {}
+        }
+    }
+    let got = m.entity(sleeper).unwrap().sum_exec_runtime as f64 / (now - start) as f64;
+    assert!(got > 0.45, "the sleeper got {got:.3} of the CPU, wanting half");
+    assert!(runtime(&m, &hogs) > 0, "the light group runs while it sleeps");
+    m.check_invariants().unwrap();
+}
+
+/// The porter's refusals leave the table as it was.
+#[test]
+fn group_calls_refuse_bad_input() {
+    let m = boot::<1>(Features::default());
+    let a = weighted(&m, 100);
+    let t = m.create(0, 1, TaskParams::default()).unwrap();
+    m.move_task(2, t, a).unwrap();
+    assert_eq!(m.delete_group(a), Err(GroupError::NotEmpty));
+    assert_eq!(m.delete_group(GroupId::ROOT), Err(GroupError::Root));
+    let before = m.group_table();
+    assert_eq!(CpuWeight::new(0), Err(GroupError::WeightOutOfRange(0)));
+    assert_eq!(CpuWeight::new(10_001), Err(GroupError::WeightOutOfRange(10_001)));
+    for _ in 0..7 {
+        weighted(&m, 100);
+    }
+    assert_eq!(m.create_group(GroupId::ROOT, CpuWeight::DEFAULT), Err(GroupError::TableFull));
+    m.move_task(3, t, GroupId::ROOT).unwrap();
+    m.delete_group(a).unwrap();
+    assert_eq!(m.move_task(4, t, a), Err(SchedError::Group(GroupError::UnknownGroup)));
+    assert_eq!(m.task_group(t), Ok(GroupId::ROOT));
+    assert_eq!(before.tasks(a), Ok(1));
+    m.check_invariants().unwrap();
+}
+
+/// With every task in the root, a machine with room for groups schedules as one without:
+/// the same picks, tick by tick, and the same runtimes and vruntimes, through sleeps,
+/// wakeups, nice changes and the balancer on two CPUs (CFS, then EEVDF).
+#[test]
+fn tasks_in_the_root_schedule_as_on_a_machine_without_groups() {
+    type Flat = Smp<NoPlatform, 2, 64, 32>;
+    type Grouped = Smp<NoPlatform, 2, 64, 40, spin::Spin, 8>;
+    for features in [Features::default(), Features::default() | Features::EEVDF] {
+        let flat: Box<Flat> = Box::new(Smp::new(NoPlatform, features, 1000));
+        let grouped: Box<Grouped> = Box::new(Smp::new(NoPlatform, features, 1000));
+        flat.init_with(|t| t.init_flat(2)).unwrap();
+        grouped.init_with(|t| t.init_flat(2)).unwrap();
+        let mut trace: [Vec<(Option<TaskId>, Option<TaskId>)>; 2] = [Vec::new(), Vec::new()];
+        macro_rules! drive {
+            ($m:expr, $k:expr) => {{
+                let m = $m;
+                let mut now = 1;
+                let ids: Vec<TaskId> = (0..7)
+                    .map(|i| {
+                        m.create(i % 2, now, TaskParams { nice: i as i32 - 3, ..TaskParams::default() })
+                            .unwrap()
+                    })
+                    .collect();
+                let mut asleep: Vec<Option<u64>> = ids.iter().map(|_| None).collect();
+                for tick in 0..3_000u64 {
+                    now += MS;
+                    for c in 0..2 {
+                        m.tick(c, now).unwrap();
+                        if m.need_resched(c) {
+                            m.schedule(c, now).unwrap();
+                            m.finish_switch(c, now).unwrap();
+                        }
+                    }
+                    // Tasks 0..3 sleep 3 ms in every 7 they run; nice changes now and then.
+                    for (i, &t) in ids.iter().enumerate().take(3) {
+                        match asleep[i] {
+                            Some(since) if now - since >= 3 * MS => {
+                                m.wake_with(0, now, t, crate::fair::WakeFlags::empty()).unwrap();
+                                asleep[i] = None;
+                            }
+                            None if tick % 7 == i as u64 => {
+                                if let Some(c) = (0..2).find(|&c| m.current(c) == Some(t)) {
+                                    m.block(c, now, t).unwrap();
+                                    m.schedule(c, now).unwrap();
+                                    m.finish_switch(c, now).unwrap();
+                                    asleep[i] = Some(now);
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                    if tick % 500 == 250 {
+                        m.set_nice(now, ids[5], (tick / 500) as i32).unwrap();
+                    }
+                    trace[$k].push((m.current(0), m.current(1)));
+                }
+                m.check_invariants().unwrap();
+                ids.iter()
+                    .map(|&t| {
+                        let e = m.entity(t).unwrap();
+                        (e.sum_exec_runtime, e.vruntime, e.cpu)
+                    })
+                    .collect::<Vec<_>>()
+            }};
+        }
+        let a = drive!(&flat, 0);
+        let b = drive!(&grouped, 1);
+        assert_eq!(trace[0], trace[1], "{features:?}: the picks differ");
+        assert_eq!(a, b, "{features:?}: runtimes, vruntimes or CPUs differ");
+    }
+}

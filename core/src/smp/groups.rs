@@ -1,0 +1,201 @@
+//! Task groups on the machine (the `groups` feature; docs/groups.md): creating, weighting
+//! and deleting groups, and moving tasks between them.
+//!
+//! The group table ([`Groups`]) is behind its own lock, a leaf: taken with or without the
+//! other locks and released before anything else is locked. What the hot paths read of a
+//! group (its parent, its shares, its load) is in [`GroupShared`] atomics; each CPU keeps
+//! its runqueue of every group under its runqueue lock.
+
+use portable_atomic::Ordering::Relaxed;
+use spin::RelaxStrategy;
+
+use super::Smp;
+use crate::entities::EntityCell;
+use crate::error::SchedError;
+use crate::group::level::GroupShared;
+use crate::group::shares::CpuWeight;
+use crate::group::tree::{GroupId, Groups};
+use crate::group::GroupError;
+use crate::platform::Platform;
+use crate::table::Location;
+use crate::task::TaskId;
+
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
+{
+    fn shared(&self, g: GroupId) -> Option<&GroupShared> {
+        self.gshared.get(g.slot().checked_sub(1)?)
+    }
+
+    /// Creates a group under `parent` with `cpu.weight` `weight`. It holds no task until
+    /// [`Smp::move_task`] puts one there (or a task in it forks).
+    ///
+    /// ```
+    /// use sched_core::{NoPlatform, Smp, Features, TaskParams};
+    /// use sched_core::group::{shares::CpuWeight, tree::GroupId, GroupError};
+    /// let m: Box<Smp<NoPlatform, 1, 8, 8, spin::Spin, 2>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+    /// m.init_with(|t| t.init_flat(1)).unwrap();
+    /// let a = m.create_group(GroupId::ROOT, CpuWeight::new(200).unwrap()).unwrap();
+    /// let t = m.create(0, 1, TaskParams::default()).unwrap();
+    /// m.move_task(2, t, a).unwrap();
+    /// assert_eq!(m.task_group(t), Ok(a));
+    /// assert_eq!(m.delete_group(a), Err(GroupError::NotEmpty));
+    /// m.move_task(3, t, GroupId::ROOT).unwrap();
+    /// m.delete_group(a).unwrap();
+    /// ```
+    pub fn create_group(&self, parent: GroupId, weight: CpuWeight) -> Result<GroupId, GroupError> {
+        let mut t = self.groups.lock();
+        if self.shared(parent).is_some_and(|s| s.dying.load(Relaxed)) {
+            return Err(GroupError::UnknownGroup);
+        }
+        let g = t.create(parent, weight)?;
+        // A slot's runqueues and entities were left empty when its last group was deleted.
+        if let Some(s) = self.shared(g) {
+            s.reset(parent.slot() as u16, weight.shares());
+        }
+        Ok(g)
+    }
+
+    /// Sets a group's `cpu.weight`; its entities take the new shares at once on every CPU.
+    pub fn set_group_weight(&self, now: u64, g: GroupId, weight: CpuWeight) -> Result<(), GroupError> {
+        self.groups.lock().set_weight(g, weight)?;
+        if let Some(s) = self.shared(g) {
+            s.set_shares(weight.shares());
+        }
+        for cpu in 0..self.nr_cpus() {
+            let mut st = self.rq(cpu);
+            st.rq.update_clock(now);
+            st.fair(self.pool()).refresh_group(g.slot() as u16);
+            self.after_update(cpu, &mut st);
+        }
+        Ok(())
+    }
+
+    /// Deletes a group that holds no task and no group. Its entities' blocked load leaves
+    /// their parents' runqueues.
+    pub fn delete_group(&self, g: GroupId) -> Result<(), GroupError> {
+        {
+            let t = self.groups.lock();
+            t.weight(g)?;
+            if g == GroupId::ROOT {
+                return Err(GroupError::Root);
+            }
+            if t.tasks(g)? != 0 || t.children(g)? != 0 {
+                return Err(GroupError::NotEmpty);
+            }
+            // From here no task may join it, and no group be created under it.
+            if let Some(s) = self.shared(g) {
+                s.dying.store(true, Relaxed);
+            }
+        }
+        for cpu in 0..self.nr_cpus() {
+            let mut st = self.rq(cpu);
+            st.fair(self.pool()).retire_group(g.slot() as u16);
+            self.after_update(cpu, &mut st);
+        }
+        self.groups.lock().delete(g)
+    }
+
+    /// The group task `id` is in.
+    pub fn task_group(&self, id: TaskId) -> Result<GroupId, SchedError> {
+        self.table().get(id)?;
+        // (A relaxed read of one field: the group changes only under the task's lock.)
+        let slot = self.pool().cell(id).map_or(0, EntityCell::group);
+        Ok(self.groups.lock().id_of_slot(slot))
+    }
+
+    /// Moves task `id` into group `to` (`sched_move_task`): its entity leaves its group's
+    /// runqueue for `to`'s on the CPU it is on, with its PELT signals; a queued task is
+    /// queued there, a running one keeps running there.
+    pub fn move_task(&self, now: u64, id: TaskId, to: GroupId) -> Result<(), SchedError> {
+        self.table().get(id)?;
+        self.count_in(to)?;
+        match self.move_task_locked(now, id, to.slot() as u16) {
+            Ok(from) => {
+                self.count_out(from);
+                Ok(())
+            }
+            Err(e) => {
+                self.count_out(to.slot() as u16);
+                Err(e)
+            }
+        }
+    }
+
+    /// Counts a task into group `g` (refused for an unknown group or one being deleted).
+    fn count_in(&self, g: GroupId) -> Result<(), GroupError> {
+        if g == GroupId::ROOT {
+            return Ok(());
+        }
+        let mut t = self.groups.lock();
+        if self.shared(g).is_some_and(|s| s.dying.load(Relaxed)) {
+            return Err(GroupError::UnknownGroup);
+        }
+        t.add_task(g)
+    }
+
+    /// Counts a task of group slot `g` out of it (moved away or exited).
+    pub(super) fn count_out(&self, g: u16) {
+        if g != 0 {
+            let mut t = self.groups.lock();
+            let id = t.id_of_slot(g);
+            let _ = t.remove_task(id);
+        }
+    }
+
+    /// Counts a new task into group slot `g`, its parent's (which holds the parent, so it is
+    /// alive and not being deleted).
+    pub(super) fn count_forked(&self, g: u16) {
+        if g != 0 {
+            let mut t = self.groups.lock();
+            let id = t.id_of_slot(g);
+            let _ = t.add_task(id);
+        }
+    }
+
+    fn move_task_locked(&self, now: u64, id: TaskId, to: u16) -> Result<u16, SchedError> {
+        loop {
+            let entry = *self.table().get(id)?;
+            match entry.location {
+                Location::InTransit { .. } => core::hint::spin_loop(),
+                Location::Parked { cpu } => {
+                    let mut st = self.rq(cpu as usize);
+                    let t = self.table();
+                    // Only the runqueue it sleeps on holds its blocked load.
+                    match t.get(id) {
+                        Ok(te) if te.location == (Location::Parked { cpu }) => {}
+                        _ => continue,
+                    }
+                    let Some(cell) = self.pool().cell(id) else { return Err(SchedError::UnknownTask(id)) };
+                    st.rq.update_clock(now);
+                    let from = cell.group();
+                    st.fair(self.pool()).change_group(cell, None, to);
+                    drop(t);
+                    self.after_update(cpu as usize, &mut st);
+                    return Ok(from);
+                }
+                Location::OnCpu { cpu, slot } => {
+                    let c = cpu as usize;
+                    let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
+                    let Some(cell) = self.pool().cell(id) else { return Err(SchedError::UnknownTask(id)) };
+                    st.rq.update_clock(now);
+                    let from = cell.group();
+                    st.fair(self.pool()).change_group(cell, Some(slot as u32), to);
+                    self.after_update(c, &mut st);
+                    return Ok(from);
+                }
+            }
+        }
+    }
+
+    /// A copy of the group table.
+    pub fn group_table(&self) -> Groups<G> {
+        self.groups.lock().clone()
+    }
+}
