@@ -241,10 +241,17 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         #[cfg(not(feature = "groups"))]
         let _ = slot;
-        let _decayed = self.update_cfs_avg();
+        #[cfg(not(feature = "groups"))]
+        self.update_cfs_avg();
         #[cfg(feature = "groups")]
-        if _decayed {
-            self.update_tg_load_avg();
+        {
+            let mut decayed = self.update_level_avg();
+            if attached && !self.is_task_slot(slot) {
+                decayed |= self.propagate_entity(slot, se);
+            }
+            if decayed {
+                self.update_tg_load_avg();
+            }
         }
         // (Tested here: an enqueue of an attached task, the common case, makes no call.)
         if flags.contains(PeltFlags::DO_ATTACH) && !attached {
@@ -261,6 +268,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.set_avg(avg);
         se.set_pelt_attached(true);
         self.cfs.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
+        #[cfg(feature = "groups")]
+        self.add_tg_cfs_propagate(avg.load_sum as i64);
     }
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
@@ -755,6 +764,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.cfs.avg.detach(&avg, w);
             se.set_pelt_attached(false);
             self.cfs.pelt_slack.moved(avg.load_avg, avg.runnable_avg, avg.util_avg);
+            #[cfg(feature = "groups")]
+            self.add_tg_cfs_propagate(-(avg.load_sum as i64));
         }
     }
 

@@ -19,12 +19,13 @@ use super::{DequeueFlags, EnqueueFlags, Fair, PeltFlags, WakeFlags};
 use crate::entities::EntityCell;
 use crate::features::Features;
 use crate::group::level::Level;
+use crate::group::propagate::{copy_up, load_up, Below, Signal};
 use crate::group::shares::{calc_group_shares, tg_load_avg_delta, GroupRq as SharesRq};
 use crate::group::tree::MAX_GROUP_DEPTH;
 use crate::pelt;
 use crate::runqueue::{CfsRq, SlotId};
 use crate::task::{Entity, Policy};
-use crate::weights::LoadWeight;
+use crate::weights::{saturate_u32, LoadWeight};
 
 /// An entity's way up: (slot, level it is queued on) for it and each group entity above.
 type Path = Vec<(SlotId, Level), { MAX_GROUP_DEPTH as usize + 1 }>;
@@ -149,6 +150,74 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             avg.update_avg(se.weight());
         }
         se.set_avg(avg);
+    }
+
+    /// `update_cfs_rq_load_avg` on the working level: its signals brought up to date with
+    /// what left it while blocked, that departure noted for the entity above.
+    pub(super) fn update_level_avg(&mut self) -> bool {
+        let removed_runnable = (self.cfs.removed.nr != 0).then_some(self.cfs.removed.runnable_avg);
+        let divider = self.cfs.avg.divider();
+        let decayed = self.update_cfs_avg();
+        if let Some(r) = removed_runnable {
+            // (The runnable average is the unweighted load: it stands for the load sum gone.)
+            self.add_tg_cfs_propagate(-(((r * divider) >> 10) as i64));
+        }
+        decayed
+    }
+
+    /// `add_tg_cfs_propagate`: runnable time attached to (or detached from) the working
+    /// level, to carry to its group entity at that entity's next update.
+    pub(super) fn add_tg_cfs_propagate(&mut self, runnable_sum: i64) {
+        if let Some(g) = self.level.checked_sub(1).and_then(|i| self.levels.get_mut(i as usize)) {
+            g.propagate = true;
+            g.prop_runnable_sum += runnable_sum;
+        }
+    }
+
+    /// `propagate_entity_load_avg` for the group entity at `slot` (queued on the working
+    /// level): what was attached to or detached from its runqueue since reaches it and the
+    /// working level at once (`update_tg_cfs_util`, `_runnable`, `_load`). Returns whether
+    /// anything changed.
+    pub(super) fn propagate_entity(&mut self, slot: SlotId, se: &EntityCell) -> bool {
+        let Some(g) = self.my_q(slot) else { return false };
+        let lv = &mut self.levels[g as usize - 1];
+        if !lv.propagate {
+            return false;
+        }
+        lv.propagate = false;
+        let prop = core::mem::take(&mut lv.prop_runnable_sum);
+        let (below, below_w) = (lv.cfs.avg, lv.cfs.load.weight);
+        self.add_tg_cfs_propagate(prop);
+        let mut avg = se.avg();
+        let parent = &mut self.rq.cfs.avg;
+        let before = (parent.load_avg, parent.runnable_avg, parent.util_avg);
+        let mut ge = Signal { avg: avg.util_avg, sum: avg.util_sum as u64 };
+        let mut up = Signal { avg: parent.util_avg, sum: parent.util_sum as u64 };
+        if copy_up(below.util_avg, &mut ge, &mut up) {
+            (avg.util_avg, avg.util_sum) = (ge.avg, saturate_u32(ge.sum));
+            (parent.util_avg, parent.util_sum) = (up.avg, saturate_u32(up.sum));
+        }
+        let mut ge = Signal { avg: avg.runnable_avg, sum: avg.runnable_sum };
+        let mut up = Signal { avg: parent.runnable_avg, sum: parent.runnable_sum };
+        if copy_up(below.runnable_avg, &mut ge, &mut up) {
+            (avg.runnable_avg, avg.runnable_sum) = (ge.avg, ge.sum);
+            (parent.runnable_avg, parent.runnable_sum) = (up.avg, up.sum);
+        }
+        let b = Below { prop_runnable_sum: prop, load_weight: below_w, load_sum: below.load_sum };
+        let mut ge = Signal { avg: avg.load_avg, sum: avg.load_sum };
+        let mut up = Signal { avg: parent.load_avg, sum: parent.load_sum };
+        if load_up(&b, &mut ge, se.weight(), avg.util_sum as u64, &mut up) {
+            (avg.load_avg, avg.load_sum) = (ge.avg, ge.sum);
+            (parent.load_avg, parent.load_sum) = (up.avg, up.sum);
+        }
+        let after = (parent.load_avg, parent.runnable_avg, parent.util_avg);
+        se.set_avg(avg);
+        self.cfs.pelt_slack.moved(
+            before.0.abs_diff(after.0) + before.0 + after.0,
+            before.1.abs_diff(after.1) + before.1 + after.1,
+            before.2.abs_diff(after.2) + before.2 + after.2,
+        );
+        true
     }
 
     /// `update_tg_load_avg`: folds the change of the working level's load average into its
@@ -391,18 +460,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                     continue;
                 }
                 self.at(g, |f| {
-                    if f.update_cfs_avg() {
+                    if f.update_level_avg() {
                         f.update_tg_load_avg();
                     }
                 });
                 if let Some((s, pl)) = self.up(g) {
                     self.at(pl, |f| {
                         let se = f.ent(s);
-                        if se.pelt_attached() {
-                            let now = f.clock_pelt();
-                            let running = f.curr == Some(s);
-                            f.update_group_entity_pelt(s, se, now, running);
-                        }
+                        let running = f.curr == Some(s);
+                        f.load_avg_with(s, se, running, PeltFlags::empty());
                     });
                 }
             }
@@ -562,7 +628,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             if se.pelt_attached() {
                 se.update_pelt(now, false, false);
             }
-            f.update_cfs_avg();
+            f.update_level_avg();
             f.detach_avg(se);
             if f.level != 0 {
                 f.update_tg_load_avg();
@@ -573,7 +639,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         });
         se.set_group(to);
         self.at(to, |f| {
-            f.update_cfs_avg();
+            f.update_level_avg();
             f.attach_avg_with(se);
             if f.level != 0 {
                 f.update_tg_load_avg();

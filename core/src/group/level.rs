@@ -27,13 +27,23 @@ pub struct GroupRq {
     pub(crate) curr: Option<SlotId>,
     /// What its load average last added to its group's (`tg_load_avg_contrib`).
     pub(crate) tg_contrib: u64,
+    /// Runnable time attached (> 0) or detached (< 0) here and not yet carried to its
+    /// entity above (`prop_runnable_sum`; `propagate` while there is something to carry).
+    pub(crate) prop_runnable_sum: i64,
+    pub(crate) propagate: bool,
 }
 
 impl GroupRq {
     /// An empty group runqueue under the root: what every slot holds until its group is
     /// created (`const`, zeros but for `CfsRq::new`'s, so a machine can be a `static`).
-    pub const EMPTY: GroupRq =
-        GroupRq { cfs: CfsRq::new(), head: TimelineHead::EMPTY, curr: None, tg_contrib: 0 };
+    pub const EMPTY: GroupRq = GroupRq {
+        cfs: CfsRq::new(),
+        head: TimelineHead::EMPTY,
+        curr: None,
+        tg_contrib: 0,
+        prop_runnable_sum: 0,
+        propagate: false,
+    };
 }
 
 /// What every CPU shares of one group, read without a lock: its parent, its shares and the

@@ -261,3 +261,28 @@ fn tasks_in_the_root_schedule_as_on_a_machine_without_groups() {
         assert_eq!(a, b, "{features:?}: runtimes, vruntimes or CPUs differ");
     }
 }
+
+/// PELT up the hierarchy: a busy task moved into a group (two deep) takes its load and
+/// utilisation with it, and the CPU's runqueue keeps them at once through the group
+/// entities (propagation), rather than losing them and waiting for PELT to build them up.
+#[test]
+fn a_task_moved_into_a_group_keeps_its_signals_at_the_top() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let a = weighted(&m, 100);
+    let b = m.create_group(a, CpuWeight::DEFAULT).unwrap();
+    let t = m.create(0, now, TaskParams::default()).unwrap();
+    run(&m, &mut now, 400 * MS);
+    let top = |m: &M<1>| m.with_cpu(0, |st| (st.rq.avg().load_avg, st.rq.avg().util_avg)).unwrap();
+    let (load, util) = top(&m);
+    assert!(load > 900 && util > 900, "a spinner's signals near full: {load} {util}");
+    m.move_task(now, t, b).unwrap();
+    let (l2, u2) = top(&m);
+    assert!(l2 * 10 >= load * 9 && u2 * 10 >= util * 9, "kept at the top: {load}→{l2}, {util}→{u2}");
+    // And back out: the group entities give it up as it leaves them.
+    m.move_task(now, t, GroupId::ROOT).unwrap();
+    let (l3, u3) = top(&m);
+    assert!(l3 * 10 <= load * 12 && u3 * 10 <= util * 12, "not counted twice: {load}→{l3}, {util}→{u3}");
+    run(&m, &mut now, 800 * MS);
+    m.check_invariants().unwrap();
+}
