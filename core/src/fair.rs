@@ -119,6 +119,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         true
     }
 
+    /// `task_h_load`: the load the task at `slot` carries on this CPU, what the balancer
+    /// moves with it — its load average, or with groups the part of the CPU's load its
+    /// group hierarchy gives it.
+    #[inline]
+    pub fn task_h_load(&self, slot: SlotId) -> u64 {
+        #[cfg(feature = "groups")]
+        if !self.flat() {
+            return self.task_h_load_h(slot);
+        }
+        self.ent(slot).load_avg()
+    }
+
     /// Whether `slot` holds a task (not a group entity).
     #[inline(always)]
     pub(crate) fn is_task_slot(&self, slot: SlotId) -> bool {

@@ -156,8 +156,7 @@ pub fn detach_tasks<const Q: usize>(
             can_migrate(env, src, slot, e)
                 && match env.migration_type {
                     MigrationType::Load => {
-                        // task_h_load without group scheduling is the task's load_avg (v5.7.0).
-                        let load = e.load_avg() as i64;
+                        let load = src.task_h_load(slot) as i64;
                         if load / 2 > env.imbalance && env.nr_balance_failed <= env.cache_nice_tries {
                             false
                         } else {

@@ -20,7 +20,7 @@ use crate::entities::EntityCell;
 use crate::features::Features;
 use crate::group::level::Level;
 use crate::group::propagate::{copy_up, load_up, Below, Signal};
-use crate::group::shares::{calc_group_shares, tg_load_avg_delta, GroupRq as SharesRq};
+use crate::group::shares::{calc_group_shares, child_h_load, task_h_load, tg_load_avg_delta, GroupRq as SharesRq};
 use crate::group::tree::MAX_GROUP_DEPTH;
 use crate::pelt;
 use crate::runqueue::{CfsRq, SlotId};
@@ -600,6 +600,23 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let l = self.rq.curr.map_or(0, |c| self.level_of(c));
         child.group = l;
         self.at(l, |f| f.fork_vruntime_here(child));
+    }
+
+    /// `task_h_load` with groups: the task's load average in the proportion its group
+    /// runqueue's hierarchical load bears to that runqueue's load average, each level's
+    /// hierarchical load taken down from the CPU's load average by its group entity's part
+    /// of its parent's (`update_cfs_rq_h_load`, computed when asked).
+    pub(super) fn task_h_load_h(&self, slot: SlotId) -> u64 {
+        let path = self.path(slot);
+        let mut h_load = self.rq.cfs.avg.load_avg;
+        let mut above = self.rq.cfs.avg.load_avg;
+        // From the top: each group entity (path entries after the task's, deepest first).
+        for &(ge, _) in path.iter().skip(1).rev() {
+            let Some(g) = self.my_q(ge) else { break };
+            h_load = child_h_load(h_load, self.ent(ge).load_avg(), above);
+            above = self.levels[g as usize - 1].cfs.avg.load_avg;
+        }
+        task_h_load(self.ent(slot).load_avg(), h_load, above)
     }
 
     // ---- groups and tasks changing -----------------------------------------------------

@@ -286,3 +286,105 @@ fn a_task_moved_into_a_group_keeps_its_signals_at_the_top() {
     run(&m, &mut now, 800 * MS);
     m.check_invariants().unwrap();
 }
+
+/// The over-provisioned weights on four CPUs, one spinner per CPU in each group (kselftest's
+/// shape): the balancer spreads them and the groups' shares follow their weights across CPUs.
+#[test]
+fn weights_50_100_150_share_four_cpus_1_2_3() {
+    let m = boot::<4>(Features::default());
+    let mut now = 1;
+    let groups: Vec<GroupId> = [50, 100, 150]
+        .iter()
+        .map(|&w| m.create_group(GroupId::ROOT, CpuWeight::new(w).unwrap()).unwrap())
+        .collect();
+    let tasks: Vec<Vec<TaskId>> = groups.iter().map(|&g| spinners(&m, now, g, 4)).collect();
+    run(&m, &mut now, 2_000 * MS);
+    let base: Vec<u64> = tasks.iter().map(|t| runtime(&m, t)).collect();
+    run(&m, &mut now, 12_000 * MS);
+    let got: Vec<f64> = tasks.iter().zip(&base).map(|(t, b)| (runtime(&m, t) - b) as f64).collect();
+    for (i, want) in [1.0, 2.0, 3.0].iter().enumerate() {
+        let r = got[i] / got[0];
+        assert!((r / want - 1.0).abs() < 0.05, "ratio {r:.3} for {want}: {got:?}");
+    }
+    m.check_invariants().unwrap();
+}
+
+/// LTP's `cfs_bandwidth01` shape without the limits: a three-level hierarchy on four CPUs
+/// whose tasks sleep, wake, and move between its groups, with groups created and deleted
+/// meanwhile. No task is lost or starved and the machine stays consistent throughout.
+#[test]
+fn a_three_level_hierarchy_under_churn_loses_no_task() {
+    let m = boot::<4>(Features::default());
+    let mut now = 1;
+    let top = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let mid = [
+        m.create_group(top, CpuWeight::new(200).unwrap()).unwrap(),
+        m.create_group(top, CpuWeight::DEFAULT).unwrap(),
+    ];
+    let leaves: Vec<GroupId> = mid
+        .iter()
+        .flat_map(|&p| {
+            [
+                m.create_group(p, CpuWeight::new(50).unwrap()).unwrap(),
+                m.create_group(p, CpuWeight::new(300).unwrap()).unwrap(),
+            ]
+        })
+        .collect();
+    let tasks: Vec<TaskId> = (0..16).map(|i| spinners(&m, now, leaves[i % 4], 1)[0]).collect();
+    let mut asleep: Vec<Option<u64>> = tasks.iter().map(|_| None).collect();
+    let mut spare: Option<GroupId> = None;
+    for step in 0..4_000u64 {
+        let until = now + MS;
+        run(&m, &mut now, until);
+        let i = (step * 7 % 16) as usize;
+        let t = tasks[i];
+        match asleep[i] {
+            Some(since) if now - since >= 4 * MS => {
+                m.wake_with((step % 4) as usize, now, t, crate::fair::WakeFlags::empty()).unwrap();
+                asleep[i] = None;
+            }
+            None if step % 3 == 0 => {
+                if let Some(c) = (0..4).find(|&c| m.current(c) == Some(t)) {
+                    m.block(c, now, t).unwrap();
+                    m.schedule(c, now).unwrap();
+                    m.finish_switch(c, now).unwrap();
+                    asleep[i] = Some(now);
+                }
+            }
+            _ => {}
+        }
+        if step % 5 == 0 {
+            // Moves between leaves, to a middle group and back, running or not.
+            let to =
+                if step % 15 == 0 { mid[(step / 15 % 2) as usize] } else { leaves[(step / 5 % 4) as usize] };
+            m.move_task(now, tasks[(step * 3 % 16) as usize], to).unwrap();
+        }
+        if step % 250 == 0 {
+            spare = match spare {
+                None => Some(m.create_group(mid[1], CpuWeight::new(10).unwrap()).unwrap()),
+                Some(g) => {
+                    m.delete_group(g).unwrap();
+                    None
+                }
+            };
+        }
+        if step % 200 == 0 {
+            m.set_group_weight(now, mid[0], CpuWeight::new(50 + (step as u32 / 200) * 40).unwrap()).unwrap();
+        }
+    }
+    for (i, &t) in tasks.iter().enumerate() {
+        if asleep[i].is_some() {
+            m.wake_with(0, now, t, crate::fair::WakeFlags::empty()).unwrap();
+        }
+    }
+    let before: Vec<u64> = tasks.iter().map(|&t| m.entity(t).unwrap().sum_exec_runtime).collect();
+    let until = now + 2_000 * MS;
+    run(&m, &mut now, until);
+    for (i, &t) in tasks.iter().enumerate() {
+        assert!(m.entity(t).unwrap().sum_exec_runtime > before[i], "task {i} starved after the churn");
+    }
+    let counted: u32 =
+        leaves.iter().chain(&mid).chain([&top]).map(|&g| m.group_table().tasks(g).unwrap()).sum();
+    assert_eq!(counted, 16, "every task counted in exactly one group");
+    m.check_invariants().unwrap();
+}

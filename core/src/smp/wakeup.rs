@@ -206,7 +206,9 @@ impl<
         let hz = self.hz() as i32;
         let mut st = self.rq(cpu);
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
-        let Some(w) = st.fair(self.pool()).entity(n) else { return Waker::default() };
+        let fair = st.fair(self.pool());
+        let Some(w) = fair.entity(n) else { return Waker::default() };
+        let load = fair.task_h_load(n);
         if (j.wrapping_sub(w.wakee_flip_decay_ts()) as i32) > hz {
             w.set_wakee_flips(w.wakee_flips() >> 1);
             w.set_wakee_flip_decay_ts(j);
@@ -215,6 +217,6 @@ impl<
             w.set_last_wakee(wakee);
             w.set_wakee_flips(w.wakee_flips() + 1);
         }
-        Waker { flips: w.wakee_flips(), load: w.load_avg(), present: true }
+        Waker { flips: w.wakee_flips(), load, present: true }
     }
 }
