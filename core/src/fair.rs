@@ -24,6 +24,8 @@ mod select;
 mod hier;
 #[cfg(feature = "groups")]
 mod hier_check;
+#[cfg(feature = "groups")]
+mod hier_pelt;
 mod view;
 
 use self::view::buddy_allowed;
