@@ -26,6 +26,8 @@ mod hier;
 mod hier_check;
 #[cfg(feature = "groups")]
 mod hier_pelt;
+#[cfg(feature = "groups")]
+mod throttle;
 mod view;
 
 use self::view::buddy_allowed;
@@ -216,6 +218,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.set_sum_exec_runtime(se.sum_exec_runtime() + delta);
         let vr = se.vruntime().wrapping_add(calc_delta_fair(delta, &se.load()));
         se.set_vruntime(vr);
+        #[cfg(feature = "groups")]
+        self.account_runtime(delta);
         policy!(self.charged(se));
         self.min_vruntime_with(se.on_rq().then_some(vr));
     }

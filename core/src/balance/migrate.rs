@@ -91,7 +91,12 @@ pub fn can_migrate_task<const Q: usize>(env: &mut DetachEnv, src: &Fair<'_, '_, 
 }
 
 /// [`can_migrate_task`] for the entity `e` of `slot`.
-fn can_migrate<const Q: usize>(env: &mut DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &EntityCell) -> bool {
+fn can_migrate<const Q: usize>(env: &mut DetachEnv, src: &Fair<'_, '_, Q>, slot: SlotId, e: &EntityCell) -> bool {
+    // `throttled_lb_pair`, on the source's side: a task of a throttled group stays.
+    #[cfg(feature = "groups")]
+    if src.task_throttled(slot) {
+        return false;
+    }
     if !e.allows(env.dst_cpu as usize) {
         env.flags |= LbfFlags::SOME_PINNED;
         // Remember another CPU of dst's group the task may use, once per pass.

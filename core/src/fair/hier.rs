@@ -159,6 +159,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 // (The entity's own count went by its policy; a group entity's task is idle.)
                 self.cfs_of(l).idle_h_nr_running += idle;
             }
+            self.check_enqueue_throttle(l);
+            // A throttled level keeps its tasks from the levels above.
+            if self.is_throttled(l) {
+                return;
+            }
             flags = EnqueueFlags::WAKEUP;
             cur = self.up(l);
         }
@@ -168,6 +173,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 f.cfs.h_nr_running += 1;
                 f.cfs.idle_h_nr_running += idle;
             });
+            if self.is_throttled(l) {
+                return;
+            }
             cur = self.up(l);
         }
     }
@@ -190,6 +198,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 let c = self.cfs_of(l);
                 c.idle_h_nr_running = c.idle_h_nr_running.saturating_sub(idle);
             }
+            self.return_runtime(l);
+            if self.is_throttled(l) {
+                cur = None;
+                break;
+            }
             cur = self.up(l);
             if self.cfs_of(l).load.weight != 0 {
                 if let Some((p, _)) = cur.filter(|_| sleep) {
@@ -205,6 +218,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 f.cfs.idle_h_nr_running = f.cfs.idle_h_nr_running.saturating_sub(idle);
                 f.refresh(s);
             });
+            if self.is_throttled(l) {
+                break;
+            }
             cur = self.up(l);
         }
         if self.features.contains(Features::UTIL_EST) {
@@ -236,6 +252,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.at(l, |f| {
                 f.put_prev_entity();
             });
+            // A level out of runtime is throttled as its entity is put back.
+            self.check_runtime(l);
         }
         self.rq.curr = None;
         Some(task)

@@ -26,14 +26,17 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         }
         self.check_path()?;
         // Task-wide: the MRU list holds exactly the accounted tasks.
-        let tasks = (0..self.rq.task_slots() as SlotId)
-            .filter(|&s| self.rq.task_at(s).is_some() && self.ent(s).on_rq())
-            .count();
+        let queued = |s: SlotId| self.rq.task_at(s).is_some() && self.ent(s).on_rq();
+        let tasks = (0..self.rq.task_slots() as SlotId).filter(|&s| queued(s)).count();
         let in_mru = self.rq.mru().take(Q + 1).filter(|&(s, _)| self.ent(s).on_rq()).count();
         if tasks != in_mru || self.rq.mru().take(Q + 1).count() != tasks {
             return fail("MRU list differs from accounted tasks");
         }
-        if tasks as u32 != self.rq.cfs.h_nr_running {
+        // The CPU counts the tasks no throttled level holds back.
+        let counted = (0..self.rq.task_slots() as SlotId)
+            .filter(|&s| queued(s) && !self.throttled_hierarchy(self.level_of(s)))
+            .count();
+        if counted as u32 != self.rq.cfs.h_nr_running {
             return fail("h_nr_running differs from accounted tasks");
         }
         Ok(())

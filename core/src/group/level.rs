@@ -7,7 +7,9 @@
 //! timeline slot is `Q - g`, at the top of the CPU's arena (the tasks use the slots below
 //! `Q - G`). The CPU's own runqueue is the root level.
 
-use portable_atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU64, Ordering::Relaxed};
+use portable_atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use super::bandwidth::{CpuMax, Pool, RqRuntime};
 
 use crate::runqueue::{CfsRq, SlotId};
 use crate::timeline::TimelineHead;
@@ -31,6 +33,10 @@ pub struct GroupRq {
     /// entity above (`prop_runnable_sum`; `propagate` while there is something to carry).
     pub(crate) prop_runnable_sum: i64,
     pub(crate) propagate: bool,
+    /// Its group has a `cpu.max` quota (`runtime_enabled`).
+    pub(crate) runtime_enabled: bool,
+    /// Its runtime from the group's pool and whether it is throttled.
+    pub(crate) runtime: RqRuntime,
 }
 
 impl GroupRq {
@@ -43,6 +49,8 @@ impl GroupRq {
         tg_contrib: 0,
         prop_runnable_sum: 0,
         propagate: false,
+        runtime_enabled: false,
+        runtime: RqRuntime { remaining: 0, throttled: false, throttled_at: 0 },
     };
 }
 
@@ -57,6 +65,13 @@ pub struct GroupShared {
     shares: AtomicU64,
     load_avg: AtomicI64,
     pub(crate) dying: AtomicBool,
+    /// Its bandwidth pool (`cfs_b`, under its own lock: a leaf, taken under a runqueue lock
+    /// or alone, never held while taking another).
+    pub(crate) bw: spin::Mutex<Pool>,
+    /// When its period ends next (ns; 0: the period timer is stopped).
+    pub(crate) next_end: AtomicU64,
+    /// How many of its runqueues are throttled now.
+    pub(crate) nr_throttled: AtomicU32,
 }
 
 impl GroupShared {
@@ -67,6 +82,9 @@ impl GroupShared {
             shares: AtomicU64::new(0),
             load_avg: AtomicI64::new(0),
             dying: AtomicBool::new(false),
+            bw: spin::Mutex::new(Pool::new(CpuMax::UNLIMITED)),
+            next_end: AtomicU64::new(0),
+            nr_throttled: AtomicU32::new(0),
         }
     }
 
@@ -101,6 +119,9 @@ impl GroupShared {
         self.shares.store(shares, Relaxed);
         self.parent.store(parent, Relaxed);
         self.dying.store(false, Relaxed);
+        *self.bw.lock() = Pool::new(CpuMax::UNLIMITED);
+        self.next_end.store(0, Relaxed);
+        self.nr_throttled.store(0, Relaxed);
     }
 }
 

@@ -309,9 +309,10 @@ fn weights_50_100_150_share_four_cpus_1_2_3() {
     m.check_invariants().unwrap();
 }
 
-/// LTP's `cfs_bandwidth01` shape without the limits: a three-level hierarchy on four CPUs
-/// whose tasks sleep, wake, and move between its groups, with groups created and deleted
-/// meanwhile. No task is lost or starved and the machine stays consistent throughout.
+/// LTP's `cfs_bandwidth01` shape: a three-level hierarchy on four CPUs with `cpu.max`
+/// limits of 10 ms periods at each level, whose tasks sleep, wake, and move between its
+/// groups, with limits changed and groups created and deleted meanwhile. No task is lost or
+/// starved and the machine stays consistent throughout.
 #[test]
 fn a_three_level_hierarchy_under_churn_loses_no_task() {
     let m = boot::<4>(Features::default());
@@ -330,6 +331,9 @@ fn a_three_level_hierarchy_under_churn_loses_no_task() {
             ]
         })
         .collect();
+    m.set_group_max(now, top, max("25000 10000")).unwrap();
+    m.set_group_max(now, mid[0], max("5000 10000")).unwrap();
+    m.set_group_max(now, leaves[3], max("2000 10000")).unwrap();
     let tasks: Vec<TaskId> = (0..16).map(|i| spinners(&m, now, leaves[i % 4], 1)[0]).collect();
     let mut asleep: Vec<Option<u64>> = tasks.iter().map(|_| None).collect();
     let mut spare: Option<GroupId> = None;
@@ -371,6 +375,10 @@ fn a_three_level_hierarchy_under_churn_loses_no_task() {
         if step % 200 == 0 {
             m.set_group_weight(now, mid[0], CpuWeight::new(50 + (step as u32 / 200) * 40).unwrap()).unwrap();
         }
+        if step % 300 == 150 {
+            let limit = if step % 600 == 150 { max("max 10000") } else { max("3000 10000") };
+            m.set_group_max(now, leaves[0], limit).unwrap();
+        }
     }
     for (i, &t) in tasks.iter().enumerate() {
         if asleep[i].is_some() {
@@ -386,5 +394,75 @@ fn a_three_level_hierarchy_under_churn_loses_no_task() {
     let counted: u32 =
         leaves.iter().chain(&mid).chain([&top]).map(|&g| m.group_table().tasks(g).unwrap()).sum();
     assert_eq!(counted, 16, "every task counted in exactly one group");
+    m.check_invariants().unwrap();
+}
+
+fn max(text: &str) -> super::bandwidth::CpuMax {
+    super::bandwidth::CpuMax::parse(text, None).unwrap()
+}
+
+/// kselftest's `test_cpucg_max` and the figure: a group capped at 10 % of one CPU
+/// (`cpu.max` "10000 100000") gets 10 % ± 1 % of the CPU's time, alone, beside a spinner of
+/// the root, and with a spinner per CPU on two CPUs (the cap is the group's, over CPUs);
+/// `nr_throttled` counts the periods it was throttled in.
+#[test]
+fn a_group_capped_at_10_percent_of_a_cpu_gets_10_percent() {
+    fn case<const C: usize>(spinners_in: usize, rival: bool) {
+        let m = boot::<C>(Features::default());
+        let mut now = 1;
+        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+        m.set_group_max(now, g, max("10000 100000")).unwrap();
+        let capped = spinners(&m, now, g, spinners_in);
+        if rival {
+            m.create(0, now, TaskParams::default()).unwrap();
+        }
+        run(&m, &mut now, 1_000 * MS);
+        let (r0, s0) = (runtime(&m, &capped), m.group_bandwidth(g).unwrap());
+        run(&m, &mut now, 11_000 * MS);
+        let (r, s) = (runtime(&m, &capped) - r0, m.group_bandwidth(g).unwrap());
+        let share = r as f64 / (10_000 * MS) as f64;
+        assert!(
+            (share - 0.10).abs() <= 0.01,
+            "{C} CPUs, {spinners_in} capped, rival {rival}: {share:.4} of a CPU"
+        );
+        let (periods, throttled) = (s.nr_periods - s0.nr_periods, s.nr_throttled - s0.nr_throttled);
+        assert!((99..=101).contains(&periods), "{periods} periods in 10 s");
+        assert!(throttled >= 95 && throttled <= periods, "throttled in {throttled} of {periods} periods");
+        assert!(s.throttled_ns > s0.throttled_ns, "throttled time counted");
+        m.check_invariants().unwrap();
+    }
+    case::<1>(1, false);
+    case::<1>(1, true);
+    case::<2>(2, false);
+}
+
+/// cgroup v2 lets a child's limit exceed its parent's; the parent's still holds: a child
+/// capped at 50 % under a parent capped at 20 % gets 20 %. Clearing the parent's limit lets
+/// the child have its own 50 %.
+#[test]
+fn a_parents_limit_holds_over_a_larger_childs() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let parent = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let child = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, parent, max("20000 100000")).unwrap();
+    m.set_group_max(now, child, max("50000 100000")).unwrap();
+    let t = spinners(&m, now, child, 1);
+    m.create(0, now, TaskParams::default()).unwrap();
+    let share = |m: &M<1>, now: &mut u64| {
+        let r0 = runtime(m, &t);
+        let until = *now + 5_000 * MS;
+        run(m, now, until);
+        (runtime(m, &t) - r0) as f64 / (5_000 * MS) as f64
+    };
+    run(&m, &mut now, 500 * MS);
+    let capped = share(&m, &mut now);
+    assert!((capped - 0.20).abs() <= 0.01, "under the parent's 20 %: {capped:.4}");
+    m.set_group_max(now, parent, super::bandwidth::CpuMax::UNLIMITED).unwrap();
+    let until = now + 500 * MS;
+    run(&m, &mut now, until);
+    let own = share(&m, &mut now);
+    assert!((own - 0.50).abs() <= 0.01, "its own 50 %: {own:.4}");
+    assert_eq!(m.set_group_max(now, GroupId::ROOT, max("max")), Err(GroupError::Root));
     m.check_invariants().unwrap();
 }

@@ -12,6 +12,7 @@ use spin::RelaxStrategy;
 use super::Smp;
 use crate::entities::EntityCell;
 use crate::error::SchedError;
+use crate::group::bandwidth::{BandwidthStats, CpuMax, PeriodEnd};
 use crate::group::level::GroupShared;
 use crate::group::shares::CpuWeight;
 use crate::group::tree::{GroupId, Groups};
@@ -191,6 +192,87 @@ impl<
                     return Ok(from);
                 }
             }
+        }
+    }
+
+    /// Sets or clears a group's `cpu.max` (its quota of CPU time per period): its pool is
+    /// refilled for the new limit, and each CPU's runqueue of the group starts over with no
+    /// runtime, let go if it was throttled, as Linux does when `cpu.max` is written.
+    ///
+    /// ```
+    /// use sched_core::{NoPlatform, Smp, Features};
+    /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
+    /// let m: Box<Smp<NoPlatform, 2, 8, 8, spin::Spin, 2>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+    /// m.init_with(|t| t.init_flat(2)).unwrap();
+    /// let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    /// m.set_group_max(1, g, CpuMax::parse("10000 100000", None).unwrap()).unwrap();
+    /// assert_eq!(m.group_table().max(g).unwrap().to_string(), "10000 100000");
+    /// assert_eq!(m.group_bandwidth(g).unwrap().nr_periods, 0);
+    /// ```
+    pub fn set_group_max(&self, now: u64, g: GroupId, max: CpuMax) -> Result<(), GroupError> {
+        self.groups.lock().set_max(g, max)?;
+        let Some(sh) = self.shared(g) else { return Err(GroupError::Root) };
+        sh.bw.lock().set_limit(max);
+        sh.next_end.store(0, Relaxed);
+        for cpu in 0..self.nr_cpus() {
+            let mut st = self.rq(cpu);
+            st.rq.update_clock(now);
+            st.fair(self.pool()).reset_runtime(g.slot() as u16, max.quota_ns().is_some());
+            self.after_update(cpu, &mut st);
+        }
+        Ok(())
+    }
+
+    /// A group's `cpu.stat` bandwidth figures (zeros for the root, which has no limit).
+    pub fn group_bandwidth(&self, g: GroupId) -> Result<BandwidthStats, GroupError> {
+        self.groups.lock().weight(g)?;
+        Ok(self.shared(g).map(|s| s.bw.lock().stats()).unwrap_or_default())
+    }
+
+    /// The groups' period timers, run from the tick: each group whose period has ended at
+    /// `now` refills its pool and hands runtime to its throttled runqueues, in the order
+    /// they were throttled (`sched_cfs_period_timer`). Any CPU's tick may run a period's end;
+    /// one claims it.
+    pub(super) fn bandwidth_periods(&self, now: u64) {
+        for (i, sh) in self.gshared.iter().enumerate() {
+            let end = sh.next_end.load(Relaxed);
+            if end == 0 || now < end {
+                continue;
+            }
+            let period = sh.bw.lock().limit().period_ns().max(1);
+            let overrun = (now - end) / period + 1;
+            let next = end + overrun * period;
+            if sh.next_end.compare_exchange(end, next, Relaxed, Relaxed).is_err() {
+                continue;
+            }
+            let throttled = sh.nr_throttled.load(Relaxed) > 0;
+            let outcome = sh.bw.lock().period_end(overrun, throttled);
+            match outcome {
+                PeriodEnd::Stop => {
+                    let _ = sh.next_end.compare_exchange(next, 0, Relaxed, Relaxed);
+                }
+                PeriodEnd::Refilled => {}
+                PeriodEnd::Distribute => self.distribute(i as u16 + 1, now),
+            }
+        }
+    }
+
+    /// Hands group slot `g`'s refilled pool to its throttled runqueues, the longest
+    /// throttled first.
+    fn distribute(&self, g: u16, now: u64) {
+        let mut order: heapless::Vec<(u64, usize), CPUS> = heapless::Vec::new();
+        for cpu in 0..self.nr_cpus() {
+            let st = self.rq(cpu);
+            if let Some(lv) = st.levels.get(g as usize - 1).filter(|lv| lv.runtime.throttled) {
+                let _ = order.push((lv.runtime.throttled_at, cpu));
+            }
+        }
+        order.sort_unstable();
+        for (_, cpu) in order {
+            let mut st = self.rq(cpu);
+            st.rq.update_clock(now);
+            st.fair(self.pool()).distribute(g);
+            self.after_update(cpu, &mut st);
         }
     }
 

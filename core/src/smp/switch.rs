@@ -38,6 +38,10 @@ impl<
             self.after_update(cpu, &mut st);
             st.rq.is_idle()
         };
+        #[cfg(feature = "groups")]
+        if G > 0 {
+            self.bandwidth_periods(now);
+        }
         self.trigger_load_balance(cpu, now, idle);
         Ok(self.rq(cpu).rq.need_resched())
     }

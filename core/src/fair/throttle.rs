@@ -1,0 +1,227 @@
+//! CFS bandwidth control on one CPU (the `groups` feature; docs/groups.md): a group
+//! runqueue with a `cpu.max` quota runs on runtime taken from its group's pool a slice at a
+//! time, and is throttled — its entity leaves its parent's runqueue, with its tasks' count
+//! at every level above — when it has none left, until its group's period timer hands it
+//! runtime again (v5.7's `account_cfs_rq_runtime`, `throttle_cfs_rq`, `unthrottle_cfs_rq`).
+
+use portable_atomic::Ordering::Relaxed;
+
+use super::{DequeueFlags, EnqueueFlags, Fair};
+use crate::group::bandwidth::MIN_RQ_RUNTIME_NS;
+use crate::group::level::Level;
+use crate::runqueue::SlotId;
+
+impl<const Q: usize> Fair<'_, '_, Q> {
+    /// `account_cfs_rq_runtime` on the working level: `delta` ns ran; out of runtime, it
+    /// takes a slice from the pool, and if the pool has none the level's current entity is
+    /// asked to stop (the level is throttled when it is put back).
+    pub(super) fn account_runtime(&mut self, delta: u64) {
+        let l = self.level;
+        let Some(g) = l.checked_sub(1).and_then(|i| self.levels.get_mut(i as usize)) else { return };
+        if !g.runtime_enabled {
+            return;
+        }
+        let rt = &mut g.runtime;
+        if rt.remaining > delta as i64 || rt.throttled {
+            rt.remaining -= delta as i64;
+            return;
+        }
+        let Some(sh) = self.pool.shared(l as usize) else { return };
+        let ok = {
+            let mut pool = sh.bw.lock();
+            let ok = rt.charge(delta, &mut pool);
+            if pool.active() && sh.next_end.load(Relaxed) == 0 {
+                // The period timer starts with the first runtime taken.
+                sh.next_end.store(self.rq.clock + pool.limit().period_ns(), Relaxed);
+            }
+            ok
+        };
+        if !ok && self.curr.is_some() {
+            self.resched_curr();
+        }
+    }
+
+    /// Whether level `l` itself is throttled.
+    #[inline]
+    pub(super) fn is_throttled(&self, l: Level) -> bool {
+        l != 0 && self.levels.get(l as usize - 1).is_some_and(|g| g.runtime.throttled)
+    }
+
+    /// Whether level `l` or one above it is throttled (`throttled_hierarchy`).
+    pub(crate) fn throttled_hierarchy(&self, mut l: Level) -> bool {
+        for _ in 0..=crate::group::tree::MAX_GROUP_DEPTH {
+            if l == 0 {
+                return false;
+            }
+            if self.is_throttled(l) {
+                return true;
+            }
+            l = self.parent(l);
+        }
+        false
+    }
+
+    /// Whether the task at `slot` sits in a throttled hierarchy (the balancer leaves it).
+    pub(crate) fn task_throttled(&self, slot: SlotId) -> bool {
+        !self.flat() && self.throttled_hierarchy(self.level_of(slot))
+    }
+
+    /// `check_cfs_rq_runtime`: level `l`, out of runtime, is throttled. Returns whether it was.
+    pub(super) fn check_runtime(&mut self, l: Level) -> bool {
+        let must = l != 0
+            && self.levels.get(l as usize - 1).is_some_and(|g| g.runtime_enabled && g.runtime.must_throttle());
+        if must {
+            self.throttle(l);
+        }
+        must
+    }
+
+    /// `check_enqueue_throttle`: level `l` just got its first entity; if its group has no
+    /// runtime for it, it is throttled at once.
+    pub(super) fn check_enqueue_throttle(&mut self, l: Level) {
+        let Some(g) = l.checked_sub(1).and_then(|i| self.levels.get(i as usize)) else { return };
+        if !g.runtime_enabled || g.runtime.throttled || g.cfs.nr_running != 1 || self.curr_of(l).is_some() {
+            return;
+        }
+        if g.runtime.remaining <= 0 {
+            self.at(l, |f| f.account_runtime(0));
+            self.check_runtime(l);
+        }
+    }
+
+    /// `return_cfs_rq_runtime`: level `l` emptied; what runtime it has beyond 1 ms goes back
+    /// to the pool for the other CPUs.
+    pub(super) fn return_runtime(&mut self, l: Level) {
+        let Some(g) = l.checked_sub(1).and_then(|i| self.levels.get_mut(i as usize)) else { return };
+        if !g.runtime_enabled || g.cfs.nr_running != 0 || g.runtime.remaining <= MIN_RQ_RUNTIME_NS as i64 {
+            return;
+        }
+        let Some(sh) = self.pool.shared(l as usize) else { return };
+        g.runtime.remaining = sh.bw.lock().give_back(g.runtime.remaining);
+    }
+
+    /// Level `l`'s current entity, outside `at`.
+    fn curr_of(&self, l: Level) -> Option<SlotId> {
+        match l {
+            0 => self.rq.top_curr,
+            l => self.levels[l as usize - 1].curr,
+        }
+    }
+
+    /// `throttle_cfs_rq`: level `l`'s entity leaves its parent's runqueue (and each entity
+    /// above that is left with nothing queued), and every level above stops counting its
+    /// tasks.
+    fn throttle(&mut self, l: Level) {
+        let g = &self.levels[l as usize - 1];
+        let (tasks, idle) = (g.cfs.h_nr_running, g.cfs.idle_h_nr_running);
+        let mut dequeue = true;
+        let mut cur = self.up(l);
+        while let Some((s, pl)) = cur {
+            if !self.ent(s).on_rq() {
+                break;
+            }
+            // (An entity's dequeue uncounts one task of it already.)
+            let counted = if dequeue {
+                self.at(pl, |f| f.dequeue_entity(s, DequeueFlags::SLEEP));
+                1
+            } else {
+                0
+            };
+            let c = self.cfs_of(pl);
+            c.h_nr_running = c.h_nr_running.saturating_sub(tasks - counted.min(tasks));
+            c.idle_h_nr_running = c.idle_h_nr_running.saturating_sub(idle);
+            if c.load.weight != 0 {
+                dequeue = false;
+            }
+            cur = self.up(pl);
+        }
+        let now = self.rq.clock;
+        self.levels[l as usize - 1].runtime.throttle(now);
+        if let Some(sh) = self.pool.shared(l as usize) {
+            sh.nr_throttled.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// `unthrottle_cfs_rq` once level `l` is let go (its runtime already given): its entity
+    /// and those above that left with it come back, and the levels above count its tasks
+    /// again up to a level still throttled.
+    fn unthrottle(&mut self, l: Level) {
+        if let Some(sh) = self.pool.shared(l as usize) {
+            sh.nr_throttled.fetch_sub(1, Relaxed);
+        }
+        let g = &self.levels[l as usize - 1];
+        if g.cfs.load.weight == 0 {
+            return;
+        }
+        let (tasks, idle) = (g.cfs.h_nr_running, g.cfs.idle_h_nr_running);
+        let mut enqueue = true;
+        let mut cur = self.up(l);
+        while let Some((s, pl)) = cur {
+            if self.ent(s).on_rq() {
+                enqueue = false;
+            }
+            // (An entity's enqueue counts one task of it already.)
+            let counted = if enqueue {
+                self.at(pl, |f| f.enqueue_entity(s, EnqueueFlags::WAKEUP));
+                1
+            } else {
+                0
+            };
+            let c = self.cfs_of(pl);
+            c.h_nr_running += tasks.saturating_sub(counted);
+            c.idle_h_nr_running += idle;
+            if self.is_throttled(pl) {
+                break;
+            }
+            cur = self.up(pl);
+        }
+        // An idle CPU with work again picks it.
+        if self.rq.curr.is_none() && self.rq.cfs.nr_running > 0 {
+            self.resched_curr();
+        }
+    }
+
+    /// The period's end for group slot `g` on this CPU (`distribute_cfs_runtime`): a
+    /// throttled runqueue of the group gets its deficit and 1 ns from the refilled pool, and
+    /// goes on if that brings it above 0. Returns whether it was let go.
+    pub(crate) fn distribute(&mut self, g: Level) -> bool {
+        let now = self.rq.clock;
+        let (Some(sh), Some(lv)) = (self.pool.shared(g as usize), self.levels.get_mut((g as usize).wrapping_sub(1)))
+        else {
+            return false;
+        };
+        if !lv.runtime.throttled {
+            return false;
+        }
+        let go = {
+            let mut pool = sh.bw.lock();
+            let grant = pool.give(lv.runtime.remaining);
+            lv.runtime.remaining += grant as i64;
+            let go = lv.runtime.remaining > 0;
+            if go {
+                lv.runtime.unthrottle(now, 0, &mut pool);
+            }
+            go
+        };
+        if go {
+            self.unthrottle(g);
+        }
+        go
+    }
+
+    /// A new `cpu.max` for group slot `g`: its runqueue here starts over with no runtime,
+    /// let go if it was throttled, and is limited if `enabled`.
+    pub(crate) fn reset_runtime(&mut self, g: Level, enabled: bool) {
+        let now = self.rq.clock;
+        let (Some(sh), Some(lv)) = (self.pool.shared(g as usize), self.levels.get_mut((g as usize).wrapping_sub(1)))
+        else {
+            return;
+        };
+        let was = lv.runtime.throttled;
+        lv.runtime_enabled = enabled;
+        lv.runtime.reset(now, &mut sh.bw.lock());
+        if was {
+            self.unthrottle(g);
+        }
+    }
+}
