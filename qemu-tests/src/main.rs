@@ -57,8 +57,9 @@ const BARE_METAL_TARGETS: &[(&str, &[&str])] = &[
 const SMALL_BUILD_TESTS: &[&str] =
     &["test", "-p", "sched-core", "--lib", "--no-default-features", "--", "small_build"];
 
-/// The core's tests of the `groups` feature (its module `group`, left out of a default build).
-const GROUPS_TESTS: &[&str] = &["test", "-p", "sched-core", "--features", "groups", "--", "group::"];
+/// The core's tests of the `groups` feature, left out of a default build: its module `group`
+/// and the machine's and the port's group calls (`smp::groups`, `port::groups`).
+const GROUPS_TESTS: &[&str] = &["test", "-p", "sched-core", "--features", "groups", "--", "group::", "groups::"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

@@ -50,6 +50,8 @@
 //! ```
 
 mod deferred;
+#[cfg(feature = "groups")]
+mod groups;
 mod report;
 pub use deferred::Deferred;
 pub use report::{BalanceReport, CpuStats};
@@ -130,7 +132,8 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Drop
 /// `Q` runnable per CPU, behind the calls a port makes, each checked against the calling
 /// contract (see the module documentation). `P::Payload` is what the port keeps per task.
 /// `EVENTS` is how many [`crate::Event`]s can wait for delivery at once (see
-/// [`Scheduler::events_lost`]).
+/// [`Scheduler::events_lost`]). `G` is how many task groups it holds besides the root (the
+/// `groups` feature; each CPU's runqueue gives `G` of its `Q` slots to their entities).
 pub struct Scheduler<
     P: Platform,
     const CPUS: usize,
@@ -138,8 +141,9 @@ pub struct Scheduler<
     const Q: usize,
     R: RelaxStrategy = Spin,
     const EVENTS: usize = DEFAULT_EVENTS,
+    const G: usize = 0,
 > {
-    smp: Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R>,
+    smp: Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R, G>,
     cpus: [PortCpu; CPUS],
     /// How many CPUs are up (each counted once, by its `cpu_up`).
     nr_up: AtomicU32,
@@ -157,7 +161,8 @@ impl<
         const Q: usize,
         R: RelaxStrategy,
         const EVENTS: usize,
-    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS>
+        const G: usize,
+    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS, G>
 {
     /// A scheduler with no CPU yet, for a `static` (all zeros with the default features and
     /// HZ; see [`Smp::new`]). `hz` is the rate of the port's tick on a busy CPU (0 means
@@ -475,7 +480,7 @@ impl<
     /// The machine underneath, for experiments that reach into it (with the `internals`
     /// feature). Its calls bypass this facade's checks.
     #[cfg(feature = "internals")]
-    pub fn smp(&self) -> &Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R> {
+    pub fn smp(&self) -> &Smp<Deferred<P, CPUS, EVENTS, R>, CPUS, TASKS, Q, R, G> {
         &self.smp
     }
 
@@ -555,7 +560,8 @@ impl<
         const Q: usize,
         R: RelaxStrategy,
         const EVENTS: usize,
-    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS>
+        const G: usize,
+    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS, G>
 {
     // What a port reads back (the types are `report.rs`'s).
 

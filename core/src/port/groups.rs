@@ -1,0 +1,82 @@
+//! The porter's calls for task groups (the `groups` feature; docs/groups.md): cgroup v2's
+//! `cpu.weight` and `cpu.max` for groups of tasks, through the same checks as every call.
+
+use spin::RelaxStrategy;
+
+use super::Scheduler;
+use crate::error::SchedError;
+use crate::group::bandwidth::{BandwidthStats, CpuMax};
+use crate::group::shares::CpuWeight;
+use crate::group::tree::GroupId;
+use crate::platform::Platform;
+use crate::task::TaskId;
+
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const EVENTS: usize,
+        const G: usize,
+    > Scheduler<P, CPUS, TASKS, Q, R, EVENTS, G>
+{
+    /// Creates a group under `parent` with `cpu.weight` `weight` (from `cpu`). A full table,
+    /// an unknown parent or one nested [`crate::group::tree::MAX_GROUP_DEPTH`] deep is
+    /// refused ([`SchedError::Group`]) and nothing changes.
+    ///
+    /// ```
+    /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
+    /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// S.init_with(|t| t.init_flat(1)).unwrap();
+    /// S.cpu_up(0, 1).unwrap();
+    /// let logging = S.create_group(0, GroupId::ROOT, CpuWeight::new(20).unwrap()).unwrap();
+    /// S.set_group_max(0, 2, logging, CpuMax::parse("5000 100000", None).unwrap()).unwrap();
+    /// let t = S.create(0, 3, TaskParams::default(), ()).unwrap();
+    /// S.move_task(0, 4, t, logging).unwrap();
+    /// assert_eq!(S.task_group(t), Ok(logging));
+    /// ```
+    pub fn create_group(&self, cpu: usize, parent: GroupId, weight: CpuWeight) -> Result<GroupId, SchedError> {
+        let _inside = self.enter(cpu, None)?;
+        Ok(self.smp.create_group(parent, weight)?)
+    }
+
+    /// Sets a group's `cpu.weight` (from `cpu`); its shares change on every CPU at once.
+    pub fn set_group_weight(&self, cpu: usize, now: u64, g: GroupId, weight: CpuWeight) -> Result<(), SchedError> {
+        let _inside = self.enter(cpu, Some(now))?;
+        Ok(self.smp.set_group_weight(now, g, weight)?)
+    }
+
+    /// Sets or clears a group's `cpu.max` (from `cpu`; [`CpuMax::UNLIMITED`] clears it).
+    /// The root has no limit ([`crate::group::GroupError::Root`]).
+    pub fn set_group_max(&self, cpu: usize, now: u64, g: GroupId, max: CpuMax) -> Result<(), SchedError> {
+        let _inside = self.enter(cpu, Some(now))?;
+        Ok(self.smp.set_group_max(now, g, max)?)
+    }
+
+    /// Deletes a group that holds no task and no group (from `cpu`).
+    pub fn delete_group(&self, cpu: usize, g: GroupId) -> Result<(), SchedError> {
+        let _inside = self.enter(cpu, None)?;
+        Ok(self.smp.delete_group(g)?)
+    }
+
+    /// Moves a task into group `g` (from `cpu`), wherever the task is. A new task starts in
+    /// its creator's group.
+    pub fn move_task(&self, cpu: usize, now: u64, id: TaskId, g: GroupId) -> Result<(), SchedError> {
+        let _inside = self.enter_up(cpu, Some(now))?;
+        self.smp.move_task(now, id, g)
+    }
+
+    /// The group a task is in.
+    pub fn task_group(&self, id: TaskId) -> Result<GroupId, SchedError> {
+        self.initialised()?;
+        self.smp.task_group(id)
+    }
+
+    /// A group's `cpu.stat` bandwidth figures.
+    pub fn group_bandwidth(&self, g: GroupId) -> Result<BandwidthStats, SchedError> {
+        self.initialised()?;
+        Ok(self.smp.group_bandwidth(g)?)
+    }
+}
