@@ -280,7 +280,7 @@ impl<const N: usize> Entities<N> {
 #[derive(Clone, Copy)]
 pub(crate) struct GroupCells<'a> {
     pub(crate) cells: &'a [EntityCell],
-    pub(crate) shared: &'a [crate::group::level::GroupShared],
+    pub(crate) shared: &'a [crate::group::shared::GroupShared],
     pub(crate) per_cpu: usize,
 }
 
@@ -319,7 +319,7 @@ impl<'a> Pool<'a> {
     /// What every CPU shares of group slot `g` (1..=G).
     #[cfg(feature = "groups")]
     #[inline]
-    pub(crate) fn shared(self, g: usize) -> Option<&'a crate::group::level::GroupShared> {
+    pub(crate) fn shared(self, g: usize) -> Option<&'a crate::group::shared::GroupShared> {
         self.groups.shared.get(g.checked_sub(1)?)
     }
 

@@ -53,17 +53,66 @@ pub enum SchedError {
     /// A call before [`crate::port::Scheduler::init`] described the machine: there is no CPU
     /// and no task yet.
     NotInitialised,
-    /// A task group operation was refused (the `groups` feature).
-    #[cfg(feature = "groups")]
-    Group(crate::group::GroupError),
+    /// A task group operation was refused (the calls of the `groups` feature; the variant
+    /// is there in every build, so a match over `SchedError` does not change with features).
+    Group(GroupError),
 }
 
-#[cfg(feature = "groups")]
-impl From<crate::group::GroupError> for SchedError {
-    fn from(e: crate::group::GroupError) -> SchedError {
+impl From<GroupError> for SchedError {
+    fn from(e: GroupError) -> SchedError {
         SchedError::Group(e)
     }
 }
+
+/// Why a group operation was refused. The group table is unchanged after any error.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum GroupError {
+    /// A `cpu.weight` outside 1..=10000.
+    WeightOutOfRange(u32),
+    /// A quota (ns) below 1 ms or above `group::bandwidth::MAX_QUOTA_NS`.
+    QuotaOutOfRange(u64),
+    /// A period (ns) outside 1 ms..=1 s.
+    PeriodOutOfRange(u64),
+    /// `cpu.max` text that is not a quota (µs or `max`) and an optional period (µs).
+    Malformed,
+    /// Every group slot is taken.
+    TableFull,
+    /// The id names no group (never, or one deleted since).
+    UnknownGroup,
+    /// The root group has no weight or limit of its own and cannot be deleted or moved.
+    Root,
+    /// The group still holds tasks or groups.
+    NotEmpty,
+    /// A task counted out of a group that holds none.
+    NoTask,
+    /// Groups would nest deeper than `group::tree::MAX_GROUP_DEPTH` (8).
+    TooDeep,
+    /// The move would put a group under itself.
+    Cycle,
+}
+
+impl core::fmt::Display for GroupError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            GroupError::WeightOutOfRange(w) => write!(f, "cpu.weight {w} outside 1..=10000"),
+            GroupError::QuotaOutOfRange(q) => write!(f, "quota {q} ns outside 1 ms..=2^44-1 µs"),
+            GroupError::PeriodOutOfRange(p) => write!(f, "period {p} ns outside 1 ms..=1 s"),
+            GroupError::Malformed => {
+                f.write_str("cpu.max is a quota in µs or max, and an optional period in µs")
+            }
+            GroupError::TableFull => f.write_str("the group table is full"),
+            GroupError::UnknownGroup => f.write_str("no such group"),
+            GroupError::Root => f.write_str("the root group has no weight or limit and stays"),
+            GroupError::NotEmpty => f.write_str("the group holds tasks or groups"),
+            GroupError::NoTask => f.write_str("the group holds no task"),
+            GroupError::TooDeep => f.write_str("groups would nest too deep"),
+            GroupError::Cycle => f.write_str("a group cannot move under itself"),
+        }
+    }
+}
+
+impl core::error::Error for GroupError {}
 
 impl core::fmt::Display for SchedError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
@@ -88,7 +137,6 @@ impl core::fmt::Display for SchedError {
             SchedError::NoSwitchPicked(cpu) => write!(f, "cpu {cpu} has no switch picked to finish"),
             SchedError::SwitchPending(cpu) => write!(f, "cpu {cpu} has a switch picked and not finished"),
             SchedError::NotInitialised => f.write_str("the scheduler is not initialised (call init first)"),
-            #[cfg(feature = "groups")]
             SchedError::Group(e) => write!(f, "group: {e}"),
         }
     }

@@ -144,6 +144,9 @@ internal_modules!(balance, capacity, entities, fair, pelt, placement, runqueue, 
 /// targets that have them they are the standard ones.
 #[cfg(feature = "internals")]
 pub use portable_atomic;
+/// The spin locks' crate, whose relax strategy is a machine's lock parameter `R` (default
+/// `spin::Spin`), named when a later parameter (`G`, the task groups) is given.
+pub use spin;
 
 // What the porter's surface hands out from the machinery: the balancer's reports (in
 // `EventKind::Balance`) and what `check_invariants` answers.
@@ -151,7 +154,7 @@ pub use balance::{BalanceRecord, IdleType, Outcome, Round};
 pub use runqueue::InvariantViolation;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
-pub use error::{InitError, SchedError};
+pub use error::{GroupError, InitError, SchedError};
 pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform, TaskPayload};
 pub use single_cpu::SingleCpu;

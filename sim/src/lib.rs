@@ -10,6 +10,7 @@
 
 pub mod cli;
 pub mod experiments;
+pub mod groups;
 pub mod machine;
 pub mod picture;
 pub mod rng;

@@ -222,6 +222,15 @@ enum Cmd {
         #[arg(long, default_value_t = 3)]
         iterations: usize,
     },
+    /// Task groups: cgroup v2 weights and cpu.max in the shapes of kselftest's test_cpu.c,
+    /// each group's CPU time beside its target.
+    Groups {
+        #[command(flatten)]
+        m: MachineArgs,
+        /// Seconds measured per case (after one of warm-up), 1..=60.
+        #[arg(long, default_value_t = 10)]
+        seconds: u64,
+    },
     /// Any feature switch A vs B on a workload (the sysbench-like one, or the latency one),
     /// the same kind of table; e.g. `--workload latency --a "" --b EEVDF`.
     Ab {
@@ -416,6 +425,27 @@ fn main() {
                         p.cpus, p.burst, p.median_ms, p.max_ms, p.migrations
                     );
                 }
+            }
+        }
+        Cmd::Groups { m, seconds } => {
+            let cfg = config(&m);
+            if !(1..=60).contains(&seconds) {
+                eprintln!("xsim: --seconds must be 1..=60");
+                std::process::exit(2)
+            }
+            if cfg.cpus > 64 {
+                eprintln!("xsim: groups run on at most 64 CPUs");
+                std::process::exit(2)
+            }
+            let rows = sched_sim::groups::run_groups(&cfg, seconds);
+            if m.json {
+                println!("{}", serde_json::to_string_pretty(&rows).unwrap_or_default());
+            } else {
+                println!(
+                    "task groups: {} CPUs ({}), HZ={}, {} s measured per case after 1 s",
+                    cfg.cpus, m.topology, cfg.hz, seconds
+                );
+                print!("{}", sched_sim::groups::render(&rows));
             }
         }
         Cmd::Ab { m, a, b, workload, w: args, l } => {

@@ -211,6 +211,10 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// of its parent's (`update_cfs_rq_h_load`, computed when asked).
     pub(super) fn task_h_load_h(&self, slot: SlotId) -> u64 {
         let path = self.path(slot);
+        // A task of the root carries its own load (as without groups).
+        if path.len() <= 1 {
+            return self.ent(slot).load_avg();
+        }
         let mut h_load = self.rq.cfs.avg.load_avg;
         let mut above = self.rq.cfs.avg.load_avg;
         // From the top: each group entity (path entries after the task's, deepest first).

@@ -37,13 +37,24 @@ impl<
     /// S.move_task(0, 4, t, logging).unwrap();
     /// assert_eq!(S.task_group(t), Ok(logging));
     /// ```
-    pub fn create_group(&self, cpu: usize, parent: GroupId, weight: CpuWeight) -> Result<GroupId, SchedError> {
+    pub fn create_group(
+        &self,
+        cpu: usize,
+        parent: GroupId,
+        weight: CpuWeight,
+    ) -> Result<GroupId, SchedError> {
         let _inside = self.enter(cpu, None)?;
         Ok(self.smp.create_group(parent, weight)?)
     }
 
     /// Sets a group's `cpu.weight` (from `cpu`); its shares change on every CPU at once.
-    pub fn set_group_weight(&self, cpu: usize, now: u64, g: GroupId, weight: CpuWeight) -> Result<(), SchedError> {
+    pub fn set_group_weight(
+        &self,
+        cpu: usize,
+        now: u64,
+        g: GroupId,
+        weight: CpuWeight,
+    ) -> Result<(), SchedError> {
         let _inside = self.enter(cpu, Some(now))?;
         Ok(self.smp.set_group_weight(now, g, weight)?)
     }

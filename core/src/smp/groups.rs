@@ -13,7 +13,7 @@ use super::Smp;
 use crate::entities::EntityCell;
 use crate::error::SchedError;
 use crate::group::bandwidth::{BandwidthStats, CpuMax, PeriodEnd};
-use crate::group::level::GroupShared;
+use crate::group::shared::GroupShared;
 use crate::group::shares::CpuWeight;
 use crate::group::tree::{GroupId, Groups};
 use crate::group::GroupError;
@@ -255,6 +255,14 @@ impl<
                 PeriodEnd::Distribute => self.distribute(i as u16 + 1, now),
             }
         }
+    }
+
+    /// When the earliest group period ends (ns), while any group's period timer runs. The
+    /// tick runs the period timers ([`Smp::tick`]); a CPU that stops its tick while idle
+    /// (tickless idle) must still tick at this time, or keep ticking while it is `Some`, or
+    /// throttled groups wait for a busy CPU's tick to be let go.
+    pub fn bandwidth_timer(&self) -> Option<u64> {
+        self.gshared.iter().map(|s| s.next_end.load(Relaxed)).filter(|&e| e != 0).min()
     }
 
     /// Hands group slot `g`'s refilled pool to its throttled runqueues, the longest

@@ -177,7 +177,7 @@ pub struct Smp<
     pub(crate) gcells: [[crate::entities::EntityCell; G]; CPUS],
     /// What the CPUs share of each group.
     #[cfg(feature = "groups")]
-    pub(crate) gshared: [crate::group::level::GroupShared; G],
+    pub(crate) gshared: [crate::group::shared::GroupShared; G],
     /// The group table (a leaf lock: see `groups.rs`).
     #[cfg(feature = "groups")]
     pub(crate) groups: Mutex<crate::group::tree::Groups<G>, R>,
@@ -249,7 +249,7 @@ impl<
             #[cfg(feature = "groups")]
             gcells: [const { [const { crate::entities::EntityCell::new() }; G] }; CPUS],
             #[cfg(feature = "groups")]
-            gshared: [const { crate::group::level::GroupShared::new() }; G],
+            gshared: [const { crate::group::shared::GroupShared::new() }; G],
             #[cfg(feature = "groups")]
             groups: Mutex::new(crate::group::tree::Groups::new()),
         }

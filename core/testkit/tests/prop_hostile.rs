@@ -854,6 +854,7 @@ fn err_kind(e: &SchedError) -> &'static str {
         SchedError::SwitchPending(_) => "SwitchPending",
         SchedError::NoSwitchPicked(_) => "NoSwitchPicked",
         SchedError::NotInitialised => "NotInitialised",
+        SchedError::Group(_) => "Group",
         #[cfg(feature = "eevdf")]
         SchedError::InvalidSlice(_) => "InvalidSlice",
     }

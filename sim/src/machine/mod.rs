@@ -12,6 +12,7 @@
 //! platform the core calls `platform.rs`, and what a run measured `report.rs`.
 
 mod config;
+mod groups;
 mod platform;
 mod program;
 mod report;
@@ -50,9 +51,9 @@ enum Ev {
 const NEVER_NS: u64 = u64::MAX / 8;
 
 /// The simulated machine.
-pub struct Machine<const C: usize> {
+pub struct Machine<const C: usize, const G: usize = 0> {
     /// The scheduler under test.
-    pub smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>>,
+    pub smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>>,
     cfg: Config,
     now: u64,
     seq: u64,
@@ -82,10 +83,10 @@ pub struct Machine<const C: usize> {
     program: Option<Box<program::ProgramRun>>,
 }
 
-impl<const C: usize> Machine<C> {
+impl<const C: usize, const G: usize> Machine<C, G> {
     /// Builds a machine (call on a thread with a large stack for big `C`).
-    pub fn new(cfg: Config) -> Result<Machine<C>, InitError> {
-        let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q>> =
+    pub fn new(cfg: Config) -> Result<Machine<C, G>, InitError> {
+        let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
         smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
         if cfg.trace {
@@ -252,7 +253,8 @@ impl<const C: usize> Machine<C> {
     fn on_tick(&mut self, cpu: usize) {
         self.ticks += 1;
         let idle = self.cpus[cpu].running.is_none();
-        if idle && self.cfg.nohz {
+        // An idle CPU keeps its tick while a group's period timer runs (the tick runs it).
+        if idle && self.cfg.nohz && (G == 0 || self.smp.bandwidth_timer().is_none()) {
             // The tick stops on an idle CPU; it restarts when the CPU gets work.
             self.cpus[cpu].ticking = false;
             self.smp.nohz_enter_idle(cpu).expect("a simulated CPU");

@@ -75,7 +75,7 @@ fn mask(bits: u64) -> CpuMask {
     (0..64).filter(|c| bits >> c & 1 != 0).fold(CpuMask::first_n(0), |m, c| m.with(c))
 }
 
-impl<const C: usize> Machine<C> {
+impl<const C: usize, const G: usize> Machine<C, G> {
     /// Starts `prog` now: every task's instances are created from CPU 0, each beginning after
     /// its task's delay. Refused (with why) if it has more threads than a run may hold, forks
     /// included (with forks without bound, a fork past the table starts no thread).

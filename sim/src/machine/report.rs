@@ -71,7 +71,7 @@ fn is_zero(n: &u64) -> bool {
     *n == 0
 }
 
-impl<const C: usize> super::Machine<C> {
+impl<const C: usize, const G: usize> super::Machine<C, G> {
     /// The spread instant and the one-per-CPU instant, as the kernel's report defines them
     /// (docs/seed-experiment.md): min(workers, CPUs) CPUs each running a worker, and each of
     /// them alone on its runqueue (the same instant with more workers than CPUs).

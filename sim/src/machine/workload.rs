@@ -105,7 +105,7 @@ impl TaskMap {
     }
 }
 
-impl<const C: usize> super::Machine<C> {
+impl<const C: usize, const G: usize> super::Machine<C, G> {
     /// Creates a task from `cpu` (its parent being the task running there) now. If `cpu`
     /// itself must reschedule, it gets a reschedule IPI.
     pub fn spawn(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {

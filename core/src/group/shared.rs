@@ -1,0 +1,86 @@
+//! What every CPU shares of a group, read without a lock: its parent, shares and load
+//! average, and its bandwidth pool behind a leaf lock.
+
+use portable_atomic::{AtomicBool, AtomicI64, AtomicU16, AtomicU32, AtomicU64, Ordering::Relaxed};
+
+use super::bandwidth::{CpuMax, Pool};
+
+/// A level of the hierarchy: 0 is the root (the CPU's own runqueue), 1..=G a group's slot.
+pub(crate) type Level = u16;
+
+/// What every CPU shares of one group, read without a lock: its parent, its shares and the
+/// sum of its runqueues' load contributions (`tg->parent`, `tg->shares`, `tg->load_avg`).
+/// The parent is written only while the group has no runqueue in use (created, or being
+/// deleted); a group being deleted takes no task (`dying`, read and written under the group
+/// table's lock).
+#[derive(Debug)]
+pub struct GroupShared {
+    parent: AtomicU16,
+    shares: AtomicU64,
+    load_avg: AtomicI64,
+    pub(crate) dying: AtomicBool,
+    /// Its bandwidth pool (`cfs_b`, under its own lock: a leaf, taken under a runqueue lock
+    /// or alone, never held while taking another).
+    pub(crate) bw: spin::Mutex<Pool>,
+    /// When its period ends next (ns; 0: the period timer is stopped).
+    pub(crate) next_end: AtomicU64,
+    /// How many of its runqueues are throttled now.
+    pub(crate) nr_throttled: AtomicU32,
+}
+
+impl GroupShared {
+    /// No shares, no load: a slot whose group is not created.
+    pub const fn new() -> GroupShared {
+        GroupShared {
+            parent: AtomicU16::new(0),
+            shares: AtomicU64::new(0),
+            load_avg: AtomicI64::new(0),
+            dying: AtomicBool::new(false),
+            bw: spin::Mutex::new(Pool::new(CpuMax::UNLIMITED)),
+            next_end: AtomicU64::new(0),
+            nr_throttled: AtomicU32::new(0),
+        }
+    }
+
+    /// Its parent's level (0: the root).
+    #[inline]
+    pub(crate) fn parent(&self) -> Level {
+        self.parent.load(Relaxed)
+    }
+
+    /// The group's shares (high resolution).
+    pub fn shares(&self) -> u64 {
+        self.shares.load(Relaxed)
+    }
+
+    pub(crate) fn set_shares(&self, shares: u64) {
+        self.shares.store(shares, Relaxed);
+    }
+
+    /// Σ of its runqueues' contributions (never negative when read).
+    pub fn load_avg(&self) -> u64 {
+        self.load_avg.load(Relaxed).max(0) as u64
+    }
+
+    /// Folds one runqueue's change into the sum.
+    pub(crate) fn add_load(&self, delta: i64) {
+        self.load_avg.fetch_add(delta, Relaxed);
+    }
+
+    /// Forgets everything: a new group under `parent` in the slot.
+    pub(crate) fn reset(&self, parent: Level, shares: u64) {
+        self.load_avg.store(0, Relaxed);
+        self.shares.store(shares, Relaxed);
+        self.parent.store(parent, Relaxed);
+        self.dying.store(false, Relaxed);
+        *self.bw.lock() = Pool::new(CpuMax::UNLIMITED);
+        self.next_end.store(0, Relaxed);
+        self.nr_throttled.store(0, Relaxed);
+    }
+}
+
+impl Default for GroupShared {
+    fn default() -> Self {
+        Self::new()
+    }
+}
