@@ -190,9 +190,10 @@ fn group_calls_refuse_bad_input() {
     m.check_invariants().unwrap();
 }
 
-/// With every task in the root, a machine with room for groups schedules as one without:
-/// the same picks, tick by tick, and the same runtimes and vruntimes, through sleeps,
-/// wakeups, nice changes and the balancer on two CPUs (CFS, then EEVDF).
+/// With every task in the root, a machine with groups schedules as one without: the same
+/// picks, tick by tick, and the same runtimes and vruntimes, through sleeps, wakeups, nice
+/// changes and the balancer on two CPUs (CFS, then EEVDF) — before its first group is
+/// created (one level) and after (the levels walked, every task in the root).
 #[test]
 fn tasks_in_the_root_schedule_as_on_a_machine_without_groups() {
     type Flat = Smp<NoPlatform, 2, 64, 32>;
@@ -243,6 +244,11 @@ fn tasks_in_the_root_schedule_as_on_a_machine_without_groups() {
                     }
                     if tick % 500 == 250 {
                         m.set_nice(now, ids[5], (tick / 500) as i32).unwrap();
+                    }
+                    // The grouped machine gets a group (empty) while its tasks run: from then
+                    // on its fair class walks the levels.
+                    if $k == 1 && tick == 1_000 {
+                        grouped.create_group(GroupId::ROOT, CpuWeight::new(300).unwrap()).unwrap();
                     }
                     trace[$k].push((m.current(0), m.current(1)));
                 }

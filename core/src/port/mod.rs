@@ -388,9 +388,15 @@ impl<
 
     /// `cpu` is about to idle. Returns whether the core now counts it as tickless: only then
     /// may the port stop its tick (the core balances on its behalf and kicks it when work
-    /// appears). Always `false` without the `nohz` feature.
+    /// appears). Always `false` without the `nohz` feature, and while a task group's
+    /// bandwidth period timer runs (the tick runs it).
     pub fn idle_enter(&self, cpu: usize) -> Result<bool, SchedError> {
         let _inside = self.enter_up(cpu, None)?;
+        // The tick runs the groups' period timers: while one runs, an idle CPU keeps ticking.
+        #[cfg(feature = "groups")]
+        if self.smp.bandwidth_timer().is_some() {
+            return Ok(false);
+        }
         #[cfg(feature = "nohz")]
         {
             self.smp.nohz_enter_idle(cpu)?;

@@ -60,6 +60,11 @@ impl<
         if let Some(s) = self.shared(g) {
             s.reset(parent.slot() as u16, weight.shares());
         }
+        drop(t);
+        // The first group: every CPU walks the levels from now on.
+        for cpu in 0..self.nr_cpus() {
+            self.rq(cpu).use_groups();
+        }
         Ok(g)
     }
 

@@ -118,6 +118,10 @@ pub struct CpuState<const Q: usize, const G: usize = 0> {
     /// The runqueue of each task group on this CPU, group slot `g` at `g - 1`.
     #[cfg(feature = "groups")]
     pub levels: [crate::group::level::GroupRq; G],
+    /// A group was created on this machine: the fair class walks the levels from now on
+    /// (until then it works on one level, as a machine without groups).
+    #[cfg(feature = "groups")]
+    pub grouped: bool,
 }
 
 /// A task leaving its CPU once its context is saved, and where it goes.
@@ -152,6 +156,8 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
         checked_min_vruntime: 0,
         #[cfg(feature = "groups")]
         levels: [const { crate::group::level::GroupRq::EMPTY }; G],
+        #[cfg(feature = "groups")]
+        grouped: false,
     };
 
     /// A fresh CPU with an empty runqueue (what `init` gives each CPU of the topology).
@@ -177,6 +183,7 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
             for lv in self.levels.iter_mut() {
                 *lv = crate::group::level::GroupRq::EMPTY;
             }
+            self.grouped = false;
         }
     }
 
@@ -185,7 +192,12 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
     #[inline]
     pub fn fair<'p>(&mut self, pool: crate::entities::Pool<'p>) -> crate::fair::Fair<'_, 'p, Q> {
         #[cfg(feature = "groups")]
-        return crate::fair::Fair { rq: &mut self.rq, pool, levels: &mut self.levels, level: 0 };
+        return crate::fair::Fair {
+            rq: &mut self.rq,
+            pool,
+            levels: if self.grouped { &mut self.levels } else { &mut [] },
+            level: 0,
+        };
         #[cfg(not(feature = "groups"))]
         self.rq.fair(pool)
     }
@@ -255,10 +267,20 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
         pool: crate::entities::Pool<'_>,
     ) -> Result<(), crate::runqueue::InvariantViolation> {
         #[cfg(feature = "groups")]
-        if G > 0 {
+        if self.grouped {
             return self.fair(pool).check_h();
         }
         self.rq.check(pool)
+    }
+
+    /// From now on the fair class walks this CPU's group levels: the running task becomes
+    /// the top level's current entity too (the one thing a single level keeps apart).
+    #[cfg(feature = "groups")]
+    pub(super) fn use_groups(&mut self) {
+        if G > 0 && !self.grouped {
+            self.grouped = true;
+            self.rq.top_curr = self.rq.curr;
+        }
     }
 
     /// The pending push of the task in `slot`, if any.
