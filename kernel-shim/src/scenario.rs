@@ -22,6 +22,10 @@
 //! * `scenario=hang cpu=C`: a thread on CPU C spins with IRQs masked; the watchdog exits 5.
 //! * `scenario=program`: the workload program the runner loaded (an rt-app file, lowered),
 //!   one kernel thread per program thread; exit 0, 3 if no valid program was loaded.
+//! * `scenario=groups duration_ms=D`: task groups as cgroup v2 has them: weights 50/100/150
+//!   with a spinner per CPU each (shares beside 1:2:3), then `cpu.max` "10000 100000" on a
+//!   group with a spinner per CPU (beside 0.1 CPU); D ms per case (default 1000) after a
+//!   quarter of it of warm-up; exit 0 if every group ran. Not on a microcontroller.
 //! * `scenario=latency spinners=N periodic=M run_us=R sleep_us=S short_slice_us=L
 //!   duration_ms=D policy=both|cfs|eevdf`: N spinners and M periodic threads (R µs of CPU, S
 //!   µs asleep, every other one with an EEVDF slice of L µs), D ms under CFS and then D ms
@@ -45,6 +49,8 @@ mod bench;
 mod boot;
 mod churn;
 mod corecalls;
+#[cfg(not(target_arch = "arm"))]
+mod groups;
 mod hang;
 #[cfg(not(target_arch = "arm"))]
 mod latency;
@@ -104,11 +110,13 @@ pub enum ThreadKind {
     /// A thread of the workload program that takes events from a pool (a sysbench worker,
     /// whose spread is measured as the spinners' is).
     ProgramWorker,
+    /// A spinner of `scenario=groups`.
+    GroupSpinner,
 }
 
 impl ThreadKind {
     /// Every kind, in number order.
-    const ALL: [ThreadKind; 15] = [
+    const ALL: [ThreadKind; 16] = [
         ThreadKind::Main,
         ThreadKind::Spinner,
         ThreadKind::Panic,
@@ -124,6 +132,7 @@ impl ThreadKind {
         ThreadKind::LatencySpinner,
         ThreadKind::Program,
         ThreadKind::ProgramWorker,
+        ThreadKind::GroupSpinner,
     ];
 
     /// Its number, what `sys_spawn` carries and `sched` stores.
@@ -243,6 +252,11 @@ pub enum Scenario {
     /// The workload program the runner loaded (an rt-app file): one kernel thread per
     /// program thread; every activation and each thread's CPU time logged.
     Program,
+    /// Task groups: weights 50/100/150 and a `cpu.max` cap, each case `duration_ms` long.
+    Groups {
+        /// Each case's measured window (ms).
+        duration_ms: u32,
+    },
 }
 
 /// Which policies `scenario=latency` runs.
@@ -403,6 +417,8 @@ pub enum ArgError {
     NoEevdf,
     /// `scenario=program` on a machine that takes no workload program.
     NoProgram,
+    /// `scenario=groups` on a kernel built without task groups (a microcontroller's).
+    NoGroups,
 }
 
 impl core::fmt::Display for ArgError {
@@ -416,7 +432,7 @@ impl core::fmt::Display for ArgError {
                 )
             }
             ArgError::UnknownScenario => {
-                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang corecalls latency)")
+                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang corecalls latency program groups)")
             }
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
@@ -428,6 +444,7 @@ impl core::fmt::Display for ArgError {
             ArgError::LatencyThreads => write!(f, "spinners + periodic must be at most {}", MAX_SPINNERS),
             ArgError::NoEevdf => write!(f, "this kernel has no EEVDF (a microcontroller's is built without it)"),
             ArgError::NoProgram => write!(f, "this machine takes no workload program (a microcontroller's RAM holds the kernel alone)"),
+            ArgError::NoGroups => write!(f, "this kernel has no task groups (a microcontroller's is built without them)"),
             ArgError::Capacity => write!(
                 f,
                 "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
@@ -453,6 +470,7 @@ impl Config {
         let mut fault = Fault::Udf;
         let (mut nice, mut ops) = (5, 10_000);
         let mut lat = Latency::DEFAULT;
+        let mut duration_set = false;
         for word in bootargs.split_ascii_whitespace() {
             *bad = word;
             let (k, v) = word.split_once('=').ok_or(ArgError::NotKeyValue)?;
@@ -480,7 +498,10 @@ impl Config {
                 "run_us" => lat.run_us = number(k, v, 1, 100_000)?,
                 "sleep_us" => lat.sleep_us = number(k, v, 1, 1_000_000)?,
                 "short_slice_us" => lat.slice_us = number(k, v, 100, 100_000)?,
-                "duration_ms" => lat.duration_ms = number(k, v, 1, 60_000)?,
+                "duration_ms" => {
+                    lat.duration_ms = number(k, v, 1, 60_000)?;
+                    duration_set = true;
+                }
                 "policy" => {
                     lat.policies = match v {
                         "both" => Policies::Both,
@@ -547,6 +568,13 @@ impl Config {
                     return Err(ArgError::NoProgram);
                 }
                 Scenario::Program
+            }
+            "groups" => {
+                *bad = "scenario=groups";
+                if cfg!(target_arch = "arm") {
+                    return Err(ArgError::NoGroups);
+                }
+                Scenario::Groups { duration_ms: if duration_set { lat.duration_ms } else { 1000 } }
             }
             "latency" => {
                 *bad = "scenario=latency";
@@ -617,10 +645,12 @@ pub fn thread_main(kind: usize, arg: usize) {
             Some(&Scenario::Latency(l)) => latency_main(l),
             #[cfg(not(target_arch = "arm"))]
             Some(Scenario::Program) => program::program_main(),
+            #[cfg(not(target_arch = "arm"))]
+            Some(&Scenario::Groups { duration_ms }) => groups::groups_main(duration_ms),
             #[cfg(target_arch = "arm")]
             Some(Scenario::Program) => {}
             #[cfg(target_arch = "arm")]
-            Some(Scenario::Latency(_)) => {}
+            Some(Scenario::Latency(_)) | Some(Scenario::Groups { .. }) => {}
             Some(&Scenario::Panic { cpu }) => pinned_main(ThreadKind::Panic, cpu as usize, cpu),
             Some(&Scenario::Fault { fault, cpu }) => pinned_main(ThreadKind::Fault, fault as usize, cpu),
             Some(&Scenario::Pingpong { pairs, rounds }) => pingpong_main(pairs, rounds),
@@ -642,6 +672,8 @@ pub fn thread_main(kind: usize, arg: usize) {
         ThreadKind::Pong => pong(arg),
         #[cfg(not(target_arch = "arm"))]
         ThreadKind::Program | ThreadKind::ProgramWorker => program::program_thread(arg),
+        #[cfg(not(target_arch = "arm"))]
+        ThreadKind::GroupSpinner => groups::group_spinner(),
         ThreadKind::Panic => panic!(
             "scenario=panic: requested panic (thread pinned to CPU {}, on CPU {})",
             arg,
@@ -652,7 +684,8 @@ pub fn thread_main(kind: usize, arg: usize) {
         ThreadKind::Periodic
         | ThreadKind::LatencySpinner
         | ThreadKind::Program
-        | ThreadKind::ProgramWorker => {}
+        | ThreadKind::ProgramWorker
+        | ThreadKind::GroupSpinner => {}
     }
 }
 

@@ -59,7 +59,8 @@ const SMALL_BUILD_TESTS: &[&str] =
 
 /// The core's tests of the `groups` feature, left out of a default build: its module `group`
 /// and the machine's and the port's group calls (`smp::groups`, `port::groups`).
-const GROUPS_TESTS: &[&str] = &["test", "-p", "sched-core", "--features", "groups", "--", "group::", "groups::"];
+const GROUPS_TESTS: &[&str] =
+    &["test", "-p", "sched-core", "--features", "groups", "--", "group::", "groups::"];
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();

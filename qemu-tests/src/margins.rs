@@ -1,5 +1,5 @@
-//! The margins the QEMU suite's judges measure: the deterministic fair-shares, ping-pong and
-//! latency cases booted on both `virt` machines, each figure beside the bound its judge holds
+//! The margins the QEMU suite's judges measure: the deterministic fair-shares, ping-pong,
+//! latency and task-group cases booted on both `virt` machines, each figure beside the bound its judge holds
 //! it to (docs/measurements.md; `cargo xtest` checks it like every section there).
 
 use std::time::Duration;
@@ -114,9 +114,28 @@ fn measured_cases() -> Vec<(&'static Case, Vec<Margin>)> {
             read: |b| ratio(b, ("cfs", "default slice"), ("eevdf", "default slice"), |f| f.share),
         },
     ];
+    let share = |w: u32, target: &'static str| Margin {
+        what: target,
+        bound: format!("± {} %", b.groups_share_error * 100.0),
+        read: match w {
+            50 => |b: &Boot| suite::group_share(b, 50).ok().map(|v| format!("{v:.2} %")),
+            100 => |b: &Boot| suite::group_share(b, 100).ok().map(|v| format!("{v:.2} %")),
+            _ => |b: &Boot| suite::group_share(b, 150).ok().map(|v| format!("{v:.2} %")),
+        },
+    };
+    let groups = vec![
+        share(50, "cpu.weight 50: share of the groups' CPU time (target 16.67 %)"),
+        share(100, "cpu.weight 100: share (target 33.33 %)"),
+        share(150, "cpu.weight 150: share (target 50.00 %)"),
+        Margin {
+            what: "cpu.max 10000 100000: CPUs' worth (target 0.100)",
+            bound: format!("± {}", b.groups_cap_error),
+            read: |b| suite::group_cap(b).ok().map(|c| format!("{:.3}", c.0)),
+        },
+    ];
     let deterministic = suite::cases(Arch::Aarch64).into_iter().filter(|c| c.mode == Mode::Deterministic);
     let mut out = Vec::new();
-    let (mut pingpong, mut latency) = (Some(pingpong), Some(latency));
+    let (mut pingpong, mut latency, mut groups) = (Some(pingpong), Some(latency), Some(groups));
     for c in deterministic {
         if c.args.starts_with("scenario=sysbench") && c.args.contains("events=24000") {
             out.push((c, fair()));
@@ -124,6 +143,8 @@ fn measured_cases() -> Vec<(&'static Case, Vec<Margin>)> {
             out.extend(pingpong.take().map(|m| (c, m)));
         } else if c.args.starts_with("scenario=latency") {
             out.extend(latency.take().map(|m| (c, m)));
+        } else if c.args.starts_with("scenario=groups") {
+            out.extend(groups.take().map(|m| (c, m)));
         }
     }
     out

@@ -29,6 +29,14 @@ const ENTRIES: [(&str, Option<u64>); 8] = [
     ("CpuMask", None),
 ];
 
+/// The probe's task-group entries (built with the core's `groups` feature), with their budget
+/// on thumbv7em (bytes).
+const GROUP_ENTRIES: [(&str, Option<u64>); 3] = [
+    ("Smp, 2 CPUs, 24 per CPU, 8 groups", Some(16 * 1024)),
+    ("a group per CPU (runqueue, entity)", Some(512)),
+    ("a group per machine (shared state)", Some(192)),
+];
+
 /// The targets the table is printed for: the 32-bit MCU the budgets are set for, and a
 /// 64-bit one for comparison.
 const TARGETS: [&str; 2] = ["thumbv7em-none-eabihf", "aarch64-unknown-none"];
@@ -61,10 +69,16 @@ struct Measured {
 /// The `size_of` rows for thumbv7em, with the same figures for aarch64 beside them, and the
 /// image rows.
 fn measure() -> Result<Measured, String> {
-    let mcu = sizes(TARGETS[0]).map_err(|e| format!("{}: {e}", TARGETS[0]))?;
-    let wide = sizes(TARGETS[1]).map_err(|e| format!("{}: {e}", TARGETS[1]))?;
-    let rows =
-        ENTRIES.iter().zip(&mcu).map(|(&(name, budget), &value)| Row { name, value, budget }).collect();
+    let mut mcu = sizes(TARGETS[0], false).map_err(|e| format!("{}: {e}", TARGETS[0]))?;
+    let mut wide = sizes(TARGETS[1], false).map_err(|e| format!("{}: {e}", TARGETS[1]))?;
+    mcu.extend(sizes(TARGETS[0], true).map_err(|e| format!("{} with groups: {e}", TARGETS[0]))?);
+    wide.extend(sizes(TARGETS[1], true).map_err(|e| format!("{} with groups: {e}", TARGETS[1]))?);
+    let rows = ENTRIES
+        .iter()
+        .chain(&GROUP_ENTRIES)
+        .zip(&mcu)
+        .map(|(&(name, budget), &value)| Row { name, value, budget })
+        .collect();
     let images = code_sizes().map_err(|e| format!("code size: {e}"))?;
     let mut mcu =
         mcu_kernel(crate::qemu::Arch::CortexM4).map_err(|e| format!("the Cortex-M4 kernel: {e}"))?;
@@ -245,35 +259,41 @@ fn build_probe(target: &str, how: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Builds the probe for `target` and reads its table.
-fn sizes(target: &str) -> Result<Vec<u64>, String> {
-    build_probe(target, &["--release"])?;
+/// Builds the probe for `target` and reads its table: the machines' (`SCHED_SIZES`), or with
+/// `groups` the task groups' (`GROUP_SIZES`, the core built with that feature).
+fn sizes(target: &str, groups: bool) -> Result<Vec<u64>, String> {
+    let (how, table, n): (&[&str], _, _) = if groups {
+        (&["--release", "--features", "groups"], "GROUP_SIZES", GROUP_ENTRIES.len())
+    } else {
+        (&["--release"], "SCHED_SIZES", ENTRIES.len())
+    };
+    build_probe(target, how)?;
     let rlib =
         crate::qemu::root().join("target").join(target).join("release").join("libsched_size_probe.rlib");
-    read_table(&rlib, ENTRIES.len())
+    read_table(&rlib, table, n)
 }
 
-/// Finds `SCHED_SIZES` in the archive's object files and decodes its `n` 32-bit entries.
-fn read_table(rlib: &Path, n: usize) -> Result<Vec<u64>, String> {
+/// Finds the table `name` in the archive's object files and decodes its `n` 32-bit entries.
+fn read_table(rlib: &Path, name: &str, n: usize) -> Result<Vec<u64>, String> {
     let data = std::fs::read(rlib).map_err(|e| format!("{}: {e}", rlib.display()))?;
     let archive = ArchiveFile::parse(&*data).map_err(|e| e.to_string())?;
     for member in archive.members() {
         let member = member.map_err(|e| e.to_string())?;
         let Ok(bytes) = member.data(&*data) else { continue };
         let Ok(obj) = object::File::parse(bytes) else { continue };
-        let Some(sym) = obj.symbols().find(|s| s.name() == Ok("SCHED_SIZES")) else { continue };
-        let section = sym.section_index().ok_or("SCHED_SIZES has no section")?;
+        let Some(sym) = obj.symbols().find(|s| s.name() == Ok(name)) else { continue };
+        let section = sym.section_index().ok_or(format!("{name} has no section"))?;
         let section = obj.section_by_index(section).map_err(|e| e.to_string())?;
         let content = section.data().map_err(|e| e.to_string())?;
         let start = (sym.address() - section.address()) as usize;
-        let bytes = content.get(start..start + 4 * n).ok_or("SCHED_SIZES is shorter than expected")?;
+        let bytes = content.get(start..start + 4 * n).ok_or(format!("{name} is shorter than expected"))?;
         let endian = obj.endianness();
         return Ok(bytes
             .chunks_exact(4)
             .map(|c| endian.read_u32_bytes([c[0], c[1], c[2], c[3]]) as u64)
             .collect());
     }
-    Err(format!("no SCHED_SIZES in {}", rlib.display()))
+    Err(format!("no {name} in {}", rlib.display()))
 }
 
 #[cfg(test)]
@@ -284,6 +304,8 @@ mod tests {
     fn the_table_names_what_the_probe_measures() {
         let names: Vec<&str> = ENTRIES.iter().map(|(n, _)| *n).collect();
         assert_eq!(names, sched_size_probe::NAMES);
+        let names: Vec<&str> = GROUP_ENTRIES.iter().map(|(n, _)| *n).collect();
+        assert_eq!(names, sched_size_probe::GROUP_NAMES);
         assert_eq!(sched_size_probe::SCHED_SIZES.len(), ENTRIES.len());
         // On the host the probe's own figures are what this reads for a target.
         let entity = sched_size_probe::SCHED_SIZES[5] as usize;

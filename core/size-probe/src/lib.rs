@@ -39,3 +39,33 @@ pub static SCHED_SIZES: [u32; 8] = [
     size_of::<TaskEntry>() as u32,
     size_of::<sched_core::CpuMask>() as u32,
 ];
+
+/// What each entry of [`GROUP_SIZES`] measures, in order (the `groups` feature).
+pub const GROUP_NAMES: [&str; 3] = [
+    "Smp, 2 CPUs, 24 per CPU, 8 groups",
+    "a group per CPU (runqueue, entity)",
+    "a group per machine (shared state)",
+];
+
+#[cfg(feature = "groups")]
+mod groups {
+    use core::mem::size_of;
+
+    use sched_core::group::level::GroupRq;
+    use sched_core::group::shared::GroupShared;
+    use sched_core::{EntityCell, NoPlatform, Smp};
+
+    type Grouped<const G: usize> = Smp<NoPlatform, 2, 16, 24, sched_core::spin::Spin, G>;
+
+    /// Each CPU holds a runqueue and an entity per group.
+    const PER_CPU: usize = size_of::<GroupRq>() + size_of::<EntityCell>();
+    /// The rest of what 8 groups add to a 2-CPU machine, per group: the shared state and the
+    /// group table's entry.
+    const PER_MACHINE: usize = (size_of::<Grouped<8>>() - size_of::<Grouped<0>>()) / 8 - 2 * PER_CPU;
+    const _: () = assert!(size_of::<GroupShared>() <= PER_MACHINE);
+
+    /// The sizes, in bytes, in the order of [`super::GROUP_NAMES`].
+    #[no_mangle]
+    #[used]
+    pub static GROUP_SIZES: [u32; 3] = [size_of::<Grouped<8>>() as u32, PER_CPU as u32, PER_MACHINE as u32];
+}

@@ -22,7 +22,16 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             return;
         }
         let rt = &mut g.runtime;
-        if rt.remaining > delta as i64 || rt.throttled {
+        if rt.throttled {
+            // Its entity left its parent: whatever still runs here (it was made current as
+            // the level was throttled, by a move into the group) must stop.
+            rt.remaining -= delta as i64;
+            if self.curr.is_some() {
+                self.resched_curr();
+            }
+            return;
+        }
+        if rt.remaining > delta as i64 {
             rt.remaining -= delta as i64;
             return;
         }

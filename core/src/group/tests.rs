@@ -472,3 +472,28 @@ fn a_parents_limit_holds_over_a_larger_childs() {
     assert_eq!(m.set_group_max(now, GroupId::ROOT, max("max")), Err(GroupError::Root));
     m.check_invariants().unwrap();
 }
+
+/// A running task moved into a group with no runtime left is throttled with its group at
+/// once, and its CPU reschedules at the next charge instead of running it on: it gets no
+/// more than the group's quota.
+#[test]
+fn a_running_task_moved_into_an_exhausted_group_stops() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("2000 100000")).unwrap();
+    // Another task of the group takes its quota first and leaves, the group throttled on
+    // this CPU with nothing queued.
+    let first = spinners(&m, now, g, 1)[0];
+    let other = m.create(0, now, TaskParams::default()).unwrap();
+    run(&m, &mut now, 50 * MS);
+    assert_eq!(m.current(0), Some(other), "the group is throttled after its 2 ms");
+    m.exit(now, first).unwrap();
+    // Move the running root task into the group: it is alone in a throttled level.
+    m.move_task(now, other, g).unwrap();
+    let r0 = runtime(&m, &[other]);
+    run(&m, &mut now, 1_050 * MS);
+    let got = runtime(&m, &[other]) - r0;
+    assert!(got <= 25 * MS, "the group ran {got} ns in 10 periods of 2 ms (with one tick of overrun each)");
+    m.check_invariants().unwrap();
+}

@@ -28,6 +28,8 @@ use sched_core::Features;
 use crate::arch::{self, MAX_CPUS};
 
 mod cpu;
+#[cfg(not(target_arch = "arm"))]
+mod groups;
 mod porting;
 mod stats;
 mod syscalls;
@@ -35,6 +37,8 @@ mod thread;
 mod watchdog;
 
 pub use cpu::{current_thread, is_tickless};
+#[cfg(not(target_arch = "arm"))]
+pub use groups::{create_group, group_bandwidth, move_thread, set_group_max};
 pub use porting::{cpu_online, exception, idle_wait, with_core};
 pub use stats::{cpu_figures, forget_start_lag, last_start_lag, totals, CpuFigures, Totals};
 pub use syscalls::sleepers;
@@ -48,9 +52,15 @@ pub use watchdog::{set_watchdog_ticks, DEFAULT_WATCHDOG_TICKS, EXIT_WATCHDOG, MA
 /// Task-table size of the core.
 #[cfg(not(target_arch = "arm"))]
 pub const TASKS: usize = 256;
-/// Runnable tasks per CPU.
+/// Runnable tasks per CPU, and the slots of the group entities (`groups::GROUPS`).
 #[cfg(not(target_arch = "arm"))]
-pub const QLEN: usize = 64;
+pub const QLEN: usize = 64 + groups::GROUPS;
+/// Task groups besides the root: a virt board's core has them (`scenario=groups`), a
+/// microcontroller's does not (its core is built without the `groups` feature).
+#[cfg(not(target_arch = "arm"))]
+const KGROUPS: usize = groups::GROUPS;
+#[cfg(target_arch = "arm")]
+const KGROUPS: usize = 0;
 /// Task-table size of the core on a microcontroller (its 8 threads and room to spare).
 #[cfg(target_arch = "arm")]
 pub const TASKS: usize = 16;
@@ -59,7 +69,15 @@ pub const TASKS: usize = 16;
 pub const QLEN: usize = 16;
 /// The scheduler this kernel runs (sched-core's `Smp` behind the porter's API), its locks
 /// spinning with `yield` (see `arch::YieldRelax`).
-pub type Kernel = Scheduler<KPlatform, MAX_CPUS, TASKS, QLEN, crate::arch::YieldRelax>;
+pub type Kernel = Scheduler<
+    KPlatform,
+    MAX_CPUS,
+    TASKS,
+    QLEN,
+    crate::arch::YieldRelax,
+    { sched_core::port::DEFAULT_EVENTS },
+    KGROUPS,
+>;
 
 /// What the host calls in the workloads it runs. The workloads register them once at boot
 /// ([`set_hooks`]); the host never names a workload.

@@ -77,7 +77,7 @@ const SECTIONS: &[Section] = &[
     },
     Section {
         heading: "The QEMU suite's margins",
-        how: "The suite's deterministic fair-shares, ping-pong and latency cases, booted on \
+        how: "The suite's deterministic fair-shares, ping-pong, latency and task-group cases, booted on \
               aarch64 and riscv64 `virt` (8 vCPUs): each figure its judge measures, beside the \
               bound it is held to ([qemu-suite.md](qemu-suite.md#what-the-judges-require)).",
         kind: Kind::Deterministic,
@@ -96,6 +96,14 @@ const SECTIONS: &[Section] = &[
               tick, where a short slice can end before the next tick.",
         kind: Kind::Deterministic,
         generate: || eevdf_ab(&["--hz", "1000"]),
+    },
+    Section {
+        heading: "Task groups in the simulator",
+        how: "`cargo xsim groups` (8 CPUs, 2x4 clusters, HZ=250; the many-against-one case on one \
+              CPU): kselftest test_cpu.c's shapes, each group's share of the case's CPU time or its \
+              CPUs' worth beside its target ([groups.md](groups.md#what-is-measured)).",
+        kind: Kind::Deterministic,
+        generate: || sim_command(&["groups"]),
     },
     Section {
         heading: "The latency scenario on QEMU",
@@ -422,15 +430,25 @@ fn headline() -> Result<String, String> {
 
 /// The EEVDF latency A/B of the simulator, with `extra` options.
 fn eevdf_ab(extra: &[&str]) -> Result<String, String> {
+    let mut args = vec!["ab", "--workload", "latency", "--a", "", "--b", "EEVDF"];
+    args.extend_from_slice(extra);
+    sim_command(&args)
+}
+
+/// `cargo xsim ARGS`'s output.
+fn sim_command(args: &[&str]) -> Result<String, String> {
     let out = crate::cargo()
-        .args(["run", "--quiet", "--release", "-p", "sched-sim", "--", "ab", "--workload", "latency"])
-        .args(["--a", "", "--b", "EEVDF"])
-        .args(extra)
+        .args(["run", "--quiet", "--release", "-p", "sched-sim", "--"])
+        .args(args)
         .current_dir(qemu::root())
         .output()
-        .map_err(|e| format!("cargo xsim ab: {e}"))?;
+        .map_err(|e| format!("cargo xsim {}: {e}", args[0]))?;
     if !out.status.success() {
-        return Err(format!("cargo xsim ab failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+        return Err(format!(
+            "cargo xsim {} failed: {}",
+            args[0],
+            String::from_utf8_lossy(&out.stderr).trim()
+        ));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }

@@ -2,9 +2,9 @@
 //! and the long cases.
 
 use super::judges::{
-    affinity_ok, churn_ok, every_thread_worked, exit_is, fair_shares, has, latency_ab, misfits_moved_up,
-    nice_ok, pingpong_ok, spread_one_per_cpu, sysbench_ok, wakee_placement, wakeone_ok, EXIT_BAD_ARGS,
-    EXIT_PANIC, EXIT_WATCHDOG, PINGPONG_MAX_MOVED, PINGPONG_MIN_WAKEUPS, PINGPONG_UNPARKS,
+    affinity_ok, churn_ok, every_thread_worked, exit_is, fair_shares, groups_ok, has, latency_ab,
+    misfits_moved_up, nice_ok, pingpong_ok, spread_one_per_cpu, sysbench_ok, wakee_placement, wakeone_ok,
+    EXIT_BAD_ARGS, EXIT_PANIC, EXIT_WATCHDOG, PINGPONG_MAX_MOVED, PINGPONG_MIN_WAKEUPS, PINGPONG_UNPARKS,
 };
 use crate::qemu::{Arch, Boot, Mode};
 
@@ -125,6 +125,12 @@ pub(super) const CASES: &[Case] = &[
         args: "scenario=latency hz=1000",
         mode: Mode::Deterministic,
         judge: latency_ab,
+    },
+    Case {
+        name: "task groups: weights 50/100/150 share 1:2:3, cpu.max 10000/100000 gets 0.1 CPU",
+        args: "scenario=groups duration_ms=4000",
+        mode: Mode::Deterministic,
+        judge: groups_ok,
     },
     Case {
         name: "sleep/wake ping-pong (parallel)",
@@ -335,6 +341,15 @@ pub(super) const MCU_CASES: &[Case] = &[
         judge: |b| {
             exit_is(b, EXIT_BAD_ARGS)?;
             has(b, "this kernel has no EEVDF")
+        },
+    },
+    Case {
+        name: "task groups are refused: a microcontroller's core is built without them",
+        args: "scenario=groups",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, "this kernel has no task groups")
         },
     },
 ];

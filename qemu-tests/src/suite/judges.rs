@@ -42,6 +42,15 @@ pub(super) const LATENCY_CFS_FASTER: f64 = 4.0;
 /// ... and gives the periodic threads more CPU: the default-slice threads' share under CFS at
 /// least this many times EEVDF's (measured 6.27/5.18 = 1.21, 6.67/5.24 = 1.27).
 pub(super) const LATENCY_CFS_SHARE: f64 = 1.1;
+/// Task groups (`scenario=groups duration_ms=4000`, 8 vCPUs): each of the groups of weight 50,
+/// 100 and 150 gets its share of their CPU time (1/6, 2/6, 3/6) within this relative error
+/// (kselftest's test_cpu.c allows 5 %; measured within 1.4 % on aarch64 and riscv64).
+pub(super) const GROUPS_SHARE_ERROR: f64 = 0.05;
+/// The group capped at `cpu.max` "10000 100000" gets 0.1 CPU within this many CPUs' worth
+/// (the 10 % ± 1 %; measured 0.100 on aarch64).
+pub(super) const GROUPS_CAP_ERROR: f64 = 0.01;
+/// ... and is throttled in every period of the window but the last, of at least this many.
+pub(super) const GROUPS_MIN_PERIODS: f64 = 35.0;
 /// The kernel's exit code when the watchdog finds a hung CPU (`sched::watchdog::EXIT_WATCHDOG`).
 pub(super) const EXIT_WATCHDOG: i32 = 5;
 /// The kernel's exit code for a bad command line (`scenario::EXIT_BAD_ARGS`).
@@ -181,6 +190,42 @@ pub(super) fn misfits_moved_up(b: &Boot) -> Result<(), String> {
     Ok(())
 }
 
+/// A group's share (%) of the weights case of `scenario=groups`.
+pub(crate) fn group_share(b: &Boot, weight: u32) -> Result<f64, String> {
+    let key = format!("groups: weights: cpu.weight {weight}:");
+    let l = b.line(&key).ok_or_else(|| format!("no line {key:?}"))?;
+    qemu::number_after_in(l, "share").ok_or_else(|| format!("no share in {l:?}"))
+}
+
+/// The capped group's figures of `scenario=groups`: (CPUs' worth, nr_periods, nr_throttled).
+pub(crate) fn group_cap(b: &Boot) -> Result<(f64, f64, f64), String> {
+    let l = b.line("groups: cpu.max 10000 100000:").ok_or("no cpu.max line")?;
+    let after =
+        |k: &str| qemu::number_after_in(l, k).ok_or_else(|| format!("no number after {k:?} in {l:?}"));
+    Ok((after("100000:")?, after("nr_periods")?, after("nr_throttled")?))
+}
+
+/// Task groups: the weighted groups share their CPU time 1:2:3, and the capped group gets its
+/// 10 % of a CPU, throttled every period (see the constants).
+pub(super) fn groups_ok(b: &Boot) -> Result<(), String> {
+    exit_is(b, 0)?;
+    has(b, "groups: OK")?;
+    for (w, target) in [(50, 100.0 / 6.0), (100, 200.0 / 6.0), (150, 50.0)] {
+        let got = group_share(b, w)?;
+        if (got / target - 1.0).abs() > GROUPS_SHARE_ERROR {
+            return Err(format!("cpu.weight {w}: share {got} % against {target:.2} %"));
+        }
+    }
+    let (worth, periods, throttled) = group_cap(b)?;
+    if (worth - 0.1).abs() > GROUPS_CAP_ERROR {
+        return Err(format!("cpu.max 10000 100000: {worth} CPU against 0.1"));
+    }
+    if periods < GROUPS_MIN_PERIODS || throttled + 1.0 < periods {
+        return Err(format!("throttled in {throttled} of {periods} periods"));
+    }
+    Ok(())
+}
+
 /// One group's figures from a `scenario=latency` report line.
 /// The ping-pong report's wakee placement: (wakeups of a parked partner, of which onto an
 /// idle CPU, wakees moved off their previous CPU).
@@ -294,6 +339,8 @@ pub(crate) struct Bounds {
     pub(crate) latency_cfs_same: f64,
     pub(crate) latency_cfs_faster: f64,
     pub(crate) latency_cfs_share: f64,
+    pub(crate) groups_share_error: f64,
+    pub(crate) groups_cap_error: f64,
 }
 
 /// The judges' bounds (the constants above).
@@ -308,6 +355,8 @@ pub(crate) fn bounds() -> Bounds {
         latency_cfs_same: LATENCY_CFS_SAME,
         latency_cfs_faster: LATENCY_CFS_FASTER,
         latency_cfs_share: LATENCY_CFS_SHARE,
+        groups_share_error: GROUPS_SHARE_ERROR,
+        groups_cap_error: GROUPS_CAP_ERROR,
     }
 }
 
@@ -340,6 +389,12 @@ pub(crate) fn judged_numbers() -> Vec<(&'static str, String)> {
             "latency A/B: the default-slice threads' CPU share under CFS over EEVDF's, at least",
             format!("{LATENCY_CFS_SHARE}"),
         ),
+        (
+            "task groups: a weighted group's share of their CPU time, relative error at most",
+            format!("{GROUPS_SHARE_ERROR}"),
+        ),
+        ("task groups: the capped group's CPUs' worth, from 0.1 by at most", format!("{GROUPS_CAP_ERROR}")),
+        ("task groups: periods in the capped window, at least", format!("{GROUPS_MIN_PERIODS}")),
         ("deepest exception stack of any CPU in a case (bytes), at most", format!("{EXC_STACK_BUDGET}")),
         ("the same in the kernel's wide build (bytes), at most", format!("{WIDE_EXC_STACK_BUDGET}")),
         ("exit code of a CPU hung with IRQs masked (the watchdog)", format!("{EXIT_WATCHDOG}")),

@@ -10,8 +10,8 @@ mod workloads;
 
 pub(crate) use cases::{cases, Case, LONG_CASES, VCPU_CASES};
 pub(crate) use judges::{
-    bounds, judged_numbers, latency_figures, wakee_placement, LatencyFigures, EXC_STACK_BUDGET,
-    EXIT_BAD_ARGS, STACK_REPORT, THREAD_STACK_REPORT, WIDE_EXC_STACK_BUDGET,
+    bounds, group_cap, group_share, judged_numbers, latency_figures, wakee_placement, LatencyFigures,
+    EXC_STACK_BUDGET, EXIT_BAD_ARGS, STACK_REPORT, THREAD_STACK_REPORT, WIDE_EXC_STACK_BUDGET,
 };
 use judges::{stack_within_budget, thread_stack_headroom};
 
