@@ -765,7 +765,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         #[cfg(feature = "groups")]
         if !self.flat() {
             let l = self.level_of(slot);
-            self.at(l, |f| f.detach_avg(se));
+            self.at(l, |f| {
+                f.detach_avg(se);
+                f.update_tg_load_avg();
+            });
+            // The group's load and shares here follow at once (`propagate_entity_cfs_rq`).
+            self.refresh_group(l);
         } else {
             self.detach_avg(se);
         }

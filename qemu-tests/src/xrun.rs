@@ -95,8 +95,8 @@ struct Args {
     linux: bool,
     /// With --linux: Linux's cgroup v2 CPU controller instead of sysbench (three groups of
     /// cpu.weight 50, 100 and 150 with a spinner per CPU each, as kselftest's test_cpu.c; a
-    /// group limited to 10 % of one CPU by cpu.max), for --seconds each: the targets beside
-    /// which the core's task groups will be measured.
+    /// group limited to 10 % of one CPU by cpu.max), for --seconds each: Linux beside the
+    /// core's task groups (`cargo xsim groups`, the kernel's `scenario=groups`).
     #[arg(long)]
     groups: bool,
     /// With --groups: how long each part runs (s), 1..=30 (not given: 10, as kselftest's).

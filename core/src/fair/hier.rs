@@ -205,7 +205,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             }
             cur = self.up(l);
             if self.cfs_of(l).load.weight != 0 {
-                if let Some((p, _)) = cur.filter(|_| sleep) {
+                if let Some((p, _)) = cur.filter(|_| sleep && !self.throttled_hierarchy(l)) {
                     self.set_buddy_up(p, Buddy::Next);
                 }
                 break;
@@ -239,7 +239,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// current entities.
     pub(super) fn set_next_task_h(&mut self, slot: SlotId) {
         for (s, l) in self.path(slot) {
-            self.at(l, |f| f.set_next_entity(s));
+            self.at(l, |f| {
+                f.set_next_entity(s);
+                // A level out of runtime takes some now, or asks its task to stop.
+                f.account_runtime(0);
+            });
         }
         self.rq.curr = Some(slot);
     }
@@ -309,6 +313,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if curr == wakee {
             return;
         }
+        // A wakee whose group is throttled (it may have been attached to one) waits for it.
+        if self.throttled_hierarchy(self.level_of(wakee)) {
+            return;
+        }
         let lc = self.level_of(curr);
         let scale = self.cfs_of(lc).nr_running as u64 >= self.tunables.nr_latency;
         let (w, c) = (self.ent(wakee), self.ent(curr));
@@ -374,14 +382,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// Marks the entity at `slot` and every group entity above it as its level's buddy of
-    /// kind `kind` (`set_next_buddy`, `set_last_buddy`, `set_skip_buddy`). An idle task is
-    /// never a buddy.
+    /// kind `kind` (`set_next_buddy`, `set_last_buddy`, `set_skip_buddy`), up to the first
+    /// that is not queued. An idle task is never a buddy.
     fn set_buddy_up(&mut self, slot: SlotId, kind: Buddy) {
         if self.is_task_slot(slot) && !buddy_allowed(self.ent(slot).policy()) {
             return;
         }
         let mut cur = Some((slot, self.level_of(slot)));
         while let Some((s, l)) = cur {
+            // (An entity off its tree, a throttled group's, is no buddy; nor are those above.)
+            if !self.ent(s).on_rq() {
+                return;
+            }
             let c = self.cfs_of(l);
             match kind {
                 Buddy::Next => c.next = Some(s),
@@ -479,6 +491,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         if let Some(s) = slot.filter(|_| running) {
             self.set_next(s);
+            // It may have joined a throttled group: the CPU decides again.
+            self.resched_curr();
         }
     }
 
@@ -506,6 +520,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             f.clear_buddies(s);
             f.rq.remove_entity_load(se);
         });
+        if self.levels[g as usize - 1].runtime.throttled {
+            if let Some(sh) = self.pool.shared(g as usize) {
+                sh.nr_throttled.fetch_sub(1, portable_atomic::Ordering::Relaxed);
+            }
+        }
         self.levels[g as usize - 1] = crate::group::level::GroupRq::EMPTY;
         se.put(&Entity::UNUSED);
     }

@@ -132,6 +132,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             // (An entity's dequeue uncounts one task of it already.)
             let counted = if dequeue {
                 self.at(pl, |f| f.dequeue_entity(s, DequeueFlags::SLEEP));
+                self.return_runtime(pl);
                 1
             } else {
                 0
@@ -148,6 +149,12 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         self.levels[l as usize - 1].runtime.throttle(now);
         if let Some(sh) = self.pool.shared(l as usize) {
             sh.nr_throttled.fetch_add(1, Relaxed);
+            // The period timer must run to let it go (`start_cfs_bandwidth`).
+            let mut pool = sh.bw.lock();
+            pool.take(0);
+            if sh.next_end.load(Relaxed) == 0 {
+                sh.next_end.store(now + pool.limit().period_ns(), Relaxed);
+            }
         }
     }
 
@@ -172,6 +179,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             // (An entity's enqueue counts one task of it already.)
             let counted = if enqueue {
                 self.at(pl, |f| f.enqueue_entity(s, EnqueueFlags::WAKEUP));
+                self.check_enqueue_throttle(pl);
                 1
             } else {
                 0

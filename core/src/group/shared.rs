@@ -67,12 +67,19 @@ impl GroupShared {
         self.load_avg.fetch_add(delta, Relaxed);
     }
 
-    /// Forgets everything: a new group under `parent` in the slot.
+    /// A new group under `parent` in the slot (its pool was reset when the slot's last group
+    /// was deleted: `reset_pool`).
     pub(crate) fn reset(&self, parent: Level, shares: u64) {
         self.load_avg.store(0, Relaxed);
         self.shares.store(shares, Relaxed);
         self.parent.store(parent, Relaxed);
         self.dying.store(false, Relaxed);
+        self.next_end.store(0, Relaxed);
+        self.nr_throttled.store(0, Relaxed);
+    }
+
+    /// Its pool back to a new group's (no limit, no figures), when its group is deleted.
+    pub(crate) fn reset_pool(&self) {
         *self.bw.lock() = Pool::new(CpuMax::UNLIMITED);
         self.next_end.store(0, Relaxed);
         self.nr_throttled.store(0, Relaxed);

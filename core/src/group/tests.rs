@@ -497,3 +497,24 @@ fn a_running_task_moved_into_an_exhausted_group_stops() {
     assert!(got <= 25 * MS, "the group ran {got} ns in 10 periods of 2 ms (with one tick of overrun each)");
     m.check_invariants().unwrap();
 }
+
+/// A limited group deleted while its level is throttled stops its period timer (nothing of it
+/// keeps a CPU ticking), and its slot's next group starts with a fresh pool.
+#[test]
+fn a_throttled_group_deleted_leaves_no_timer_behind() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let t = spinners(&m, now, g, 1)[0];
+    run(&m, &mut now, 30 * MS);
+    assert!(m.bandwidth_timer().is_some(), "the group's period timer runs while it is throttled");
+    m.move_task(now, t, GroupId::ROOT).unwrap();
+    m.delete_group(g).unwrap();
+    assert_eq!(m.bandwidth_timer(), None);
+    let again = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    assert_eq!(m.group_bandwidth(again), Ok(Default::default()));
+    assert_eq!(m.group_table().max(again), Ok(super::bandwidth::CpuMax::UNLIMITED));
+    run(&m, &mut now, 300 * MS);
+    m.check_invariants().unwrap();
+}

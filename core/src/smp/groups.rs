@@ -51,6 +51,11 @@ impl<
     /// m.delete_group(a).unwrap();
     /// ```
     pub fn create_group(&self, parent: GroupId, weight: CpuWeight) -> Result<GroupId, GroupError> {
+        // Every CPU walks the levels before any group can hold a task (a refused creation
+        // leaves them walking: with every task in the root that schedules as before).
+        for cpu in 0..self.nr_cpus() {
+            self.rq(cpu).use_groups();
+        }
         let mut t = self.groups.lock();
         if self.shared(parent).is_some_and(|s| s.dying.load(Relaxed)) {
             return Err(GroupError::UnknownGroup);
@@ -59,11 +64,6 @@ impl<
         // A slot's runqueues and entities were left empty when its last group was deleted.
         if let Some(s) = self.shared(g) {
             s.reset(parent.slot() as u16, weight.shares());
-        }
-        drop(t);
-        // The first group: every CPU walks the levels from now on.
-        for cpu in 0..self.nr_cpus() {
-            self.rq(cpu).use_groups();
         }
         Ok(g)
     }
@@ -104,6 +104,9 @@ impl<
             let mut st = self.rq(cpu);
             st.fair(self.pool()).retire_group(g.slot() as u16);
             self.after_update(cpu, &mut st);
+        }
+        if let Some(s) = self.shared(g) {
+            s.reset_pool();
         }
         self.groups.lock().delete(g)
     }

@@ -12,6 +12,9 @@
 //!
 //! 4. The porter's **event queue** (`port::Deferred`): a leaf, taken with or without the
 //!    locks above and released before anything else is locked or called.
+//! 5. With the `groups` feature, the **group table** (`Smp::groups`) and each group's
+//!    **bandwidth pool** (`GroupShared::bw`): leaves too, taken with or without a runqueue
+//!    lock and released before anything else is locked.
 //!
 //! An **entity cell** (the `entities` module) is not a lock: only the entity's owner reads
 //! or writes it — the holder of the runqueue lock of the CPU the task is attached to, of the
