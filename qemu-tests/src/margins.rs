@@ -114,19 +114,30 @@ fn measured_cases() -> Vec<(&'static Case, Vec<Margin>)> {
             read: |b| ratio(b, ("cfs", "default slice"), ("eevdf", "default slice"), |f| f.share),
         },
     ];
-    let share = |w: u32, target: &'static str| Margin {
-        what: target,
+    let share = |what: &'static str, read: fn(&Boot) -> Option<String>| Margin {
+        what,
         bound: format!("± {} %", b.groups_share_error * 100.0),
-        read: match w {
-            50 => |b: &Boot| suite::group_share(b, 50).ok().map(|v| format!("{v:.2} %")),
-            100 => |b: &Boot| suite::group_share(b, 100).ok().map(|v| format!("{v:.2} %")),
-            _ => |b: &Boot| suite::group_share(b, 150).ok().map(|v| format!("{v:.2} %")),
-        },
+        read,
     };
+    fn pct(v: f64) -> String {
+        format!("{v:.2} %")
+    }
     let groups = vec![
-        share(50, "cpu.weight 50: share of the groups' CPU time (target 16.67 %)"),
-        share(100, "cpu.weight 100: share (target 33.33 %)"),
-        share(150, "cpu.weight 150: share (target 50.00 %)"),
+        share("weights, cpu.weight 50: share (target 16.67 %)", |b| {
+            suite::group_share(b, "weights", "cpu.weight 50").ok().map(pct)
+        }),
+        share("weights, cpu.weight 100: share (target 33.33 %)", |b| {
+            suite::group_share(b, "weights", "cpu.weight 100").ok().map(pct)
+        }),
+        share("weights, cpu.weight 150: share (target 50.00 %)", |b| {
+            suite::group_share(b, "weights", "cpu.weight 150").ok().map(pct)
+        }),
+        share("nested, A/A1: share (target 12.50 %)", |b| {
+            suite::group_share(b, "nested", "A/A1").ok().map(pct)
+        }),
+        share("40 threads against 1, the 1 thread: share (target 50.00 %)", |b| {
+            suite::group_share(b, "many", "1 thread").ok().map(pct)
+        }),
         Margin {
             what: "cpu.max 10000 100000: CPUs' worth (target 0.100)",
             bound: format!("± {}", b.groups_cap_error),

@@ -40,7 +40,7 @@ pub static SCHED_SIZES: [u32; 8] = [
     size_of::<sched_core::CpuMask>() as u32,
 ];
 
-/// What each entry of [`GROUP_SIZES`] measures, in order (the `groups` feature).
+/// What each entry of `GROUP_SIZES` measures, in order (built with the `groups` feature).
 pub const GROUP_NAMES: [&str; 3] = [
     "Smp, 2 CPUs, 24 per CPU, 8 groups",
     "a group per CPU (runqueue, entity)",

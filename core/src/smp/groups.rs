@@ -240,7 +240,8 @@ impl<
     /// The groups' period timers, run from the tick: each group whose period has ended at
     /// `now` refills its pool and hands runtime to its throttled runqueues, in the order
     /// they were throttled (`sched_cfs_period_timer`). Any CPU's tick may run a period's end;
-    /// one claims it.
+    /// one claims it. (Out of line: the tick's own frame stays as small as without groups.)
+    #[inline(never)]
     pub(super) fn bandwidth_periods(&self, now: u64) {
         for (i, sh) in self.gshared.iter().enumerate() {
             let end = sh.next_end.load(Relaxed);
@@ -274,21 +275,28 @@ impl<
     }
 
     /// Hands group slot `g`'s refilled pool to its throttled runqueues, the longest
-    /// throttled first.
+    /// throttled first (found anew for each: no buffer of CPUs on the tick's stack).
+    #[inline(never)]
     fn distribute(&self, g: u16, now: u64) {
-        let mut order: heapless::Vec<(u64, usize), CPUS> = heapless::Vec::new();
-        for cpu in 0..self.nr_cpus() {
-            let st = self.rq(cpu);
-            if let Some(lv) = st.levels.get(g as usize - 1).filter(|lv| lv.runtime.throttled) {
-                let _ = order.push((lv.runtime.throttled_at, cpu));
+        let mut last: Option<(u64, usize)> = None;
+        loop {
+            let mut next: Option<(u64, usize)> = None;
+            for cpu in 0..self.nr_cpus() {
+                let st = self.rq(cpu);
+                let Some(lv) = st.levels.get(g as usize - 1).filter(|lv| lv.runtime.throttled) else {
+                    continue;
+                };
+                let key = (lv.runtime.throttled_at, cpu);
+                if last.is_none_or(|l| key > l) && next.is_none_or(|n| key < n) {
+                    next = Some(key);
+                }
             }
-        }
-        order.sort_unstable();
-        for (_, cpu) in order {
-            let mut st = self.rq(cpu);
+            let Some(key) = next else { return };
+            let mut st = self.rq(key.1);
             st.rq.update_clock(now);
             st.fair(self.pool()).distribute(g);
-            self.after_update(cpu, &mut st);
+            self.after_update(key.1, &mut st);
+            last = Some(key);
         }
     }
 

@@ -32,6 +32,11 @@ pub fn move_thread(slot: usize, g: GroupId) -> Result<(), SchedError> {
     with_core(|k| k.move_task(arch::cpu_id(), arch::now_ns(), id, g))
 }
 
+/// Deletes a group that holds no thread and no group.
+pub fn delete_group(g: GroupId) -> Result<(), SchedError> {
+    with_core(|k| k.delete_group(arch::cpu_id(), g))
+}
+
 /// A group's `cpu.stat` bandwidth figures.
 pub fn group_bandwidth(g: GroupId) -> BandwidthStats {
     with_core(|k| k.group_bandwidth(g).unwrap_or_default())

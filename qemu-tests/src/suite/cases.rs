@@ -127,8 +127,8 @@ pub(super) const CASES: &[Case] = &[
         judge: latency_ab,
     },
     Case {
-        name: "task groups: weights 50/100/150 share 1:2:3, cpu.max 10000/100000 gets 0.1 CPU",
-        args: "scenario=groups duration_ms=4000",
+        name: "task groups: weights (over- and under-provisioned), nested, 40 threads against 1, cpu.max 0.1 CPU",
+        args: "scenario=groups duration_ms=2000",
         mode: Mode::Deterministic,
         judge: groups_ok,
     },
