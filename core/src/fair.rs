@@ -219,7 +219,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let vr = se.vruntime().wrapping_add(calc_delta_fair(delta, &se.load()));
         se.set_vruntime(vr);
         #[cfg(feature = "groups")]
-        self.account_runtime(delta);
+        if self.level != 0 {
+            self.account_runtime(delta);
+        }
         policy!(self.charged(se));
         self.min_vruntime_with(se.on_rq().then_some(vr));
     }
@@ -247,9 +249,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     fn load_avg_with(&mut self, slot: SlotId, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
         let attached = se.pelt_attached();
+        // (With groups, a group entity's signals and what they carry up; a machine with no
+        // group yet pays one test.)
+        #[cfg(feature = "groups")]
+        let group_entity = !self.flat() && !self.is_task_slot(slot);
+        #[cfg(not(feature = "groups"))]
+        let (group_entity, _) = (false, slot);
         if attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
             #[cfg(feature = "groups")]
-            if !self.is_task_slot(slot) {
+            if group_entity {
                 self.update_group_entity_pelt(slot, se, now, is_curr);
             } else {
                 se.update_pelt(now, se.on_rq(), is_curr);
@@ -257,19 +265,22 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             #[cfg(not(feature = "groups"))]
             se.update_pelt(now, se.on_rq(), is_curr);
         }
-        #[cfg(not(feature = "groups"))]
-        let _ = slot;
-        #[cfg(not(feature = "groups"))]
-        self.update_cfs_avg();
         #[cfg(feature = "groups")]
-        {
+        if self.level != 0 || group_entity {
             let mut decayed = self.update_level_avg();
-            if attached && !self.is_task_slot(slot) {
+            if attached && group_entity {
                 decayed |= self.propagate_entity(slot, se);
             }
             if decayed {
                 self.update_tg_load_avg();
             }
+        } else {
+            self.update_cfs_avg();
+        }
+        #[cfg(not(feature = "groups"))]
+        {
+            let _ = group_entity;
+            self.update_cfs_avg();
         }
         // (Tested here: an enqueue of an attached task, the common case, makes no call.)
         if flags.contains(PeltFlags::DO_ATTACH) && !attached {
@@ -358,7 +369,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         policy!(self.place(se, flags, curr, is_curr));
         self.load_avg_with(slot, se, is_curr, PeltFlags::DO_ATTACH);
         #[cfg(feature = "groups")]
-        self.update_cfs_group(slot);
+        if !self.flat() {
+            self.update_cfs_group(slot);
+        }
         // account_entity_enqueue
         let policy = se.policy();
         self.cfs.load.add(se.load().weight);
@@ -430,7 +443,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             se.set_vruntime(se.vruntime().wrapping_sub(self.cfs.min_vruntime));
         }
         #[cfg(feature = "groups")]
-        self.update_cfs_group(slot);
+        if !self.flat() {
+            self.update_cfs_group(slot);
+        }
         if follow_min {
             self.min_vruntime_with(curr_vr);
         }
@@ -591,7 +606,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.charge_curr(se);
         self.load_avg_with(c, se, true, PeltFlags::empty());
         #[cfg(feature = "groups")]
-        self.update_cfs_group(c);
+        if !self.flat() {
+            self.update_cfs_group(c);
+        }
         policy!(self.tick(c, se));
     }
 
