@@ -101,11 +101,25 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// The entity cell of the task at `slot` (or, with groups, of the group entity there).
     #[inline]
     pub fn entity(&self, slot: SlotId) -> Option<&'p EntityCell> {
+        let task = self.rq.entity_in(self.pool, slot);
+        // (No task there: with groups, a group entity's slot is the one other kind; tested
+        // off the tasks' path.)
         #[cfg(feature = "groups")]
-        if slot as usize >= self.rq.task_slots() {
-            return self.pool.group_cell(self.rq.cpu, Q - slot as usize);
+        if task.is_none() {
+            return self.group_entity(slot);
         }
-        self.rq.entity_in(self.pool, slot)
+        task
+    }
+
+    /// The group entity at `slot`, if it is a group slot.
+    #[cfg(feature = "groups")]
+    #[cold]
+    #[inline(never)]
+    fn group_entity(&self, slot: SlotId) -> Option<&'p EntityCell> {
+        if (slot as usize) < self.rq.task_slots() {
+            return None;
+        }
+        self.pool.group_cell(self.rq.cpu, Q - slot as usize)
     }
 
     /// Like [`Fair::entity`] for a slot the caller got from this runqueue, to read.
@@ -115,6 +129,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Whether the fair class works on one level (no groups): every entity is a task, and
     /// the task operations are the entity operations on the CPU's runqueue.
+    ///
+    /// The entity operations take `FLAT`: `true` where the caller already knows the machine
+    /// is flat (the task operations' flat branch), which compiles the group tests out of
+    /// the hot paths; `false` tests at run time, as the hierarchy's walks need.
     #[inline(always)]
     pub(crate) fn flat(&self) -> bool {
         #[cfg(feature = "groups")]
@@ -246,13 +264,15 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
     /// attaches a detached entity if asked.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    fn load_avg_with(&mut self, slot: SlotId, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
+    fn load_avg_with<const FLAT: bool>(&mut self, slot: SlotId, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
         let attached = se.pelt_attached();
-        // (With groups, a group entity's signals and what they carry up; a machine with no
-        // group yet pays one test.)
+        // (With groups, a group entity's signals and what they carry up; a flat machine's
+        // task operations compile these tests out.)
         #[cfg(feature = "groups")]
-        let group_entity = !self.flat() && !self.is_task_slot(slot);
+        let flat = FLAT || self.flat();
+        #[cfg(feature = "groups")]
+        let group_entity = !flat && !self.is_task_slot(slot);
         #[cfg(not(feature = "groups"))]
         let (group_entity, _) = (false, slot);
         if attached && !flags.contains(PeltFlags::SKIP_AGE_LOAD) {
@@ -266,7 +286,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             se.update_pelt(now, se.on_rq(), is_curr);
         }
         #[cfg(feature = "groups")]
-        if self.level != 0 || group_entity {
+        if (!flat && self.level != 0) || group_entity {
             let mut decayed = self.update_level_avg();
             if attached && group_entity {
                 decayed |= self.propagate_entity(slot, se);
@@ -327,23 +347,25 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         };
         se.set_avg(avg);
         // attach_entity_cfs_rq: bring the runqueue up to date, then attach.
-        self.load_avg_with(slot, se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
+        self.load_avg_with::<false>(slot, se, is_curr, PeltFlags::SKIP_AGE_LOAD | PeltFlags::DO_ATTACH);
     }
 
     /// Accounts and queues the task at `slot` (`enqueue_task_fair`), and with groups the
     /// group entities above it that were not queued. The task must be attached here and not
     /// yet accounted.
+    #[inline]
     pub fn enqueue(&mut self, slot: SlotId, flags: EnqueueFlags) {
         #[cfg(feature = "groups")]
         if !self.flat() {
             return self.enqueue_task_h(slot, flags);
         }
-        self.enqueue_entity(slot, flags);
+        self.enqueue_entity::<true>(slot, flags);
     }
 
     /// `enqueue_entity`: accounts and queues the entity at `slot` at the level the fair
     /// class works on (with no groups, all of `enqueue_task_fair`).
-    fn enqueue_entity(&mut self, slot: SlotId, flags: EnqueueFlags) {
+    fn enqueue_entity<const FLAT: bool>(&mut self, slot: SlotId, flags: EnqueueFlags) {
+        let flat = FLAT || self.flat();
         let Some(se) = self.entity(slot) else { return };
         if se.on_rq() {
             return;
@@ -351,7 +373,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         // (A task attached here by `insert` takes this CPU now.)
         se.set_cpu(self.rq.cpu);
         // util_est first, before PELT sees the task (the hierarchy's walk does it at the top).
-        if self.flat() && self.features.contains(Features::UTIL_EST) {
+        if flat && self.features.contains(Features::UTIL_EST) {
             pelt::util_est_add(&mut self.cfs.avg.util_est, &se.util_est_parts());
         }
         let is_curr = self.curr == Some(slot);
@@ -367,9 +389,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_curr_vw(want)
         };
         policy!(self.place(se, flags, curr, is_curr));
-        self.load_avg_with(slot, se, is_curr, PeltFlags::DO_ATTACH);
+        self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::DO_ATTACH);
         #[cfg(feature = "groups")]
-        if !self.flat() {
+        if !flat {
             self.update_cfs_group(slot);
         }
         // account_entity_enqueue
@@ -381,7 +403,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.cfs.h_nr_running += 1;
         }
         self.cfs.idle_h_nr_running += (policy == Policy::Idle) as u32;
-        if self.is_task_slot(slot) {
+        if flat || self.is_task_slot(slot) {
             self.mru_push_head(slot);
         }
         if !is_curr {
@@ -394,17 +416,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// entities above it left with nothing queued. It stays attached (the current task keeps
     /// running until the next pick); a sleeping dequeue samples its util_est, any other
     /// normalises its vruntime for the trip to another runqueue.
+    #[inline]
     pub fn dequeue(&mut self, slot: SlotId, flags: DequeueFlags) {
         #[cfg(feature = "groups")]
         if !self.flat() {
             return self.dequeue_task_h(slot, flags);
         }
-        self.dequeue_entity(slot, flags);
+        self.dequeue_entity::<true>(slot, flags);
     }
 
     /// `dequeue_entity`: unaccounts the entity at `slot` at the level the fair class works
     /// on (with no groups, all of `dequeue_task_fair`).
-    fn dequeue_entity(&mut self, slot: SlotId, flags: DequeueFlags) {
+    fn dequeue_entity<const FLAT: bool>(&mut self, slot: SlotId, flags: DequeueFlags) {
+        let flat = FLAT || self.flat();
         let Some(se) = self.entity(slot) else { return };
         if !se.on_rq() {
             return;
@@ -421,7 +445,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_curr_vw(follow_min || self.eevdf())
         };
         let curr_vr = curr_vw.map(|c| c.0);
-        self.load_avg_with(slot, se, is_curr, PeltFlags::empty());
+        self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::empty());
         self.clear_buddies(slot);
         policy!(self.dequeuing(se, flags, curr_vw, is_curr));
         if !is_curr {
@@ -435,7 +459,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.cfs.h_nr_running -= 1;
         }
         self.cfs.idle_h_nr_running -= (policy == Policy::Idle) as u32;
-        if self.is_task_slot(slot) {
+        if flat || self.is_task_slot(slot) {
             self.mru_unlink(slot);
         }
         se.set_on_rq(false);
@@ -443,14 +467,14 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             se.set_vruntime(se.vruntime().wrapping_sub(self.cfs.min_vruntime));
         }
         #[cfg(feature = "groups")]
-        if !self.flat() {
+        if !flat {
             self.update_cfs_group(slot);
         }
         if follow_min {
             self.min_vruntime_with(curr_vr);
         }
         // (The hierarchy's walk updates the estimate at the top.)
-        if self.flat() && self.features.contains(Features::UTIL_EST) {
+        if flat && self.features.contains(Features::UTIL_EST) {
             let capacity_orig = self.capacity_orig;
             let fastup = self.features.contains(Features::UTIL_EST_FASTUP);
             let mut ue = se.util_est_parts();
@@ -472,17 +496,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Makes the task at `slot` current (`set_next_task_fair`): with groups, its group
     /// entities too, at every level above it.
+    #[inline]
     pub fn set_next(&mut self, slot: SlotId) {
         #[cfg(feature = "groups")]
         if !self.flat() {
             return self.set_next_task_h(slot);
         }
-        self.set_next_entity(slot);
+        self.set_next_entity::<true>(slot);
     }
 
     /// `set_next_entity`: takes the picked entity off the timeline and makes it current,
     /// starting a new slice.
-    fn set_next_entity(&mut self, slot: SlotId) {
+    fn set_next_entity<const FLAT: bool>(&mut self, slot: SlotId) {
+        let flat = FLAT || self.flat();
         let Some(se) = self.entity(slot) else {
             self.curr = Some(slot);
             return;
@@ -491,7 +517,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if on_rq {
             self.tl_remove(slot, se);
             let is_curr = self.curr == Some(slot);
-            self.load_avg_with(slot, se, is_curr, PeltFlags::empty());
+            self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::empty());
         }
         self.rq.note_picked(se);
         se.set_exec_start(self.clock_task);
@@ -500,30 +526,31 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.curr = Some(slot);
         // Only a runnable task belongs to the MRU list (a current task that already
         // blocked is made current again around a nice change, but stays out of it).
-        if on_rq && self.is_task_slot(slot) {
+        if on_rq && (flat || self.is_task_slot(slot)) {
             self.mru_move_to_head(slot);
         }
     }
 
     /// The current task stops running (`put_prev_task_fair`): if still runnable it goes
     /// back on the timeline, and with groups so do its group entities. Returns its slot.
+    #[inline]
     pub fn put_prev(&mut self) -> Option<SlotId> {
         #[cfg(feature = "groups")]
         if !self.flat() {
             return self.put_prev_task_h();
         }
-        self.put_prev_entity()
+        self.put_prev_entity::<true>()
     }
 
     /// `put_prev_entity`: the current entity of the level the fair class works on stops
     /// running; if still runnable it goes back on the timeline. Returns its slot.
-    fn put_prev_entity(&mut self) -> Option<SlotId> {
+    fn put_prev_entity<const FLAT: bool>(&mut self) -> Option<SlotId> {
         let prev = self.curr?;
         if let Some(se) = self.entity(prev) {
             if se.on_rq() {
                 self.charge_curr(se);
                 self.tl_insert(prev, se);
-                self.load_avg_with(prev, se, true, PeltFlags::empty());
+                self.load_avg_with::<FLAT>(prev, se, true, PeltFlags::empty());
             }
         }
         self.curr = None;
@@ -555,13 +582,13 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// [`Fair::schedule_pick`]'s put and pick on one level.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn pick_flat(&mut self) -> (Option<SlotId>, Option<SlotId>) {
-        let prev = self.put_prev_entity();
+        let prev = self.put_prev_entity::<true>();
         let next = match policy!(self.keeps_cpu(prev)) {
             Some(p) => Some(p),
             None => self.pick_next_entity(),
         };
         if let Some(n) = next {
-            self.set_next_entity(n);
+            self.set_next_entity::<true>(n);
         }
         (prev, next)
     }
@@ -587,6 +614,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// The fair part of the scheduler tick: charge the current task, update PELT, and
     /// preempt it if its slice is used up or it is too far ahead of the leftmost.
+    #[inline]
     pub fn task_tick(&mut self) {
         #[cfg(feature = "groups")]
         if !self.flat() {
@@ -596,17 +624,17 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_blocked_averages();
             return;
         };
-        self.entity_tick(c);
+        self.entity_tick::<true>(c);
     }
 
     /// `entity_tick` for the current entity `c` of the level the fair class works on.
     #[cfg_attr(target_pointer_width = "64", inline(always))]
-    fn entity_tick(&mut self, c: SlotId) {
+    fn entity_tick<const FLAT: bool>(&mut self, c: SlotId) {
         let Some(se) = self.entity(c) else { return };
         self.charge_curr(se);
-        self.load_avg_with(c, se, true, PeltFlags::empty());
+        self.load_avg_with::<FLAT>(c, se, true, PeltFlags::empty());
         #[cfg(feature = "groups")]
-        if !self.flat() {
+        if !(FLAT || self.flat()) {
             self.update_cfs_group(c);
         }
         policy!(self.tick(c, se));

@@ -60,15 +60,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub(crate) fn level_of(&self, slot: SlotId) -> Level {
         match self.my_q(slot) {
             Some(g) => self.parent(g),
-            None => {
-                let g = self.ent(slot).group();
-                // (A group this CPU has no runqueue for is a core bug: the root stands in.)
-                if g as usize <= self.levels.len() {
-                    g
-                } else {
-                    0
-                }
-            }
+            None => self.level_of_group(self.ent(slot).group()),
         }
     }
 
@@ -139,6 +131,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `enqueue_task_fair`: the task's entity and each group entity above it not yet queued
     /// are enqueued; the levels above those only count the task and update their signals.
+    #[inline(never)]
     pub(super) fn enqueue_task_h(&mut self, slot: SlotId, flags: EnqueueFlags) {
         let Some(se) = self.entity(slot) else { return };
         if se.on_rq() {
@@ -154,7 +147,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             if self.ent(s).on_rq() {
                 break;
             }
-            self.at(l, |f| f.enqueue_entity(s, flags));
+            self.at(l, |f| f.enqueue_entity::<false>(s, flags));
             if s != slot {
                 // (The entity's own count went by its policy; a group entity's task is idle.)
                 self.cfs_of(l).idle_h_nr_running += idle;
@@ -183,6 +176,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// `dequeue_task_fair`: the task's entity is dequeued, and each group entity above whose
     /// runqueue is left with nothing queued; the levels above only stop counting the task.
     /// A task going to sleep makes its still busy group the next buddy above it.
+    #[inline(never)]
     pub(super) fn dequeue_task_h(&mut self, slot: SlotId, flags: DequeueFlags) {
         let Some(se) = self.entity(slot) else { return };
         if !se.on_rq() {
@@ -193,7 +187,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         let mut flags = flags;
         let mut cur = Some((slot, self.level_of(slot)));
         while let Some((s, l)) = cur {
-            self.at(l, |f| f.dequeue_entity(s, flags));
+            self.at(l, |f| f.dequeue_entity::<false>(s, flags));
             if s != slot {
                 let c = self.cfs_of(l);
                 c.idle_h_nr_running = c.idle_h_nr_running.saturating_sub(idle);
@@ -237,10 +231,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `set_next_task_fair`: the task and every group entity above it become their levels'
     /// current entities.
+    #[inline(never)]
     pub(super) fn set_next_task_h(&mut self, slot: SlotId) {
         for (s, l) in self.path(slot) {
             self.at(l, |f| {
-                f.set_next_entity(s);
+                f.set_next_entity::<false>(s);
                 // A level out of runtime takes some now, or asks its task to stop.
                 f.account_runtime(0);
             });
@@ -250,11 +245,12 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `put_prev_task_fair`: the running task and every group entity above it stop being
     /// current, and go back on their trees if still runnable. Returns the task's slot.
+    #[inline(never)]
     pub(super) fn put_prev_task_h(&mut self) -> Option<SlotId> {
         let task = self.rq.curr?;
         for (_, l) in self.path(task) {
             self.at(l, |f| {
-                f.put_prev_entity();
+                f.put_prev_entity::<false>();
             });
             // A level out of runtime is throttled as its entity is put back.
             self.check_runtime(l);
@@ -266,6 +262,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     /// The put and the pick of `pick_next_task_fair`: the running task is put back, then
     /// the pick goes down from the top level, each picked group entity made current and its
     /// runqueue picked from, until a task. Returns (prev, next).
+    #[inline(never)]
     pub(super) fn pick_task_h(&mut self) -> (Option<SlotId>, Option<SlotId>) {
         let prev_path = self.rq.curr.map(|c| self.path(c)).unwrap_or_default();
         let prev = self.put_prev_task_h();
@@ -278,7 +275,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 None => f.pick_next_entity(),
             });
             let Some(s) = pick else { break };
-            self.at(l, |f| f.set_next_entity(s));
+            self.at(l, |f| f.set_next_entity::<false>(s));
             match self.my_q(s) {
                 Some(g) => l = g,
                 None => {
@@ -293,18 +290,20 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `task_tick_fair`: `entity_tick` at every level of the running task's path; an idle
     /// CPU decays its blocked load at every level instead.
+    #[inline(never)]
     pub(super) fn task_tick_h(&mut self) {
         let Some(c) = self.rq.curr else {
             self.update_blocked_averages_h();
             return;
         };
         for (s, l) in self.path(c) {
-            self.at(l, |f| f.entity_tick(s));
+            self.at(l, |f| f.entity_tick::<false>(s));
         }
     }
 
     /// `check_preempt_wakeup` across groups: the wakee and the running task are compared at
     /// the first level they share (`find_matching_se`), by the entities they have there.
+    #[inline(never)]
     pub(super) fn check_preempt_wakeup_h(&mut self, wakee: SlotId, flags: WakeFlags) {
         let Some(curr) = self.rq.curr else {
             self.resched_curr();
@@ -406,6 +405,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `yield_task_fair`: the running task is charged (unless batch) and steps aside once,
     /// as its group entities do on their levels under CFS.
+    #[inline(never)]
     pub(super) fn yield_task_h(&mut self) {
         let Some(c) = self.rq.curr else { return };
         let se = self.ent(c);
@@ -431,6 +431,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `task_fork_fair` in the running task's group: the child joins that group, placed on
     /// its level.
+    #[inline(never)]
     pub(super) fn fork_vruntime_h(&mut self, child: &mut Entity) {
         let l = self.rq.curr.map_or(0, |c| self.level_of(c));
         child.group = l;
@@ -550,7 +551,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.cfs_of(l).min_vruntime
     }
 
-    /// Group `g`'s level here, or the root's for a group this CPU has no runqueue for.
+    /// Group `g`'s level here, or the root's for a group this CPU has no runqueue for (a
+    /// core bug: the root stands in).
     fn level_of_group(&self, g: Level) -> Level {
         if g as usize <= self.levels.len() {
             g

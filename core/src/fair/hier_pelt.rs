@@ -173,7 +173,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     pub(super) fn refresh(&mut self, slot: SlotId) {
         let se = self.ent(slot);
         let is_curr = self.curr == Some(slot);
-        self.load_avg_with(slot, se, is_curr, PeltFlags::empty());
+        self.load_avg_with::<false>(slot, se, is_curr, PeltFlags::empty());
         self.update_cfs_group(slot);
     }
 
@@ -197,7 +197,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                     self.at(pl, |f| {
                         let se = f.ent(s);
                         let running = f.curr == Some(s);
-                        f.load_avg_with(s, se, running, PeltFlags::empty());
+                        f.load_avg_with::<false>(s, se, running, PeltFlags::empty());
                     });
                 }
             }
@@ -209,6 +209,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// runqueue's hierarchical load bears to that runqueue's load average, each level's
     /// hierarchical load taken down from the CPU's load average by its group entity's part
     /// of its parent's (`update_cfs_rq_h_load`, computed when asked).
+    #[inline(never)]
     pub(super) fn task_h_load_h(&self, slot: SlotId) -> u64 {
         let path = self.path(slot);
         // A task of the root carries its own load (as without groups).

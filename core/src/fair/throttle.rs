@@ -131,7 +131,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             }
             // (An entity's dequeue uncounts one task of it already.)
             let counted = if dequeue {
-                self.at(pl, |f| f.dequeue_entity(s, DequeueFlags::SLEEP));
+                self.at(pl, |f| f.dequeue_entity::<false>(s, DequeueFlags::SLEEP));
                 self.return_runtime(pl);
                 1
             } else {
@@ -178,7 +178,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             }
             // (An entity's enqueue counts one task of it already.)
             let counted = if enqueue {
-                self.at(pl, |f| f.enqueue_entity(s, EnqueueFlags::WAKEUP));
+                self.at(pl, |f| f.enqueue_entity::<false>(s, EnqueueFlags::WAKEUP));
                 self.check_enqueue_throttle(pl);
                 1
             } else {
