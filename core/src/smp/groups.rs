@@ -222,6 +222,9 @@ impl<
         let Some(sh) = self.shared(g) else { return Err(GroupError::Root) };
         sh.bw.lock().set_limit(max);
         sh.next_end.store(0, Relaxed);
+        if max.quota_ns().is_some() {
+            self.bandwidth_used.store(true, Relaxed);
+        }
         for cpu in 0..self.nr_cpus() {
             let mut st = self.rq(cpu);
             st.rq.update_clock(now);
@@ -271,6 +274,9 @@ impl<
     /// (tickless idle) must still tick at this time, or keep ticking while it is `Some`, or
     /// throttled groups wait for a busy CPU's tick to be let go.
     pub fn bandwidth_timer(&self) -> Option<u64> {
+        if !self.bandwidth_used.load(Relaxed) {
+            return None;
+        }
         self.gshared.iter().map(|s| s.next_end.load(Relaxed)).filter(|&e| e != 0).min()
     }
 

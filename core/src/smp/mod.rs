@@ -184,6 +184,10 @@ pub struct Smp<
     /// The group table (a leaf lock: see `groups.rs`).
     #[cfg(feature = "groups")]
     pub(crate) groups: Mutex<crate::group::tree::Groups<G>, R>,
+    /// Whether any group was ever given a quota: until then the tick has no period timer
+    /// to look at.
+    #[cfg(feature = "groups")]
+    pub(crate) bandwidth_used: core::sync::atomic::AtomicBool,
 }
 
 impl<
@@ -255,6 +259,8 @@ impl<
             gshared: [const { crate::group::shared::GroupShared::new() }; G],
             #[cfg(feature = "groups")]
             groups: Mutex::new(crate::group::tree::Groups::new()),
+            #[cfg(feature = "groups")]
+            bandwidth_used: core::sync::atomic::AtomicBool::new(false),
         }
     }
 

@@ -39,7 +39,7 @@ impl<
             st.rq.is_idle()
         };
         #[cfg(feature = "groups")]
-        if G > 0 {
+        if G > 0 && self.bandwidth_used.load(core::sync::atomic::Ordering::Relaxed) {
             self.bandwidth_periods(now);
         }
         self.trigger_load_balance(cpu, now, idle);
