@@ -199,7 +199,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     }
 
     /// The period's end for group slot `g` on this CPU (`distribute_cfs_runtime`): a
-    /// throttled runqueue of the group gets its deficit and 1 ns from the refilled pool, and
+    /// throttled runqueue of the group gets its deficit and a slice from the refilled pool, and
     /// goes on if that brings it above 0. Returns whether it was let go.
     pub(crate) fn distribute(&mut self, g: Level) -> bool {
         let now = self.rq.clock;

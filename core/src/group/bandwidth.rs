@@ -225,15 +225,21 @@ impl Pool {
         PeriodEnd::Distribute
     }
 
-    /// Hands a throttled runqueue whose runtime is `remaining` (≤ 0) just enough to go on: its
-    /// deficit and 1 ns, or what the pool has. Returns the grant; the runqueue goes on if it
-    /// brings `remaining` above 0.
+    /// Hands a throttled runqueue whose runtime is `remaining` (≤ 0) its deficit and a slice,
+    /// or what the pool has. Returns the grant; the runqueue goes on if it brings `remaining`
+    /// above 0.
+    ///
+    /// Linux hands just the deficit and 1 ns, and each runqueue let go takes its slice the
+    /// moment it runs again, so the slices go in the order the runqueues were let go, the
+    /// longest throttled first. Handing the slice here keeps that order where CPUs account at
+    /// the same instant (the simulator, QEMU's deterministic mode), which would otherwise give
+    /// the slices to the same CPUs every period and starve the others.
     pub fn give(&mut self, remaining: i64) -> u64 {
-        let deficit = (1 - remaining.min(0)) as u64;
+        let want = (SLICE_NS as i64 - remaining.min(0)) as u64;
         if self.limit.quota_ns.is_none() {
-            return deficit;
+            return want;
         }
-        let grant = deficit.min(self.runtime);
+        let grant = want.min(self.runtime);
         self.runtime -= grant;
         grant
     }
@@ -344,8 +350,8 @@ mod tests {
     }
 
     /// A runqueue charged for running takes slices from the pool until it is empty, is
-    /// throttled, and a refill lets it go on with just its deficit: over a period it runs its
-    /// quota, no more.
+    /// throttled, and a refill lets it go on with its deficit met and a slice: over a period
+    /// it runs its quota, no more.
     #[test]
     fn a_runqueue_runs_its_quota_per_period() {
         // 10 ms per 100 ms.
@@ -363,7 +369,7 @@ mod tests {
         assert_eq!(pool.period_end(1, true), PeriodEnd::Distribute);
         let grant = pool.give(rq.remaining);
         rq.unthrottle(100_000_000, grant, &mut pool);
-        assert_eq!(rq.remaining, 1, "just past its deficit");
+        assert_eq!(rq.remaining, SLICE_NS as i64, "its deficit met and a slice");
         assert_eq!(pool.runtime(), 10_000_000 - grant);
         assert_eq!(
             pool.stats(),
@@ -388,7 +394,7 @@ mod tests {
         // No limit: everything is granted and nothing counted.
         let mut free = Pool::new(CpuMax::UNLIMITED);
         assert_eq!(free.take(u64::MAX / 2), u64::MAX / 2);
-        assert_eq!(free.give(-5), 6, "a deficit is always met");
+        assert_eq!(free.give(-5), SLICE_NS + 5, "a deficit and a slice are always met");
         assert_eq!(free.period_end(1, false), PeriodEnd::Stop);
         // A new limit lets a throttled runqueue go, with no runtime.
         let mut rq = RqRuntime { remaining: -3, throttled: true, throttled_at: 10 };
