@@ -3,7 +3,8 @@
 //!
 //! Two measures, each defined once here and in docs/groups.md: a group's **share** is its
 //! tasks' CPU time over all the case's tasks' CPU time; its **CPUs' worth** is its tasks' CPU
-//! time over the measured wall time (1.0 = one CPU busy the whole time).
+//! time over the measured wall time (1.0 = one CPU busy the whole time). The churn case
+//! counts tasks instead (LTP's test asks only that nothing hangs or is lost).
 
 use sched_core::group::tree::GroupId;
 use sched_core::{CpuMask, TaskId};
@@ -22,6 +23,8 @@ pub enum Measure {
     Share,
     /// The group's CPU time over the wall time.
     CpusWorth,
+    /// A number of tasks.
+    Tasks,
 }
 
 /// One group of one case: its target and what it got.
@@ -71,6 +74,7 @@ fn cases<const C: usize>(cfg: &Config, seconds: u64) -> Vec<GroupRow> {
     rows.extend(nested::<C>(cfg, window));
     rows.extend(many_against_one(cfg, window));
     rows.extend(capped::<C>(cfg, window));
+    rows.extend(churn::<C>(cfg, window));
     rows
 }
 
@@ -136,13 +140,12 @@ fn weights<const C: usize>(
             case,
             group: format!("cpu.weight {w}"),
             measure: measure_by,
-            target: match measure_by {
-                Measure::Share => w as f64 / 300.0,
-                Measure::CpusWorth => 1.0,
-            },
-            got: match measure_by {
-                Measure::Share => ns as f64 / total as f64,
-                Measure::CpusWorth => ns as f64 / window as f64,
+            // (A share, or else each group's CPUs' worth.)
+            target: if measure_by == Measure::Share { w as f64 / 300.0 } else { 1.0 },
+            got: if measure_by == Measure::Share {
+                ns as f64 / total as f64
+            } else {
+                ns as f64 / window as f64
             },
             periods: None,
         })
@@ -219,6 +222,86 @@ fn capped<const C: usize>(cfg: &Config, window: u64) -> Vec<GroupRow> {
     }]
 }
 
+/// LTP's `cfs_bandwidth01` shape: a three-level hierarchy with 10 ms periods under churn.
+/// The top group is capped at 2.5 CPUs, one middle group at half a CPU and one leaf at a
+/// fifth; 16 tasks (half spinners, half running 3 ms and sleeping 2 ms) start in the four
+/// leaves. For the window, every 5 ms a task is moved (to a leaf or a middle group, running or
+/// not), every 100 ms the leaf's cap is switched off or on, every 200 ms a middle group's
+/// weight changes, every 250 ms a spare group is created or deleted; the core's invariants
+/// are checked after every event. Then a calm second: every task must run in it, and the
+/// groups must count every task once.
+fn churn<const C: usize>(cfg: &Config, window: u64) -> Vec<GroupRow> {
+    const MS: u64 = 1_000_000;
+    const TASKS: usize = 16;
+    let mut m = machine::<C>(&Config { check_every_event: true, ..cfg.clone() });
+    let top = m.create_group(GroupId::ROOT, 100).expect("room");
+    let mid = [m.create_group(top, 200).expect("room"), m.create_group(top, 100).expect("room")];
+    let leaves = [
+        m.create_group(mid[0], 50).expect("room"),
+        m.create_group(mid[0], 300).expect("room"),
+        m.create_group(mid[1], 50).expect("room"),
+        m.create_group(mid[1], 300).expect("room"),
+    ];
+    for (g, max) in [(top, "25000 10000"), (mid[0], "5000 10000"), (leaves[3], "2000 10000")] {
+        m.set_group_max(g, max).expect("a valid cpu.max");
+    }
+    let cpus = m.config().cpus;
+    let tasks: Vec<TaskId> = (0..TASKS)
+        .map(|i| {
+            let b = if i % 2 == 0 {
+                Behavior::Spinner
+            } else {
+                Behavior::Periodic { run_ns: 3 * MS, sleep_ns: 2 * MS, repeat: u32::MAX }
+            };
+            let t = m.spawn(i % cpus, b, "churn", CpuMask::ALL);
+            m.move_task(t, leaves[i % 4]).expect("a live task and group");
+            t
+        })
+        .collect();
+    for cpu in 0..cpus {
+        m.start(cpu);
+    }
+    let mut spare = None;
+    for step in 0..window / MS {
+        m.run_until(m.now() + MS);
+        if step % 5 == 0 {
+            let to =
+                if step % 15 == 0 { mid[(step / 15 % 2) as usize] } else { leaves[(step / 5 % 4) as usize] };
+            m.move_task(tasks[(step * 3) as usize % TASKS], to).expect("a live task and group");
+        }
+        if step % 100 == 0 {
+            let max = if step / 100 % 2 == 0 { "max" } else { "2000 10000" };
+            m.set_group_max(leaves[3], max).expect("a valid cpu.max");
+        }
+        if step % 200 == 0 {
+            m.set_group_weight(mid[0], 50 + (step / 200 % 10) as u32 * 40).expect("a valid weight");
+        }
+        if step % 250 == 0 {
+            spare = match spare {
+                None => Some(m.create_group(mid[1], 10).expect("room")),
+                Some(g) => {
+                    m.delete_group(g).expect("an empty group");
+                    None
+                }
+            };
+        }
+    }
+    let before: Vec<u64> = tasks.iter().map(|&t| m.cpu_time(t)).collect();
+    m.run_until(m.now() + 1_000 * MS);
+    let ran = tasks.iter().zip(&before).filter(|&(&t, &b)| m.cpu_time(t) > b).count();
+    let counted: u32 = leaves.iter().chain(&mid).chain([&top]).map(|&g| m.group_tasks(g).unwrap_or(0)).sum();
+    let case = "churn: 3 levels, 10 ms periods, 16 tasks moved";
+    let row = |group: &str, got: usize| GroupRow {
+        case,
+        group: group.to_string(),
+        measure: Measure::Tasks,
+        target: TASKS as f64,
+        got: got as f64,
+        periods: None,
+    };
+    vec![row("ran in the calm second", ran), row("counted by the groups", counted as usize)]
+}
+
 /// The rows as a table.
 pub fn render(rows: &[GroupRow]) -> String {
     let mut out = format!("{:<58} {:<22} {:>9} {:>9} {:>8}\n", "case", "group", "target", "got", "error");
@@ -226,6 +309,7 @@ pub fn render(rows: &[GroupRow]) -> String {
         let unit = |v: f64| match r.measure {
             Measure::Share => format!("{:.2} %", v * 100.0),
             Measure::CpusWorth => format!("{v:.3} CPU"),
+            Measure::Tasks => format!("{v:.0} tasks"),
         };
         out += &format!(
             "{:<58} {:<22} {:>9} {:>9} {:>+7.1}%",

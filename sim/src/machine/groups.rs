@@ -13,6 +13,24 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
         self.smp.create_group(parent, CpuWeight::new(weight)?)
     }
 
+    /// Sets a group's `cpu.weight`.
+    pub fn set_group_weight(&mut self, g: GroupId, weight: u32) -> Result<(), GroupError> {
+        self.now = self.now.max(1);
+        self.smp.set_group_weight(self.now, g, CpuWeight::new(weight)?)?;
+        self.pass_reschedules();
+        Ok(())
+    }
+
+    /// Deletes a group that holds no task and no group.
+    pub fn delete_group(&mut self, g: GroupId) -> Result<(), GroupError> {
+        self.smp.delete_group(g)
+    }
+
+    /// How many tasks group `g` counts.
+    pub fn group_tasks(&self, g: GroupId) -> Result<u32, GroupError> {
+        self.smp.group_table().tasks(g)
+    }
+
     /// Sets a group's `cpu.max` from its text ("10000 100000", "max").
     pub fn set_group_max(&mut self, g: GroupId, text: &str) -> Result<(), GroupError> {
         let max = CpuMax::parse(text, self.smp.group_table().max(g).ok())?;
