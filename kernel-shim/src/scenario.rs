@@ -110,7 +110,7 @@ pub enum ThreadKind {
     /// A thread of the workload program that takes events from a pool (a sysbench worker,
     /// whose spread is measured as the spinners' is).
     ProgramWorker,
-    /// A spinner of `scenario=groups`.
+    /// A thread of `scenario=groups` (arg: what it does, spin or run and sleep).
     GroupSpinner,
 }
 
@@ -673,7 +673,7 @@ pub fn thread_main(kind: usize, arg: usize) {
         #[cfg(not(target_arch = "arm"))]
         ThreadKind::Program | ThreadKind::ProgramWorker => program::program_thread(arg),
         #[cfg(not(target_arch = "arm"))]
-        ThreadKind::GroupSpinner => groups::group_spinner(),
+        ThreadKind::GroupSpinner => groups::group_spinner(arg),
         ThreadKind::Panic => panic!(
             "scenario=panic: requested panic (thread pinned to CPU {}, on CPU {})",
             arg,

@@ -90,4 +90,22 @@ impl<
         self.initialised()?;
         Ok(self.smp.group_bandwidth(g)?)
     }
+
+    /// How many tasks group `g` holds (`cgroup.procs`' length), not counting its children's.
+    ///
+    /// ```
+    /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
+    /// use sched_core::group::{shares::CpuWeight, tree::GroupId};
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// S.init_with(|t| t.init_flat(1)).unwrap();
+    /// S.cpu_up(0, 1).unwrap();
+    /// let g = S.create_group(0, GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    /// let t = S.create(0, 2, TaskParams::default(), ()).unwrap();
+    /// S.move_task(0, 3, t, g).unwrap();
+    /// assert_eq!(S.group_tasks(g), Ok(1));
+    /// ```
+    pub fn group_tasks(&self, g: GroupId) -> Result<u32, SchedError> {
+        self.initialised()?;
+        Ok(self.smp.group_tasks(g)?)
+    }
 }

@@ -306,6 +306,11 @@ impl<
         }
     }
 
+    /// How many tasks group `g` holds, not counting its children's.
+    pub fn group_tasks(&self, g: GroupId) -> Result<u32, GroupError> {
+        self.groups.lock().tasks(g)
+    }
+
     /// A copy of the group table.
     pub fn group_table(&self) -> Groups<G> {
         self.groups.lock().clone()

@@ -5,8 +5,9 @@
 //! holding A1 of 250 and A2 of 750, beside B of 1000, a spinner per CPU per leaf) splits A's
 //! half 1:3; 40 spinners against one, in two groups of equal weight on CPU 0, share it
 //! equally; a group capped by `cpu.max` "10000 100000" with a spinner per CPU gets 10 % of one
-//! CPU. Each group's CPU time over the window is reported beside its target, and each case's
-//! groups are deleted after it.
+//! CPU; LTP's `cfs_bandwidth01` churn leaves every thread running and counted. Each group's
+//! CPU time over the window is reported beside its target, and each case's groups are
+//! deleted after it.
 
 use portable_atomic::{AtomicBool, Ordering::SeqCst};
 use sched_core::group::tree::GroupId;
@@ -30,6 +31,7 @@ pub(super) fn groups_main(duration_ms: u32) {
     ok &= nested(n, duration_ms);
     ok &= many(duration_ms);
     ok &= capped(n, duration_ms);
+    ok &= churn(duration_ms);
     ok &= check_invariants("groups");
     if ok {
         kprintln!("groups: OK");
@@ -42,9 +44,23 @@ pub(super) fn groups_main(duration_ms: u32) {
 /// `count` spinners allowed on `affinity` moved into `g`; their slots as a set (bit per
 /// slot), `None` if one could not be created or moved.
 fn spinners(g: GroupId, count: usize, affinity: u64) -> Option<u64> {
+    threads(g, count, affinity, Work::Spin)
+}
+
+/// What a thread of this scenario does until its case ends.
+#[derive(Clone, Copy)]
+enum Work {
+    /// Spins.
+    Spin = 0,
+    /// Runs 3 ms and sleeps 2 ms, over and over.
+    RunSleep = 1,
+}
+
+/// [`spinners`] doing `work`.
+fn threads(g: GroupId, count: usize, affinity: u64, work: Work) -> Option<u64> {
     let mut set = 0u64;
     for _ in 0..count {
-        let slot = arch::sys_spawn(ThreadKind::GroupSpinner.number(), 0, 0, affinity);
+        let slot = arch::sys_spawn(ThreadKind::GroupSpinner.number(), work as usize, 0, affinity);
         if slot < 0 {
             defmt::error!("groups: FAIL cannot create a spinner");
             return None;
@@ -225,9 +241,101 @@ fn capped(n: usize, duration_ms: u32) -> bool {
     got > 0 && delete(&[g])
 }
 
-/// A spinner of the groups scenario: busy until its case ends.
-pub(super) fn group_spinner() {
+/// LTP's `cfs_bandwidth01` shape: a three-level hierarchy with 10 ms periods under churn
+/// (the simulator's churn case). The top group is capped at 2.5 CPUs, one middle group at
+/// half a CPU and one leaf at a fifth; 16 threads (half spinners, half running 3 ms and
+/// sleeping 2 ms) start in the four leaves. For `duration_ms`, every 5 ms a thread is moved
+/// (to a leaf or a middle group), every 100 ms the leaf's cap is switched off or on, every
+/// 200 ms a middle group's weight changes, every 250 ms a spare group is created or deleted.
+/// Then a calm second: every thread must run in it, and the groups must count every thread
+/// once.
+fn churn(duration_ms: u32) -> bool {
+    const THREADS: usize = 16;
+    let Some(top) = group(GroupId::ROOT, 100) else { return false };
+    let (Some(m0), Some(m1)) = (group(top, 200), group(top, 100)) else { return false };
+    let mid = [m0, m1];
+    let mut leaves = [GroupId::ROOT; 4];
+    for (i, (p, w)) in [(m0, 50), (m0, 300), (m1, 50), (m1, 300)].into_iter().enumerate() {
+        let Some(g) = group(p, w) else { return false };
+        leaves[i] = g;
+    }
+    for (g, max) in [(top, "25000 10000"), (m0, "5000 10000"), (leaves[3], "2000 10000")] {
+        if sched::set_group_max(g, max).is_err() {
+            defmt::error!("groups: FAIL cpu.max refused");
+            return false;
+        }
+    }
+    let mut slots = [0usize; THREADS];
+    let mut set = 0u64;
+    for (i, slot) in slots.iter_mut().enumerate() {
+        let work = if i % 2 == 0 { Work::Spin } else { Work::RunSleep };
+        let Some(s) = threads(leaves[i % 4], 1, u64::MAX, work) else { return false };
+        *slot = s.trailing_zeros() as usize;
+        set |= s;
+    }
+    let mut spare = None;
+    let mut ok = true;
+    for step in 0..duration_ms as u64 {
+        arch::sys_sleep(1_000_000);
+        if step % 5 == 0 {
+            let to = if step % 15 == 0 { mid[(step / 15 % 2) as usize] } else { leaves[(step / 5 % 4) as usize] };
+            ok &= sched::move_thread(slots[(step * 3) as usize % THREADS], to).is_ok();
+        }
+        if step % 100 == 0 {
+            let max = if step / 100 % 2 == 0 { "max" } else { "2000 10000" };
+            ok &= sched::set_group_max(leaves[3], max).is_ok();
+        }
+        if step % 200 == 0 {
+            ok &= sched::set_group_weight(m0, 50 + (step / 200 % 10) as u32 * 40).is_ok();
+        }
+        if step % 250 == 0 {
+            spare = match spare {
+                None => group(m1, 10),
+                Some(g) => {
+                    ok &= sched::delete_group(g).is_ok();
+                    None
+                }
+            };
+        }
+    }
+    if !ok {
+        defmt::error!("groups: FAIL a call of the churn was refused");
+    }
+    let before = slots.map(sched::thread_cpu_ns_now);
+    arch::sys_sleep(1_000_000_000);
+    let ran = slots.iter().zip(before).filter(|&(&s, b)| sched::thread_cpu_ns_now(s) > b).count();
+    let counted: u32 =
+        leaves.iter().chain(&mid).chain([&top]).map(|&g| sched::group_tasks(g).unwrap_or(0)).sum();
+    kprintln!(
+        "groups: churn: {} of {} threads ran in the calm second, {} counted by the groups",
+        ran,
+        THREADS,
+        counted
+    );
+    GR_STOP.store(true, SeqCst);
+    sched::wait_threads(set);
+    GR_STOP.store(false, SeqCst);
+    let mut all = [GroupId::ROOT; 8];
+    let mut k = 0;
+    for g in leaves.into_iter().chain(spare).chain(mid).chain([top]) {
+        all[k] = g;
+        k += 1;
+    }
+    ok && ran == THREADS && counted == THREADS as u32 && delete(&all[..k])
+}
+
+/// A thread of the groups scenario: busy (`work` 0) or running 3 ms and sleeping 2 ms
+/// (`work` 1) until its case ends.
+pub(super) fn group_spinner(work: usize) {
     while !GR_STOP.load(portable_atomic::Ordering::Relaxed) {
-        core::hint::black_box(count_primes(200));
+        if work == Work::RunSleep as usize {
+            let until = arch::now_ns() + 3_000_000;
+            while arch::now_ns() < until {
+                core::hint::black_box(count_primes(20));
+            }
+            arch::sys_sleep(2_000_000);
+        } else {
+            core::hint::black_box(count_primes(200));
+        }
     }
 }

@@ -19,6 +19,17 @@ pub fn create_group(parent: GroupId, weight: u32) -> Result<GroupId, SchedError>
     with_core(|k| k.create_group(arch::cpu_id(), parent, w))
 }
 
+/// Sets a group's `cpu.weight`.
+pub fn set_group_weight(g: GroupId, weight: u32) -> Result<(), SchedError> {
+    let w = CpuWeight::new(weight)?;
+    with_core(|k| k.set_group_weight(arch::cpu_id(), arch::now_ns(), g, w))
+}
+
+/// How many threads group `g` counts.
+pub fn group_tasks(g: GroupId) -> Result<u32, SchedError> {
+    with_core(|k| k.group_tasks(g))
+}
+
 /// Sets a group's `cpu.max` from its text (`"10000 100000"`, `"max"`).
 pub fn set_group_max(g: GroupId, text: &str) -> Result<(), SchedError> {
     let max = CpuMax::parse(text, None)?;

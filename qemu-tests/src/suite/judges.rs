@@ -208,8 +208,9 @@ pub(crate) fn group_cap(b: &Boot) -> Result<(f64, f64, f64), String> {
     Ok((after("100000:")?, after("nr_periods")?, after("nr_throttled")?))
 }
 
-/// Task groups: every group gets its share or its CPUs' worth, and the capped group its 10 % of
-/// a CPU, throttled every period (see the constants).
+/// Task groups: every group gets its share or its CPUs' worth, the capped group its 10 % of
+/// a CPU, throttled every period (see the constants), and after the churn every thread runs
+/// and is counted once.
 pub(super) fn groups_ok(b: &Boot) -> Result<(), String> {
     exit_is(b, 0)?;
     has(b, "groups: OK")?;
@@ -244,6 +245,14 @@ pub(super) fn groups_ok(b: &Boot) -> Result<(), String> {
     }
     if periods < GROUPS_MIN_PERIODS || throttled + 1.0 < periods {
         return Err(format!("throttled in {throttled} of {periods} periods"));
+    }
+    // LTP's churn: every thread still runs and is counted once.
+    let l = b.line("groups: churn:").ok_or("no churn line")?;
+    let after =
+        |k: &str| qemu::number_after_in(l, k).ok_or_else(|| format!("no number after {k:?} in {l:?}"));
+    let (ran, of, counted) = (after("churn:")?, after("of")?, after("second,")?);
+    if ran != of || counted != of {
+        return Err(format!("churn: {ran} of {of} threads ran after it, {counted} counted by the groups"));
     }
     Ok(())
 }
@@ -465,6 +474,37 @@ mod tests {
         assert_eq!(every_thread_worked(&boot_of(&[&line(0, 476), &line(1, 524)])), Ok(()));
         assert!(every_thread_worked(&boot_of(&[&line(0, 0), &line(1, 1000)])).is_err());
         assert!(every_thread_worked(&boot_of(&["0.1 c0 wakeone: OK"])).is_err());
+    }
+
+    /// The groups judge on a real report (aarch64, deterministic) passes; a share off by
+    /// more than its margin, or a thread lost in the churn, fails it.
+    #[test]
+    fn groups_judge_reads_the_report() {
+        let report = |a1: &str, churn: &str| {
+            let lines = [
+                "2.5 c0 groups: weights: cpu.weight 50: share 16.66 % (target 16.66 %)".to_string(),
+                "2.5 c0 groups: weights: cpu.weight 100: share 33.33 % (target 33.33 %)".into(),
+                "2.5 c0 groups: weights: cpu.weight 150: share 49.99 % (target 50.00 %)".into(),
+                "5.0 c0 groups: under: cpu.weight 50: 1.000 CPU (target 1.000 CPU)".into(),
+                "5.0 c0 groups: under: cpu.weight 100: 1.000 CPU (target 1.000 CPU)".into(),
+                "5.0 c0 groups: under: cpu.weight 150: 1.000 CPU (target 1.000 CPU)".into(),
+                "7.5 c5 groups: nested: B: share 50.00 % (target 50.00 %)".into(),
+                format!("7.5 c5 groups: nested: A/A1: share {a1} % (target 12.50 %)"),
+                "7.5 c5 groups: nested: A/A2: share 37.47 % (target 37.50 %)".into(),
+                "10.0 c5 groups: many: 40 threads: share 50.30 % (target 50.00 %)".into(),
+                "10.0 c5 groups: many: 1 thread: share 49.69 % (target 50.00 %)".into(),
+                "12.7 c0 groups: cpu.max 10000 100000: 0.102 CPU (target 0.100 CPU), nr_periods 22, nr_throttled 22, throttled 8678 ms".into(),
+                format!("16.6 c5 groups: churn: {churn} counted by the groups"),
+                "16.7 c3 groups: OK".into(),
+            ];
+            let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+            groups_ok(&boot_of(&refs))
+        };
+        let all_ran = "16 of 16 threads ran in the calm second, 16";
+        assert_eq!(report("12.51", all_ran), Ok(()));
+        assert!(report("13.20", all_ran).is_err(), "A1 5.6 % over its share");
+        assert!(report("12.51", "15 of 16 threads ran in the calm second, 16").is_err());
+        assert!(report("12.51", "16 of 16 threads ran in the calm second, 15").is_err());
     }
 
     /// The latency judge on a real report (aarch64, deterministic) passes, and each of its

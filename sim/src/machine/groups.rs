@@ -28,7 +28,7 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
 
     /// How many tasks group `g` counts.
     pub fn group_tasks(&self, g: GroupId) -> Result<u32, GroupError> {
-        self.smp.group_table().tasks(g)
+        self.smp.group_tasks(g)
     }
 
     /// Sets a group's `cpu.max` from its text ("10000 100000", "max").
