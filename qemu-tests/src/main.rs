@@ -27,6 +27,7 @@ mod suite_doc;
 mod sysbench_figures;
 mod workload;
 mod xrun;
+mod xrun_groups;
 mod xrun_linux;
 mod xrun_workload;
 

@@ -93,13 +93,14 @@ struct Args {
     /// into target/linux.
     #[arg(long)]
     linux: bool,
-    /// With --linux: Linux's cgroup v2 CPU controller instead of sysbench (three groups of
-    /// cpu.weight 50, 100 and 150 with a spinner per CPU each, as kselftest's test_cpu.c; a
-    /// group limited to 10 % of one CPU by cpu.max), for --seconds each: Linux beside the
-    /// core's task groups (`cargo xsim groups`, the kernel's `scenario=groups`).
+    /// Task groups instead of sysbench: kselftest test_cpu.c's shapes (cpu.weight 50, 100,
+    /// 150 over- and under-provisioned, a nested hierarchy, 40 threads against one, cpu.max
+    /// at 10 % of a CPU) and LTP cfs_bandwidth01's churn, --seconds each, the kernel's
+    /// `scenario=groups` beside the simulator's `cargo xsim groups`, and with --linux
+    /// Linux's cgroup v2 on the same machine.
     #[arg(long)]
     groups: bool,
-    /// With --groups: how long each part runs (s), 1..=30 (not given: 10, as kselftest's).
+    /// With --groups: how long each case runs (s), 1..=30 (not given: 10, as kselftest's).
     #[arg(long)]
     seconds: Option<u32>,
 }
@@ -165,9 +166,6 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     }
     if let Some(why) = crate::linux::refuses(arch).filter(|_| a.linux) {
         return Err(why);
-    }
-    if a.groups && !a.linux {
-        return Err("--groups measures Linux's cgroups: add --linux (the kernel and the simulator have no task groups yet)".into());
     }
     if a.groups && a.workload.is_some() {
         return Err("--groups runs its own groups: it takes no --workload".into());
@@ -359,11 +357,10 @@ pub fn main(args: &[String]) -> ExitCode {
     machine.numa = topology.nodes();
     machine.clusters = topology.cluster_size(a.cpus() as usize);
     if a.groups {
-        return match crate::linux::cgroups::measure(&machine, mode, a.ticking, a.seconds.unwrap_or(10)) {
-            Ok(m) => {
-                print!("{}", crate::linux::cgroups::render(&m, machine.cpus, mode));
-                ExitCode::SUCCESS
-            }
+        let cfg = sim_config(&a, features, topology);
+        let seconds = a.seconds.unwrap_or(10);
+        return match crate::xrun_groups::main(&machine, mode, a.ticking, a.hz, a.linux, seconds, &cfg) {
+            Ok(()) => ExitCode::SUCCESS,
             Err(line) => {
                 eprintln!("xrun: {line}");
                 ExitCode::FAILURE

@@ -1,7 +1,20 @@
 //! Linux's cgroup v2 CPU controller on the same QEMU machine, run in the guest as the targets
-//! the core's task groups will be measured beside (docs/groups.md): the weights in the shape
-//! of the kernel's own test (kselftest's `test_cpu.c`, weight_overprovisioned), and a
-//! bandwidth limit of this project's choosing.
+//! the core's task groups are measured beside (docs/groups.md), in the shapes the kernel's
+//! `scenario=groups` and the simulator's `cargo xsim groups` run, one case after another,
+//! each for the same time:
+//!
+//! - `weights`: three sibling groups of `cpu.weight` 50, 100 and 150, a spinner per CPU in
+//!   each (kselftest's `test_cpu.c`, weight_overprovisioned): shares 1:2:3.
+//! - `under`: the same weights with one spinner each, fewer than the CPUs (kselftest's
+//!   weight_underprovisioned): a CPU's worth each. Run on three CPUs or more.
+//! - `nested`: A (1000) holding A1 (250) and A2 (750), beside B (1000), a spinner per CPU in
+//!   each of B, A1 and A2: shares 50 %, 12.5 % and 37.5 %.
+//! - `many`: 40 spinners against one in two groups of equal weight, all on CPU 0: half each.
+//! - `cap`: `cpu.max` "10000 100000" on a group with a spinner per CPU: a tenth of one CPU.
+//!
+//! A row's **share** is its group's CPU time over all its case's groups' CPU time; its **CPUs'
+//! worth** is its group's CPU time over the case's wall time (1.0 = one CPU busy throughout),
+//! as the simulator defines them.
 
 use std::time::Duration;
 
@@ -9,12 +22,14 @@ use super::{Guest, Job};
 use crate::qemu::{Machine, Mode};
 
 /// The weights of kselftest's `test_cpucg_weight_overprovisioned`: three sibling groups, each
-/// with one spinner per CPU.
+/// with one spinner per CPU (the `weights` case; `under` has the same with one spinner each).
 pub const WEIGHTS: [u32; 3] = [50, 100, 150];
-/// `cpu.max` of the limited group: 10 ms per 100 ms, a tenth of one CPU.
+/// `cpu.max` of the limited group (the `cap` case): 10 ms per 100 ms, a tenth of one CPU.
 pub const MAX: (u64, u64) = (10_000, 100_000);
+/// The spinners of the larger group of the `many` case, as the kernel's scenario has them.
+pub const MANY: usize = 40;
 
-/// One group's `cpu.stat` after the run.
+/// One group's `cpu.stat` after its case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Stat {
     /// CPU time of its tasks (µs).
@@ -27,43 +42,189 @@ pub struct Stat {
     pub throttled_usec: u64,
 }
 
+/// What a row measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Measure {
+    /// The group's CPU time over all its case's groups' CPU time.
+    Share,
+    /// The group's CPU time over the case's wall time.
+    CpusWorth,
+}
+
+/// One measured group of one case: where it sits, what it is promised and its `cpu.stat`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Group {
+    /// The case: `weights`, `under`, `nested`, `many` or `cap`.
+    pub case: &'static str,
+    /// Its path under the cgroup v2 mount (`w/g50`, `n/A/A1`, `max`).
+    pub path: String,
+    /// Its name in a table, by its weight or limit (as the simulator names it).
+    pub label: String,
+    /// What it is measured by.
+    pub measure: Measure,
+    /// What cgroup v2 promises it, in `measure`'s unit (a fraction, or CPUs).
+    pub target: f64,
+    /// Its `cpu.max` (quota, period in µs), if it has one.
+    pub max: Option<(u64, u64)>,
+    /// Its `cpu.stat`.
+    pub stat: Stat,
+}
+
+/// One group of one case, its target and what it got: the simulator's `GroupRow` for Linux.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The case: `weights`, `under`, `nested`, `many` or `cap`.
+    pub case: &'static str,
+    /// The group, by its weight or limit.
+    pub group: String,
+    /// What it is measured by.
+    pub measure: Measure,
+    /// What cgroup v2 promises it.
+    pub target: f64,
+    /// What it got.
+    pub got: f64,
+    /// `cpu.stat`'s periods and throttled periods, for a group with a limit.
+    pub periods: Option<(u64, u64)>,
+}
+
 /// What the guest measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Measured {
     /// `uname -r`.
     pub release: String,
-    /// The weighted groups' statistics, in [`WEIGHTS`]' order.
+    /// The `weights` case's groups' statistics, in [`WEIGHTS`]' order.
     pub weighted: Vec<Stat>,
-    /// The limited group's.
+    /// The `cap` case's group's.
     pub limited: Stat,
-    /// How long each part ran (s).
+    /// How long each case ran (s).
     pub seconds: u32,
+    /// Every case's groups, in the order the cases ran.
+    pub groups: Vec<Group>,
 }
 
-/// The guest's script: the weighted groups, then the limited one, each for `seconds`, their
-/// `cpu.stat` printed as `cgroup NAME key value ...` lines.
-pub fn script(cpus: usize, seconds: u32) -> String {
-    let spin = |group: &str, threads: usize| {
-        format!(
-            "sh -c \"echo \\$\\$ > $CG/{group}/cgroup.procs && exec sysbench cpu --threads={threads} --time={seconds} --events=0 run\" > /dev/null &\n"
-        )
+/// A group of a case that holds spinners.
+struct Leaf {
+    path: String,
+    label: String,
+    weight: Option<u32>,
+    threads: usize,
+    target: f64,
+}
+
+/// One case of the script.
+struct Case {
+    name: &'static str,
+    measure: Measure,
+    /// Groups holding the leaves, parents first, with their weight (`None`: the default).
+    parents: Vec<(&'static str, Option<u32>)>,
+    leaves: Vec<Leaf>,
+    /// Every spinner on CPU 0 only.
+    on_cpu0: bool,
+    /// Each leaf's `cpu.max`.
+    max: Option<(u64, u64)>,
+}
+
+/// The cases on `cpus` CPUs, in the order they run (`under` needs three CPUs or more, as in
+/// the kernel and the simulator).
+fn cases(cpus: usize) -> Vec<Case> {
+    let leaf = |path: &str, label: &str, weight: Option<u32>, threads: usize, target: f64| Leaf {
+        path: path.to_string(),
+        label: label.to_string(),
+        weight,
+        threads,
+        target,
     };
+    let weighted = |dir: &'static str, name: &'static str, threads: usize, measure: Measure| Case {
+        name,
+        measure,
+        parents: vec![(dir, None)],
+        leaves: WEIGHTS
+            .iter()
+            .map(|&w| {
+                let target = match measure {
+                    Measure::Share => f64::from(w) / f64::from(WEIGHTS.iter().sum::<u32>()),
+                    Measure::CpusWorth => 1.0,
+                };
+                leaf(&format!("{dir}/g{w}"), &format!("cpu.weight {w}"), Some(w), threads, target)
+            })
+            .collect(),
+        on_cpu0: false,
+        max: None,
+    };
+    let mut all = vec![weighted("w", "weights", cpus, Measure::Share)];
+    if cpus >= 3 {
+        all.push(weighted("u", "under", 1, Measure::CpusWorth));
+    }
+    all.push(Case {
+        name: "nested",
+        measure: Measure::Share,
+        parents: vec![("n", None), ("n/A", Some(1000))],
+        leaves: vec![
+            leaf("n/B", "B (1000)", Some(1000), cpus, 0.5),
+            leaf("n/A/A1", "A (1000) / A1 (250)", Some(250), cpus, 0.125),
+            leaf("n/A/A2", "A (1000) / A2 (750)", Some(750), cpus, 0.375),
+        ],
+        on_cpu0: false,
+        max: None,
+    });
+    all.push(Case {
+        name: "many",
+        measure: Measure::Share,
+        parents: vec![("m", None)],
+        leaves: vec![
+            leaf("m/many", &format!("{MANY} threads"), Some(100), MANY, 0.5),
+            leaf("m/one", "1 thread", Some(100), 1, 0.5),
+        ],
+        on_cpu0: true,
+        max: None,
+    });
+    all.push(Case {
+        name: "cap",
+        measure: Measure::CpusWorth,
+        parents: Vec::new(),
+        leaves: vec![leaf("max", "capped", None, cpus, MAX.0 as f64 / MAX.1 as f64)],
+        on_cpu0: false,
+        max: Some(MAX),
+    });
+    all
+}
+
+/// The guest's script (POSIX sh): each case's groups made, its spinners (`sysbench cpu`
+/// processes, on CPU 0 by busybox's `taskset` where the case pins them) run for `seconds`
+/// and waited for, then its groups' `cpu.stat` printed as `cgroup PATH key value ...` lines.
+pub fn script(cpus: usize, seconds: u32) -> String {
     let mut s = String::from(
-        "set -e\nCG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\necho +cpu > $CG/cgroup.subtree_control\n\
-         mkdir $CG/w\necho +cpu > $CG/w/cgroup.subtree_control\n",
+        "set -e\nCG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\necho +cpu > $CG/cgroup.subtree_control\n",
     );
-    for w in WEIGHTS {
-        s += &format!("mkdir $CG/w/g{w}\necho {w} > $CG/w/g{w}/cpu.weight\n");
-    }
-    for w in WEIGHTS {
-        s += &spin(&format!("w/g{w}"), cpus);
-    }
-    s += "wait\n";
-    s += &format!("mkdir $CG/max\necho \"{} {}\" > $CG/max/cpu.max\n", MAX.0, MAX.1);
-    s += &spin("max", 1);
-    s += "wait\n";
-    for g in WEIGHTS.iter().map(|w| format!("w/g{w}")).chain(["max".to_string()]) {
-        s += &format!("echo \"cgroup {g} $(tr '\\n' ' ' < $CG/{g}/cpu.stat)\"\n");
+    for case in cases(cpus) {
+        s += &format!("# {}\n", case.name);
+        for (p, w) in &case.parents {
+            s += &format!("mkdir $CG/{p}\n");
+            if let Some(w) = w {
+                s += &format!("echo {w} > $CG/{p}/cpu.weight\n");
+            }
+            s += &format!("echo +cpu > $CG/{p}/cgroup.subtree_control\n");
+        }
+        for l in &case.leaves {
+            s += &format!("mkdir $CG/{}\n", l.path);
+            if let Some(w) = l.weight {
+                s += &format!("echo {w} > $CG/{}/cpu.weight\n", l.path);
+            }
+            if let Some((quota, period)) = case.max {
+                s += &format!("echo \"{quota} {period}\" > $CG/{}/cpu.max\n", l.path);
+            }
+        }
+        let pin = if case.on_cpu0 { "taskset 1 " } else { "" };
+        for l in &case.leaves {
+            s += &format!(
+                "sh -c \"echo \\$\\$ > $CG/{}/cgroup.procs && exec {pin}sysbench cpu --threads={} --time={seconds} --events=0 run\" > /dev/null &\n",
+                l.path, l.threads
+            );
+        }
+        s += "wait\n";
+        for l in &case.leaves {
+            s += &format!("echo \"cgroup {0} $(tr '\\n' ' ' < $CG/{0}/cpu.stat)\"\n", l.path);
+        }
     }
     s
 }
@@ -81,38 +242,88 @@ fn stat(output: &[String], name: &str) -> Option<Stat> {
     })
 }
 
-/// Runs the script on Linux on machine `m`, `seconds` per part. `Err` is one line.
+/// The measurement in the output of [`script`]`(cpus, seconds)`; `Err` (one line) names the
+/// first group whose `cpu.stat` is missing.
+fn parse(output: &[String], release: String, cpus: usize, seconds: u32) -> Result<Measured, String> {
+    let mut groups = Vec::new();
+    for case in cases(cpus) {
+        for l in case.leaves {
+            let stat = stat(output, &l.path).ok_or_else(|| {
+                format!("the guest printed no cpu.stat of cgroup {} (is the cpu controller there?)", l.path)
+            })?;
+            groups.push(Group {
+                case: case.name,
+                path: l.path,
+                label: l.label,
+                measure: case.measure,
+                target: l.target,
+                max: case.max,
+                stat,
+            });
+        }
+    }
+    let of = |case: &'static str| groups.iter().filter(move |g| g.case == case).map(|g| g.stat);
+    let weighted = of("weights").collect();
+    let limited = of("cap").next().unwrap_or_default();
+    Ok(Measured { release, weighted, limited, seconds, groups })
+}
+
+/// Runs the script on Linux on machine `m`, `seconds` per case. `Err` is one line.
 pub fn measure(m: &Machine, mode: Mode, ticking: bool, seconds: u32) -> Result<Measured, String> {
     let guest = Guest::prepare()?.ticking(ticking);
     let text = script(m.cpus, seconds);
-    let limit = Duration::from_secs(120 + 60 * u64::from(seconds));
+    let limit = Duration::from_secs(120 + 60 * cases(m.cpus).len() as u64 * u64::from(seconds));
     let console = guest.boot(m, mode, &Job::Script { script: text.as_bytes() }, 1, limit)?;
-    let out = &console.runs[0].output;
-    let missing =
-        |g: &str| format!("the guest printed no cpu.stat of cgroup {g} (is the cpu controller there?)");
-    let weighted = WEIGHTS
-        .iter()
-        .map(|w| {
-            let g = format!("w/g{w}");
-            stat(out, &g).ok_or_else(|| missing(&g))
-        })
-        .collect::<Result<Vec<_>, _>>()?;
-    let limited = stat(out, "max").ok_or_else(|| missing("max"))?;
-    Ok(Measured { release: console.release, weighted, limited, seconds })
+    parse(&console.runs[0].output, console.release, m.cpus, seconds)
 }
 
 impl Measured {
-    /// Each weighted group's CPU time over the lightest's.
+    /// Each weighted group's CPU time over the lightest's (the `weights` case).
     pub fn ratios(&self) -> Vec<f64> {
         let first = self.weighted.first().map_or(1, |s| s.usage_usec.max(1)) as f64;
         self.weighted.iter().map(|s| s.usage_usec as f64 / first).collect()
     }
 
     /// The limited group's CPU time as a share of one CPU over the periods its limit was
-    /// active (%).
+    /// active (%): its quota is the whole group's, however many CPUs its spinners run on.
     pub fn limited_share_pct(&self) -> f64 {
         let l = &self.limited;
         100.0 * l.usage_usec as f64 / (l.nr_periods.max(1) * MAX.1) as f64
+    }
+
+    /// Every case's groups as rows, in the order the cases ran (weights, under, nested,
+    /// many, cap): a share over its case's CPU time, or CPUs' worth over `seconds`.
+    pub fn rows(&self) -> Vec<Row> {
+        let wall_us = f64::from(self.seconds) * 1e6;
+        self.groups
+            .iter()
+            .map(|g| {
+                let usage = g.stat.usage_usec as f64;
+                let got = match g.measure {
+                    Measure::Share => {
+                        let total: u64 =
+                            self.groups.iter().filter(|o| o.case == g.case).map(|o| o.stat.usage_usec).sum();
+                        usage / total.max(1) as f64
+                    }
+                    // A capped group's over its periods (its spinners outlive the case's
+                    // seconds by their start and exit); any other over the case's seconds.
+                    Measure::CpusWorth => match g.max {
+                        Some((_, period)) if g.stat.nr_periods > 0 => {
+                            usage / (g.stat.nr_periods * period) as f64
+                        }
+                        _ => usage / wall_us.max(1.0),
+                    },
+                };
+                Row {
+                    case: g.case,
+                    group: g.label.clone(),
+                    measure: g.measure,
+                    target: g.target,
+                    got,
+                    periods: g.max.map(|_| (g.stat.nr_periods, g.stat.nr_throttled)),
+                }
+            })
+            .collect()
     }
 }
 
@@ -121,60 +332,115 @@ pub fn values_close(a: f64, b: f64, err: f64) -> bool {
     (a - b).abs() <= (a + b) * err / 100.0
 }
 
-/// The table: each weighted group's CPU time as a multiple of the lightest's beside the
-/// weights' ratio, and the limited group's share of one CPU beside its limit.
-pub fn render(m: &Measured, cpus: usize, mode: Mode) -> String {
-    let mut s = format!(
-        "Linux {} (Debian) cgroup v2 on the same QEMU machine ({cpus} vCPUs, {} mode), {} s each\n",
-        m.release,
-        mode.name(),
-        m.seconds
-    );
-    s += "cpu.weight, one spinner per CPU in each group (kselftest's weight_overprovisioned):\n";
-    s += &format!("{:<12} {:>14} {:>12} {:>12}\n", "cpu.weight", "usage (ms)", "ratio", "target");
-    for ((w, st), r) in WEIGHTS.iter().zip(&m.weighted).zip(m.ratios()) {
-        s += &format!(
-            "{w:<12} {:>14.1} {:>12.3} {:>12.3}\n",
-            st.usage_usec as f64 / 1000.0,
-            r,
-            f64::from(*w) / f64::from(WEIGHTS[0])
-        );
-    }
-    let l = &m.limited;
-    let share = m.limited_share_pct();
-    s += &format!(
-        "cpu.max \"{} {}\", one spinner: usage {:.1} ms = {:.2} % of one CPU over its {} periods (target {:.1} %); nr_throttled {}, throttled {:.1} ms\n",
-        MAX.0,
-        MAX.1,
-        l.usage_usec as f64 / 1000.0,
-        share,
-        l.nr_periods,
-        100.0 * MAX.0 as f64 / MAX.1 as f64,
-        l.nr_throttled,
-        l.throttled_usec as f64 / 1000.0
-    );
-    s += "The kernel and the simulator: no task groups yet (docs/groups.md).\n";
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// A `cpu.stat` line of the guest's.
+    fn line(path: &str, usage: u64, periods: u64, throttled: u64) -> String {
+        format!(
+            "cgroup {path} usage_usec {usage} user_usec {usage} system_usec 0 nr_periods {periods} nr_throttled {throttled} throttled_usec {} ",
+            throttled * 90_000
+        )
+    }
+
+    /// Output of a 4-CPU, 2 s run: every case's groups.
+    fn sample() -> Vec<String> {
+        vec![
+            "noise".to_string(),
+            line("w/g50", 1_000_000, 0, 0),
+            line("w/g100", 2_000_000, 0, 0),
+            line("w/g150", 3_000_000, 0, 0),
+            line("u/g50", 1_900_000, 0, 0),
+            line("u/g100", 2_000_000, 0, 0),
+            line("u/g150", 2_100_000, 0, 0),
+            line("n/B", 4_000_000, 0, 0),
+            line("n/A/A1", 1_000_000, 0, 0),
+            line("n/A/A2", 3_000_000, 0, 0),
+            line("m/many", 1_200_000, 0, 0),
+            line("m/one", 800_000, 0, 0),
+            line("max", 200_000, 20, 19),
+        ]
+    }
+
     /// The output lines are read back, and a group without them is missing.
     #[test]
     fn cpu_stat_lines_are_read() {
-        let out = vec![
-            "noise".to_string(),
-            "cgroup w/g50 usage_usec 1000 user_usec 900 system_usec 100 nr_periods 0 nr_throttled 0 throttled_usec 0 ".into(),
-            "cgroup max usage_usec 200 user_usec 200 system_usec 0 nr_periods 20 nr_throttled 19 throttled_usec 1800000".into(),
-        ];
-        assert_eq!(stat(&out, "w/g50").unwrap().usage_usec, 1000);
+        let out = sample();
+        assert_eq!(stat(&out, "w/g50").unwrap().usage_usec, 1_000_000);
         assert_eq!(
             stat(&out, "max").unwrap(),
-            Stat { usage_usec: 200, nr_periods: 20, nr_throttled: 19, throttled_usec: 1_800_000 }
+            Stat { usage_usec: 200_000, nr_periods: 20, nr_throttled: 19, throttled_usec: 1_710_000 }
         );
-        assert_eq!(stat(&out, "w/g100"), None);
-        assert!(script(8, 2).contains("echo 150 > $CG/w/g150/cpu.weight"));
+        assert_eq!(stat(&out, "w/g200"), None);
+    }
+
+    /// Every case's rows, in order, with shares over the case and CPUs' worth over the wall.
+    #[test]
+    fn rows_of_every_case() {
+        let m = parse(&sample(), "6.1.0".into(), 4, 2).unwrap();
+        assert_eq!(
+            m.weighted.iter().map(|s| s.usage_usec).collect::<Vec<_>>(),
+            [1_000_000, 2_000_000, 3_000_000]
+        );
+        assert_eq!(m.limited.nr_throttled, 19);
+        assert!((m.limited_share_pct() - 10.0).abs() < 1e-9);
+        assert_eq!(m.ratios(), [1.0, 2.0, 3.0]);
+        let rows = m.rows();
+        let cases: Vec<&str> = rows.iter().map(|r| r.case).collect();
+        assert_eq!(
+            cases,
+            [
+                "weights", "weights", "weights", "under", "under", "under", "nested", "nested", "nested",
+                "many", "many", "cap"
+            ]
+        );
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-9;
+        let got: Vec<f64> = rows.iter().map(|r| r.got).collect();
+        let want = [1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0, 0.95, 1.0, 1.05, 0.5, 0.125, 0.375, 0.6, 0.4, 0.1];
+        assert!(got.iter().zip(want).all(|(&g, w)| close(g, w)), "{got:?}");
+        let target: Vec<f64> = rows.iter().map(|r| r.target).collect();
+        let want = [1.0 / 6.0, 2.0 / 6.0, 3.0 / 6.0, 1.0, 1.0, 1.0, 0.5, 0.125, 0.375, 0.5, 0.5, 0.1];
+        assert!(target.iter().zip(want).all(|(&g, w)| close(g, w)), "{target:?}");
+        assert_eq!(rows[3].measure, Measure::CpusWorth);
+        assert_eq!(rows[9].group, "40 threads");
+        assert_eq!(rows[11].periods, Some((20, 19)));
+        assert!(rows[..11].iter().all(|r| r.periods.is_none()));
+    }
+
+    /// A group the guest did not print is an error naming it.
+    #[test]
+    fn missing_group_is_an_error() {
+        let out: Vec<String> = sample().into_iter().filter(|l| !l.starts_with("cgroup n/A/A1 ")).collect();
+        let e = parse(&out, "6.1.0".into(), 4, 2).unwrap_err();
+        assert!(e.contains("cgroup n/A/A1"), "{e}");
+    }
+
+    /// Under three CPUs the `under` case is not run, nor looked for.
+    #[test]
+    fn under_needs_three_cpus() {
+        let out: Vec<String> = sample().into_iter().filter(|l| !l.starts_with("cgroup u/")).collect();
+        let m = parse(&out, "6.1.0".into(), 2, 2).unwrap();
+        assert!(m.rows().iter().all(|r| r.case != "under"));
+        assert!(!script(2, 2).contains("$CG/u"));
+    }
+
+    /// The script makes each case's groups and spinners, and waits after each case.
+    #[test]
+    fn script_shapes() {
+        let s = script(8, 2);
+        assert!(s.starts_with("set -e\n"));
+        assert!(s.contains("echo 150 > $CG/w/g150/cpu.weight"));
+        assert!(s.contains("$CG/u/g50/cgroup.procs && exec sysbench cpu --threads=1 --time=2 --events=0 run"));
+        assert!(s.contains("echo 1000 > $CG/n/A/cpu.weight\necho +cpu > $CG/n/A/cgroup.subtree_control"));
+        assert!(s.contains("echo 250 > $CG/n/A/A1/cpu.weight"));
+        assert!(s.contains("$CG/m/many/cgroup.procs && exec taskset 1 sysbench cpu --threads=40 "));
+        assert!(s.contains("$CG/m/one/cgroup.procs && exec taskset 1 sysbench cpu --threads=1 "));
+        assert!(s.contains("echo \"10000 100000\" > $CG/max/cpu.max"));
+        assert!(s.contains("$CG/max/cgroup.procs && exec sysbench cpu --threads=8 "));
+        assert_eq!(s.matches("wait\n").count(), 5);
+        assert_eq!(s.matches("echo \"cgroup ").count(), 12);
+        // Each case's statistics follow its wait.
+        assert!(s.find("echo \"cgroup w/g50").unwrap() < s.find("mkdir $CG/u\n").unwrap());
     }
 }

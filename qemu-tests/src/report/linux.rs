@@ -63,17 +63,40 @@ pub fn section() -> Result<String, String> {
         }
         body += &format!("### {what}\n\n```text\n{linux}\n{}```\n\n", block(&text, "Realism:")?);
     }
-    let date = std::process::Command::new("date")
-        .args(["-u", "+%Y-%m-%d"])
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .unwrap_or_default();
+    let date = today();
     let commit = super::git(&["describe", "--always", "--dirty", "--abbrev=12"]).unwrap_or_default();
     Ok(format!(
         "Taken on {date} with Debian's Linux {release} at commit `{commit}`, QEMU in \
          deterministic mode, `cargo xrun` otherwise at its defaults (aarch64 `virt`, HZ 250 for \
          the kernel and the simulator, Linux at its own HZ 250).\n\n{body}"
     ))
+}
+
+/// The task groups beside Linux: `cargo xrun --groups --linux` (2 s per case: the guest's five
+/// cases take ~5 minutes in deterministic mode), stamped as [`section`] is.
+pub fn groups() -> Result<String, String> {
+    let args = ["--groups", "--linux", "--seconds", "2"];
+    eprintln!("xreport: cargo xrun {}", args.join(" "));
+    let text = super::xrun_with(&args)?;
+    let table = block(&text, "Task groups:")?;
+    let commit = super::git(&["describe", "--always", "--dirty", "--abbrev=12"]).unwrap_or_default();
+    Ok(format!(
+        "Taken on {} at commit `{commit}`.
+
+```text
+{table}```
+",
+        today()
+    ))
+}
+
+/// Today's date (UTC), as the stamps give it.
+fn today() -> String {
+    std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%d"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .unwrap_or_default()
 }
 
 /// Linux's median spread time (ms) in the first experiment of the section `text` (the file's),

@@ -133,6 +133,16 @@ const SECTIONS: &[Section] = &[
         generate: linux::section,
     },
     Section {
+        heading: "Task groups beside Linux",
+        how: "`cargo xreport --linux`: `cargo xrun --groups --linux --seconds 2` (aarch64 `virt`, \
+              8 vCPUs, 2x4 clusters, deterministic mode, HZ 250, tickless idle): each group's target \
+              beside Linux's cgroup v2 in the guest, the kernel's `scenario=groups` and the \
+              simulator's `cargo xsim groups`, as a share or CPUs' worth \
+              ([groups.md](groups.md#what-is-measured)) with its error against the target.",
+        kind: Kind::Linux,
+        generate: linux::groups,
+    },
+    Section {
         heading: "Timings",
         how: "`cargo xreport --timings`: the criterion benchmarks of the core and the simulator \
               ([performance.md](performance.md) has the method). Host timings: not checked, \
