@@ -278,7 +278,8 @@ fn churn(duration_ms: u32) -> bool {
     for step in 0..duration_ms as u64 {
         arch::sys_sleep(1_000_000);
         if step % 5 == 0 {
-            let to = if step % 15 == 0 { mid[(step / 15 % 2) as usize] } else { leaves[(step / 5 % 4) as usize] };
+            let to =
+                if step % 15 == 0 { mid[(step / 15 % 2) as usize] } else { leaves[(step / 5 % 4) as usize] };
             ok &= sched::move_thread(slots[(step * 3) as usize % THREADS], to).is_ok();
         }
         if step % 100 == 0 {
