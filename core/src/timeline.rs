@@ -5,8 +5,12 @@
 //! leftmost entry is therefore the next task to run, and [`Timeline::leftmost`]
 //! is O(1) because it is consulted on every tick.
 //!
-//! The structure is an AVL tree whose nodes live in a fixed arena of `CAP`
-//! slots and are linked by `u32` indices. Slot ids are chosen by the caller,
+//! The structure is a red-black tree whose nodes live in a fixed arena of `CAP`
+//! slots and are linked by `u32` indices. Red-black rather than AVL because a
+//! scheduler removes and re-inserts at the same end of the tree all the time
+//! (a task picked, put back and picked again): a red-black tree rebalances that
+//! in O(1) amortised over any mix of inserts and removals, where an AVL tree's
+//! height changes can climb O(log n) levels on every such round trip. Slot ids are chosen by the caller,
 //! who owns the id allocator and uses the same id to index other per-CPU
 //! arrays; the timeline never allocates ids itself and needs no `alloc`.
 //!
@@ -75,14 +79,26 @@ struct Node {
     left: u32,
     right: u32,
     parent: u32,
-    /// AVL height, leaves are 1. Zero means the slot is not queued, so the
-    /// height doubles as the in-tree flag without costing another field.
-    height: u8,
+    /// Its colour, or [`Color::Vacant`] when the slot is not queued: the colour doubles as
+    /// the in-tree flag without costing another field.
+    color: Color,
+}
+
+/// A node's colour in the red-black tree.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+enum Color {
+    /// The slot is not queued.
+    Vacant,
+    /// A red node: its children are black.
+    Red,
+    /// A black node: every path from a node down to a missing child passes as many.
+    Black,
 }
 
 impl Node {
-    const VACANT: Node = Node { key: 0, seq: 0, left: NIL, right: NIL, parent: NIL, height: 0 };
-    const UNSET: Node = Node { key: 0, seq: 0, left: 0, right: 0, parent: 0, height: 0 };
+    const VACANT: Node = Node { key: 0, seq: 0, left: NIL, right: NIL, parent: NIL, color: Color::Vacant };
+    const UNSET: Node = Node { key: 0, seq: 0, left: 0, right: 0, parent: 0, color: Color::Vacant };
 }
 
 /// The EEVDF augmentation of one slot: its entry's virtual deadline, and the best entry of the
@@ -178,7 +194,7 @@ impl<const CAP: usize> Timeline<CAP> {
     /// Whether `id` is queued. Out-of-range ids are simply not queued.
     #[inline]
     pub fn contains(&self, id: usize) -> bool {
-        self.nodes.get(id).is_some_and(|n| n.height != 0)
+        self.nodes.get(id).is_some_and(|n| n.color != Color::Vacant)
     }
 
     /// Insert id with key vruntime. Ties (equal vruntime) go to the RIGHT of existing equal keys,
@@ -195,7 +211,7 @@ impl<const CAP: usize> Timeline<CAP> {
         #[cfg(not(feature = "eevdf"))]
         let _ = deadline;
         let node = self.nodes.get(id).ok_or(TimelineError::IdOutOfRange)?;
-        if node.height != 0 {
+        if node.color != Color::Vacant {
             return Err(TimelineError::AlreadyQueued);
         }
         let z = id as u32;
@@ -218,7 +234,7 @@ impl<const CAP: usize> Timeline<CAP> {
             }
         }
 
-        self.nodes[id] = Node { key: vruntime, seq: self.next_seq, left: NIL, right: NIL, parent, height: 1 };
+        self.nodes[id] = Node { key: vruntime, seq: self.next_seq, left: NIL, right: NIL, parent, color: Color::Red };
         self.next_seq = self.next_seq.wrapping_add(1);
         if parent == NIL {
             self.root = z;
@@ -240,9 +256,12 @@ impl<const CAP: usize> Timeline<CAP> {
         }
         self.len += 1;
         if self.aug_kept() {
-            self.rebalance_after_insert::<true>(z, parent);
+            // Bests first, on the tree as linked: every ancestor holds its best without `z`.
+            #[cfg(feature = "eevdf")]
+            self.raise_best(z);
+            self.insert_fixup::<true>(z);
         } else {
-            self.rebalance_after_insert::<false>(z, parent);
+            self.insert_fixup::<false>(z);
         }
         Ok(())
     }
@@ -250,7 +269,7 @@ impl<const CAP: usize> Timeline<CAP> {
     /// Remove a queued id. Worst case O(log n).
     pub fn remove(&mut self, id: usize) -> Result<(), TimelineError> {
         let node = *self.nodes.get(id).ok_or(TimelineError::IdOutOfRange)?;
-        if node.height == 0 {
+        if node.color == Color::Vacant {
             return Err(TimelineError::NotQueued);
         }
         let z = id as u32;
@@ -259,20 +278,22 @@ impl<const CAP: usize> Timeline<CAP> {
         }
 
         let (l, r, p) = (node.left, node.right, node.parent);
-        // Deepest node whose subtree height may have changed.
-        let fix_from;
+        // `x` takes the place of the node that left the tree's shape (z, or its successor
+        // moved into z's place), `xp` is x's parent (x may be NIL), and `lost` that node's
+        // colour: losing a black one leaves a black short on x's path.
+        let (x, xp, lost);
         // The successor moved into z's place, if any.
         let mut moved = NIL;
         if l == NIL || r == NIL {
-            let child = if l != NIL { l } else { r };
-            if child != NIL {
-                self.nodes[child as usize].parent = p;
+            x = if l != NIL { l } else { r };
+            if x != NIL {
+                self.nodes[x as usize].parent = p;
             }
-            self.replace_child(p, z, child);
-            fix_from = p;
+            self.replace_child(p, z, x);
+            (xp, lost) = (p, node.color);
         } else {
-            // Two children: relink the in-order successor `s` into z's place.
-            // Ids are caller-owned, so nodes are moved, never their contents.
+            // Two children: relink the in-order successor `s` into z's place, with z's
+            // colour. Ids are caller-owned, so nodes are moved, never their contents.
             let mut s = r;
             loop {
                 let sl = self.nodes[s as usize].left;
@@ -281,26 +302,25 @@ impl<const CAP: usize> Timeline<CAP> {
                 }
                 s = sl;
             }
+            let sn = self.nodes[s as usize];
+            x = sn.right;
+            lost = sn.color;
             if s == r {
-                fix_from = s;
+                xp = s;
             } else {
-                let sp = self.nodes[s as usize].parent;
-                let sr = self.nodes[s as usize].right;
-                self.nodes[sp as usize].left = sr;
-                if sr != NIL {
-                    self.nodes[sr as usize].parent = sp;
+                xp = sn.parent;
+                self.nodes[xp as usize].left = x;
+                if x != NIL {
+                    self.nodes[x as usize].parent = xp;
                 }
                 self.nodes[s as usize].right = r;
                 self.nodes[r as usize].parent = s;
-                fix_from = sp;
             }
             moved = s;
             let sn = &mut self.nodes[s as usize];
             sn.left = l;
             sn.parent = p;
-            // s inherits z's old height so the retrace's early stop compares
-            // against the height this position had before the removal.
-            sn.height = node.height;
+            sn.color = node.color;
             self.nodes[l as usize].parent = s;
             self.replace_child(p, z, s);
         }
@@ -308,9 +328,12 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[id] = Node::VACANT;
         self.len -= 1;
         if self.aug_kept() {
-            self.rebalance_after_remove::<true>(z, fix_from, moved);
-        } else {
-            self.rebalance_after_remove::<false>(z, fix_from, moved);
+            self.refresh_after_remove(z, xp, moved);
+            if lost == Color::Black {
+                self.remove_fixup::<true>(x, xp);
+            }
+        } else if lost == Color::Black {
+            self.remove_fixup::<false>(x, xp);
         }
         Ok(())
     }
@@ -326,24 +349,12 @@ impl<const CAP: usize> Timeline<CAP> {
         false
     }
 
-    /// Heights, balance and (if `AUG`) subtree bests from a new leaf `z`'s parent up.
-    #[inline]
-    fn rebalance_after_insert<const AUG: bool>(&mut self, z: u32, parent: u32) {
-        self.retrace::<AUG>(parent, NIL);
-        #[cfg(feature = "eevdf")]
-        if AUG {
-            self.raise_best(z);
-        }
-        #[cfg(not(feature = "eevdf"))]
-        let _ = z;
-    }
-
-    /// The subtree bests after new leaf `z`'s retrace. Every ancestor's subtree gained `z`
-    /// alone, and holds its best without `z` (untouched, or re-derived by a rotation from
-    /// children that had not seen `z`) or with it (a rotation that moved `z` or saw it); so
-    /// each becomes the earlier of that and `z`, and once one keeps an entry before `z`,
-    /// `z` is the best of no subtree above. One comparison per level, where recomputing a
-    /// best from both children would take two and a copy.
+    /// The subtree bests after new leaf `z` is linked, before any rotation. Every ancestor's
+    /// subtree gained `z` alone and holds its best without it; so each becomes the earlier of
+    /// that and `z`, and once one keeps an entry before `z`, `z` is the best of no subtree
+    /// above. One comparison per level, where recomputing a best from both children would
+    /// take two and a copy. (The rotations that follow re-derive the nodes they move from
+    /// children already up to date.)
     #[cfg(feature = "eevdf")]
     fn raise_best(&mut self, z: u32) {
         let cand = self.own(z);
@@ -359,30 +370,27 @@ impl<const CAP: usize> Timeline<CAP> {
         }
     }
 
-    /// Heights, balance and (if `AUG`) subtree bests after removing `z`: from `fix_from`, the
-    /// deepest node whose subtree lost a node, up; `moved` is the successor that took `z`'s
-    /// place, if any.
-    #[inline]
-    fn rebalance_after_remove<const AUG: bool>(&mut self, z: u32, fix_from: u32, moved: u32) {
-        // A successor moved into z's place holds its old subtree's best, and the retrace may
-        // stop below it: bring the path up to it up to date first, and propagate above it too.
-        if AUG && moved != NIL {
-            let mut x = fix_from;
-            while x != NIL {
-                self.fix_aug::<AUG>(x);
-                if x == moved {
-                    break;
-                }
-                x = self.nodes[x as usize].parent;
+    /// The subtree bests after `z` was unlinked, before any rotation: from `xp` (the deepest
+    /// node whose subtree changed) up. Up to `moved` (the successor that took `z`'s place, if
+    /// any) each subtree lost the successor, so each is re-derived; above, each lost `z`
+    /// alone, so a best changes only where it was `z`, and where it was not, `z` was the best
+    /// of no subtree above, so the walk stops there. O(log n), EEVDF only.
+    #[cfg(feature = "eevdf")]
+    fn refresh_after_remove(&mut self, z: u32, xp: u32, moved: u32) {
+        let mut x = xp;
+        let mut above_moved = moved == NIL;
+        while x != NIL {
+            if above_moved && self.aug[x as usize].best != z {
+                return;
             }
-        }
-        let rest = self.retrace::<AUG>(fix_from, z);
-        self.propagate::<AUG>(rest, z);
-        if moved != NIL {
-            let above = self.nodes[moved as usize].parent;
-            self.propagate::<AUG>(above, z);
+            self.fix_aug::<true>(x);
+            above_moved |= x == moved;
+            x = self.nodes[x as usize].parent;
         }
     }
+
+    #[cfg(not(feature = "eevdf"))]
+    fn refresh_after_remove(&mut self, _z: u32, _xp: u32, _moved: u32) {}
 
     /// The task to run next (smallest vruntime, earliest inserted among equals). O(1).
     #[inline]
@@ -418,7 +426,7 @@ impl<const CAP: usize> Timeline<CAP> {
     /// The vruntime `id` was queued with, or `None` if it is not queued.
     #[inline]
     pub fn vruntime_of(&self, id: usize) -> Option<u64> {
-        self.nodes.get(id).filter(|n| n.height != 0).map(|n| n.key)
+        self.nodes.get(id).filter(|n| n.color != Color::Vacant).map(|n| n.key)
     }
 
     /// Switches the EEVDF augmentation on (rebuilt at once over the queued entries, O(n log n))
@@ -427,13 +435,13 @@ impl<const CAP: usize> Timeline<CAP> {
     pub fn set_augmented(&mut self, on: bool) {
         if on && !self.augmented {
             self.augmented = true;
-            // Children before parents: by height, lowest first; every tree of the arena
+            // Children before parents: by depth, deepest first; every tree of the arena
             // (`with_head`), not only this one.
-            let top = self.nodes.iter().map(|n| n.height).max().unwrap_or(0);
-            for h in 1..=top {
-                for x in 0..CAP {
-                    if self.nodes[x].height == h {
-                        self.fix_aug::<true>(x as u32);
+            let top = (0..CAP as u32).filter_map(|x| self.depth(x)).max().unwrap_or(0);
+            for d in (0..=top).rev() {
+                for x in 0..CAP as u32 {
+                    if self.depth(x) == Some(d) {
+                        self.fix_aug::<true>(x);
                     }
                 }
             }
@@ -545,13 +553,13 @@ impl<const CAP: usize> Timeline<CAP> {
     /// ([`Timeline::with_head`]): `is_root` says which nodes head a tree, `total` how many
     /// entries all the trees hold.
     pub(crate) fn check_nodes(&self, is_root: impl Fn(u32) -> bool, total: usize) -> Result<(), &'static str> {
-        // Per slot: link symmetry, heights and balance. Heights strictly decrease along
-        // child links, so once this passes the links form a forest and the walks of
-        // `check_tree` must terminate.
+        // Per slot: link symmetry, colours, and parent chains that end at a root within CAP
+        // steps. With the symmetry, acyclic parent links make the child links a forest, so
+        // the walks below and in `check_tree` must terminate.
         let mut queued = 0usize;
         for (i, n) in self.nodes.iter().enumerate() {
             let i = i as u32;
-            if n.height == 0 {
+            if n.color == Color::Vacant {
                 if n.left != NIL || n.right != NIL || n.parent != NIL {
                     return Err("vacant slot has links");
                 }
@@ -561,11 +569,14 @@ impl<const CAP: usize> Timeline<CAP> {
             for child in [n.left, n.right] {
                 if child != NIL {
                     let c = self.nodes.get(child as usize).ok_or("child link out of range")?;
-                    if c.height == 0 {
+                    if c.color == Color::Vacant {
                         return Err("child link to a vacant slot");
                     }
                     if c.parent != i {
                         return Err("child's parent link does not point back");
+                    }
+                    if n.color == Color::Red && c.color == Color::Red {
+                        return Err("a red node has a red child");
                     }
                 }
             }
@@ -576,21 +587,36 @@ impl<const CAP: usize> Timeline<CAP> {
                 if !is_root(i) {
                     return Err("parentless queued node is not the root");
                 }
+                if n.color != Color::Black {
+                    return Err("a root is red");
+                }
             } else {
                 let p = self.nodes.get(n.parent as usize).ok_or("parent link out of range")?;
-                if p.height == 0 {
+                if p.color == Color::Vacant {
                     return Err("parent link to a vacant slot");
                 }
                 if p.left != i && p.right != i {
                     return Err("parent does not link to node");
                 }
             }
-            let (hl, hr) = (self.height(n.left), self.height(n.right));
-            if hl.abs_diff(hr) > 1 {
-                return Err("AVL balance violated");
+            if self.depth(i).is_none() {
+                return Err("parent links form a cycle");
             }
-            if u16::from(n.height) != 1 + u16::from(hl.max(hr)) {
-                return Err("stored height is wrong");
+        }
+        // Black heights: every path from a root down to a missing child passes as many black
+        // nodes as its tree's leftmost path does.
+        for i in 0..CAP as u32 {
+            let n = &self.nodes[i as usize];
+            if n.color == Color::Vacant || (n.left != NIL && n.right != NIL) {
+                continue;
+            }
+            let (root, blacks) = self.blacks_above(i);
+            let mut first = root;
+            while self.nodes[first as usize].left != NIL {
+                first = self.nodes[first as usize].left;
+            }
+            if self.blacks_above(first).1 != blacks {
+                return Err("black heights differ");
             }
         }
         if queued != total {
@@ -612,7 +638,7 @@ impl<const CAP: usize> Timeline<CAP> {
             return Ok(());
         }
         match self.nodes.get(self.root as usize) {
-            Some(n) if n.height != 0 && n.parent == NIL => {}
+            Some(n) if n.color != Color::Vacant && n.parent == NIL => {}
             _ => return Err("root is not a queued parentless node"),
         }
 
@@ -674,7 +700,7 @@ impl<const CAP: usize> Timeline<CAP> {
                     }
                     let b = self.subtree_best(c);
                     match self.nodes.get(b.2 as usize) {
-                        Some(bn) if bn.height != 0 && bn.key == b.1 && self.aug[b.2 as usize].deadline == b.0 => {}
+                        Some(bn) if bn.color != Color::Vacant && bn.key == b.1 && self.aug[b.2 as usize].deadline == b.0 => {}
                         _ => return Err("a subtree's earliest-deadline entry is not queued as cached"),
                     }
                     if self.before(b, best) {
@@ -700,10 +726,51 @@ impl<const CAP: usize> Timeline<CAP> {
         }
     }
 
-    /// Height of a subtree; NIL is out of range, so the lookup doubles as the NIL test.
+    /// Whether `x` is a red node; NIL is out of range, so the lookup doubles as the NIL test
+    /// (a missing child counts as black).
     #[inline]
-    fn height(&self, x: u32) -> u8 {
-        self.nodes.get(x as usize).map_or(0, |n| n.height)
+    fn is_red(&self, x: u32) -> bool {
+        self.nodes.get(x as usize).is_some_and(|n| n.color == Color::Red)
+    }
+
+    /// Sets queued node `x`'s colour (NIL: nothing).
+    #[inline]
+    fn paint(&mut self, x: u32, c: Color) {
+        if let Some(n) = self.nodes.get_mut(x as usize) {
+            n.color = c;
+        }
+    }
+
+    /// How many parent links lead from queued node `x` to its tree's root, or `None` if `x`
+    /// is vacant or the chain does not end within CAP links (a corrupted arena).
+    fn depth(&self, x: u32) -> Option<usize> {
+        if self.nodes.get(x as usize)?.color == Color::Vacant {
+            return None;
+        }
+        let mut d = 0;
+        let mut y = x;
+        while self.nodes[y as usize].parent != NIL {
+            y = self.nodes[y as usize].parent;
+            d += 1;
+            if d > CAP || y as usize >= CAP {
+                return None;
+            }
+        }
+        Some(d)
+    }
+
+    /// The root above queued node `x` and the black nodes from `x` up to it, both included
+    /// (on a forest: [`Timeline::check_nodes`] checks the chains first).
+    fn blacks_above(&self, x: u32) -> (u32, usize) {
+        let (mut y, mut blacks) = (x, 0);
+        loop {
+            let n = &self.nodes[y as usize];
+            blacks += (n.color == Color::Black) as usize;
+            if n.parent == NIL {
+                return (y, blacks);
+            }
+            y = n.parent;
+        }
     }
 
     /// In-order successor via parent links; amortised O(1) across a full walk.
@@ -743,13 +810,6 @@ impl<const CAP: usize> Timeline<CAP> {
         }
     }
 
-    #[inline]
-    fn update_height<const AUG: bool>(&mut self, x: u32) {
-        let n = self.nodes[x as usize];
-        self.nodes[x as usize].height = 1 + self.height(n.left).max(self.height(n.right));
-        self.fix_aug::<AUG>(x);
-    }
-
     /// Recomputes `x`'s subtree best from its own entry and its children's (if `AUG`, which
     /// is never true without the `eevdf` feature).
     #[inline(always)]
@@ -773,23 +833,6 @@ impl<const CAP: usize> Timeline<CAP> {
         let _ = x;
     }
 
-    /// Refreshes the subtree bests from `x` up towards the root after removing `z` (from
-    /// where the retrace stopped; O(log n), EEVDF only). Everything below `x` is up to date and
-    /// each subtree from `x` up lost `z` alone, so a best changes only where it was `z`; and
-    /// where it was not, `z` was the best of no subtree above, so the walk stops there.
-    #[inline]
-    fn propagate<const AUG: bool>(&mut self, mut x: u32, z: u32) {
-        #[cfg(feature = "eevdf")]
-        if AUG {
-            while x != NIL && self.aug[x as usize].best == z {
-                self.fix_aug::<AUG>(x);
-                x = self.nodes[x as usize].parent;
-            }
-        }
-        #[cfg(not(feature = "eevdf"))]
-        let _ = (&mut x, z);
-    }
-
     /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
     fn rotate_left<const AUG: bool>(&mut self, x: u32) -> u32 {
         let y = self.nodes[x as usize].right;
@@ -803,8 +846,8 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
-        self.update_height::<AUG>(x);
-        self.update_height::<AUG>(y);
+        self.fix_aug::<AUG>(x);
+        self.fix_aug::<AUG>(y);
         y
     }
 
@@ -821,56 +864,104 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
-        self.update_height::<AUG>(x);
-        self.update_height::<AUG>(y);
+        self.fix_aug::<AUG>(x);
+        self.fix_aug::<AUG>(y);
         y
     }
 
-    /// Restore heights and balance from `x` up (and, after a removal, the EEVDF augmentation
-    /// of the nodes it passes). Stops as soon as a subtree keeps its previous height, since no
-    /// height or balance above it can have changed; that bounds the work to O(log n) and
-    /// usually to a few levels. Returns where it stopped: the parent of the last node it
-    /// fixed (NIL at the root), from which only the augmentation may still need refreshing.
-    ///
-    /// `removed`: the entry a removal took out, or NIL after an insert. Rotations refresh
-    /// the nodes they move either way. After a removal a node passed is refreshed only where
-    /// its best was `removed` (its subtree lost that entry alone, or the successor, whose
-    /// path the caller refreshed first); after an insert none is, and the caller raises the
-    /// bests once the heights are done ([`Self::rebalance_after_insert`]).
-    fn retrace<const AUG: bool>(&mut self, mut x: u32, removed: u32) -> u32 {
-        #[cfg(not(feature = "eevdf"))]
-        let _ = removed;
-        while x != NIL {
-            let old = self.nodes[x as usize].height;
-            let (l, r) = (self.nodes[x as usize].left, self.nodes[x as usize].right);
-            let (hl, hr) = (self.height(l), self.height(r));
-            let top = if hl > hr + 1 {
-                let ln = self.nodes[l as usize];
-                if self.height(ln.left) < self.height(ln.right) {
-                    self.rotate_left::<AUG>(l);
-                }
-                self.rotate_right::<AUG>(x)
-            } else if hr > hl + 1 {
-                let rn = self.nodes[r as usize];
-                if self.height(rn.right) < self.height(rn.left) {
-                    self.rotate_right::<AUG>(r);
-                }
-                self.rotate_left::<AUG>(x)
-            } else {
-                self.nodes[x as usize].height = 1 + hl.max(hr);
-                #[cfg(feature = "eevdf")]
-                if AUG && removed != NIL && self.aug[x as usize].best == removed {
-                    self.fix_aug::<AUG>(x);
-                }
-                x
-            };
-            let tn = &self.nodes[top as usize];
-            if tn.height == old {
-                return tn.parent;
+    /// Restores the red-black rules after new red leaf `z` was linked: a red parent is
+    /// recoloured with a red uncle (the problem moves up two levels), or one or two rotations
+    /// end it. O(1) amortised; rotations refresh (if `AUG`) the nodes they move.
+    fn insert_fixup<const AUG: bool>(&mut self, mut z: u32) {
+        loop {
+            let p = self.nodes[z as usize].parent;
+            if p == NIL {
+                self.paint(z, Color::Black);
+                return;
             }
-            x = tn.parent;
+            if !self.is_red(p) {
+                return;
+            }
+            // A red parent is not the root, so it has a parent.
+            let g = self.nodes[p as usize].parent;
+            if g == NIL {
+                self.paint(p, Color::Black);
+                return;
+            }
+            let gn = self.nodes[g as usize];
+            let p_left = gn.left == p;
+            let uncle = if p_left { gn.right } else { gn.left };
+            if self.is_red(uncle) {
+                self.paint(p, Color::Black);
+                self.paint(uncle, Color::Black);
+                self.paint(g, Color::Red);
+                z = g;
+                continue;
+            }
+            // A black uncle: make z the outer grandchild, then rotate the parent up.
+            let top = if p_left {
+                let p = if self.nodes[p as usize].right == z { self.rotate_left::<AUG>(p) } else { p };
+                self.rotate_right::<AUG>(g);
+                p
+            } else {
+                let p = if self.nodes[p as usize].left == z { self.rotate_right::<AUG>(p) } else { p };
+                self.rotate_left::<AUG>(g);
+                p
+            };
+            self.paint(top, Color::Black);
+            self.paint(g, Color::Red);
+            return;
         }
-        NIL
+    }
+
+    /// Restores the red-black rules after a black node left the tree's shape: `x` (maybe
+    /// NIL) under `xp` is a black short. A red `x` is painted black; otherwise its sibling is
+    /// recoloured (the shortage moves up) or at most three rotations end it. O(1) amortised.
+    fn remove_fixup<const AUG: bool>(&mut self, mut x: u32, mut xp: u32) {
+        while xp != NIL && !self.is_red(x) {
+            let x_left = self.nodes[xp as usize].left == x;
+            let mut w = if x_left { self.nodes[xp as usize].right } else { self.nodes[xp as usize].left };
+            if w == NIL {
+                // (Impossible in a valid tree: x's side was a black taller.)
+                break;
+            }
+            if self.is_red(w) {
+                self.paint(w, Color::Black);
+                self.paint(xp, Color::Red);
+                if x_left {
+                    self.rotate_left::<AUG>(xp);
+                    w = self.nodes[xp as usize].right;
+                } else {
+                    self.rotate_right::<AUG>(xp);
+                    w = self.nodes[xp as usize].left;
+                }
+            }
+            let wn = self.nodes[w as usize];
+            let (near, far) = if x_left { (wn.left, wn.right) } else { (wn.right, wn.left) };
+            if !self.is_red(near) && !self.is_red(far) {
+                self.paint(w, Color::Red);
+                x = xp;
+                xp = self.nodes[x as usize].parent;
+                continue;
+            }
+            if !self.is_red(far) {
+                // The near nephew is red: rotate it up to be the sibling.
+                self.paint(near, Color::Black);
+                self.paint(w, Color::Red);
+                w = if x_left { self.rotate_right::<AUG>(w) } else { self.rotate_left::<AUG>(w) };
+            }
+            let far = if x_left { self.nodes[w as usize].right } else { self.nodes[w as usize].left };
+            self.nodes[w as usize].color = self.nodes[xp as usize].color;
+            self.paint(xp, Color::Black);
+            self.paint(far, Color::Black);
+            if x_left {
+                self.rotate_left::<AUG>(xp);
+            } else {
+                self.rotate_right::<AUG>(xp);
+            }
+            return;
+        }
+        self.paint(x, Color::Black);
     }
 }
 
@@ -1189,13 +1280,12 @@ mod tests {
             }
         }
         t.check().unwrap();
-        // AVL bound: height < 1.4405 log2(n + 2) − 0.3277 (a leaf has height 1); for the
-        // 526 nodes left here that is 12.70, so at most 12. No binary tree of 526 nodes is
-        // lower than ceil(log2(527)) = 10, which is what this sequence reaches.
-        let (h, n) = (t.height(t.root), t.len());
-        let bound = 1.4405 * ((n + 2) as f64).log2() - 0.3277;
-        assert!((h as f64) < bound, "height {h} for {n} nodes exceeds the AVL bound {bound}");
-        assert_eq!((n, h), (526, 10));
+        // Red-black bound: no path from the root is longer than 2 log2(n + 1) nodes.
+        let n = t.len();
+        let deepest = (0..N as u32).filter_map(|x| t.depth(x)).max().unwrap() + 1;
+        let bound = 2.0 * ((n + 1) as f64).log2();
+        assert!((deepest as f64) <= bound, "a path of {deepest} nodes for {n} exceeds the bound {bound}");
+        assert_eq!(n, 526);
         let keys: Vec<u64> = t.iter().map(|i| t.vruntime_of(i).unwrap()).collect();
         assert!(keys.windows(2).all(|w| w[0] <= w[1]));
     }
@@ -1252,8 +1342,28 @@ mod tests {
 
         let mut bad = t.clone();
         let r = bad.root as usize;
-        bad.nodes[r].height += 1;
-        assert!(bad.check().is_err());
+        bad.nodes[r].color = Color::Red;
+        assert!(bad.check().is_err(), "a red root");
+
+        // Blackening one leaf, or reddening a red node's child, breaks the colour rules.
+        let reds: Vec<usize> = (0..6).filter(|&i| t.nodes[i].color == Color::Red).collect();
+        let mut bad = t.clone();
+        let leaf = (0..6).find(|&i| t.nodes[i].left == NIL && t.nodes[i].right == NIL && t.nodes[i].color == Color::Red);
+        if let Some(leaf) = leaf {
+            bad.nodes[leaf].color = Color::Black;
+            assert_eq!(bad.check(), Err("black heights differ"));
+        }
+        assert!(!reds.is_empty() || leaf.is_none());
+        let mut bad = t.clone();
+        if let Some(&red) = reds.first() {
+            bad.nodes[bad.nodes[red].parent as usize].color = Color::Red;
+            assert!(bad.check().is_err());
+        }
+
+        let mut bad = t.clone();
+        let (a, b) = (bad.root, bad.nodes[bad.root as usize].left);
+        bad.nodes[a as usize].parent = b;
+        assert!(bad.check().is_err(), "a cycle of parent links");
 
         let mut bad = t.clone();
         let r = bad.root as usize;
