@@ -1,14 +1,29 @@
-//! A peer for the fair class's hot paths: ArceOS's `axsched` 0.3.1 `CFScheduler` (a `BTreeMap` keyed
-//! by (vruntime, id), vruntime counted in ticks) at 1, 16, 256 and 1024 queued tasks. The group names
-//! are the `fair` bench's with an `axsched/` prefix, so `axsched/switch/16` ÷ `switch/16` is the ratio.
+//! sched-core's fair class beside a peer, ArceOS's `axsched` 0.3.1 `CFScheduler` (a `BTreeMap`
+//! keyed by (vruntime, id), vruntime counted in ticks), through the same operations at 16, 256
+//! and 1024 queued tasks in one run, then a table of the ratios (axsched's time over
+//! sched-core's, criterion's medians of this run; above 1: sched-core is faster).
+//!
+//! - enqueue+dequeue: sched-core's dequeue(SAVE) + enqueue(RESTORE) of the median queued task;
+//!   axsched's remove_task + add_task (the pairing; add_task re-keys the task at
+//!   min_vruntime), and remove_task + put_prev_task (which keeps its vruntime, as the core's
+//!   pair does).
+//! - switch: sched-core's put_prev + pick + set_next; axsched's put_prev_task + pick_next_task.
+//! - tick: sched-core's clock, runtime, PELT and preemption check; axsched's counts a tick and
+//!   compares with min_vruntime, what a counter-only tick costs.
+//!
+//! Group names: `peer_<operation>/<scheduler>/<queued>`. `cargo xreport --timings` runs this
+//! five times in one loop and tables the median ratios (docs/performance.md).
 
 use std::hint::black_box;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axsched::{BaseScheduler, CFSTask, CFScheduler};
-use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
+use criterion::{BenchmarkId, Criterion};
+use sched_core::{DequeueFlags, EnqueueFlags, Features};
+use sched_testkit::hotpath::{loaded_rq, median_slot, switch, tick};
 
-const SIZES: [usize; 4] = [1, 16, 256, 1024];
+const SIZES: [usize; 3] = [16, 256, 1024];
 
 type Task = Arc<CFSTask<usize>>;
 type Sched = CFScheduler<usize>;
@@ -56,28 +71,32 @@ fn median(s: &mut Sched, n: usize) -> Task {
 }
 
 fn bench(c: &mut Criterion) {
-    // remove + add_task: the API's dequeue and enqueue. add_task places at min_vruntime, so after
-    // the first round the task sits at the left of the tree (every B-tree leaf has the same depth).
-    let mut g = c.benchmark_group("axsched/enqueue_dequeue");
+    let mut g = c.benchmark_group("peer_enqueue_dequeue");
     for n in SIZES {
+        let s = loaded_rq(n, Features::default());
+        s.with_fair(|rq| {
+            let slot = median_slot(rq);
+            g.bench_with_input(BenchmarkId::new("sched-core", n), &n, |b, _| {
+                b.iter(|| {
+                    rq.dequeue(black_box(slot), DequeueFlags::SAVE);
+                    rq.enqueue(black_box(slot), EnqueueFlags::RESTORE);
+                })
+            });
+        });
+        // remove + add_task: add_task places at min_vruntime, so after the first round the
+        // task sits at the left of the tree (every B-tree leaf has the same depth).
         let (mut s, _running) = loaded(n);
         let m = median(&mut s, n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        g.bench_with_input(BenchmarkId::new("axsched", n), &n, |b, _| {
             b.iter(|| {
                 let t = s.remove_task(black_box(&m)).expect("the median task is queued");
                 s.add_task(t);
             })
         });
-    }
-    g.finish();
-
-    // remove + put_prev_task: the vruntime is kept, so the task stays the median, like the
-    // core's dequeue(SAVE) + enqueue(RESTORE).
-    let mut g = c.benchmark_group("axsched/enqueue_dequeue_keep");
-    for n in SIZES {
+        // remove + put_prev_task: the vruntime is kept, so the task stays the median.
         let (mut s, _running) = loaded(n);
         let m = median(&mut s, n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        g.bench_with_input(BenchmarkId::new("axsched-keep", n), &n, |b, _| {
             b.iter(|| {
                 let t = s.remove_task(black_box(&m)).expect("the median task is queued");
                 s.put_prev_task(t, false);
@@ -86,12 +105,18 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    // A switch: the running task back in, the leftmost out (insert + pop_first).
-    let mut g = c.benchmark_group("axsched/switch");
+    let mut g = c.benchmark_group("peer_switch");
     for n in SIZES {
+        let s = loaded_rq(n, Features::default());
+        s.with_fair(|rq| {
+            g.bench_with_input(BenchmarkId::new("sched-core", n), &n, |b, _| {
+                b.iter(|| black_box(switch(rq)))
+            });
+        });
+        // The running task back in, the leftmost out (insert + pop_first).
         let (mut s, running) = loaded(n);
         let mut cur = Some(running);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        g.bench_with_input(BenchmarkId::new("axsched", n), &n, |b, _| {
             b.iter(|| {
                 s.put_prev_task(cur.take().expect("one task runs"), false);
                 cur = s.pick_next_task();
@@ -101,16 +126,77 @@ fn bench(c: &mut Criterion) {
     }
     g.finish();
 
-    // A tick: one more tick counted on the running task and the comparison with min_vruntime.
-    let mut g = c.benchmark_group("axsched/tick");
+    let mut g = c.benchmark_group("peer_tick");
     for n in SIZES {
+        let s = loaded_rq(n, Features::default());
+        s.with_fair(|rq| {
+            let mut now = rq.clock();
+            g.bench_with_input(BenchmarkId::new("sched-core", n), &n, |b, _| {
+                b.iter(|| black_box(tick(rq, &mut now)))
+            });
+        });
+        // One more tick counted on the running task and the comparison with min_vruntime.
         let (mut s, cur) = loaded(n);
-        g.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
+        g.bench_with_input(BenchmarkId::new("axsched", n), &n, |b, _| {
             b.iter(|| black_box(s.task_tick(black_box(&cur))))
         });
     }
     g.finish();
 }
 
-criterion_group!(benches, bench);
-criterion_main!(benches);
+/// The rows of the ratio table: (operation, group, axsched's id).
+const ROWS: [(&str, &str, &str); 4] = [
+    ("enqueue+dequeue (axsched: remove_task + add_task)", "peer_enqueue_dequeue", "axsched"),
+    ("enqueue+dequeue (axsched: remove_task + put_prev_task)", "peer_enqueue_dequeue", "axsched-keep"),
+    ("switch", "peer_switch", "axsched"),
+    ("tick (axsched: a counter)", "peer_tick", "axsched"),
+];
+
+/// Where criterion keeps its results: `$CRITERION_HOME`, `$CARGO_TARGET_DIR/criterion`, or
+/// `target/criterion` beside this binary's `target/release/deps`.
+fn criterion_home() -> PathBuf {
+    if let Some(h) = std::env::var_os("CRITERION_HOME") {
+        return h.into();
+    }
+    if let Some(t) = std::env::var_os("CARGO_TARGET_DIR") {
+        return PathBuf::from(t).join("criterion");
+    }
+    let exe = std::env::current_exe().unwrap_or_default();
+    exe.ancestors().nth(3).map_or_else(|| PathBuf::from("target"), Path::to_path_buf).join("criterion")
+}
+
+/// Criterion's median estimate (ns) of benchmark `group/id/n` under `home`, if it ran.
+fn median_ns(home: &Path, group: &str, id: &str, n: usize) -> Option<f64> {
+    let path = home.join(group).join(id).join(n.to_string()).join("new/estimates.json");
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).ok()?).ok()?;
+    v["median"]["point_estimate"].as_f64()
+}
+
+/// The ratio table of this run's medians (rows whose two sides both ran).
+fn ratios(home: &Path) -> String {
+    let mut out = String::from(
+        "\naxsched 0.3.1 CFScheduler beside sched-core: criterion medians of this run, ns; ratio = axsched / sched-core\n",
+    );
+    out += &format!(
+        "{:<56} {:>6} {:>9} {:>11} {:>7}\n",
+        "operation", "queued", "axsched", "sched-core", "ratio"
+    );
+    for (what, group, peer) in ROWS {
+        for n in SIZES {
+            if let (Some(a), Some(c)) =
+                (median_ns(home, group, peer, n), median_ns(home, group, "sched-core", n))
+            {
+                out += &format!("{what:<56} {n:>6} {a:>9.1} {c:>11.1} {:>6.2}x\n", a / c);
+            }
+        }
+    }
+    out
+}
+
+fn main() {
+    let home = criterion_home();
+    let mut c = Criterion::default().output_directory(&home).configure_from_args();
+    bench(&mut c);
+    c.final_summary();
+    print!("{}", ratios(&home));
+}

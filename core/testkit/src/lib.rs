@@ -13,6 +13,8 @@
 //! assert!(m.platform().events().len() >= 1);
 //! ```
 
+pub mod hotpath;
+
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 

@@ -11,7 +11,8 @@ use crate::qemu;
 /// Criterion's settings for every benchmark here.
 const CRITERION: [&str; 4] = ["--warm-up-time", "1", "--measurement-time", "2"];
 
-/// The benchmarks run: (package, bench targets).
+/// The benchmarks run once: (package, bench targets). The peer bench runs apart, [`PEER_RUNS`]
+/// times.
 const BENCHES: [(&str, &[&str]); 2] =
     [("sched-testkit", &["fair", "balance", "placement"]), ("sched-sim", &["speed"])];
 
@@ -46,7 +47,88 @@ pub fn section() -> Result<String, String> {
     }
     let medians = medians(&home)?;
     let ns = |id: &str| medians.get(id).copied().ok_or_else(|| format!("no benchmark {id:?} ran"));
-    Ok(stamp() + &fair(&ns)? + &balance(&ns)? + &simulator(&ns)?)
+    Ok(stamp() + &fair(&ns)? + &peer()? + &balance(&ns)? + &simulator(&ns)?)
+}
+
+/// Runs of the peer bench, in one loop; its criterion settings.
+const PEER_RUNS: usize = 5;
+const PEER_CRITERION: [&str; 4] = ["--warm-up-time", "1", "--measurement-time", "3"];
+/// The queued-task counts of the peer bench.
+const PEER_QUEUED: [usize; 3] = [16, 256, 1024];
+
+/// sched-core beside axsched (`benches/peer.rs`), [`PEER_RUNS`] runs in one loop: each row's
+/// medians over the runs and the median and range of the runs' ratios.
+fn peer() -> Result<String, String> {
+    let mut runs = Vec::new();
+    for r in 0..PEER_RUNS {
+        let home = qemu::root().join(format!("target/xreport-peer/{r}"));
+        let _ = std::fs::remove_dir_all(&home);
+        eprintln!("xreport: cargo bench -p sched-testkit --bench peer, run {} of {PEER_RUNS}", r + 1);
+        let out = crate::cargo()
+            .args(["bench", "--quiet", "-p", "sched-testkit", "--bench", "peer", "--"])
+            .args(PEER_CRITERION)
+            .env("CRITERION_HOME", &home)
+            .current_dir(qemu::root())
+            .output()
+            .map_err(|e| format!("cargo bench: {e}"))?;
+        if !out.status.success() {
+            return Err(format!("cargo bench --bench peer failed: {}", last_line(&out.stderr)));
+        }
+        runs.push(medians(&home)?);
+    }
+    let mut out = format!(
+        "\nsched-core beside ArceOS's axsched 0.3.1 `CFScheduler` (`cargo bench -p sched-testkit \
+         --bench peer`, criterion `{}`, {PEER_RUNS} runs in one loop): each side's median over the \
+         runs (ns), and the median [min–max] of the runs' ratios, axsched's time over sched-core's \
+         (above 1: sched-core is faster). axsched's tick only counts; sched-core's updates the \
+         clock, the running task's runtime and PELT, and checks preemption.\n\n\
+         | operation | queued | axsched | sched-core | ratio |\n|---|---:|---:|---:|---:|\n",
+        PEER_CRITERION.join(" ")
+    );
+    let rows = [
+        (
+            "enqueue+dequeue of the median task (axsched: remove_task + add_task)",
+            "peer_enqueue_dequeue",
+            "axsched",
+        ),
+        (
+            "enqueue+dequeue of the median task (axsched: remove_task + put_prev_task)",
+            "peer_enqueue_dequeue",
+            "axsched-keep",
+        ),
+        (
+            "switch (sched-core: put_prev + pick + set_next; axsched: put_prev_task + pick_next_task)",
+            "peer_switch",
+            "axsched",
+        ),
+        ("tick", "peer_tick", "axsched"),
+    ];
+    for (what, group, id) in rows {
+        for n in PEER_QUEUED {
+            let get = |run: &HashMap<String, f64>, who: &str| {
+                let key = format!("{group}/{who}/{n}");
+                run.get(&key).copied().ok_or_else(|| format!("no benchmark {key:?} ran"))
+            };
+            let (mut a, mut c, mut ratio) = (Vec::new(), Vec::new(), Vec::new());
+            for run in &runs {
+                let (x, y) = (get(run, id)?, get(run, "sched-core")?);
+                a.push(x);
+                c.push(y);
+                ratio.push(x / y);
+            }
+            let median = |v: &mut Vec<f64>| {
+                v.sort_by(f64::total_cmp);
+                v[v.len() / 2]
+            };
+            let (ma, mc, mr) = (median(&mut a), median(&mut c), median(&mut ratio));
+            out.push_str(&format!(
+                "| {what} | {n} | {ma:.1} | {mc:.1} | {mr:.2}x [{:.2}–{:.2}] |\n",
+                ratio[0],
+                ratio[ratio.len() - 1]
+            ));
+        }
+    }
+    Ok(out)
 }
 
 fn last_line(bytes: &[u8]) -> String {
