@@ -121,6 +121,10 @@ pub struct ReportArgs {
     /// with the date, Linux's release and the commit; without it the file's last one is kept.
     #[arg(long)]
     pub linux: bool,
+    /// With --timings or --linux: retake only their sections whose heading contains this text
+    /// (e.g. `--linux --only "Task groups"`); the others are kept as the file has them.
+    #[arg(long, value_name = "TEXT")]
+    pub only: Option<String>,
 }
 
 fn arch(s: &str) -> Result<Arch, String> {

@@ -72,7 +72,7 @@ fn main() -> ExitCode {
         Some("size") => parse::<args::SizeArgs>("cargo xsize", rest).map(|_| size::main()),
         Some("boot") => parse::<args::BootArgs>("cargo xboot", rest).map(boot_once),
         Some("report") => {
-            parse::<args::ReportArgs>("cargo xreport", rest).map(|a| report::main(a.timings, a.linux))
+            parse::<args::ReportArgs>("cargo xreport", rest).map(|a| report::main(a.timings, a.linux, a.only.as_deref()))
         }
         Some("--help" | "-h") => {
             println!("{COMMANDS}");

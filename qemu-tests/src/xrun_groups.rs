@@ -86,11 +86,10 @@ fn sim_column(rows: &[sched_sim::groups::GroupRow]) -> Vec<Option<f64>> {
     rows.iter().map(|r| Some(r.got)).collect()
 }
 
-/// Linux's figures, in [`rows`]' order (it has no churn case: LTP's test is a crash test,
-/// with no figure to set beside).
+/// Linux's figures, in [`rows`]' order.
 fn linux_column(m: &cgroups::Measured) -> Vec<Option<f64>> {
     let mut col: Vec<Option<f64>> = m.rows().iter().map(|r| Some(r.got)).collect();
-    col.extend([None, None]);
+    col.extend([Some(f64::from(m.churn.ran)), Some(f64::from(m.churn.counted))]);
     col
 }
 

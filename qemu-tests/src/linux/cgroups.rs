@@ -100,6 +100,91 @@ pub struct Measured {
     pub seconds: u32,
     /// Every case's groups, in the order the cases ran.
     pub groups: Vec<Group>,
+    /// The churn: the processes that ran in the calm second after it, and those the groups
+    /// count, of [`CHURN_TASKS`].
+    pub churn: Churn,
+}
+
+/// What the churn case left: LTP `cfs_bandwidth01`'s shape in cgroup v2.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Churn {
+    /// Processes whose CPU time (`/proc/PID/schedstat`) grew in the calm second after it.
+    pub ran: u32,
+    /// Processes the hierarchy's `cgroup.procs` files list.
+    pub counted: u32,
+    /// Moves into a leaf the kernel refused (a process gone would be one).
+    pub failed_moves: u32,
+}
+
+/// The churn's processes, as in the kernel's and the simulator's.
+pub const CHURN_TASKS: u32 = 16;
+
+/// The churn case's script, `seconds` of churn then a calm second: the kernel's shape (a
+/// top group capped at 2.5 CPUs, a middle one at half a CPU, four leaves, one capped at a fifth,
+/// 10 ms periods; 16 processes, half `sysbench cpu` spinners and half shell loops that run
+/// and sleep 2 ms; every 5 ms a process moved, every 100 ms the leaf's cap switched, every
+/// 200 ms a middle group's weight changed, every 250 ms a spare group made or removed), with
+/// one change cgroup v2 requires: processes move between leaves only, since a group that
+/// hands the `cpu` controller to children may hold no process itself.
+fn churn_script(seconds: u32) -> String {
+    let steps = seconds * 1000;
+    let (n, last) = (CHURN_TASKS, CHURN_TASKS - 1);
+    format!(
+        r#"# churn
+C=$CG/c
+mkdir $C $C/m0 $C/m1
+echo +cpu > $C/cgroup.subtree_control
+echo "25000 10000" > $C/cpu.max
+echo 200 > $C/m0/cpu.weight
+echo "5000 10000" > $C/m0/cpu.max
+echo +cpu > $C/m0/cgroup.subtree_control
+echo +cpu > $C/m1/cgroup.subtree_control
+L0=$C/m0/l0; L1=$C/m0/l1; L2=$C/m1/l2; L3=$C/m1/l3
+mkdir $L0 $L1 $L2 $L3
+echo 50 > $L0/cpu.weight; echo 300 > $L1/cpu.weight; echo 50 > $L2/cpu.weight; echo 300 > $L3/cpu.weight
+echo "2000 10000" > $L3/cpu.max
+leaf() {{ case $(($1 % 4)) in 0) L=$L0;; 1) L=$L1;; 2) L=$L2;; *) L=$L3;; esac; }}
+P=""
+for i in $(seq 0 {last}); do
+  leaf $i
+  if [ $((i % 2)) -eq 0 ]; then
+    sh -c "echo \$\$ > $L/cgroup.procs && exec sysbench cpu --threads=1 --time=1000 --events=0 run" > /dev/null &
+  else
+    sh -c "echo \$\$ > $L/cgroup.procs; while :; do j=0; while [ \$j -lt 300 ]; do j=\$((j+1)); done; usleep 2000; done" > /dev/null &
+  fi
+  P="$P $!"
+done
+set -- $P
+step=0; fails=0
+while [ $step -lt {steps} ]; do
+  usleep 1000
+  if [ $((step % 5)) -eq 0 ]; then
+    k=$((step * 3 % {n} + 1)); eval pid=\${{$k}}; leaf $((step / 5))
+    echo $pid > $L/cgroup.procs || fails=$((fails + 1))
+  fi
+  if [ $((step % 100)) -eq 0 ]; then
+    if [ $((step / 100 % 2)) -eq 0 ]; then echo max > $L3/cpu.max; else echo "2000 10000" > $L3/cpu.max; fi
+  fi
+  if [ $((step % 200)) -eq 0 ]; then echo $((50 + step / 200 % 10 * 40)) > $C/m0/cpu.weight; fi
+  if [ $((step % 250)) -eq 0 ]; then
+    if [ -d $C/m1/spare ]; then rmdir $C/m1/spare; else mkdir $C/m1/spare; echo 10 > $C/m1/spare/cpu.weight; fi
+  fi
+  step=$((step + 1))
+done
+before=""
+for p in $P; do before="$before $(cut -d' ' -f1 /proc/$p/schedstat)"; done
+sleep 1
+ran=0; set -- $before
+for p in $P; do
+  if [ $(cut -d' ' -f1 /proc/$p/schedstat) -gt $1 ]; then ran=$((ran + 1)); fi
+  shift
+done
+counted=$(cat $C/cgroup.procs $C/m0/cgroup.procs $C/m1/cgroup.procs $L0/cgroup.procs $L1/cgroup.procs $L2/cgroup.procs $L3/cgroup.procs | wc -l)
+echo "churn ran $ran counted $counted failed $fails"
+kill $P
+wait || true
+"#
+    )
 }
 
 /// A group of a case that holds spinners.
@@ -226,7 +311,7 @@ pub fn script(cpus: usize, seconds: u32) -> String {
             s += &format!("echo \"cgroup {0} $(tr '\\n' ' ' < $CG/{0}/cpu.stat)\"\n", l.path);
         }
     }
-    s
+    s + &churn_script(seconds)
 }
 
 /// The `cpu.stat` of group `name` in the run's output.
@@ -265,14 +350,19 @@ fn parse(output: &[String], release: String, cpus: usize, seconds: u32) -> Resul
     let of = |case: &'static str| groups.iter().filter(move |g| g.case == case).map(|g| g.stat);
     let weighted = of("weights").collect();
     let limited = of("cap").next().unwrap_or_default();
-    Ok(Measured { release, weighted, limited, seconds, groups })
+    let line = output.iter().find_map(|l| l.strip_prefix("churn ran ")).ok_or("the guest printed no churn line")?;
+    let words: Vec<u32> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
+    let [ran, counted, failed_moves] = words[..] else { return Err(format!("a churn line of other figures: {line:?}")) };
+    let churn = Churn { ran, counted, failed_moves };
+    Ok(Measured { release, weighted, limited, seconds, groups, churn })
 }
 
 /// Runs the script on Linux on machine `m`, `seconds` per case. `Err` is one line.
 pub fn measure(m: &Machine, mode: Mode, ticking: bool, seconds: u32) -> Result<Measured, String> {
     let guest = Guest::prepare()?.ticking(ticking);
     let text = script(m.cpus, seconds);
-    let limit = Duration::from_secs(120 + 60 * cases(m.cpus).len() as u64 * u64::from(seconds));
+    // The cases, the churn and its calm second.
+    let limit = Duration::from_secs(120 + 60 * (cases(m.cpus).len() as u64 + 2) * u64::from(seconds));
     let console = guest.boot(m, mode, &Job::Script { script: text.as_bytes() }, 1, limit)?;
     parse(&console.runs[0].output, console.release, m.cpus, seconds)
 }
@@ -360,6 +450,7 @@ mod tests {
             line("m/many", 1_200_000, 0, 0),
             line("m/one", 800_000, 0, 0),
             line("max", 200_000, 20, 19),
+            "churn ran 16 counted 16 failed 0".into(),
         ]
     }
 
@@ -406,6 +497,9 @@ mod tests {
         assert_eq!(rows[9].group, "40 threads");
         assert_eq!(rows[11].periods, Some((20, 19)));
         assert!(rows[..11].iter().all(|r| r.periods.is_none()));
+        assert_eq!(m.churn, Churn { ran: 16, counted: 16, failed_moves: 0 });
+        let out: Vec<String> = sample().into_iter().filter(|l| !l.starts_with("churn")).collect();
+        assert!(parse(&out, "6.1.0".into(), 4, 2).is_err(), "no churn line");
     }
 
     /// A group the guest did not print is an error naming it.
@@ -438,6 +532,7 @@ mod tests {
         assert!(s.contains("$CG/m/one/cgroup.procs && exec taskset 1 sysbench cpu --threads=1 "));
         assert!(s.contains("echo \"10000 100000\" > $CG/max/cpu.max"));
         assert!(s.contains("$CG/max/cgroup.procs && exec sysbench cpu --threads=8 "));
+        assert!(s.contains("while [ $step -lt 2000 ]; do") && s.contains("echo \"churn ran $ran counted"));
         assert_eq!(s.matches("wait\n").count(), 5);
         assert_eq!(s.matches("echo \"cgroup ").count(), 12);
         // Each case's statistics follow its wait.

@@ -188,15 +188,17 @@ fn write_blocks() -> Result<(), String> {
 }
 
 /// `cargo xreport`: generates every deterministic section (and with `timings` the timing
-/// section; otherwise it keeps the file's) and writes the file, and every generated block of
-/// the docs pages.
-pub fn main(timings: bool, linux: bool) -> ExitCode {
+/// section, with `linux` the Linux ones, those whose heading contains `only` if given;
+/// otherwise it keeps the file's) and writes the file, and every generated block of the docs
+/// pages.
+pub fn main(timings: bool, linux: bool, only: Option<&str>) -> ExitCode {
     let old = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
     let mut body = String::new();
+    let picked = |s: &Section| only.is_none_or(|text| s.heading.contains(text));
     for s in SECTIONS {
         let (skip, flag) = match s.kind {
-            Kind::Timing => (!timings, "--timings"),
-            Kind::Linux => (!linux, "--linux"),
+            Kind::Timing => (!timings || !picked(s), "--timings"),
+            Kind::Linux => (!linux || !picked(s), "--linux"),
             Kind::Deterministic => (false, ""),
         };
         if skip {

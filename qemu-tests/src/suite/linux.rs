@@ -85,10 +85,15 @@ fn cgroups(guest: &Guest, m: &Machine) -> Result<String, String> {
         return Err(format!("cpu.max 10 %: {share:.2} %, {} throttled periods", r.limited.nr_throttled));
     }
     let ratios: Vec<String> = r.ratios().iter().map(|x| format!("{x:.3}")).collect();
+    let c = r.churn;
     Ok(format!(
-        "weights 50:100:150 got {} (kselftest's 35 % step: {}), cpu.max 10 % got {share:.2} %",
+        "weights 50:100:150 got {} (kselftest's 35 % step: {}), cpu.max 10 % got {share:.2} %, \
+         churn: {} of {} ran after it, {} counted",
         ratios.join(":"),
-        if step_ok { "within" } else { "missed" }
+        if step_ok { "within" } else { "missed" },
+        c.ran,
+        crate::linux::cgroups::CHURN_TASKS,
+        c.counted
     ))
 }
 
