@@ -108,9 +108,10 @@ pub struct Measured {
 /// What the churn case left: LTP `cfs_bandwidth01`'s shape in cgroup v2.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Churn {
-    /// Processes whose CPU time (`/proc/PID/schedstat`) grew in the calm second after it.
+    /// Processes whose CPU time (their threads' `/proc/PID/task/TID/schedstat`) grew in the
+    /// calm second after it.
     pub ran: u32,
-    /// Processes the hierarchy's `cgroup.procs` files list.
+    /// Processes the hierarchy's `cgroup.procs` files list exactly once.
     pub counted: u32,
     /// Moves into a leaf the kernel refused (a process gone would be one).
     pub failed_moves: u32,
@@ -171,15 +172,24 @@ while [ $step -lt {steps} ]; do
   fi
   step=$((step + 1))
 done
+ran_ns() {{ cat /proc/$1/task/*/schedstat | awk '{{s += $1}} END {{print s}}'; }}
 before=""
-for p in $P; do before="$before $(cut -d' ' -f1 /proc/$p/schedstat)"; done
+for p in $P; do before="$before $(ran_ns $p)"; done
 sleep 1
 ran=0; set -- $before
 for p in $P; do
-  if [ $(cut -d' ' -f1 /proc/$p/schedstat) -gt $1 ]; then ran=$((ran + 1)); fi
+  if [ $(ran_ns $p) -gt $1 ]; then
+    ran=$((ran + 1))
+  else
+    echo "churn: process $p did not run: in $(cut -d: -f3 /proc/$p/cgroup), last on CPU $(cut -d' ' -f39 /proc/$p/stat), $(cat /proc/$p/comm)"
+  fi
   shift
 done
-counted=$(cat $C/cgroup.procs $C/m0/cgroup.procs $C/m1/cgroup.procs $L0/cgroup.procs $L1/cgroup.procs $L2/cgroup.procs $L3/cgroup.procs | wc -l)
+counted=0
+for p in $P; do
+  n=$(cat $C/cgroup.procs $C/m0/cgroup.procs $C/m1/cgroup.procs $L0/cgroup.procs $L1/cgroup.procs $L2/cgroup.procs $L3/cgroup.procs | grep -cx $p || true)
+  if [ $n -eq 1 ]; then counted=$((counted + 1)); fi
+done
 echo "churn ran $ran counted $counted failed $fails"
 kill $P
 wait || true

@@ -72,10 +72,10 @@ pub fn section() -> Result<String, String> {
     ))
 }
 
-/// The task groups beside Linux: `cargo xrun --groups --linux` (2 s per case: the guest's five
-/// cases take ~5 minutes in deterministic mode), stamped as [`section`] is.
+/// The task groups beside Linux: `cargo xrun --groups --linux` (4 s per case, as the suite's
+/// Linux case: about 4 minutes), stamped as [`section`] is.
 pub fn groups() -> Result<String, String> {
-    let args = ["--groups", "--linux", "--seconds", "2"];
+    let args = ["--groups", "--linux", "--seconds", "4"];
     eprintln!("xreport: cargo xrun {}", args.join(" "));
     let text = super::xrun_with(&args)?;
     let table = block(&text, "Task groups:")?;

@@ -134,7 +134,7 @@ const SECTIONS: &[Section] = &[
     },
     Section {
         heading: "Task groups beside Linux",
-        how: "`cargo xreport --linux`: `cargo xrun --groups --linux --seconds 2` (aarch64 `virt`, \
+        how: "`cargo xreport --linux`: `cargo xrun --groups --linux --seconds 4` (aarch64 `virt`, \
               8 vCPUs, 2x4 clusters, deterministic mode, HZ 250, tickless idle): each group's target \
               beside Linux's cgroup v2 in the guest, the kernel's `scenario=groups` and the \
               simulator's `cargo xsim groups`, as a share or CPUs' worth \
