@@ -127,7 +127,7 @@ pub(super) const CASES: &[Case] = &[
         judge: latency_ab,
     },
     Case {
-        name: "task groups: weights (over- and under-provisioned), nested, 40 threads against 1, cpu.max 0.1 CPU",
+        name: "task groups: weights (over- and under-provisioned), nested, 40 threads against 1, cpu.max 0.1 CPU, LTP churn",
         args: "scenario=groups duration_ms=2000",
         mode: Mode::Deterministic,
         judge: groups_ok,
