@@ -71,9 +71,8 @@ fn main() -> ExitCode {
         Some("run") => Ok(xrun::main(rest)),
         Some("size") => parse::<args::SizeArgs>("cargo xsize", rest).map(|_| size::main()),
         Some("boot") => parse::<args::BootArgs>("cargo xboot", rest).map(boot_once),
-        Some("report") => {
-            parse::<args::ReportArgs>("cargo xreport", rest).map(|a| report::main(a.timings, a.linux, a.only.as_deref()))
-        }
+        Some("report") => parse::<args::ReportArgs>("cargo xreport", rest)
+            .map(|a| report::main(a.timings, a.linux, a.only.as_deref())),
         Some("--help" | "-h") => {
             println!("{COMMANDS}");
             return ExitCode::SUCCESS;

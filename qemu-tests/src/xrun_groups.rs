@@ -10,14 +10,7 @@ use std::time::Duration;
 use crate::linux::cgroups;
 use crate::qemu::{self, Boot, Machine, Mode};
 use crate::suite::{group_cap, group_share};
-
-/// What a row measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Measure {
-    Share,
-    CpusWorth,
-    Tasks,
-}
+use sched_sim::groups::Measure;
 
 /// One row of the table: its case, group, measure and target.
 struct Row {

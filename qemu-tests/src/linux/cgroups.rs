@@ -18,6 +18,8 @@
 
 use std::time::Duration;
 
+pub use sched_sim::groups::{GroupRow as Row, Measure};
+
 use super::{Guest, Job};
 use crate::qemu::{Machine, Mode};
 
@@ -42,15 +44,6 @@ pub struct Stat {
     pub throttled_usec: u64,
 }
 
-/// What a row measures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Measure {
-    /// The group's CPU time over all its case's groups' CPU time.
-    Share,
-    /// The group's CPU time over the case's wall time.
-    CpusWorth,
-}
-
 /// One measured group of one case: where it sits, what it is promised and its `cpu.stat`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Group {
@@ -68,23 +61,6 @@ pub struct Group {
     pub max: Option<(u64, u64)>,
     /// Its `cpu.stat`.
     pub stat: Stat,
-}
-
-/// One group of one case, its target and what it got: the simulator's `GroupRow` for Linux.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Row {
-    /// The case: `weights`, `under`, `nested`, `many` or `cap`.
-    pub case: &'static str,
-    /// The group, by its weight or limit.
-    pub group: String,
-    /// What it is measured by.
-    pub measure: Measure,
-    /// What cgroup v2 promises it.
-    pub target: f64,
-    /// What it got.
-    pub got: f64,
-    /// `cpu.stat`'s periods and throttled periods, for a group with a limit.
-    pub periods: Option<(u64, u64)>,
 }
 
 /// What the guest measured.
@@ -236,9 +212,11 @@ fn cases(cpus: usize) -> Vec<Case> {
         leaves: WEIGHTS
             .iter()
             .map(|&w| {
-                let target = match measure {
-                    Measure::Share => f64::from(w) / f64::from(WEIGHTS.iter().sum::<u32>()),
-                    Measure::CpusWorth => 1.0,
+                // (A share, or else each group's CPUs' worth.)
+                let target = if measure == Measure::Share {
+                    f64::from(w) / f64::from(WEIGHTS.iter().sum::<u32>())
+                } else {
+                    1.0
                 };
                 leaf(&format!("{dir}/g{w}"), &format!("cpu.weight {w}"), Some(w), threads, target)
             })
@@ -360,9 +338,12 @@ fn parse(output: &[String], release: String, cpus: usize, seconds: u32) -> Resul
     let of = |case: &'static str| groups.iter().filter(move |g| g.case == case).map(|g| g.stat);
     let weighted = of("weights").collect();
     let limited = of("cap").next().unwrap_or_default();
-    let line = output.iter().find_map(|l| l.strip_prefix("churn ran ")).ok_or("the guest printed no churn line")?;
+    let line =
+        output.iter().find_map(|l| l.strip_prefix("churn ran ")).ok_or("the guest printed no churn line")?;
     let words: Vec<u32> = line.split_whitespace().filter_map(|w| w.parse().ok()).collect();
-    let [ran, counted, failed_moves] = words[..] else { return Err(format!("a churn line of other figures: {line:?}")) };
+    let [ran, counted, failed_moves] = words[..] else {
+        return Err(format!("a churn line of other figures: {line:?}"));
+    };
     let churn = Churn { ran, counted, failed_moves };
     Ok(Measured { release, weighted, limited, seconds, groups, churn })
 }
@@ -407,7 +388,8 @@ impl Measured {
                     }
                     // A capped group's over its periods (its spinners outlive the case's
                     // seconds by their start and exit); any other over the case's seconds.
-                    Measure::CpusWorth => match g.max {
+                    // (No Linux group is counted in tasks: the churn is not a group row.)
+                    Measure::CpusWorth | Measure::Tasks => match g.max {
                         Some((_, period)) if g.stat.nr_periods > 0 => {
                             usage / (g.stat.nr_periods * period) as f64
                         }
