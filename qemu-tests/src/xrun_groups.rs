@@ -40,8 +40,8 @@ fn rows(cpus: usize) -> Vec<Row> {
         row("many", "the many threads", Measure::Share, 0.5),
         row("many", "1 thread", Measure::Share, 0.5),
         row("cap", "cpu.max 10000 100000", Measure::CpusWorth, 0.1),
-        row("churn", "tasks that ran after it", Measure::Tasks, 16.0),
-        row("churn", "tasks the groups count", Measure::Tasks, 16.0),
+        row("churn", "tasks that ran after it", Measure::Tasks, f64::from(cgroups::CHURN_TASKS)),
+        row("churn", "tasks the groups count", Measure::Tasks, f64::from(cgroups::CHURN_TASKS)),
     ]);
     all
 }

@@ -28,22 +28,8 @@ pub fn section() -> Result<String, String> {
     let home = qemu::root().join("target/xreport-criterion");
     let _ = std::fs::remove_dir_all(&home);
     for (package, benches) in BENCHES {
-        let mut cmd = crate::cargo();
-        cmd.args(["bench", "--quiet", "-p", package]);
-        for b in benches {
-            cmd.args(["--bench", b]);
-        }
         eprintln!("xreport: cargo bench -p {package} (about a minute per bench target)");
-        let out = cmd
-            .arg("--")
-            .args(CRITERION)
-            .env("CRITERION_HOME", &home)
-            .current_dir(qemu::root())
-            .output()
-            .map_err(|e| format!("cargo bench: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("cargo bench -p {package} failed: {}", last_line(&out.stderr)));
-        }
+        bench_run(package, benches, &CRITERION, &home)?;
     }
     let medians = medians(&home)?;
     let ns = |id: &str| medians.get(id).copied().ok_or_else(|| format!("no benchmark {id:?} ran"));
@@ -64,16 +50,7 @@ fn peer() -> Result<String, String> {
         let home = qemu::root().join(format!("target/xreport-peer/{r}"));
         let _ = std::fs::remove_dir_all(&home);
         eprintln!("xreport: cargo bench -p sched-testkit --bench peer, run {} of {PEER_RUNS}", r + 1);
-        let out = crate::cargo()
-            .args(["bench", "--quiet", "-p", "sched-testkit", "--bench", "peer", "--"])
-            .args(PEER_CRITERION)
-            .env("CRITERION_HOME", &home)
-            .current_dir(qemu::root())
-            .output()
-            .map_err(|e| format!("cargo bench: {e}"))?;
-        if !out.status.success() {
-            return Err(format!("cargo bench --bench peer failed: {}", last_line(&out.stderr)));
-        }
+        bench_run("sched-testkit", &["peer"], &PEER_CRITERION, &home)?;
         runs.push(medians(&home)?);
     }
     let mut out = format!(
@@ -129,6 +106,26 @@ fn peer() -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// `cargo bench -p package --bench b...` with criterion's `args`, its results under `home`.
+fn bench_run(package: &str, benches: &[&str], args: &[&str], home: &Path) -> Result<(), String> {
+    let mut cmd = crate::cargo();
+    cmd.args(["bench", "--quiet", "-p", package]);
+    for b in benches {
+        cmd.args(["--bench", b]);
+    }
+    let out = cmd
+        .arg("--")
+        .args(args)
+        .env("CRITERION_HOME", home)
+        .current_dir(qemu::root())
+        .output()
+        .map_err(|e| format!("cargo bench: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("cargo bench -p {package} {benches:?} failed: {}", last_line(&out.stderr)));
+    }
+    Ok(())
 }
 
 fn last_line(bytes: &[u8]) -> String {
