@@ -462,16 +462,20 @@ pub struct SpreadPoint {
     pub cpus: usize,
     /// Burst kind.
     pub burst: String,
+    /// Tasks in the burst: one per CPU, but a wake-on-one burst holds no more than CPU0's
+    /// runqueue ([`crate::machine::SIM_Q`]).
+    pub tasks: usize,
     /// Median spread time (ms) over iterations (NaN if never spread).
     pub median_ms: f64,
-    /// Max spread time (ms).
+    /// Max spread time (ms); infinite if some iteration never spread.
     pub max_ms: f64,
     /// Median migrations until spread.
     pub migrations: f64,
 }
 
 /// Spread time vs CPU count for a fork burst (sysbench's thread creation, endless events)
-/// and a wake-all-on-one-CPU burst.
+/// and a wake-all-on-one-CPU burst. The fork burst has one thread per CPU; the wake-on-one
+/// burst as many, up to what one runqueue holds (then spread means each task alone on a CPU).
 pub fn spread(
     base: &Config,
     cpu_counts: &[usize],
@@ -484,6 +488,7 @@ pub fn spread(
             let mut seeds = Rng::new(base.seed);
             let mut times = Vec::new();
             let mut migs = Vec::new();
+            let tasks = if burst == "fork" { n } else { n.min(crate::machine::SIM_Q) };
             for _ in 0..iterations {
                 let cfg = Config { cpus: n, seed: seeds.next_u64(), trace: false, ..base.clone() };
                 let w = match burst {
@@ -493,17 +498,19 @@ pub fn spread(
                         cost_ns: 1_240_000,
                         jitter: 0.02,
                     },
-                    _ => Workload::WakeAllOnOne { tasks: n as u32, run_ns: 2_000_000_000 },
+                    _ => Workload::WakeAllOnOne { tasks: tasks as u32, run_ns: 2_000_000_000 },
                 };
                 let r = run_once(&cfg, &w);
                 times.push(r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6));
                 migs.push(r.migrations_to_spread as f64);
                 progress();
             }
-            let (_, hi) = range(&times);
+            // A run that never spread makes the worst case "never" (infinite).
+            let hi = if times.iter().any(|t| t.is_nan()) { f64::INFINITY } else { range(&times).1 };
             out.push(SpreadPoint {
                 cpus: n,
                 burst: burst.to_string(),
+                tasks,
                 median_ms: median(&times),
                 max_ms: hi,
                 migrations: median(&migs),

@@ -416,13 +416,20 @@ fn main() {
                 println!("{}", serde_json::to_string_pretty(&pts).unwrap_or_default());
             } else {
                 println!(
-                    "{:>6} {:>12} {:>12} {:>10} {:>11}",
-                    "CPUs", "burst", "median ms", "max ms", "migrations"
+                    "{:>6} {:>12} {:>6} {:>12} {:>10} {:>11}",
+                    "CPUs", "burst", "tasks", "median ms", "max ms", "migrations"
                 );
+                // A burst that never spread within the run shows "never", as the other tables.
+                let ms = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "never".into() };
                 for p in pts {
                     println!(
-                        "{:>6} {:>12} {:>12.3} {:>10.3} {:>11.0}",
-                        p.cpus, p.burst, p.median_ms, p.max_ms, p.migrations
+                        "{:>6} {:>12} {:>6} {:>12} {:>10} {:>11.0}",
+                        p.cpus,
+                        p.burst,
+                        p.tasks,
+                        ms(p.median_ms),
+                        ms(p.max_ms),
+                        p.migrations
                     );
                 }
             }

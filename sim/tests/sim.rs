@@ -130,3 +130,15 @@ fn latency_workload_eevdf_against_cfs() {
     let keeps = med(&eevdf66, 0);
     assert!(keeps > 2.0 * short, "with the debt kept across sleep: p99 {keeps} µs against {short} µs");
 }
+
+/// A wake-on-one burst on more CPUs than a runqueue holds is cut to what CPU0 holds (it
+/// used to fail creating the 65th task), and the table says how many tasks each burst had.
+#[test]
+fn spread_bursts_fit_cpu0s_runqueue() {
+    let base = Config { topology: TopologyKind::Clusters(4), ..Config::octo(7) };
+    let pts = sched_sim::experiments::spread(&base, &[80], 1, || {});
+    let tasks: Vec<(&str, usize)> = pts.iter().map(|p| (p.burst.as_str(), p.tasks)).collect();
+    assert_eq!(tasks, [("fork", 80), ("wake-on-one", sched_sim::machine::SIM_Q)]);
+    let wake = &pts[1];
+    assert!(wake.median_ms.is_finite(), "64 spinners spread over 80 CPUs: {wake:?}");
+}
