@@ -197,11 +197,12 @@ impl<
         let snap = |c: usize| self.snap(c);
         let mut sds = SdStats::default();
         let mut status = SgStatus::empty();
-        let groups: heapless::Vec<(usize, CpuMask, u32), CPUS> = {
-            let topo = self.topology();
-            topo.groups(cpu, lvl).map(|g| (g.id, g.span, g.asym_prefer_cpu as u32)).collect()
-        };
-        for (i, (id, span, prefer)) in groups.iter().enumerate() {
+        // The topology is only read once init is done, so its read guard is held through the
+        // walk (the calls below read it again; nothing writes it meanwhile). Copying the groups
+        // out instead costs a CPUS-sized buffer on the stack.
+        let topo = self.topology();
+        for (i, g) in topo.groups(cpu, lvl).enumerate() {
+            let (id, span, prefer) = (&g.id, &g.span, &(g.asym_prefer_cpu as u32));
             let local = i == 0;
             if local
                 && (idle != IdleType::NewlyIdle

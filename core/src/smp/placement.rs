@@ -439,17 +439,14 @@ impl<
     /// `find_idlest_group`: the idlest non-local group of `cpu`'s domain `lvl`, if moving
     /// there beats staying in the local group. Ties favour the local group.
     pub(crate) fn find_idlest_group(&self, cpu: usize, lvl: usize, e: &Entity) -> Option<SgStats> {
-        let (d, groups) = {
-            let topo = self.topology();
-            let d = *topo.domain(cpu, lvl)?;
-            let groups: heapless::Vec<(usize, CpuMask), CPUS> =
-                topo.groups(cpu, lvl).map(|g| (g.id, g.span)).collect();
-            (d, groups)
-        };
+        // The topology's read guard is held through the walk (see `sd_stats`).
+        let topo = self.topology();
+        let d = *topo.domain(cpu, lvl)?;
         let asym_cap = d.flags.asym_cpucapacity();
         let mut local: Option<SgStats> = None;
         let mut idlest: Option<SgStats> = None;
-        for (gid, span) in groups.iter() {
+        for g in topo.groups(cpu, lvl) {
+            let (gid, span) = (&g.id, &g.span);
             if !span.intersects(&e.affinity) {
                 continue;
             }
