@@ -833,6 +833,22 @@ impl<const CAP: usize> Timeline<CAP> {
         let _ = x;
     }
 
+    /// After a rotation that put `y` in `x`'s place: `y`'s subtree holds the entries `x`'s
+    /// held, so it takes `x`'s best as it was, and only `x` (now below) is recomputed. Every
+    /// caller rotates with the bests up to date, as the insert and remove fixups do.
+    #[inline(always)]
+    fn rotated_aug<const AUG: bool>(&mut self, x: u32, y: u32) {
+        #[cfg(feature = "eevdf")]
+        if AUG {
+            let Aug { best_deadline, best_key, best, .. } = self.aug[x as usize];
+            let a = &mut self.aug[y as usize];
+            (a.best_deadline, a.best_key, a.best) = (best_deadline, best_key, best);
+            self.fix_aug::<AUG>(x);
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = (x, y);
+    }
+
     /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
     fn rotate_left<const AUG: bool>(&mut self, x: u32) -> u32 {
         let y = self.nodes[x as usize].right;
@@ -846,8 +862,7 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
-        self.fix_aug::<AUG>(x);
-        self.fix_aug::<AUG>(y);
+        self.rotated_aug::<AUG>(x, y);
         y
     }
 
@@ -864,8 +879,7 @@ impl<const CAP: usize> Timeline<CAP> {
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
-        self.fix_aug::<AUG>(x);
-        self.fix_aug::<AUG>(y);
+        self.rotated_aug::<AUG>(x, y);
         y
     }
 
