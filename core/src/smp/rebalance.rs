@@ -10,7 +10,7 @@ use spin::RelaxStrategy;
 use super::nohz_state::NOHZ;
 use super::Smp;
 use crate::balance::{estimated_balance_cost, IdleType};
-use crate::limits::SYSCTL_MIGRATION_COST_NS;
+use crate::limits::{DEFAULT_HZ, SYSCTL_MIGRATION_COST_NS};
 use crate::platform::Platform;
 use crate::topology::SdFlags;
 
@@ -26,7 +26,11 @@ impl<
     /// Jiffy of time `now`. (Out of line on 32-bit targets, as [`Smp::sd_interval`].)
     #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub(crate) fn jiffies(&self, now: u64) -> u64 {
-        now / (1_000_000_000 / self.hz() as u64)
+        match self.hz.load(Relaxed) {
+            // The default rate's jiffy is a constant: the compiler divides by multiplying.
+            0 => now / (1_000_000_000 / DEFAULT_HZ as u64),
+            hz => now / (1_000_000_000 / hz as u64),
+        }
     }
 
     pub(crate) fn ms_to_jiffies(&self, ms: u64) -> u64 {
@@ -46,8 +50,10 @@ impl<
         self.ms_to_jiffies(ms).clamp(1, self.max_lb_interval())
     }
 
-    /// `trigger_load_balance` after a tick: run the periodic balance if it is due.
-    pub(crate) fn trigger_load_balance(&self, cpu: usize, now: u64, idle: bool) {
+    /// `trigger_load_balance` after a tick: run the periodic balance if it is due. Returns
+    /// whether a balance pass ran (it may have pulled work to `cpu` and asked it to
+    /// reschedule); decaying blocked load and kicking an idle balancer elsewhere do not count.
+    pub(crate) fn trigger_load_balance(&self, cpu: usize, now: u64, idle: bool) -> bool {
         if CPUS == 1 {
             // One CPU has no sched domain, so no pass ever moves its next balance from 0:
             // every tick is "due" and all a pass does is decay the blocked load. Doing just
@@ -56,7 +62,7 @@ impl<
             if !idle && NOHZ {
                 self.nohz_exit_idle_on(cpu);
             }
-            return;
+            return false;
         }
         let due = {
             let b = self.bal(cpu);
@@ -64,7 +70,7 @@ impl<
         };
         // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
         if idle && NOHZ && self.nohz_idle_balance_on(cpu, now) {
-            return;
+            return true;
         }
         if due {
             self.rq(cpu).update_blocked_averages(self.pool());
@@ -74,6 +80,7 @@ impl<
         if !idle && NOHZ {
             self.nohz_balancer_kick(cpu, now);
         }
+        due
     }
 
     /// `rebalance_domains`: walks `cpu`'s domains bottom-up and balances each one whose

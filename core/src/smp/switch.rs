@@ -31,19 +31,25 @@ impl<
     /// reschedule. A CPU out of range is [`SchedError::CpuOutOfRange`].
     pub fn tick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         self.check_cpu(cpu)?;
-        let idle = {
+        let (idle, resched) = {
             let mut st = self.rq(cpu);
             st.rq.update_clock(now);
             st.fair(self.pool()).task_tick();
             self.after_update(cpu, &mut st);
-            st.rq.is_idle()
+            (st.rq.is_idle(), st.rq.need_resched())
         };
+        // What follows may change this runqueue only when it runs a period timer or a balance
+        // pass; then the reschedule request is read again. (A remote CPU that asks for one
+        // meanwhile also sends the reschedule IPI.)
+        #[allow(unused_mut)]
+        let mut changed = false;
         #[cfg(feature = "groups")]
         if G > 0 && self.bandwidth_used.load(core::sync::atomic::Ordering::Relaxed) {
             self.bandwidth_periods(now);
+            changed = true;
         }
-        self.trigger_load_balance(cpu, now, idle);
-        Ok(self.rq(cpu).rq.need_resched())
+        changed |= self.trigger_load_balance(cpu, now, idle);
+        Ok(if changed { self.rq(cpu).rq.need_resched() } else { resched })
     }
 
     /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop, unless
