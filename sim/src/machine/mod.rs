@@ -162,10 +162,11 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         self.seq += 1;
         match ev {
             Ev::Tick(cpu) => {
-                let e = (at, self.seq, cpu);
-                if self.tick_queue.back().is_none_or(|b| *b <= e) {
-                    self.tick_queue.push_back(e);
+                // (The seq is the largest yet, so only the time decides against the back.)
+                if self.tick_queue.back().is_none_or(|b| b.0 <= at) {
+                    self.tick_queue.push_back((at, self.seq, cpu));
                 } else {
+                    let e = (at, self.seq, cpu);
                     let i = self.tick_queue.partition_point(|x| *x <= e);
                     self.tick_queue.insert(i, e);
                 }
