@@ -383,7 +383,7 @@ impl<const CAP: usize> Timeline<CAP> {
             if above_moved && self.aug[x as usize].best != z {
                 return;
             }
-            self.fix_aug::<true>(x);
+            self.fix_aug(x);
             above_moved |= x == moved;
             x = self.nodes[x as usize].parent;
         }
@@ -441,7 +441,7 @@ impl<const CAP: usize> Timeline<CAP> {
             for d in (0..=top).rev() {
                 for x in 0..CAP as u32 {
                     if self.depth(x) == Some(d) {
-                        self.fix_aug::<true>(x);
+                        self.fix_aug(x);
                     }
                 }
             }
@@ -810,27 +810,22 @@ impl<const CAP: usize> Timeline<CAP> {
         }
     }
 
-    /// Recomputes `x`'s subtree best from its own entry and its children's (if `AUG`, which
-    /// is never true without the `eevdf` feature).
+    /// Recomputes `x`'s subtree best from its own entry and its children's.
+    #[cfg(feature = "eevdf")]
     #[inline(always)]
-    fn fix_aug<const AUG: bool>(&mut self, x: u32) {
-        #[cfg(feature = "eevdf")]
-        if AUG {
-            let n = self.nodes[x as usize];
-            let mut best = self.own(x);
-            for c in [n.left, n.right] {
-                if c != NIL {
-                    let b = self.subtree_best(c);
-                    if self.before(b, best) {
-                        best = b;
-                    }
+    fn fix_aug(&mut self, x: u32) {
+        let n = self.nodes[x as usize];
+        let mut best = self.own(x);
+        for c in [n.left, n.right] {
+            if c != NIL {
+                let b = self.subtree_best(c);
+                if self.before(b, best) {
+                    best = b;
                 }
             }
-            let a = &mut self.aug[x as usize];
-            (a.best_deadline, a.best_key, a.best) = best;
         }
-        #[cfg(not(feature = "eevdf"))]
-        let _ = x;
+        let a = &mut self.aug[x as usize];
+        (a.best_deadline, a.best_key, a.best) = best;
     }
 
     /// After a rotation that put `y` in `x`'s place: `y`'s subtree holds the entries `x`'s
@@ -843,7 +838,7 @@ impl<const CAP: usize> Timeline<CAP> {
             let Aug { best_deadline, best_key, best, .. } = self.aug[x as usize];
             let a = &mut self.aug[y as usize];
             (a.best_deadline, a.best_key, a.best) = (best_deadline, best_key, best);
-            self.fix_aug::<AUG>(x);
+            self.fix_aug(x);
         }
         #[cfg(not(feature = "eevdf"))]
         let _ = (x, y);
