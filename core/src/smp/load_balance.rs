@@ -202,22 +202,22 @@ impl<
         // out instead costs a CPUS-sized buffer on the stack.
         let topo = self.topology();
         for (i, g) in topo.groups(cpu, lvl).enumerate() {
-            let (id, span, prefer) = (&g.id, &g.span, &(g.asym_prefer_cpu as u32));
+            let id = g.id;
             let local = i == 0;
             if local
                 && (idle != IdleType::NewlyIdle
-                    || self.jiffies(env.now) >= self.sgc_of(*id).next_update.load(Relaxed))
+                    || self.jiffies(env.now) >= self.sgc_of(id).next_update.load(Relaxed))
             {
-                self.update_group_capacity(cpu, dst, lvl, *id, interval_ms, env.now);
+                self.update_group_capacity(cpu, dst, lvl, id, interval_ms, env.now);
             }
-            let sgc = self.sgc_of(*id);
+            let sgc = self.sgc_of(id);
             let info = GroupInfo {
-                span: *span,
+                span: g.span,
                 capacity: sgc.capacity.load(Relaxed) as u64,
                 min_capacity: sgc.min_capacity.load(Relaxed) as u64,
                 max_capacity: sgc.max_capacity.load(Relaxed) as u64,
                 imbalance: sgc.imbalance.load(Relaxed),
-                asym_prefer_cpu: *prefer,
+                asym_prefer_cpu: g.asym_prefer_cpu as u32,
             };
             let s = group_stats(&senv, &info, local, &snap, &mut status);
             if local {

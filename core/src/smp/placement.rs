@@ -446,11 +446,11 @@ impl<
         let mut local: Option<SgStats> = None;
         let mut idlest: Option<SgStats> = None;
         for g in topo.groups(cpu, lvl) {
-            let (gid, span) = (&g.id, &g.span);
+            let span = &g.span;
             if !span.intersects(&e.affinity) {
                 continue;
             }
-            let s = self.wakeup_stats(span, e, d.imbalance_pct, asym_cap, *gid);
+            let s = self.wakeup_stats(span, e, d.imbalance_pct, asym_cap, g.id);
             if span.contains(cpu) {
                 local = Some(s);
             } else if pick_idlest(idlest.as_ref(), &s) {
