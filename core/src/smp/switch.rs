@@ -38,18 +38,20 @@ impl<
             self.after_update(cpu, &mut st);
             (st.rq.is_idle(), st.rq.need_resched())
         };
-        // What follows may change this runqueue only when it runs a period timer or a balance
-        // pass; then the reschedule request is read again. (A remote CPU that asks for one
-        // meanwhile also sends the reschedule IPI.)
-        #[allow(unused_mut)]
-        let mut changed = false;
+        // The groups' period timers run from the tick once a quota is set.
         #[cfg(feature = "groups")]
-        if G > 0 && self.bandwidth_used.load(core::sync::atomic::Ordering::Relaxed) {
+        let timers = G > 0 && self.bandwidth_used.load(core::sync::atomic::Ordering::Relaxed);
+        #[cfg(feature = "groups")]
+        if timers {
             self.bandwidth_periods(now);
-            changed = true;
         }
-        changed |= self.trigger_load_balance(cpu, now, idle);
-        Ok(if changed { self.rq(cpu).rq.need_resched() } else { resched })
+        #[cfg(not(feature = "groups"))]
+        let timers = false;
+        let balanced = self.trigger_load_balance(cpu, now, idle);
+        // Only a period timer or a balance pass may have changed this runqueue since; then the
+        // reschedule request is read again. (A remote CPU that asks for one meanwhile also
+        // sends the reschedule IPI.)
+        Ok(if timers || balanced { self.rq(cpu).rq.need_resched() } else { resched })
     }
 
     /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop, unless
