@@ -60,14 +60,15 @@ macro_rules! entity_cell {
         /// cell.set_vruntime(cell.vruntime() + 1_000);
         /// assert_eq!(ents.pool().get(id).unwrap().vruntime, 1_000);
         /// ```
+        #[cfg_attr(target_pointer_width = "64", repr(C, align(64)))]
         pub struct EntityCell {
-            $($(#[cfg($cfg)])? $field: $store,)*
             // The load weight policy and nice give, stored so that the hot paths do not look
             // it up on every charge and PELT update. Each word is kept XOR nice 0's value, so
             // that a zeroed cell holds nice 0's weight (as its zeroed policy and nice say) and
             // a machine in a `static` still needs no `.data` image.
             load_weight: AtomicU32,
             load_inv: AtomicU32,
+            $($(#[cfg($cfg)])? $field: $store,)*
         }
 
         impl EntityCell {

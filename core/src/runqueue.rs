@@ -107,6 +107,13 @@ impl CfsRq {
     }
 }
 
+/// A slot's links in the most-recently-run list (`NIL`: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct MruLink {
+    prev: u32,
+    next: u32,
+}
+
 /// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
 #[derive(Clone, PartialEq, Eq)]
 pub struct RunQueue<const Q: usize> {
@@ -122,7 +129,7 @@ pub struct RunQueue<const Q: usize> {
 
     /// The task attached at each slot ([`TaskId::NONE`] when free).
     ids: [TaskId; Q],
-    /// Free slots are chained through `mru_next`; `bump` hands out never-used ones.
+    /// Free slots are chained through their MRU `next` link; `bump` hands out never-used ones.
     free_head: u32,
     bump: u32,
     /// Tasks attached.
@@ -132,8 +139,9 @@ pub struct RunQueue<const Q: usize> {
     reserved: u32,
     pub(crate) timeline: Timeline<Q>,
     /// Most-recently-run-first list of the fair tasks accounted here (`cfs_tasks`).
-    mru_prev: [u32; Q],
-    mru_next: [u32; Q],
+    /// Each slot's two links, side by side: a switch moving a task to the head touches one
+    /// line per few slots, not one in each of two arrays.
+    mru: [MruLink; Q],
     mru_head: u32,
     mru_tail: u32,
 
@@ -168,8 +176,7 @@ impl<const Q: usize> RunQueue<Q> {
         ids: [TaskId::new(0, 0); Q],
         free_head: 0,
         timeline: Timeline::UNSET,
-        mru_prev: [0; Q],
-        mru_next: [0; Q],
+        mru: [MruLink { prev: 0, next: 0 }; Q],
         mru_head: 0,
         mru_tail: 0,
         cfs: CfsRq { min_vruntime: 0, ..CfsRq::new() },
@@ -196,8 +203,7 @@ impl<const Q: usize> RunQueue<Q> {
             attached: 0,
             reserved: 0,
             timeline: Timeline::new(),
-            mru_prev: [NIL; Q],
-            mru_next: [NIL; Q],
+            mru: [MruLink { prev: NIL, next: NIL }; Q],
             mru_head: NIL,
             mru_tail: NIL,
             curr: None,
@@ -431,7 +437,7 @@ impl<const Q: usize> RunQueue<Q> {
     fn place(&mut self, id: TaskId) -> Option<SlotId> {
         let slot = if self.free_head != NIL {
             let n = self.free_head;
-            self.free_head = self.mru_next[n as usize];
+            self.free_head = self.mru[n as usize].next;
             n
         } else if (self.bump as usize) < self.task_slots() {
             self.bump += 1;
@@ -439,8 +445,8 @@ impl<const Q: usize> RunQueue<Q> {
         } else {
             return None;
         };
-        self.mru_next[slot as usize] = NIL;
-        self.mru_prev[slot as usize] = NIL;
+        self.mru[slot as usize].next = NIL;
+        self.mru[slot as usize].prev = NIL;
         self.ids[slot as usize] = id;
         self.attached += 1;
         Some(slot)
@@ -455,7 +461,7 @@ impl<const Q: usize> RunQueue<Q> {
         let id = self.task_at(slot)?;
         self.ids[slot as usize] = TaskId::NONE;
         self.attached -= 1;
-        self.mru_next[slot as usize] = self.free_head;
+        self.mru[slot as usize].next = self.free_head;
         self.free_head = slot;
         Some(id)
     }
@@ -479,10 +485,10 @@ impl<const Q: usize> RunQueue<Q> {
 
     pub(crate) fn mru_push_head(&mut self, slot: SlotId) {
         let n = slot as usize;
-        self.mru_prev[n] = NIL;
-        self.mru_next[n] = self.mru_head;
+        self.mru[n].prev = NIL;
+        self.mru[n].next = self.mru_head;
         if self.mru_head != NIL {
-            self.mru_prev[self.mru_head as usize] = slot;
+            self.mru[self.mru_head as usize].prev = slot;
         } else {
             self.mru_tail = slot;
         }
@@ -491,19 +497,19 @@ impl<const Q: usize> RunQueue<Q> {
 
     pub(crate) fn mru_unlink(&mut self, slot: SlotId) {
         let n = slot as usize;
-        let (p, nx) = (self.mru_prev[n], self.mru_next[n]);
+        let (p, nx) = (self.mru[n].prev, self.mru[n].next);
         if p != NIL {
-            self.mru_next[p as usize] = nx;
+            self.mru[p as usize].next = nx;
         } else if self.mru_head == slot {
             self.mru_head = nx;
         }
         if nx != NIL {
-            self.mru_prev[nx as usize] = p;
+            self.mru[nx as usize].prev = p;
         } else if self.mru_tail == slot {
             self.mru_tail = p;
         }
-        self.mru_prev[n] = NIL;
-        self.mru_next[n] = NIL;
+        self.mru[n].prev = NIL;
+        self.mru[n].next = NIL;
     }
 
     pub(crate) fn mru_move_to_head(&mut self, slot: SlotId) {
@@ -677,7 +683,7 @@ impl<const Q: usize> RunQueue<Q> {
             if count > nr || (cur as usize) >= Q {
                 return fail("MRU list longer than accounted tasks");
             }
-            if self.mru_prev[cur as usize] != prev {
+            if self.mru[cur as usize].prev != prev {
                 return fail("MRU back link");
             }
             match entity(cur) {
@@ -685,7 +691,7 @@ impl<const Q: usize> RunQueue<Q> {
                 _ => return fail("MRU list holds an unaccounted task"),
             }
             prev = cur;
-            cur = self.mru_next[cur as usize];
+            cur = self.mru[cur as usize].next;
         }
         if count != nr || self.mru_tail != prev {
             return fail("MRU list differs from accounted tasks");
@@ -794,7 +800,7 @@ impl<const Q: usize> Iterator for MruIter<'_, Q> {
             return None;
         }
         let slot = self.cur;
-        self.cur = if self.back { self.rq.mru_prev[slot as usize] } else { self.rq.mru_next[slot as usize] };
+        self.cur = if self.back { self.rq.mru[slot as usize].prev } else { self.rq.mru[slot as usize].next };
         Some((slot, self.rq.ids[slot as usize]))
     }
 }

@@ -72,25 +72,9 @@ macro_rules! entity_fields {
             sum_exec_runtime: u64 = 0, u64::MAX - 2; Word64, pub set_sum_exec_runtime;
             /// `sum_exec_runtime` when the task was last picked (to measure its current slice).
             prev_sum_exec_runtime: u64 = 0, u64::MAX - 3; Word64, pub set_prev_sum_exec_runtime;
-            /// PELT signals.
-            avg: SchedAvg = SchedAvg::ZERO, SchedAvg::WIDEST; AvgCell, pub set_avg;
-            /// The task it woke last ([`TaskId::NONE`] before its first wakeup of another task).
-            last_wakee: TaskId = TaskId::NONE, TaskId::new(u32::MAX - 1, u32::MAX); Word64, pub set_last_wakee;
             /// EEVDF: its virtual deadline (the end of its current request).
             #[cfg(feature = "eevdf")]
             deadline: u64 = 0, u64::MAX - 4; Word64, pub set_deadline;
-            /// EEVDF: its lag (virtual service owed, negative if received ahead), kept from its
-            /// last dequeue to its next placement.
-            #[cfg(feature = "eevdf")]
-            vlag: i64 = 0, i64::MIN; Word64, pub set_vlag;
-            /// EEVDF: its request size (wall-clock ns); 0 means the machine's default slice.
-            #[cfg(feature = "eevdf")]
-            slice: u64 = 0, u64::MAX - 5; Word64, pub set_slice;
-            /// How often, recently, it woke a different task than the last one (halved every
-            /// second): many flips mark a waker serving many wakees (`wake_wide`).
-            wakee_flips: u32 = 0, u32::MAX; AtomicU32, pub set_wakee_flips;
-            /// Jiffy (modulo 2^32, compared wrap-safe) when `wakee_flips` was last halved.
-            wakee_flip_decay_ts: u32 = 0, u32::MAX - 1; AtomicU32, pub set_wakee_flip_decay_ts;
             /// The CPU it last ran or was queued on (a CPU number: 16 bits in the cell).
             cpu: u32 = u32::MAX, crate::cpumask::MAX_CPUS as u32 - 1; AtomicU16, pub set_cpu;
             /// A CPU it recently ran on or woke a task from, tried at its next wakeup.
@@ -107,12 +91,28 @@ macro_rules! entity_fields {
             /// Whether a CPU is running it or still switching away from it (its context may
             /// not be saved yet): such a task must not be migrated (Linux `p->on_cpu`).
             on_cpu: bool = false, true; AtomicBool, pub set_on_cpu;
-            /// Allowed CPUs.
-            affinity: CpuMask = CpuMask::EMPTY, CpuMask::ALL; MaskCell, pub set_affinity;
             /// The task group it belongs to, by slot: 0 the root, 1..=G a group (the
             /// `groups` feature).
             #[cfg(feature = "groups")]
             group: u16 = 0, u16::MAX - 6; AtomicU16, pub set_group;
+            /// PELT signals.
+            avg: SchedAvg = SchedAvg::ZERO, SchedAvg::WIDEST; AvgCell, pub set_avg;
+            /// The task it woke last ([`TaskId::NONE`] before its first wakeup of another task).
+            last_wakee: TaskId = TaskId::NONE, TaskId::new(u32::MAX - 1, u32::MAX); Word64, pub set_last_wakee;
+            /// EEVDF: its lag (virtual service owed, negative if received ahead), kept from its
+            /// last dequeue to its next placement.
+            #[cfg(feature = "eevdf")]
+            vlag: i64 = 0, i64::MIN; Word64, pub set_vlag;
+            /// EEVDF: its request size (wall-clock ns); 0 means the machine's default slice.
+            #[cfg(feature = "eevdf")]
+            slice: u64 = 0, u64::MAX - 5; Word64, pub set_slice;
+            /// How often, recently, it woke a different task than the last one (halved every
+            /// second): many flips mark a waker serving many wakees (`wake_wide`).
+            wakee_flips: u32 = 0, u32::MAX; AtomicU32, pub set_wakee_flips;
+            /// Jiffy (modulo 2^32, compared wrap-safe) when `wakee_flips` was last halved.
+            wakee_flip_decay_ts: u32 = 0, u32::MAX - 1; AtomicU32, pub set_wakee_flip_decay_ts;
+            /// Allowed CPUs.
+            affinity: CpuMask = CpuMask::EMPTY, CpuMask::ALL; MaskCell, pub set_affinity;
         }
     };
 }
