@@ -159,7 +159,7 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
             })
             .sum();
         let settled: u64 =
-            self.tasks.slots.iter().flatten().filter(|(_, t)| which(t)).map(|(_, t)| t.ran_ns).sum();
+            self.tasks.slots.iter().flatten().map(|e| &e.task).filter(|t| which(t)).map(|t| t.ran_ns).sum();
         settled + running
     }
 }
