@@ -60,6 +60,10 @@ macro_rules! entity_cell {
         /// cell.set_vruntime(cell.vruntime() + 1_000);
         /// assert_eq!(ents.pool().get(id).unwrap().vruntime, 1_000);
         /// ```
+        // On 64-bit targets the fields lie in declaration order from a cache line's start:
+        // the weight and the rows of `entity_fields!` up to `group` fill the first line, PELT's
+        // signals the second, and what only wakeups and affinity changes read comes after. A
+        // task picked on a large machine, whose cell has left the caches, costs two lines.
         #[cfg_attr(target_pointer_width = "64", repr(C, align(64)))]
         pub struct EntityCell {
             // The load weight policy and nice give, stored so that the hot paths do not look

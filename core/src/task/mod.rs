@@ -57,8 +57,9 @@ impl Default for TaskParams {
 /// below makes [`Entity`], `entity_cell` in the `entities` module its cell with accessors,
 /// `get` and `put`, and a test stores every field at its widest and reads it back.
 ///
-/// The rows are in the cell's order (the hot fields first: the compiler keeps the order of
-/// fields of one alignment). Policy and nice are stored through `set_class`, which also
+/// The rows are in the cell's order: on 64-bit targets the cell is `repr(C)` and 64-byte
+/// aligned, so the rows up to `group` share its first cache line with the load weight, `avg`
+/// fills the second, and the rest follow. Policy and nice are stored through `set_class`, which also
 /// keeps the load weight they give, so their raw setters stay private.
 macro_rules! entity_fields {
     ($gen:ident) => {
