@@ -173,7 +173,18 @@ impl<
         Ok(self.nohz_idle_balance_on(cpu, now))
     }
 
+    /// Whether a kick to balance for the tickless CPUs waits on `cpu` (a plain load: every
+    /// switch asks, and the usual answer needs no read-modify-write).
+    #[inline]
+    pub(super) fn nohz_kick_pending(&self, cpu: usize) -> bool {
+        self.nohz.flags[cpu].load(Relaxed) != 0
+    }
+
     pub(super) fn nohz_idle_balance_on(&self, cpu: usize, now: u64) -> bool {
+        // (A swap of zero for zero would change nothing.)
+        if !self.nohz_kick_pending(cpu) {
+            return false;
+        }
         let flags = self.nohz.flags[cpu].swap(0, Relaxed);
         if flags & NOHZ_KICK_MASK == 0 {
             return false;

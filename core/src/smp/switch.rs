@@ -75,28 +75,32 @@ impl<
         // A platform that did not call finish_switch after the previous switch has saved that
         // context by now (it is calling schedule again on this CPU): finish it in full, pushes
         // and the stopper included.
-        let idle_now = {
-            let st = self.rq(cpu);
-            st.rq.switching_out_slot().is_none().then(|| self.goes_idle(&st))
-        };
         let mut exited = None;
-        let mut idle_next = match idle_now {
-            Some(idle) => idle,
-            None => {
-                exited = self.finish_switch_on(cpu, now);
-                self.goes_idle(&self.rq(cpu))
-            }
-        };
-        // A kick to balance for the tickless idle CPUs is served first; it may pull work here.
-        // (One CPU is never kicked: there is no other CPU to kick it.)
-        if CPUS > 1 && NOHZ && self.nohz_idle_balance_on(cpu, now) {
-            idle_next = self.goes_idle(&self.rq(cpu));
-        }
-        // A CPU about to idle first tries to pull work (newidle balance).
-        if idle_next {
-            self.newidle_balance(cpu, now);
-        }
         let mut st = self.rq(cpu);
+        // The usual case keeps the lock: the last switch is finished, work is queued here,
+        // and no idle balancer's kick waits (each of which needs other locks first).
+        let kicked = CPUS > 1 && NOHZ && self.nohz_kick_pending(cpu);
+        if st.rq.switching_out_slot().is_some() || kicked || self.goes_idle(&st) {
+            let idle_now = st.rq.switching_out_slot().is_none().then(|| self.goes_idle(&st));
+            drop(st);
+            let mut idle_next = match idle_now {
+                Some(idle) => idle,
+                None => {
+                    exited = self.finish_switch_on(cpu, now);
+                    self.goes_idle(&self.rq(cpu))
+                }
+            };
+            // A kick to balance for the tickless idle CPUs is served first; it may pull work
+            // here. (One CPU is never kicked: there is no other CPU to kick it.)
+            if CPUS > 1 && NOHZ && self.nohz_idle_balance_on(cpu, now) {
+                idle_next = self.goes_idle(&self.rq(cpu));
+            }
+            // A CPU about to idle first tries to pull work (newidle balance).
+            if idle_next {
+                self.newidle_balance(cpu, now);
+            }
+            st = self.rq(cpu);
+        }
         st.rq.update_clock(now);
         // A runnable current task that must leave (a planned push, or an affinity that no
         // longer allows this CPU). One that blocked or exited just switches out as usual.
