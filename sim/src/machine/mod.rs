@@ -322,6 +322,9 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     fn after_core_call(&mut self, this: usize) {
         // Drained in place: the request buffer keeps its capacity from call to call.
         let mut reqs = self.smp.platform().resched.borrow_mut();
+        if reqs.is_empty() {
+            return;
+        }
         for c in reqs.drain(..) {
             if c == this || c >= self.cpus.len() || self.cpus[c].ipi_pending {
                 continue;
