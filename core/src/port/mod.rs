@@ -583,7 +583,7 @@ impl<
     /// for the pass, which holds no lock a callback could).
     pub fn balance_report(&self, cpu: usize) -> Result<BalanceReport, SchedError> {
         self.port_cpu(cpu)?;
-        let next_balance = self.smp.balance_state(cpu)?.next_balance;
+        let next_balance = self.smp.next_balance_of(cpu)?;
         #[cfg(feature = "nohz")]
         let (tickless, kick_pending) =
             (self.smp.nohz().is_tickless(cpu), self.smp.nohz().kick_flags(cpu) != 0);

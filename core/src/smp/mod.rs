@@ -126,6 +126,7 @@ use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
 use crate::limits::MAX_LEVELS;
 use crate::platform::{Event, EventKind, Platform};
+use crate::relaxed::Slot;
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError};
@@ -240,8 +241,8 @@ impl<
                             max_newidle_lb_cost: 0,
                             next_decay_max_lb_cost: 0,
                         }; MAX_LEVELS],
-                        next_balance: 0,
                     }),
+                    next_balance: crate::relaxed::Word64::new(0),
                 }
             }; CPUS],
             tasks: Mutex::new(TaskTable::new()),
@@ -493,6 +494,24 @@ impl<
         pub fn balance_state(&self, cpu: usize) -> Result<BalanceState, SchedError> {
             self.check_cpu(cpu)?;
             Ok(*self.bal(cpu))
+        }
+    }
+
+    /// Jiffy at which `cpu`'s next periodic balance is due (`cpu` below `CPUS`); not to be
+    /// called while holding `cpu`'s balance-state lock. One load where the target has 64-bit
+    /// atomics; else the word's two halves, under that lock, which every writer holds.
+    #[inline]
+    pub(crate) fn next_balance(&self, cpu: usize) -> u64 {
+        #[cfg(not(target_has_atomic = "64"))]
+        let _writers_out = self.bal(cpu);
+        self.cpus[cpu].next_balance.get()
+    }
+
+    internal! {
+        /// Jiffy at which a CPU's next periodic balance is due.
+        pub fn next_balance_of(&self, cpu: usize) -> Result<u64, SchedError> {
+            self.check_cpu(cpu)?;
+            Ok(self.next_balance(cpu))
         }
     }
 

@@ -219,11 +219,11 @@ impl<
                 has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
                 self.after_update(other, &mut st);
             }
-            let due = self.bal(other).next_balance;
+            let due = self.next_balance(other);
             if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(other, now, IdleType::Idle);
             }
-            let nb = self.bal(other).next_balance;
+            let nb = self.next_balance(other);
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if !aborted {
@@ -236,7 +236,7 @@ impl<
             if flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(cpu, now, IdleType::Idle);
             }
-            let nb = self.bal(cpu).next_balance;
+            let nb = self.next_balance(cpu);
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if has_blocked {

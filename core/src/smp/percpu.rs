@@ -330,8 +330,6 @@ pub struct DomainBalance {
 pub struct BalanceState {
     /// Per domain, bottom-up.
     pub domains: [DomainBalance; MAX_LEVELS],
-    /// Jiffy at which this CPU's next periodic balance is due.
-    pub next_balance: u64,
 }
 
 /// Shared, lock-free group capacity state (Linux `sched_group_capacity`).
@@ -370,6 +368,10 @@ pub struct CpuCell<const Q: usize, R = Spin, const G: usize = 0> {
     pub stats: RqStats,
     /// Balancing state.
     pub balance: Mutex<BalanceState, R>,
+    /// Jiffy at which this CPU's next periodic balance is due: written only by the holder of
+    /// `balance`. Where the target has 64-bit atomics every tick reads it without that lock
+    /// (see `Smp::next_balance`).
+    pub(crate) next_balance: crate::relaxed::Word64,
 }
 
 /// The root domain's flags, written by root-level balancing and by enqueues.

@@ -12,6 +12,7 @@ use super::Smp;
 use crate::balance::{estimated_balance_cost, IdleType};
 use crate::limits::{DEFAULT_HZ, SYSCTL_MIGRATION_COST_NS};
 use crate::platform::Platform;
+use crate::relaxed::Slot;
 use crate::topology::SdFlags;
 
 impl<
@@ -64,10 +65,7 @@ impl<
             }
             return false;
         }
-        let due = {
-            let b = self.bal(cpu);
-            self.jiffies(now) >= b.next_balance
-        };
+        let due = self.jiffies(now) >= self.next_balance(cpu);
         // A kicked idle CPU balances for all tickless CPUs (and itself) instead.
         if idle && NOHZ && self.nohz_idle_balance_on(cpu, now) {
             return true;
@@ -142,7 +140,7 @@ impl<
             st.max_idle_balance_cost = max_cost.max(SYSCTL_MIGRATION_COST_NS);
         }
         if update_next {
-            bal.next_balance = next_balance;
+            self.cpus[cpu].next_balance.set(next_balance);
             if idle == IdleType::Idle && NOHZ {
                 self.nohz_note_next_balance(next_balance);
             }
@@ -207,8 +205,10 @@ impl<
                 next_balance = next_balance.min(bal.domains[0].last_balance + interval);
             }
         }
-        if bal.next_balance > next_balance {
-            bal.next_balance = next_balance;
+        // (Under the balance-state lock `bal`, as every write of it is.)
+        let nb = &self.cpus[cpu].next_balance;
+        if Slot::<u64>::get(nb) > next_balance {
+            nb.set(next_balance);
         }
         if pulled {
             self.rq(cpu).idle_stamp = 0;
@@ -265,8 +265,8 @@ mod tests {
             b.domains[1].max_newidle_lb_cost = 800_000;
             b.domains[0].next_decay_max_lb_cost = u64::MAX;
             b.domains[1].next_decay_max_lb_cost = u64::MAX;
-            b.next_balance = u64::MAX;
         }
+        m.cpus[3].next_balance.set(u64::MAX);
         m.root.overload.store(overload, Relaxed);
         m
     }
@@ -287,7 +287,7 @@ mod tests {
         let m = machine(400_000, true);
         assert!(!m.newidle_balance(3, NOW));
         assert!(levels_tried(&m).is_empty());
-        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX, "next_balance still updated");
+        assert_ne!(m.next_balance(3), u64::MAX, "next_balance still updated");
     }
 
     #[test]
@@ -295,7 +295,7 @@ mod tests {
         let m = machine(1_000_000, false);
         m.newidle_balance(3, NOW);
         assert!(levels_tried(&m).is_empty());
-        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX);
+        assert_ne!(m.next_balance(3), u64::MAX);
     }
 
     #[test]
@@ -305,6 +305,6 @@ mod tests {
         // MC: 0 + 0.3 ms ≤ 1 ms runs and measures 0.3 ms; DIE: 0.3 + 0.8 ms > 1 ms skipped.
         assert_eq!(levels_tried(&m), [Level::Mc]);
         assert_eq!(m.cpus[3].balance.lock().domains[0].max_newidle_lb_cost, 300_000);
-        assert_ne!(m.cpus[3].balance.lock().next_balance, u64::MAX);
+        assert_ne!(m.next_balance(3), u64::MAX);
     }
 }

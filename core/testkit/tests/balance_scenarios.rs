@@ -308,7 +308,7 @@ fn s13_busy_factor_applies_on_the_periodic_path() {
         assert_eq!((b.domains[MC].balance_interval_ms, b.domains[DIE].balance_interval_ms), (8, 16));
         assert_eq!((b.domains[MC].last_balance, b.domains[DIE].last_balance), (j, j));
         assert_eq!(interval(8, is_busy).min(interval(16, is_busy)), after);
-        assert_eq!(b.next_balance, j + after, "busy: {is_busy}");
+        assert_eq!(m.next_balance_of(4).unwrap(), j + after, "busy: {is_busy}");
         // The periodic path honours it: no balance one jiffy early, MC balances when due.
         m.tick(4, (j + after - 1) * JIFFY).unwrap();
         assert_eq!(balance_records(m).len(), 2, "busy: {is_busy}");
@@ -317,7 +317,7 @@ fn s13_busy_factor_applies_on_the_periodic_path() {
         assert_eq!(recs.len(), 3, "busy: {is_busy}");
         assert_eq!((recs[2].level, recs[2].idle), (Level::Mc, kind));
         // MC (last balanced now) and DIE (its interval twice MC's) are then due together.
-        assert_eq!(m.balance_state(4).unwrap().next_balance, j + 2 * after);
+        assert_eq!(m.next_balance_of(4).unwrap(), j + 2 * after);
     }
 }
 
