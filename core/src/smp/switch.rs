@@ -79,16 +79,16 @@ impl<
         let mut st = self.rq(cpu);
         // The usual case keeps the lock: the last switch is finished, work is queued here,
         // and no idle balancer's kick waits (each of which needs other locks first).
+        let switching_out = st.rq.switching_out_slot().is_some();
         let kicked = CPUS > 1 && NOHZ && self.nohz_kick_pending(cpu);
-        if st.rq.switching_out_slot().is_some() || kicked || self.goes_idle(&st) {
-            let idle_now = st.rq.switching_out_slot().is_none().then(|| self.goes_idle(&st));
+        let idle_now = !switching_out && self.goes_idle(&st);
+        if switching_out || kicked || idle_now {
             drop(st);
-            let mut idle_next = match idle_now {
-                Some(idle) => idle,
-                None => {
-                    exited = self.finish_switch_on(cpu, now);
-                    self.goes_idle(&self.rq(cpu))
-                }
+            let mut idle_next = if switching_out {
+                exited = self.finish_switch_on(cpu, now);
+                self.goes_idle(&self.rq(cpu))
+            } else {
+                idle_now
             };
             // A kick to balance for the tickless idle CPUs is served first; it may pull work
             // here. (One CPU is never kicked: there is no other CPU to kick it.)
