@@ -61,9 +61,10 @@ macro_rules! entity_cell {
         /// assert_eq!(ents.pool().get(id).unwrap().vruntime, 1_000);
         /// ```
         // On 64-bit targets the fields lie in declaration order from a cache line's start:
-        // the weight and the rows of `entity_fields!` up to `group` fill the first line, PELT's
-        // signals the second, and what only wakeups and affinity changes read comes after. A
-        // task picked on a large machine, whose cell has left the caches, costs two lines.
+        // the weight and the rows of `entity_fields!` up to `group` in the first line, PELT's
+        // signals next, within the second, and what only wakeups and affinity changes read
+        // after them. A task picked on a large machine, whose cell has left the caches, costs
+        // two lines (a test holds the layout to that).
         #[cfg_attr(target_pointer_width = "64", repr(C, align(64)))]
         pub struct EntityCell {
             // The load weight policy and nice give, stored so that the hot paths do not look
@@ -373,6 +374,27 @@ mod tests {
         assert_each_field_round_trips_alone();
         cell.modify(|x| x.vruntime = 1);
         assert_eq!(cell.get(), Entity { vruntime: 1, ..Entity::WIDEST });
+    }
+
+    /// On 64-bit targets what the tick and a switch read lies in the cell's first two cache
+    /// lines: the weight, clocks, deadline and flags in the first, PELT's signals next.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_cell_s_hot_fields_fill_its_first_two_lines() {
+        use core::mem::{align_of, offset_of};
+        assert_eq!(align_of::<EntityCell>(), 64);
+        for end in [
+            offset_of!(EntityCell, load_inv) + 4,
+            offset_of!(EntityCell, prev_sum_exec_runtime) + 8,
+            offset_of!(EntityCell, on_cpu) + 1,
+            offset_of!(EntityCell, cpu) + 2,
+        ] {
+            assert!(end <= 64, "a hot field ends at byte {end}");
+        }
+        #[cfg(feature = "eevdf")]
+        assert!(offset_of!(EntityCell, deadline) + 8 <= 64);
+        let avg_end = offset_of!(EntityCell, avg) + core::mem::size_of::<crate::relaxed::AvgCell>();
+        assert!(avg_end <= 128, "PELT's signals end at byte {avg_end}");
     }
 
     /// Fields read alone agree with the copy.

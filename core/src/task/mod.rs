@@ -59,7 +59,7 @@ impl Default for TaskParams {
 ///
 /// The rows are in the cell's order: on 64-bit targets the cell is `repr(C)` and 64-byte
 /// aligned, so the rows up to `group` share its first cache line with the load weight, `avg`
-/// fills the second, and the rest follow. Policy and nice are stored through `set_class`,
+/// ends within the second, and the rest follow. Policy and nice are stored through `set_class`,
 /// which also keeps the load weight they give, so their raw setters stay private.
 macro_rules! entity_fields {
     ($gen:ident) => {
