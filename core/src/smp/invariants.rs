@@ -22,7 +22,8 @@ impl<
     /// Checks every invariant of the machine: each runqueue's own, `min_vruntime`
     /// monotonic per CPU, and that the task table and the runqueues agree on where every
     /// task is (no task lost, duplicated or on two runqueues) and on its state, and that no
-    /// task sits on a CPU its affinity excludes unless it is running there. Takes every
+    /// task sits on a CPU its affinity excludes unless it is running there with a push
+    /// planned (or blocked or exiting, about to leave the runqueue). Takes every
     /// lock in order; meant for tests and stress runs, at a moment no call is under way (a
     /// task a call is moving between runqueues counts as lost).
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
@@ -81,7 +82,8 @@ impl<
     }
 
     /// A task the table places in slot `slot` of CPU `c`: the slot holds it, its state
-    /// agrees with the runqueue's, and it is queued only where its affinity allows.
+    /// agrees with the runqueue's, and it is queued only where its affinity allows (running
+    /// elsewhere only with a push planned).
     fn check_on_cpu(
         &self,
         guards: &[Guard<'_, Q, R, G>],
@@ -108,8 +110,14 @@ impl<
         if !ok {
             return fail_t(c, "task state disagrees with its runqueue", id);
         }
-        if !ent.affinity.contains(c) && !ent.on_cpu {
-            return fail_t(c, "queued task on a CPU outside its affinity", id);
+        if !ent.affinity.contains(c) {
+            if !ent.on_cpu {
+                return fail_t(c, "queued task on a CPU outside its affinity", id);
+            }
+            // `schedule` and `finish_switch` move such a task by its push alone.
+            if ent.on_rq && st.push_for(slot).is_none() {
+                return fail_t(c, "running task outside its affinity with no push planned", id);
+            }
         }
         Ok(())
     }
@@ -176,4 +184,41 @@ fn fail(cpu: usize, what: &'static str) -> Result<(), InvariantViolation> {
 /// A violation on `cpu` that names task `t`.
 fn fail_t(cpu: usize, what: &'static str, t: TaskId) -> Result<(), InvariantViolation> {
     Err(InvariantViolation { cpu, what, task: Some(t) })
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::boxed::Box;
+
+    use crate::{CpuMask, Features, NoPlatform, Smp, TaskParams};
+
+    const NOW: u64 = 1_000_000_000;
+
+    /// A task may run on a CPU its affinity excludes only while its push is planned (the
+    /// switch path moves it by the push alone): `set_affinity` plans the push with the mask
+    /// and `finish_switch` carries it out; a mask changed with no push is reported.
+    #[test]
+    fn a_running_task_outside_its_affinity_needs_a_planned_push() {
+        let m: Box<Smp<NoPlatform, 2, 8, 8>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(2)).unwrap();
+        let t =
+            m.create(0, NOW, TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() }).unwrap();
+        assert_eq!(m.schedule(0, NOW).unwrap(), Some(t));
+        m.finish_switch(0, NOW).unwrap();
+
+        m.set_affinity(NOW, t, CpuMask::single(1)).unwrap();
+        m.check_invariants().unwrap();
+        assert_eq!(m.schedule(0, NOW + 1).unwrap(), None);
+        m.finish_switch(0, NOW + 1).unwrap();
+        assert_eq!(m.task_cpu(t), Ok(1));
+        m.check_invariants().unwrap();
+
+        assert_eq!(m.schedule(1, NOW + 2).unwrap(), Some(t));
+        m.finish_switch(1, NOW + 2).unwrap();
+        m.pool().cell(t).unwrap().set_affinity(CpuMask::single(0));
+        let v = m.check_invariants().unwrap_err();
+        assert_eq!((v.cpu, v.task), (1, Some(t)));
+        assert_eq!(v.what, "running task outside its affinity with no push planned");
+    }
 }

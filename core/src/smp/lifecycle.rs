@@ -262,18 +262,18 @@ impl<
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
         let mut st = self.rq(cpu);
         let here = st.rq.task_at(p.slot) == Some(p.task);
-        match st.fair(self.pool()).entity(p.slot) {
-            Some(e) if here && e.on_cpu() => {
-                if let Some(mask) = affinity {
-                    e.set_affinity(mask);
-                }
-            }
-            _ => return false,
-        }
+        let Some(e) = st.fair(self.pool()).entity(p.slot).filter(|e| here && e.on_cpu()) else {
+            return false;
+        };
         let replaced = match st.set_push(p) {
             Ok(old) => old,
             Err(_) => return false,
         };
+        // Only with its push planned may a running task's mask exclude its CPU: `schedule`
+        // and `finish_switch` look at the push, not at the mask.
+        if let Some(mask) = affinity {
+            e.set_affinity(mask);
+        }
         st.rq.update_clock(now);
         if st.rq.curr_slot() == Some(p.slot) {
             st.rq.resched_curr();

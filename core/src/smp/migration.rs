@@ -72,7 +72,7 @@ impl<
         let allowed = match s.fair(self.pool()).entity(slot) {
             Some(e) if here && e.on_rq() && !e.on_cpu() => match how {
                 Move::Reaffine(mask) => mask,
-                Move::ToRoom | Move::Reserved => e.affinity(),
+                Move::Reserved => e.affinity(),
             },
             _ => return Moved::Changed,
         };
@@ -90,7 +90,7 @@ impl<
         let Some(e) = s.fair(self.pool()).detach_task(slot) else { return Moved::Changed };
         let attached = match how {
             Move::Reserved => d.fair(self.pool()).attach_task_reserved(e),
-            Move::ToRoom | Move::Reaffine(_) => d.fair(self.pool()).attach_task(e),
+            Move::Reaffine(_) => d.fair(self.pool()).attach_task(e),
         };
         // Room was checked (or reserved) under this lock, so the attach cannot fail.
         let Some(dst_slot) = attached else { return Moved::Changed };

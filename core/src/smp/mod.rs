@@ -92,8 +92,6 @@ pub struct Switch<T> {
 /// How [`Smp`]'s `move_queued_task` places a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Move {
-    /// Into a free slot of the destination, if it has one.
-    ToRoom,
     /// Into a free slot, setting the task's affinity to the mask in the same step.
     Reaffine(CpuMask),
     /// Into the slot reserved for it at the destination.

@@ -10,9 +10,7 @@ use portable_atomic::Ordering::Relaxed;
 use super::{CpuState, Move, Moved, Smp, Switch};
 use crate::capacity::fits_capacity;
 use crate::error::SchedError;
-use crate::fair::WakeFlags;
 use crate::limits::ASYM_CAPACITY;
-use crate::placement::{SelectFor, Waker};
 use crate::platform::{EventKind, Platform};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
@@ -102,13 +100,14 @@ impl<
             st = self.rq(cpu);
         }
         st.rq.update_clock(now);
-        // A runnable current task that must leave (a planned push, or an affinity that no
-        // longer allows this CPU). One that blocked or exited just switches out as usual.
-        let curr_disallowed = st.rq.curr_slot().is_some_and(|n| {
-            let e = st.rq.ent_in(self.pool(), n);
-            e.on_rq() && (st.push_for(n).is_some() || !e.allows(cpu))
-        });
-        let (prev, next) = if st.active_balance || curr_disallowed {
+        // A runnable current task that must leave: a push is planned for it (exec, or an
+        // affinity that no longer allows this CPU, which changes only together with its
+        // push). One that blocked or exited just switches out as usual.
+        let curr_pushed = st
+            .rq
+            .curr_slot()
+            .is_some_and(|n| st.push_for(n).is_some() && st.rq.ent_in(self.pool(), n).on_rq());
+        let (prev, next) = if st.active_balance || curr_pushed {
             // The stopper preempts everything: switch away from the running task so its
             // context is saved; the push (the balancer's, or away from a CPU its affinity
             // no longer allows) happens in finish_switch.
@@ -178,8 +177,8 @@ impl<
 
     /// `cpu` has saved the context of the task it switched away from: that task may now
     /// run elsewhere, and if it blocked or exited it leaves the runqueue. A task with a planned
-    /// move (exec, affinity) goes into the slot reserved for it, one whose affinity no longer
-    /// allows this CPU is evicted, and a pending active-balance push runs. A CPU out of range is [`SchedError::CpuOutOfRange`].
+    /// move (exec, affinity) goes into the slot reserved for it, and a pending active-balance
+    /// push runs. A CPU out of range is [`SchedError::CpuOutOfRange`].
     ///
     /// Returns the task that exited with this switch (it was switched away from in state
     /// `Exiting`, or its exit came between `schedule` and now) with its payload: it is gone,
@@ -198,49 +197,32 @@ impl<
             // affinity includes it: nothing below can apply.
             return exited;
         }
-        // The task switched away from may have a slot waiting elsewhere (exec, affinity).
+        // The task switched away from may have a slot waiting elsewhere (exec, affinity):
+        // still queued here, it leaves now that its context is saved. (A running task's mask
+        // excludes its CPU only while such a push is planned, so no mask is looked at.)
         let planned = prev.and_then(|p| st.take_push(p));
-        // A task still queued here that may no longer run here leaves now that its
-        // context is saved.
-        // (Its entity is copied only for an unplanned eviction, which chooses a CPU for it.)
-        let evict = prev.and_then(|n| {
-            let id = st.rq.task_at(n)?;
-            let e = st.rq.entity_in(self.pool(), n)?;
-            let pushed = planned.is_some_and(|p| p.task == id);
-            (e.on_rq() && (pushed || !e.allows(cpu))).then(|| (n, id, (!pushed).then(|| e.get())))
+        let leaves = planned.filter(|p| {
+            st.rq.task_at(p.slot) == Some(p.task)
+                && st.rq.entity_in(self.pool(), p.slot).is_some_and(|e| e.on_rq())
         });
         let push = st.active_balance;
-        if evict.is_some() {
+        if leaves.is_some() {
             st.rq.resched_curr();
             self.after_update(cpu, &mut st);
         }
         drop(st);
-        match (evict, planned) {
-            (Some((slot, id, _)), Some(p)) if p.task == id => {
+        match (leaves, planned) {
+            (Some(p), _) => {
                 let how = Move::Reserved;
-                if self.move_queued_task(cpu, id, slot, p.dst as usize, how, now, p.reason) != Moved::Yes {
+                if self.move_queued_task(cpu, p.task, p.slot, p.dst as usize, how, now, p.reason)
+                    != Moved::Yes
+                {
                     self.unreserve(p.dst as usize);
                 }
             }
-            (evict, planned) => {
-                // A push planned for a task that blocked or exited meanwhile is not needed.
-                if let Some(p) = planned {
-                    self.unreserve(p.dst as usize);
-                }
-                if let Some((slot, id, Some(mut e))) = evict {
-                    // Not planned (cannot happen while set_affinity plans every running
-                    // task's move): the best allowed CPU with room.
-                    let (d, _) = self.select_cpu(
-                        cpu,
-                        &mut e,
-                        SelectFor::Wake(cpu as u32),
-                        WakeFlags::empty(),
-                        Waker::default(),
-                    );
-                    let allowed = e.affinity.and(&self.online());
-                    self.move_to_room(cpu, id, slot, d, &allowed, Move::ToRoom, now);
-                }
-            }
+            // A push planned for a task that blocked or exited meanwhile is not needed.
+            (None, Some(p)) => self.unreserve(p.dst as usize),
+            (None, None) => {}
         }
         // (Only the balancer of a machine of several CPUs asks for the stopper.)
         if CPUS > 1 && push {
