@@ -115,20 +115,31 @@ struct MruLink {
 }
 
 /// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
+// On 64-bit targets the fields lie in declaration order: what every tick and switch reads
+// (clocks, current task, counts, the fair runqueue's sums, the tunables, the timeline's root)
+// in the lines right after the lock, the per-slot arrays after them. (The compiler's order
+// put the arrays first and spread those fields over twice as many lines.)
 #[derive(Clone, PartialEq, Eq)]
+#[cfg_attr(target_pointer_width = "64", repr(C))]
 pub struct RunQueue<const Q: usize> {
-    pub(crate) cpu: u32,
-    /// `capacity_orig_of`: the CPU's maximum compute capacity (1024 for the biggest CPU).
-    pub(crate) capacity_orig: u64,
-    /// `capacity_of`: what is left for fair tasks (refreshed by the balancer).
-    pub(crate) capacity: u64,
     pub(crate) clock: u64,
     pub(crate) clock_task: u64,
     pub(crate) clock_pelt: u64,
+    /// `capacity_of`: what is left for fair tasks (refreshed by the balancer).
+    pub(crate) capacity: u64,
+    /// `capacity_orig_of`: the CPU's maximum compute capacity (1024 for the biggest CPU).
+    pub(crate) capacity_orig: u64,
     pub(crate) lost_idle_time: u64,
-
-    /// The task attached at each slot ([`TaskId::NONE`] when free).
-    ids: [TaskId; Q],
+    pub(crate) nr_switches: u64,
+    pub(crate) curr: Option<SlotId>,
+    /// The current entity of the top level (the `groups` feature): the running task's
+    /// group entity there when it runs in a group, else the running task, as `curr`.
+    #[cfg(feature = "groups")]
+    pub(crate) top_curr: Option<SlotId>,
+    /// The previous task while its CPU is still switching away from it: not current, and
+    /// not accounted if it blocked; detached at `finish_switch`.
+    pub(crate) switching_out: Option<SlotId>,
+    pub(crate) cpu: u32,
     /// Free slots are chained through their MRU `next` link; `bump` hands out never-used ones.
     free_head: u32,
     bump: u32,
@@ -137,32 +148,23 @@ pub struct RunQueue<const Q: usize> {
     /// Slots promised to tasks that will arrive (a push away from a CPU their affinity or exec
     /// no longer allows, once their context is saved); `has_room` counts them as taken.
     reserved: u32,
+    mru_head: u32,
+    mru_tail: u32,
+    /// Slots tasks may take: the `G` above them hold the CPU's group entities.
+    #[cfg(feature = "groups")]
+    pub(crate) task_slots: u32,
+    pub(crate) features: Features,
+    pub(crate) need_resched: bool,
+    /// The CPU's fair runqueue: the entities accounted at its top level.
+    pub(crate) cfs: CfsRq,
+    pub(crate) tunables: Tunables,
     pub(crate) timeline: Timeline<Q>,
     /// Most-recently-run-first list of the fair tasks accounted here (`cfs_tasks`).
     /// Each slot's two links, side by side: a switch moving a task to the head touches one
     /// line per few slots, not one in each of two arrays.
     mru: [MruLink; Q],
-    mru_head: u32,
-    mru_tail: u32,
-
-    pub(crate) curr: Option<SlotId>,
-    /// The current entity of the top level (the `groups` feature): the running task's
-    /// group entity there when it runs in a group, else the running task, as `curr`.
-    #[cfg(feature = "groups")]
-    pub(crate) top_curr: Option<SlotId>,
-    /// Slots tasks may take: the `G` above them hold the CPU's group entities.
-    #[cfg(feature = "groups")]
-    pub(crate) task_slots: u32,
-    /// The previous task while its CPU is still switching away from it: not current, and
-    /// not accounted if it blocked; detached at `finish_switch`.
-    pub(crate) switching_out: Option<SlotId>,
-    pub(crate) need_resched: bool,
-    pub(crate) nr_switches: u64,
-    /// The CPU's fair runqueue: the entities accounted at its top level.
-    pub(crate) cfs: CfsRq,
-
-    pub(crate) tunables: Tunables,
-    pub(crate) features: Features,
+    /// The task attached at each slot ([`TaskId::NONE`] when free).
+    ids: [TaskId; Q],
 }
 
 impl<const Q: usize> RunQueue<Q> {

@@ -164,20 +164,23 @@ impl Aug {
 /// Worst-case O(log n) insert and remove, O(1) leftmost. Holds at most `CAP`
 /// tasks with ids `0..CAP`; `CAP` may be at most 2^32 - 1 since links are `u32`.
 #[derive(Clone, PartialEq, Eq)]
+// On 64-bit targets the root, the leftmost and the counts come first, next to the runqueue's
+// other hot fields; the nodes after them.
+#[cfg_attr(target_pointer_width = "64", repr(C))]
 pub struct Timeline<const CAP: usize> {
-    nodes: [Node; CAP],
-    /// Per slot: its virtual deadline and its subtree's best entry (see [`Aug`]).
-    #[cfg(feature = "eevdf")]
-    aug: [Aug; CAP],
-    /// Whether `aug` is maintained (EEVDF switched on).
-    #[cfg(feature = "eevdf")]
-    augmented: bool,
     root: u32,
     /// Cached in-order first node, kept up to date by insert and remove.
     leftmost: u32,
     len: usize,
     /// Sequence number for the next insert; every queued seq is before it.
     next_seq: u64,
+    /// Whether `aug` is maintained (EEVDF switched on).
+    #[cfg(feature = "eevdf")]
+    augmented: bool,
+    nodes: [Node; CAP],
+    /// Per slot: its virtual deadline and its subtree's best entry (see [`Aug`]).
+    #[cfg(feature = "eevdf")]
+    aug: [Aug; CAP],
 }
 
 impl<const CAP: usize> Timeline<CAP> {

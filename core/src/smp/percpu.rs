@@ -87,14 +87,11 @@ impl RqStats {
 }
 
 /// A CPU's state under its runqueue lock.
+// On 64-bit targets its fields lie in declaration order, the runqueue's hot fields right
+// after these, all in the lines after the lock's (see `RunQueue`).
 #[derive(Clone)]
+#[cfg_attr(target_pointer_width = "64", repr(C))]
 pub struct CpuState<const Q: usize, const G: usize = 0> {
-    /// The fair runqueue.
-    pub rq: RunQueue<Q>,
-    /// An active balance was requested and not yet carried out (`rq->active_balance`).
-    pub active_balance: bool,
-    /// Where the active balance pushes to.
-    pub push_cpu: u32,
     /// `rq->misfit_task_load`.
     pub misfit_task_load: u64,
     /// When this CPU last went idle (ns), 0 while busy (`rq->idle_stamp`).
@@ -105,23 +102,29 @@ pub struct CpuState<const Q: usize, const G: usize = 0> {
     pub max_idle_balance_cost: u64,
     /// Tasks that arrived here by migration.
     pub nr_migrations_in: u64,
-    /// This CPU has a domain with asymmetric capacities (misfit tracking applies); set by
-    /// `init` so the hot path does not consult the topology.
-    pub asym_capacity: bool,
+    /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
+    pub(super) checked_min_vruntime: u64,
     /// Tasks of this CPU that must leave once their context is saved (one exec'd and
     /// placement chose another CPU, or its affinity no longer allows this one), each with the
     /// slot reserved for it at its destination. Only a task still on this CPU (`on_cpu`) gets
     /// one, and at most two are: the current task and the one being switched away from.
     pub push: [Option<Push>; 2],
-    /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
-    pub(super) checked_min_vruntime: u64,
-    /// The runqueue of each task group on this CPU, group slot `g` at `g - 1`.
-    #[cfg(feature = "groups")]
-    pub levels: [crate::group::level::GroupRq; G],
+    /// Where the active balance pushes to.
+    pub push_cpu: u32,
+    /// An active balance was requested and not yet carried out (`rq->active_balance`).
+    pub active_balance: bool,
+    /// This CPU has a domain with asymmetric capacities (misfit tracking applies); set by
+    /// `init` so the hot path does not consult the topology.
+    pub asym_capacity: bool,
     /// A group was created on this machine: the fair class walks the levels from now on
     /// (until then it works on one level, as a machine without groups).
     #[cfg(feature = "groups")]
     pub grouped: bool,
+    /// The fair runqueue.
+    pub rq: RunQueue<Q>,
+    /// The runqueue of each task group on this CPU, group slot `g` at `g - 1`.
+    #[cfg(feature = "groups")]
+    pub levels: [crate::group::level::GroupRq; G],
 }
 
 /// A task leaving its CPU once its context is saved, and where it goes.
@@ -361,17 +364,20 @@ impl GroupCapacity {
 }
 
 /// One CPU: its runqueue lock, its published figures and its balance state.
+// On 64-bit targets in declaration order: what every tick reads or writes besides the
+// runqueue (the balance deadline, the published figures) in the line before the lock's.
+#[cfg_attr(target_pointer_width = "64", repr(C))]
 pub struct CpuCell<const Q: usize, R = Spin, const G: usize = 0> {
-    /// The runqueue and per-CPU scheduling state.
-    pub rq: Mutex<CpuState<Q, G>, R>,
-    /// Figures for lock-free readers.
-    pub stats: RqStats,
-    /// Balancing state.
-    pub balance: Mutex<BalanceState, R>,
     /// Jiffy at which this CPU's next periodic balance is due: written only by the holder of
     /// `balance`. Where the target has 64-bit atomics every tick reads it without that lock
     /// (see `Smp::next_balance`).
     pub(crate) next_balance: crate::relaxed::Word64,
+    /// Figures for lock-free readers.
+    pub stats: RqStats,
+    /// The runqueue and per-CPU scheduling state.
+    pub rq: Mutex<CpuState<Q, G>, R>,
+    /// Balancing state.
+    pub balance: Mutex<BalanceState, R>,
 }
 
 /// The root domain's flags, written by root-level balancing and by enqueues.
@@ -381,4 +387,28 @@ pub struct RootDomain {
     pub overload: AtomicBool,
     /// Some CPU is over-utilised (`rd->overutilized`).
     pub overutilized: AtomicBool,
+}
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod tests {
+    use core::mem::{offset_of, size_of};
+
+    use super::*;
+
+    /// What every tick touches of a CPU lies in its first lines: the balance deadline and the
+    /// published figures in the first, then the lock, this state, and the runqueue's clocks,
+    /// counts, sums and tunables and the timeline's header, before any per-slot array.
+    #[test]
+    fn a_cpu_s_hot_fields_come_before_its_slot_arrays() {
+        type Rq = RunQueue<64>;
+        assert!(offset_of!(CpuCell<64>, stats) + size_of::<RqStats>() <= 64);
+        assert_eq!(offset_of!(CpuCell<64>, rq), 64);
+        let rq_at = offset_of!(CpuState<64>, rq);
+        assert!(rq_at <= 128, "the runqueue starts at byte {rq_at} of the state");
+        assert!(offset_of!(Rq, cfs) < offset_of!(Rq, timeline));
+        assert!(offset_of!(Rq, tunables) < offset_of!(Rq, timeline));
+        // The lock's line, then the state: the timeline's header ends 32 bytes into it.
+        let hot_end = 64 + 32 + rq_at + offset_of!(Rq, timeline) + 32;
+        assert!(hot_end <= 64 * 10, "a CPU's hot fields end at byte {hot_end}");
+    }
 }
