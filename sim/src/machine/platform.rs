@@ -6,7 +6,9 @@ use std::cell::{Cell, RefCell};
 use sched_core::balance::Outcome;
 use sched_core::{Event, EventKind, Platform, TaskId};
 
+/// One simulated CPU (64 bytes: aligned so, it is one cache line, not parts of two).
 #[derive(Debug, Clone, Default)]
+#[repr(align(64))]
 pub(super) struct CpuSim {
     pub(super) running: Option<TaskId>,
     /// When the running task started making progress (after switch costs).
