@@ -22,8 +22,8 @@ impl<
     /// Checks every invariant of the machine: each runqueue's own, `min_vruntime`
     /// monotonic per CPU, and that the task table and the runqueues agree on where every
     /// task is (no task lost, duplicated or on two runqueues) and on its state, and that no
-    /// task sits on a CPU its affinity excludes unless it is running there with a push
-    /// planned (or blocked or exiting, about to leave the runqueue). Takes every
+    /// task sits on a CPU its affinity excludes unless it is still on that CPU with a push
+    /// planned to a CPU the affinity allows (or exiting). Takes every
     /// lock in order; meant for tests and stress runs, at a moment no call is under way (a
     /// task a call is moving between runqueues counts as lost).
     pub fn check_invariants(&self) -> Result<(), InvariantViolation> {
@@ -114,8 +114,10 @@ impl<
             if !ent.on_cpu {
                 return fail_t(c, "queued task on a CPU outside its affinity", id);
             }
-            // `schedule` and `finish_switch` move such a task by its push alone.
-            if ent.on_rq && st.push_for(slot).is_none() {
+            // `schedule` and `finish_switch` move such a task by its push alone (an exiting
+            // one never runs again).
+            let pushed = st.push_for(slot).is_some_and(|p| p.task == id);
+            if state != TaskState::Exiting && !pushed {
                 return fail_t(c, "running task outside its affinity with no push planned", id);
             }
         }
@@ -149,14 +151,24 @@ impl<
         Ok(())
     }
 
-    /// Every planned push has its slot reserved at its destination, and its task is still on
-    /// its CPU. (A slot is reserved just before its push is recorded, so while other CPUs
-    /// run, a destination may briefly hold more reservations than pushes.)
+    /// Every planned push has its slot reserved at its destination, its task is still on its
+    /// CPU, and, while runnable, its affinity allows the destination. (A slot is reserved just before its push
+    /// is recorded, so while other CPUs run, a destination may briefly hold more reservations
+    /// than pushes.)
     fn check_pushes(&self, guards: &[Guard<'_, Q, R, G>]) -> Result<(), InvariantViolation> {
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {
                 match st.rq.entity_in(self.pool(), p.slot).map(|e| e.get()) {
-                    Some(e) if st.rq.task_at(p.slot) == Some(p.task) && e.on_cpu => {}
+                    Some(e) if st.rq.task_at(p.slot) == Some(p.task) && e.on_cpu => {
+                        // (One that blocked or exits stays: its push is dropped.)
+                        if e.on_rq && !e.affinity.contains(p.dst as usize) {
+                            return fail_t(
+                                c,
+                                "a planned push goes where its task's affinity excludes",
+                                p.task,
+                            );
+                        }
+                    }
                     _ => return fail_t(c, "a planned push names a task no longer on its CPU", p.task),
                 }
                 if guards.get(p.dst as usize).is_none() || p.dst as usize == c {

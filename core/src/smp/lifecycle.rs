@@ -4,7 +4,7 @@
 
 use spin::RelaxStrategy;
 
-use super::{update_avg, Move, Moved, Push, Smp};
+use super::{update_avg, Moved, Push, Smp};
 use crate::cpumask::CpuMask;
 use crate::error::SchedError;
 use crate::fair::{DequeueFlags, EnqueueFlags, WakeFlags};
@@ -251,20 +251,28 @@ impl<
             Ok(dst)
         } else {
             self.unreserve(dst);
-            Ok(cpu)
+            // (A push `set_affinity` planned meanwhile says where it goes.)
+            let st = self.rq(cpu);
+            Ok(st.push_for(slot).filter(|p| p.task == id).map_or(cpu, |p| p.dst as usize))
         }
     }
 
     /// Records that the task in `p.slot` (still on `cpu`: current, or being switched away
     /// from) leaves for `p.dst`, where a slot was reserved for it, once its context is saved;
     /// with `affinity`, its new mask is set in the same step. `false` if the task is no
-    /// longer there (the caller gives the reservation back).
+    /// longer there, or (exec's push, without `affinity`) a push is already planned for it or
+    /// its mask no longer allows `p.dst`: the caller gives the reservation back.
     fn arm_push(&self, cpu: usize, now: u64, p: Push, affinity: Option<CpuMask>) -> bool {
         let mut st = self.rq(cpu);
         let here = st.rq.task_at(p.slot) == Some(p.task);
         let Some(e) = st.fair(self.pool()).entity(p.slot).filter(|e| here && e.on_cpu()) else {
             return false;
         };
+        // Exec's push (no new mask) never replaces a planned one, and goes only where the mask
+        // allows: its move is an optimisation, chosen from a mask that may have changed since.
+        if affinity.is_none() && (st.push_for(p.slot).is_some() || !e.allows(p.dst as usize)) {
+            return false;
+        }
         let replaced = match st.set_push(p) {
             Ok(old) => old,
             Err(_) => return false,
@@ -433,6 +441,13 @@ impl<
             || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
         if keep || stays {
             let mut st = self.lock_placed(id, entry.location, c)?;
+            // A mask that excludes this CPU may only be set while the push read above is still
+            // planned (another call may have cancelled or replaced it since): else read again.
+            let still_planned =
+                st.push_for(slot).is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
+            if !stays && entry.state != TaskState::Exiting && !still_planned {
+                return None;
+            }
             let e = st.fair(self.pool()).entity(slot)?;
             e.set_affinity(mask);
             // Staying here, a push planned for it is no longer needed.
@@ -465,10 +480,46 @@ impl<
         }
         // Queued here: it moves now, its new mask set in the same step.
         let first = mask.first().unwrap_or(c);
-        match self.move_to_room(c, id, slot, first, &mask, Move::Reaffine(mask), now) {
+        match self.move_to_room(c, id, slot, first, mask, now) {
             Moved::Yes => Some(Ok(())),
             Moved::NoRoom => Some(Err(SchedError::RunQueueFull)),
             Moved::Changed => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use std::boxed::Box;
+
+    use super::*;
+    use crate::{Features, NoPlatform};
+
+    const NOW: u64 = 1_000_000_000;
+
+    /// Exec's push, chosen from a mask read earlier, neither replaces a push planned since
+    /// (an affinity change's) nor goes where the task's mask now excludes: either would leave
+    /// the task on a CPU its affinity excludes once the move fails.
+    #[test]
+    fn exec_s_push_keeps_a_planned_push_and_the_mask() {
+        let m: Box<Smp<NoPlatform, 4, 8, 8>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(4)).unwrap();
+        let mask = |cpus: &[usize]| cpus.iter().fold(CpuMask::EMPTY, |m, &c| m.or(&CpuMask::single(c)));
+        let t = m.create(0, NOW, TaskParams { affinity: mask(&[0, 1]), ..TaskParams::default() }).unwrap();
+        assert_eq!(m.schedule(0, NOW).unwrap(), Some(t));
+        m.finish_switch(0, NOW).unwrap();
+        let slot = m.rq(0).rq.curr_slot().unwrap();
+        let exec_to = |dst: usize| Push { slot, task: t, dst: dst as u32, reason: MigrateReason::Placement };
+
+        assert!(!m.arm_push(0, NOW, exec_to(2), None), "CPU 2 is outside the mask");
+        assert_eq!(m.rq(0).push_for(slot), None);
+
+        m.set_affinity(NOW, t, mask(&[1])).unwrap();
+        let planned = m.rq(0).push_for(slot).unwrap();
+        assert_eq!(planned.dst, 1);
+        assert!(!m.arm_push(0, NOW, exec_to(1), None), "a push is planned already");
+        assert_eq!(m.rq(0).push_for(slot), Some(planned));
+        m.check_invariants().unwrap();
     }
 }

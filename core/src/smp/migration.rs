@@ -121,21 +121,21 @@ impl<
             .find(|&c| online.contains(c) && self.rq(c).rq.reserve())
     }
 
-    /// Moves a queued task from `src` as [`Smp::move_queued_task`] does `how`, to `first` if
-    /// it has room, else to the first CPU of `allowed` with room. `NoRoom` when none has;
-    /// `Changed` as soon as the task is no longer there to move.
-    #[allow(clippy::too_many_arguments)] // where the task is (3), where it may go (2), how, when
+    /// Moves a queued task from `src` to `first` if it has room, else to the first CPU of
+    /// `mask` with room, setting its affinity to `mask` in the same step
+    /// ([`Move::Reaffine`]). `NoRoom` when none has room; `Changed` as soon as the task is no
+    /// longer there to move.
     pub(super) fn move_to_room(
         &self,
         src: usize,
         id: TaskId,
         slot: SlotId,
         first: usize,
-        allowed: &CpuMask,
-        how: Move,
+        mask: CpuMask,
         now: u64,
     ) -> Moved {
-        for dst in core::iter::once(first).chain(allowed.iter().filter(|&d| d != first)) {
+        for dst in core::iter::once(first).chain(mask.iter().filter(|&d| d != first)) {
+            let how = Move::Reaffine(mask);
             match self.move_queued_task(src, id, slot, dst, how, now, MigrateReason::Affinity) {
                 Moved::NoRoom => continue,
                 done => return done,

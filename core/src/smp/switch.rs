@@ -109,8 +109,8 @@ impl<
             .is_some_and(|n| st.push_for(n).is_some() && st.rq.ent_in(self.pool(), n).on_rq());
         let (prev, next) = if st.active_balance || curr_pushed {
             // The stopper preempts everything: switch away from the running task so its
-            // context is saved; the push (the balancer's, or away from a CPU its affinity
-            // no longer allows) happens in finish_switch.
+            // context is saved; the move (the balancer's, or the planned push of exec or an
+            // affinity change) happens in finish_switch.
             let prev = st.fair(self.pool()).put_prev();
             if prev.is_some() {
                 st.rq.switching_out = prev;
@@ -199,7 +199,7 @@ impl<
         }
         // The task switched away from may have a slot waiting elsewhere (exec, affinity):
         // still queued here, it leaves now that its context is saved. (A running task's mask
-        // excludes its CPU only while such a push is planned, so no mask is looked at.)
+        // excludes its CPU only while such a push is planned: the push decides, not the mask.)
         let planned = prev.and_then(|p| st.take_push(p));
         let leaves = planned.filter(|p| {
             st.rq.task_at(p.slot) == Some(p.task)
@@ -211,18 +211,14 @@ impl<
             self.after_update(cpu, &mut st);
         }
         drop(st);
-        match (leaves, planned) {
-            (Some(p), _) => {
-                let how = Move::Reserved;
-                if self.move_queued_task(cpu, p.task, p.slot, p.dst as usize, how, now, p.reason)
-                    != Moved::Yes
-                {
-                    self.unreserve(p.dst as usize);
-                }
+        if let Some(p) = planned {
+            // (A push planned for a task that blocked or exited meanwhile is not needed.)
+            let moved = leaves.is_some()
+                && self.move_queued_task(cpu, p.task, p.slot, p.dst as usize, Move::Reserved, now, p.reason)
+                    == Moved::Yes;
+            if !moved {
+                self.unreserve(p.dst as usize);
             }
-            // A push planned for a task that blocked or exited meanwhile is not needed.
-            (None, Some(p)) => self.unreserve(p.dst as usize),
-            (None, None) => {}
         }
         // (Only the balancer of a machine of several CPUs asks for the stopper.)
         if CPUS > 1 && push {

@@ -1,5 +1,5 @@
 //! Concurrency stress: one OS thread per CPU doing real concurrent ticks, schedules,
-//! blocks, wakeups, exits, creations, nice and affinity changes, with the load balancer
+//! blocks, wakeups, exits, creations, nice and affinity changes and execs, with the load balancer
 //! and the active-balance stopper migrating tasks underneath, on 8 and 64 CPUs for a
 //! bounded time. Afterwards every invariant must hold: no task lost, duplicated or on two
 //! runqueues, and the books balance. A watchdog turns a deadlock into a failure.
@@ -144,6 +144,13 @@ fn stress<const CPUS: usize>(
                             }
                         }
                         70..=74 => m.yield_now(cpu, now()).unwrap(),
+                        // Exec balancing races the affinity changes above for the same
+                        // running tasks: neither may leave one outside its mask.
+                        75..=77 => {
+                            if let Some(t) = cur {
+                                let _ = m.exec(cpu, now(), t);
+                            }
+                        }
                         _ => {}
                     }
                 }
