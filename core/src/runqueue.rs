@@ -117,8 +117,7 @@ struct MruLink {
 /// One CPU's runqueue with room for `Q` attached (queued or running) tasks.
 // On 64-bit targets the fields lie in declaration order: what every tick and switch reads
 // (clocks, current task, counts, the fair runqueue's sums, the tunables, the timeline's root)
-// in the lines right after the lock, the per-slot arrays after them. (The compiler's order
-// put the arrays first and spread those fields over twice as many lines.)
+// in the lines right after the lock, the per-slot arrays after them.
 #[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(target_pointer_width = "64", repr(C))]
 pub struct RunQueue<const Q: usize> {

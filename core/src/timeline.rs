@@ -163,9 +163,9 @@ impl Aug {
 ///
 /// Worst-case O(log n) insert and remove, O(1) leftmost. Holds at most `CAP`
 /// tasks with ids `0..CAP`; `CAP` may be at most 2^32 - 1 since links are `u32`.
-#[derive(Clone, PartialEq, Eq)]
 // On 64-bit targets the root, the leftmost and the counts come first, next to the runqueue's
 // other hot fields; the nodes after them.
+#[derive(Clone, PartialEq, Eq)]
 #[cfg_attr(target_pointer_width = "64", repr(C))]
 pub struct Timeline<const CAP: usize> {
     root: u32,
@@ -189,6 +189,11 @@ impl<const CAP: usize> Timeline<CAP> {
 
     /// All zeros (links not yet `NIL`), for a runqueue that `init` has not
     /// built yet; not a usable timeline.
+    /// Bytes before the nodes on 64-bit targets: the root, the leftmost, the counts (a
+    /// test holds the layout to it).
+    #[cfg(all(test, target_pointer_width = "64"))]
+    pub(crate) const HEADER: usize = 32;
+
     pub(crate) const UNSET: Self = Timeline {
         nodes: [Node::UNSET; CAP],
         #[cfg(feature = "eevdf")]
@@ -1152,6 +1157,20 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::vec::Vec;
+
+    /// On 64-bit targets the root, the leftmost and the counts come before the nodes, within
+    /// [`Timeline::HEADER`] bytes: the runqueue's hot fields end with them.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn the_header_comes_before_the_nodes() {
+        use core::mem::offset_of;
+        type T = Timeline<64>;
+        let ends = [offset_of!(T, root) + 4, offset_of!(T, leftmost) + 4, offset_of!(T, len) + 8];
+        for end in ends.into_iter().chain([offset_of!(T, next_seq) + 8]) {
+            assert!(end <= T::HEADER, "a header field ends at byte {end}");
+        }
+        assert_eq!(offset_of!(T, nodes), T::HEADER);
+    }
 
     fn ids<const C: usize>(t: &Timeline<C>) -> Vec<usize> {
         t.iter().collect()

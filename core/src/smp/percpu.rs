@@ -364,9 +364,10 @@ impl GroupCapacity {
 }
 
 /// One CPU: its runqueue lock, its published figures and its balance state.
-// On 64-bit targets in declaration order: what every tick reads or writes besides the
-// runqueue (the balance deadline, the published figures) in the line before the lock's.
-#[cfg_attr(target_pointer_width = "64", repr(C))]
+// On 64-bit targets in declaration order from a cache line's start: what every tick reads or
+// writes besides the runqueue (the balance deadline, the published figures) in the line
+// before the lock's.
+#[cfg_attr(target_pointer_width = "64", repr(C, align(64)))]
 pub struct CpuCell<const Q: usize, R = Spin, const G: usize = 0> {
     /// Jiffy at which this CPU's next periodic balance is due: written only by the holder of
     /// `balance`. Where the target has 64-bit atomics every tick reads it without that lock
@@ -389,7 +390,7 @@ pub struct RootDomain {
     pub overutilized: AtomicBool,
 }
 
-#[cfg(all(test, target_pointer_width = "64"))]
+#[cfg(test)]
 mod tests {
     use core::mem::{offset_of, size_of};
 
@@ -398,17 +399,22 @@ mod tests {
     /// What every tick touches of a CPU lies in its first lines: the balance deadline and the
     /// published figures in the first, then the lock, this state, and the runqueue's clocks,
     /// counts, sums and tunables and the timeline's header, before any per-slot array.
+    #[cfg(target_pointer_width = "64")]
     #[test]
     fn a_cpu_s_hot_fields_come_before_its_slot_arrays() {
         type Rq = RunQueue<64>;
+        /// Where the lock's data starts, past the lock word (at most the state's alignment).
+        const LOCKED_DATA_AT: usize = 32;
+        assert_eq!(core::mem::align_of::<CpuCell<64>>(), 64);
         assert!(offset_of!(CpuCell<64>, stats) + size_of::<RqStats>() <= 64);
         assert_eq!(offset_of!(CpuCell<64>, rq), 64);
+        assert!(core::mem::align_of::<CpuState<64>>() <= LOCKED_DATA_AT);
         let rq_at = offset_of!(CpuState<64>, rq);
         assert!(rq_at <= 128, "the runqueue starts at byte {rq_at} of the state");
         assert!(offset_of!(Rq, cfs) < offset_of!(Rq, timeline));
         assert!(offset_of!(Rq, tunables) < offset_of!(Rq, timeline));
-        // The lock's line, then the state: the timeline's header ends 32 bytes into it.
-        let hot_end = 64 + 32 + rq_at + offset_of!(Rq, timeline) + 32;
+        let hot_end =
+            64 + LOCKED_DATA_AT + rq_at + offset_of!(Rq, timeline) + crate::timeline::Timeline::<64>::HEADER;
         assert!(hot_end <= 64 * 10, "a CPU's hot fields end at byte {hot_end}");
     }
 }

@@ -6,7 +6,7 @@ use std::cell::{Cell, RefCell};
 use sched_core::balance::Outcome;
 use sched_core::{Event, EventKind, Platform, TaskId};
 
-/// One simulated CPU (64 bytes: aligned so, it is one cache line, not parts of two).
+/// One simulated CPU: one cache line (64-byte aligned, so that no record spans two).
 #[derive(Debug, Clone, Default)]
 #[repr(align(64))]
 pub(super) struct CpuSim {
@@ -22,6 +22,9 @@ pub(super) struct CpuSim {
     pub(super) ipi_pending: bool,
     pub(super) phase: u64,
 }
+
+// A field more would make every record two lines.
+const _: () = assert!(core::mem::size_of::<CpuSim>() == 64);
 
 /// Requests the core made of the platform during one call.
 #[derive(Debug, Default)]
