@@ -498,17 +498,49 @@ mod tests {
 
     const NOW: u64 = 1_000_000_000;
 
+    type M = Smp<NoPlatform, 4, 8, 8>;
+
+    fn mask(cpus: &[usize]) -> CpuMask {
+        cpus.iter().fold(CpuMask::EMPTY, |m, &c| m.or(&CpuMask::single(c)))
+    }
+
+    /// Four flat CPUs, one task allowed `allowed`, running on CPU 0.
+    fn running_on_0(allowed: &[usize]) -> (Box<M>, TaskId) {
+        let m: Box<M> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(4)).unwrap();
+        let t = m.create(0, NOW, TaskParams { affinity: mask(allowed), ..TaskParams::default() }).unwrap();
+        assert_eq!(m.schedule(0, NOW).unwrap(), Some(t));
+        m.finish_switch(0, NOW).unwrap();
+        (m, t)
+    }
+
+    /// A task may run on a CPU its affinity excludes only while its push is planned (the
+    /// switch path moves it by the push alone): `set_affinity` plans the push with the mask
+    /// and `finish_switch` carries it out; a mask changed with no push is reported.
+    #[test]
+    fn a_running_task_outside_its_affinity_needs_a_planned_push() {
+        let (m, t) = running_on_0(&[0]);
+        m.set_affinity(NOW, t, mask(&[1])).unwrap();
+        m.check_invariants().unwrap();
+        assert_eq!(m.schedule(0, NOW + 1).unwrap(), None);
+        m.finish_switch(0, NOW + 1).unwrap();
+        assert_eq!(m.task_cpu(t), Ok(1));
+        m.check_invariants().unwrap();
+
+        assert_eq!(m.schedule(1, NOW + 2).unwrap(), Some(t));
+        m.finish_switch(1, NOW + 2).unwrap();
+        m.pool().cell(t).unwrap().set_affinity(mask(&[0]));
+        let v = m.check_invariants().unwrap_err();
+        assert_eq!((v.cpu, v.task), (1, Some(t)));
+        assert_eq!(v.what, "running task outside its affinity with no push planned");
+    }
+
     /// Exec's push, chosen from a mask read earlier, neither replaces a push planned since
     /// (an affinity change's) nor goes where the task's mask now excludes: either would leave
     /// the task on a CPU its affinity excludes once the move fails.
     #[test]
     fn exec_s_push_keeps_a_planned_push_and_the_mask() {
-        let m: Box<Smp<NoPlatform, 4, 8, 8>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
-        m.init_with(|t| t.init_flat(4)).unwrap();
-        let mask = |cpus: &[usize]| cpus.iter().fold(CpuMask::EMPTY, |m, &c| m.or(&CpuMask::single(c)));
-        let t = m.create(0, NOW, TaskParams { affinity: mask(&[0, 1]), ..TaskParams::default() }).unwrap();
-        assert_eq!(m.schedule(0, NOW).unwrap(), Some(t));
-        m.finish_switch(0, NOW).unwrap();
+        let (m, t) = running_on_0(&[0, 1]);
         let slot = m.rq(0).rq.curr_slot().unwrap();
         let exec_to = |dst: usize| Push { slot, task: t, dst: dst as u32, reason: MigrateReason::Placement };
 
