@@ -144,8 +144,9 @@ pub struct RunQueue<const Q: usize> {
     bump: u32,
     /// Tasks attached.
     attached: u32,
-    /// Slots promised to tasks that will arrive (a push away from a CPU their affinity or exec
-    /// no longer allows, once their context is saved); `has_room` counts them as taken.
+    /// Slots promised to tasks that will arrive (a new or waking task, one a balance pass
+    /// moves, or a planned push after exec or an affinity change); `has_room` counts them as
+    /// taken.
     reserved: u32,
     mru_head: u32,
     mru_tail: u32,

@@ -30,9 +30,10 @@ fn op() -> impl Strategy<Value = Op> {
 fn check(m: &M, ids: &[(TaskId, CpuMask)]) -> Result<(), TestCaseError> {
     for &(t, mask) in ids {
         if let Ok(cpu) = m.task_cpu(t) {
-            // A task may sit outside its affinity only while the CPU is still switching
-            // away from it; the invariant checker enforces that; here: after every
-            // operation the table's CPU of a non-running task is allowed.
+            // A task may sit outside its affinity only while it is still on that CPU (running
+            // with a push planned, or being switched away from); the invariant checker
+            // enforces that; here: after every operation the table's CPU of a task that is
+            // not on its CPU is allowed.
             let e = m.entity(t).unwrap();
             prop_assert!(mask.contains(cpu) || e.on_cpu, "{t:?} on CPU{cpu} outside {mask:?}");
         }
