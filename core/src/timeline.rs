@@ -187,13 +187,13 @@ impl<const CAP: usize> Timeline<CAP> {
     /// Rejects, at compile time, capacities whose ids would collide with `NIL`.
     const CAP_FITS_U32: () = assert!(CAP < NIL as usize, "Timeline CAP must be below u32::MAX");
 
-    /// All zeros (links not yet `NIL`), for a runqueue that `init` has not
-    /// built yet; not a usable timeline.
     /// Bytes before the nodes on 64-bit targets: the root, the leftmost, the counts (a
     /// test holds the layout to it).
     #[cfg(all(test, target_pointer_width = "64"))]
     pub(crate) const HEADER: usize = 32;
 
+    /// All zeros (links not yet `NIL`), for a runqueue that `init` has not
+    /// built yet; not a usable timeline.
     pub(crate) const UNSET: Self = Timeline {
         nodes: [Node::UNSET; CAP],
         #[cfg(feature = "eevdf")]

@@ -152,9 +152,9 @@ impl<
     }
 
     /// Every planned push has its slot reserved at its destination, its task is still on its
-    /// CPU, and, while runnable, its affinity allows the destination. (A slot is reserved just before its push
-    /// is recorded, so while other CPUs run, a destination may briefly hold more reservations
-    /// than pushes.)
+    /// CPU, and, while runnable, its affinity allows the destination. (A slot is reserved just
+    /// before its push is recorded, so while other CPUs run, a destination may briefly hold
+    /// more reservations than pushes.)
     fn check_pushes(&self, guards: &[Guard<'_, Q, R, G>]) -> Result<(), InvariantViolation> {
         for (c, st) in guards.iter().enumerate() {
             for p in st.push.iter().flatten() {

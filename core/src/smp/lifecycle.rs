@@ -437,15 +437,15 @@ impl<
         // An exiting task never runs again, a planned move to a CPU the new mask allows still
         // fits, and a task the mask lets stay stays: only the mask changes.
         let stays = mask.contains(c);
-        let keep = entry.state == TaskState::Exiting
-            || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
-        if keep || stays {
+        let keep = |planned: Option<Push>| {
+            entry.state == TaskState::Exiting
+                || planned.is_some_and(|p| p.task == id && mask.contains(p.dst as usize))
+        };
+        if stays || keep(planned) {
             let mut st = self.lock_placed(id, entry.location, c)?;
-            // A mask that excludes this CPU may only be set while the push read above is still
-            // planned (another call may have cancelled or replaced it since): else read again.
-            let still_planned =
-                st.push_for(slot).is_some_and(|p| p.task == id && mask.contains(p.dst as usize));
-            if !stays && entry.state != TaskState::Exiting && !still_planned {
+            // A mask that excludes this CPU may only be set while the push read above still
+            // fits (another call may have cancelled or replaced it since): else read again.
+            if !stays && !keep(st.push_for(slot)) {
                 return None;
             }
             let e = st.fair(self.pool()).entity(slot)?;

@@ -134,8 +134,8 @@ impl<
         mask: CpuMask,
         now: u64,
     ) -> Moved {
+        let how = Move::Reaffine(mask);
         for dst in core::iter::once(first).chain(mask.iter().filter(|&d| d != first)) {
-            let how = Move::Reaffine(mask);
             match self.move_queued_task(src, id, slot, dst, how, now, MigrateReason::Affinity) {
                 Moved::NoRoom => continue,
                 done => return done,

@@ -1,6 +1,6 @@
 //! Concurrency stress: one OS thread per CPU doing real concurrent ticks, schedules,
-//! blocks, wakeups, exits, creations, nice and affinity changes and execs, with the load balancer
-//! and the active-balance stopper migrating tasks underneath, on 8 and 64 CPUs for a
+//! blocks, wakeups, exits, creations, nice and affinity changes and execs, with the load
+//! balancer and the active-balance stopper migrating tasks underneath, on 8 and 64 CPUs for a
 //! bounded time. Afterwards every invariant must hold: no task lost, duplicated or on two
 //! runqueues, and the books balance. A watchdog turns a deadlock into a failure.
 
