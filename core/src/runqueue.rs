@@ -168,6 +168,25 @@ pub struct RunQueue<const Q: usize> {
 }
 
 impl<const Q: usize> RunQueue<Q> {
+    /// Bytes from a runqueue's start to the end of what every tick reads (clocks, counts,
+    /// sums, tunables and the timeline's header), where the per-slot arrays begin; on 64-bit
+    /// targets, whose layout a test in `smp::percpu` holds.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub(crate) const HOT_LEN: usize = core::mem::offset_of!(Self, timeline) + Timeline::<Q>::HEADER;
+
+    /// Calls `each` with the lines that hold the first `slots` slots of every per-slot
+    /// array of the runqueue at `at` (the timeline's, with `augmented` its augmentation, the
+    /// MRU links and the ids). Addresses only: nothing is read.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub(crate) fn slot_lines(at: *const u8, slots: usize, augmented: bool, each: &mut impl FnMut(*const u8)) {
+        use core::mem::{offset_of, size_of};
+        let slots = slots.min(Q);
+        let timeline = at.wrapping_add(offset_of!(Self, timeline));
+        Timeline::<Q>::slot_lines(timeline, slots, augmented, each);
+        crate::lines::each_line(at.wrapping_add(offset_of!(Self, mru)), slots * size_of::<MruLink>(), each);
+        crate::lines::each_line(at.wrapping_add(offset_of!(Self, ids)), slots * size_of::<TaskId>(), each);
+    }
+
     /// All zeros (links that are not yet `NIL`, no tunables): what a machine
     /// holds for each CPU until `Smp::init` builds the real runqueue, so that a machine in a
     /// `static` needs no `.data` image. Not a usable runqueue.
@@ -804,5 +823,28 @@ impl<const Q: usize> Iterator for MruIter<'_, Q> {
         let slot = self.cur;
         self.cur = if self.back { self.rq.mru[slot as usize].prev } else { self.rq.mru[slot as usize].next };
         Some((slot, self.rq.ids[slot as usize]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use super::*;
+
+    /// A prefetch hint covers the first slots of the MRU links and the ids, not the rest.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn slot_lines_cover_the_first_slots_of_each_array() {
+        let rq: RunQueue<16> = RunQueue::UNSET;
+        let line = |p: *const u8| p as usize / crate::lines::LINE;
+        let mut seen = std::vec::Vec::new();
+        RunQueue::<16>::slot_lines(&rq as *const _ as *const u8, 4, false, &mut |p| seen.push(line(p)));
+        for s in 0..4 {
+            assert!(seen.contains(&line(&rq.mru[s] as *const MruLink as *const u8)));
+            assert!(seen.contains(&line(&rq.ids[s] as *const TaskId as *const u8)));
+        }
+        assert!(!seen.contains(&line(&rq.ids[15] as *const TaskId as *const u8)));
+        assert!(!seen.contains(&line(&rq.mru[15] as *const MruLink as *const u8)));
     }
 }

@@ -71,6 +71,21 @@ pub struct TaskTable<const N: usize, T: TaskPayload = ()> {
 }
 
 impl<const N: usize, T: TaskPayload> TaskTable<N, T> {
+    /// Calls `each` with the lines that hold slot `slot` of the table at `at`: its
+    /// generation, its entry and its payload (none beyond the table). Addresses only:
+    /// nothing is read.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub(crate) fn slot_lines(at: *const u8, slot: usize, each: &mut impl FnMut(*const u8)) {
+        use core::mem::{offset_of, size_of};
+        use crate::lines::each_line;
+        if slot >= N {
+            return;
+        }
+        each_line(at.wrapping_add(offset_of!(Self, generation) + slot * size_of::<u32>()), size_of::<u32>(), each);
+        each_line(at.wrapping_add(offset_of!(Self, slots) + slot * size_of::<Slot>()), size_of::<Slot>(), each);
+        each_line(at.wrapping_add(offset_of!(Self, payload) + slot * size_of::<T>()), size_of::<T>(), each);
+    }
+
     /// An empty table.
     pub const fn new() -> Self {
         TaskTable {
@@ -217,10 +232,30 @@ impl<const N: usize, T: TaskPayload> Default for TaskTable<N, T> {
 
 #[cfg(test)]
 mod tests {
+    extern crate std;
+
     use super::*;
 
     fn parked() -> TaskEntry {
         TaskEntry { state: TaskState::Blocked, location: Location::Parked { cpu: 0 } }
+    }
+
+    /// The hint lists the lines of a slot's generation, entry and payload, and nothing for
+    /// a slot beyond the table.
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn a_slot_s_lines_hold_its_generation_entry_and_payload() {
+        let t: TaskTable<8, u64> = TaskTable::new();
+        let line = |p: *const u8| p as usize / crate::lines::LINE;
+        let mut seen = std::vec::Vec::new();
+        TaskTable::<8, u64>::slot_lines(&t as *const _ as *const u8, 5, &mut |p| seen.push(line(p)));
+        for field in [&t.generation[5] as *const u32 as *const u8, &t.slots[5] as *const Slot as *const u8] {
+            assert!(seen.contains(&line(field)));
+        }
+        assert!(seen.contains(&line(&t.payload[5] as *const u64 as *const u8)));
+        let mut beyond = 0;
+        TaskTable::<8, u64>::slot_lines(&t as *const _ as *const u8, 8, &mut |_| beyond += 1);
+        assert_eq!(beyond, 0);
     }
 
     #[test]

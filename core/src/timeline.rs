@@ -189,8 +189,24 @@ impl<const CAP: usize> Timeline<CAP> {
 
     /// Bytes before the nodes on 64-bit targets: the root, the leftmost, the counts (a
     /// test holds the layout to it).
-    #[cfg(all(test, target_pointer_width = "64"))]
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
     pub(crate) const HEADER: usize = 32;
+
+    /// Calls `each` with the lines that hold the first `slots` slots of the timeline at
+    /// `at`: its nodes, and with `augmented` (EEVDF's deadlines) their augmentation too.
+    /// Addresses only: nothing is read.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub(crate) fn slot_lines(at: *const u8, slots: usize, augmented: bool, each: &mut impl FnMut(*const u8)) {
+        use core::mem::{offset_of, size_of};
+        let slots = slots.min(CAP);
+        crate::lines::each_line(at.wrapping_add(offset_of!(Self, nodes)), slots * size_of::<Node>(), each);
+        #[cfg(feature = "eevdf")]
+        if augmented {
+            crate::lines::each_line(at.wrapping_add(offset_of!(Self, aug)), slots * size_of::<Aug>(), each);
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = augmented;
+    }
 
     /// All zeros (links not yet `NIL`), for a runqueue that `init` has not
     /// built yet; not a usable timeline.
@@ -1157,6 +1173,30 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
     use std::vec::Vec;
+
+    /// A prefetch hint covers the first nodes, and their augmentation only when the timeline
+    /// is augmented (EEVDF).
+    #[cfg(target_pointer_width = "64")]
+    #[test]
+    fn slot_lines_cover_the_first_nodes() {
+        let t: Timeline<16> = Timeline::UNSET;
+        let line = |p: *const u8| p as usize / crate::lines::LINE;
+        let lines = |augmented| {
+            let mut seen = Vec::new();
+            Timeline::<16>::slot_lines(&t as *const _ as *const u8, 4, augmented, &mut |p| seen.push(line(p)));
+            seen
+        };
+        let plain = lines(false);
+        for s in 0..4 {
+            assert!(plain.contains(&line(&t.nodes[s] as *const Node as *const u8)));
+        }
+        assert!(!plain.contains(&line(&t.nodes[15] as *const Node as *const u8)));
+        #[cfg(feature = "eevdf")]
+        {
+            assert!(!plain.contains(&line(&t.aug[0] as *const Aug as *const u8)));
+            assert!(lines(true).contains(&line(&t.aug[3] as *const Aug as *const u8)));
+        }
+    }
 
     /// On 64-bit targets the root, the leftmost and the counts come before the nodes, within
     /// [`Timeline::HEADER`] bytes: the runqueue's hot fields end with them.

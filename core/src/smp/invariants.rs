@@ -1,7 +1,7 @@
 //! The invariant checker: every runqueue's own invariants, monotonic `min_vruntime`, and
 //! agreement between the task table and the runqueues.
 
-use spin::mutex::MutexGuard;
+use spin::mutex::SpinMutexGuard as MutexGuard;
 use spin::RelaxStrategy;
 
 use super::{CpuState, Smp};

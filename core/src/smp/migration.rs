@@ -1,7 +1,7 @@
 //! Moving tasks between CPUs: a queued task under both runqueue locks, a sleeping task's
 //! PELT and vruntime leaving its CPU, and detached tasks landing on their new CPU.
 
-use spin::mutex::MutexGuard;
+use spin::mutex::SpinMutexGuard as MutexGuard;
 use spin::RelaxStrategy;
 
 use super::{CpuState, Move, Moved, Smp};

@@ -54,6 +54,8 @@ mod nohz;
 mod nohz_state;
 mod percpu;
 mod placement;
+#[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+mod prefetch;
 mod rebalance;
 mod switch;
 #[cfg(any(test, feature = "testing"))]
@@ -112,7 +114,9 @@ pub(crate) enum Moved {
 
 use portable_atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
-use spin::mutex::Mutex;
+// The spin crate's spinning mutex by its own name: unlike the generic wrapper it gives its
+// data's address without locking, which `Smp::tick_lines` needs.
+use spin::mutex::{SpinMutex as Mutex, SpinMutexGuard as MutexGuard};
 use spin::rwlock::RwLock;
 use spin::{RelaxStrategy, Spin};
 
@@ -438,19 +442,19 @@ impl<
 
     /// `cpu`'s runqueue lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn rq(&self, cpu: usize) -> spin::mutex::MutexGuard<'_, CpuState<Q, G>, R> {
+    pub(crate) fn rq(&self, cpu: usize) -> MutexGuard<'_, CpuState<Q, G>, R> {
         self.cpus[cpu].rq.lock()
     }
 
     /// `cpu`'s balance-state lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn bal(&self, cpu: usize) -> spin::mutex::MutexGuard<'_, BalanceState, R> {
+    pub(crate) fn bal(&self, cpu: usize) -> MutexGuard<'_, BalanceState, R> {
         self.cpus[cpu].balance.lock()
     }
 
     /// The task table's lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn table(&self) -> spin::mutex::MutexGuard<'_, TaskTable<TASKS, P::Payload>, R> {
+    pub(crate) fn table(&self) -> MutexGuard<'_, TaskTable<TASKS, P::Payload>, R> {
         self.tasks.lock()
     }
 

@@ -4,7 +4,7 @@
 
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use spin::mutex::Mutex;
+use spin::mutex::SpinMutex as Mutex;
 use spin::Spin;
 
 use crate::features::{Features, Tunables};
@@ -413,8 +413,7 @@ mod tests {
         assert!(rq_at <= 128, "the runqueue starts at byte {rq_at} of the state");
         assert!(offset_of!(Rq, cfs) < offset_of!(Rq, timeline));
         assert!(offset_of!(Rq, tunables) < offset_of!(Rq, timeline));
-        let hot_end =
-            64 + LOCKED_DATA_AT + rq_at + offset_of!(Rq, timeline) + crate::timeline::Timeline::<64>::HEADER;
+        let hot_end = 64 + LOCKED_DATA_AT + rq_at + Rq::HOT_LEN;
         assert!(hot_end <= 64 * 10, "a CPU's hot fields end at byte {hot_end}");
     }
 }

@@ -1,0 +1,128 @@
+//! Where a CPU's next tick reads, for a platform that can prefetch.
+//!
+//! On a machine whose scheduler state outgrows the host's caches, each tick finds its CPU's
+//! lines gone from them. A platform that knows which CPU it serves next (the simulator
+//! does: its ticks are queued in time order) can prefetch those lines while it still works
+//! on the current event. [`Smp::tick_lines`] names them. It computes addresses from the
+//! layout and reads nothing, so it takes no lock, and an answer gone stale (the task has
+//! moved on) wastes a prefetch but never changes a result.
+
+use core::mem::offset_of;
+
+use spin::RelaxStrategy;
+
+use super::{CpuCell, CpuState, Smp};
+use crate::entities::EntityCell;
+#[cfg(feature = "eevdf")]
+use crate::features::Features;
+use crate::lines::each_line;
+use crate::platform::Platform;
+use crate::runqueue::RunQueue;
+use crate::table::TaskTable;
+use crate::task::TaskId;
+
+/// The runqueue slots whose lines a hint covers: the first four. A runqueue hands out its
+/// lowest free slots first, so a CPU with a few tasks keeps them there; covering more would
+/// spend a busy CPU's prefetches on slots it may not use.
+const WARM_SLOTS: usize = 4;
+
+impl<
+        P: Platform,
+        const CPUS: usize,
+        const TASKS: usize,
+        const Q: usize,
+        R: RelaxStrategy,
+        const G: usize,
+    > Smp<P, CPUS, TASKS, Q, R, G>
+{
+    internal! {
+        /// Calls `each` with the address of every cache line a tick of `cpu` reads first:
+        /// the CPU's cell up to the end of its runqueue's hot fields (balance deadline,
+        /// published figures, lock, clocks, counts and sums), the lines of the runqueue's
+        /// first slots (timeline nodes, MRU links, ids), and, for `curr` (the task the
+        /// platform last saw running there), its entity's hot lines and task-table slot.
+        ///
+        /// A hint for prefetching: nothing is read and no lock taken, so it may be called
+        /// at any time from any thread; a stale `curr` or an unknown `cpu` only makes the
+        /// list useless or empty. On 64-bit targets, whose layout keeps the hot fields
+        /// together (see `ARCHITECTURE.md`).
+        pub fn tick_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) {
+            let Some(cell) = self.cpus.get(cpu) else { return };
+            let start = cell as *const CpuCell<Q, R, G> as *const u8;
+            let rq = (cell.rq.as_mut_ptr() as *const u8).wrapping_add(offset_of!(CpuState<Q, G>, rq));
+            let hot_end = rq.wrapping_add(RunQueue::<Q>::HOT_LEN);
+            each_line(start, (hot_end as usize).saturating_sub(start as usize), &mut each);
+            #[cfg(feature = "eevdf")]
+            let augmented = self.features().contains(Features::EEVDF);
+            #[cfg(not(feature = "eevdf"))]
+            let augmented = false;
+            RunQueue::<Q>::slot_lines(rq, WARM_SLOTS, augmented, &mut each);
+            let Some(task) = curr else { return };
+            if let Some(entity) = self.ents.pool().cell(task) {
+                each_line(entity as *const EntityCell as *const u8, EntityCell::HOT_LEN, &mut each);
+            }
+            let table = self.tasks.as_mut_ptr() as *const u8;
+            TaskTable::<TASKS, P::Payload>::slot_lines(table, task.slot(), &mut each);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+
+    use std::vec::Vec;
+
+    use super::*;
+    use crate::lines::LINE;
+    use crate::{Features, NoPlatform, TaskParams};
+
+    type M = Smp<NoPlatform, 2, 8, 8>;
+
+    fn line(p: *const u8) -> usize {
+        p as usize / LINE
+    }
+
+    fn lines(m: &M, cpu: usize, curr: Option<TaskId>) -> Vec<usize> {
+        let mut seen = Vec::new();
+        m.tick_lines(cpu, curr, |p| seen.push(p as usize));
+        assert!(seen.iter().all(|p| p % LINE == 0), "line starts only");
+        seen.iter().map(|&p| p / LINE).collect()
+    }
+
+    /// The hint names the CPU's hot lines (the cell's header, the lock, the runqueue's
+    /// clocks and sums, the timeline's header), the running task's entity and nothing for
+    /// a CPU the machine does not have.
+    #[test]
+    fn a_tick_s_lines_cover_the_cpu_and_its_task() {
+        let m: std::boxed::Box<M> = std::boxed::Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(2)).unwrap();
+        let t = m.create(1, 0, TaskParams::default()).unwrap();
+        assert_eq!(m.schedule(1, 0).unwrap(), Some(t));
+        m.finish_switch(1, 0).unwrap();
+
+        let seen = lines(&m, 1, Some(t));
+        let cell = &m.cpus[1];
+        let st = m.rq(1);
+        let hot = [
+            &cell.next_balance as *const _ as *const u8,
+            &cell.stats as *const _ as *const u8,
+            &cell.rq as *const _ as *const u8,
+            &st.rq.clock as *const u64 as *const u8,
+            &st.rq.cfs as *const _ as *const u8,
+            &st.rq.tunables as *const _ as *const u8,
+            &st.rq.timeline as *const _ as *const u8,
+        ];
+        drop(st);
+        for p in hot {
+            assert!(seen.contains(&line(p)), "a hot field's line is missing");
+        }
+        let entity = m.ents.pool().cell(t).unwrap() as *const EntityCell as *const u8;
+        assert!(seen.contains(&line(entity)));
+        assert!(seen.contains(&line(entity.wrapping_add(EntityCell::HOT_LEN - 1))));
+
+        let idle = lines(&m, 1, None);
+        assert!(!idle.contains(&line(entity)) && idle.len() < seen.len());
+        assert!(lines(&m, 2, Some(t)).is_empty());
+    }
+}
