@@ -8,6 +8,9 @@
 //!
 //! Same configuration and seed → the same results and the same trace, byte for byte.
 
+#![deny(unsafe_code)]
+
+mod arch;
 pub mod cli;
 pub mod experiments;
 pub mod groups;
