@@ -67,7 +67,8 @@ impl<'a> Iterator for Groups<'a> {
 
     fn next(&mut self) -> Option<&'a Group> {
         loop {
-            let cpu = match self.span.next_from(self.next) {
+            // The next CPU of the span that no group returned so far covers.
+            let cpu = match self.span.next_from_and_not(&self.covered, self.next) {
                 Some(c) if !self.wrapped || c < self.start => c,
                 _ if !self.wrapped => {
                     self.wrapped = true;
@@ -77,9 +78,6 @@ impl<'a> Iterator for Groups<'a> {
                 _ => return None,
             };
             self.next = cpu + 1;
-            if self.covered.contains(cpu) {
-                continue;
-            }
             let leader = match self.leaders {
                 None => cpu,
                 Some(l) => usize::from(*l.get(cpu)?),
