@@ -2,6 +2,8 @@
 //! publishes for lock-free readers ([`RqStats`]), the balance state of each CPU's domains,
 //! group capacities and the root domain's flags.
 
+#[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+use portable_atomic::AtomicU16;
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use spin::mutex::SpinMutex as Mutex;
@@ -46,6 +48,11 @@ pub struct RqStats {
     pub util_est: AtomicU32,
     /// When the CPU last went idle (ns), 0 while busy.
     pub idle_stamp: AtomicU64,
+    /// Table slot of the task queued first (the timeline's leftmost, CFS's next pick), or
+    /// [`RqStats::NO_SLOT`]: a hint for prefetching ([`crate::smp::Smp::tick_lines`]),
+    /// stale as soon as the runqueue changes. 16 bits, so the line keeps its size.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub first_queued: AtomicU16,
 }
 
 impl RqStats {
@@ -65,8 +72,14 @@ impl RqStats {
             util_avg: AtomicU32::new(0),
             util_est: AtomicU32::new(0),
             idle_stamp: AtomicU64::new(0),
+            #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+            first_queued: AtomicU16::new(RqStats::NO_SLOT),
         }
     }
+
+    /// [`RqStats::first_queued`] when no task is queued or its slot does not fit 16 bits.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub const NO_SLOT: u16 = u16::MAX;
 
     pub(super) fn publish<const Q: usize, const G: usize>(&self, st: &CpuState<Q, G>) {
         let rq = &st.rq;
@@ -83,6 +96,12 @@ impl RqStats {
         self.util_avg.store(saturate_u32(rq.avg().util_avg), Relaxed);
         self.util_est.store(rq.avg().util_est.enqueued, Relaxed);
         self.idle_stamp.store(st.idle_stamp, Relaxed);
+        #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+        {
+            let first = rq.timeline.leftmost().and_then(|s| rq.task_at(s as SlotId));
+            let slot = first.and_then(|t| u16::try_from(t.slot()).ok()).unwrap_or(RqStats::NO_SLOT);
+            self.first_queued.store(slot, Relaxed);
+        }
     }
 }
 

@@ -3,15 +3,19 @@
 //! On a machine whose scheduler state outgrows the host's caches, each tick finds its CPU's
 //! lines gone from them. A platform that knows which CPU it serves next (the simulator
 //! does: its ticks are queued in time order) can prefetch those lines while it still works
-//! on the current event. [`Smp::tick_lines`] names them. It computes addresses from the
-//! layout and reads nothing, so it takes no lock, and an answer gone stale (the task has
-//! moved on) wastes a prefetch but never changes a result.
+//! on the current event. [`Smp::tick_lines`] names them: the CPU's hot lines, and those of
+//! the running task and of the task queued first (the next pick, published by the CPU in
+//! [`RqStats::first_queued`](super::RqStats::first_queued)). It computes addresses from the
+//! layout and reads only that published hint, so it takes no lock; an answer gone stale
+//! (a task has moved on) wastes a prefetch but never changes a result.
 
 use core::mem::offset_of;
 
 use spin::RelaxStrategy;
 
-use super::{CpuCell, CpuState, Smp};
+use portable_atomic::Ordering::Relaxed;
+
+use super::{CpuCell, CpuState, RqStats, Smp};
 use crate::entities::EntityCell;
 #[cfg(feature = "eevdf")]
 use crate::features::Features;
@@ -39,15 +43,18 @@ impl<
         /// Calls `each` with the address of every cache line a tick of `cpu` reads first:
         /// the CPU's cell up to the end of its runqueue's hot fields (balance deadline,
         /// published figures, lock, clocks, counts and sums), the lines of the runqueue's
-        /// first slots (timeline nodes, MRU links, ids), and, for `curr` (the task the
-        /// platform last saw running there), its entity's hot lines and task-table slot.
+        /// first slots (timeline nodes, MRU links, ids), and the entity's hot lines and
+        /// task-table slot of `curr` (the task the platform last saw running there) and of
+        /// the task queued first, which a switch at this tick would pick. Returns the table
+        /// slot of the latter (so the platform can prefetch its own record of it too).
         ///
-        /// A hint for prefetching: nothing is read and no lock taken, so it may be called
-        /// at any time from any thread; a stale `curr` or an unknown `cpu` only makes the
-        /// list useless or empty. On 64-bit targets, whose layout keeps the hot fields
-        /// together (see `ARCHITECTURE.md`).
-        pub fn tick_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) {
-            let Some(cell) = self.cpus.get(cpu) else { return };
+        /// A hint for prefetching: it reads only the CPU's published
+        /// [`RqStats::first_queued`](super::RqStats::first_queued) and takes no lock, so it
+        /// may be called at any time from any thread; a stale `curr` or hint, or an unknown
+        /// `cpu`, only makes the list useless or empty. On 64-bit targets, whose layout
+        /// keeps the hot fields together (see `ARCHITECTURE.md`).
+        pub fn tick_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) -> Option<usize> {
+            let cell = self.cpus.get(cpu)?;
             let start = cell as *const CpuCell<Q, R, G> as *const u8;
             let rq = (cell.rq.as_mut_ptr() as *const u8).wrapping_add(offset_of!(CpuState<Q, G>, rq));
             let hot_end = rq.wrapping_add(RunQueue::<Q>::HOT_LEN);
@@ -57,16 +64,25 @@ impl<
             #[cfg(not(feature = "eevdf"))]
             let augmented = false;
             RunQueue::<Q>::slot_lines(rq, WARM_SLOTS, augmented, &mut each);
-            let Some(task) = curr else { return };
-            if let Some(entity) = self.ents.pool().cell(task) {
-                each_line(entity as *const EntityCell as *const u8, EntityCell::HOT_LEN, &mut each);
+            let curr = curr.map(TaskId::slot);
+            if let Some(slot) = curr {
+                self.task_lines(slot, &mut each);
             }
-            let table = self.tasks.as_mut_ptr() as *const u8;
-            TaskTable::<TASKS, P::Payload>::slot_lines(table, task.slot(), &mut each);
+            let first = cell.stats.first_queued.load(Relaxed);
+            let first = (first != RqStats::NO_SLOT).then_some(usize::from(first)).filter(|&s| Some(s) != curr)?;
+            self.task_lines(first, &mut each);
+            Some(first)
         }
     }
-}
 
+    /// The lines of the task in table slot `slot`: its entity's hot lines and its table slot.
+    fn task_lines(&self, slot: usize, each: &mut impl FnMut(*const u8)) {
+        if let Some(entity) = self.ents.pool().cell_slot(slot) {
+            each_line(entity as *const EntityCell as *const u8, EntityCell::HOT_LEN, each);
+        }
+        TaskTable::<TASKS, P::Payload>::slot_lines(self.tasks.as_mut_ptr() as *const u8, slot, each);
+    }
+}
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -85,7 +101,7 @@ mod tests {
 
     fn lines(m: &M, cpu: usize, curr: Option<TaskId>) -> Vec<usize> {
         let mut seen = Vec::new();
-        m.tick_lines(cpu, curr, |p| seen.push(p as usize));
+        let _ = m.tick_lines(cpu, curr, |p| seen.push(p as usize));
         assert!(seen.iter().all(|p| p % LINE == 0), "line starts only");
         seen.iter().map(|&p| p / LINE).collect()
     }
@@ -124,5 +140,25 @@ mod tests {
         let idle = lines(&m, 1, None);
         assert!(!idle.contains(&line(entity)) && idle.len() < seen.len());
         assert!(lines(&m, 2, Some(t)).is_empty());
+    }
+
+    /// The task queued behind the running one is the one a switch would pick: the CPU
+    /// publishes its slot, and the hint names its entity and returns the slot.
+    #[test]
+    fn the_task_queued_first_is_named_too() {
+        let m: std::boxed::Box<M> = std::boxed::Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(2)).unwrap();
+        let a = m.create(0, 0, TaskParams::default()).unwrap();
+        assert_eq!(m.schedule(0, 0).unwrap(), Some(a));
+        m.finish_switch(0, 0).unwrap();
+        assert_eq!(m.tick_lines(0, Some(a), |_| {}), None, "nothing queued behind the runner");
+        let pinned = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
+        let b = m.create(0, 1_000, pinned).unwrap();
+        m.tick(0, 2_000_000).unwrap();
+        assert_eq!(m.cpus[0].stats.first_queued.load(Relaxed), b.slot() as u16);
+        let mut seen = Vec::new();
+        assert_eq!(m.tick_lines(0, Some(a), |p| seen.push(line(p))), Some(b.slot()));
+        let entity = m.ents.pool().cell(b).unwrap() as *const EntityCell as *const u8;
+        assert!(seen.contains(&line(entity)));
     }
 }

@@ -265,17 +265,20 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     }
 
     /// Prefetches the lines the next queued tick will read, the core's
-    /// ([`Smp::tick_lines`]) and the record of the task running there, so that they arrive
-    /// while this event runs. A hint: results do not depend on it. (Out of line: the event
+    /// ([`Smp::tick_lines`]) and the records of the task running there and of the one a
+    /// switch would pick, so that they arrive while this event runs. A hint: results do not
+    /// depend on it. (Out of line: the event
     /// loop of a small machine, which skips it, stays as tight as without it.)
     #[inline(never)]
     fn prefetch_next_tick(&self) {
         let Some(&(_, _, cpu)) = self.tick_queue.front() else { return };
         let curr = self.cpus[cpu].running;
-        if let Some(record) = curr.and_then(|t| self.tasks.entry_addr(t)) {
-            crate::arch::prefetch(record);
+        let first = self.smp.tick_lines(cpu, curr, crate::arch::prefetch);
+        for slot in curr.map(TaskId::slot).into_iter().chain(first) {
+            if let Some(record) = self.tasks.entry_addr(slot) {
+                crate::arch::prefetch(record);
+            }
         }
-        self.smp.tick_lines(cpu, curr, crate::arch::prefetch);
     }
 
     fn on_tick(&mut self, cpu: usize) {

@@ -83,9 +83,9 @@ impl TaskMap {
         }
     }
 
-    /// The address of slot `id`'s entry (a prefetch hint; nothing is read).
-    pub(super) fn entry_addr(&self, id: TaskId) -> Option<*const u8> {
-        self.slots.get(id.slot()).map(|e| e as *const Option<TaskEntry> as *const u8)
+    /// The address of table slot `slot`'s entry (a prefetch hint; nothing is read).
+    pub(super) fn entry_addr(&self, slot: usize) -> Option<*const u8> {
+        self.slots.get(slot).map(|e| e as *const Option<TaskEntry> as *const u8)
     }
 
     pub(super) fn get_mut(&mut self, id: &TaskId) -> Option<&mut TaskSim> {
