@@ -105,7 +105,7 @@ pub mod features;
 #[cfg(feature = "groups")]
 pub mod group;
 mod limits;
-// Prefetch hints (`Smp::tick_lines`), for the simulator and experiments.
+// Prefetch hints (`Smp::cpu_lines`), for the simulator and experiments.
 #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
 mod lines;
 pub mod platform;

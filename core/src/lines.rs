@@ -1,4 +1,4 @@
-//! Cache-line addresses for prefetch hints (see `Smp::tick_lines`): computed from a
+//! Cache-line addresses for prefetch hints (see `Smp::cpu_lines`): computed from a
 //! structure's address and its layout, never read through, so they need no lock and no
 //! `unsafe`.
 

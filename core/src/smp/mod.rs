@@ -115,7 +115,7 @@ pub(crate) enum Moved {
 use portable_atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
 // The spin crate's spinning mutex by its own name: unlike the generic wrapper it gives its
-// data's address without locking, which `Smp::tick_lines` needs.
+// data's address without locking, which `Smp::cpu_lines` needs.
 use spin::mutex::{SpinMutex as Mutex, SpinMutexGuard as MutexGuard};
 use spin::rwlock::RwLock;
 use spin::{RelaxStrategy, Spin};

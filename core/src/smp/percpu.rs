@@ -49,7 +49,7 @@ pub struct RqStats {
     /// When the CPU last went idle (ns), 0 while busy.
     pub idle_stamp: AtomicU64,
     /// Table slot of the task queued first (the timeline's leftmost, CFS's next pick), or
-    /// [`RqStats::NO_SLOT`]: a hint for prefetching ([`crate::smp::Smp::tick_lines`]),
+    /// [`RqStats::NO_SLOT`]: a hint for prefetching ([`crate::smp::Smp::task_lines`]),
     /// stale as soon as the runqueue changes. 16 bits, so the line keeps its size.
     #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
     pub first_queued: AtomicU16,

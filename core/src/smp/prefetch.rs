@@ -3,11 +3,11 @@
 //! On a machine whose scheduler state outgrows the host's caches, each tick finds its CPU's
 //! lines gone from them. A platform that knows which CPU it serves next (the simulator
 //! does: its ticks are queued in time order) can prefetch those lines while it still works
-//! on the current event. [`Smp::tick_lines`] names them: the CPU's hot lines, and those of
-//! the running task and of the task queued first (the next pick, published by the CPU in
-//! [`RqStats::first_queued`](super::RqStats::first_queued)). It computes addresses from the
-//! layout and reads only that published hint, so it takes no lock; an answer gone stale
-//! (a task has moved on) wastes a prefetch but never changes a result.
+//! on the current event. [`Smp::cpu_lines`] names the CPU's hot lines, [`Smp::task_lines`]
+//! those of the running task and of the task queued first (the next pick, published by the
+//! CPU in [`RqStats::first_queued`](super::RqStats::first_queued)). They compute addresses
+//! from the layout and read only that published hint, so they take no lock; an answer gone
+//! stale (a task has moved on) wastes a prefetch but never changes a result.
 
 use core::mem::offset_of;
 
@@ -40,21 +40,18 @@ impl<
     > Smp<P, CPUS, TASKS, Q, R, G>
 {
     internal! {
-        /// Calls `each` with the address of every cache line a tick of `cpu` reads first:
-        /// the CPU's cell up to the end of its runqueue's hot fields (balance deadline,
-        /// published figures, lock, clocks, counts and sums), the lines of the runqueue's
-        /// first slots (timeline nodes, MRU links, ids), and the entity's hot lines and
-        /// task-table slot of `curr` (the task the platform last saw running there) and of
-        /// the task queued first, which a switch at this tick would pick. Returns the table
-        /// slot of the latter (so the platform can prefetch its own record of it too).
+        /// Calls `each` with the address of every cache line of `cpu` itself that its tick
+        /// reads first: its cell up to the end of the runqueue's hot fields (balance
+        /// deadline, published figures, lock, clocks, counts and sums) and the lines of the
+        /// runqueue's first slots (timeline nodes, MRU links, ids). The published figures
+        /// hold the hint [`Smp::task_lines`] reads, so a platform prefetching in a pipeline
+        /// asks for these one step before it asks for those.
         ///
-        /// A hint for prefetching: it reads only the CPU's published
-        /// [`RqStats::first_queued`](super::RqStats::first_queued) and takes no lock, so it
-        /// may be called at any time from any thread; a stale `curr` or hint, or an unknown
-        /// `cpu`, only makes the list useless or empty. On 64-bit targets, whose layout
-        /// keeps the hot fields together (see `ARCHITECTURE.md`).
-        pub fn tick_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) -> Option<usize> {
-            let cell = self.cpus.get(cpu)?;
+        /// A hint for prefetching: nothing is read and no lock taken, so it may be called at
+        /// any time from any thread; an unknown `cpu` names nothing. On 64-bit targets,
+        /// whose layout keeps the hot fields together (see `ARCHITECTURE.md`).
+        pub fn cpu_lines(&self, cpu: usize, mut each: impl FnMut(*const u8)) {
+            let Some(cell) = self.cpus.get(cpu) else { return };
             let start = cell as *const CpuCell<Q, R, G> as *const u8;
             let rq = (cell.rq.as_mut_ptr() as *const u8).wrapping_add(offset_of!(CpuState<Q, G>, rq));
             let hot_end = rq.wrapping_add(RunQueue::<Q>::HOT_LEN);
@@ -64,25 +61,43 @@ impl<
             #[cfg(not(feature = "eevdf"))]
             let augmented = false;
             RunQueue::<Q>::slot_lines(rq, WARM_SLOTS, augmented, &mut each);
+        }
+    }
+
+    internal! {
+        /// Calls `each` with the address of every cache line of the tasks a tick of `cpu`
+        /// reads first: the entity's hot lines and task-table slot of `curr` (the task the
+        /// platform last saw running there) and of the task queued first, which a switch at
+        /// this tick would pick. Returns the table slot of the latter, so the platform can
+        /// prefetch its own record of it too.
+        ///
+        /// A hint for prefetching: it reads only the CPU's published
+        /// [`RqStats::first_queued`](super::RqStats::first_queued) (in a line
+        /// [`Smp::cpu_lines`] names) and takes no lock, so it may be called at any time from
+        /// any thread; a stale `curr` or hint, or an unknown `cpu`, only makes the list
+        /// useless or empty.
+        pub fn task_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) -> Option<usize> {
+            let cell = self.cpus.get(cpu)?;
             let curr = curr.map(TaskId::slot);
             if let Some(slot) = curr {
-                self.task_lines(slot, &mut each);
+                self.slot_task_lines(slot, &mut each);
             }
             let first = cell.stats.first_queued.load(Relaxed);
             let first = (first != RqStats::NO_SLOT).then_some(usize::from(first)).filter(|&s| Some(s) != curr)?;
-            self.task_lines(first, &mut each);
+            self.slot_task_lines(first, &mut each);
             Some(first)
         }
     }
 
     /// The lines of the task in table slot `slot`: its entity's hot lines and its table slot.
-    fn task_lines(&self, slot: usize, each: &mut impl FnMut(*const u8)) {
+    fn slot_task_lines(&self, slot: usize, each: &mut impl FnMut(*const u8)) {
         if let Some(entity) = self.ents.pool().cell_slot(slot) {
             each_line(entity as *const EntityCell as *const u8, EntityCell::HOT_LEN, each);
         }
         TaskTable::<TASKS, P::Payload>::slot_lines(self.tasks.as_mut_ptr() as *const u8, slot, each);
     }
 }
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -101,7 +116,8 @@ mod tests {
 
     fn lines(m: &M, cpu: usize, curr: Option<TaskId>) -> Vec<usize> {
         let mut seen = Vec::new();
-        let _ = m.tick_lines(cpu, curr, |p| seen.push(p as usize));
+        m.cpu_lines(cpu, |p| seen.push(p as usize));
+        let _ = m.task_lines(cpu, curr, |p| seen.push(p as usize));
         assert!(seen.iter().all(|p| p % LINE == 0), "line starts only");
         seen.iter().map(|&p| p / LINE).collect()
     }
@@ -151,13 +167,13 @@ mod tests {
         let a = m.create(0, 0, TaskParams::default()).unwrap();
         assert_eq!(m.schedule(0, 0).unwrap(), Some(a));
         m.finish_switch(0, 0).unwrap();
-        assert_eq!(m.tick_lines(0, Some(a), |_| {}), None, "nothing queued behind the runner");
+        assert_eq!(m.task_lines(0, Some(a), |_| {}), None, "nothing queued behind the runner");
         let pinned = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
         let b = m.create(0, 1_000, pinned).unwrap();
         m.tick(0, 2_000_000).unwrap();
         assert_eq!(m.cpus[0].stats.first_queued.load(Relaxed), b.slot() as u16);
         let mut seen = Vec::new();
-        assert_eq!(m.tick_lines(0, Some(a), |p| seen.push(line(p))), Some(b.slot()));
+        assert_eq!(m.task_lines(0, Some(a), |p| seen.push(line(p))), Some(b.slot()));
         let entity = m.ents.pool().cell(b).unwrap() as *const EntityCell as *const u8;
         assert!(seen.contains(&line(entity)));
     }
