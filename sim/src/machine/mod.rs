@@ -81,22 +81,26 @@ pub struct Machine<const C: usize, const G: usize = 0> {
     wake_latencies: Vec<(u8, u64)>,
     /// The workload program being run, if any.
     program: Option<Box<program::ProgramRun>>,
-    /// Whether each event prefetches what the next tick reads (machines above
-    /// [`PREFETCH_ABOVE_CPUS`]).
+    /// Whether each event prefetches what the next ticks read (machines above
+    /// [`LARGE_ABOVE_CPUS`]).
     prefetch: bool,
 }
 
-/// Machines with more CPUs prefetch the next tick's lines while an event runs. Below, the
-/// scheduler state of all CPUs stays in a host core's L2 cache (it does at 256 CPUs with a
-/// 2 MB L2): prefetching gained nothing there in the speed bench, and at 8 CPUs its
-/// bookkeeping cost a few percent.
-pub const PREFETCH_ABOVE_CPUS: usize = 256;
+/// Machines with more CPUs are large: their scheduler state outgrows a host core's caches
+/// and TLB, so each event prefetches the next ticks' lines and the state asks for huge
+/// pages. Below, it stays in a core's L2 cache (it does at 256 CPUs with a 2 MB L2):
+/// prefetching gained nothing there in the speed bench, and at 8 CPUs its bookkeeping cost a
+/// few percent.
+pub const LARGE_ABOVE_CPUS: usize = 256;
 
 impl<const C: usize, const G: usize> Machine<C, G> {
     /// Builds a machine (call on a thread with a large stack for big `C`).
     pub fn new(cfg: Config) -> Result<Machine<C, G>, InitError> {
         let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
+        if cfg.cpus > LARGE_ABOVE_CPUS {
+            crate::arch::use_huge_pages(&*smp);
+        }
         smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
         if cfg.trace {
             *smp.platform().failures.borrow_mut() = Some(Vec::new());
@@ -133,7 +137,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             ticks: 0,
             wake_latencies: Vec::new(),
             program: None,
-            prefetch: n > PREFETCH_ABOVE_CPUS,
+            prefetch: n > LARGE_ABOVE_CPUS,
         };
         // Every CPU starts in its idle loop with its tick running.
         for cpu in 0..n {
