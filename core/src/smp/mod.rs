@@ -191,6 +191,10 @@ pub struct Smp<
     /// to look at.
     #[cfg(feature = "groups")]
     pub(crate) bandwidth_used: core::sync::atomic::AtomicBool,
+    /// Whether the CPUs publish [`RqStats::first_queued`] for prefetching
+    /// ([`Smp::set_prefetch_hints`]).
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub(crate) prefetch_hints: AtomicBool,
 }
 
 impl<
@@ -264,6 +268,8 @@ impl<
             groups: Mutex::new(crate::group::tree::Groups::new()),
             #[cfg(feature = "groups")]
             bandwidth_used: core::sync::atomic::AtomicBool::new(false),
+            #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+            prefetch_hints: AtomicBool::new(false),
         }
     }
 

@@ -50,7 +50,9 @@ pub struct RqStats {
     pub idle_stamp: AtomicU64,
     /// Table slot of the task queued first (the timeline's leftmost, CFS's next pick), or
     /// [`RqStats::NO_SLOT`]: a hint for prefetching ([`crate::smp::Smp::task_lines`]),
-    /// stale as soon as the runqueue changes. 16 bits, so the line keeps its size.
+    /// published after each tick and switch once [`crate::smp::Smp::set_prefetch_hints`]
+    /// asks for it, and stale as soon as the runqueue changes. 16 bits, so the line keeps
+    /// its size.
     #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
     pub first_queued: AtomicU16,
 }
@@ -96,12 +98,14 @@ impl RqStats {
         self.util_avg.store(saturate_u32(rq.avg().util_avg), Relaxed);
         self.util_est.store(rq.avg().util_est.enqueued, Relaxed);
         self.idle_stamp.store(st.idle_stamp, Relaxed);
-        #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
-        {
-            let first = rq.timeline.leftmost().and_then(|s| rq.task_at(s as SlotId));
-            let slot = first.and_then(|t| u16::try_from(t.slot()).ok()).unwrap_or(RqStats::NO_SLOT);
-            self.first_queued.store(slot, Relaxed);
-        }
+    }
+
+    /// Publishes [`RqStats::first_queued`] from the runqueue `rq`.
+    #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+    pub(super) fn publish_first_queued<const Q: usize>(&self, rq: &RunQueue<Q>) {
+        let first = rq.timeline.leftmost().and_then(|s| rq.task_at(s as SlotId));
+        let slot = first.and_then(|t| u16::try_from(t.slot()).ok()).unwrap_or(RqStats::NO_SLOT);
+        self.first_queued.store(slot, Relaxed);
     }
 }
 

@@ -65,6 +65,15 @@ impl<
     }
 
     internal! {
+        /// Whether the CPUs publish [`RqStats::first_queued`](super::RqStats::first_queued),
+        /// the hint [`Smp::task_lines`] reads (off by default: it costs every tick and switch
+        /// a few instructions that only a prefetching platform uses).
+        pub fn set_prefetch_hints(&self, on: bool) {
+            self.prefetch_hints.store(on, Relaxed);
+        }
+    }
+
+    internal! {
         /// Calls `each` with the address of every cache line of the tasks a tick of `cpu`
         /// reads first: the entity's hot lines and task-table slot of `curr` (the task the
         /// platform last saw running there) and of the task queued first, which a switch at
@@ -73,7 +82,8 @@ impl<
         ///
         /// A hint for prefetching: it reads only the CPU's published
         /// [`RqStats::first_queued`](super::RqStats::first_queued) (in a line
-        /// [`Smp::cpu_lines`] names) and takes no lock, so it may be called at any time from
+        /// [`Smp::cpu_lines`] names; without [`Smp::set_prefetch_hints`] it names only
+        /// `curr`) and takes no lock, so it may be called at any time from
         /// any thread; a stale `curr` or hint, or an unknown `cpu`, only makes the list
         /// useless or empty.
         pub fn task_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) -> Option<usize> {
@@ -158,8 +168,8 @@ mod tests {
         assert!(lines(&m, 2, Some(t)).is_empty());
     }
 
-    /// The task queued behind the running one is the one a switch would pick: the CPU
-    /// publishes its slot, and the hint names its entity and returns the slot.
+    /// The task queued behind the running one is the one a switch would pick: once asked,
+    /// the CPU publishes its slot, and the hint names its entity and returns the slot.
     #[test]
     fn the_task_queued_first_is_named_too() {
         let m: std::boxed::Box<M> = std::boxed::Box::new(Smp::new(NoPlatform, Features::default(), 250));
@@ -171,6 +181,9 @@ mod tests {
         let pinned = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
         let b = m.create(0, 1_000, pinned).unwrap();
         m.tick(0, 2_000_000).unwrap();
+        assert_eq!(m.cpus[0].stats.first_queued.load(Relaxed), RqStats::NO_SLOT, "hints are off");
+        m.set_prefetch_hints(true);
+        m.tick(0, 4_000_000).unwrap();
         assert_eq!(m.cpus[0].stats.first_queued.load(Relaxed), b.slot() as u16);
         let mut seen = Vec::new();
         assert_eq!(m.task_lines(0, Some(a), |p| seen.push(line(p))), Some(b.slot()));

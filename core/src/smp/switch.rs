@@ -287,6 +287,10 @@ impl<
     pub(crate) fn after_update(&self, cpu: usize, st: &mut CpuState<Q, G>) {
         self.update_misfit_status(st);
         self.cpus[cpu].stats.publish(st);
+        #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
+        if self.prefetch_hints.load(Relaxed) {
+            self.cpus[cpu].stats.publish_first_queued(&st.rq);
+        }
         if st.rq.nr_running() >= 2 {
             self.root.overload.store(true, Relaxed);
         }

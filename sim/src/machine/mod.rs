@@ -100,6 +100,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
         if cfg.cpus > LARGE_ABOVE_CPUS {
             crate::arch::use_huge_pages(&*smp);
+            smp.set_prefetch_hints(true);
         }
         smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
         if cfg.trace {
@@ -216,6 +217,17 @@ impl<const C: usize, const G: usize> Machine<C, G> {
 
     /// Runs until no task is left or `until` (ns) is reached. Returns whether tasks remain.
     pub fn run_until(&mut self, until: u64) -> bool {
+        // One loop per choice, so that a small machine's loop carries no prefetching test.
+        if self.prefetch {
+            self.run_events::<true>(until)
+        } else {
+            self.run_events::<false>(until)
+        }
+    }
+
+    /// [`Machine::run_until`]'s event loop; with `PREFETCH`, each event first prefetches
+    /// what the next ticks read ([`Machine::prefetch_ticks`]).
+    fn run_events<const PREFETCH: bool>(&mut self, until: u64) -> bool {
         loop {
             // The earliest event of the two queues, ties in push order.
             let heap = self.queue.peek().map(|Reverse((at, seq, _))| (*at, *seq));
@@ -237,7 +249,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             };
             let Some(ev) = ev else { break };
             self.now = at;
-            if self.prefetch {
+            if PREFETCH {
                 self.prefetch_ticks();
             }
             match ev {
@@ -274,7 +286,6 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     /// the task running there and of the one a switch would pick ([`Smp::task_lines`], whose
     /// hint lies in a line the previous step fetched) and the simulator's records of both.
     /// A hint: results do not depend on it.
-    #[inline(never)]
     fn prefetch_ticks(&self) {
         if let Some(&(_, _, cpu)) = self.tick_queue.get(1) {
             self.smp.cpu_lines(cpu, crate::arch::prefetch);
@@ -290,6 +301,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         }
     }
 
+    #[inline(always)]
     fn on_tick(&mut self, cpu: usize) {
         self.ticks += 1;
         let idle = self.cpus[cpu].running.is_none();
