@@ -49,7 +49,7 @@ impl<
         ///
         /// A hint for prefetching: nothing is read and no lock taken, so it may be called at
         /// any time from any thread; an unknown `cpu` names nothing. On 64-bit targets,
-        /// whose layout keeps the hot fields together (see `ARCHITECTURE.md`).
+        /// whose layout keeps the hot fields together (a test in `smp::percpu` holds it).
         pub fn cpu_lines(&self, cpu: usize, mut each: impl FnMut(*const u8)) {
             let Some(cell) = self.cpus.get(cpu) else { return };
             let start = cell as *const CpuCell<Q, R, G> as *const u8;
