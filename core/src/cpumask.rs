@@ -162,7 +162,21 @@ impl CpuMask {
     /// Lowest CPU `>= from` in the set.
     #[cfg_attr(target_pointer_width = "32", inline(never))]
     pub fn next_from(&self, from: usize) -> Option<usize> {
-        Self::scan_from(from, |i| self.words[i])
+        if from >= MAX_CPUS {
+            return None;
+        }
+        let mut wi = from / 64;
+        let mut w = self.words[wi] & (u64::MAX << (from % 64));
+        loop {
+            if w != 0 {
+                return Some(wi * 64 + w.trailing_zeros() as usize);
+            }
+            wi += 1;
+            if wi == WORDS {
+                return None;
+            }
+            w = self.words[wi];
+        }
     }
 
     /// Lowest CPU `>= from` in the set and not in `other`: `self.and_not(other).next_from(from)`
@@ -177,27 +191,19 @@ impl CpuMask {
     /// assert_eq!(span.next_from_and_not(&span, 0), None);
     /// ```
     pub fn next_from_and_not(&self, other: &CpuMask, from: usize) -> Option<usize> {
-        Self::scan_from(from, |i| self.words[i] & !other.words[i])
-    }
-
-    /// Lowest CPU `>= from` whose bit is set in `word(i)`, the set's word `i`.
-    #[inline(always)]
-    fn scan_from(from: usize, word: impl Fn(usize) -> u64) -> Option<usize> {
         if from >= MAX_CPUS {
             return None;
         }
         let mut wi = from / 64;
-        let mut w = word(wi) & (u64::MAX << (from % 64));
-        loop {
-            if w != 0 {
-                return Some(wi * 64 + w.trailing_zeros() as usize);
-            }
+        let mut w = self.words[wi] & !other.words[wi] & (u64::MAX << (from % 64));
+        while w == 0 {
             wi += 1;
             if wi == WORDS {
                 return None;
             }
-            w = word(wi);
+            w = self.words[wi] & !other.words[wi];
         }
+        Some(wi * 64 + w.trailing_zeros() as usize)
     }
 
     /// Intersection.

@@ -1,6 +1,6 @@
 //! Scheduling groups and the iterator over one domain's groups.
 
-use crate::cpumask::CpuMask;
+use crate::cpumask::{CpuMask, MAX_CPUS};
 
 /// A scheduling group: one unit the load balancer compares within a domain.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,6 +47,7 @@ pub struct Groups<'a> {
     pub(super) start: usize,
     pub(super) next: usize,
     pub(super) wrapped: bool,
+    /// The CPUs of the groups returned so far.
     pub(super) covered: CpuMask,
 }
 
@@ -67,8 +68,7 @@ impl<'a> Iterator for Groups<'a> {
 
     fn next(&mut self) -> Option<&'a Group> {
         loop {
-            // The next CPU of the span that no group returned so far covers.
-            let cpu = match self.span.next_from_and_not(&self.covered, self.next) {
+            let cpu = match self.span.next_from(self.next) {
                 Some(c) if !self.wrapped || c < self.start => c,
                 _ if !self.wrapped => {
                     self.wrapped = true;
@@ -77,6 +77,12 @@ impl<'a> Iterator for Groups<'a> {
                 }
                 _ => return None,
             };
+            if self.covered.contains(cpu) {
+                // A returned group covers it: go on from the first CPU past them all, found a
+                // word at a time (a group of a large machine's top level spans a cluster).
+                self.next = self.span.next_from_and_not(&self.covered, cpu).unwrap_or(MAX_CPUS);
+                continue;
+            }
             self.next = cpu + 1;
             let leader = match self.leaders {
                 None => cpu,
