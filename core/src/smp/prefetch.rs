@@ -124,6 +124,16 @@ mod tests {
         p as usize / LINE
     }
 
+    /// Two flat CPUs, one task created and running on `cpu`.
+    fn running_on(cpu: usize) -> (std::boxed::Box<M>, TaskId) {
+        let m: std::boxed::Box<M> = std::boxed::Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(2)).unwrap();
+        let t = m.create(cpu, 0, TaskParams::default()).unwrap();
+        assert_eq!(m.schedule(cpu, 0).unwrap(), Some(t));
+        m.finish_switch(cpu, 0).unwrap();
+        (m, t)
+    }
+
     fn lines(m: &M, cpu: usize, curr: Option<TaskId>) -> Vec<usize> {
         let mut seen = Vec::new();
         m.cpu_lines(cpu, |p| seen.push(p as usize));
@@ -137,12 +147,7 @@ mod tests {
     /// a CPU the machine does not have.
     #[test]
     fn a_tick_s_lines_cover_the_cpu_and_its_task() {
-        let m: std::boxed::Box<M> = std::boxed::Box::new(Smp::new(NoPlatform, Features::default(), 250));
-        m.init_with(|t| t.init_flat(2)).unwrap();
-        let t = m.create(1, 0, TaskParams::default()).unwrap();
-        assert_eq!(m.schedule(1, 0).unwrap(), Some(t));
-        m.finish_switch(1, 0).unwrap();
-
+        let (m, t) = running_on(1);
         let seen = lines(&m, 1, Some(t));
         let cell = &m.cpus[1];
         let st = m.rq(1);
@@ -172,11 +177,7 @@ mod tests {
     /// the CPU publishes its slot, and the hint names its entity and returns the slot.
     #[test]
     fn the_task_queued_first_is_named_too() {
-        let m: std::boxed::Box<M> = std::boxed::Box::new(Smp::new(NoPlatform, Features::default(), 250));
-        m.init_with(|t| t.init_flat(2)).unwrap();
-        let a = m.create(0, 0, TaskParams::default()).unwrap();
-        assert_eq!(m.schedule(0, 0).unwrap(), Some(a));
-        m.finish_switch(0, 0).unwrap();
+        let (m, a) = running_on(0);
         assert_eq!(m.task_lines(0, Some(a), |_| {}), None, "nothing queued behind the runner");
         let pinned = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
         let b = m.create(0, 1_000, pinned).unwrap();
