@@ -33,13 +33,16 @@ pub(crate) fn use_huge_pages<T>(value: &T) {
             return;
         }
         let range = from as *mut libc::c_void;
-        // SAFETY: `from..to` lies within `value`, memory this process owns and keeps mapped
-        // while `value` lives. MADV_HUGEPAGE marks the range for huge pages and MADV_COLLAPSE
+        // Linux's value (since 6.1); the libc crate names it for glibc targets only.
+        const MADV_COLLAPSE: libc::c_int = 25;
+        // SAFETY: `from..to` lies within `value`, memory this process owns and has mapped.
+        // MADV_HUGEPAGE marks the range for huge pages (the mark stays with the memory after
+        // `value` is gone, which only affects how the kernel backs it) and MADV_COLLAPSE
         // moves its present pages into them; neither changes a byte of it, and either failing
         // (an older kernel, huge pages disabled) leaves the range as it was.
         unsafe {
             libc::madvise(range, to - from, libc::MADV_HUGEPAGE);
-            libc::madvise(range, to - from, libc::MADV_COLLAPSE);
+            libc::madvise(range, to - from, MADV_COLLAPSE);
         }
     }
     #[cfg(not(target_os = "linux"))]

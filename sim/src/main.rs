@@ -1,4 +1,5 @@
 //! `cargo xsim`: experiments on the simulated machine.
+#![deny(unsafe_code)]
 
 use std::path::PathBuf;
 

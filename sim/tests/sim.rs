@@ -142,3 +142,21 @@ fn spread_bursts_fit_cpu0s_runqueue() {
     let wake = &pts[1];
     assert!(wake.median_ms.is_finite(), "64 spinners spread over 80 CPUs: {wake:?}");
 }
+
+/// A machine above `LARGE_ABOVE_CPUS` prefetches and asks for huge pages: it still gives the
+/// same bytes for one seed, and the core's invariants hold at the end.
+#[test]
+fn a_large_machine_is_deterministic_and_consistent() {
+    const CPUS: usize = sched_sim::machine::LARGE_ABOVE_CPUS + 8;
+    let run = || {
+        on_big_stack(|| {
+            let cfg =
+                Config { cpus: CPUS, topology: TopologyKind::Clusters(8), trace: true, ..Config::octo(7) };
+            let mut m = Machine::<CPUS>::new(cfg).unwrap();
+            let (r, tr) = drive(&mut m, &Workload::seed());
+            m.smp.check_invariants().unwrap();
+            (serde_json::to_string(&r).unwrap(), tr.unwrap().0)
+        })
+    };
+    assert_eq!(run(), run());
+}

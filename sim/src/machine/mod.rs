@@ -81,16 +81,15 @@ pub struct Machine<const C: usize, const G: usize = 0> {
     wake_latencies: Vec<(u8, u64)>,
     /// The workload program being run, if any.
     program: Option<Box<program::ProgramRun>>,
-    /// Whether each event prefetches what the next ticks read (machines above
-    /// [`LARGE_ABOVE_CPUS`]).
+    /// Whether each event prefetches what the next ticks read: large machines (above
+    /// [`LARGE_ABOVE_CPUS`]) on a 64-bit x86 host, which has the prefetch instruction.
     prefetch: bool,
 }
 
 /// Machines with more CPUs are large: their scheduler state outgrows a host core's caches
 /// and TLB, so each event prefetches the next ticks' lines and the state asks for huge
-/// pages. Below, it stays in a core's L2 cache (it does at 256 CPUs with a 2 MB L2):
-/// prefetching gained nothing there in the speed bench, and at 8 CPUs its bookkeeping cost a
-/// few percent.
+/// pages. A smaller machine's state stays in a core's L2 cache, where prefetching bought
+/// nothing and its bookkeeping cost time (docs/simulator.md).
 pub const LARGE_ABOVE_CPUS: usize = 256;
 
 impl<const C: usize, const G: usize> Machine<C, G> {
@@ -98,10 +97,13 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     pub fn new(cfg: Config) -> Result<Machine<C, G>, InitError> {
         let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
-        if cfg.cpus > LARGE_ABOVE_CPUS {
+        let large = cfg.cpus > LARGE_ABOVE_CPUS;
+        let prefetch = large && cfg!(all(target_arch = "x86_64", target_pointer_width = "64"));
+        if large {
             crate::arch::use_huge_pages(&*smp);
-            smp.set_prefetch_hints(true);
         }
+        #[cfg(target_pointer_width = "64")]
+        smp.set_prefetch_hints(prefetch);
         smp.init_with(|t| cfg.topology.build(t, cfg.cpus))?;
         if cfg.trace {
             *smp.platform().failures.borrow_mut() = Some(Vec::new());
@@ -138,7 +140,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             ticks: 0,
             wake_latencies: Vec::new(),
             program: None,
-            prefetch: n > LARGE_ABOVE_CPUS,
+            prefetch,
         };
         // Every CPU starts in its idle loop with its tick running.
         for cpu in 0..n {
@@ -283,24 +285,29 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     /// Prefetches what the queued ticks will read, in a two-step pipeline so that every
     /// line arrives while an event runs: for the tick after next, its CPU's lines
     /// ([`Smp::cpu_lines`]) and the simulator's record of it; for the next tick, the lines of
-    /// the task running there and of the one a switch would pick ([`Smp::task_lines`], whose
-    /// hint lies in a line the previous step fetched) and the simulator's records of both.
-    /// A hint: results do not depend on it.
+    /// the task running there and of the leftmost queued one, usually the next pick
+    /// ([`Smp::task_lines`], whose hint lies in a line the previous step fetched), and the
+    /// simulator's records of both.
+    /// A hint: results do not depend on it. (The core names these lines on 64-bit targets.)
     fn prefetch_ticks(&self) {
+        #[cfg(target_pointer_width = "64")]
         if let Some(&(_, _, cpu)) = self.tick_queue.get(1) {
             self.smp.cpu_lines(cpu, crate::arch::prefetch);
             crate::arch::prefetch(&self.cpus[cpu] as *const CpuSim as *const u8);
         }
-        let Some(&(_, _, cpu)) = self.tick_queue.front() else { return };
-        let curr = self.cpus[cpu].running;
-        let first = self.smp.task_lines(cpu, curr, crate::arch::prefetch);
-        for slot in curr.map(TaskId::slot).into_iter().chain(first) {
-            if let Some(record) = self.tasks.entry_addr(slot) {
-                crate::arch::prefetch(record);
+        #[cfg(target_pointer_width = "64")]
+        if let Some(&(_, _, cpu)) = self.tick_queue.front() {
+            let curr = self.cpus[cpu].running;
+            let first = self.smp.task_lines(cpu, curr, crate::arch::prefetch);
+            for slot in curr.map(TaskId::slot).into_iter().chain(first) {
+                if let Some(record) = self.tasks.entry_addr(slot) {
+                    crate::arch::prefetch(record);
+                }
             }
         }
     }
 
+    // Inlined into both event loops: as a call it cost each tick a dozen instructions.
     #[inline(always)]
     fn on_tick(&mut self, cpu: usize) {
         self.ticks += 1;
