@@ -275,7 +275,28 @@ impl Iterator for CpuIter<'_> {
 mod tests {
     extern crate std;
     use super::*;
+    use proptest::prelude::*;
     use std::vec::Vec;
+
+    fn mask_of(cpus: &[usize]) -> CpuMask {
+        let mut m = CpuMask::EMPTY;
+        cpus.iter().for_each(|&c| m.set(c));
+        m
+    }
+
+    proptest! {
+        /// The scan without the difference finds what the difference's scan finds, across
+        /// words and at the ends of the mask.
+        #[test]
+        fn next_from_and_not_is_the_difference_s_next_from(
+            a in proptest::collection::vec(0..MAX_CPUS, 0..40),
+            b in proptest::collection::vec(0..MAX_CPUS, 0..40),
+            from in prop_oneof![0..MAX_CPUS + 2, Just(63usize), Just(64usize), Just(MAX_CPUS - 1), Just(MAX_CPUS)],
+        ) {
+            let (a, b) = (mask_of(&a), mask_of(&b));
+            prop_assert_eq!(a.next_from_and_not(&b, from), a.and_not(&b).next_from(from));
+        }
+    }
 
     #[test]
     fn basic_ops() {

@@ -830,16 +830,19 @@ impl<const Q: usize> Iterator for MruIter<'_, Q> {
 mod tests {
     extern crate std;
 
-    use super::*;
-
     /// A prefetch hint covers the first slots of the MRU links and the ids, not the rest.
     #[cfg(target_pointer_width = "64")]
     #[test]
     fn slot_lines_cover_the_first_slots_of_each_array() {
-        let rq: RunQueue<16> = RunQueue::UNSET;
+        use super::{MruLink, RunQueue, TaskId};
+        /// At a line's start, so that which slots share a line does not depend on the stack.
+        #[repr(align(64))]
+        struct Aligned(RunQueue<16>);
+        let aligned = Aligned(RunQueue::UNSET);
+        let rq = &aligned.0;
         let line = |p: *const u8| p as usize / crate::lines::LINE;
         let mut seen = std::vec::Vec::new();
-        RunQueue::<16>::slot_lines(&rq as *const _ as *const u8, 4, false, &mut |p| seen.push(line(p)));
+        RunQueue::<16>::slot_lines(rq as *const _ as *const u8, 4, false, &mut |p| seen.push(line(p)));
         for s in 0..4 {
             assert!(seen.contains(&line(&rq.mru[s] as *const MruLink as *const u8)));
             assert!(seen.contains(&line(&rq.ids[s] as *const TaskId as *const u8)));

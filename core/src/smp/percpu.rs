@@ -20,7 +20,7 @@ use crate::weights::saturate_u32;
 /// (stored saturating; read them widened with `as u64`): loads, utilisations and capacities
 /// fit (a runqueue's load is at most `Q` × 88 761), and 32-bit atomics are native on every
 /// target, where 64-bit ones are a lock-based fallback on 32-bit MCUs.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct RqStats {
     /// `rq->nr_running` (all classes; only the fair class exists here).
     pub nr_running: AtomicU32,
@@ -48,13 +48,19 @@ pub struct RqStats {
     pub util_est: AtomicU32,
     /// When the CPU last went idle (ns), 0 while busy.
     pub idle_stamp: AtomicU64,
-    /// Table slot of the task queued first (the timeline's leftmost, CFS's next pick), or
-    /// [`RqStats::NO_SLOT`]: a hint for prefetching ([`crate::smp::Smp::task_lines`]),
-    /// published after each tick and switch once [`crate::smp::Smp::set_prefetch_hints`]
-    /// asks for it, and stale as soon as the runqueue changes. 16 bits, so the line keeps
-    /// its size.
+    /// Table slot of the task queued first (the timeline's leftmost, usually the next pick),
+    /// or [`RqStats::NO_SLOT`] (none, a group entity first, or a slot from `NO_SLOT` up): a
+    /// hint for prefetching ([`crate::smp::Smp::task_lines`]), republished with the other
+    /// figures once [`crate::smp::Smp::set_prefetch_hints`] asks for it, and stale as soon as
+    /// the runqueue changes. 16 bits, so the line keeps its size.
     #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
     pub first_queued: AtomicU16,
+}
+
+impl Default for RqStats {
+    fn default() -> RqStats {
+        RqStats::new()
+    }
 }
 
 impl RqStats {
@@ -79,7 +85,7 @@ impl RqStats {
         }
     }
 
-    /// [`RqStats::first_queued`] when no task is queued or its slot does not fit 16 bits.
+    /// [`RqStats::first_queued`] when no task is queued first or its slot is this or above.
     #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
     pub const NO_SLOT: u16 = u16::MAX;
 

@@ -4,10 +4,11 @@
 //! lines gone from them. A platform that knows which CPU it serves next (the simulator
 //! does: its ticks are queued in time order) can prefetch those lines while it still works
 //! on the current event. [`Smp::cpu_lines`] names the CPU's hot lines, [`Smp::task_lines`]
-//! those of the running task and of the task queued first (the next pick, published by the
-//! CPU in [`RqStats::first_queued`](super::RqStats::first_queued)). They compute addresses
-//! from the layout and read only that published hint, so they take no lock; an answer gone
-//! stale (a task has moved on) wastes a prefetch but never changes a result.
+//! those of the running task and of the leftmost queued task, usually the next pick (the CPU
+//! publishes it in [`RqStats::first_queued`](super::RqStats::first_queued)). They compute
+//! addresses from the layout and read only published atomics (that hint, the feature set),
+//! so they take no lock; an answer gone stale (a task has moved on) wastes a prefetch but
+//! never changes a result.
 
 use core::mem::offset_of;
 
@@ -25,9 +26,10 @@ use crate::runqueue::RunQueue;
 use crate::table::TaskTable;
 use crate::task::TaskId;
 
-/// The runqueue slots whose lines a hint covers: the first four. A runqueue hands out its
-/// lowest free slots first, so a CPU with a few tasks keeps them there; covering more would
-/// spend a busy CPU's prefetches on slots it may not use.
+/// The runqueue slots whose lines a hint covers: the first four. A runqueue hands out slots
+/// it never used in ascending order and reuses freed ones first, so a CPU that has only ever
+/// held a few tasks keeps them there; covering more would spend a busy CPU's prefetches on
+/// slots it may not use.
 const WARM_SLOTS: usize = 4;
 
 impl<
@@ -47,8 +49,8 @@ impl<
         /// hold the hint [`Smp::task_lines`] reads, so a platform prefetching in a pipeline
         /// asks for these one step before it asks for those.
         ///
-        /// A hint for prefetching: nothing is read and no lock taken, so it may be called at
-        /// any time from any thread; an unknown `cpu` names nothing. On 64-bit targets,
+        /// A hint for prefetching: it reads only the feature set and takes no lock, so it may
+        /// be called at any time from any thread; an unknown `cpu` names nothing. On 64-bit targets,
         /// whose layout keeps the hot fields together (a test in `smp::percpu` holds it).
         pub fn cpu_lines(&self, cpu: usize, mut each: impl FnMut(*const u8)) {
             let Some(cell) = self.cpus.get(cpu) else { return };
@@ -77,14 +79,13 @@ impl<
         /// Calls `each` with the address of every cache line of the tasks a tick of `cpu`
         /// reads first: the entity's hot lines and task-table slot of `curr` (the task the
         /// platform last saw running there) and of the task queued first, which a switch at
-        /// this tick would pick. Returns the table slot of the latter, so the platform can
-        /// prefetch its own record of it too.
+        /// this tick picks unless a buddy or EEVDF's eligibility chooses another. Returns the
+        /// table slot of the latter, so the platform can prefetch its own record of it too.
         ///
         /// A hint for prefetching: it reads only the CPU's published
         /// [`RqStats::first_queued`](super::RqStats::first_queued) (in a line
         /// [`Smp::cpu_lines`] names; without [`Smp::set_prefetch_hints`] it names only
-        /// `curr`) and takes no lock, so it may be called at any time from
-        /// any thread; a stale `curr` or hint, or an unknown `cpu`, only makes the list
+        /// `curr`) and takes no lock, so it may be called at any time from any thread; a stale `curr` or hint, or an unknown `cpu`, only makes the list
         /// useless or empty.
         pub fn task_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) -> Option<usize> {
             let cell = self.cpus.get(cpu)?;
@@ -178,11 +179,15 @@ mod tests {
     #[test]
     fn the_task_queued_first_is_named_too() {
         let (m, a) = running_on(0);
+        m.set_prefetch_hints(true);
+        m.tick(0, 1_000_000).unwrap();
         assert_eq!(m.task_lines(0, Some(a), |_| {}), None, "nothing queued behind the runner");
+        m.set_prefetch_hints(false);
         let pinned = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
         let b = m.create(0, 1_000, pinned).unwrap();
         m.tick(0, 2_000_000).unwrap();
         assert_eq!(m.cpus[0].stats.first_queued.load(Relaxed), RqStats::NO_SLOT, "hints are off");
+        assert_eq!(m.task_lines(0, Some(a), |_| {}), None);
         m.set_prefetch_hints(true);
         m.tick(0, 4_000_000).unwrap();
         assert_eq!(m.cpus[0].stats.first_queued.load(Relaxed), b.slot() as u16);

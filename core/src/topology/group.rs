@@ -78,8 +78,9 @@ impl<'a> Iterator for Groups<'a> {
                 _ => return None,
             };
             if self.covered.contains(cpu) {
-                // A returned group covers it: go on from the first CPU past them all, found a
-                // word at a time (a group of a large machine's top level spans a cluster).
+                // A returned group covers it: go on from the next CPU of the span that none
+                // covers, found a word at a time (a group of a large machine's top level
+                // spans a cluster).
                 self.next = self.span.next_from_and_not(&self.covered, cpu).unwrap_or(MAX_CPUS);
                 continue;
             }
