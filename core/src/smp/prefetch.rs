@@ -144,8 +144,8 @@ mod tests {
     }
 
     /// The hint names the CPU's hot lines (the cell's header, the lock, the runqueue's
-    /// clocks and sums, the timeline's header), the running task's entity and nothing for
-    /// a CPU the machine does not have.
+    /// clocks and sums, the timeline's header), the running task's entity and table entry,
+    /// and nothing for a CPU the machine does not have.
     #[test]
     fn a_tick_s_lines_cover_the_cpu_and_its_task() {
         let (m, t) = running_on(1);
@@ -168,6 +168,8 @@ mod tests {
         let entity = m.ents.pool().cell(t).unwrap() as *const EntityCell as *const u8;
         assert!(seen.contains(&line(entity)));
         assert!(seen.contains(&line(entity.wrapping_add(EntityCell::HOT_LEN - 1))));
+        let entry = m.table().get(t).unwrap() as *const crate::table::TaskEntry as *const u8;
+        assert!(seen.contains(&line(entry)), "the task's table entry");
 
         let idle = lines(&m, 1, None);
         assert!(!idle.contains(&line(entity)) && idle.len() < seen.len());
