@@ -2,6 +2,10 @@
 //! pages for a large machine's state. The only `unsafe` in the crate lives here.
 #![allow(unsafe_code)]
 
+/// Whether [`prefetch`] issues an instruction on this host (x86-64); elsewhere it does
+/// nothing, and the simulator does not spend time naming lines for it.
+pub(crate) const HAS_PREFETCH: bool = cfg!(target_arch = "x86_64");
+
 /// Asks the host CPU to bring the cache line at `line` into its caches, as a hint: it
 /// changes no result, and on hosts without an instruction for it here it does nothing.
 #[inline(always)]

@@ -50,8 +50,9 @@ impl<
         /// asks for these one step before it asks for those.
         ///
         /// A hint for prefetching: it reads only the feature set and takes no lock, so it may
-        /// be called at any time from any thread; an unknown `cpu` names nothing. On 64-bit targets,
-        /// whose layout keeps the hot fields together (a test in `smp::percpu` holds it).
+        /// be called at any time from any thread; an unknown `cpu` names nothing. On 64-bit
+        /// targets, whose layout keeps the hot fields together (a test in `smp::percpu` holds
+        /// it).
         pub fn cpu_lines(&self, cpu: usize, mut each: impl FnMut(*const u8)) {
             let Some(cell) = self.cpus.get(cpu) else { return };
             let start = cell as *const CpuCell<Q, R, G> as *const u8;
@@ -85,8 +86,8 @@ impl<
         /// A hint for prefetching: it reads only the CPU's published
         /// [`RqStats::first_queued`](super::RqStats::first_queued) (in a line
         /// [`Smp::cpu_lines`] names; without [`Smp::set_prefetch_hints`] it names only
-        /// `curr`) and takes no lock, so it may be called at any time from any thread; a stale `curr` or hint, or an unknown `cpu`, only makes the list
-        /// useless or empty.
+        /// `curr`) and takes no lock, so it may be called at any time from any thread; a stale
+        /// `curr` or hint, or an unknown `cpu`, only makes the list useless or empty.
         pub fn task_lines(&self, cpu: usize, curr: Option<TaskId>, mut each: impl FnMut(*const u8)) -> Option<usize> {
             let cell = self.cpus.get(cpu)?;
             let curr = curr.map(TaskId::slot);

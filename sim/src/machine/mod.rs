@@ -82,7 +82,8 @@ pub struct Machine<const C: usize, const G: usize = 0> {
     /// The workload program being run, if any.
     program: Option<Box<program::ProgramRun>>,
     /// Whether each event prefetches what the next ticks read: large machines (above
-    /// [`LARGE_ABOVE_CPUS`]) on a 64-bit x86 host, which has the prefetch instruction.
+    /// [`LARGE_ABOVE_CPUS`]) on a host with a prefetch instruction, where the core names
+    /// the lines (64-bit targets).
     prefetch: bool,
 }
 
@@ -98,7 +99,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
         let large = cfg.cpus > LARGE_ABOVE_CPUS;
-        let prefetch = large && cfg!(all(target_arch = "x86_64", target_pointer_width = "64"));
+        let prefetch = large && crate::arch::HAS_PREFETCH && cfg!(target_pointer_width = "64");
         if large {
             crate::arch::use_huge_pages(&*smp);
         }
