@@ -108,6 +108,7 @@ mod limits;
 // Prefetch hints (`Smp::cpu_lines`), for the simulator and experiments.
 #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
 mod lines;
+pub mod locks;
 pub mod platform;
 pub mod port;
 mod relaxed;
@@ -147,8 +148,9 @@ internal_modules!(balance, capacity, entities, fair, pelt, placement, runqueue, 
 /// targets that have them they are the standard ones.
 #[cfg(feature = "internals")]
 pub use portable_atomic;
-/// The spin locks' crate, whose relax strategy is a machine's lock parameter `R` (default
-/// `spin::Spin`), named when a later parameter (`G`, the task groups) is given.
+/// The spin locks' crate: each of its relax strategies is a machine's lock parameter `R`
+/// ([`locks::Locks`]; default `spin::Spin`), named when a later parameter (`G`, the task
+/// groups) is given.
 pub use spin;
 
 // What the porter's surface hands out from the machinery: the balancer's reports (in

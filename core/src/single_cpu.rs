@@ -43,7 +43,7 @@ pub struct SingleCpu<P: Platform, const TASKS: usize, const Q: usize> {
 
 #[cfg(feature = "internals")]
 /// Read access to the runqueue (holds its lock while alive).
-pub struct RqRef<'a, const Q: usize>(spin::mutex::SpinMutexGuard<'a, CpuState<Q>>);
+pub struct RqRef<'a, const Q: usize>(crate::locks::MutexGuard<'a, spin::Spin, CpuState<Q>>);
 
 #[cfg(feature = "internals")]
 impl<const Q: usize> Deref for RqRef<'_, Q> {
@@ -55,7 +55,9 @@ impl<const Q: usize> Deref for RqRef<'_, Q> {
 
 #[cfg(feature = "internals")]
 /// Read access to the task table (holds its lock while alive).
-pub struct TasksRef<'a, const N: usize, T: TaskPayload>(spin::mutex::SpinMutexGuard<'a, TaskTable<N, T>>);
+pub struct TasksRef<'a, const N: usize, T: TaskPayload>(
+    crate::locks::MutexGuard<'a, spin::Spin, TaskTable<N, T>>,
+);
 
 #[cfg(feature = "internals")]
 impl<const N: usize, T: TaskPayload> Deref for TasksRef<'_, N, T> {

@@ -3,7 +3,7 @@
 //! (`active_load_balance_cpu_stop`), and some cases call for that at once
 //! (`voluntary_active_balance`).
 
-use spin::RelaxStrategy;
+use crate::locks::Locks;
 
 use super::load_balance::{DetachAsk, DomainView};
 use super::Smp;
@@ -16,14 +16,8 @@ use crate::platform::{MigrateReason, Platform};
 use crate::table::Location;
 use crate::topology::SdFlags;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// `voluntary_active_balance`: cases where pushing a running task is right even
     /// without repeated failures.

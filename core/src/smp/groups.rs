@@ -6,8 +6,8 @@
 //! group (its parent, its shares, its load) is in [`GroupShared`] atomics; each CPU keeps
 //! its runqueue of every group under its runqueue lock.
 
+use crate::locks::Locks;
 use portable_atomic::Ordering::Relaxed;
-use spin::RelaxStrategy;
 
 use super::Smp;
 use crate::entities::EntityCell;
@@ -21,14 +21,8 @@ use crate::platform::Platform;
 use crate::table::Location;
 use crate::task::TaskId;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     fn shared(&self, g: GroupId) -> Option<&GroupShared> {
         self.gshared.get(g.slot().checked_sub(1)?)

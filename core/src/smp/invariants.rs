@@ -1,8 +1,7 @@
 //! The invariant checker: every runqueue's own invariants, monotonic `min_vruntime`, and
 //! agreement between the task table and the runqueues.
 
-use spin::mutex::SpinMutexGuard as MutexGuard;
-use spin::RelaxStrategy;
+use crate::locks::{Locks, MutexGuard};
 
 use super::{CpuState, Smp};
 use crate::platform::Platform;
@@ -10,14 +9,8 @@ use crate::runqueue::InvariantViolation;
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Checks every invariant of the machine: each runqueue's own, `min_vruntime`
     /// monotonic per CPU, and that the task table and the runqueues agree on where every
@@ -186,7 +179,7 @@ impl<
 }
 
 /// A held runqueue lock, as the checker holds every CPU's.
-type Guard<'a, const Q: usize, R, const G: usize> = MutexGuard<'a, CpuState<Q, G>, R>;
+type Guard<'a, const Q: usize, R, const G: usize> = MutexGuard<'a, R, CpuState<Q, G>>;
 
 /// A violation on `cpu`.
 fn fail(cpu: usize, what: &'static str) -> Result<(), InvariantViolation> {

@@ -2,7 +2,7 @@
 //! wakeup is `wakeup.rs`).
 //! Every call validates its input before it changes anything.
 
-use spin::RelaxStrategy;
+use crate::locks::Locks;
 
 use super::{update_avg, Moved, Push, Smp};
 use crate::cpumask::CpuMask;
@@ -15,14 +15,8 @@ use crate::table::{Location, TaskEntry};
 use crate::task::{Entity, TaskId, TaskParams, TaskState};
 use crate::weights::Nice;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Creates a task on behalf of the task running on `cpu` (its parent), places it and
     /// makes it runnable. Returns its id. Its payload is [`TaskPayload::NONE`]; see

@@ -18,9 +18,9 @@ use crate::weights::saturate_u32;
 use super::{BalanceState, Smp};
 use crate::cpumask::CpuMask;
 use crate::features::{Features, Tunables};
+use crate::locks::Locks;
 use crate::platform::{EventKind, Platform};
 use crate::topology::{Level, SdFlags};
-use spin::RelaxStrategy;
 
 /// What the balancer needs of one domain, copied out of the topology.
 #[derive(Debug, Clone, Copy)]
@@ -128,14 +128,8 @@ pub(super) struct DetachAsk {
     pub(super) loop_max: u32,
 }
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// What `cpu` last published, as the balancer's decisions read it. (Out of line on 32-bit
     /// targets: many callers, and an MCU image pays for each copy.)

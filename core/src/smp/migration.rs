@@ -1,8 +1,7 @@
 //! Moving tasks between CPUs: a queued task under both runqueue locks, a sleeping task's
 //! PELT and vruntime leaving its CPU, and detached tasks landing on their new CPU.
 
-use spin::mutex::SpinMutexGuard as MutexGuard;
-use spin::RelaxStrategy;
+use crate::locks::{Locks, MutexGuard};
 
 use super::{CpuState, Move, Moved, Smp};
 use crate::balance::migrate::{detach_tasks, DetachEnv, DETACH_BATCH};
@@ -13,14 +12,8 @@ use crate::runqueue::SlotId;
 use crate::table::Location;
 use crate::task::TaskId;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// `migrate_task_rq_fair` for a sleeping task leaving `prev`: its vruntime becomes
     /// relative to prev's min_vruntime, its PELT signals leave prev through the lazily
@@ -40,7 +33,7 @@ impl<
         id: TaskId,
         loc: Location,
         cpu: usize,
-    ) -> Option<MutexGuard<'_, CpuState<Q, G>, R>> {
+    ) -> Option<MutexGuard<'_, R, CpuState<Q, G>>> {
         let st = self.rq(cpu);
         (self.table().get(id).map(|e| e.location) == Ok(loc)).then_some(st)
     }

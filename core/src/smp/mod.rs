@@ -114,11 +114,9 @@ pub(crate) enum Moved {
 
 use portable_atomic::{AtomicBool, AtomicU32, Ordering::Relaxed};
 
-// The spin crate's spinning mutex by its own name: unlike the generic wrapper it gives its
-// data's address without locking, which `Smp::cpu_lines` needs.
-use spin::mutex::{SpinMutex as Mutex, SpinMutexGuard as MutexGuard};
-use spin::rwlock::RwLock;
-use spin::{RelaxStrategy, Spin};
+use spin::Spin;
+
+use crate::locks::{Locks, Mutex, MutexGuard, RwLock, RwLockReadGuard};
 
 pub use crate::limits::{DEFAULT_HZ, MAX_HZ, SYSCTL_MIGRATION_COST_NS};
 
@@ -156,13 +154,13 @@ pub struct Smp<
     const CPUS: usize,
     const TASKS: usize,
     const Q: usize,
-    R = Spin,
+    R: Locks = Spin,
     const G: usize = 0,
 > {
     pub(crate) platform: P,
-    pub(crate) topo: RwLock<Topology<CPUS>, R>,
+    pub(crate) topo: RwLock<R, Topology<CPUS>>,
     pub(crate) cpus: [CpuCell<Q, R, G>; CPUS],
-    pub(crate) tasks: Mutex<TaskTable<TASKS, P::Payload>, R>,
+    pub(crate) tasks: Mutex<R, TaskTable<TASKS, P::Payload>>,
     /// Every task's entity, in the cell of its table slot (see [`crate::entities`]).
     pub(crate) ents: Entities<TASKS>,
     pub(crate) sgc: [[GroupCapacity; CPUS]; MAX_LEVELS],
@@ -186,7 +184,7 @@ pub struct Smp<
     pub(crate) gshared: [crate::group::shared::GroupShared; G],
     /// The group table (a leaf lock: see `groups.rs`).
     #[cfg(feature = "groups")]
-    pub(crate) groups: Mutex<crate::group::tree::Groups<G>, R>,
+    pub(crate) groups: Mutex<R, crate::group::tree::Groups<G>>,
     /// Whether any group was ever given a quota: until then the tick has no period timer
     /// to look at.
     #[cfg(feature = "groups")]
@@ -197,14 +195,8 @@ pub struct Smp<
     pub(crate) prefetch_hints: AtomicBool,
 }
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// A machine with no CPUs yet; call [`Smp::init`] (or [`Smp::init_with`]) next. `const`
     /// so a kernel can place it in a static and initialise it in place. With the default
@@ -233,13 +225,13 @@ impl<
         };
         Smp {
             platform,
-            topo: RwLock::new(Topology::empty()),
+            topo: lock_api::RwLock::new(Topology::empty()),
             cpus: [const {
                 CpuCell {
                     // Zeros until `init` gives each CPU of the topology a fresh state.
-                    rq: Mutex::new(CpuState::UNSET),
+                    rq: lock_api::Mutex::new(CpuState::UNSET),
                     stats: RqStats::new(),
-                    balance: Mutex::new(BalanceState {
+                    balance: lock_api::Mutex::new(BalanceState {
                         domains: [DomainBalance {
                             balance_interval_ms: 0,
                             nr_balance_failed: 0,
@@ -251,7 +243,7 @@ impl<
                     next_balance: crate::relaxed::Word64::new(0),
                 }
             }; CPUS],
-            tasks: Mutex::new(TaskTable::new()),
+            tasks: lock_api::Mutex::new(TaskTable::new()),
             ents: Entities::new(),
             sgc: [const { [const { GroupCapacity::new() }; CPUS] }; MAX_LEVELS],
             root: RootDomain { overload: AtomicBool::new(false), overutilized: AtomicBool::new(false) },
@@ -265,7 +257,7 @@ impl<
             #[cfg(feature = "groups")]
             gshared: [const { crate::group::shared::GroupShared::new() }; G],
             #[cfg(feature = "groups")]
-            groups: Mutex::new(crate::group::tree::Groups::new()),
+            groups: lock_api::Mutex::new(crate::group::tree::Groups::new()),
             #[cfg(feature = "groups")]
             bandwidth_used: core::sync::atomic::AtomicBool::new(false),
             #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
@@ -442,25 +434,25 @@ impl<
     // Out of line, as the lock helpers below: each acquisition's spin loop is tens of bytes
     // of code at every call site, which a small machine's image pays for.
     #[inline(never)]
-    pub fn topology(&self) -> spin::RwLockReadGuard<'_, Topology<CPUS>, R> {
+    pub fn topology(&self) -> RwLockReadGuard<'_, R, Topology<CPUS>> {
         self.topo.read()
     }
 
     /// `cpu`'s runqueue lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn rq(&self, cpu: usize) -> MutexGuard<'_, CpuState<Q, G>, R> {
+    pub(crate) fn rq(&self, cpu: usize) -> MutexGuard<'_, R, CpuState<Q, G>> {
         self.cpus[cpu].rq.lock()
     }
 
     /// `cpu`'s balance-state lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn bal(&self, cpu: usize) -> MutexGuard<'_, BalanceState, R> {
+    pub(crate) fn bal(&self, cpu: usize) -> MutexGuard<'_, R, BalanceState> {
         self.cpus[cpu].balance.lock()
     }
 
     /// The task table's lock (out of line, see [`Smp::topology`]).
     #[inline(never)]
-    pub(crate) fn table(&self) -> MutexGuard<'_, TaskTable<TASKS, P::Payload>, R> {
+    pub(crate) fn table(&self) -> MutexGuard<'_, R, TaskTable<TASKS, P::Payload>> {
         self.tasks.lock()
     }
 

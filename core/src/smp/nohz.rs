@@ -14,19 +14,13 @@ use crate::balance::stats::{check_cpu_capacity, CpuSnap};
 use crate::balance::IdleType;
 #[cfg(feature = "nohz")]
 use crate::error::SchedError;
+use crate::locks::Locks;
 use crate::platform::Platform;
-use spin::RelaxStrategy;
 
 use super::nohz_state::{Nohz, NOHZ_BALANCE_KICK, NOHZ_KICK_MASK, NOHZ_STATS_KICK};
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     fn llc_id(&self, cpu: usize) -> usize {
         self.topology().llc_id(cpu).unwrap_or(cpu)

@@ -6,8 +6,9 @@
 use portable_atomic::AtomicU16;
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
-use spin::mutex::SpinMutex as Mutex;
 use spin::Spin;
+
+use crate::locks::{Locks, Mutex};
 
 use crate::features::{Features, Tunables};
 use crate::limits::{MAX_LEVELS, SYSCTL_MIGRATION_COST_NS};
@@ -397,7 +398,7 @@ impl GroupCapacity {
 // writes besides the runqueue (the balance deadline, the published figures) in the line
 // before the lock's.
 #[cfg_attr(target_pointer_width = "64", repr(C, align(64)))]
-pub struct CpuCell<const Q: usize, R = Spin, const G: usize = 0> {
+pub struct CpuCell<const Q: usize, R: Locks = Spin, const G: usize = 0> {
     /// Jiffy at which this CPU's next periodic balance is due: written only by the holder of
     /// `balance`. Where the target has 64-bit atomics every tick reads it without that lock
     /// (see `Smp::next_balance`).
@@ -405,9 +406,9 @@ pub struct CpuCell<const Q: usize, R = Spin, const G: usize = 0> {
     /// Figures for lock-free readers.
     pub stats: RqStats,
     /// The runqueue and per-CPU scheduling state.
-    pub rq: Mutex<CpuState<Q, G>, R>,
+    pub rq: Mutex<R, CpuState<Q, G>>,
     /// Balancing state.
-    pub balance: Mutex<BalanceState, R>,
+    pub balance: Mutex<R, BalanceState>,
 }
 
 /// The root domain's flags, written by root-level balancing and by enqueues.

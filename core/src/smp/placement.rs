@@ -18,6 +18,7 @@ use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::error::SchedError;
 use crate::fair::WakeFlags;
+use crate::locks::Locks;
 use crate::pelt::SCHED_CAPACITY_SCALE;
 use crate::placement::{
     affine_weight_prefers_this, idlest_beats_local, pick_idlest, sis_prop_budget, wake_wide, AffineSide,
@@ -27,16 +28,9 @@ use crate::platform::Platform;
 use crate::task::Entity;
 use crate::topology::SdFlags;
 use crate::weights::saturate_u32;
-use spin::RelaxStrategy;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`, and says
     /// whether a wakeup went the affine fast path (then the waker's `recent_used_cpu`

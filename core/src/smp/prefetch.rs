@@ -12,7 +12,7 @@
 
 use core::mem::offset_of;
 
-use spin::RelaxStrategy;
+use crate::locks::Locks;
 
 use portable_atomic::Ordering::Relaxed;
 
@@ -32,14 +32,8 @@ use crate::task::TaskId;
 /// slots it may not use.
 const WARM_SLOTS: usize = 4;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     internal! {
         /// Calls `each` with the address of every cache line of `cpu` itself that its tick
@@ -56,7 +50,7 @@ impl<
         pub fn cpu_lines(&self, cpu: usize, mut each: impl FnMut(*const u8)) {
             let Some(cell) = self.cpus.get(cpu) else { return };
             let start = cell as *const CpuCell<Q, R, G> as *const u8;
-            let rq = (cell.rq.as_mut_ptr() as *const u8).wrapping_add(offset_of!(CpuState<Q, G>, rq));
+            let rq = (cell.rq.data_ptr() as *const u8).wrapping_add(offset_of!(CpuState<Q, G>, rq));
             let hot_end = rq.wrapping_add(RunQueue::<Q>::HOT_LEN);
             each_line(start, (hot_end as usize).saturating_sub(start as usize), &mut each);
             #[cfg(feature = "eevdf")]
@@ -106,7 +100,7 @@ impl<
         if let Some(entity) = self.ents.pool().cell_slot(slot) {
             each_line(entity as *const EntityCell as *const u8, EntityCell::HOT_LEN, each);
         }
-        TaskTable::<TASKS, P::Payload>::slot_lines(self.tasks.as_mut_ptr() as *const u8, slot, each);
+        TaskTable::<TASKS, P::Payload>::slot_lines(self.tasks.data_ptr() as *const u8, slot, each);
     }
 }
 

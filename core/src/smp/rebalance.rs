@@ -5,7 +5,7 @@
 
 use portable_atomic::Ordering::Relaxed;
 
-use spin::RelaxStrategy;
+use crate::locks::Locks;
 
 use super::nohz_state::NOHZ;
 use super::Smp;
@@ -15,14 +15,8 @@ use crate::platform::Platform;
 use crate::relaxed::Slot;
 use crate::topology::SdFlags;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Jiffy of time `now`. (Out of line on 32-bit targets, as [`Smp::sd_interval`].)
     #[cfg_attr(target_pointer_width = "32", inline(never))]

@@ -2,7 +2,7 @@
 //! `finish_switch` (the previous task's context is saved: it may run elsewhere, leave, or be
 //! pushed), and yield.
 
-use spin::RelaxStrategy;
+use crate::locks::Locks;
 
 use super::nohz_state::NOHZ;
 use portable_atomic::Ordering::Relaxed;
@@ -15,14 +15,8 @@ use crate::platform::{EventKind, Platform};
 use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// The scheduler tick on `cpu`: charges the running task, updates PELT, preempts if due,
     /// then runs the periodic load balancer when it is due. Returns whether `cpu` should
@@ -264,14 +258,8 @@ impl<
     }
 }
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// A task leaves the machine: its group counts it out (the `groups` feature).
     #[inline(always)]

@@ -1,7 +1,7 @@
 //! Hooks for tests and benchmarks (cargo feature `testing`): run one balance pass on
 //! demand and inject PELT figures, as the scenarios of docs/linux-v5.7.md §6 set them.
 
-use spin::RelaxStrategy;
+use crate::locks::Locks;
 
 use super::Smp;
 use crate::balance::IdleType;
@@ -11,14 +11,8 @@ use crate::table::Location;
 use crate::task::{TaskId, TaskState};
 use crate::weights::saturate_u32;
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Runs one `load_balance` of `cpu`'s domain `level` now, whether or not its interval
     /// has expired (experiments and tests). Returns (tasks moved, continue upwards); the

@@ -2,8 +2,8 @@
 //! one is placed (`select_task_rq`) on a CPU with room and activated there. Every call
 //! validates its input before it changes anything.
 
+use crate::locks::Locks;
 use portable_atomic::Ordering::Relaxed;
-use spin::RelaxStrategy;
 
 use super::Smp;
 use crate::error::SchedError;
@@ -13,14 +13,8 @@ use crate::platform::{EventKind, MigrateReason, Platform};
 use crate::table::{Location, TaskEntry};
 use crate::task::{Entity, TaskId, TaskState};
 
-impl<
-        P: Platform,
-        const CPUS: usize,
-        const TASKS: usize,
-        const Q: usize,
-        R: RelaxStrategy,
-        const G: usize,
-    > Smp<P, CPUS, TASKS, Q, R, G>
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
 {
     /// Wakes a blocked task; `cpu` is the waker's CPU. Returns the CPU it was queued on.
     pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {

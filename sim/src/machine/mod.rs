@@ -31,6 +31,7 @@ pub use report::RunReport;
 pub use workload::{Behavior, EventPool};
 use workload::{TaskMap, TaskSim};
 
+pub use crate::arch::OneThread;
 use crate::rng::Rng;
 use crate::trace::TraceLog;
 
@@ -53,7 +54,7 @@ const NEVER_NS: u64 = u64::MAX / 8;
 /// The simulated machine.
 pub struct Machine<const C: usize, const G: usize = 0> {
     /// The scheduler under test.
-    pub smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>>,
+    pub smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, OneThread, G>>,
     cfg: Config,
     now: u64,
     seq: u64,
@@ -96,7 +97,7 @@ pub const LARGE_ABOVE_CPUS: usize = 256;
 impl<const C: usize, const G: usize> Machine<C, G> {
     /// Builds a machine (call on a thread with a large stack for big `C`).
     pub fn new(cfg: Config) -> Result<Machine<C, G>, InitError> {
-        let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, sched_core::spin::Spin, G>> =
+        let smp: Box<Smp<SimPlatform, C, SIM_TASKS, SIM_Q, OneThread, G>> =
             Box::new(Smp::new(SimPlatform::default(), cfg.features, cfg.hz));
         let large = cfg.cpus > LARGE_ABOVE_CPUS;
         let prefetch = large && crate::arch::HAS_PREFETCH && cfg!(target_pointer_width = "64");
