@@ -47,5 +47,5 @@ pub(crate) type Mutex<L, T> = lock_api::Mutex<<L as Locks>::Mutex, T>;
 pub(crate) type MutexGuard<'a, L, T> = lock_api::MutexGuard<'a, <L as Locks>::Mutex, T>;
 /// A reader-writer lock of kind `L` around a `T`.
 pub(crate) type RwLock<L, T> = lock_api::RwLock<<L as Locks>::RwLock, T>;
-/// A held read lock of an [`RwLock`]: what [`Smp::topology`](crate::Smp::topology) returns.
+/// A held read lock of a machine's topology: what [`Smp::topology`](crate::Smp::topology) returns.
 pub type RwLockReadGuard<'a, L, T> = lock_api::RwLockReadGuard<'a, <L as Locks>::RwLock, T>;
