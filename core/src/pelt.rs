@@ -66,6 +66,23 @@ const fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
     c1 + c2 + d3
 }
 
+/// For each `period_contrib` `p` (0..1024), `⌈2^64 / d⌉` of its divider
+/// `d = LOAD_AVG_MAX - 1024 + p`: for every 32-bit `n`, `n / d` is the high 64 bits of
+/// `n · ⌈2^64 / d⌉` (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019:
+/// exact for N-bit numerators and divisors with a 2N-bit reciprocal). 8 KiB, on 64-bit
+/// targets only; 32-bit ones divide.
+#[cfg(target_pointer_width = "64")]
+const DIVIDER_RECIPROCALS: [u64; 1024] = {
+    let mut t = [0; 1024];
+    let mut p = 0;
+    while p < 1024 {
+        // (No divider is a power of two, so ⌈2^64 / d⌉ = ⌊(2^64 - 1) / d⌋ + 1.)
+        t[p] = u64::MAX / (LOAD_AVG_MAX - 1024 + p as u64) + 1;
+        p += 1;
+    }
+    t
+};
+
 /// `a - b` clamped at 0, as the kernel's `sub_positive`.
 fn sub_positive(a: &mut u64, b: u64) {
     *a = a.saturating_sub(b);
@@ -224,10 +241,25 @@ impl SchedAvg {
     /// (or 1 for a runqueue, whose load argument is already weighted).
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn update_avg(&mut self, load_factor: u64) {
-        let divider = self.divider();
-        self.load_avg = mul_div(load_factor, self.load_sum, divider);
-        self.runnable_avg = self.runnable_sum / divider;
-        self.util_avg = self.util_sum as u64 / divider;
+        self.load_avg = match load_factor.checked_mul(self.load_sum) {
+            Some(p) => self.per_divider(p),
+            None => mul_div_wide(load_factor, self.load_sum, self.divider()),
+        };
+        self.runnable_avg = self.per_divider(self.runnable_sum);
+        self.util_avg = self.per_divider(self.util_sum as u64);
+    }
+
+    /// `n / self.divider()`. On 64-bit targets a numerator of 32 bits (a task's sums, and a
+    /// runqueue's of a few tasks) is divided by a multiplication with the divider's
+    /// [`DIVIDER_RECIPROCALS`] entry instead: the same quotient, without the division
+    /// instruction's tens of cycles, three times per update.
+    #[inline(always)]
+    fn per_divider(&self, n: u64) -> u64 {
+        #[cfg(target_pointer_width = "64")]
+        if let (Ok(n32), Some(&c)) = (u32::try_from(n), DIVIDER_RECIPROCALS.get(self.period_contrib as usize)) {
+            return ((u128::from(c) * u128::from(n32)) >> 64) as u64;
+        }
+        n / self.divider()
     }
 
     /// Updates a task's signals: `on_rq` drives load and runnable, `running` drives util.
@@ -586,6 +618,26 @@ mod tests {
         for _ in 0..20_000 {
             let (a, b, d) = (next(), next() >> (next() % 64), (next() >> (next() % 64)).max(1));
             assert_eq!(mul_div_wide(a, b, d), exact(a, b, d), "{a} * {b} / {d}");
+        }
+    }
+
+    /// The multiplication by a divider's reciprocal gives the quotient at every period
+    /// position: around each multiple of the divider (where a rounding error would show)
+    /// across the 32-bit range, and at its ends. Wider numerators divide.
+    #[test]
+    fn divider_reciprocal_is_the_quotient() {
+        for p in 0..1024u32 {
+            let avg = SchedAvg { period_contrib: p, ..SchedAvg::ZERO };
+            let d = avg.divider();
+            let top = u32::MAX as u64 / d;
+            for q in (0..=top).step_by(61).chain([top, top + 1]) {
+                for n in [q * d, (q * d).saturating_sub(1), q * d + 1, q * d + d - 1] {
+                    assert_eq!(avg.per_divider(n), n / d, "{n} / {d}");
+                }
+            }
+            for n in [u32::MAX as u64 - 1, u32::MAX as u64, 1 << 32, u64::MAX] {
+                assert_eq!(avg.per_divider(n), n / d, "{n} / {d}");
+            }
         }
     }
 
