@@ -64,8 +64,8 @@ pub(crate) fn use_huge_pages<T>(value: &T) {
 /// cells make the locks, and so the machine, not `Sync`: the compiler keeps a simulated
 /// machine on one thread at a time.
 ///
-/// Taking a lock that is held panics, naming the lock: on one thread nobody else could
-/// release it, so it is a broken lock order that would spin forever on a real machine.
+/// Taking a lock that is held panics: on one thread nobody else could release it, so it is a
+/// broken lock order that would spin forever on a real machine.
 #[derive(Debug)]
 pub enum OneThread {}
 
