@@ -46,23 +46,44 @@ pub const RUNNABLE_AVG_YN_INV: [u32; 32] = [
 
 /// `val · y^n`, exactly as the kernel rounds it; 0 beyond 63 half-lives.
 pub const fn decay_load(val: u64, n: u64) -> u64 {
-    if n > LOAD_AVG_PERIOD * 63 {
-        return 0;
-    }
-    let mut val = val;
-    let mut n = n;
-    if n >= LOAD_AVG_PERIOD {
-        val >>= n / LOAD_AVG_PERIOD;
-        n %= LOAD_AVG_PERIOD;
-    }
-    ((val as u128 * RUNNABLE_AVG_YN_INV[n as usize] as u128) >> 32) as u64
+    Decay::over(n).apply(val)
 }
 
-/// The contribution of `periods` crossed boundaries: the rest of the old period (`d1`,
-/// decayed), the full periods in between (closed form), and the new partial period (`d3`).
-const fn accumulate_segments(periods: u64, d1: u64, d3: u64) -> u64 {
-    let c1 = decay_load(d1, periods);
-    let c2 = LOAD_AVG_MAX - decay_load(LOAD_AVG_MAX, periods) - 1024;
+/// `y^n` for one `n`, in the form [`decay_load`] applies it: halve `n / 32` times, then
+/// multiply by the table's `y^(n % 32)`. An update decays three sums and two segment terms
+/// over the same `n`, so it finds the factor once.
+#[derive(Clone, Copy)]
+struct Decay {
+    /// Whole half-lives: the value is shifted right this far first.
+    halvings: u32,
+    /// `RUNNABLE_AVG_YN_INV[n % 32]`, or 0 beyond 63 half-lives (everything decays away).
+    factor: u32,
+}
+
+impl Decay {
+    /// The factor for `n` periods.
+    #[inline(always)]
+    const fn over(n: u64) -> Decay {
+        if n > LOAD_AVG_PERIOD * 63 {
+            return Decay { halvings: 0, factor: 0 };
+        }
+        Decay { halvings: (n / LOAD_AVG_PERIOD) as u32, factor: RUNNABLE_AVG_YN_INV[(n % LOAD_AVG_PERIOD) as usize] }
+    }
+
+    /// `val · y^n`.
+    #[inline(always)]
+    const fn apply(self, val: u64) -> u64 {
+        (((val >> self.halvings) as u128 * self.factor as u128) >> 32) as u64
+    }
+}
+
+/// The contribution of the crossed boundaries (`decay` is theirs): the rest of the old
+/// period (`d1`, decayed), the full periods in between (closed form), and the new partial
+/// period (`d3`).
+#[inline(always)]
+const fn accumulate_segments(decay: Decay, d1: u64, d3: u64) -> u64 {
+    let c1 = decay.apply(d1);
+    let c2 = LOAD_AVG_MAX - decay.apply(LOAD_AVG_MAX) - 1024;
     c1 + c2 + d3
 }
 
@@ -199,11 +220,12 @@ impl SchedAvg {
         let periods = d / 1024;
         let rest = d % 1024;
         if periods > 0 {
-            self.load_sum = decay_load(self.load_sum, periods);
-            self.runnable_sum = decay_load(self.runnable_sum, periods);
-            self.util_sum = decay_load(self.util_sum as u64, periods) as u32;
+            let decay = Decay::over(periods);
+            self.load_sum = decay.apply(self.load_sum);
+            self.runnable_sum = decay.apply(self.runnable_sum);
+            self.util_sum = decay.apply(self.util_sum as u64) as u32;
             if load != 0 {
-                contrib = accumulate_segments(periods, 1024 - self.period_contrib as u64, rest);
+                contrib = accumulate_segments(decay, 1024 - self.period_contrib as u64, rest);
             }
         }
         self.period_contrib = rest as u32;
@@ -498,6 +520,23 @@ mod tests {
         assert_eq!(decay_load(1 << 62, 2017), 0);
         // 47742 >> 2 = 11935, then × (2^32 - 1) >> 32 loses one.
         assert_eq!(decay_load(LOAD_AVG_MAX, 64), 11934);
+    }
+
+    #[test]
+    fn decay_is_halving_then_the_table() {
+        // The definition, step by step: whole half-lives shift, the rest multiplies.
+        let reference = |val: u64, n: u64| {
+            if n > LOAD_AVG_PERIOD * 63 {
+                return 0;
+            }
+            let v = val >> (n / LOAD_AVG_PERIOD);
+            ((v as u128 * RUNNABLE_AVG_YN_INV[(n % LOAD_AVG_PERIOD) as usize] as u128) >> 32) as u64
+        };
+        for n in (0..2100).chain([u64::MAX / 2, u64::MAX]) {
+            for val in [0, 1, 1023, LOAD_AVG_MAX, u32::MAX as u64, 1 << 40, u64::MAX] {
+                assert_eq!(decay_load(val, n), reference(val, n), "{val} over {n}");
+            }
+        }
     }
 
     #[test]
