@@ -15,6 +15,8 @@
 use crate::entities::{EntityCell, Pool};
 use crate::features::{Features, Tunables};
 use crate::pelt::{Removed, SchedAvg, LOAD_AVG_MAX, SCHED_CAPACITY_SCALE};
+#[cfg(target_pointer_width = "64")]
+use crate::pelt::elapsed_units;
 use crate::task::{Policy, TaskId};
 use crate::timeline::Timeline;
 use crate::weights::LoadWeight;
@@ -572,7 +574,23 @@ impl<const Q: usize> RunQueue<Q> {
     }
 
     /// Updates the runqueue's own PELT signals (after applying removed load).
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub(crate) fn update_cfs_avg(&mut self) -> bool {
+        // On 64-bit targets the common call that finds nothing to do (no whole unit since the
+        // last update, as at a switch right after the tick, and nothing removed) is inlined.
+        #[cfg(target_pointer_width = "64")]
+        if self.cfs.removed.nr == 0 && elapsed_units(self.cfs.avg.last_update_time, self.clock_pelt()) == Some(0) {
+            let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running() as u64);
+            self.cfs.pelt_slack.fed(load, nr, false);
+            return false;
+        }
+        self.update_cfs_avg_full()
+    }
+
+    /// [`RunQueue::update_cfs_avg`] in full: out of line on 64-bit targets.
+    #[cfg_attr(target_pointer_width = "64", inline(never))]
+    #[cfg_attr(target_pointer_width = "32", inline(always))]
+    fn update_cfs_avg_full(&mut self) -> bool {
         let now = self.clock_pelt();
         let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running() as u64);
         let r = self.cfs.removed;
