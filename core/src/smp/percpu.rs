@@ -337,6 +337,12 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
         }
     }
 
+    /// Whether any push is planned from this CPU.
+    #[inline]
+    pub(super) fn pushes_planned(&self) -> bool {
+        self.push.iter().any(Option::is_some)
+    }
+
     /// Removes and returns the pending push of the task in `slot`.
     pub(super) fn take_push(&mut self, slot: SlotId) -> Option<Push> {
         self.push.iter_mut().find(|e| e.is_some_and(|q| q.slot == slot))?.take()

@@ -186,9 +186,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let mut st = self.rq(cpu);
         let prev = st.rq.switching_out_slot();
         let exited = self.finish_switch_locked(cpu, &mut st);
-        if CPUS == 1 {
-            // One CPU plans no pushes (placement has no other CPU to choose), and every
-            // affinity includes it: nothing below can apply.
+        // One CPU plans no pushes (placement has no other CPU to choose), and every affinity
+        // includes it: nothing below can apply. On more, nearly every switch has neither a
+        // push planned nor the stopper to run, and returns here too (handling the absent
+        // push below cost a stalled load through the stack on every switch).
+        if CPUS == 1 || (!st.pushes_planned() && !st.active_balance) {
             return exited;
         }
         // The task switched away from may have a slot waiting elsewhere (exec, affinity):
