@@ -130,10 +130,6 @@ pub struct CpuState<const Q: usize, const G: usize = 0> {
     pub avg_idle: u64,
     /// Upper bound on what one newidle balance is expected to cost (ns).
     pub max_idle_balance_cost: u64,
-    /// Tasks that arrived here by migration.
-    pub nr_migrations_in: u64,
-    /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
-    pub(super) checked_min_vruntime: u64,
     /// Tasks of this CPU that must leave once their context is saved (one exec'd and
     /// placement chose another CPU, or its affinity no longer allows this one), each with the
     /// slot reserved for it at its destination. Only a task still on this CPU (`on_cpu`) gets
@@ -152,6 +148,10 @@ pub struct CpuState<const Q: usize, const G: usize = 0> {
     pub grouped: bool,
     /// The fair runqueue.
     pub rq: RunQueue<Q>,
+    /// Tasks that arrived here by migration.
+    pub nr_migrations_in: u64,
+    /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
+    pub(super) checked_min_vruntime: u64,
     /// The runqueue of each task group on this CPU, group slot `g` at `g - 1`.
     #[cfg(feature = "groups")]
     pub levels: [crate::group::level::GroupRq; G],

@@ -5,6 +5,9 @@
 /// created. When a task exits its slot's generation moves on, so an old id can never name
 /// the slot's next occupant: using it gives [`crate::SchedError::StaleTask`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+// On 64-bit targets one aligned word, so that an id (alone or in an `Option`) moves with one
+// load and one store: stored as two halves and read back whole, it stalled the load.
+#[cfg_attr(target_pointer_width = "64", repr(align(8)))]
 pub struct TaskId {
     slot: u32,
     generation: u32,

@@ -44,7 +44,7 @@ pub const SIM_Q: usize = 64;
 enum Ev {
     Tick(usize),
     Ipi(usize),
-    Done { cpu: usize, gen: u64 },
+    Done { cpu: usize, gen: u32 },
     Wake(TaskId),
 }
 
@@ -369,7 +369,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             return;
         }
         let c = &mut self.cpus[cpu];
-        c.gen += 1;
+        c.gen = c.gen.wrapping_add(1);
         c.armed = None;
         let gen = c.gen;
         if let Some((at, t)) = want.filter(|&(at, _)| at < NEVER_NS) {
