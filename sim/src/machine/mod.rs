@@ -402,7 +402,10 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         let prev = self.cpus[cpu].running;
         let mut next = None;
         for _ in 0..4 {
-            next = self.smp.schedule(cpu, self.now).expect("a simulated CPU");
+            // Taken apart at once: copied whole, the result was read back in one piece that
+            // the two stores writing it could not forward (a stall on every switch).
+            let picked = self.smp.schedule(cpu, self.now).expect("a simulated CPU");
+            next = picked.map(|t| TaskId::from_raw(t.to_raw()));
             self.smp.finish_switch(cpu, self.now).expect("a simulated CPU");
             self.after_core_call(cpu);
             if !self.smp.need_resched(cpu) {
