@@ -77,7 +77,7 @@ impl Decay {
     }
 }
 
-/// The contribution of the crossed boundaries (`decay` is theirs): the rest of the old
+/// The contribution of the crossed boundaries (`decay`: `y^periods`): the rest of the old
 /// period (`d1`, decayed), the full periods in between (closed form), and the new partial
 /// period (`d3`).
 #[inline(always)]

@@ -587,7 +587,8 @@ impl<const Q: usize> RunQueue<Q> {
         self.update_cfs_avg_full()
     }
 
-    /// [`RunQueue::update_cfs_avg`] in full: out of line on 64-bit targets.
+    /// [`RunQueue::update_cfs_avg`] in full: out of line on 64-bit targets; 32-bit targets
+    /// have no fast path, so there this is the whole update.
     #[cfg_attr(target_pointer_width = "64", inline(never))]
     #[cfg_attr(target_pointer_width = "32", inline(always))]
     fn update_cfs_avg_full(&mut self) -> bool {

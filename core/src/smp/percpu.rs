@@ -148,6 +148,8 @@ pub struct CpuState<const Q: usize, const G: usize = 0> {
     pub grouped: bool,
     /// The fair runqueue.
     pub rq: RunQueue<Q>,
+    // Cold (a migration, the invariant checker): after the runqueue, so that on 64-bit
+    // targets it starts within the state's first lines.
     /// Tasks that arrived here by migration.
     pub nr_migrations_in: u64,
     /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).

@@ -187,9 +187,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let prev = st.rq.switching_out_slot();
         let exited = self.finish_switch_locked(cpu, &mut st);
         // One CPU plans no pushes (placement has no other CPU to choose), and every affinity
-        // includes it: nothing below can apply. On more, nearly every switch has neither a
-        // push planned nor the stopper to run, and returns here too (handling the absent
-        // push below cost a stalled load through the stack on every switch).
+        // includes it: nothing below can apply. On more CPUs nearly every switch has neither
+        // a push planned nor the stopper to run, and returns here too, without moving an
+        // absent push through the stack (a load the stores before it cannot forward).
         if CPUS == 1 || (!st.pushes_planned() && !st.active_balance) {
             return exited;
         }

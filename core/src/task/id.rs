@@ -6,7 +6,8 @@
 /// the slot's next occupant: using it gives [`crate::SchedError::StaleTask`].
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 // On 64-bit targets one aligned word, so that an id (alone or in an `Option`) moves with one
-// load and one store: stored as two halves and read back whole, it stalled the load.
+// load and one store: an id stored as two 32-bit halves and read back as one word cannot be
+// forwarded from those stores, and the load waits for them to reach the cache.
 #[cfg_attr(target_pointer_width = "64", repr(align(8)))]
 pub struct TaskId {
     slot: u32,

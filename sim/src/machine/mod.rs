@@ -402,8 +402,8 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         let prev = self.cpus[cpu].running;
         let mut next = None;
         for _ in 0..4 {
-            // Taken apart at once: copied whole, the result was read back in one piece that
-            // the two stores writing it could not forward (a stall on every switch).
+            // Rebuilt from its raw word (the same id): the returned id is then read in the
+            // pieces the call stored, not copied as one block those stores cannot forward to.
             let picked = self.smp.schedule(cpu, self.now).expect("a simulated CPU");
             next = picked.map(|t| TaskId::from_raw(t.to_raw()));
             self.smp.finish_switch(cpu, self.now).expect("a simulated CPU");

@@ -14,8 +14,9 @@ pub(super) struct CpuSim {
     /// When the running task started making progress (after switch costs).
     pub(super) since: u64,
     /// Bumped whenever the pending `Done` event is replaced, to ignore stale ones. (32 bits
-    /// keep the record in one line; it wraps only after 2^32 re-arms of one CPU, and an event
-    /// that old is long gone from the queue.)
+    /// keep the record in one line. A stale event would match only after a multiple of 2^32
+    /// re-arms of its CPU while it waits; each re-arm takes an event on that CPU, and no
+    /// step's wait spans anywhere near that many.)
     pub(super) gen: u32,
     /// The pending `Done` event (time, task). Re-arming with the same one changes nothing,
     /// so a task that keeps running does not leave one stale event per tick in the queue.
