@@ -307,17 +307,6 @@ impl SchedAvg {
     /// number of runnable tasks, running = whether a fair task is current.
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn update_rq(&mut self, now: u64, load: u64, h_nr_running: u64, running: bool) -> bool {
-        // On 64-bit targets the test for no elapsed unit (as when one wakeup enqueues and
-        // dequeues at the same instant) is inlined and the update is not.
-        #[cfg(target_pointer_width = "64")]
-        if elapsed_units(self.last_update_time, now) == Some(0) {
-            return false;
-        }
-        self.update_rq_slow(now, load, h_nr_running, running)
-    }
-
-    #[cfg_attr(target_pointer_width = "64", inline(never))]
-    fn update_rq_slow(&mut self, now: u64, load: u64, h_nr_running: u64, running: bool) -> bool {
         if self.update_sum(now, load, h_nr_running, running) {
             self.update_avg(1);
             true
