@@ -512,14 +512,17 @@ mod tests {
     }
 
     #[test]
-    fn decay_is_halving_then_the_table() {
-        // The definition, step by step: whole half-lives shift, the rest multiplies.
-        let reference = |val: u64, n: u64| {
+    fn decay_is_the_kernels_decay_load() {
+        // The kernel's shape: halve only from a whole half-life on, then multiply by the rest.
+        let reference = |mut val: u64, mut n: u64| {
             if n > LOAD_AVG_PERIOD * 63 {
                 return 0;
             }
-            let v = val >> (n / LOAD_AVG_PERIOD);
-            ((v as u128 * RUNNABLE_AVG_YN_INV[(n % LOAD_AVG_PERIOD) as usize] as u128) >> 32) as u64
+            if n >= LOAD_AVG_PERIOD {
+                val >>= n / LOAD_AVG_PERIOD;
+                n %= LOAD_AVG_PERIOD;
+            }
+            ((val as u128 * RUNNABLE_AVG_YN_INV[n as usize] as u128) >> 32) as u64
         };
         for n in (0..2100).chain([u64::MAX / 2, u64::MAX]) {
             for val in [0, 1, 1023, LOAD_AVG_MAX, u32::MAX as u64, 1 << 40, u64::MAX] {
