@@ -309,7 +309,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         }
     }
 
-    // Inlined into both event loops: as a call it cost each tick a dozen instructions.
+    // Inlined into both event loops: a call here would be paid on every tick.
     #[inline(always)]
     fn on_tick(&mut self, cpu: usize) {
         self.ticks += 1;
