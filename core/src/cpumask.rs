@@ -256,6 +256,20 @@ impl CpuMask {
     }
 }
 
+/// The mask of the CPUs collected, as [`CpuMask::with`] adds each (numbers out of range are
+/// ignored).
+///
+/// ```
+/// use sched_core::CpuMask;
+/// let m: CpuMask = [0, 2, 65].into_iter().collect();
+/// assert_eq!(m.iter().collect::<Vec<_>>(), [0, 2, 65]);
+/// ```
+impl FromIterator<usize> for CpuMask {
+    fn from_iter<I: IntoIterator<Item = usize>>(cpus: I) -> CpuMask {
+        cpus.into_iter().fold(CpuMask::EMPTY, CpuMask::with)
+    }
+}
+
 /// Iterator over a [`CpuMask`], ascending.
 pub struct CpuIter<'a> {
     mask: &'a CpuMask,
@@ -278,12 +292,6 @@ mod tests {
     use proptest::prelude::*;
     use std::vec::Vec;
 
-    fn mask_of(cpus: &[usize]) -> CpuMask {
-        let mut m = CpuMask::EMPTY;
-        cpus.iter().for_each(|&c| m.set(c));
-        m
-    }
-
     proptest! {
         /// The scan without the difference finds what the difference's scan finds, across
         /// words and at the ends of the mask.
@@ -293,7 +301,7 @@ mod tests {
             b in proptest::collection::vec(0..MAX_CPUS, 0..40),
             from in prop_oneof![0..MAX_CPUS + 2, Just(63usize), Just(64usize), Just(MAX_CPUS - 1), Just(MAX_CPUS)],
         ) {
-            let (a, b) = (mask_of(&a), mask_of(&b));
+            let (a, b): (CpuMask, CpuMask) = (a.into_iter().collect(), b.into_iter().collect());
             prop_assert_eq!(a.next_from_and_not(&b, from), a.and_not(&b).next_from(from));
         }
     }

@@ -495,7 +495,7 @@ mod tests {
     type M = Smp<NoPlatform, 4, 8, 8>;
 
     fn mask(cpus: &[usize]) -> CpuMask {
-        cpus.iter().fold(CpuMask::EMPTY, |m, &c| m.or(&CpuMask::single(c)))
+        cpus.iter().copied().collect()
     }
 
     /// Four flat CPUs, one task allowed `allowed`, running on CPU 0.

@@ -24,7 +24,7 @@ fn r(a: usize, b: usize) -> CpuMask {
 }
 
 fn m(cpus: &[usize]) -> CpuMask {
-    cpus.iter().fold(CpuMask::EMPTY, |acc, &c| acc.with(c))
+    cpus.iter().copied().collect()
 }
 
 fn singles(cpus: impl Iterator<Item = usize>) -> Vec<CpuMask> {

@@ -12,7 +12,7 @@ use sched_testkit::Recorder;
 fn moving_a_light_task_off_a_big_cpu_keeps_pelt_consistent() {
     let m: Box<Smp<Recorder, 8, 24, 4>> = Box::new(Smp::new(Recorder::default(), Features::default(), 250));
     m.init_with(|t| t.init_big_little(4, 4, 446)).unwrap();
-    let mask = |v: &[usize]| v.iter().fold(CpuMask::EMPTY, |m, &c| m.with(c));
+    let mask = |v: &[usize]| v.iter().copied().collect::<CpuMask>();
     let p = |nice: i32, policy: Policy, affinity: CpuMask| TaskParams { nice, policy, affinity };
     let all = CpuMask::ALL;
     let t0 = m.create(5, 1_000_000, p(-3, Policy::Normal, all)).unwrap();

@@ -72,7 +72,7 @@ fn mask(bits: u64) -> CpuMask {
     if bits == u64::MAX {
         return CpuMask::ALL;
     }
-    (0..64).filter(|c| bits >> c & 1 != 0).fold(CpuMask::first_n(0), |m, c| m.with(c))
+    (0..64).filter(|c| bits >> c & 1 != 0).collect()
 }
 
 impl<const C: usize, const G: usize> Machine<C, G> {
