@@ -1,5 +1,5 @@
-//! The SMP scheduler: one `RunQueue` per CPU, each behind its own spin lock, the task
-//! table, the topology, and the shared state the load balancer reads.
+//! The SMP scheduler: one `RunQueue` per CPU, each behind its own lock, the task table, the
+//! topology, and the shared state the load balancer reads.
 //!
 //! ## Lock order (the one place it is written down)
 //!
@@ -24,9 +24,11 @@
 //! The topology is written by [`Smp::init`] before any other call (and again only while no task
 //! is alive) and only read otherwise.
 //!
-//! The locks spin with the relax strategy `R` (default [`spin::Spin`], i.e.
-//! `core::hint::spin_loop()`); a platform can supply its own, e.g. one that executes aarch64
-//! `yield` so a spinning vCPU hands its slot to the lock holder under QEMU's icount mode.
+//! The kind of lock is the parameter `R` ([`Locks`]). A spin relax strategy is one: the
+//! locks then spin with it (the default, [`spin::Spin`], with `core::hint::spin_loop()`), and
+//! a platform can supply its own, e.g. one that executes aarch64 `yield` so a spinning vCPU
+//! hands its slot to the lock holder under QEMU's icount mode. A host that drives every CPU
+//! from one thread may pass locks that take no atomic instruction (the simulator does).
 //!
 //! ## Read without a lock
 //!
