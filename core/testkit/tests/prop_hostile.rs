@@ -614,23 +614,18 @@ fn resolve_mask(a: MaskArg, n: usize, pre: &Snapshot, task_cpu: Option<usize>) -
     match a {
         MaskArg::All => CpuMask::ALL,
         MaskArg::Single(k) => CpuMask::single(k as usize % n),
-        MaskArg::Bits(b) => {
-            let mut m = CpuMask::EMPTY;
-            for c in (0..n).filter(|c| b & (1 << (c % 8)) != 0) {
-                m.set(c);
-            }
-            m
-        }
+        MaskArg::Bits(b) => (0..n).filter(|c| b & (1 << (c % 8)) != 0).collect(),
         MaskArg::Empty => CpuMask::EMPTY,
         MaskArg::OfflineOnly => CpuMask::range(n, MAX_CPUS),
         MaskArg::OnlinePlusOffline(k) => CpuMask::single(k as usize % n).with(n).with(MAX_CPUS - 1),
         MaskArg::FullCpus(k) => {
-            let mut m = CpuMask::EMPTY;
-            for (c, s) in pre.cpus.iter().enumerate() {
-                if !s.has_room && Some(c) != task_cpu {
-                    m.set(c);
-                }
-            }
+            let m: CpuMask = pre
+                .cpus
+                .iter()
+                .enumerate()
+                .filter(|&(c, s)| !s.has_room && Some(c) != task_cpu)
+                .map(|(c, _)| c)
+                .collect();
             if m.is_empty() {
                 away(k)
             } else {
