@@ -951,9 +951,9 @@ const AFF_FREE: u32 = 8;
 const AFF_EVENTS: u32 = 4000;
 
 /// `scenario=nice`: the accepted deviation of the measured CPU-time ratio from the weight
-/// ratio, in percent. Measured: nice 5 off by 8 % and nice 10 by 2 % in deterministic mode,
-/// 2–12 % under multi-threaded TCG; the error comes from whole ticks (4 ms) of a 0.5 s
-/// window shared by 8 threads on one CPU.
+/// ratio, in percent. The error comes from whole ticks (4 ms) of a 0.5 s window shared by 8
+/// threads on one CPU, a few ticks per thread, and is larger under multi-threaded TCG; the
+/// margin holds both modes.
 const NICE_MARGIN_PCT: u64 = 15;
 
 /// `scenario=nice`: events unless `events=` is given.

@@ -70,8 +70,7 @@ struct Args {
     #[arg(long, default_value = "aarch64")]
     arch: String,
     /// vCPUs (QEMU's -smp), 1..=64 on the virt boards; the simulator gets as many CPUs.
-    /// Deterministic mode takes longer as they grow (README: about 0.4 s per run at 2 or 16
-    /// vCPUs, 0.7 s at 64).
+    /// Deterministic mode takes longer as they grow.
     /// (Default: 8 on the virt boards, the board's cores on a microcontroller.)
     #[arg(long)]
     vcpus: Option<u32>,

@@ -327,7 +327,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// (`should_we_balance`), the domain's statistics, the imbalance and the busiest CPU.
     /// `None`: balanced (or not this CPU's turn), nothing to move.
     // The rounds have one caller each and are inlined into it, so the pass compiles as one
-    // function: left to the compiler, one balance pass ran 7-10 % slower at 8 and 64 CPUs.
+    // function: left to the compiler, a pass ran slower in the balance bench (8 and 64 CPUs).
     #[inline(always)]
     fn find_imbalance(
         &self,

@@ -18,12 +18,12 @@ pub const STACK_SIZE: usize = 16 * 1024;
 #[cfg(not(target_arch = "arm"))]
 pub const BOOT_STACK_SIZE: usize = 128 * 1024;
 /// Exception stack of each CPU: every call into the core runs on it. The suite measures its
-/// high-water mark (about 2.5 KB) and fails above 4 KB; this is twice that budget.
+/// high-water mark (docs/measurements.md, sizes), fails above 4 KB; this is twice that budget.
 #[cfg(not(target_arch = "arm"))]
 pub const EXC_STACK_SIZE: usize = 8 * 1024;
-/// A microcontroller thread's stack: the deepest thread of the suite's MCU cases measures
-/// 1 640 B of it (`thread stack high-water` in every report), and the suite fails a case whose
-/// deepest thread uses more than seven eighths.
+/// A microcontroller thread's stack: every report prints its deepest thread's use
+/// (`thread stack high-water`), and the suite fails a case whose deepest thread uses more
+/// than seven eighths.
 #[cfg(target_arch = "arm")]
 pub const STACK_SIZE: usize = 2 * 1024;
 /// A microcontroller's boot and idle stack (the process stack of the idle loop).

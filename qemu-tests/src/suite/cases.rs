@@ -178,7 +178,7 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         // 200 000 operations spawn far more threads than there are serial numbers, which
-        // are recycled (they ran out at about 178 000 operations before).
+        // are recycled.
         name: "churn: 200000 operations, past any fixed count of serial numbers",
         args: "scenario=churn ops=200000 seed=2",
         mode: Mode::Deterministic,

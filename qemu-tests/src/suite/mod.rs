@@ -144,8 +144,9 @@ fn run_case(m: &Machine, c: &Case, limit: Duration) -> bool {
 }
 
 /// How long one of the suite's boots may take: a hang's catch, not a speed check. The longest
-/// case (task groups: 8 vCPUs, six 2-second shapes in one TCG thread) takes most of a minute
-/// on a quiet 2-core host and over a minute on a busy one, so the limit leaves it room.
+/// case (task groups: 8 vCPUs, six 2-second shapes of guest time in one TCG thread) takes
+/// many times its guest time on a small host, and more on a busy one, so the limit leaves it
+/// room.
 pub(crate) const SUITE_LIMIT: Duration = Duration::from_secs(150);
 
 /// Which cases a flake hunt or a long run takes.
