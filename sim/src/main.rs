@@ -82,7 +82,10 @@ struct MachineArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     json: bool,
-    /// Folder for the trace (.json for Perfetto) and the SVG timeline of one run.
+    /// Folder for pictures: `sysbench`, `ab` and `--workload` write the A/B picture
+    /// (sim-ab.svg); `sysbench` and `--workload` on up to 8 CPUs also one run's trace
+    /// (sim-trace.json, for Perfetto) and timeline (sim-timeline.svg). `spread` and `groups`
+    /// write none and refuse it.
     #[arg(long)]
     out: Option<PathBuf>,
 }
@@ -178,7 +181,17 @@ struct LatencyArgs {
 }
 
 impl LatencyArgs {
-    fn workload(&self) -> Workload {
+    /// The workload for a machine of `cpus` CPUs, or one line (and the usage exit) for a value
+    /// out of range.
+    fn workload(&self, cpus: usize) -> Workload {
+        let room = sched_sim::machine::program_room(cpus);
+        if self.spinners as usize + self.periodic as usize > room {
+            eprintln!(
+                "xsim: --spinners {} and --periodic {}: at most {room} tasks in all on {cpus} CPUs",
+                self.spinners, self.periodic
+            );
+            std::process::exit(2)
+        }
         if self.periodic < 2 {
             eprintln!(
                 "xsim: --periodic {}: at least 2 (one with the short slice, one without)",
@@ -254,10 +267,29 @@ enum Cmd {
 }
 
 fn features(list: &str) -> Features {
-    Features::default().parse_list(list).unwrap_or_else(|_| {
+    features_on(Features::default(), list)
+}
+
+/// `list` applied on top of `base` (a side of an A/B on top of `--features`), or one line
+/// and the usage exit for an unknown name.
+fn features_on(base: Features, list: &str) -> Features {
+    base.parse_list(list).unwrap_or_else(|_| {
         eprintln!("xsim: unknown feature in {list:?}; known: {:?}", Features::all());
         std::process::exit(2)
     })
+}
+
+/// Refuses (one line, the usage exit) a CPU count the simulator cannot build with
+/// `topology`; `flag` names the option it came from.
+fn check_cpus(flag: &str, cpus: usize, topology: TopologyKind, spelled: &str) {
+    if cpus == 0 || cpus > 1024 {
+        eprintln!("xsim: {flag} {cpus}: must be 1..=1024");
+        std::process::exit(2)
+    }
+    if let Err(why) = topology.check(cpus) {
+        eprintln!("xsim: --topology {spelled} with {flag} {cpus}: {why}");
+        std::process::exit(2)
+    }
 }
 
 fn config(m: &MachineArgs) -> Config {
@@ -265,14 +297,7 @@ fn config(m: &MachineArgs) -> Config {
         eprintln!("xsim: --topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR);
         std::process::exit(2)
     });
-    if m.cpus == 0 || m.cpus > 1024 {
-        eprintln!("xsim: --cpus must be 1..=1024");
-        std::process::exit(2)
-    }
-    if let Err(why) = topology.check(m.cpus) {
-        eprintln!("xsim: --topology {}: {why}", m.topology);
-        std::process::exit(2)
-    }
+    check_cpus("--cpus", m.cpus, topology, &m.topology);
     Config {
         cpus: m.cpus,
         topology,
@@ -283,6 +308,14 @@ fn config(m: &MachineArgs) -> Config {
         create_ns: m.create_us.saturating_mul(1000),
         setup_ns: m.setup_us.saturating_mul(1000),
         ..Config::octo(m.seed)
+    }
+}
+
+/// Refuses `--out` (one line, the usage exit) for an experiment that writes no pictures.
+fn no_out(m: &MachineArgs, experiment: &str) {
+    if m.out.is_some() {
+        eprintln!("xsim: {experiment} writes no pictures; --out is for sysbench, ab and --workload");
+        std::process::exit(2)
     }
 }
 
@@ -409,6 +442,10 @@ fn main() {
         }
         Cmd::Spread { m, cpu_counts, iterations } => {
             let cfg = config(&m);
+            for &n in &cpu_counts {
+                check_cpus("--cpu-counts", n, cfg.topology, &m.topology);
+            }
+            no_out(&m, "spread");
             let pb = bar((cpu_counts.len() * 2 * iterations) as u64);
             pb.set_message("spread");
             let pts = spread(&cfg, &cpu_counts, iterations, || pb.inc(1));
@@ -437,6 +474,7 @@ fn main() {
         }
         Cmd::Groups { m, seconds } => {
             let cfg = config(&m);
+            no_out(&m, "groups");
             if !(1..=60).contains(&seconds) {
                 eprintln!("xsim: --seconds must be 1..=60");
                 std::process::exit(2)
@@ -460,9 +498,10 @@ fn main() {
             let cfg = config(&m);
             let w = match workload {
                 WorkloadKind::Sysbench => args.workload(&m),
-                WorkloadKind::Latency => l.workload(),
+                WorkloadKind::Latency => l.workload(cfg.cpus),
             };
-            let t = run_ab(&cfg, &w, (features(&a), &a), (features(&b), &b), args.iterations, "ab");
+            let (fa, fb) = (features_on(cfg.features, &a), features_on(cfg.features, &b));
+            let t = run_ab(&cfg, &w, (fa, &a), (fb, &b), args.iterations, "ab");
             if m.json {
                 println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             } else {
@@ -485,7 +524,7 @@ fn main() {
             }
             let label =
                 |side: &str, f: &str| format!("{side}: {}", if f.is_empty() { "the defaults" } else { f });
-            write_ab_picture(&m, &cfg, &w, (features(&a), &label("A", &a)), (features(&b), &label("B", &b)));
+            write_ab_picture(&m, &cfg, &w, (fa, &label("A", &a)), (fb, &label("B", &b)));
         }
     }
 }
@@ -494,7 +533,7 @@ fn main() {
 /// code), then run K times with A and with B; rt-app's figures per task.
 fn run_program(args: &ProgramArgs) {
     let Some(path) = &args.workload else {
-        eprintln!("xsim: give a subcommand (sysbench, spread, ab) or --workload FILE; see --help");
+        eprintln!("xsim: give a subcommand (sysbench, spread, groups, ab) or --workload FILE; see --help");
         std::process::exit(sched_sim::cli::USAGE_EXIT.into())
     };
     let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
@@ -509,15 +548,18 @@ fn run_program(args: &ProgramArgs) {
     let prog = sched_workload::Program::parse(&bytes).expect("a lowered program parses");
     // Forks included; with forks without bound, those started with it.
     let threads = prog.thread_bound() as usize;
-    if threads > sched_sim::machine::PROGRAM_THREADS {
+    let cfg = config(&args.m);
+    let room = sched_sim::machine::program_room(cfg.cpus);
+    if threads > room {
         eprintln!(
-            "xsim: {}: {threads} threads, the simulator runs at most {}",
+            "xsim: {}: {threads} threads, the simulator runs at most {room} on {} CPUs ({} per CPU, {} in all)",
             path.display(),
+            cfg.cpus,
+            sched_sim::machine::SIM_Q,
             sched_sim::machine::PROGRAM_THREADS
         );
         std::process::exit(13)
     }
-    let cfg = config(&args.m);
     let name =
         path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
     let w = Workload::program(&name, &def);
@@ -526,9 +568,10 @@ fn run_program(args: &ProgramArgs) {
         (cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with rule (c32b4308)".to_string()),
     );
     let side = |f: &Option<String>, default: &(Features, String), tag: &str| match f {
-        Some(list) => {
-            (features(list), format!("{tag}: {}", if list.is_empty() { "the defaults" } else { list }))
-        }
+        Some(list) => (
+            features_on(cfg.features, list),
+            format!("{tag}: {}", if list.is_empty() { "the defaults" } else { list }),
+        ),
         None => default.clone(),
     };
     let (a, b) = (side(&args.a, &rule.0, "A"), side(&args.b, &rule.1, "B"));

@@ -1,0 +1,72 @@
+//! `cargo xsim` refuses what it cannot run in one line and a distinct exit code, before any
+//! simulation starts: CPU counts, task counts, a workload too large for the machine, `--out`
+//! where nothing is written.
+
+use std::process::Command;
+
+/// Runs the `cargo xsim` binary with `args`: (exit code, stdout, stderr).
+fn xsim(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sched-sim")).args(args).output().expect("run sched-sim");
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Asserts a refusal: `code`, nothing on stdout, one line on stderr containing `says`.
+fn refused(args: &[&str], code: i32, says: &str) {
+    let (got, stdout, stderr) = xsim(args);
+    assert_eq!(got, Some(code), "{args:?}: {stderr}");
+    assert!(stdout.is_empty(), "{args:?} printed {stdout:?}");
+    assert_eq!(stderr.lines().count(), 1, "{args:?}: {stderr:?}");
+    assert!(stderr.contains(says), "{args:?}: {stderr:?} does not say {says:?}");
+}
+
+#[test]
+fn spread_refuses_cpu_counts_it_cannot_build() {
+    refused(&["spread", "--cpu-counts", "8,2000"], 2, "--cpu-counts 2000: must be 1..=1024");
+    refused(&["spread", "--cpu-counts", "0"], 2, "--cpu-counts 0");
+    refused(&["spread", "--cpu-counts", "6"], 2, "4 does not divide the 6 CPUs");
+}
+
+#[test]
+fn experiments_without_pictures_refuse_out() {
+    let dir = std::env::temp_dir().join("xsim-cli-no-pictures");
+    let dir = dir.to_str().expect("a UTF-8 temporary folder");
+    refused(&["spread", "--out", dir], 2, "spread writes no pictures");
+    refused(&["groups", "--out", dir], 2, "groups writes no pictures");
+}
+
+#[test]
+fn the_latency_workload_refuses_more_tasks_than_the_machine_holds() {
+    // 8 CPUs of 64 runnable tasks each.
+    refused(
+        &["ab", "--workload", "latency", "--a", "", "--b", "EEVDF", "--spinners", "505", "--periodic", "8"],
+        2,
+        "at most 512 tasks in all on 8 CPUs",
+    );
+}
+
+#[test]
+fn a_workload_file_larger_than_the_machine_is_too_large() {
+    let path = std::env::temp_dir().join(format!("xsim-cli-{}.json", std::process::id()));
+    let json = r#"{ "global": { "duration": 1, "calibration": 100 },
+                    "tasks": { "many": { "instance": 600, "loop": 1, "run": 1000 } } }"#;
+    std::fs::write(&path, json).expect("write the workload");
+    let p = path.to_str().expect("a UTF-8 temporary path");
+    // 600 threads: more than 8 CPUs hold (exit 13, rt-app's "too large"), fewer than 16 do.
+    refused(
+        &["--workload", p, "--iterations", "1"],
+        13,
+        "600 threads, the simulator runs at most 512 on 8 CPUs",
+    );
+    let (code, _, stderr) = xsim(&["--workload", p, "--iterations", "1", "--cpus", "16"]);
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(code, Some(0), "{stderr}");
+}
+
+#[test]
+fn no_subcommand_names_every_one() {
+    refused(&[], 2, "give a subcommand (sysbench, spread, groups, ab) or --workload FILE");
+}
