@@ -425,12 +425,24 @@ fn figures(w: &Workload) -> Vec<Figure> {
             ("total time (ms)", |r, _| r.total_ns as f64 / 1e6),
             ("per-request avg (ms)", |r, _| r.avg_latency_ns / 1e6),
             ("per-request max (ms)", |r, _| r.max_latency_ns as f64 / 1e6),
-            ("spread time (ms)", |r, _| r.spread_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
-            ("one-per-CPU time (ms)", |r, _| r.one_per_cpu_ns.map_or(f64::NAN, |s| s as f64 / 1e6)),
+            ("spread time (ms)", |r, _| instant_ms(r.spread_ns, r)),
+            ("one-per-CPU time (ms)", |r, _| instant_ms(r.one_per_cpu_ns, r)),
             ("migrations to spread", |r, _| r.migrations_to_spread as f64),
             ("failed balances to spread", |r, _| r.failed_to_spread as f64),
             ("failed balances (run)", |r, _| r.failed_balances as f64),
         ],
+    }
+}
+
+/// A spread instant of run `r` (ms). One never reached counts as the whole run
+/// (docs/seed-experiment.md's one definition; its migrations are all the run's, as
+/// [`RunReport`] counts them); a run whose workers never all exited has no such length, and
+/// the instant is not a number ("never" in the table).
+fn instant_ms(at: Option<u64>, r: &RunReport) -> f64 {
+    match at {
+        Some(ns) => ns as f64 / 1e6,
+        None if r.total_ns > 0 => r.total_ns as f64 / 1e6,
+        None => f64::NAN,
     }
 }
 
@@ -473,7 +485,7 @@ pub struct SpreadPoint {
     pub migrations: f64,
 }
 
-/// Spread time vs CPU count for a fork burst (sysbench's thread creation, endless events)
+/// Spread time vs CPU count for a fork burst (sysbench's thread creation, 40 events per thread)
 /// and a wake-all-on-one-CPU burst. The fork burst has one thread per CPU; the wake-on-one
 /// burst as many, up to what one runqueue holds (then spread means each task alone on a CPU).
 pub fn spread(
@@ -524,4 +536,20 @@ pub fn spread(
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_instant_never_reached_counts_as_the_whole_run() {
+        let reached = RunReport { spread_ns: Some(2_000_000), total_ns: 9_000_000, ..Default::default() };
+        assert_eq!(instant_ms(reached.spread_ns, &reached), 2.0);
+        let never = RunReport { spread_ns: None, total_ns: 9_000_000, ..Default::default() };
+        assert_eq!(instant_ms(never.spread_ns, &never), 9.0, "censored at the run's end");
+        let unfinished = RunReport { spread_ns: None, total_ns: 0, ..Default::default() };
+        assert!(instant_ms(unfinished.spread_ns, &unfinished).is_nan(), "no length: never");
+        assert_eq!(summary(&[instant_ms(None, &unfinished)]), "never");
+    }
 }
