@@ -108,6 +108,21 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // The machine's shape is checked before QEMU is installed or the kernel built.
+    let n = cpus.unwrap_or(arch.cpus());
+    if n == 0 || n > arch.max_cpus() || (arch.max_cpus() == arch.cpus() && n != arch.cpus()) {
+        return usage_error(&format!("--smp {n}: {} takes 1..={} CPUs", arch.name(), arch.max_cpus()));
+    }
+    let virt = matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64);
+    if numa > 1 && (!virt || n % numa != 0) {
+        return usage_error(&format!("--numa {numa}: a virt board whose CPUs it divides"));
+    }
+    let per = n / numa.max(1);
+    if clusters > 0 && (!virt || (clusters < per && per % clusters != 0)) {
+        return usage_error(&format!(
+            "--clusters {clusters}: a virt board whose nodes' {per} CPUs it divides"
+        ));
+    }
     let mut m = match qemu::prepare(arch) {
         Ok(m) => m,
         Err(e) => {
@@ -115,10 +130,7 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    if let Some(n) = cpus {
-        if n == 0 || n > arch.max_cpus() || (arch.max_cpus() == arch.cpus() && n != arch.cpus()) {
-            return usage_error(&format!("--smp {n}: {} takes 1..={} CPUs", arch.name(), arch.max_cpus()));
-        }
+    if cpus.is_some() {
         m = match m.with_cpus(n) {
             Ok(m) => m,
             Err(e) => {
@@ -128,20 +140,9 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
         };
     }
     if numa > 1 {
-        if !matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64) || m.cpus % numa != 0 {
-            return usage_error(&format!("--numa {numa}: a virt board whose CPUs it divides"));
-        }
         m.numa = numa;
     }
     if clusters > 0 {
-        let per = m.cpus / m.numa.max(1);
-        if !matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64)
-            || (clusters < per && per % clusters != 0)
-        {
-            return usage_error(&format!(
-                "--clusters {clusters}: a virt board whose nodes' {per} CPUs it divides"
-            ));
-        }
         m.clusters = clusters;
     }
     m.program = loaded.as_ref().map(|l| l.bytes_file.clone());
