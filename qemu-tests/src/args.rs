@@ -112,13 +112,14 @@ pub struct SizeArgs {}
              with --timings the benchmarks), each with the command that made it"
 )]
 pub struct ReportArgs {
-    /// Also run the benchmarks (a few minutes) and replace the timing section, stamped with
+    /// Also run the benchmarks and replace the timing section, stamped with
     /// the date, host and commit; without it the file's last timings are kept.
     #[arg(long)]
     pub timings: bool,
     /// Also boot Debian's Linux beside the kernel (`cargo xrun --linux` for the seed's
-    /// experiment and every workload file, ~10 minutes) and replace the Linux section, stamped
-    /// with the date, Linux's release and the commit; without it the file's last one is kept.
+    /// experiment and the workload files the section lists, and the task groups under cgroup
+    /// v2) and replace the Linux sections, stamped with the date, Linux's release and the
+    /// commit; without it the file's last ones are kept.
     #[arg(long)]
     pub linux: bool,
     /// With --timings or --linux: retake only their sections whose heading contains this text

@@ -1,5 +1,5 @@
-//! Stress: many random scenarios — topologies, task mixes (spinners, periodic sleepers,
-//! sysbench pools), affinities, nice levels, churn — with the core's invariant checker after
+//! Stress: many random scenarios — topologies, task mixes (spinners, periodic sleepers, short
+//! bursts), affinities, nice levels — with the core's invariant checker after
 //! every simulated event: no task lost, duplicated or misplaced; every pinned task where its
 //! affinity allows. Half the scenarios run EEVDF with mixed slices, whose sums and sleepers'
 //! lags the checker covers too.

@@ -73,7 +73,7 @@ pub fn section() -> Result<String, String> {
 }
 
 /// The task groups beside Linux: `cargo xrun --groups --linux` (4 s per case, as the suite's
-/// Linux case: about 4 minutes), stamped as [`section`] is.
+/// Linux case), stamped as [`section`] is.
 pub fn groups() -> Result<String, String> {
     let args = ["--groups", "--linux", "--seconds", "4"];
     eprintln!("xreport: cargo xrun {}", args.join(" "));
