@@ -72,6 +72,15 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    // What the simulator cannot hold on these CPUs is refused before anything boots.
+    let bytes = loaded.def.to_bytes();
+    if let Ok(prog) = sched_workload::Program::parse(&bytes) {
+        if let Err(e) = sched_sim::machine::check_program(&prog, s.cpus) {
+            let _ = std::fs::remove_file(&loaded.bytes_file);
+            eprintln!("xrun: {}: {e}", file.display());
+            return ExitCode::from(e.exit_code());
+        }
+    }
     // What Linux's rt-app cannot run is refused before anything boots.
     let text = std::fs::read_to_string(file).unwrap_or_default();
     if let (true, Err(e)) = (s.linux, sched_workload::rtapp::linux::guest_json(&text)) {

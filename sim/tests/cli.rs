@@ -67,6 +67,50 @@ fn a_workload_file_larger_than_the_machine_is_too_large() {
 }
 
 #[test]
+fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
+    let file = |name: &str, json: &str| {
+        let path = std::env::temp_dir().join(format!("xsim-cli-{}-{name}.json", std::process::id()));
+        std::fs::write(&path, json).expect("write the workload");
+        path
+    };
+    // 65 threads pinned to CPU 0, whose runqueue holds 64: too large (13).
+    let pinned = file(
+        "pinned",
+        r#"{ "global": { "duration": 1, "calibration": 100 },
+             "tasks": { "t": { "instance": 65, "loop": 1, "run": 1000, "cpus": [0] } } }"#,
+    );
+    // A mask naming only CPU 12 of an 8-CPU machine: cannot run (14); also in a phase.
+    let absent = file(
+        "absent",
+        r#"{ "global": { "duration": 1, "calibration": 100 },
+             "tasks": { "t": { "loop": 1, "run": 1000, "cpus": [12] } } }"#,
+    );
+    let phase = file(
+        "phase",
+        r#"{ "global": { "duration": 1, "calibration": 100 },
+             "tasks": { "t": { "loop": 1, "phases": {
+                 "a": { "run": 1000 }, "b": { "run": 1000, "cpus": [9] } } } } }"#,
+    );
+    let arg = |p: &std::path::Path| p.to_str().expect("a UTF-8 temporary path").to_string();
+    let (pinned_s, absent_s, phase_s) = (arg(&pinned), arg(&absent), arg(&phase));
+    refused(
+        &["--workload", &pinned_s, "--iterations", "1"],
+        13,
+        "65 threads may be confined to its CPU mask 0x1",
+    );
+    refused(&["--workload", &absent_s, "--iterations", "1"], 14, "names none of the machine's 8 CPUs");
+    refused(&["--workload", &phase_s, "--iterations", "1"], 14, "names none of the machine's 8 CPUs");
+    // The same files fit a machine that has the CPUs (16 CPUs: CPU 12 and 9 exist).
+    for p in [&absent_s, &phase_s] {
+        let (code, _, stderr) = xsim(&["--workload", p, "--iterations", "1", "--cpus", "16"]);
+        assert_eq!(code, Some(0), "{p}: {stderr}");
+    }
+    for p in [pinned, absent, phase] {
+        let _ = std::fs::remove_file(p);
+    }
+}
+
+#[test]
 fn no_subcommand_names_every_one() {
     refused(&[], 2, "give a subcommand (sysbench, spread, groups, ab) or --workload FILE");
 }

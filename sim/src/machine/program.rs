@@ -19,6 +19,84 @@ pub fn program_room(cpus: usize) -> usize {
     PROGRAM_THREADS.min(cpus.max(1) * super::SIM_Q)
 }
 
+/// Why a program cannot run on a machine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProgramRefusal {
+    /// More threads than the machine holds, overall or on the CPUs some masks allow.
+    TooLarge(String),
+    /// A CPU mask that names none of the machine's CPUs.
+    NoCpu(String),
+}
+
+impl ProgramRefusal {
+    /// The exit code of rt-app's error of the same kind (`RtAppError::exit_code`): 13 too
+    /// large, 14 cannot run.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            ProgramRefusal::TooLarge(_) => 13,
+            ProgramRefusal::NoCpu(_) => 14,
+        }
+    }
+}
+
+impl std::fmt::Display for ProgramRefusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ProgramRefusal::TooLarge(why) | ProgramRefusal::NoCpu(why) => f.write_str(why),
+        }
+    }
+}
+
+/// Whether `prog` can run on a machine of `cpus` CPUs, or why not:
+/// - its threads, forks included, are at most [`program_room`];
+/// - every CPU mask of a task or a phase names one of the machine's CPUs;
+/// - for each such mask, the threads of the tasks that may be confined to it (any of whose
+///   masks lies inside it) are at most [`super::SIM_Q`] per CPU of it, so that a runqueue
+///   slot is left for each however the phases move them.
+pub fn check_program(prog: &Program<'_>, cpus: usize) -> Result<(), ProgramRefusal> {
+    let room = program_room(cpus);
+    let threads = prog.thread_bound();
+    if threads > room as u64 {
+        return Err(ProgramRefusal::TooLarge(format!(
+            "{threads} threads, the simulator runs at most {room} on {cpus} CPUs ({} per CPU, {PROGRAM_THREADS} in all)",
+            super::SIM_Q
+        )));
+    }
+    // A mask is a bit per CPU of the first 64; `u64::MAX` is every CPU, of any machine.
+    let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
+    let width = |m: u64| if m == u64::MAX { cpus } else { (m & machine).count_ones() as usize };
+    let inside = |a: u64, m: u64| m == u64::MAX || (a != u64::MAX && a & !m == 0);
+    // Per task: its threads and every mask it may have.
+    let tasks: Vec<(u64, Vec<u64>)> = prog
+        .tasks()
+        .enumerate()
+        .map(|(i, t)| {
+            let masks = core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus())).collect();
+            (prog.threads_of(i).unwrap_or(u64::from(t.instances())), masks)
+        })
+        .collect();
+    for (t, (_, masks)) in prog.tasks().zip(&tasks) {
+        for &m in masks {
+            if width(m) == 0 {
+                return Err(ProgramRefusal::NoCpu(format!(
+                    "task {}: its CPU mask {m:#x} names none of the machine's {cpus} CPUs",
+                    t.name()
+                )));
+            }
+            let confined: u64 =
+                tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| inside(a, m))).map(|(n, _)| n).sum();
+            let slots = (width(m) * super::SIM_Q) as u64;
+            if confined > slots {
+                return Err(ProgramRefusal::TooLarge(format!(
+                    "task {}: {confined} threads may be confined to its CPU mask {m:#x}, whose CPUs hold {slots}",
+                    t.name()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// A program's run on the machine.
 pub(super) struct ProgramRun {
     prog: Program<'static>,
@@ -80,10 +158,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     /// its task's delay. Refused (with why) if it has more threads than a run may hold, forks
     /// included (with forks without bound, a fork past the table starts no thread).
     pub fn start_program(&mut self, prog: Program<'static>) -> Result<(), String> {
-        let room = program_room(self.cpus.len());
-        if prog.total_threads().is_some_and(|n| n > room as u64) {
-            return Err(format!("more than {room} threads (the simulator holds {} per CPU)", super::SIM_Q));
-        }
+        check_program(&prog, self.cpus.len()).map_err(|e| e.to_string())?;
         let t0 = self.now.max(1);
         let mut world = Box::new(World::new(t0));
         world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
