@@ -436,12 +436,12 @@ fn figures(w: &Workload) -> Vec<Figure> {
 
 /// A spread instant of run `r` (ms). One never reached counts as the whole run
 /// (docs/seed-experiment.md's one definition; its migrations are all the run's, as
-/// [`RunReport`] counts them); a run whose workers never all exited has no such length, and
-/// the instant is not a number ("never" in the table).
+/// [`RunReport`] counts them); a run that did not take all its events has no such length,
+/// and the instant is not a number ("never" in the table).
 fn instant_ms(at: Option<u64>, r: &RunReport) -> f64 {
     match at {
         Some(ns) => ns as f64 / 1e6,
-        None if r.total_ns > 0 => r.total_ns as f64 / 1e6,
+        None if r.events_exactly_once && r.total_ns > 0 => r.total_ns as f64 / 1e6,
         None => f64::NAN,
     }
 }
@@ -477,9 +477,10 @@ pub struct SpreadPoint {
     /// Tasks in the burst: one per CPU, but a wake-on-one burst holds no more than CPU0's
     /// runqueue ([`crate::machine::SIM_Q`]).
     pub tasks: usize,
-    /// Median spread time (ms) over iterations (infinite if half or more never spread).
+    /// Median spread time (ms) over iterations (infinite if half or more never spread in a run
+    /// with no end to count it as).
     pub median_ms: f64,
-    /// Max spread time (ms); infinite if some iteration never spread.
+    /// Max spread time (ms); infinite if some such iteration never spread.
     pub max_ms: f64,
     /// Median migrations until spread.
     pub migrations: f64,
@@ -521,7 +522,10 @@ pub fn spread(
                 let r = run_once(&cfg, &w);
                 // A run that never spread took forever: it orders after every finite time, so
                 // the median and the worst case say "never" without a special case.
-                times.push(r.spread_ns.map_or(f64::INFINITY, |s| s as f64 / 1e6));
+                times.push(match instant_ms(r.spread_ns, &r) {
+                    ms if ms.is_nan() => f64::INFINITY,
+                    ms => ms,
+                });
                 migs.push(r.migrations_to_spread as f64);
                 progress();
             }
@@ -546,9 +550,14 @@ mod tests {
     fn an_instant_never_reached_counts_as_the_whole_run() {
         let reached = RunReport { spread_ns: Some(2_000_000), total_ns: 9_000_000, ..Default::default() };
         assert_eq!(instant_ms(reached.spread_ns, &reached), 2.0);
-        let never = RunReport { spread_ns: None, total_ns: 9_000_000, ..Default::default() };
+        let never = RunReport {
+            spread_ns: None,
+            total_ns: 9_000_000,
+            events_exactly_once: true,
+            ..Default::default()
+        };
         assert_eq!(instant_ms(never.spread_ns, &never), 9.0, "censored at the run's end");
-        let unfinished = RunReport { spread_ns: None, total_ns: 0, ..Default::default() };
+        let unfinished = RunReport { spread_ns: None, total_ns: 9_000_000, ..Default::default() };
         assert!(instant_ms(unfinished.spread_ns, &unfinished).is_nan(), "no length: never");
         assert_eq!(summary(&[instant_ms(None, &unfinished)]), "never");
     }

@@ -30,10 +30,10 @@ struct ProgramArgs {
     /// features A and B (by default the seed's rule off and on).
     #[arg(long)]
     workload: Option<PathBuf>,
-    /// Features of A on top of the defaults, e.g. "NO_UTIL_EST".
+    /// Features of A on top of `--features`, e.g. "NO_UTIL_EST".
     #[arg(long)]
     a: Option<String>,
-    /// Features of B on top of the defaults.
+    /// Features of B on top of `--features`.
     #[arg(long)]
     b: Option<String>,
     /// Iterations per side.
@@ -184,7 +184,8 @@ impl LatencyArgs {
     /// The workload for a machine of `cpus` CPUs, or one line (and the usage exit) for a value
     /// out of range.
     fn workload(&self, cpus: usize) -> Workload {
-        let room = sched_sim::machine::program_room(cpus);
+        // Every task is runnable at once: as many as the runqueues and the task table hold.
+        let room = (cpus * sched_sim::machine::SIM_Q).min(sched_sim::machine::SIM_TASKS);
         if self.spinners as usize + self.periodic as usize > room {
             eprintln!(
                 "xsim: --spinners {} and --periodic {}: at most {room} tasks in all on {cpus} CPUs",
@@ -250,10 +251,10 @@ enum Cmd {
     Ab {
         #[command(flatten)]
         m: MachineArgs,
-        /// Features of A on top of the defaults, e.g. "NO_UTIL_EST".
+        /// Features of A on top of `--features`, e.g. "NO_UTIL_EST".
         #[arg(long)]
         a: String,
-        /// Features of B on top of the defaults.
+        /// Features of B on top of `--features`.
         #[arg(long)]
         b: String,
         /// The workload.
@@ -309,6 +310,12 @@ fn config(m: &MachineArgs) -> Config {
         setup_ns: m.setup_us.saturating_mul(1000),
         ..Config::octo(m.seed)
     }
+}
+
+/// An A/B side's label: its switches on top of `base` (`--features`), or "the defaults".
+fn side_label(side: &str, base: &str, list: &str) -> String {
+    let both = [base.trim(), list.trim()].into_iter().filter(|l| !l.is_empty()).collect::<Vec<_>>();
+    format!("{side}: {}", if both.is_empty() { "the defaults".to_string() } else { both.join(", ") })
 }
 
 /// Refuses `--out` (one line, the usage exit) for an experiment that writes no pictures.
@@ -457,7 +464,8 @@ fn main() {
                     "{:>6} {:>12} {:>6} {:>12} {:>10} {:>11}",
                     "CPUs", "burst", "tasks", "median ms", "max ms", "migrations"
                 );
-                // A burst that never spread within the run shows "never", as the other tables.
+                // A burst that never spread shows "never" when its run has no end to count it
+                // as (the wake-on-one burst's spinners never finish).
                 let ms = |v: f64| if v.is_finite() { format!("{v:.3}") } else { "never".into() };
                 for p in pts {
                     println!(
@@ -522,8 +530,7 @@ fn main() {
                 }
                 print!("{}", t.render());
             }
-            let label =
-                |side: &str, f: &str| format!("{side}: {}", if f.is_empty() { "the defaults" } else { f });
+            let label = |side: &str, f: &str| side_label(side, &m.features, f);
             write_ab_picture(&m, &cfg, &w, (fa, &label("A", &a)), (fb, &label("B", &b)));
         }
     }
@@ -549,16 +556,9 @@ fn run_program(args: &ProgramArgs) {
     // Forks included; with forks without bound, those started with it.
     let threads = prog.thread_bound() as usize;
     let cfg = config(&args.m);
-    let room = sched_sim::machine::program_room(cfg.cpus);
-    if threads > room {
-        eprintln!(
-            "xsim: {}: {threads} threads, the simulator runs at most {room} on {} CPUs ({} per CPU, {} in all)",
-            path.display(),
-            cfg.cpus,
-            sched_sim::machine::SIM_Q,
-            sched_sim::machine::PROGRAM_THREADS
-        );
-        std::process::exit(13)
+    if let Err(e) = sched_sim::machine::check_program(&prog, cfg.cpus) {
+        eprintln!("xsim: {}: {e}", path.display());
+        std::process::exit(e.exit_code().into())
     }
     let name =
         path.file_name().map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
@@ -568,10 +568,7 @@ fn run_program(args: &ProgramArgs) {
         (cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with rule (c32b4308)".to_string()),
     );
     let side = |f: &Option<String>, default: &(Features, String), tag: &str| match f {
-        Some(list) => (
-            features_on(cfg.features, list),
-            format!("{tag}: {}", if list.is_empty() { "the defaults" } else { list }),
-        ),
+        Some(list) => (features_on(cfg.features, list), side_label(tag, &args.m.features, list)),
         None => default.clone(),
     };
     let (a, b) = (side(&args.a, &rule.0, "A"), side(&args.b, &rule.1, "B"));
