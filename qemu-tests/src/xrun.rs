@@ -21,15 +21,15 @@ use sched_workload::sysbench::Sysbench;
 #[derive(Parser)]
 #[command(name = "cargo xrun", about = "The seed's experiment on the QEMU kernel and in the simulator")]
 struct Args {
-    /// Iterations per side (each with its own workload seed).
-    #[arg(long, default_value_t = 15)]
-    iterations: usize,
-    /// Worker threads.
-    #[arg(long, default_value_t = 8)]
-    threads: u32,
-    /// Events in total.
-    #[arg(long, default_value_t = 1000)]
-    events: u32,
+    /// Iterations per side (each with its own workload seed; not given: 15). Not with --groups.
+    #[arg(long)]
+    iterations: Option<usize>,
+    /// Worker threads of the sysbench-like run (not given: 8; on a microcontroller 6).
+    #[arg(long)]
+    threads: Option<u32>,
+    /// Events in total of the sysbench-like run (not given: 1000).
+    #[arg(long)]
+    events: Option<u32>,
     /// Tick rate (100, 250, 300, 1000).
     #[arg(long, default_value_t = 250)]
     hz: u32,
@@ -62,9 +62,10 @@ struct Args {
     /// Extra feature switches for both sides (e.g. NO_UTIL_EST).
     #[arg(long, default_value = "")]
     features: String,
-    /// Where the trace (.json) and timeline (.svg) go.
-    #[arg(long, default_value = "target/xrun")]
-    out: PathBuf,
+    /// Where the traces, pictures and stories go (not given: target/xrun); created before
+    /// anything runs. Not with --groups, which writes none.
+    #[arg(long)]
+    out: Option<PathBuf>,
     /// The QEMU machine: aarch64 or riscv64 `virt`, or a microcontroller board (cortex-m4: 1
     /// CPU, cortex-m33: 2; both need --ticking).
     #[arg(long, default_value = "aarch64")]
@@ -109,6 +110,26 @@ impl Args {
     fn cpus(&self) -> u32 {
         self.vcpus.unwrap_or(8)
     }
+
+    /// Worker threads (`check` fills in the machine's default).
+    fn threads(&self) -> u32 {
+        self.threads.unwrap_or(8)
+    }
+
+    /// Events in total.
+    fn events(&self) -> u32 {
+        self.events.unwrap_or(1000)
+    }
+
+    /// Iterations per side.
+    fn iterations(&self) -> usize {
+        self.iterations.unwrap_or(15)
+    }
+
+    /// Where the outputs go.
+    fn out(&self) -> PathBuf {
+        self.out.clone().unwrap_or_else(|| PathBuf::from("target/xrun"))
+    }
 }
 
 /// The kernel's sysbench limits (`MAX_SPINNERS`, `MAX_EVENTS` of its 64-bit build) and HZ
@@ -135,15 +156,40 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
         let range = if max == arch.cpus() as u32 { format!("{max}") } else { format!("1..={max}") };
         return Err(format!("--vcpus {vcpus}: the {} machine takes {range}", arch.name()));
     }
+    // Options a mode does not read are refused, not ignored.
+    let given = |v: bool, name: &'static str| if v { Some(name) } else { None };
+    let sysbench_only = [
+        given(a.threads.is_some(), "--threads"),
+        given(a.events.is_some(), "--events"),
+        given(a.create_us.is_some(), "--create-us"),
+        given(a.setup_us.is_some(), "--setup-us"),
+    ];
+    if a.workload.is_some() {
+        if let Some(name) = sysbench_only.iter().flatten().next() {
+            return Err(format!("{name} is for the sysbench-like run: a workload file says its own"));
+        }
+    }
+    if a.groups {
+        let not_groups = [given(a.iterations.is_some(), "--iterations"), given(a.out.is_some(), "--out")];
+        if let Some(name) = sysbench_only.iter().chain(&not_groups).flatten().next() {
+            return Err(format!("{name} is not for --groups, which runs its own cases"));
+        }
+    }
+    if (a.a.is_some() || a.b.is_some()) && a.workload.is_none() {
+        return Err(
+            "--a and --b are for --workload (the sysbench-like run is the seed's rule off and on)".into()
+        );
+    }
     let (threads, events) = match arch {
         qemu::Arch::CortexM4 | qemu::Arch::CortexM33 => (MCU_MAX_THREADS, MCU_MAX_EVENTS),
         _ => (MAX_THREADS, MAX_EVENTS),
     };
-    if a.threads == 0 || a.threads > threads {
-        return Err(format!("--threads {}: 1..={threads}", a.threads));
+    let n = *a.threads.get_or_insert(8.min(threads));
+    if n == 0 || n > threads {
+        return Err(format!("--threads {n}: 1..={threads}"));
     }
-    if a.events == 0 || a.events > events {
-        return Err(format!("--events {}: 1..={events}", a.events));
+    if a.events() == 0 || a.events() > events {
+        return Err(format!("--events {}: 1..={events}", a.events()));
     }
     if !HZ_CHOICES.contains(&a.hz) {
         return Err(format!("--hz {}: one of 100, 250, 300, 1000", a.hz));
@@ -160,7 +206,7 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
             return Err(format!("{name} {}: 0..=100000", v.unwrap_or(0)));
         }
     }
-    if a.iterations == 0 {
+    if a.iterations() == 0 {
         return Err("--iterations 0: at least 1".into());
     }
     if let Some(why) = crate::linux::refuses(arch).filter(|_| a.linux) {
@@ -179,9 +225,12 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     }
     // One word at a time, so the line can name the word it does not know.
     let mut features = Features::default();
-    for word in a.features.split([',', ' ']).filter(|w| !w.is_empty()) {
+    let words: Vec<&str> = a.features.split([',', ' ']).filter(|w| !w.is_empty()).collect();
+    for word in &words {
         features = features.parse_list(word).map_err(|_| format!("--features: unknown switch {word:?}"))?;
     }
+    // The kernel's `features=` is one boot word: commas only.
+    a.features = words.join(",");
     Ok((arch, mode, features, topology))
 }
 
@@ -271,8 +320,8 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
     }
     format!(
         "scenario=sysbench threads={} events={} hz={} nohz={} seed={seed}{}{capacity}{model} features={extra}{flag}",
-        a.threads,
-        a.events,
+        a.threads(),
+        a.events(),
         a.hz,
         if a.ticking { "off" } else { "on" },
         if trace { " trace=on" } else { "" }
@@ -317,6 +366,13 @@ pub fn main(args: &[String]) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // The outputs' folder exists before anything runs, or the run is refused.
+    if !a.groups {
+        if let Err(e) = std::fs::create_dir_all(a.out()) {
+            eprintln!("xrun: --out {}: {e}", a.out().display());
+            return ExitCode::from(2);
+        }
+    }
     if let Some(file) = a.workload.clone() {
         let capacity =
             topology.capacities(a.cpus() as usize).map(|c| format!(" capacity={}", capacity_list(&c)));
@@ -325,7 +381,7 @@ pub fn main(args: &[String]) -> ExitCode {
             mode,
             topology,
             cpus: a.cpus() as usize,
-            iterations: a.iterations,
+            iterations: a.iterations(),
             boot: format!(
                 "hz={} nohz={}{}",
                 a.hz,
@@ -333,7 +389,7 @@ pub fn main(args: &[String]) -> ExitCode {
                 capacity.unwrap_or_default()
             ),
             sim: sim_config(&a, features, topology),
-            out: a.out.clone(),
+            out: a.out(),
             linux: a.linux,
             ticking: a.ticking,
         };
@@ -371,7 +427,7 @@ pub fn main(args: &[String]) -> ExitCode {
     let cfg = sim_config(&a, features, topology);
     let workload = match sched_sim::Workload::seed() {
         sched_sim::Workload::Sysbench { cost_ns, jitter, .. } => {
-            sched_sim::Workload::Sysbench { threads: a.threads, events: a.events as u64, cost_ns, jitter }
+            sched_sim::Workload::Sysbench { threads: a.threads(), events: a.events() as u64, cost_ns, jitter }
         }
         w => w,
     };
@@ -390,7 +446,7 @@ pub fn main(args: &[String]) -> ExitCode {
     }
     let mut on = Vec::new();
     let mut off = Vec::new();
-    for i in 0..a.iterations {
+    for i in 0..a.iterations() {
         let seed = 1 + i as u64;
         for (rule, out) in [(true, &mut on), (false, &mut off)] {
             let cmd = sysbench_cmd(&a, topology, seed, false, rule, file);
@@ -398,7 +454,7 @@ pub fn main(args: &[String]) -> ExitCode {
                 "\rxrun: QEMU {} run {}/{} (rule {})   ",
                 mode.name(),
                 i + 1,
-                a.iterations,
+                a.iterations(),
                 if rule { "on" } else { "off" }
             );
             let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
@@ -424,9 +480,9 @@ pub fn main(args: &[String]) -> ExitCode {
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
         topology.describe(a.cpus() as usize),
-        a.threads,
-        a.events,
-        a.iterations
+        a.threads(),
+        a.events(),
+        a.iterations()
     );
     if file {
         println!(
@@ -437,7 +493,7 @@ pub fn main(args: &[String]) -> ExitCode {
             if kernel_shape == shape {
                 ".".to_string()
             } else {
-                format!(" (the simulator's {} µs over the {} vCPUs the workers keep busy: deterministic mode runs them in turn on one clock).", shape.event_us, a.threads.min(a.cpus()))
+                format!(" (the simulator's {} µs over the {} vCPUs the workers keep busy: deterministic mode runs them in turn on one clock).", shape.event_us, a.threads().min(a.cpus()))
             }
         );
     } else {
@@ -452,8 +508,14 @@ pub fn main(args: &[String]) -> ExitCode {
     );
     println!("(median [min–max]; an instant never reached counts as the whole run, a spread with all its migrations)");
     let linux = if a.linux {
-        match crate::xrun_linux::sysbench(&machine, mode, a.ticking, a.threads, a.events, a.iterations as u32)
-        {
+        match crate::xrun_linux::sysbench(
+            &machine,
+            mode,
+            a.ticking,
+            a.threads(),
+            a.events(),
+            a.iterations() as u32,
+        ) {
             Ok(side) => {
                 println!();
                 crate::xrun_linux::print(&side);
@@ -474,15 +536,15 @@ pub fn main(args: &[String]) -> ExitCode {
         topology.describe(a.cpus() as usize),
         a.hz,
         if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
-        a.threads,
-        a.events
+        a.threads(),
+        a.events()
     );
     let t = sched_sim::ab(
         &cfg,
         &workload,
         (cfg.features - Features::UTIL_PULL_SKIPS_LONE_TASK, "without rule (pre-patch)"),
         (cfg.features | Features::UTIL_PULL_SKIPS_LONE_TASK, "with rule (c32b4308)"),
-        a.iterations,
+        a.iterations(),
         || {},
     );
     print!("{}", t.render());
@@ -504,7 +566,7 @@ pub fn main(args: &[String]) -> ExitCode {
             )
         );
     }
-    let _ = std::fs::create_dir_all(&a.out);
+    let _ = std::fs::create_dir_all(a.out());
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = sysbench_cmd(&a, topology, 1, true, true, file);
     let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
@@ -514,7 +576,7 @@ pub fn main(args: &[String]) -> ExitCode {
     } else {
         let end = log.switches.last().map_or(0, |s| s.time);
         let other = serde_json::json!({ "source": "kernel-shim under QEMU", "arch": arch.name(), "command_line": cmd, "mode": mode.name() });
-        let (j, s) = (a.out.join("qemu-trace.json"), a.out.join("qemu-timeline.svg"));
+        let (j, s) = (a.out().join("qemu-trace.json"), a.out().join("qemu-timeline.svg"));
         let svg =
             log.svg(&format!("kernel-shim on QEMU {} ({} mode): {cmd}", arch.name(), mode.name()), 0, end);
         let json = log.chrome_json(other);
@@ -532,8 +594,8 @@ pub fn main(args: &[String]) -> ExitCode {
     // The A/B pictures: rule off above rule on, the same seed, one time axis.
     let desc = format!(
         "{} threads, {} events, {} vCPUs, {}, HZ={}, {}",
-        a.threads,
-        a.events,
+        a.threads(),
+        a.events(),
         a.cpus(),
         topology.describe(a.cpus() as usize),
         a.hz,
@@ -568,7 +630,7 @@ pub fn main(args: &[String]) -> ExitCode {
         Some((svg, on)) => (Some(svg), Some(on)),
         None => (None, None),
     };
-    let (qa, sa) = (a.out.join("qemu-ab.svg"), a.out.join("sim-ab.svg"));
+    let (qa, sa) = (a.out().join("qemu-ab.svg"), a.out().join("sim-ab.svg"));
     if std::fs::write(&qa, svg).is_ok() && sim_svg.is_some_and(|s| std::fs::write(&sa, s).is_ok()) {
         println!("A/B pictures (rule off above rule on, seed 1): {} and {}", qa.display(), sa.display());
     }
@@ -586,11 +648,11 @@ pub fn main(args: &[String]) -> ExitCode {
             )
         );
         print!("\n{text}");
-        let _ = std::fs::write(a.out.join("stories.txt"), &text);
+        let _ = std::fs::write(a.out().join("stories.txt"), &text);
     }
     // And the simulated run of the same machine and workload, rule on, as trace files.
     if let Some(on) = sim_on {
-        let (j, s) = (a.out.join("sim-trace.json"), a.out.join("sim-timeline.svg"));
+        let (j, s) = (a.out().join("sim-trace.json"), a.out().join("sim-timeline.svg"));
         if std::fs::write(&j, on.json).is_ok() && std::fs::write(&s, on.svg).is_ok() {
             println!("trace of one simulated run (rule on): {} , timeline: {}", j.display(), s.display());
         }
@@ -685,6 +747,9 @@ mod tests {
         assert_eq!(parse("--topology biglittle:446"), None);
         assert_eq!(parse("--topology nodes:2:2"), None);
         assert_eq!(parse("--linux --vcpus 16 --topology nodes:2"), None, "Linux runs on any virt shape");
+        assert_eq!(parse("--arch cortex-m4 --ticking"), None, "a microcontroller's defaults run");
+        assert_eq!(parse("--workload f.json --a EEVDF --iterations 3"), None);
+        assert_eq!(parse("--groups --seconds 2 --vcpus 4"), None);
         for bad in [
             "--threads 0",
             "--vcpus 0",
@@ -692,6 +757,9 @@ mod tests {
             "--topology clusters:3",
             "--topology clusters:0",
             "--topology biglittle:0",
+            "--topology biglittle:abc",
+            "--topology flat:2",
+            "--vcpus 3 --topology biglittle",
             "--topology rings",
             "--hz 7",
             "--features NO_SUCH_SWITCH",
@@ -701,9 +769,25 @@ mod tests {
             "--events 0",
             "--linux --arch riscv64",
             "--linux --arch cortex-m33 --ticking",
+            // Options the chosen mode would not read.
+            "--a EEVDF",
+            "--b NO_UTIL_EST",
+            "--workload f.json --threads 4",
+            "--workload f.json --create-us 10",
+            "--groups --iterations 3",
+            "--groups --out target/elsewhere",
+            "--groups --events 100",
         ] {
             let why = parse(bad).unwrap_or_else(|| panic!("{bad} was accepted"));
             assert!(!why.contains('\n'), "{bad}: more than one line: {why}");
         }
+    }
+
+    #[test]
+    fn features_reach_the_kernel_as_one_boot_word() {
+        let mut a = Args::try_parse_from(["xrun", "--features", "NO_UTIL_EST  EEVDF,"]).unwrap();
+        let (.., topology) = check(&mut a).expect("known switches");
+        let line = sysbench_cmd(&a, topology, 1, false, true, true);
+        assert!(line.ends_with(" features=NO_UTIL_EST,EEVDF,UTIL_PULL_SKIPS_LONE_TASK"), "{line}");
     }
 }
