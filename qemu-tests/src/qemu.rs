@@ -332,6 +332,9 @@ pub fn machine_command(m: &Machine, mode: Mode) -> Command {
         if m.numa > 1 {
             let (per, mem) = (m.cpus / m.numa, 256 / m.numa);
             for node in 0..m.numa {
+                // The nodes' memory adds up to the machine's 256 MiB (QEMU refuses any other
+                // sum): the last node takes what an uneven split leaves.
+                let mem = if node + 1 == m.numa { 256 - mem * (m.numa - 1) } else { mem };
                 cmd.arg("-object").arg(format!("memory-backend-ram,id=mem{node},size={mem}M"));
                 cmd.arg("-numa").arg(format!(
                     "node,nodeid={node},memdev=mem{node},cpus={}-{}",
