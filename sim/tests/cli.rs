@@ -31,6 +31,13 @@ fn spread_refuses_cpu_counts_it_cannot_build() {
 }
 
 #[test]
+fn a_topology_is_spelled_exactly_and_fits_the_cpus() {
+    refused(&["sysbench", "--topology", "biglittle:abc"], 2, "--topology biglittle:abc: not one of");
+    refused(&["sysbench", "--topology", "flat:2"], 2, "--topology flat:2: not one of");
+    refused(&["sysbench", "--cpus", "3", "--topology", "biglittle"], 2, "3 CPUs do not split");
+}
+
+#[test]
 fn experiments_without_pictures_refuse_out() {
     let dir = std::env::temp_dir().join("xsim-cli-no-pictures");
     let dir = dir.to_str().expect("a UTF-8 temporary folder");

@@ -36,9 +36,11 @@ impl TopologyKind {
                 let nodes = nodes.parse().ok().filter(|&n| n > 0)?;
                 Some(TopologyKind::NumaNodes { nodes, cluster: cluster.parse().ok()? })
             }
-            "flat" => Some(TopologyKind::Flat),
+            "flat" if !s.contains(':') => Some(TopologyKind::Flat),
             "clusters" => arg.parse().ok().map(TopologyKind::Clusters),
-            "biglittle" => Some(TopologyKind::BigLittle(arg.parse().unwrap_or(446))),
+            // `biglittle` alone: the LITTLE capacity of the common Arm pairs.
+            "biglittle" if !s.contains(':') => Some(TopologyKind::BigLittle(446)),
+            "biglittle" => arg.parse().ok().map(TopologyKind::BigLittle),
             "numa" => arg.parse().ok().map(TopologyKind::Numa),
             _ => None,
         }
@@ -64,7 +66,9 @@ impl TopologyKind {
             TopologyKind::BigLittle(cap) if cap == 0 || cap > 1024 => {
                 Err(format!("the LITTLE capacity {cap} is not in 1..=1024"))
             }
-            TopologyKind::BigLittle(_) if cpus < 2 => Err("big.LITTLE needs at least 2 CPUs".into()),
+            TopologyKind::BigLittle(_) if cpus < 2 || !cpus.is_multiple_of(2) => {
+                Err(format!("big.LITTLE needs two equal halves: {cpus} CPUs do not split"))
+            }
             TopologyKind::BigLittle(_) => Ok(()),
             TopologyKind::Numa(k) => TopologyKind::NumaNodes { nodes: 2, cluster: k }.check(cpus),
             TopologyKind::NumaNodes { nodes, cluster } => {
