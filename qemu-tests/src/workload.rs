@@ -11,7 +11,7 @@ use sched_workload::ProgramDef;
 use crate::qemu::{self, Arch, Boot};
 
 /// The kernel's limits, read from its source (the 64-bit ports' come first).
-const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+pub(crate) const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
 
 /// A workload file ready to boot: its program and the file QEMU loads.
 pub struct Loaded {

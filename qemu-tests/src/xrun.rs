@@ -198,6 +198,12 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
         .ok_or_else(|| format!("--topology {}: not one of {}", a.topology, TopologyKind::GRAMMAR))?;
     topology.check(vcpus as usize).map_err(|why| format!("--topology {}: {why}", a.topology))?;
     let virt = matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64);
+    if !virt && a.groups {
+        return Err(format!(
+            "--groups --arch {}: a microcontroller's kernel has no task groups",
+            arch.name()
+        ));
+    }
     if !virt && (topology.nodes() > 1 || topology.capacities(vcpus as usize).is_some()) {
         return Err(format!("--topology {}: NUMA nodes and big.LITTLE need a virt board", a.topology));
     }
@@ -214,6 +220,15 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     }
     if a.groups && a.workload.is_some() {
         return Err("--groups runs its own groups: it takes no --workload".into());
+    }
+    // The kernel's groups run three spinners per CPU at once in its pool of threads (one of
+    // them the main thread's).
+    let pool = crate::source::const_u64(crate::workload::KERNEL_ARCH, "MAX_THREADS", 0).saturating_sub(1);
+    if a.groups && 3 * u64::from(vcpus) > pool {
+        return Err(format!(
+            "--groups --vcpus {vcpus}: the kernel's groups run 3 spinners per CPU in {pool} threads, at most {} vCPUs",
+            pool / 3
+        ));
     }
     match a.seconds {
         Some(_) if !a.groups => return Err("--seconds is for --groups".into()),
@@ -414,7 +429,17 @@ pub fn main(args: &[String]) -> ExitCode {
     if a.groups {
         let cfg = sim_config(&a, features, topology);
         let seconds = a.seconds.unwrap_or(10);
-        return match crate::xrun_groups::main(&machine, mode, a.ticking, a.hz, a.linux, seconds, &cfg) {
+        // The kernel gets the switches and capacities the simulator's machine has.
+        let words = format!(
+            "{}{}",
+            if a.features.is_empty() { String::new() } else { format!(" features={}", a.features) },
+            topology
+                .capacities(a.cpus() as usize)
+                .map(|c| format!(" capacity={}", capacity_list(&c)))
+                .unwrap_or_default()
+        );
+        return match crate::xrun_groups::main(&machine, mode, a.ticking, a.hz, a.linux, seconds, &words, &cfg)
+        {
             Ok(()) => ExitCode::SUCCESS,
             Err(line) => {
                 eprintln!("xrun: {line}");
@@ -750,6 +775,7 @@ mod tests {
         assert_eq!(parse("--arch cortex-m4 --ticking"), None, "a microcontroller's defaults run");
         assert_eq!(parse("--workload f.json --a EEVDF --iterations 3"), None);
         assert_eq!(parse("--groups --seconds 2 --vcpus 4"), None);
+        assert_eq!(parse("--groups --vcpus 21 --topology flat"), None, "3 spinners per CPU fit 63 threads");
         for bad in [
             "--threads 0",
             "--vcpus 0",
@@ -777,6 +803,8 @@ mod tests {
             "--groups --iterations 3",
             "--groups --out target/elsewhere",
             "--groups --events 100",
+            "--groups --vcpus 22 --topology flat",
+            "--groups --arch cortex-m4 --ticking",
         ] {
             let why = parse(bad).unwrap_or_else(|| panic!("{bad} was accepted"));
             assert!(!why.contains('\n'), "{bad}: more than one line: {why}");

@@ -120,8 +120,9 @@ fn render(cpus: usize, columns: &[(&str, Vec<Option<f64>>)]) -> String {
     s
 }
 
-/// Runs the three sides for `seconds` per case on `m` (Linux only if `linux`) and prints the
-/// table. `Err` is one line.
+/// Runs the three sides for `seconds` per case on `m` (Linux only if `linux`; the kernel's boot
+/// line ends with `words`, its feature switches and capacities) and prints the table. `Err` is
+/// one line.
 pub(crate) fn main(
     m: &Machine,
     mode: Mode,
@@ -129,6 +130,7 @@ pub(crate) fn main(
     hz: u32,
     linux: bool,
     seconds: u32,
+    words: &str,
     sim: &sched_sim::Config,
 ) -> Result<(), String> {
     let mut columns = Vec::new();
@@ -143,7 +145,7 @@ pub(crate) fn main(
     }
     eprintln!("xrun: the kernel's scenario=groups on QEMU, {seconds} s per case ...");
     let line = format!(
-        "scenario=groups duration_ms={} hz={hz} nohz={}{}",
+        "scenario=groups duration_ms={} hz={hz} nohz={}{}{words}",
         seconds * 1000,
         if ticking { "off" } else { "on" },
         m.boot_words()
