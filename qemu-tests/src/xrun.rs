@@ -431,15 +431,15 @@ pub fn main(args: &[String]) -> ExitCode {
         let seconds = a.seconds.unwrap_or(10);
         // The kernel gets the switches and capacities the simulator's machine has.
         let words = format!(
-            "{}{}",
+            "hz={}{}{}",
+            a.hz,
             if a.features.is_empty() { String::new() } else { format!(" features={}", a.features) },
             topology
                 .capacities(a.cpus() as usize)
                 .map(|c| format!(" capacity={}", capacity_list(&c)))
                 .unwrap_or_default()
         );
-        return match crate::xrun_groups::main(&machine, mode, a.ticking, a.hz, a.linux, seconds, &words, &cfg)
-        {
+        return match crate::xrun_groups::main(&machine, mode, a.ticking, a.linux, seconds, &words, &cfg) {
             Ok(()) => ExitCode::SUCCESS,
             Err(line) => {
                 eprintln!("xrun: {line}");

@@ -121,13 +121,12 @@ fn render(cpus: usize, columns: &[(&str, Vec<Option<f64>>)]) -> String {
 }
 
 /// Runs the three sides for `seconds` per case on `m` (Linux only if `linux`; the kernel's boot
-/// line ends with `words`, its feature switches and capacities) and prints the table. `Err` is
-/// one line.
+/// line ends with `words`: its HZ, feature switches and capacities) and prints the table.
+/// `Err` is one line.
 pub(crate) fn main(
     m: &Machine,
     mode: Mode,
     ticking: bool,
-    hz: u32,
     linux: bool,
     seconds: u32,
     words: &str,
@@ -145,8 +144,9 @@ pub(crate) fn main(
     }
     eprintln!("xrun: the kernel's scenario=groups on QEMU, {seconds} s per case ...");
     let line = format!(
-        "scenario=groups duration_ms={} hz={hz} nohz={}{}{words}",
+        "scenario=groups duration_ms={} {} nohz={}{}",
         seconds * 1000,
+        words,
         if ticking { "off" } else { "on" },
         m.boot_words()
     );
