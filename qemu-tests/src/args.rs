@@ -46,8 +46,22 @@ pub struct TestArgs {
 pub type Repeat = (Selection, usize, Option<Mode>, Option<Arch>);
 
 impl TestArgs {
-    /// The boots-only run asked for, if one is; `Err` names a combination that means nothing.
+    /// The boots-only run asked for, if one is; `Err` names a combination that means nothing
+    /// (an option the chosen run would not read).
     pub fn repeat(&self) -> Result<Option<Repeat>, String> {
+        if self.linux && (self.repeat.is_some() || self.long || self.mode.is_some() || self.arch.is_some()) {
+            return Err(
+                "--linux runs the Linux guest's cases alone: no --repeat, --long, --mode or --arch".into()
+            );
+        }
+        if !self.cargo_args.is_empty() && (self.linux || self.repeat.is_some() || self.long) {
+            return Err(
+                "arguments after -- go to the host tests, which --linux, --repeat and --long skip".into()
+            );
+        }
+        if self.long && self.arch.is_some_and(|a| !matches!(a, Arch::Aarch64 | Arch::Riscv64)) {
+            return Err("--long: the long scenarios run on aarch64 and riscv64 only".into());
+        }
         if self.repeat.is_none() && !self.long {
             if self.mode.is_some() || self.arch.is_some() {
                 return Err("--mode and --arch choose boots: add --repeat N or --long".to_string());
@@ -176,6 +190,16 @@ mod tests {
             assert_eq!(repeat(bad), refused, "{bad}");
         }
         assert!(repeat("--mode parallel").unwrap_err().contains("--repeat"));
+        assert_eq!(repeat("--linux"), Ok(None), "the Linux cases alone");
+        // Options the chosen run would not read.
+        assert!(repeat("--linux --repeat 3").unwrap_err().contains("--linux"));
+        assert!(repeat("--linux --mode parallel --repeat 2").unwrap_err().contains("--linux"));
+        assert!(repeat("--repeat 2 -- --release").unwrap_err().contains("after --"));
+        assert!(repeat("--long --arch cortex-m4").unwrap_err().contains("aarch64 and riscv64"));
+        assert_eq!(
+            repeat("--long --arch riscv64"),
+            Ok(Some((Selection::Long, 1, None, Some(Arch::Riscv64))))
+        );
     }
 
     #[test]
