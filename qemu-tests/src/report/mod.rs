@@ -187,11 +187,34 @@ fn write_blocks() -> Result<(), String> {
     Ok(())
 }
 
+/// `--only TEXT` chooses among the sections `--timings` and `--linux` retake, and must name one
+/// of them: `Err` is the line that refuses it.
+fn check_only(timings: bool, linux: bool, only: Option<&str>) -> Result<(), String> {
+    let Some(text) = only else { return Ok(()) };
+    if !timings && !linux {
+        return Err("--only chooses among the --timings and --linux sections: add one of them".into());
+    }
+    let retaken = |s: &&Section| match s.kind {
+        Kind::Timing => timings,
+        Kind::Linux => linux,
+        Kind::Deterministic => false,
+    };
+    if SECTIONS.iter().filter(retaken).any(|s| s.heading.contains(text)) {
+        Ok(())
+    } else {
+        Err(format!("--only {text:?}: no section it would retake has a heading containing it"))
+    }
+}
+
 /// `cargo xreport`: generates every deterministic section (and with `timings` the timing
 /// section, with `linux` the Linux ones, those whose heading contains `only` if given;
 /// otherwise it keeps the file's) and writes the file, and every generated block of the docs
 /// pages.
 pub fn main(timings: bool, linux: bool, only: Option<&str>) -> ExitCode {
+    if let Err(line) = check_only(timings, linux, only) {
+        eprintln!("xreport: {line}");
+        return ExitCode::from(sched_sim::cli::USAGE_EXIT);
+    }
     let old = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
     let mut body = String::new();
     let picked = |s: &Section| only.is_none_or(|text| s.heading.contains(text));
@@ -480,6 +503,17 @@ mod tests {
         let [off, on] = cells(qemu, "spread time (ms)").unwrap();
         assert_eq!((off.to_string(), on.median), ("0.448 / 6.453 / 7.054".to_string(), "6.488"));
         assert!(cells(qemu, "total time (ms)").is_err());
+    }
+
+    #[test]
+    fn only_must_name_a_section_it_would_retake() {
+        assert_eq!(check_only(false, false, None), Ok(()));
+        assert_eq!(check_only(false, true, Some("Task groups")), Ok(()));
+        assert_eq!(check_only(true, false, Some("Timings")), Ok(()));
+        assert!(check_only(false, false, Some("Timings")).unwrap_err().contains("add one"));
+        assert!(check_only(false, true, Some("Task grups")).unwrap_err().contains("Task grups"));
+        assert!(check_only(true, false, Some("Task groups beside")).is_err(), "a Linux section, not retaken");
+        assert!(check_only(true, true, Some("Sizes")).is_err(), "deterministic sections are always retaken");
     }
 
     #[test]
