@@ -100,6 +100,16 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
     let args::BootArgs { arch, mode, smp: cpus, numa, clusters, workload, line } = a;
     let default = if workload.is_some() { "scenario=program" } else { "scenario=boot" };
     let line = if line.is_empty() { default.to_string() } else { line.join(" ") };
+    // `scenario=program` and `--workload` go together: one without the other is refused.
+    let program =
+        line.split_whitespace().filter_map(|w| w.strip_prefix("scenario=")).next_back() == Some("program");
+    match (&workload, program) {
+        (None, true) => return usage_error("scenario=program runs the file --workload FILE loads: give one"),
+        (Some(_), false) => {
+            return usage_error("--workload FILE runs with scenario=program (the default with it)")
+        }
+        _ => {}
+    }
     // A workload file is lowered (or refused) before anything is built or booted.
     let loaded = match workload.as_deref().map(|w| workload::load(w, arch)).transpose() {
         Ok(l) => l,
@@ -430,12 +440,12 @@ fn run_gate(gate: &Gate) -> bool {
 }
 
 fn run_tests(a: args::TestArgs) -> ExitCode {
-    if a.linux {
-        let (p, f) = suite::run_linux();
-        println!("xtest: {p} passed, {f} failed");
-        return if f == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
-    }
     match a.repeat() {
+        Ok(None) if a.linux => {
+            let (p, f) = suite::run_linux();
+            println!("xtest: {p} passed, {f} failed");
+            return if f == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
+        }
         Ok(None) => {}
         Err(line) => {
             eprintln!("cargo xtest: {line}");
