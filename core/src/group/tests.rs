@@ -190,6 +190,32 @@ fn group_calls_refuse_bad_input() {
     m.check_invariants().unwrap();
 }
 
+/// Groups made before a setup (the first, or one again while no task lives) hold tasks after
+/// it: the CPUs set up anew walk their levels, so a task moved in is in the group, and the
+/// group empties and goes as usual.
+#[test]
+fn groups_made_before_a_setup_hold_tasks_after_it() {
+    for set_up_first in [false, true] {
+        let m: Box<M<2>> = Box::new(Smp::new(NoPlatform, Features::default(), 1000));
+        if set_up_first {
+            m.init_with(|t| t.init_flat(2)).unwrap();
+        }
+        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+        m.init_with(|t| t.init_flat(2)).unwrap();
+        let ids = spinners(&m, 1, g, 2);
+        assert!(ids.iter().all(|&t| m.task_group(t) == Ok(g)), "set up first: {set_up_first}");
+        assert_eq!(m.group_table().tasks(g), Ok(2));
+        let mut now = 1;
+        run(&m, &mut now, 50 * MS);
+        assert!(runtime(&m, &ids) > 0);
+        for &t in &ids {
+            m.move_task(now, t, GroupId::ROOT).unwrap();
+        }
+        m.delete_group(g).unwrap();
+        m.check_invariants().unwrap();
+    }
+}
+
 /// With every task in the root, a machine with groups schedules as one without: the same
 /// picks, tick by tick, and the same runtimes and vruntimes, through sleeps, wakeups, nice
 /// changes and the balancer on two CPUs (CFS, then EEVDF) — before its first group is

@@ -126,6 +126,8 @@ use crate::cpumask::CpuMask;
 use crate::entities::{Entities, Pool};
 use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
+#[cfg(feature = "groups")]
+use crate::group::tree::GroupId;
 use crate::limits::MAX_LEVELS;
 use crate::platform::{Event, EventKind, Platform};
 use crate::relaxed::Slot;
@@ -133,6 +135,7 @@ use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
 use crate::topology::{Topology, TopologyDesc, TopologyError};
 use crate::weights::saturate_u32;
+use nohz_state::NOHZ;
 
 /// The scheduler of a whole machine of up to `CPUS` CPUs, `TASKS` live tasks and `Q`
 /// runnable tasks per CPU.
@@ -319,7 +322,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 }
             }
         }
+        // A machine set up anew has no tickless CPU, and counts its LLCs' busy CPUs afresh.
+        if CPUS > 1 && NOHZ {
+            self.nohz.reset();
+        }
         self.nr_cpus.store(n as u32, Relaxed);
+        drop(topo);
+        // Groups made before (this) setup: every CPU walks their levels, as `create_group`
+        // made the CPUs of its time do. (The group table is a leaf: read, then released.)
+        #[cfg(feature = "groups")]
+        if G > 0 && self.groups.lock().children(GroupId::ROOT).unwrap_or(0) > 0 {
+            for cpu in 0..n {
+                self.rq(cpu).use_groups();
+            }
+        }
         Ok(())
     }
 

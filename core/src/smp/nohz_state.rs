@@ -47,6 +47,22 @@ impl<const CPUS: usize> Nohz<CPUS> {
         }
     }
 
+    /// Nobody tickless again, as [`Nohz::new`] (a machine set up anew: its CPUs and LLCs are
+    /// new).
+    pub(super) fn reset(&self) {
+        for cpu in 0..CPUS {
+            self.idle[cpu].store(false, Relaxed);
+            self.flags[cpu].store(0, Relaxed);
+            self.nr_busy[cpu].store(0, Relaxed);
+            self.not_busy[cpu].store(false, Relaxed);
+        }
+        self.nr_tickless.store(0, Relaxed);
+        self.next_balance.store(0, Relaxed);
+        self.has_blocked.store(false, Relaxed);
+        self.next_blocked.store(0, Relaxed);
+        self.initialised.store(false, Relaxed);
+    }
+
     /// Whether `cpu` is in tickless idle.
     pub fn is_tickless(&self, cpu: usize) -> bool {
         self.idle.get(cpu).is_some_and(|b| b.load(Relaxed))

@@ -222,3 +222,21 @@ fn renicing_a_parked_task_with_a_stale_load_avg_keeps_invariants() {
     assert_eq!(rq.load_avg, from_sum(&rq, 1));
     m.check_invariants().unwrap();
 }
+
+/// A machine set up again starts with no tickless CPU: the CPUs and LLCs of the old topology
+/// leave no trace in the tickless bookkeeping (nor a busy count that wraps below zero).
+#[test]
+fn a_machine_set_up_again_has_no_tickless_cpu() {
+    let m: Box<Smp<Recorder, 2, 16, 16>> = machine(Features::default(), |t| t.init_clusters(2, 1));
+    assert_eq!(run_cpu(&m, 0, 1_000), None, "nothing to run");
+    m.nohz_enter_idle(0).unwrap();
+    assert!(m.nohz().is_tickless(0));
+    m.init_with(|t| t.init_flat(2)).unwrap();
+    assert_eq!(m.nohz().nr_tickless(), 0, "set up anew");
+    assert!(!m.nohz().is_tickless(0));
+    assert_eq!(run_cpu(&m, 1, 2_000), None);
+    m.nohz_enter_idle(1).unwrap();
+    assert_eq!(m.nohz().nr_tickless(), 1, "only CPU 1, which entered since");
+    assert!(!m.nohz().is_tickless(0) && m.nohz().is_tickless(1));
+    m.check_invariants().unwrap();
+}
