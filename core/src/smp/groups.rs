@@ -45,19 +45,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// m.delete_group(a).unwrap();
     /// ```
     pub fn create_group(&self, parent: GroupId, weight: CpuWeight) -> Result<GroupId, GroupError> {
-        // Every CPU walks the levels before any group can hold a task (a refused creation
-        // leaves them walking: with every task in the root that schedules as before).
-        for cpu in 0..self.nr_cpus() {
-            self.rq(cpu).use_groups();
-        }
-        let mut t = self.groups.lock();
-        if self.shared(parent).is_some_and(|s| s.dying.load(Relaxed)) {
-            return Err(GroupError::UnknownGroup);
-        }
-        let g = t.create(parent, weight)?;
+        let g = {
+            let mut t = self.groups.lock();
+            if self.shared(parent).is_some_and(|s| s.dying.load(Relaxed)) {
+                return Err(GroupError::UnknownGroup);
+            }
+            t.create(parent, weight)?
+        };
         // A slot's runqueues and entities were left empty when its last group was deleted.
         if let Some(s) = self.shared(g) {
             s.reset(parent.slot() as u16, weight.shares());
+        }
+        // Every CPU walks the levels before the group can hold a task: its id is not out yet.
+        // (The group table is a leaf, released before the runqueue locks.)
+        for cpu in 0..self.nr_cpus() {
+            self.rq(cpu).use_groups();
         }
         Ok(g)
     }
