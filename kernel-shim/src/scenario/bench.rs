@@ -134,7 +134,8 @@ static SB_FREE: AtomicU32 = AtomicU32::new(0);
 static FIRST_ANY: [AtomicU64; MAX_CPUS] = [const { AtomicU64::new(0) }; MAX_CPUS];
 
 fn all_cpus() -> u64 {
-    (1u64 << ncpus()) - 1
+    // (A shift by 64, the wide build's 64 CPUs, would leave no bit.)
+    u64::MAX >> (64 - ncpus().clamp(1, 64))
 }
 
 /// Spawns worker `i` (the sysbench worker loop) and records its slot.
