@@ -75,7 +75,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     // What the simulator cannot hold on these CPUs is refused before anything boots.
     let bytes = loaded.def.to_bytes();
     if let Ok(prog) = sched_workload::Program::parse(&bytes) {
-        if let Err(e) = sched_sim::machine::check_program(&prog, s.cpus) {
+        if let Err(e) = sched_sim::machine::check_program(&prog, s.cpus, sched_sim::machine::SIM_Q) {
             let _ = std::fs::remove_file(&loaded.bytes_file);
             eprintln!("xrun: {}: {e}", file.display());
             return ExitCode::from(e.exit_code());

@@ -556,7 +556,7 @@ fn run_program(args: &ProgramArgs) {
     // Forks included; with forks without bound, those started with it.
     let threads = prog.thread_bound() as usize;
     let cfg = config(&args.m);
-    if let Err(e) = sched_sim::machine::check_program(&prog, cfg.cpus) {
+    if let Err(e) = sched_sim::machine::check_program(&prog, cfg.cpus, sched_sim::machine::SIM_Q) {
         eprintln!("xsim: {}: {e}", path.display());
         std::process::exit(e.exit_code().into())
     }

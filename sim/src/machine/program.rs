@@ -47,19 +47,20 @@ impl std::fmt::Display for ProgramRefusal {
     }
 }
 
-/// Whether `prog` can run on a machine of `cpus` CPUs, or why not:
-/// - its threads, forks included, are at most [`program_room`];
+/// Whether `prog` can run on an empty machine of `cpus` CPUs whose runqueues hold `slots`
+/// tasks each ([`super::SIM_Q`] without task groups, less a slot per group with them), or why
+/// not:
+/// - its threads, forks included, are at most [`PROGRAM_THREADS`] and `slots` per CPU;
 /// - every CPU mask of a task or a phase names one of the machine's CPUs;
 /// - for each such mask, the threads of the tasks that may be confined to it (any of whose
-///   masks lies inside it) are at most [`super::SIM_Q`] per CPU of it, so that a runqueue
-///   slot is left for each however the phases move them.
-pub fn check_program(prog: &Program<'_>, cpus: usize) -> Result<(), ProgramRefusal> {
-    let room = program_room(cpus);
+///   masks lies inside it) are at most `slots` per CPU of it, so that a runqueue slot is left
+///   for each however the phases move them.
+pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<(), ProgramRefusal> {
+    let room = PROGRAM_THREADS.min(cpus.max(1) * slots);
     let threads = prog.thread_bound();
     if threads > room as u64 {
         return Err(ProgramRefusal::TooLarge(format!(
-            "{threads} threads, the simulator runs at most {room} on {cpus} CPUs ({} per CPU, {PROGRAM_THREADS} in all)",
-            super::SIM_Q
+            "{threads} threads, the simulator runs at most {room} on {cpus} CPUs ({slots} per CPU, {PROGRAM_THREADS} in all)"
         )));
     }
     // A mask is a bit per CPU of the first 64; `u64::MAX` is every CPU, of any machine.
@@ -85,10 +86,10 @@ pub fn check_program(prog: &Program<'_>, cpus: usize) -> Result<(), ProgramRefus
             }
             let confined: u64 =
                 tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| inside(a, m))).map(|(n, _)| n).sum();
-            let slots = (width(m) * super::SIM_Q) as u64;
-            if confined > slots {
+            let held = (width(m) * slots) as u64;
+            if confined > held {
                 return Err(ProgramRefusal::TooLarge(format!(
-                    "task {}: {confined} threads may be confined to its CPU mask {m:#x}, whose CPUs hold {slots}",
+                    "task {}: {confined} threads may be confined to its CPU mask {m:#x}, whose CPUs hold {held}",
                     t.name()
                 )));
             }
@@ -155,10 +156,17 @@ fn mask(bits: u64) -> CpuMask {
 
 impl<const C: usize, const G: usize> Machine<C, G> {
     /// Starts `prog` now: every task's instances are created from CPU 0, each beginning after
-    /// its task's delay. Refused (with why) if it has more threads than a run may hold, forks
-    /// included (with forks without bound, a fork past the table starts no thread).
+    /// its task's delay. Refused (with why) if the machine, empty, could not hold it
+    /// ([`check_program`]; with forks without bound, a fork past the table starts no thread),
+    /// or if tasks of its own already live.
     pub fn start_program(&mut self, prog: Program<'static>) -> Result<(), String> {
-        check_program(&prog, self.cpus.len()).map_err(|e| e.to_string())?;
+        if !self.tasks.is_empty() {
+            return Err(format!(
+                "{} tasks already live: a program starts on an empty machine",
+                self.tasks.len
+            ));
+        }
+        check_program(&prog, self.cpus.len(), super::SIM_Q.saturating_sub(G)).map_err(|e| e.to_string())?;
         let t0 = self.now.max(1);
         let mut world = Box::new(World::new(t0));
         world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
