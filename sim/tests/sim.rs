@@ -164,3 +164,21 @@ fn a_large_machine_is_deterministic_and_consistent() {
     };
     assert_eq!(run(true), run(false));
 }
+
+/// A configured rate of 0 is the core's default: the simulated CPUs tick at 250 HZ, as the
+/// core counts its jiffies, and the run is the one at an explicit 250.
+#[test]
+fn hz_zero_ticks_at_the_cores_default() {
+    let run = |hz: u32| {
+        on_big_stack(move || {
+            let mut m = Machine::<8>::new(Config { hz, nohz: false, ..Config::octo(1) }).unwrap();
+            m.spawn(0, Behavior::Spinner, "s", CpuMask::single(0));
+            m.start(0);
+            m.run_until(100_000_000);
+            serde_json::to_string(&m.report()).unwrap()
+        })
+    };
+    let default = run(0);
+    assert_eq!(default, run(250));
+    assert_ne!(default, run(1000), "the rate is seen");
+}

@@ -164,7 +164,7 @@ pub struct Config {
     pub cpus: usize,
     /// Topology.
     pub topology: TopologyKind,
-    /// Tick rate.
+    /// Tick rate (0: the core's default, 250).
     pub hz: u32,
     /// Scheduler features.
     #[serde(serialize_with = "ser_features")]
