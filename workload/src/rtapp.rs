@@ -599,12 +599,34 @@ fn check_lock_order(
 
 /// Resource tables, barrier parties, and the whole-program checks.
 fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
-    let forked: Vec<u16> =
-        events(def).filter_map(|(_, e)| if let Event::Fork(t) = e { Some(t) } else { None }).collect();
+    // The tasks that run: those started with the workload, and those a running task forks
+    // (a task that only forks itself, or a cycle no running task enters, never starts).
+    let mut runs: Vec<bool> = def.tasks.iter().map(|t| t.instances > 0).collect();
+    loop {
+        let forked: Vec<u16> = events(def)
+            .filter_map(|(i, e)| match e {
+                Event::Fork(f) if runs[i] => Some(f),
+                _ => None,
+            })
+            .collect();
+        let mut grew = false;
+        for f in forked {
+            if let Some(r) = runs.get_mut(f as usize).filter(|r| !**r) {
+                *r = true;
+                grew = true;
+            }
+        }
+        if !grew {
+            break;
+        }
+    }
     for (i, t) in def.tasks.iter().enumerate() {
         let path = join("tasks", &t.name);
-        if t.instances == 0 && !forked.contains(&(i as u16)) {
-            return Err(cannot(&join(&path, "instance"), "0 instances and no fork starts it: it never runs"));
+        if !runs[i] {
+            return Err(cannot(
+                &join(&path, "instance"),
+                "0 instances and no task that runs forks it: it never runs",
+            ));
         }
         if t.loops == -1 && def.duration_us == 0 {
             return Err(cannot(
@@ -648,7 +670,9 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
                         "its threads take part in a barrier but are forked without bound (by a task that loops forever, or in a cycle)",
                     ));
                 };
-                parties.entry(b).or_insert((0, path)).0 += threads;
+                // (Forks of forks can count past any machine: saturate, the bound below refuses.)
+                let e = parties.entry(b).or_insert((0, path));
+                e.0 = e.0.saturating_add(threads);
             }
         }
     }

@@ -204,8 +204,33 @@ fn every_refusal_names_its_path() {
         ),
         (
             &with_tasks(r#""t": {"instance": 0, "run": 1}"#),
-            "tasks.t.instance: cannot run: 0 instances and no fork",
+            "tasks.t.instance: cannot run: 0 instances and no task that runs forks it",
             14,
+        ),
+        // Forked only by itself, or in a cycle no running task enters: it never starts either.
+        (
+            &with_tasks(
+                r#""m": {"loop": 1, "run": 10}, "a": {"instance": 0, "loop": 1, "run": 10, "fork": "a"}"#,
+            ),
+            "tasks.a.instance: cannot run: 0 instances and no task that runs forks it",
+            14,
+        ),
+        (
+            &with_tasks(
+                r#""m": {"loop": 1, "run": 10}, "a": {"instance": 0, "loop": 1, "fork": "b"}, "b": {"instance": 0, "loop": 1, "fork": "a"}"#,
+            ),
+            "tasks.a.instance: cannot run: 0 instances and no task that runs forks it",
+            14,
+        ),
+        // Forks of forks, each a million times, name a barrier: more parties than any machine.
+        (
+            &with_tasks(
+                r#""a": {"loop": 1000000, "phases": {"p": {"loop": 1000000, "fork": "b"}}},
+                   "b": {"instance": 0, "loop": 1000000, "phases": {"p": {"loop": 1000000, "fork": "c"}}},
+                   "c": {"instance": 0, "loop": 1, "barrier0": "x", "barrier1": "x"}"#,
+            ),
+            "too large",
+            13,
         ),
         // This project's events: a pool named twice differently, a take without its size,
         // a barrier whose forked parties have no bound.
