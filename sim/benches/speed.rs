@@ -12,9 +12,9 @@ fn spin<const C: usize>(cpus: usize) -> Box<Machine<C>> {
     m.run_until(10_000_000);
     for cpu in 0..cpus {
         for i in 0..4 {
-            m.spawn(cpu, Behavior::Spinner, &format!("s{i}"), CpuMask::single(cpu));
+            m.spawn(cpu, Behavior::Spinner, &format!("s{i}"), CpuMask::single(cpu)).unwrap();
         }
-        m.start(cpu);
+        m.start(cpu).unwrap();
     }
     m
 }

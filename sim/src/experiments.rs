@@ -189,24 +189,28 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
         Workload::Sysbench { .. } => {
             let shape = w.sysbench(m.config()).expect("a sysbench workload");
             m.start_program(sysbench_program(shape)).expect("a sysbench run fits PROGRAM_THREADS");
-            m.start(0);
+            m.start(0).expect("a simulated CPU");
             m.run_until(start + PROGRAM_CAP_NS);
         }
         Workload::WakeAllOnOne { tasks, run_ns } => {
             for i in 0..tasks {
-                let t = m.spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::single(0));
+                let t = m
+                    .spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::single(0))
+                    .expect("a burst that fits CPU 0");
                 m.smp.set_affinity(m.now(), t, CpuMask::ALL).expect("live task");
             }
-            m.start(0);
+            m.start(0).expect("a simulated CPU");
             m.run_until(start + run_ns);
         }
         Workload::Latency { spinners, periodic, run_ns, sleep_ns, slice_ns, duration_ns } => {
             for i in 0..spinners {
-                m.spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::ALL);
+                m.spawn(0, Behavior::Spinner, &format!("spin{i}"), CpuMask::ALL)
+                    .expect("tasks the machine holds");
             }
             for i in 0..periodic {
                 let b = Behavior::Periodic { run_ns, sleep_ns, repeat: u32::MAX };
-                let t = m.spawn(0, b, &format!("periodic{i}"), CpuMask::ALL);
+                let t =
+                    m.spawn(0, b, &format!("periodic{i}"), CpuMask::ALL).expect("tasks the machine holds");
                 // The first half (rounded up) asks for the short slice, as a workload file
                 // lists a task's threads together (workloads/latency.json).
                 if i < periodic.div_ceil(2) {
@@ -215,12 +219,12 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
                     m.tag(t, 1);
                 }
             }
-            m.start(0);
+            m.start(0).expect("a simulated CPU");
             m.run_until(t0 + duration_ns);
         }
         Workload::Program { ref program, .. } => {
             m.start_program(*program).expect("a program the caller checked against PROGRAM_THREADS");
-            m.start(0);
+            m.start(0).expect("a simulated CPU");
             let d = program.duration_us().saturating_mul(1000);
             m.run_until(t0 + if d > 0 { d } else { PROGRAM_CAP_NS });
         }

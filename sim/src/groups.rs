@@ -87,7 +87,8 @@ fn spinners<const C: usize>(m: &mut Machine<C, GROUPS>, g: GroupId, count: usize
     let cpus = m.config().cpus;
     (0..count)
         .map(|i| {
-            let t = m.spawn(i % cpus, Behavior::Spinner, name, CpuMask::ALL);
+            let t =
+                m.spawn(i % cpus, Behavior::Spinner, name, CpuMask::ALL).expect("tasks the machine holds");
             m.move_task(t, g).expect("a live task and group");
             t
         })
@@ -107,7 +108,7 @@ fn measure_with<const C: usize>(
     at_start: impl FnOnce(&Machine<C, GROUPS>),
 ) -> Vec<u64> {
     for cpu in 0..m.config().cpus {
-        m.start(cpu);
+        m.start(cpu).expect("a simulated CPU");
     }
     m.run_until(WARMUP_NS);
     at_start(m);
@@ -253,13 +254,13 @@ fn churn<const C: usize>(cfg: &Config, window: u64) -> Vec<GroupRow> {
             } else {
                 Behavior::Periodic { run_ns: 3 * MS, sleep_ns: 2 * MS, repeat: u32::MAX }
             };
-            let t = m.spawn(i % cpus, b, "churn", CpuMask::ALL);
+            let t = m.spawn(i % cpus, b, "churn", CpuMask::ALL).expect("tasks the machine holds");
             m.move_task(t, leaves[i % 4]).expect("a live task and group");
             t
         })
         .collect();
     for cpu in 0..cpus {
-        m.start(cpu);
+        m.start(cpu).expect("a simulated CPU");
     }
     let mut spare = None;
     for step in 0..window / MS {

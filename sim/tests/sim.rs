@@ -55,21 +55,24 @@ fn periodic_tasks_and_pinning_on_bigger_machines() {
         let cfg = Config { cpus: 64, topology: TopologyKind::Clusters(8), ..Config::octo(3) };
         let mut m = Machine::<64>::new(cfg).unwrap();
         m.run_until(5_000_000);
-        let pinned = m.spawn(
-            0,
-            Behavior::Periodic { run_ns: 300_000, sleep_ns: 700_000, repeat: 50 },
-            "pinned",
-            CpuMask::single(5),
-        );
+        let pinned = m
+            .spawn(
+                0,
+                Behavior::Periodic { run_ns: 300_000, sleep_ns: 700_000, repeat: 50 },
+                "pinned",
+                CpuMask::single(5),
+            )
+            .unwrap();
         for i in 0..100 {
             m.spawn(
                 i % 64,
                 Behavior::Periodic { run_ns: 500_000, sleep_ns: 500_000, repeat: 40 },
                 "p",
                 CpuMask::ALL,
-            );
+            )
+            .unwrap();
         }
-        m.start(0);
+        m.start(0).unwrap();
         let mut left = true;
         while left && m.now() < 10_000_000_000 {
             let t = m.now() + 1_000_000;
@@ -172,8 +175,8 @@ fn hz_zero_ticks_at_the_cores_default() {
     let run = |hz: u32| {
         on_big_stack(move || {
             let mut m = Machine::<8>::new(Config { hz, nohz: false, ..Config::octo(1) }).unwrap();
-            m.spawn(0, Behavior::Spinner, "s", CpuMask::single(0));
-            m.start(0);
+            m.spawn(0, Behavior::Spinner, "s", CpuMask::single(0)).unwrap();
+            m.start(0).unwrap();
             m.run_until(100_000_000);
             serde_json::to_string(&m.report()).unwrap()
         })
@@ -181,4 +184,26 @@ fn hz_zero_ticks_at_the_cores_default() {
     let default = run(0);
     assert_eq!(default, run(250));
     assert_ne!(default, run(1000), "the rate is seen");
+}
+
+/// What the core refuses a task, `Machine::spawn` answers with the core's error and leaves
+/// the machine as it was: it runs on with the tasks it has.
+#[test]
+fn a_refused_spawn_is_an_error_and_changes_nothing() {
+    use sched_core::SchedError;
+    on_big_stack(|| {
+        let mut m = Machine::<8>::new(Config { nohz: false, ..Config::octo(1) }).unwrap();
+        let spin = || Behavior::Spinner;
+        assert_eq!(m.spawn(8, spin(), "s", CpuMask::ALL), Err(SchedError::CpuOutOfRange(8)));
+        assert!(m.spawn(0, spin(), "s", CpuMask::single(12)).is_err(), "no CPU 12 on 8");
+        assert!(m.spawn(0, spin(), "s", CpuMask::EMPTY).is_err());
+        let pinned: Vec<_> = (0..64).map(|_| m.spawn(0, spin(), "s", CpuMask::single(0)).unwrap()).collect();
+        assert!(m.spawn(0, spin(), "s", CpuMask::single(0)).is_err(), "CPU 0's runqueue is full");
+        assert_eq!(m.start(8), Err(SchedError::CpuOutOfRange(8)));
+        m.start(0).unwrap();
+        m.run_until(50_000_000);
+        m.smp.check_invariants().unwrap();
+        assert!(m.report().ticks > 0);
+        assert!(pinned.iter().all(|&t| m.smp.task_cpu(t) == Ok(0)));
+    });
 }

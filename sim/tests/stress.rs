@@ -74,7 +74,7 @@ fn run(s: Spec) {
             1 => CpuMask::range(cpu & !1, (cpu & !1) + 2),
             _ => CpuMask::ALL,
         };
-        let t = m.spawn(cpu, behavior, &format!("t{i}"), affinity);
+        let t = m.spawn(cpu, behavior, &format!("t{i}"), affinity).unwrap();
         m.set_nice(t, nice as i32);
         if s.eevdf {
             // Mixed EEVDF slices: the default, 0.1 ms, 1 ms and 10 ms.

@@ -21,7 +21,7 @@ mod workload;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
-use sched_core::{InitError, Smp, TaskId, Tunables};
+use sched_core::{InitError, SchedError, Smp, TaskId, Tunables};
 
 pub use config::{Config, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 use platform::CpuSim;
@@ -213,11 +213,15 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     }
 
     /// Makes `cpu` act on a pending reschedule request (after setting work up from
-    /// outside the event loop).
-    pub fn start(&mut self, cpu: usize) {
+    /// outside the event loop). A CPU out of range is [`SchedError::CpuOutOfRange`].
+    pub fn start(&mut self, cpu: usize) -> Result<(), SchedError> {
+        if cpu >= self.cpus.len() {
+            return Err(SchedError::CpuOutOfRange(cpu));
+        }
         if self.smp.need_resched(cpu) || self.cpus[cpu].running.is_none() {
             self.reschedule(cpu);
         }
+        Ok(())
     }
 
     /// Runs until no task is left or `until` (ns) is reached. Returns whether tasks remain.

@@ -205,7 +205,10 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         let Some(run) = self.program.as_ref() else { return };
         let Some(def) = run.world.task_of(th).and_then(|t| run.prog.task(t as usize)) else { return };
         let (name, cpus, nice) = (format!("{}-{th}", def.name()), def.cpus(), def.nice());
-        let id = self.spawn_inner(cpu, Behavior::Program { thread: th }, &name, mask(cpus));
+        // (`check_program` admitted the program on this machine: its threads have room.)
+        let id = self
+            .spawn_inner(cpu, Behavior::Program { thread: th }, &name, mask(cpus))
+            .expect("a program the machine was checked to hold");
         if nice != 0 {
             self.smp.set_nice(self.now, id, nice).expect("a nice value the program checked");
         }

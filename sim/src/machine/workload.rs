@@ -1,7 +1,7 @@
 //! What the simulated tasks do and the state each carries: behaviours, the sysbench-like
 //! event pool, the per-task record and the table of them by core task id.
 
-use sched_core::{CpuMask, TaskId, TaskParams};
+use sched_core::{CpuMask, SchedError, TaskId, TaskParams};
 
 /// What a task does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -125,11 +125,28 @@ impl TaskMap {
 
 impl<const C: usize, const G: usize> super::Machine<C, G> {
     /// Creates a task from `cpu` (its parent being the task running there) now. If `cpu`
-    /// itself must reschedule, it gets a reschedule IPI.
-    pub fn spawn(&mut self, cpu: usize, behavior: Behavior, name: &str, affinity: CpuMask) -> TaskId {
-        let id = self.spawn_inner(cpu, behavior, name, affinity);
+    /// itself must reschedule, it gets a reschedule IPI. What the core refuses (a CPU out of
+    /// range, an affinity naming no CPU of the machine, full runqueues or a full task table)
+    /// is its error, and the machine is left as it was.
+    ///
+    /// ```
+    /// use sched_core::{CpuMask, SchedError};
+    /// use sched_sim::machine::{Behavior, Config, Machine};
+    /// let mut m = Machine::<8>::new(Config::octo(1)).unwrap();
+    /// let t = m.spawn(0, Behavior::Spinner, "s", CpuMask::single(3)).unwrap();
+    /// assert_eq!(m.smp.task_cpu(t), Ok(3));
+    /// assert_eq!(m.spawn(8, Behavior::Spinner, "s", CpuMask::ALL), Err(SchedError::CpuOutOfRange(8)));
+    /// ```
+    pub fn spawn(
+        &mut self,
+        cpu: usize,
+        behavior: Behavior,
+        name: &str,
+        affinity: CpuMask,
+    ) -> Result<TaskId, SchedError> {
+        let id = self.spawn_inner(cpu, behavior, name, affinity)?;
         self.ipi_self_if_resched(cpu);
-        id
+        Ok(id)
     }
 
     /// Creates a task from inside the event loop (the caller reschedules `cpu` if asked).
@@ -139,12 +156,10 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
         behavior: Behavior,
         name: &str,
         affinity: CpuMask,
-    ) -> TaskId {
-        self.now = self.now.max(1);
-        let id = self
-            .smp
-            .create(cpu, self.now, TaskParams { affinity, ..TaskParams::default() })
-            .expect("the simulated machine has room for its tasks");
+    ) -> Result<TaskId, SchedError> {
+        let now = self.now.max(1);
+        let id = self.smp.create(cpu, now, TaskParams { affinity, ..TaskParams::default() })?;
+        self.now = now;
         let is_worker = match behavior {
             Behavior::Spinner => true,
             Behavior::Program { thread } => self.program.as_ref().is_some_and(|run| run.takes(thread)),
@@ -175,7 +190,7 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
             t.waking(self.now, target, id, name);
         }
         self.after_core_call(cpu);
-        id
+        Ok(id)
     }
 
     pub(super) fn first_work(&mut self, b: &Behavior) -> u64 {
