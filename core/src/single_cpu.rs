@@ -70,17 +70,23 @@ impl<const N: usize, T: TaskPayload> Deref for TasksRef<'_, N, T> {
 impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     /// A scheduler for one CPU of original capacity `capacity_orig` (1024 for a big CPU;
     /// taken within 1..=1024, the capacity scale). Refuses tunables out of range
-    /// ([`Tunables::check`]). The same as [`SingleCpu::empty`] then [`SingleCpu::init`].
+    /// ([`InitError::InvalidTunable`], naming the field). The same as [`SingleCpu::empty`]
+    /// then [`SingleCpu::init`], with its error.
+    ///
+    /// ```
+    /// use sched_core::{Features, InitError, NoPlatform, SingleCpu, Tunables};
+    /// let bad = Tunables { latency_ns: 0, ..Tunables::for_cpus(1) };
+    /// let s = SingleCpu::<NoPlatform, 8, 8>::new(NoPlatform, 1024, bad, Features::default());
+    /// assert_eq!(s.err(), Some(InitError::InvalidTunable("latency_ns")));
+    /// ```
     pub fn new(
         platform: P,
         capacity_orig: u64,
         tunables: Tunables,
         features: Features,
-    ) -> Result<Self, SchedError> {
-        tunables.check()?;
+    ) -> Result<Self, InitError> {
         let s = Self::empty(platform);
-        // With the tunables checked, a fresh machine (no tasks, default HZ) cannot refuse.
-        let _ = s.init(capacity_orig, tunables, features);
+        s.init(capacity_orig, tunables, features)?;
         Ok(s)
     }
 
