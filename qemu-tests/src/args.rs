@@ -59,7 +59,7 @@ impl TestArgs {
                 "arguments after -- go to the host tests, which --linux, --repeat and --long skip".into()
             );
         }
-        if self.long && self.arch.is_some_and(|a| !matches!(a, Arch::Aarch64 | Arch::Riscv64)) {
+        if self.long && self.arch.is_some_and(|a| !a.virt()) {
             return Err("--long: the long scenarios run on aarch64 and riscv64 only".into());
         }
         if self.repeat.is_none() && !self.long {

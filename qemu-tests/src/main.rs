@@ -123,7 +123,7 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
     if n == 0 || n > arch.max_cpus() || (arch.max_cpus() == arch.cpus() && n != arch.cpus()) {
         return usage_error(&format!("--smp {n}: {} takes 1..={} CPUs", arch.name(), arch.max_cpus()));
     }
-    let virt = matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64);
+    let virt = arch.virt();
     if numa > 1 && (!virt || n % numa != 0) {
         return usage_error(&format!("--numa {numa}: a virt board whose CPUs it divides"));
     }

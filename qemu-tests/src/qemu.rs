@@ -62,6 +62,12 @@ impl Arch {
         }
     }
 
+    /// Whether it is a `virt` board (aarch64 or riscv64): NUMA nodes, clusters, big.LITTLE,
+    /// task groups and the long scenarios are theirs, not a microcontroller's.
+    pub fn virt(self) -> bool {
+        matches!(self, Arch::Aarch64 | Arch::Riscv64)
+    }
+
     /// How many CPUs the machine has.
     pub fn cpus(self) -> usize {
         match self {
@@ -327,7 +333,7 @@ impl Machine {
 pub fn machine_command(m: &Machine, mode: Mode) -> Command {
     let mut cmd = Command::new(&m.qemu);
     cmd.args(m.arch.machine_args());
-    if matches!(m.arch, Arch::Aarch64 | Arch::Riscv64) {
+    if m.arch.virt() {
         cmd.arg("-smp").arg(m.smp());
         if m.numa > 1 {
             let (per, mem) = (m.cpus / m.numa, 256 / m.numa);
