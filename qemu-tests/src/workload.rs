@@ -11,7 +11,7 @@ use sched_workload::ProgramDef;
 use crate::qemu::{self, Arch, Boot};
 
 /// The kernel's limits, read from its source (the 64-bit ports' come first).
-pub(crate) const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
+const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
 
 /// A workload file ready to boot: its program and the file QEMU loads.
 pub struct Loaded {
@@ -32,6 +32,12 @@ pub fn load(path: &Path, arch: Arch) -> Result<Loaded, (u8, String)> {
     load_def(def, &path.display().to_string(), arch)
 }
 
+/// The threads a scenario of the kernel (of the virt boards) may start: its thread pool less
+/// its main thread.
+pub(crate) fn kernel_thread_room() -> u64 {
+    crate::source::const_u64(KERNEL_ARCH, "MAX_THREADS", 0).saturating_sub(1)
+}
+
 /// A lowered program `def` (named `name` in refusals) ready to boot on `arch`, or why not.
 pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, String)> {
     if arch.program_window().is_none() {
@@ -40,8 +46,7 @@ pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, 
     let bytes = def.to_bytes();
     let prog = sched_workload::Program::parse(&bytes).map_err(|e| (2, format!("{name}: {e}")))?;
     let threads = prog.thread_bound();
-    // The kernel's thread pool less its main thread.
-    let room = crate::source::const_u64(KERNEL_ARCH, "MAX_THREADS", 0).saturating_sub(1);
+    let room = kernel_thread_room();
     if threads > room {
         return Err((
             13,

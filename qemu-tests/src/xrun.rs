@@ -197,7 +197,7 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     let topology = TopologyKind::parse(&a.topology)
         .ok_or_else(|| format!("--topology {}: not one of {}", a.topology, TopologyKind::GRAMMAR))?;
     topology.check(vcpus as usize).map_err(|why| format!("--topology {}: {why}", a.topology))?;
-    let virt = matches!(arch, qemu::Arch::Aarch64 | qemu::Arch::Riscv64);
+    let virt = arch.virt();
     if !virt && a.groups {
         return Err(format!(
             "--groups --arch {}: a microcontroller's kernel has no task groups",
@@ -221,9 +221,8 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
     if a.groups && a.workload.is_some() {
         return Err("--groups runs its own groups: it takes no --workload".into());
     }
-    // The kernel's groups run three spinners per CPU at once in its pool of threads (one of
-    // them the main thread's).
-    let pool = crate::source::const_u64(crate::workload::KERNEL_ARCH, "MAX_THREADS", 0).saturating_sub(1);
+    // The kernel's groups run three spinners per CPU at once.
+    let pool = crate::workload::kernel_thread_room();
     if a.groups && 3 * u64::from(vcpus) > pool {
         return Err(format!(
             "--groups --vcpus {vcpus}: the kernel's groups run 3 spinners per CPU in {pool} threads, at most {} vCPUs",
@@ -317,10 +316,7 @@ pub(crate) fn figures(b: &Boot) -> Option<Figures> {
 fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: bool, file: bool) -> String {
     let extra = if a.features.is_empty() { String::new() } else { format!("{},", a.features) };
     let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
-    let capacity = match topology.capacities(a.cpus() as usize) {
-        Some(caps) => format!(" capacity={}", capacity_list(&caps)),
-        None => String::new(),
-    };
+    let capacity = capacity_word(topology, a.cpus() as usize);
     let model = [("create_us", a.create_us), ("setup_us", a.setup_us)]
         .iter()
         .filter_map(|(k, v)| v.map(|us| format!(" {k}={us}")))
@@ -353,6 +349,12 @@ fn kernel_sysbench(s: Sysbench, vcpus: u32, mode: Mode) -> Sysbench {
         Mode::Deterministic => Sysbench { event_us: (s.event_us / s.threads.min(vcpus).max(1)).max(1), ..s },
         Mode::Parallel => s,
     }
+}
+
+/// The boot word ` capacity=…` of a topology whose CPUs differ in capacity on `cpus` CPUs
+/// (QEMU has no way to give them), or nothing.
+fn capacity_word(topology: TopologyKind, cpus: usize) -> String {
+    topology.capacities(cpus).map_or(String::new(), |c| format!(" capacity={}", capacity_list(&c)))
 }
 
 /// Capacities as the kernel's `capacity=` takes them, runs of one value as `value*count`.
@@ -389,8 +391,6 @@ pub fn main(args: &[String]) -> ExitCode {
         }
     }
     if let Some(file) = a.workload.clone() {
-        let capacity =
-            topology.capacities(a.cpus() as usize).map(|c| format!(" capacity={}", capacity_list(&c)));
         let setup = crate::xrun_workload::Setup {
             arch,
             mode,
@@ -401,7 +401,7 @@ pub fn main(args: &[String]) -> ExitCode {
                 "hz={} nohz={}{}",
                 a.hz,
                 if a.ticking { "off" } else { "on" },
-                capacity.unwrap_or_default()
+                capacity_word(topology, a.cpus() as usize)
             ),
             sim: sim_config(&a, features, topology),
             out: a.out(),
@@ -434,10 +434,7 @@ pub fn main(args: &[String]) -> ExitCode {
             "hz={}{}{}",
             a.hz,
             if a.features.is_empty() { String::new() } else { format!(" features={}", a.features) },
-            topology
-                .capacities(a.cpus() as usize)
-                .map(|c| format!(" capacity={}", capacity_list(&c)))
-                .unwrap_or_default()
+            capacity_word(topology, a.cpus() as usize)
         );
         return match crate::xrun_groups::main(&machine, mode, a.ticking, a.linux, seconds, &words, &cfg) {
             Ok(()) => ExitCode::SUCCESS,
@@ -591,7 +588,6 @@ pub fn main(args: &[String]) -> ExitCode {
             )
         );
     }
-    let _ = std::fs::create_dir_all(a.out());
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = sysbench_cmd(&a, topology, 1, true, true, file);
     let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
