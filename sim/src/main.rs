@@ -267,10 +267,6 @@ enum Cmd {
     },
 }
 
-fn features(list: &str) -> Features {
-    features_on(Features::default(), list)
-}
-
 /// `list` applied on top of `base` (a side of an A/B on top of `--features`), or one line
 /// and the usage exit for an unknown name.
 fn features_on(base: Features, list: &str) -> Features {
@@ -303,7 +299,7 @@ fn config(m: &MachineArgs) -> Config {
         cpus: m.cpus,
         topology,
         hz: m.hz,
-        features: features(&m.features),
+        features: features_on(Features::default(), &m.features),
         nohz: matches!(m.mode, Mode::Tickless),
         seed: m.seed,
         create_ns: m.create_us.saturating_mul(1000),

@@ -115,7 +115,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         smp.set_tunables(t).expect("the default tunables are in range");
         let mut rng = Rng::new(cfg.seed);
         // The core's rate (0 in the configuration is its default), so that both tick alike.
-        let tick_ns = 1_000_000_000 / u64::from(smp.hz().max(1));
+        let tick_ns = 1_000_000_000 / u64::from(smp.hz());
         let n = smp.nr_cpus();
         let mut cpus = vec![CpuSim::default(); n];
         for c in cpus.iter_mut() {

@@ -16,7 +16,12 @@ pub const PROGRAM_THREADS: usize = 2048;
 /// The threads a run of a program may have on a machine of `cpus` CPUs: at most
 /// [`PROGRAM_THREADS`], and as many as the CPUs' runqueues hold ([`super::SIM_Q`] each).
 pub fn program_room(cpus: usize) -> usize {
-    PROGRAM_THREADS.min(cpus.max(1) * super::SIM_Q)
+    room(cpus, super::SIM_Q)
+}
+
+/// The threads a run may have on `cpus` CPUs whose runqueues hold `slots` tasks each.
+fn room(cpus: usize, slots: usize) -> usize {
+    PROGRAM_THREADS.min(cpus.max(1) * slots)
 }
 
 /// Why a program cannot run on a machine.
@@ -56,7 +61,7 @@ impl std::fmt::Display for ProgramRefusal {
 ///   masks lies inside it) are at most `slots` per CPU of it, so that a runqueue slot is left
 ///   for each however the phases move them.
 pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<(), ProgramRefusal> {
-    let room = PROGRAM_THREADS.min(cpus.max(1) * slots);
+    let room = room(cpus, slots);
     let threads = prog.thread_bound();
     if threads > room as u64 {
         return Err(ProgramRefusal::TooLarge(format!(
