@@ -50,8 +50,10 @@ pub enum SchedError {
     /// A switch was picked on this CPU and not finished yet (see
     /// [`crate::port::Scheduler::pick`]): finish it first.
     SwitchPending(usize),
-    /// A call before [`crate::port::Scheduler::init`] described the machine: there is no CPU
-    /// and no task yet.
+    /// A call before `init` described the machine ([`crate::port::Scheduler::init`],
+    /// [`crate::Smp::init`], [`crate::SingleCpu::init`]): there is no CPU and no task yet.
+    /// Every call that names a CPU, an affinity or a task answers it then, whatever else is
+    /// wrong with its input.
     NotInitialised,
     /// A task group operation was refused (the calls of the `groups` feature; the variant
     /// is there in every build, so a match over `SchedError` does not change with features).

@@ -153,9 +153,11 @@ pub use portable_atomic;
 /// groups) is given.
 pub use spin;
 
-// What the porter's surface hands out from the machinery: the balancer's reports (in
-// `EventKind::Balance`) and what `check_invariants` answers.
-pub use balance::{BalanceRecord, IdleType, Outcome, Round};
+// What the porter's surface hands out from the machinery, or takes: the balancer's reports
+// (in `EventKind::Balance`), what `check_invariants` answers and the hints of a wakeup
+// (`wake_with`).
+pub use balance::{BalanceRecord, GroupType, IdleType, MigrationType, Outcome, Round};
+pub use fair::WakeFlags;
 pub use runqueue::InvariantViolation;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
@@ -171,7 +173,7 @@ pub use weights::{LoadWeight, Nice};
 #[cfg(feature = "internals")]
 pub use entities::{Entities, EntityCell, Pool};
 #[cfg(feature = "internals")]
-pub use fair::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
+pub use fair::{DequeueFlags, EnqueueFlags, Fair};
 #[cfg(feature = "internals")]
 pub use runqueue::{RunQueue, SlotId};
 #[cfg(feature = "internals")]

@@ -27,8 +27,8 @@ pub mod queue;
 pub mod stats;
 
 pub use idle::IdleType;
-use imbalance::MigrationType;
-use stats::GroupType;
+pub use imbalance::MigrationType;
+pub use stats::GroupType;
 
 use crate::topology::Level;
 
@@ -107,6 +107,23 @@ impl Outcome {
 
 /// One round of a load-balance attempt, as an event. A pass emits one record per round;
 /// the last one's [`Outcome`] is the pass's (see [`Outcome::ends_pass`]).
+///
+/// A port's event handler that counts the rounds the seed's rule decides (utilisation
+/// pulled from an overloaded group):
+///
+/// ```
+/// use sched_core::{BalanceRecord, Event, EventKind, GroupType, MigrationType};
+/// fn seed_case(ev: &Event) -> bool {
+///     matches!(
+///         ev.kind,
+///         EventKind::Balance(BalanceRecord {
+///             migration: Some(MigrationType::Util),
+///             busiest: Some(GroupType::Overloaded),
+///             ..
+///         })
+///     )
+/// }
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct BalanceRecord {

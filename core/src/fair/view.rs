@@ -34,12 +34,15 @@ bitflags! {
         const MOVE = 1 << 2;
     }
 
-    /// Hints about a wakeup.
+    /// Hints about a wakeup (Linux's `WF_*`), for `wake_with` of [`crate::port::Scheduler`],
+    /// [`crate::Smp`] and [`crate::SingleCpu`]; `wake` passes none.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     pub struct WakeFlags: u8 {
-        /// The waker is about to sleep.
+        /// The waker is about to sleep: the placement may choose the waker's CPU, counting
+        /// its load without the waker.
         const SYNC = 1 << 0;
-        /// The wakee is a newly created task.
+        /// The wakee is a newly created task (what `create` passes); on a wakeup it only
+        /// keeps the wakee from being made the next buddy.
         const FORK = 1 << 1;
     }
 }

@@ -61,6 +61,7 @@ use spin::{RelaxStrategy, Spin};
 
 use crate::cpumask::CpuMask;
 use crate::error::{InitError, SchedError};
+use crate::fair::WakeFlags;
 use crate::features::Features;
 use crate::platform::Platform;
 use crate::runqueue::InvariantViolation;
@@ -345,9 +346,31 @@ impl<
 
     /// Wakes a blocked task from `cpu`. Returns the CPU it was placed on.
     pub fn wake(&self, cpu: usize, now: u64, id: TaskId) -> Result<usize, SchedError> {
+        self.wake_with(cpu, now, id, WakeFlags::empty())
+    }
+
+    /// [`Scheduler::wake`] with hints: [`WakeFlags::SYNC`] when the waker is about to sleep
+    /// (Linux's `wake_up_sync`, as a pipe's writer that then waits), so that the placement
+    /// may put the wakee on the waker's CPU, counting that CPU's load without the waker's.
+    ///
+    /// ```
+    /// use sched_core::port::Scheduler;
+    /// use sched_core::{Features, NoPlatform, TaskParams, WakeFlags};
+    /// static SCHED: Scheduler<NoPlatform, 2, 8, 8> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// SCHED.init_with(|t| t.init_clusters(1, 2)).unwrap();
+    /// (0..2).for_each(|cpu| SCHED.cpu_up(cpu, 1).unwrap());
+    /// let t = SCHED.create(0, 1_000, TaskParams::default(), ()).unwrap();
+    /// let cpu = SCHED.task_cpu(t).unwrap();
+    /// SCHED.reschedule(cpu, 1_000, |_| {}).unwrap();
+    /// SCHED.block(cpu, 2_000, t).unwrap();
+    /// SCHED.reschedule(cpu, 2_000, |_| {}).unwrap();
+    /// let on = SCHED.wake_with(0, 3_000, t, WakeFlags::SYNC).unwrap();
+    /// assert_eq!(SCHED.task_cpu(t), Ok(on));
+    /// ```
+    pub fn wake_with(&self, cpu: usize, now: u64, id: TaskId, flags: WakeFlags) -> Result<usize, SchedError> {
         let _inside = self.enter_up(cpu, Some(now))?;
         self.all_up()?;
-        self.smp.wake(cpu, now, id)
+        self.smp.wake_with(cpu, now, id, flags)
     }
 
     /// A task exits (called from `cpu`). `true`: it is gone now (it was not running), and its
@@ -512,10 +535,7 @@ impl<
 
     /// [`SchedError::NotInitialised`] before the first `init`.
     fn initialised(&self) -> Result<(), SchedError> {
-        if self.smp.nr_cpus() == 0 {
-            return Err(SchedError::NotInitialised);
-        }
-        Ok(())
+        self.smp.initialised()
     }
 
     /// The facade's state of `cpu`, a CPU of the machine `init` described.

@@ -109,6 +109,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// The group task `id` is in.
     pub fn task_group(&self, id: TaskId) -> Result<GroupId, SchedError> {
+        self.initialised()?;
         self.table().get(id)?;
         // (A relaxed read of one field: the group changes only under the task's lock.)
         let slot = self.pool().cell(id).map_or(0, EntityCell::group);
@@ -119,6 +120,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// runqueue for `to`'s on the CPU it is on, with its PELT signals; a queued task is
     /// queued there, a running one keeps running there.
     pub fn move_task(&self, now: u64, id: TaskId, to: GroupId) -> Result<(), SchedError> {
+        self.initialised()?;
         self.table().get(id)?;
         self.count_in(to)?;
         match self.move_task_locked(now, id, to.slot() as u16) {

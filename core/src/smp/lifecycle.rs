@@ -151,6 +151,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// [`Smp::exit`], telling whether the task is gone at once (`true`) or leaves with the
     /// switch that finishes it on its CPU (`false`: [`Smp::finish_switch`] reports it).
     pub(crate) fn exit_now(&self, now: u64, id: TaskId) -> Result<bool, SchedError> {
+        self.initialised()?;
         loop {
             let entry = *self.table().get(id)?;
             match (entry.state, entry.location) {
@@ -290,6 +291,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// Changes a task's nice value, wherever it is.
     pub fn set_nice(&self, now: u64, id: TaskId, nice: i32) -> Result<(), SchedError> {
+        self.initialised()?;
         let nice = Nice::new(nice)?;
         loop {
             let entry = *self.table().get(id)?;
@@ -337,6 +339,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// ```
     #[cfg(feature = "eevdf")]
     pub fn set_slice(&self, now: u64, id: TaskId, ns: u64) -> Result<(), SchedError> {
+        self.initialised()?;
         if ns != 0 && crate::eevdf::checked_slice_ns(ns).is_none() {
             return Err(SchedError::InvalidSlice(ns));
         }

@@ -555,11 +555,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// A task's state.
     pub fn state(&self, id: TaskId) -> Result<TaskState, SchedError> {
+        self.initialised()?;
         Ok(self.table().get(id)?.state)
     }
 
     /// Where a task is: its CPU (the last one, for a sleeping task).
     pub fn task_cpu(&self, id: TaskId) -> Result<usize, SchedError> {
+        self.initialised()?;
         match self.table().get(id)?.location {
             Location::OnCpu { cpu, .. } | Location::Parked { cpu, .. } => Ok(cpu as usize),
             Location::InTransit { from } => Ok(from as usize),
@@ -611,20 +613,32 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         self.table().len()
     }
 
+    /// [`SchedError::NotInitialised`] before the first [`Smp::init`]: every call that names
+    /// a CPU, an affinity or a task answers it then, before checking anything else.
+    pub(crate) fn initialised(&self) -> Result<(), SchedError> {
+        if self.nr_cpus() == 0 {
+            return Err(SchedError::NotInitialised);
+        }
+        Ok(())
+    }
+
     fn check_cpu(&self, cpu: usize) -> Result<(), SchedError> {
         if cpu < self.nr_cpus() {
             Ok(())
         } else {
+            self.initialised()?;
             Err(SchedError::CpuOutOfRange(cpu))
         }
     }
 
     fn check_affinity(&self, mask: &CpuMask) -> Result<(), SchedError> {
-        if mask.is_empty() {
-            return Err(SchedError::EmptyAffinity);
-        }
-        if !mask.intersects(&self.online()) {
-            return Err(SchedError::AffinityNotOnline);
+        if mask.is_empty() || !mask.intersects(&self.online()) {
+            self.initialised()?;
+            return Err(if mask.is_empty() {
+                SchedError::EmptyAffinity
+            } else {
+                SchedError::AffinityNotOnline
+            });
         }
         Ok(())
     }

@@ -32,27 +32,30 @@ use crate::weights::saturate_u32;
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
     Smp<P, CPUS, TASKS, Q, R, G>
 {
-    /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`, and says
-    /// whether a wakeup went the affine fast path (then the waker's `recent_used_cpu`
-    /// becomes `this`). Always a CPU `e`'s affinity allows. For experiments: where a task
-    /// would go, without moving it. CPUs out of range (`this`, the previous CPU of a wakeup,
-    /// `e.cpu` for exec) and an affinity with no online CPU are refused.
-    pub fn select_task_rq(
-        &self,
-        this: usize,
-        e: &mut Entity,
-        why: SelectFor,
-        wf: WakeFlags,
-        waker: Waker,
-    ) -> Result<(usize, bool), SchedError> {
-        self.check_cpu(this)?;
-        match why {
-            SelectFor::Fork => {}
-            SelectFor::Exec => self.check_cpu(e.cpu as usize)?,
-            SelectFor::Wake(p) => self.check_cpu(p as usize)?,
+    internal! {
+        /// Chooses the CPU for `e`, being created, exec'ing or woken by CPU `this`, and says
+        /// whether a wakeup went the affine fast path (then the waker's `recent_used_cpu`
+        /// becomes `this`). Always a CPU `e`'s affinity allows. For experiments (the `internals`
+        /// feature, whose `placement` module names its inputs): where a task would go, without
+        /// moving it. CPUs out of range (`this`, the previous CPU of a wakeup, `e.cpu` for exec)
+        /// and an affinity with no online CPU are refused.
+        pub fn select_task_rq(
+            &self,
+            this: usize,
+            e: &mut Entity,
+            why: SelectFor,
+            wf: WakeFlags,
+            waker: Waker,
+        ) -> Result<(usize, bool), SchedError> {
+            self.check_cpu(this)?;
+            match why {
+                SelectFor::Fork => {}
+                SelectFor::Exec => self.check_cpu(e.cpu as usize)?,
+                SelectFor::Wake(p) => self.check_cpu(p as usize)?,
+            }
+            self.check_affinity(&e.affinity)?;
+            Ok(self.select_cpu(this, e, why, wf, waker))
         }
-        self.check_affinity(&e.affinity)?;
-        Ok(self.select_cpu(this, e, why, wf, waker))
     }
 
     /// [`Smp::select_task_rq`] for callers that validated their input.

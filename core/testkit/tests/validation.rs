@@ -240,3 +240,52 @@ fn a_machine_set_up_again_has_no_tickless_cpu() {
     assert!(!m.nohz().is_tickless(0) && m.nohz().is_tickless(1));
     m.check_invariants().unwrap();
 }
+
+/// Before `init` there is no CPU and no task: every call that names a CPU, an affinity or a
+/// task answers `NotInitialised` — as the porter's `Scheduler` does — and not a complaint
+/// about its input (a CPU "out of range" of no CPUs, an id "unknown" among no tasks), and
+/// changes nothing. `SingleCpu` before its `init` answers the same.
+#[test]
+fn every_call_before_init_answers_not_initialised() {
+    use sched_core::{CpuMask, NoPlatform, SingleCpu, WakeFlags};
+    // An id from a machine that has one, to name a task on a machine that has none.
+    let other: Box<M> = machine(Features::default(), |t| t.init_flat(4));
+    let t = other.create(0, 1_000, TaskParams::default()).unwrap();
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(4), Features::default(), 250));
+    let no = Err(SchedError::NotInitialised);
+    for cpu in [0, 4] {
+        assert_eq!(m.create(cpu, 1_000, TaskParams::default()), no.map(|()| t));
+        // Even with a nice value out of range: the machine's state is the first answer.
+        assert_eq!(m.create(cpu, 1_000, TaskParams { nice: 99, ..TaskParams::default() }), no.map(|()| t));
+        assert_eq!(m.block(cpu, 1_000, t), no);
+        assert_eq!(m.wake(cpu, 1_000, t), no.map(|()| 0));
+        assert_eq!(m.wake_with(cpu, 1_000, t, WakeFlags::SYNC), no.map(|()| 0));
+        assert_eq!(m.tick(cpu, 1_000), no.map(|()| false));
+        assert_eq!(m.schedule(cpu, 1_000), no.map(|()| None));
+        assert_eq!(m.finish_switch(cpu, 1_000), no.map(|()| None));
+        assert_eq!(m.yield_now(cpu, 1_000), no);
+        assert_eq!(m.nohz_enter_idle(cpu), no);
+    }
+    assert_eq!(m.exit(1_000, t), no);
+    assert_eq!(m.set_nice(1_000, t, 3), no);
+    assert_eq!(m.set_nice(1_000, t, 99), no);
+    assert_eq!(m.set_slice(1_000, t, 3_000_000), no);
+    assert_eq!(m.set_affinity(1_000, t, CpuMask::single(0)), no);
+    assert_eq!(m.set_affinity(1_000, t, CpuMask::default()), no);
+    assert_eq!(m.state(t), no.map(|()| sched_core::TaskState::Runnable));
+    assert_eq!(m.task_cpu(t), no.map(|()| 0));
+    assert_eq!((m.nr_cpus(), m.nr_tasks(), m.platform().events().len()), (0, 0, 0), "nothing changed");
+    // Once set up, the same calls check their input.
+    m.init_with(|t| t.init_flat(4)).unwrap();
+    assert_eq!(m.tick(4, 1_000), Err(SchedError::CpuOutOfRange(4)));
+    assert_eq!(m.state(t), Err(SchedError::UnknownTask(t)));
+
+    let s: Box<SingleCpu<NoPlatform, 8, 8>> = Box::new(SingleCpu::empty(NoPlatform));
+    assert_eq!(s.create(1_000, TaskParams::default()), no.map(|()| t));
+    assert_eq!(s.wake(1_000, t), no.map(|()| false));
+    assert_eq!(s.block(1_000, t), no);
+    assert_eq!(s.exit(1_000, t), no);
+    assert_eq!(s.set_nice(1_000, t, 3), no);
+    assert_eq!(s.set_affinity(t, CpuMask::single(0)), no);
+    assert_eq!(s.state(t), no.map(|()| sched_core::TaskState::Runnable));
+}
