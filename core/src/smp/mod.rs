@@ -626,21 +626,26 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if cpu < self.nr_cpus() {
             Ok(())
         } else {
-            self.initialised()?;
-            Err(SchedError::CpuOutOfRange(cpu))
+            Err(self.refused(SchedError::CpuOutOfRange(cpu)))
         }
     }
 
     fn check_affinity(&self, mask: &CpuMask) -> Result<(), SchedError> {
-        if mask.is_empty() || !mask.intersects(&self.online()) {
-            self.initialised()?;
-            return Err(if mask.is_empty() {
-                SchedError::EmptyAffinity
-            } else {
-                SchedError::AffinityNotOnline
-            });
+        if mask.is_empty() {
+            return Err(self.refused(SchedError::EmptyAffinity));
+        }
+        if !mask.intersects(&self.online()) {
+            return Err(self.refused(SchedError::AffinityNotOnline));
         }
         Ok(())
+    }
+
+    /// What a call whose input is refused with `e` answers: [`SchedError::NotInitialised`]
+    /// before `init`. (Out of line: the checks it ends are inlined into every call.)
+    #[cold]
+    #[inline(never)]
+    fn refused(&self, e: SchedError) -> SchedError {
+        self.initialised().err().unwrap_or(e)
     }
 
     pub(crate) fn emit(&self, now: u64, cpu: usize, kind: EventKind) {
