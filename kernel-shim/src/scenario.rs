@@ -35,7 +35,8 @@
 //! Every scenario that finishes also runs the core's `check_invariants` before exiting.
 //! Common keys: `hz=` (100, 250, 300, 1000), `nohz=on|off` (idle CPUs stop their tick;
 //! default off), `features=` (comma-separated core feature
-//! switches, `NO_` to turn one off). Anything unknown or malformed: one error line, exit 3.
+//! switches, `NO_` to turn one off). Anything unknown or malformed, or a key the chosen
+//! scenario does not read (`keys.rs`): one error line, exit 3.
 
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
@@ -52,6 +53,7 @@ mod corecalls;
 #[cfg(not(target_arch = "arm"))]
 mod groups;
 mod hang;
+mod keys;
 #[cfg(not(target_arch = "arm"))]
 mod latency;
 mod pingpong;
@@ -64,6 +66,7 @@ use boot::boot;
 use churn::{churn_child, churn_main};
 use corecalls::{corecalls, corecalls_main};
 use hang::{hang, hang_main};
+use keys::Keys;
 #[cfg(not(target_arch = "arm"))]
 use latency::{latency_main, lt_spinner, periodic};
 use pingpong::{ping, pingpong_main, pong};
@@ -418,6 +421,8 @@ pub enum ArgError {
     NoProgram,
     /// `scenario=groups` on a kernel built without task groups (a microcontroller's).
     NoGroups,
+    /// A key the chosen scenario does not read (another scenario's; see `keys.rs`).
+    NotRead,
 }
 
 impl core::fmt::Display for ArgError {
@@ -444,6 +449,9 @@ impl core::fmt::Display for ArgError {
             ArgError::NoEevdf => write!(f, "this kernel has no EEVDF (a microcontroller's is built without it)"),
             ArgError::NoProgram => write!(f, "this machine takes no workload program (a microcontroller's RAM holds the kernel alone)"),
             ArgError::NoGroups => write!(f, "this kernel has no task groups (a microcontroller's is built without them)"),
+            ArgError::NotRead => {
+                write!(f, "the chosen scenario does not read this key (the kernel's README lists each one's keys)")
+            }
             ArgError::Capacity => write!(
                 f,
                 "capacity must list each CPU's capacity in 1..=1024, comma-separated, a value*count repeating it (at most {} CPUs)",
@@ -470,38 +478,88 @@ impl Config {
         let (mut nice, mut ops) = (5, 10_000);
         let mut lat = Latency::DEFAULT;
         let mut duration_set = false;
+        let reads = Keys::read_by(Keys::scenario_of(bootargs));
+        let own = |key: Keys| if reads.contains(key) { Ok(()) } else { Err(ArgError::NotRead) };
         for word in bootargs.split_ascii_whitespace() {
             *bad = word;
             let (k, v) = word.split_once('=').ok_or(ArgError::NotKeyValue)?;
             match k {
                 "scenario" => scenario = v,
-                "threads" => threads = number(k, v, 1, MAX_SPINNERS)?,
+                "threads" => {
+                    own(Keys::THREADS)?;
+                    threads = number(k, v, 1, MAX_SPINNERS)?;
+                }
                 "events" => {
+                    own(Keys::EVENTS)?;
                     events = number(k, v, 1, MAX_EVENTS)?;
                     events_set = true;
                 }
-                "maxprime" => maxprime = number(k, v, 3, 10_000_000)?,
-                "seed" => SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed),
-                "create_us" => SB_CREATE_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed),
-                "setup_us" => SB_SETUP_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed),
+                "maxprime" => {
+                    own(Keys::MAXPRIME)?;
+                    maxprime = number(k, v, 3, 10_000_000)?;
+                }
+                "seed" => {
+                    own(Keys::SEED)?;
+                    SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed);
+                }
+                "create_us" => {
+                    own(Keys::CREATE_US)?;
+                    SB_CREATE_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed);
+                }
+                "setup_us" => {
+                    own(Keys::SETUP_US)?;
+                    SB_SETUP_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed);
+                }
                 "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
                 "capacity" => capacity = crate::topology::Capacities::parse(v).ok_or(ArgError::Capacity)?,
-                "cpu" => cpu = number(k, v, 0, MAX_CPUS as u32 - 1)?,
-                "pairs" => pairs = number(k, v, 1, MAX_PAIRS)?,
-                "rounds" => rounds = number(k, v, 1, 1_000_000)?,
-                "nice" => nice = number(k, v, 1, 19)?,
-                "ops" => ops = number(k, v, 1, 1_000_000)?,
+                "cpu" => {
+                    own(Keys::CPU)?;
+                    cpu = number(k, v, 0, MAX_CPUS as u32 - 1)?;
+                }
+                "pairs" => {
+                    own(Keys::PAIRS)?;
+                    pairs = number(k, v, 1, MAX_PAIRS)?;
+                }
+                "rounds" => {
+                    own(Keys::ROUNDS)?;
+                    rounds = number(k, v, 1, 1_000_000)?;
+                }
+                "nice" => {
+                    own(Keys::NICE)?;
+                    nice = number(k, v, 1, 19)?;
+                }
+                "ops" => {
+                    own(Keys::OPS)?;
+                    ops = number(k, v, 1, 1_000_000)?;
+                }
                 "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
-                "spinners" => lat.spinners = number(k, v, 0, MAX_SPINNERS)?,
-                "periodic" => lat.periodic = number(k, v, 2, MAX_SPINNERS)?,
-                "run_us" => lat.run_us = number(k, v, 1, 100_000)?,
-                "sleep_us" => lat.sleep_us = number(k, v, 1, 1_000_000)?,
-                "short_slice_us" => lat.slice_us = number(k, v, 100, 100_000)?,
+                "spinners" => {
+                    own(Keys::SPINNERS)?;
+                    lat.spinners = number(k, v, 0, MAX_SPINNERS)?;
+                }
+                "periodic" => {
+                    own(Keys::PERIODIC)?;
+                    lat.periodic = number(k, v, 2, MAX_SPINNERS)?;
+                }
+                "run_us" => {
+                    own(Keys::RUN_US)?;
+                    lat.run_us = number(k, v, 1, 100_000)?;
+                }
+                "sleep_us" => {
+                    own(Keys::SLEEP_US)?;
+                    lat.sleep_us = number(k, v, 1, 1_000_000)?;
+                }
+                "short_slice_us" => {
+                    own(Keys::SHORT_SLICE_US)?;
+                    lat.slice_us = number(k, v, 100, 100_000)?;
+                }
                 "duration_ms" => {
+                    own(Keys::DURATION_MS)?;
                     lat.duration_ms = number(k, v, 1, 60_000)?;
                     duration_set = true;
                 }
                 "policy" => {
+                    own(Keys::POLICY)?;
                     lat.policies = match v {
                         "both" => Policies::Both,
                         "cfs" => Policies::Cfs,
@@ -518,6 +576,7 @@ impl Config {
                 // Any other value (out of range or not a number) is told the rates there are.
                 "hz" => hz = v.parse().ok().filter(|h| sched::HZ_CHOICES.contains(h)).ok_or(ArgError::Hz)?,
                 "fault" => {
+                    own(Keys::FAULT)?;
                     fault = match v {
                         "udf" => Fault::Udf,
                         "stack" => Fault::Stack,
@@ -525,7 +584,10 @@ impl Config {
                     }
                 }
                 "trace" => sched::set_trace(on_off(v)?),
-                "barrier" => SB_BARRIER.store(on_off(v)?, Relaxed),
+                "barrier" => {
+                    own(Keys::BARRIER)?;
+                    SB_BARRIER.store(on_off(v)?, Relaxed);
+                }
                 "nohz" => nohz = on_off(v)?,
                 "idle_yield" => sched::set_idle_exit_yield(on_off(v)?),
                 "skew" => skew = on_off(v)?,

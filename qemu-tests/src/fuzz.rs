@@ -96,6 +96,8 @@ pub fn fixed_lines() -> Vec<Vec<u8>> {
         "scenario=boot\tthreads=2x",
         "cpu=8",
         "fault=stack scenario=nosuch",
+        "scenario=boot threads=8",
+        "seed=1",
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
@@ -153,7 +155,7 @@ fn harmless_word(rng: &mut Rng) -> Vec<u8> {
     let w = match pick(rng, 6) {
         0 => "scenario=boot".to_string(),
         1 => format!("hz={}", [100, 250, 300, 1000][pick(rng, 4)]),
-        2 => format!("seed={}", pick(rng, 1000)),
+        2 => format!("idle_yield={}", ["on", "off"][pick(rng, 2)]),
         3 => format!("trace={}", ["on", "off"][pick(rng, 2)]),
         4 => format!("skew={}", ["on", "off"][pick(rng, 2)]),
         _ => format!("nohz={}", ["on", "off"][pick(rng, 2)]),

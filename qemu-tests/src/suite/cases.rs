@@ -248,6 +248,15 @@ pub(super) const CASES: &[Case] = &[
             has(b, r#"error: bad argument "threads=0""#)
         },
     },
+    Case {
+        name: "a key only another scenario reads is refused, not ignored",
+        args: "scenario=affinity seed=1 threads=4",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, r#"error: bad argument "threads=4": the chosen scenario does not read this key"#)
+        },
+    },
 ];
 
 /// The microcontroller's cases (one Cortex-M4 core, 8 threads of 2 KiB, SysTick at 250 and
