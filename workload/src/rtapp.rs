@@ -377,35 +377,37 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
             }
             for (pname, pv) in phases {
                 let ppath = join(&join(&path, "phases"), pname);
-                t.phases.push(lower_phase(pname, object(pv, &ppath)?, &ppath, tasks, res)?);
+                t.phases.push(lower_phase(Some(pname), object(pv, &ppath)?, &ppath, tasks, res)?);
             }
         }
         None => {
             if direct.is_empty() {
                 return Err(bad(&path, "no phases and no events"));
             }
-            t.phases.push(lower_phase("", &direct, &path, tasks, res)?);
+            t.phases.push(lower_phase(None, &direct, &path, tasks, res)?);
         }
     }
     Ok(t)
 }
 
+/// One phase: the phase `name` of `phases`, or `None` for a phaseless task's own events
+/// (whose `loop` and `cpus` are the task's, read before; any name is a phase's, `""` too).
 fn lower_phase(
-    name: &str,
+    name: Option<&str>,
     entries: &[(String, Json)],
     path: &str,
     tasks: &[&str],
     res: &mut Resources,
 ) -> Result<PhaseDef, RtAppError> {
-    let mut ph = PhaseDef { name: name.to_string(), loops: 1, ..PhaseDef::default() };
+    let mut ph = PhaseDef { name: name.unwrap_or("").to_string(), loops: 1, ..PhaseDef::default() };
     // Mutexes held at each point, in the order taken: a phase must leave none held.
     let mut held: Vec<(u16, String)> = Vec::new();
     for (k, v) in entries {
         let p = join(path, k);
         match k.as_str() {
             // (In a phaseless task these keys are the task's and never reach here.)
-            "loop" if !name.is_empty() => ph.loops = int(v, &p, 1, MAX_LOOPS as i64)? as u32,
-            "cpus" if !name.is_empty() => ph.cpus = cpus(v, &p)?,
+            "loop" if name.is_some() => ph.loops = int(v, &p, 1, MAX_LOOPS as i64)? as u32,
+            "cpus" if name.is_some() => ph.cpus = cpus(v, &p)?,
             _ => {
                 let Some(event) = event_name(k) else {
                     return Err(unsupported(

@@ -61,6 +61,16 @@ fn the_subset_lowers_in_file_order() {
     assert_eq!(p.threads(), 5);
 }
 
+/// A phase may be named `""`: it is a phase like any other, with its own `loop` and `cpus`.
+#[test]
+fn a_phase_named_empty_takes_loop_and_cpus() {
+    let def =
+        lower(&with_tasks(r#""t": {"phases": {"": {"loop": 3, "cpus": [1], "run": 10}, "b": {"run": 5}}}"#))
+            .unwrap();
+    let p = &def.tasks[0].phases;
+    assert_eq!((p[0].name.as_str(), p[0].loops, p[0].cpus, p.len()), ("", 3, 0b10, 2));
+}
+
 /// A barrier's parties are every thread that names it.
 #[test]
 fn barrier_parties_count_every_thread() {
