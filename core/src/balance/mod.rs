@@ -99,6 +99,19 @@ impl Outcome {
         self as usize
     }
 
+    /// Whether this is a failed balance attempt: an imbalance and a busiest queue were found,
+    /// yet nothing moved (nothing detachable, every task pinned away, or the busiest CPU's
+    /// stopper asked to push its running task instead). The simulator's counts and the
+    /// kernel's `trace: balance-failed` lines count these.
+    ///
+    /// ```
+    /// use sched_core::Outcome;
+    /// assert!(Outcome::AllPinned.failed() && !Outcome::Moved.failed() && !Outcome::Balanced.failed());
+    /// ```
+    pub fn failed(self) -> bool {
+        matches!(self, Outcome::NothingDetachable | Outcome::AllPinned | Outcome::ActiveBalance)
+    }
+
     /// Whether this record ends its pass (every pass has exactly one such record, its last).
     pub fn ends_pass(self) -> bool {
         !matches!(self, Outcome::Redirected | Outcome::Retried)

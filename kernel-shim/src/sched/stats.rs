@@ -363,8 +363,9 @@ fn trace_pid(id: TaskId) -> u32 {
     SCHEDULER.payload(id).map_or(0, |slot| slot + 1)
 }
 
-/// Logs a wakeup, new task or migration for `trace=on`. (Events reach the platform at the
-/// end of a call, maybe another CPU's, so the logging CPU is not named.)
+/// Logs a wakeup, new task, migration or failed balance attempt for `trace=on`. (Events
+/// reach the platform at the end of a call, maybe another CPU's, so the logging CPU is not
+/// named.)
 fn trace_event(event: &Event) {
     match event.kind {
         EventKind::Waking { task, .. } => defmt::info!(
@@ -395,6 +396,9 @@ fn trace_event(event: &Event) {
                 MigrateReason::Affinity => "affinity",
             }
         ),
+        EventKind::Balance(r) if r.outcome.failed() => {
+            defmt::info!("trace: balance-failed cpu={=usize} t={=u64}", event.cpu, event.time)
+        }
         _ => {}
     }
 }

@@ -75,11 +75,7 @@ impl Platform for SimPlatform {
                 if !consistent {
                     self.inconsistent_records.set(self.inconsistent_records.get() + 1);
                 }
-                let failed = matches!(
-                    r.outcome,
-                    Outcome::NothingDetachable | Outcome::AllPinned | Outcome::ActiveBalance
-                );
-                if failed {
+                if r.outcome.failed() {
                     self.failed_balances.set(self.failed_balances.get() + 1);
                     if let Some(f) = self.failures.borrow_mut().as_mut() {
                         f.push((e.time, e.cpu));
