@@ -466,6 +466,17 @@ impl<'a> Program<'a> {
         (t < self.counts.tasks as usize).then(|| TaskView { p: *self, at: self.task_offset(t) })
     }
 
+    /// The first CPU mask of a task or of one of its phases that names none of a machine's
+    /// `cpus` CPUs (a mask is a bit per CPU of the first 64; every CPU, `u64::MAX`, names
+    /// some on any machine): that task and the mask. A thread could never run there.
+    pub fn mask_without_cpu(&self, cpus: usize) -> Option<(TaskView<'a>, u64)> {
+        let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
+        self.tasks().find_map(|t| {
+            let masks = core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus()));
+            masks.into_iter().find(|m| m & machine == 0).map(|m| (t, m))
+        })
+    }
+
     /// Threads started at the beginning: every task's instances (forks add more).
     pub fn threads(&self) -> u32 {
         self.tasks().map(|t| t.instances()).sum()

@@ -97,6 +97,15 @@ pub(super) fn program_main() {
         );
         arch::exit(EXIT_MACHINE);
     }
+    if let Some((t, mask)) = prog.mask_without_cpu(ncpus()) {
+        defmt::error!(
+            "error: task {} of the workload program: its CPU mask {=u64:#x} names none of this machine's {} CPUs",
+            t.name(),
+            mask,
+            ncpus()
+        );
+        arch::exit(EXIT_MACHINE);
+    }
     MAIN_SLOT.store(sched::current_thread().unwrap_or(NO_SLOT), Release);
     // The busy loop's speed, on this CPU while nothing else runs.
     let probe = 200_000;

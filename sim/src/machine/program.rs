@@ -81,14 +81,14 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
             (prog.threads_of(i).unwrap_or(u64::from(t.instances())), masks)
         })
         .collect();
+    if let Some((t, m)) = prog.mask_without_cpu(cpus) {
+        return Err(ProgramRefusal::NoCpu(format!(
+            "task {}: its CPU mask {m:#x} names none of the machine's {cpus} CPUs",
+            t.name()
+        )));
+    }
     for (t, (_, masks)) in prog.tasks().zip(&tasks) {
         for &m in masks {
-            if width(m) == 0 {
-                return Err(ProgramRefusal::NoCpu(format!(
-                    "task {}: its CPU mask {m:#x} names none of the machine's {cpus} CPUs",
-                    t.name()
-                )));
-            }
             let confined: u64 =
                 tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| inside(a, m))).map(|(n, _)| n).sum();
             let held = (width(m) * slots) as u64;
