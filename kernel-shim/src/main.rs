@@ -90,7 +90,13 @@ pub fn kmain() -> ! {
         arch::Firmware::DeviceTree(fdt) => {
             fdt.find_node("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value)
         }
-        arch::Firmware::Fixed { bootargs, .. } => bootargs,
+        arch::Firmware::Fixed { bootargs: Some(bootargs), .. } => bootargs,
+        arch::Firmware::Fixed { bootargs: None, .. } => {
+            defmt::error!(
+                "error: the boot line could not be read (the semihosting call refused it: too long?)"
+            );
+            arch::exit(EXIT_BAD_ARGS);
+        }
     };
     let raw = raw.strip_suffix(&[0]).unwrap_or(raw);
     let bootargs = match core::str::from_utf8(raw) {

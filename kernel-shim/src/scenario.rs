@@ -465,9 +465,10 @@ impl Config {
     /// Parses `bootargs`; `bad` receives the offending word on error.
     pub fn parse<'a>(bootargs: &'a str, bad: &mut &'a str) -> Result<Config, ArgError> {
         let mut scenario = "boot";
-        let (mut threads, mut events, mut maxprime, mut cpu) = (8, 1000, 2000, 0);
+        // (A microcontroller's pool takes fewer threads and pairs than the defaults elsewhere.)
+        let (mut threads, mut events, mut maxprime, mut cpu) = (8.min(MAX_SPINNERS), 1000, 2000, 0);
         let mut events_set = false;
-        let (mut pairs, mut rounds) = (4, 1000);
+        let (mut pairs, mut rounds) = (4.min(MAX_PAIRS), 1000);
         let mut hz = sched::DEFAULT_HZ;
         let mut features = Features::DEFAULT;
         let mut nohz = false;
@@ -653,6 +654,48 @@ impl Config {
     }
 }
 
+impl Scenario {
+    /// Its name on the boot line.
+    fn name(&self) -> &'static str {
+        match self {
+            Scenario::Boot => "boot",
+            Scenario::Sysbench { .. } => "sysbench",
+            Scenario::Pingpong { .. } => "pingpong",
+            Scenario::Fault { .. } => "fault",
+            Scenario::Panic { .. } => "panic",
+            Scenario::Wakeone { .. } => "wakeone",
+            Scenario::Affinity { .. } => "affinity",
+            Scenario::Nice { .. } => "nice",
+            Scenario::Churn { .. } => "churn",
+            Scenario::Hang { .. } => "hang",
+            Scenario::Corecalls { .. } => "corecalls",
+            Scenario::Program => "program",
+            Scenario::Groups { .. } => "groups",
+            Scenario::Latency(_) => "latency",
+        }
+    }
+
+    /// The kernel threads it runs at once at most on `ncpus` CPUs, its main thread included.
+    /// (`churn` keeps its own bound; `program` checks its program against the thread table.)
+    fn threads(&self, ncpus: u32) -> u32 {
+        1 + match *self {
+            Scenario::Boot | Scenario::Churn { .. } | Scenario::Program => 0,
+            Scenario::Sysbench { threads, .. }
+            | Scenario::Wakeone { threads, .. }
+            | Scenario::Nice { threads, .. } => threads,
+            Scenario::Affinity { .. } => AFF_FREE + bench::AFF_PINNED.iter().map(|p| p.1).sum::<u32>(),
+            Scenario::Pingpong { pairs, .. } => 2 * pairs,
+            Scenario::Panic { .. } | Scenario::Fault { .. } => 1,
+            // The hanging thread and a busy one on another CPU.
+            Scenario::Hang { .. } => 2,
+            Scenario::Corecalls { .. } => ncpus,
+            Scenario::Latency(l) => l.spinners + l.periodic,
+            // Three groups of a spinner per CPU; 40 spinners against one.
+            Scenario::Groups { .. } => (3 * ncpus).max(41),
+        }
+    }
+}
+
 static SCENARIO: spin::Once<Scenario> = spin::Once::new();
 static NCPUS: AtomicU32 = AtomicU32::new(1);
 
@@ -669,6 +712,17 @@ pub fn start(cfg: &Config, ncpus: usize) {
     }
     if matches!(cfg.scenario, Scenario::Hang { .. }) && ncpus < 2 {
         defmt::error!("error: bad argument scenario=hang: needs 2 CPUs (one hangs, one watches)");
+        arch::exit(EXIT_BAD_ARGS);
+    }
+    let needs = cfg.scenario.threads(ncpus as u32);
+    if needs as usize > arch::MAX_THREADS {
+        defmt::error!(
+            "error: bad argument \"scenario={}\": it runs {} threads on {} CPUs, this kernel at most {}",
+            cfg.scenario.name(),
+            needs,
+            ncpus,
+            arch::MAX_THREADS
+        );
         arch::exit(EXIT_BAD_ARGS);
     }
     if let Err(e) = sched::spawn(0, arch::now_ns(), ThreadKind::Main.number(), 0, 0, u64::MAX) {

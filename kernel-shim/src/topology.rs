@@ -211,7 +211,9 @@ impl Layout {
             // Scaled so the largest is 1024, as Linux does without frequencies.
             let max = cpus.iter().filter_map(|c| c.dmips).max().unwrap_or(1) as u64;
             for (c, info) in layout.capacity.iter_mut().zip(cpus) {
-                *c = (info.dmips.unwrap_or(0) as u64 * CAPACITY_SCALE as u64 / max).max(1);
+                // (In u128: the property may be 64 bits wide, and the product must not wrap.)
+                let scaled = info.dmips.unwrap_or(0) as u128 * CAPACITY_SCALE as u128 / max as u128;
+                *c = (scaled as u64).max(1);
             }
             layout.capacity_source = CapacitySource::DeviceTree;
         }

@@ -124,8 +124,9 @@ pub enum Firmware {
     Fixed {
         /// Hardware ids of the CPUs, the boot CPU first.
         cpus: &'static [u64],
-        /// The boot line (not yet checked to be UTF-8).
-        bootargs: &'static [u8],
+        /// The boot line (not yet checked to be UTF-8); `None`: the firmware would not hand it
+        /// over (too long for its buffer).
+        bootargs: Option<&'static [u8]>,
     },
 }
 

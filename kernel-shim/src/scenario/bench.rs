@@ -106,7 +106,8 @@ fn tag() -> &'static str {
     }
 }
 
-const AFF_PINNED: [(usize, u32); 2] = [(1, 4), (6, 2)];
+/// `scenario=affinity`: its pinned spinners, (CPU, count).
+pub(super) const AFF_PINNED: [(usize, u32); 2] = [(1, 4), (6, 2)];
 static NICE_LEVEL: AtomicU32 = AtomicU32::new(0);
 static NICE_CPU: AtomicU32 = AtomicU32::new(0);
 /// Each thread's CPU time when the first thread found the events used up (the end of the
@@ -145,7 +146,12 @@ fn spawn_worker(i: u32, kind: ThreadKind, nice: i32, affinity: u64) {
         defmt::error!("{}: FAIL cannot create thread {}", tag(), i);
         arch::exit(EXIT_FAILED);
     }
-    SB_SLOTS[i as usize].store(slot as u32, Relaxed);
+    // (`Scenario::threads`, checked at the start, keeps the workers within the table.)
+    let Some(record) = SB_SLOTS.get(i as usize) else {
+        defmt::error!("{}: FAIL thread {} has no slot record", tag(), i);
+        arch::exit(EXIT_FAILED);
+    };
+    record.store(slot as u32, Relaxed);
 }
 
 pub(super) fn bench_main(mode: Mode, threads: u32, events: u32, maxprime: u32, nice: u32) {

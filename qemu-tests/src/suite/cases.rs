@@ -213,11 +213,13 @@ pub(super) const CASES: &[Case] = &[
         },
     },
     Case {
-        name: "switch tracing logs every context switch on every CPU",
+        name: "switch tracing logs every context switch on every CPU, and failed balance attempts",
         args: "scenario=sysbench threads=8 events=500 trace=on",
         mode: Mode::Deterministic,
         judge: |b| {
             sysbench_ok(b)?;
+            // (This run's start has balance attempts that find nothing to move.)
+            has(b, "trace: balance-failed cpu=")?;
             let cpus: std::collections::BTreeSet<&str> = b
                 .lines
                 .iter()
@@ -359,6 +361,24 @@ pub(super) const MCU_CASES: &[Case] = &[
         judge: |b| {
             exit_is(b, EXIT_BAD_ARGS)?;
             has(b, "this kernel has no task groups")
+        },
+    },
+    Case {
+        name: "the defaults fit the thread pool: pingpong's pairs are 3 here",
+        args: "scenario=pingpong rounds=200",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, 0)?;
+            has(b, "pingpong: 3 pairs")
+        },
+    },
+    Case {
+        name: "affinity is refused: its 14 spinners do not fit the pool of 8 threads",
+        args: "scenario=affinity",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, r#"error: bad argument "scenario=affinity": it runs 15 threads"#)
         },
     },
 ];

@@ -415,7 +415,8 @@ pub fn timer_stop() {}
 /// written once at boot by [`firmware`].
 struct CmdLine(UnsafeCell<[u8; CMDLINE_MAX]>);
 
-/// The longest boot line taken; a longer one is cut there (and its last word then refused).
+/// The buffer for the boot line, its NUL included: QEMU refuses a longer one, and the kernel
+/// then refuses the run (exit 3).
 const CMDLINE_MAX: usize = 2048;
 
 // SAFETY: written only inside `CMDLINE_LEN.call_once`, before any reader gets a reference.
@@ -437,12 +438,16 @@ pub fn firmware() -> Result<Firmware, ArchError> {
         let r = unsafe { cortex_m_semihosting::syscall1(0x15, block.as_mut_ptr() as usize) };
         // SAFETY: the block written by the call above.
         let said = unsafe { core::ptr::read_volatile(&block[1]) };
+        // (QEMU refuses a line that does not fit the buffer, its NUL included.)
         if r == 0 {
             said.min(CMDLINE_MAX - 1)
         } else {
-            0
+            usize::MAX
         }
     });
+    if len == usize::MAX {
+        return Ok(Firmware::Fixed { cpus: &[0, 1][..MAX_CPUS], bootargs: None });
+    }
     // SAFETY: the buffer is written above, once, before this shared reference is made.
     let buf: &'static [u8; CMDLINE_MAX] = unsafe { &*CMDLINE.0.get() };
     let line = &buf[..len];
@@ -452,7 +457,7 @@ pub fn firmware() -> Result<Firmware, ArchError> {
         Some(i) => &line[i + 1..],
         None => &[][..],
     };
-    Ok(Firmware::Fixed { cpus: &[0, 1][..MAX_CPUS], bootargs })
+    Ok(Firmware::Fixed { cpus: &[0, 1][..MAX_CPUS], bootargs: Some(bootargs) })
 }
 
 /// Nothing machine-wide to set up beyond what `main` did.
