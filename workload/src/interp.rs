@@ -16,8 +16,8 @@ pub type ThreadId = u16;
 
 const NONE: u16 = u16::MAX;
 
-/// The work an iteration of a phase costs when all its events take no time (the loop's own
-/// overhead): a workload always advances time.
+/// The least an iteration of a phase takes (the loop's own overhead): one whose events take
+/// less is charged the rest, so a workload always advances time.
 pub const EMPTY_ITERATION_NS: u64 = 1_000;
 
 /// The busy work of `us` µs at the calibrated speed: whole loops of `calibration` ns.
@@ -266,6 +266,15 @@ impl<const T: usize> World<T> {
         Ok(child)
     }
 
+    /// Thread `t`, just forked ([`World::fork`]), cannot start: the platform has no room for
+    /// it. It ends before its first event, and its parent's `join` does not wait for it. (As
+    /// a fork past the thread table, it is a refused fork.)
+    pub fn abandon(&mut self, t: ThreadId, now: u64, host: &mut impl Host) {
+        if (t as usize) < self.nthreads && self.threads[t as usize].live {
+            self.end(t, now, host);
+        }
+    }
+
     /// Adds every task's instances, each starting at the workload's start plus its delay.
     pub fn spawn_all(&mut self, prog: &Program<'_>) -> Result<(), SpawnError> {
         for (i, t) in prog.tasks().enumerate() {
@@ -325,8 +334,6 @@ impl<const T: usize> World<T> {
             return Step::Exit;
         }
         let Some(task) = prog.task(self.threads[t as usize].task as usize) else { return Step::Exit };
-        // Whether the iteration in progress began in this call (so far it took no time).
-        let mut fresh = false;
         loop {
             let th = &mut self.threads[t as usize];
             let done = match th.pending {
@@ -344,12 +351,16 @@ impl<const T: usize> World<T> {
             };
             if done {
                 self.threads[t as usize].pending = Pending::None;
-                if self.advance(prog, t, now, host) && fresh {
-                    // A whole iteration passed in no time: charge the loop's own overhead.
+                let began = self.threads[t as usize].act_start;
+                if self.advance(prog, t, now, host) {
+                    // An iteration takes at least the loop's own overhead: one that took less
+                    // (events done at once, a yield, a fork, a tiny `run`) is charged the
+                    // rest, so that a thread's time always moves.
+                    let took = now.saturating_sub(began);
                     let th = &mut self.threads[t as usize];
-                    if th.live {
+                    if th.live && took < EMPTY_ITERATION_NS {
                         th.pending = Pending::Overhead;
-                        return Step::Work { ns: EMPTY_ITERATION_NS, jitter_pct: 0 };
+                        return Step::Work { ns: EMPTY_ITERATION_NS - took, jitter_pct: 0 };
                     }
                 }
             }
@@ -363,7 +374,6 @@ impl<const T: usize> World<T> {
                 th.act_run = 0;
                 th.act_slack = None;
                 th.act_wake = None;
-                fresh = true;
             }
             let Some(event) = task.phase(th.phase as usize).and_then(|p| p.event(th.event as usize)) else {
                 return Step::Exit;

@@ -236,3 +236,19 @@ fn an_iteration_of_no_time_costs_its_overhead() {
     assert_eq!(exits, [(0, 3 * EMPTY_ITERATION_NS)], "{acts:?}");
     assert!(acts.windows(2).all(|w| w[1].start == w[0].end + EMPTY_ITERATION_NS), "{acts:?}");
 }
+
+/// Iterations that hand the CPU over or start a thread take no time of their own, nor does a
+/// `run` shorter than the loop's overhead: each is still charged up to the overhead, so a
+/// thread that loops forever on them moves through time instead of standing at one instant.
+#[test]
+fn an_iteration_that_yields_forks_or_barely_runs_still_takes_the_overhead() {
+    let child = r#", "c": {"instance": 0, "loop": 1, "run": 10}"#;
+    for (events, more) in [(r#""yield": 0"#, ""), (r#""fork": "c""#, child), (r#""run": 0"#, "")] {
+        let json = format!(r#"{{{G}, "tasks": {{"t": {{"loop": 4, {events}}}{more}}}}}"#);
+        let (acts, exits, _) = run(&json, u64::MAX);
+        let t: Vec<_> = acts.iter().filter(|a| a.thread == 0).collect();
+        assert_eq!(t.len(), 4, "{events}: {acts:?}");
+        assert!(t.windows(2).all(|w| w[1].start >= w[0].start + EMPTY_ITERATION_NS), "{events}: {t:?}");
+        assert!(exits.iter().any(|&(th, at)| th == 0 && at >= 3 * EMPTY_ITERATION_NS), "{events}: {exits:?}");
+    }
+}
