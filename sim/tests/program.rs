@@ -160,3 +160,17 @@ fn the_slice_bounds_are_the_cores() {
     assert_eq!(u64::from(MIN_SLICE_US) * 1000, sched_core::eevdf::MIN_SLICE_NS);
     assert_eq!(u64::from(MAX_SLICE_US) * 1000, sched_core::eevdf::MAX_SLICE_NS);
 }
+
+/// Forks without bound (a task that forks itself each loop) fill the machine; a fork it has
+/// no room for starts no thread, as on the kernel, and the run ends when the threads do.
+/// (It panicked once the runqueues were full.)
+#[test]
+fn forks_past_the_machine_start_no_thread() {
+    let json = r#"{ "global": { "calibration": 100 },
+                    "tasks": { "a": { "loop": 3, "phases": { "p": { "run": 50, "fork": "a" } } } } }"#;
+    let (tasks, blocked) = run(json, 2);
+    assert_eq!(blocked, 0);
+    // 2 CPUs hold 128 tasks; the tree of forks would grow without end.
+    let acts = tasks[0].activations;
+    assert!((128 * 3 / 2..3 * 2048).contains(&acts), "{acts} activations");
+}

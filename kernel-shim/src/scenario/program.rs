@@ -138,7 +138,10 @@ pub(super) fn program_main() {
     let started = WORLD.lock().len();
     for th in 0..started {
         work(mix(seed << 32 | th as u64) % 50_000);
-        spawn(&prog, th as ThreadId);
+        if !spawn(&prog, th as ThreadId) {
+            defmt::error!("error: cannot create the thread of program thread {}", th);
+            arch::exit(EXIT_FAILED);
+        }
     }
     match prog.duration_us() {
         0 => {
@@ -175,11 +178,10 @@ pub(super) fn program_main() {
     arch::exit(0);
 }
 
-/// Starts the kernel thread of program thread `th`.
-fn spawn(prog: &Program<'_>, th: ThreadId) {
-    let Some(t) = WORLD.lock().task_of(th) else { return };
-    let Some(task) = prog.task(t as usize) else { return };
-    LIVE.fetch_add(1, AcqRel);
+/// Starts the kernel thread of program thread `th`; false if the kernel has no room for it.
+fn spawn(prog: &Program<'_>, th: ThreadId) -> bool {
+    let Some(t) = WORLD.lock().task_of(th) else { return false };
+    let Some(task) = prog.task(t as usize) else { return false };
     let kind = if task.takes() {
         if !WORKERS_STARTED.swap(true, AcqRel) {
             track_workers(WORKERS.load(Relaxed));
@@ -188,13 +190,16 @@ fn spawn(prog: &Program<'_>, th: ThreadId) {
     } else {
         ThreadKind::Program
     };
+    // (Counted live first: the thread may run, and end, before the spawn returns.)
+    LIVE.fetch_add(1, AcqRel);
     let slot = arch::sys_spawn(kind.number(), th as usize, task.nice(), task.cpus());
     if slot < 0 {
-        defmt::error!("error: cannot create the thread of program thread {}", th);
-        arch::exit(EXIT_FAILED);
+        LIVE.fetch_sub(1, AcqRel);
+        return false;
     }
     // (The thread may have stored it first.)
     let _ = SLOTS[th as usize].compare_exchange(NO_SLOT, slot as usize, AcqRel, Relaxed);
+    true
 }
 
 /// What a step asked of the others: threads to wake, activations to log.
@@ -300,7 +305,17 @@ pub(super) fn program_thread(th: usize) {
             Step::Fork { task } => {
                 let child = WORLD.lock().fork(&prog, th, task, now);
                 match child {
-                    Ok(child) => spawn(&prog, child),
+                    Ok(child) if spawn(&prog, child) => {}
+                    Ok(child) => {
+                        // It starts no thread, as a fork past the table.
+                        let mut none =
+                            KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4], taken: false };
+                        WORLD.lock().abandon(child, now, &mut none);
+                        defmt::warn!(
+                            "program: a fork of task {=u16} is refused: no room for its thread",
+                            task
+                        )
+                    }
                     Err(_) => defmt::warn!(
                         "program: a fork of task {=u16} is refused: the thread table is full",
                         task

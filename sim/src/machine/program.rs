@@ -2,7 +2,7 @@
 //! each of its threads is a task whose steps the program's [`World`] gives; what the run
 //! measured is rt-app's figures per task ([`sched_workload::figures`]).
 
-use sched_core::{CpuMask, TaskId};
+use sched_core::{CpuMask, SchedError, TaskId};
 use sched_workload::figures::{per_task, TaskFigures};
 use sched_workload::interp::{Activation, Host, Step, ThreadId, World};
 use sched_workload::Program;
@@ -110,6 +110,8 @@ pub(super) struct ProgramRun {
     /// Per thread: its task in the core, whether its start delay has passed, the CPU mask
     /// last applied.
     threads: Vec<(TaskId, bool, u64)>,
+    /// A fork was refused (warned once).
+    fork_refused: bool,
     acts: Vec<Activation>,
     /// CPU time of the exited threads, per task definition (ns).
     cpu_ns: Vec<u64>,
@@ -193,6 +195,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             prog,
             world,
             threads: Vec::new(),
+            fork_refused: false,
             acts: Vec::new(),
             cpu_ns: vec![0; tasks],
             takers,
@@ -200,20 +203,28 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             t0,
         }));
         for th in 0..n {
-            self.spawn_thread(0, th as ThreadId);
+            // (`check_program` admitted the program on this machine: its threads have room.)
+            self.spawn_thread(0, th as ThreadId).expect("a program the machine was checked to hold");
         }
         Ok(())
     }
 
-    /// Creates the core's task for program thread `th`, from `cpu`.
-    fn spawn_thread(&mut self, cpu: usize, th: ThreadId) {
-        let Some(run) = self.program.as_ref() else { return };
-        let Some(def) = run.world.task_of(th).and_then(|t| run.prog.task(t as usize)) else { return };
+    /// Creates the core's task for program thread `th`, from `cpu`; the core's refusal if it
+    /// has no room for it (then the thread keeps its place in the world, as started and
+    /// with no task).
+    fn spawn_thread(&mut self, cpu: usize, th: ThreadId) -> Result<(), SchedError> {
+        let Some(run) = self.program.as_ref() else { return Ok(()) };
+        let Some(def) = run.world.task_of(th).and_then(|t| run.prog.task(t as usize)) else { return Ok(()) };
         let (name, cpus, nice) = (format!("{}-{th}", def.name()), def.cpus(), def.nice());
-        // (`check_program` admitted the program on this machine: its threads have room.)
-        let id = self
-            .spawn_inner(cpu, Behavior::Program { thread: th }, &name, mask(cpus))
-            .expect("a program the machine was checked to hold");
+        let id = match self.spawn_inner(cpu, Behavior::Program { thread: th }, &name, mask(cpus)) {
+            Ok(id) => id,
+            Err(e) => {
+                if let Some(run) = self.program.as_mut() {
+                    run.threads.push((TaskId::NONE, true, cpus));
+                }
+                return Err(e);
+            }
+        };
         if nice != 0 {
             self.smp.set_nice(self.now, id, nice).expect("a nice value the program checked");
         }
@@ -224,6 +235,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         if let Some(run) = self.program.as_mut() {
             run.threads.push((id, false, cpus));
         }
+        Ok(())
     }
 
     /// Program thread `th` (task `t`, running on `cpu`) finished its step: the next ones,
@@ -298,8 +310,24 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 }
                 Step::Fork { task } => {
                     let Some(run) = self.program.as_mut() else { return };
-                    if let Ok(child) = run.world.fork(&run.prog, th, task, now) {
-                        self.spawn_thread(cpu, child);
+                    // A fork past the world's table, or one the machine has no room for,
+                    // starts no thread (as on the kernel), with a warning at the first.
+                    let refused = match run.world.fork(&run.prog, th, task, now) {
+                        Ok(child) => match self.spawn_thread(cpu, child) {
+                            Ok(()) => None,
+                            Err(e) => {
+                                let Some(run) = self.program.as_mut() else { return };
+                                run.world.abandon(child, now, &mut Collect::default());
+                                Some(format!("no room for its thread ({e})"))
+                            }
+                        },
+                        Err(_) => Some("the thread table is full".to_string()),
+                    };
+                    if let (Some(why), Some(run)) = (refused, self.program.as_mut()) {
+                        if !run.fork_refused {
+                            run.fork_refused = true;
+                            eprintln!("warning: a fork of task {task} is refused: {why} (and any later one)");
+                        }
                     }
                     continue;
                 }
