@@ -41,6 +41,7 @@
 use portable_atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 
 use sched_core::{Features, MigrateReason, Outcome};
+use sched_workload::limits::MAX_MODEL_US;
 
 use crate::arch::{self, MAX_CPUS};
 use crate::kprintln;
@@ -505,11 +506,11 @@ impl Config {
                 }
                 "create_us" => {
                     own(Keys::CREATE_US)?;
-                    SB_CREATE_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed);
+                    SB_CREATE_NS.store(number(k, v, 0, MAX_MODEL_US)? as u64 * 1000, Relaxed);
                 }
                 "setup_us" => {
                     own(Keys::SETUP_US)?;
-                    SB_SETUP_NS.store(number(k, v, 0, 100_000)? as u64 * 1000, Relaxed);
+                    SB_SETUP_NS.store(number(k, v, 0, MAX_MODEL_US)? as u64 * 1000, Relaxed);
                 }
                 "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
                 "capacity" => capacity = crate::topology::Capacities::parse(v).ok_or(ArgError::Capacity)?,

@@ -16,6 +16,7 @@ use sched_sim::machine::TopologyKind;
 
 use crate::qemu::{self, Boot, Mode};
 use crate::sysbench_figures::{Figures, ROWS};
+use sched_workload::limits::MAX_MODEL_US;
 use sched_workload::sysbench::Sysbench;
 
 #[derive(Parser)]
@@ -208,8 +209,8 @@ fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, TopologyKind), Str
         return Err(format!("--topology {}: NUMA nodes and big.LITTLE need a virt board", a.topology));
     }
     for (name, v) in [("--create-us", a.create_us), ("--setup-us", a.setup_us)] {
-        if v.is_some_and(|us| us > 100_000) {
-            return Err(format!("{name} {}: 0..=100000", v.unwrap_or(0)));
+        if v.is_some_and(|us| us > MAX_MODEL_US) {
+            return Err(format!("{name} {}: 0..={MAX_MODEL_US}", v.unwrap_or(0)));
         }
     }
     if a.iterations() == 0 {

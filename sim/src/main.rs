@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use sched_core::Features;
 use sched_sim::experiments::{ab, drive, on_big_stack, spread, Workload};
 use sched_sim::machine::{Config, Machine, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
+use sched_workload::limits::MAX_MODEL_US;
 
 #[derive(Parser)]
 #[command(
@@ -295,6 +296,12 @@ fn config(m: &MachineArgs) -> Config {
         std::process::exit(2)
     });
     check_cpus("--cpus", m.cpus, topology, &m.topology);
+    for (flag, us) in [("--create-us", m.create_us), ("--setup-us", m.setup_us)] {
+        if us > u64::from(MAX_MODEL_US) {
+            eprintln!("xsim: {flag} {us}: must be 0..={MAX_MODEL_US}");
+            std::process::exit(2)
+        }
+    }
     Config {
         cpus: m.cpus,
         topology,

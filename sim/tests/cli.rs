@@ -121,3 +121,11 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
 fn no_subcommand_names_every_one() {
     refused(&[], 2, "give a subcommand (sysbench, spread, groups, ab) or --workload FILE");
 }
+
+/// The sysbench model's creation and set-up times are bounded as the kernel's are: a longer
+/// one made a workload the lowering refused, and the simulator panicked.
+#[test]
+fn model_times_beyond_their_bound_are_refused() {
+    refused(&["sysbench", "--create-us", "100001"], 2, "--create-us 100001: must be 0..=100000");
+    refused(&["sysbench", "--setup-us", "10000001"], 2, "--setup-us 10000001: must be 0..=100000");
+}

@@ -37,3 +37,6 @@ pub const MAX_SLICE_US: u32 = 100_000;
 pub const MAX_POOL_EVENTS: u32 = 1_000_000;
 /// A pool's jitter: its events' work varies by up to this many percent either way.
 pub const MAX_JITTER_PCT: u32 = 50;
+/// A sysbench-like run's model of thread creation and of a worker's set-up (µs each): what
+/// the kernel's `create_us=` and `setup_us=`, `cargo xrun` and `cargo xsim` take.
+pub const MAX_MODEL_US: u32 = 100_000;
