@@ -143,6 +143,9 @@ impl<'de> Visitor<'de> for JsonVisitor {
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Json, A::Error> {
         let mut entries: Vec<(String, Json)> = Vec::new();
+        // The keys so far, for the duplicate check (a scan of `entries` made a file of one
+        // huge object take quadratic time before its refusal).
+        let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
             // With serde_json's `arbitrary_precision` (which another crate of a build may
             // turn on), a number arrives as a one-entry map holding its text.
@@ -153,7 +156,7 @@ impl<'de> Visitor<'de> for JsonVisitor {
                     .map(Json::Number)
                     .map_err(|_| A::Error::custom(format!("not a number: {text}")));
             }
-            if entries.iter().any(|(k, _)| *k == key) {
+            if !seen.insert(key.clone()) {
                 return Err(A::Error::custom(format!("the key {key:?} is given twice in one object")));
             }
             let value = map.next_value()?;
