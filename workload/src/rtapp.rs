@@ -662,7 +662,10 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
     // A barrier's parties: every thread of every task that names it, once per naming (as
     // rt-app counts them).
     let mut parties: HashMap<u16, (u64, String)> = HashMap::new();
+    // And the threads that can wait at it at once: each thread of a task naming it, once.
+    let mut present: HashMap<u16, u64> = HashMap::new();
     for (ti, t) in def.tasks.iter().enumerate() {
+        let mut named: Vec<u16> = Vec::new();
         for e in t.phases.iter().flat_map(|p| &p.events) {
             if let Event::Barrier(b) = *e {
                 let path = join("tasks", &t.name);
@@ -675,6 +678,11 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
                 // (Forks of forks can count past any machine: saturate, the bound below refuses.)
                 let e = parties.entry(b).or_insert((0, path));
                 e.0 = e.0.saturating_add(threads);
+                if !named.contains(&b) {
+                    named.push(b);
+                    let p = present.entry(b).or_insert(0);
+                    *p = p.saturating_add(threads);
+                }
             }
         }
     }
@@ -691,6 +699,15 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
             return Err(cannot(
                 path,
                 format!("barrier {name:?} has one thread only: it would never hold anyone"),
+            ));
+        }
+        let at_once = present[&(i as u16)];
+        if *n > at_once {
+            return Err(cannot(
+                path,
+                format!(
+                    "barrier {name:?} counts {n} parties (one per naming) but {at_once} threads can wait at it at once (a task names it twice): it would never release"
+                ),
             ));
         }
         barriers.push((name.clone(), *n as u32));

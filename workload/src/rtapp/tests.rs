@@ -197,6 +197,12 @@ fn every_refusal_names_its_path() {
             "tasks.t: cannot run: barrier \"b\" has one thread only",
             14,
         ),
+        // Named twice by each of two threads: four parties, two threads that can wait.
+        (
+            &with_tasks(r#""t": {"instance": 2, "loop": 1, "barrier0": "b", "run": 5, "barrier1": "b"}"#),
+            "tasks.t: cannot run: barrier \"b\" counts 4 parties (one per naming) but 2 threads can wait",
+            14,
+        ),
         (
             &with_tasks(r#""t": {"phases": {"p": {"wait": {"ref": "c", "mutex": "m"}}}}"#),
             "cannot run: waits under mutex \"m\" without holding it",
