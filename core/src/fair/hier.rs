@@ -530,6 +530,14 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         se.put(&Entity::UNUSED);
     }
 
+    /// Group `g`'s entity on this CPU back to an unused one, after a setup reset the CPU's
+    /// runqueues (nothing of it is queued or attached there any more).
+    pub(crate) fn clear_group_entity(&mut self, g: Level) {
+        if g != 0 && g as usize <= self.levels.len() {
+            self.ent(Self::group_slot(g)).put(&Entity::UNUSED);
+        }
+    }
+
     // ---- a task's signals off the runqueue --------------------------------------------
 
     /// `remove_entity_load_avg` for a task that left this CPU while blocked: its signals

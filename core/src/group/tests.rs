@@ -216,6 +216,40 @@ fn groups_made_before_a_setup_hold_tasks_after_it() {
     }
 }
 
+/// A group's `cpu.max` holds across a setup again (or one after `set_group_max`): the CPUs
+/// set up anew limit it, from fresh sums. (Its limit was lost: the runqueues the setup reset
+/// no longer knew it, while the table still showed it.)
+#[test]
+fn a_limit_holds_across_a_setup() {
+    for set_up_first in [false, true] {
+        let m: Box<M<1>> = Box::new(Smp::new(NoPlatform, Features::default(), 1000));
+        if set_up_first {
+            m.init_with(|t| t.init_flat(1)).unwrap();
+        }
+        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+        m.set_group_max(1, g, max("5000 100000")).unwrap();
+        let mut now = 1;
+        if set_up_first {
+            // A spinner in it runs and throttles before the machine is set up again.
+            let ids = spinners(&m, now, g, 1);
+            run(&m, &mut now, 300 * MS);
+            m.exit(now, ids[0]).unwrap();
+            let until = now + 2 * MS;
+            run(&m, &mut now, until);
+        }
+        m.init_with(|t| t.init_flat(1)).unwrap();
+        let start = now;
+        let ids = spinners(&m, now, g, 1);
+        run(&m, &mut now, start + 1000 * MS);
+        // 5 % of a second, give or take a period's quota and a tick.
+        let ran = runtime(&m, &ids);
+        assert!(ran <= 60 * MS, "set up first: {set_up_first}: ran {} ms", ran / MS);
+        assert!(ran >= 40 * MS, "set up first: {set_up_first}: ran {} ms", ran / MS);
+        assert!(m.group_bandwidth(g).unwrap().nr_throttled > 0);
+        m.check_invariants().unwrap();
+    }
+}
+
 /// With every task in the root, a machine with groups schedules as one without: the same
 /// picks, tick by tick, and the same runtimes and vruntimes, through sleeps, wakeups, nice
 /// changes and the balancer on two CPUs (CFS, then EEVDF) — before its first group is

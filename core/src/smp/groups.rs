@@ -12,7 +12,7 @@ use portable_atomic::Ordering::Relaxed;
 use super::Smp;
 use crate::entities::EntityCell;
 use crate::error::SchedError;
-use crate::group::bandwidth::{BandwidthStats, CpuMax, PeriodEnd};
+use crate::group::bandwidth::{BandwidthStats, CpuMax, PeriodEnd, Pool};
 use crate::group::shared::GroupShared;
 use crate::group::shares::CpuWeight;
 use crate::group::tree::{GroupId, Groups};
@@ -301,6 +301,46 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             st.fair(self.pool()).distribute(g);
             self.after_update(key.1, &mut st);
             last = Some(key);
+        }
+    }
+
+    /// After a setup (the first, or one again), the groups made before it: their shared sums
+    /// and bandwidth pools start afresh, and on every CPU (whose runqueues the setup reset)
+    /// their entities start unused, their `cpu.max` applies again, and the CPU walks their
+    /// levels, as `create_group` and `set_group_max` made the CPUs of their time do.
+    pub(super) fn regroup(&self) {
+        // (The group table is a leaf: read slot by slot, released before the runqueue locks.)
+        let live = |slot: u16| {
+            let t = self.groups.lock();
+            let id = t.id_of_slot(slot);
+            let weight = t.weight(id).ok()?;
+            let parent = t.parent(id).ok().flatten().map_or(0, |p| p.slot() as u16);
+            Some((id, weight, t.max(id).unwrap_or(CpuMax::UNLIMITED), parent))
+        };
+        if self.groups.lock().children(GroupId::ROOT).unwrap_or(0) == 0 {
+            return;
+        }
+        for slot in 1..=G as u16 {
+            let Some((id, weight, max, parent)) = live(slot) else { continue };
+            if let Some(s) = self.shared(id) {
+                s.reset(parent, weight.shares());
+                *s.bw.lock() = Pool::new(max);
+            }
+            if max.quota_ns().is_some() {
+                self.bandwidth_used.store(true, Relaxed);
+            }
+        }
+        for cpu in 0..self.nr_cpus() {
+            let mut st = self.rq(cpu);
+            st.use_groups();
+            let mut f = st.fair(self.pool());
+            for slot in 1..=G as u16 {
+                let Some((_, _, max, _)) = live(slot) else { continue };
+                f.clear_group_entity(slot);
+                if max.quota_ns().is_some() {
+                    f.reset_runtime(slot, true);
+                }
+            }
         }
     }
 

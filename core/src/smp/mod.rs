@@ -126,8 +126,6 @@ use crate::cpumask::CpuMask;
 use crate::entities::{Entities, Pool};
 use crate::error::{InitError, SchedError};
 use crate::features::{Features, Tunables};
-#[cfg(feature = "groups")]
-use crate::group::tree::GroupId;
 use crate::limits::MAX_LEVELS;
 use crate::platform::{Event, EventKind, Platform};
 use crate::relaxed::Slot;
@@ -328,13 +326,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
         self.nr_cpus.store(n as u32, Relaxed);
         drop(topo);
-        // Groups made before (this) setup: every CPU walks their levels, as `create_group`
-        // made the CPUs of its time do. (The group table is a leaf: read, then released.)
         #[cfg(feature = "groups")]
-        if G > 0 && self.groups.lock().children(GroupId::ROOT).unwrap_or(0) > 0 {
-            for cpu in 0..n {
-                self.rq(cpu).use_groups();
-            }
+        if G > 0 {
+            self.regroup();
         }
         Ok(())
     }
