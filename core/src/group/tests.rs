@@ -216,6 +216,20 @@ fn groups_made_before_a_setup_hold_tasks_after_it() {
     }
 }
 
+/// The root holds the live tasks in no other group (`cgroup.procs` of the root): it
+/// answered 0 whatever it held.
+#[test]
+fn the_root_counts_the_tasks_in_no_group() {
+    let m = boot::<1>(Features::default());
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let ids: Vec<TaskId> = (0..3).map(|_| m.create(0, 1, TaskParams::default()).unwrap()).collect();
+    assert_eq!(m.group_tasks(GroupId::ROOT), Ok(3));
+    m.move_task(2, ids[0], g).unwrap();
+    assert_eq!((m.group_tasks(GroupId::ROOT), m.group_tasks(g)), (Ok(2), Ok(1)));
+    m.exit(3, ids[1]).unwrap();
+    assert_eq!(m.group_tasks(GroupId::ROOT), Ok(1));
+}
+
 /// A group's `cpu.max` holds across a setup again (or one after `set_group_max`): the CPUs
 /// set up anew limit it, from fresh sums. (Its limit was lost: the runqueues the setup reset
 /// no longer knew it, while the table still showed it.)

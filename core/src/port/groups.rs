@@ -91,7 +91,35 @@ impl<
         Ok(self.smp.group_bandwidth(g)?)
     }
 
-    /// How many tasks group `g` holds (`cgroup.procs`' length), not counting its children's.
+    /// A group's `cpu.weight`.
+    pub fn group_weight(&self, g: GroupId) -> Result<CpuWeight, SchedError> {
+        self.initialised()?;
+        Ok(self.smp.group_weight(g)?)
+    }
+
+    /// A group's `cpu.max`: to print it, or to parse a new one against it, as writing only
+    /// a quota to cgroup v2's file keeps the period.
+    ///
+    /// ```
+    /// use sched_core::{port::Scheduler, Features, NoPlatform};
+    /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// S.init_with(|t| t.init_flat(1)).unwrap();
+    /// S.cpu_up(0, 1).unwrap();
+    /// let g = S.create_group(0, GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    /// S.set_group_max(0, 2, g, CpuMax::parse("20000 10000", None).unwrap()).unwrap();
+    /// // `echo 5000 > cpu.max`: the quota changes, the period stays.
+    /// let now = S.group_max(g).unwrap();
+    /// S.set_group_max(0, 3, g, CpuMax::parse("5000", Some(now)).unwrap()).unwrap();
+    /// assert_eq!(S.group_max(g).unwrap().to_string(), "5000 10000");
+    /// ```
+    pub fn group_max(&self, g: GroupId) -> Result<CpuMax, SchedError> {
+        self.initialised()?;
+        Ok(self.smp.group_max(g)?)
+    }
+
+    /// How many tasks group `g` holds (`cgroup.procs`' length), not counting its children's;
+    /// for the root, the live tasks in no other group.
     ///
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
@@ -103,6 +131,7 @@ impl<
     /// let t = S.create(0, 2, TaskParams::default(), ()).unwrap();
     /// S.move_task(0, 3, t, g).unwrap();
     /// assert_eq!(S.group_tasks(g), Ok(1));
+    /// assert_eq!(S.group_tasks(GroupId::ROOT), Ok(0));
     /// ```
     pub fn group_tasks(&self, g: GroupId) -> Result<u32, SchedError> {
         self.initialised()?;

@@ -344,9 +344,27 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
     }
 
-    /// How many tasks group `g` holds, not counting its children's.
+    /// How many tasks group `g` holds, not counting its children's. The root's are the live
+    /// tasks in no other group (a snapshot while tasks come and go on other CPUs).
     pub fn group_tasks(&self, g: GroupId) -> Result<u32, GroupError> {
-        self.groups.lock().tasks(g)
+        let t = self.groups.lock();
+        if g != GroupId::ROOT {
+            return t.tasks(g);
+        }
+        // (The root's own count is not kept: creating and ending tasks there takes no lock.)
+        let grouped: u32 = (1..=G as u16).filter_map(|s| t.tasks(t.id_of_slot(s)).ok()).sum();
+        Ok((self.nr_tasks() as u32).saturating_sub(grouped))
+    }
+
+    /// A group's `cpu.weight`.
+    pub fn group_weight(&self, g: GroupId) -> Result<CpuWeight, GroupError> {
+        self.groups.lock().weight(g)
+    }
+
+    /// A group's `cpu.max` (the root's: no limit), to print it, or to parse a new one that
+    /// keeps its period ([`CpuMax::parse`]).
+    pub fn group_max(&self, g: GroupId) -> Result<CpuMax, GroupError> {
+        self.groups.lock().max(g)
     }
 
     /// A copy of the group table.
