@@ -2,7 +2,9 @@
 //! and deleting groups, and moving tasks between them.
 //!
 //! The group table ([`Groups`]) is behind its own lock, a leaf: taken with or without the
-//! other locks and released before anything else is locked. What the hot paths read of a
+//! other locks and released before anything else is locked. The calls that create,
+//! configure or delete a group hold the configuration lock (`group_config`) throughout: one
+//! such call never sees a group half deleted, nor its slot half reused. What the hot paths read of a
 //! group (its parent, its shares, its load) is in [`GroupShared`] atomics; each CPU keeps
 //! its runqueue of every group under its runqueue lock.
 
@@ -45,6 +47,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// m.delete_group(a).unwrap();
     /// ```
     pub fn create_group(&self, parent: GroupId, weight: CpuWeight) -> Result<GroupId, GroupError> {
+        let _config = self.group_config.lock();
         let g = {
             let mut t = self.groups.lock();
             if self.shared(parent).is_some_and(|s| s.dying.load(Relaxed)) {
@@ -66,6 +69,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// Sets a group's `cpu.weight`; its entities take the new shares at once on every CPU.
     pub fn set_group_weight(&self, now: u64, g: GroupId, weight: CpuWeight) -> Result<(), GroupError> {
+        let _config = self.group_config.lock();
         self.groups.lock().set_weight(g, weight)?;
         if let Some(s) = self.shared(g) {
             s.set_shares(weight.shares());
@@ -82,6 +86,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// Deletes a group that holds no task and no group. Its entities' blocked load leaves
     /// their parents' runqueues.
     pub fn delete_group(&self, g: GroupId) -> Result<(), GroupError> {
+        let _config = self.group_config.lock();
         {
             let t = self.groups.lock();
             t.weight(g)?;
@@ -216,6 +221,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// assert_eq!(m.group_bandwidth(g).unwrap().nr_periods, 0);
     /// ```
     pub fn set_group_max(&self, now: u64, g: GroupId, max: CpuMax) -> Result<(), GroupError> {
+        let _config = self.group_config.lock();
         self.groups.lock().set_max(g, max)?;
         let Some(sh) = self.shared(g) else { return Err(GroupError::Root) };
         sh.bw.lock().set_limit(max);
@@ -309,6 +315,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// their entities start unused, their `cpu.max` applies again, and the CPU walks their
     /// levels, as `create_group` and `set_group_max` made the CPUs of their time do.
     pub(super) fn regroup(&self) {
+        let _config = self.group_config.lock();
         // (The group table is a leaf: read slot by slot, released before the runqueue locks.)
         let live = |slot: u16| {
             let t = self.groups.lock();

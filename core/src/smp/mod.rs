@@ -3,6 +3,9 @@
 //!
 //! ## Lock order (the one place it is written down)
 //!
+//! 0. With the `groups` feature, the **group configuration** lock (`Smp::group_config`):
+//!    taken first, by the calls that create, configure or delete a group, and held while
+//!    they walk the CPUs; never taken by anything else.
 //! 1. A CPU's **balance-state** lock (`CpuCell::balance`): held by whoever balances on
 //!    that CPU's behalf (the CPU itself, or a nohz idle balancer), never while holding (2)
 //!    or (3).
@@ -188,6 +191,10 @@ pub struct Smp<
     /// The group table (a leaf lock: see `groups.rs`).
     #[cfg(feature = "groups")]
     pub(crate) groups: Mutex<R, crate::group::tree::Groups<G>>,
+    /// Serialises the group configuration calls, so that one never meets a group another
+    /// is deleting, nor a slot another is reusing (first in the lock order).
+    #[cfg(feature = "groups")]
+    pub(crate) group_config: Mutex<R, ()>,
     /// Whether any group was ever given a quota: until then the tick has no period timer
     /// to look at.
     #[cfg(feature = "groups")]
@@ -261,6 +268,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             gshared: [const { crate::group::shared::GroupShared::new() }; G],
             #[cfg(feature = "groups")]
             groups: lock_api::Mutex::new(crate::group::tree::Groups::new()),
+            #[cfg(feature = "groups")]
+            group_config: lock_api::Mutex::new(()),
             #[cfg(feature = "groups")]
             bandwidth_used: core::sync::atomic::AtomicBool::new(false),
             #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
