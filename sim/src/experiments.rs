@@ -234,7 +234,7 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
         r.total_ns = duration_ns;
     }
     if let Workload::Program { .. } = w {
-        r.length_ns = m.now() - t0;
+        r.length_ns = m.program_deadlock().unwrap_or(m.now()) - t0;
         (r.tasks, r.blocked_threads) = m.program_figures();
     }
     let tr = m.trace().map(|t| {

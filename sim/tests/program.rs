@@ -174,3 +174,19 @@ fn forks_past_the_machine_start_no_thread() {
     let acts = tasks[0].activations;
     assert!((128 * 3 / 2..3 * 2048).contains(&acts), "{acts} activations");
 }
+
+/// A workload without a `duration` whose threads all come to wait for one another ends
+/// there, as the kernel's run does, instead of running out the simulator's cap with figures
+/// spread over it.
+#[test]
+fn a_deadlocked_workload_ends_at_its_deadlock() {
+    let json = r#"{ "global": { "calibration": 100 },
+                    "tasks": { "t": { "loop": 1, "phases": { "p": { "run": 100, "lock": "m",
+                               "wait": { "ref": "c", "mutex": "m" }, "unlock": "m" } } } } }"#;
+    let w = Workload::program("deadlock", &sched_workload::rtapp::lower(json).expect("a valid workload"));
+    let r = run_once(&Config { cpus: 2, topology: TopologyKind::Flat, ..Config::octo(1) }, &w);
+    assert_eq!(r.blocked_threads, 1);
+    // 100 µs of work, then the wait: the run is that long, not the cap's 600 s.
+    assert!(r.length_ns < 1_000_000, "{} ns", r.length_ns);
+    assert!(r.tasks[0].cpu_share_pct > 5.0, "{}", r.tasks[0].cpu_share_pct);
+}

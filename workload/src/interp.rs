@@ -317,6 +317,14 @@ impl<const T: usize> World<T> {
         self.threads[..self.nthreads].iter().filter(|t| t.live && t.wait != Wait::Nothing).count()
     }
 
+    /// Whether the workload is deadlocked: threads live, and every one waits for another (a
+    /// mutex, a condition, a barrier, its forks), so none can go on. (A thread that works,
+    /// sleeps, or has not started yet does not wait.)
+    pub fn stuck(&self) -> bool {
+        let mut live = self.threads[..self.nthreads].iter().filter(|t| t.live).peekable();
+        live.peek().is_some() && live.all(|t| t.wait != Wait::Nothing)
+    }
+
     /// Thread `t` runs again at `now` after a sleep or timer: its wake-up latency is measured.
     pub fn running(&mut self, t: ThreadId, now: u64) {
         if let Some(th) = self.threads.get_mut(t as usize) {

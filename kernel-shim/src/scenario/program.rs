@@ -147,6 +147,10 @@ pub(super) fn program_main() {
         0 => {
             while LIVE.load(Acquire) > 0 {
                 arch::sys_park();
+                if WORLD.lock().stuck() {
+                    kprintln!("program: deadlock: every live thread waits for another; the run ends");
+                    break;
+                }
             }
         }
         d => arch::sys_sleep((t0 + d * 1000).saturating_sub(arch::now_ns())),
@@ -300,7 +304,17 @@ pub(super) fn program_thread(th: usize) {
                 }
             }
             Step::SleepUntil { at } => arch::sys_sleep(at.saturating_sub(arch::now_ns()).max(1)),
-            Step::Block => arch::sys_park(),
+            Step::Block => {
+                // If every thread now waits for another, none will wake this one: the main
+                // thread, waiting for the threads to end, ends the run instead.
+                if prog.duration_us() == 0 && WORLD.lock().stuck() {
+                    let main = MAIN_SLOT.load(Acquire);
+                    if main != NO_SLOT {
+                        arch::sys_unpark(main);
+                    }
+                }
+                arch::sys_park()
+            }
             Step::Yield => arch::sys_yield(),
             Step::Fork { task } => {
                 let child = WORLD.lock().fork(&prog, th, task, now);

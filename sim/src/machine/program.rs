@@ -112,6 +112,9 @@ pub(super) struct ProgramRun {
     threads: Vec<(TaskId, bool, u64)>,
     /// A fork was refused (warned once).
     fork_refused: bool,
+    /// When every live thread came to wait for another (`World::stuck`), in a program without
+    /// a `duration`: nothing happens after, and the run's figures end there.
+    deadlocked_at: Option<u64>,
     acts: Vec<Activation>,
     /// CPU time of the exited threads, per task definition (ns).
     cpu_ns: Vec<u64>,
@@ -196,6 +199,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             world,
             threads: Vec::new(),
             fork_refused: false,
+            deadlocked_at: None,
             acts: Vec::new(),
             cpu_ns: vec![0; tasks],
             takers,
@@ -297,6 +301,16 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 Step::WorkUntil { at } => at.saturating_sub(now).max(1),
                 Step::SleepUntil { at } => return self.sleep_until(cpu, t, at),
                 Step::Block => {
+                    // Without a `duration` the run would wait for its threads for ever (the
+                    // kernel's as well): if every thread now waits for another, it ends here.
+                    let ends = |r: &ProgramRun| {
+                        r.prog.duration_us() == 0 && r.deadlocked_at.is_none() && r.world.stuck()
+                    };
+                    if let Some(run) = self.program.as_deref_mut().filter(|r| ends(r)) {
+                        run.deadlocked_at = Some(now);
+                        let at = now.saturating_sub(run.t0) as f64 / 1e6;
+                        eprintln!("warning: the workload deadlocks at {at:.3} ms: every live thread waits for another");
+                    }
                     self.set_remaining(t, 0);
                     self.smp.block(cpu, now, t).expect("the stepping thread runs");
                     self.after_core_call(cpu);
@@ -353,6 +367,12 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         self.reschedule(cpu);
     }
 
+    /// When the program deadlocked (every live thread waiting for another), if it did: its
+    /// run ends there.
+    pub fn program_deadlock(&self) -> Option<u64> {
+        self.program.as_ref().and_then(|r| r.deadlocked_at)
+    }
+
     /// rt-app's figures per task of the program run so far (empty without one), and the
     /// threads still blocked on a mutex, condition variable or barrier.
     pub fn program_figures(&mut self) -> (Vec<TaskFigures>, usize) {
@@ -371,7 +391,8 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             }
         }
         let names: Vec<String> = run.prog.tasks().map(|t| t.name().to_string()).collect();
-        let figures = per_task(&names, &run.acts, &cpu_ns, self.now.saturating_sub(run.t0), self.cpus.len());
+        let end = run.deadlocked_at.unwrap_or(self.now);
+        let figures = per_task(&names, &run.acts, &cpu_ns, end.saturating_sub(run.t0), self.cpus.len());
         (figures, run.world.blocked())
     }
 }

@@ -252,3 +252,22 @@ fn an_iteration_that_yields_forks_or_barely_runs_still_takes_the_overhead() {
         assert!(exits.iter().any(|&(th, at)| th == 0 && at >= 3 * EMPTY_ITERATION_NS), "{events}: {exits:?}");
     }
 }
+
+/// A workload where every thread waits for another is stuck: a `wait` nobody signals, two
+/// threads each at a barrier of the other's; one where some thread still sleeps or works is not.
+#[test]
+fn a_world_where_every_thread_waits_is_stuck() {
+    let lone_wait = format!(
+        r#"{{{G}, "tasks": {{"t": {{"loop": 1, "lock": "m", "wait": {{"ref": "c", "mutex": "m"}}, "unlock": "m"}}}}}}"#
+    );
+    let (_, exits, w) = run(&lone_wait, u64::MAX);
+    assert!(exits.is_empty() && w.stuck());
+    let sleeper_signals = format!(
+        r#"{{{G}, "tasks": {{"t": {{"loop": 1, "lock": "m", "wait": {{"ref": "c", "mutex": "m"}}, "unlock": "m"}},
+                          "s": {{"loop": 1, "sleep": 100, "lock": "m", "signal": "c", "unlock": "m"}}}}}}"#
+    );
+    let (_, exits, w) = run(&sleeper_signals, 50_000);
+    assert!(exits.is_empty() && !w.stuck(), "the sleeper will signal");
+    let (_, exits, w) = run(&sleeper_signals, u64::MAX);
+    assert_eq!((exits.len(), w.stuck()), (2, false));
+}
