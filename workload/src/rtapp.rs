@@ -646,6 +646,7 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
         return Err(too_large("tasks", format!("{events} pool events in all, at most {MAX_POOL_EVENTS}")));
     }
     refuse_after_take(def)?;
+    timer_modes(def);
     def.mutexes = res.mutexes.0;
     def.conds = res.conds.0;
     def.timers = res.timers.0;
@@ -748,6 +749,25 @@ fn refuse_after_take(def: &ProgramDef) -> Result<(), RtAppError> {
 }
 
 /// Every event of every task, with its task's index.
+/// rt-app keeps a timer's mode on the timer, not on each use: once one use says `absolute`,
+/// every use of that timer is absolute (a shared timer's uses in every task; a thread's own,
+/// `unique…`, timer's in its task).
+fn timer_modes(def: &mut ProgramDef) {
+    let absolute: Vec<(usize, Timer)> = events(def)
+        .filter_map(|(i, e)| match e {
+            Event::Timer { timer, absolute: true, .. } => Some((i, timer)),
+            _ => None,
+        })
+        .collect();
+    for (i, t) in def.tasks.iter_mut().enumerate() {
+        for e in t.phases.iter_mut().flat_map(|p| p.events.iter_mut()) {
+            if let Event::Timer { timer, absolute: a, .. } = e {
+                *a |= absolute.iter().any(|&(j, u)| u == *timer && (j == i || matches!(u, Timer::Shared(_))));
+            }
+        }
+    }
+}
+
 fn events(def: &ProgramDef) -> impl Iterator<Item = (usize, Event)> + '_ {
     def.tasks
         .iter()

@@ -342,3 +342,22 @@ fn limits_are_refused() {
     let tasks: Vec<String> = (0..=MAX_TASKS).map(|i| format!("\"t{i}\": {{\"run\": 1}}")).collect();
     assert_eq!(refused(&with_tasks(&tasks.join(","))).exit_code(), 13);
 }
+
+/// A timer's mode is the timer's, as rt-app keeps it: one `absolute` use makes every use of
+/// that shared timer absolute, in any task, and of a thread's own timer, in its task.
+#[test]
+fn a_timer_is_absolute_for_every_use_once_one_says_so() {
+    let def = lower(&with_tasks(
+        r#""a": {"phases": {"p": {"timer": {"ref": "tick", "period": 1000, "mode": "absolute"}, "run": 10}}},
+           "b": {"phases": {"p": {"timer": {"ref": "tick", "period": 1000}, "run": 10}}},
+           "c": {"phases": {"p": {"timer": {"ref": "unique", "period": 1000}, "run": 10},
+                            "q": {"timer": {"ref": "unique", "period": 1000, "mode": "absolute"}}}},
+           "d": {"phases": {"p": {"timer": {"ref": "unique", "period": 1000}, "run": 10}}}"#,
+    ))
+    .unwrap();
+    let mode = |t: usize, p: usize| match def.tasks[t].phases[p].events[0] {
+        Event::Timer { absolute, .. } => absolute,
+        e => panic!("{e:?}"),
+    };
+    assert_eq!([mode(0, 0), mode(1, 0), mode(2, 0), mode(2, 1), mode(3, 0)], [true, true, true, true, false]);
+}
