@@ -18,7 +18,7 @@ use crate::limits::{
 /// The first word of every program.
 pub const MAGIC: u32 = 0x5041_5452;
 /// The layout's version.
-pub const VERSION: u32 = 3;
+pub const VERSION: u32 = 4;
 const HEADER: usize = 16;
 const TASK_HEADER: usize = 8 + NAME_BYTES / 4;
 const PHASE_HEADER: usize = 4;
@@ -626,7 +626,8 @@ impl<'a> TaskView<'a> {
         self.p.word(self.at + 7)
     }
 
-    /// Its name, as rt-app's file gives it (up to 16 bytes, cut at a character boundary).
+    /// Its name, as rt-app's file gives it ([`NAME_BYTES`] at most: the lowering refuses a
+    /// longer one; a program built otherwise has it cut at a character boundary).
     pub fn name(&self) -> &'a str {
         let start = (self.at + 8) * 4;
         let raw = &self.p.bytes[start..start + NAME_BYTES];
@@ -861,7 +862,7 @@ mod tests {
                     }],
                 },
                 TaskDef {
-                    name: "périodique-très-long".into(),
+                    name: format!("{}é-long", "a".repeat(63)),
                     instances: 2,
                     loops: 10,
                     delay_us: 500,
@@ -912,7 +913,7 @@ mod tests {
             }
         }
         assert_eq!(tasks[0].name(), "ping");
-        assert_eq!(tasks[1].name(), "périodique-trè", "cut at 16 bytes, on a character boundary");
+        assert_eq!(tasks[1].name(), "a".repeat(63), "cut at 64 bytes, on a character boundary");
     }
 
     /// Damage anywhere is refused with its reason, never a panic.

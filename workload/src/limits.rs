@@ -23,8 +23,10 @@ pub const MAX_DURATION_US: u64 = 3_600_000_000;
 pub const MAX_LOOPS: u32 = 1_000_000;
 /// `calibration`: ns per loop of `run`'s busy work.
 pub const MAX_CALIBRATION_NS: u32 = 1_000_000;
-/// Bytes of a task's name kept in the program (rt-app's thread names are 15 bytes).
-pub const NAME_BYTES: usize = 16;
+/// Bytes of a task's name in the program: a longer name is refused, so that every platform's
+/// rows (the simulator's read from the program, the kernel's and Linux's from the file) carry
+/// the same names. (Linux cuts a thread's own name to 15 bytes; rt-app's tasks keep theirs.)
+pub const NAME_BYTES: usize = 64;
 /// The CPUs a `cpus` list may name (the widest kernel build's).
 pub const MAX_CPU: u32 = 63;
 /// The EEVDF slice a task may ask for (µs; 0 keeps the machine's default): sched-core's

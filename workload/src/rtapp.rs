@@ -41,7 +41,7 @@ use crate::json::{self, Json};
 use crate::limits::{
     MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT,
     MAX_LOOPS, MAX_PHASES, MAX_POOL_EVENTS, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS,
-    MAX_WORDS, MIN_SLICE_US,
+    MAX_WORDS, MIN_SLICE_US, NAME_BYTES,
 };
 
 /// Why a workload file was refused.
@@ -323,6 +323,12 @@ fn lower_global(global: Option<&Json>, def: &mut ProgramDef) -> Result<(), RtApp
 
 fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Result<TaskDef, RtAppError> {
     let path = join("tasks", name);
+    if name.len() > NAME_BYTES {
+        return Err(too_large(&path, format!("a name of {} bytes, at most {NAME_BYTES}", name.len())));
+    }
+    if name.contains('\0') {
+        return Err(bad(&path, "a task's name holds no NUL (the program ends a name at one)"));
+    }
     let mut t = TaskDef { name: name.to_string(), instances: 1, loops: -1, ..TaskDef::default() };
     let mut phases = None;
     let mut direct = Vec::new();

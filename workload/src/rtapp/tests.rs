@@ -197,6 +197,13 @@ fn every_refusal_names_its_path() {
             "tasks.t: cannot run: barrier \"b\" has one thread only",
             14,
         ),
+        // A name longer than the program keeps, or one the program would cut at a NUL.
+        (
+            &with_tasks(&format!(r#""{}": {{"run": 1}}"#, "n".repeat(65))),
+            "a name of 65 bytes, at most 64",
+            13,
+        ),
+        (&with_tasks(r#""a\u0000b": {"run": 1}"#), "holds no NUL", 12),
         // Named twice by each of two threads: four parties, two threads that can wait.
         (
             &with_tasks(r#""t": {"instance": 2, "loop": 1, "barrier0": "b", "run": 5, "barrier1": "b"}"#),
