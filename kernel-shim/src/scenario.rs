@@ -611,7 +611,11 @@ impl Config {
             }
             "nice" => {
                 if threads < 2 {
-                    *bad = "threads";
+                    // (Only a given `threads=` is below 2: the word is its last.)
+                    *bad = bootargs
+                        .split_ascii_whitespace()
+                        .rfind(|w| w.starts_with("threads="))
+                        .unwrap_or("threads");
                     return Err(ArgError::Range { key: "threads", min: 2, max: MAX_SPINNERS });
                 }
                 // Long enough for many scheduling periods (about 0.5 s on one CPU).
@@ -707,12 +711,12 @@ pub fn start(cfg: &Config, ncpus: usize) {
     NCPUS.store(ncpus as u32, Relaxed);
     if let Scenario::Panic { cpu } | Scenario::Fault { cpu, .. } | Scenario::Hang { cpu } = cfg.scenario {
         if cpu as usize >= ncpus {
-            defmt::error!("error: bad argument cpu={}: this machine has CPUs 0..{}", cpu, ncpus - 1);
+            defmt::error!("error: bad argument \"cpu={}\": this machine has CPUs 0..{}", cpu, ncpus - 1);
             arch::exit(EXIT_BAD_ARGS);
         }
     }
     if matches!(cfg.scenario, Scenario::Hang { .. }) && ncpus < 2 {
-        defmt::error!("error: bad argument scenario=hang: needs 2 CPUs (one hangs, one watches)");
+        defmt::error!("error: bad argument \"scenario=hang\": needs 2 CPUs (one hangs, one watches)");
         arch::exit(EXIT_BAD_ARGS);
     }
     let needs = cfg.scenario.threads(ncpus as u32);

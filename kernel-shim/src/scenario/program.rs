@@ -76,7 +76,7 @@ fn work(ns: u64) {
 /// workload's `duration` or for every thread to finish, then reports.
 pub(super) fn program_main() {
     let Some(bytes) = arch::loaded_program() else {
-        defmt::error!("error: bad argument scenario=program: this machine takes no workload program");
+        defmt::error!("error: bad argument \"scenario=program\": this machine takes no workload program");
         arch::exit(EXIT_BAD_ARGS);
     };
     let prog = match Program::parse(bytes) {
