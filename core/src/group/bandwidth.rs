@@ -235,7 +235,7 @@ impl Pool {
     /// the same instant (the simulator, QEMU's deterministic mode), which would otherwise give
     /// the slices to the same CPUs every period and starve the others.
     pub fn give(&mut self, remaining: i64) -> u64 {
-        let want = (SLICE_NS as i64 - remaining.min(0)) as u64;
+        let want = (SLICE_NS as i64).saturating_sub(remaining.min(0)) as u64;
         if self.limit.quota_ns.is_none() {
             return want;
         }
@@ -247,19 +247,19 @@ impl Pool {
     /// A runqueue of the group emptied with `remaining` ns: all but [`MIN_RQ_RUNTIME_NS`] goes
     /// back to the pool. Returns what it keeps.
     pub fn give_back(&mut self, remaining: i64) -> i64 {
-        let slack = remaining - MIN_RQ_RUNTIME_NS as i64;
+        let slack = remaining.saturating_sub(MIN_RQ_RUNTIME_NS as i64);
         if slack <= 0 {
             return remaining;
         }
         if self.limit.quota_ns.is_some() {
-            self.runtime += slack as u64;
+            self.runtime = self.runtime.saturating_add(slack as u64);
         }
         remaining - slack
     }
 
     /// A runqueue of the group was throttled for `ns` (counted when it is let go).
     pub fn throttled_for(&mut self, ns: u64) {
-        self.stats.throttled_ns += ns;
+        self.stats.throttled_ns = self.stats.throttled_ns.saturating_add(ns);
     }
 
     /// Replaces the limit: the pool is refilled for it and the timer stops until runtime is
@@ -286,12 +286,13 @@ impl RqRuntime {
     /// asks for a reschedule, and the runqueue is throttled when its current entity is put
     /// back ([`RqRuntime::must_throttle`]).
     pub fn charge(&mut self, delta: u64, pool: &mut Pool) -> bool {
-        self.remaining -= delta as i64;
+        // (Saturating: the fields are public, and any `delta` is taken.)
+        self.remaining = self.remaining.saturating_sub(i64::try_from(delta).unwrap_or(i64::MAX));
         if self.remaining > 0 || self.throttled {
             return self.remaining > 0;
         }
-        let want = SLICE_NS as i64 - self.remaining;
-        self.remaining += pool.take(want as u64) as i64;
+        let want = (SLICE_NS as i64).saturating_sub(self.remaining) as u64;
+        self.remaining = self.remaining.saturating_add(i64::try_from(pool.take(want)).unwrap_or(i64::MAX));
         self.remaining > 0
     }
 
@@ -333,6 +334,23 @@ mod tests {
 
     /// cpu.max's text: each bound as Linux checks it; anything but one or two numbers (or
     /// `max`) refused.
+    /// Any value the types take is taken: runtime saturates, never wraps or panics.
+    #[test]
+    fn extreme_values_saturate() {
+        for limit in [CpuMax::UNLIMITED, CpuMax::parse("5000 100000", None).unwrap()] {
+            let mut pool = Pool::new(limit);
+            let grant = pool.give(i64::MIN);
+            assert!(grant > 0 || limit.quota_ns().is_some());
+            assert!(pool.give_back(i64::MIN) == i64::MIN && pool.give_back(i64::MAX) > 0);
+            pool.throttled_for(u64::MAX);
+            pool.throttled_for(u64::MAX);
+            let mut rq = RqRuntime { remaining: i64::MIN + 1, ..RqRuntime::default() };
+            assert!(!rq.charge(u64::MAX, &mut pool) && rq.remaining <= 0);
+            let mut rq = RqRuntime { remaining: i64::MAX, ..RqRuntime::default() };
+            assert!(rq.charge(1, &mut pool));
+        }
+    }
+
     #[test]
     fn cpu_max_reads_and_refuses_as_linux() {
         let m = CpuMax::parse("1000", None).unwrap();

@@ -25,15 +25,21 @@ pub struct Signal {
 /// average `below`, with a sum to match, and `parent` (the runqueue the entity is queued on)
 /// changes by the difference, never below 0. Returns whether anything changed.
 pub fn copy_up(below: u64, ge: &mut Signal, parent: &mut Signal) -> bool {
-    let delta = below as i64 - ge.avg as i64;
-    if delta == 0 {
+    if below == ge.avg {
         return false;
     }
+    // (In i128: any u64 takes part; the results saturate.)
+    let delta = below as i128 - ge.avg as i128;
     ge.avg = below;
-    ge.sum = below * LOAD_AVG_MAX;
-    parent.avg = (parent.avg as i64 + delta).max(0) as u64;
-    parent.sum = parent.avg * LOAD_AVG_MAX;
+    ge.sum = below.saturating_mul(LOAD_AVG_MAX);
+    parent.avg = clamp_u64(parent.avg as i128 + delta);
+    parent.sum = parent.avg.saturating_mul(LOAD_AVG_MAX);
     true
+}
+
+/// `v` within `0..=u64::MAX`.
+fn clamp_u64(v: i128) -> u64 {
+    v.clamp(0, u64::MAX as i128) as u64
 }
 
 /// What the load propagation reads of the group runqueue below.
@@ -75,10 +81,11 @@ pub fn load_up(
         ge_load.sum.min(per_weight)
     };
     runnable = runnable.max(ge_util_sum >> 10);
-    let new_sum = ge_weight * runnable;
+    let new_sum = ge_weight.saturating_mul(runnable);
     let new_avg = new_sum / LOAD_AVG_MAX;
-    parent.avg = (parent.avg as i64 + new_avg as i64 - ge_load.avg as i64).max(0) as u64;
-    parent.sum = (parent.sum as i64 + new_sum as i64 - (ge_weight * ge_load.sum) as i64).max(0) as u64;
+    let old_sum = ge_weight.saturating_mul(ge_load.sum);
+    parent.avg = clamp_u64(parent.avg as i128 + new_avg as i128 - ge_load.avg as i128);
+    parent.sum = clamp_u64(parent.sum as i128 + new_sum as i128 - old_sum as i128);
     ge_load.sum = runnable;
     ge_load.avg = new_avg;
     true
@@ -117,6 +124,22 @@ mod tests {
         assert!(load_up(&detach, &mut ge, 1024, 0, &mut parent));
         assert_eq!((ge.sum, ge.avg, parent.avg, parent.sum), (0, 0, 0, 0));
         assert!(!load_up(&Below::default(), &mut ge, 1024, 0, &mut parent), "nothing pending");
+    }
+
+    /// Any numbers the types take are taken: the results saturate, never wrap or panic.
+    #[test]
+    fn extreme_inputs_saturate() {
+        let mut ge = Signal { avg: 0, sum: 0 };
+        let mut parent = Signal { avg: u64::MAX - 1, sum: 0 };
+        assert!(copy_up(u64::MAX, &mut ge, &mut parent));
+        assert_eq!((ge.sum, parent.avg, parent.sum), (u64::MAX, u64::MAX, u64::MAX));
+        assert!(copy_up(0, &mut ge, &mut parent));
+        assert_eq!(parent.avg, 0);
+        let mut ge = Signal { avg: u64::MAX, sum: u64::MAX };
+        let mut parent = Signal::default();
+        let huge = Below { prop_runnable_sum: i64::MIN, load_weight: u64::MAX, load_sum: u64::MAX };
+        assert!(load_up(&huge, &mut ge, u64::MAX, u64::MAX, &mut parent));
+        assert_eq!((parent.avg, parent.sum), (0, 0));
     }
 
     /// The load sum never falls below what the utilisation says ran.
