@@ -60,6 +60,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             }
         }
         self.check_pushes(&guards)?;
+        #[cfg(feature = "groups")]
+        self.check_groups(&guards)?;
         if on_cpu != attached {
             for (c, st) in guards.iter().enumerate() {
                 for (slot, id) in st.rq.attached() {
@@ -182,6 +184,42 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 type Guard<'a, const Q: usize, R, const G: usize> = MutexGuard<'a, R, CpuState<Q, G>>;
 
 /// A violation on `cpu`.
+#[cfg(feature = "groups")]
+impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
+    Smp<P, CPUS, TASKS, Q, R, G>
+{
+    /// Every live group's levels agree with the group table and its shared state: a level
+    /// enforces `cpu.max` exactly when the table gives the group a quota, and the group's
+    /// count of throttled levels is the CPUs where its level is throttled. Skipped while a
+    /// group configuration call is under way (it applies a change CPU by CPU); the
+    /// configuration lock is only tried, as the runqueue locks are held.
+    fn check_groups(&self, guards: &[Guard<'_, Q, R, G>]) -> Result<(), InvariantViolation> {
+        let Some(_config) = self.group_config.try_lock() else { return Ok(()) };
+        let table = self.groups.lock();
+        for slot in 1..=G as u16 {
+            let id = table.id_of_slot(slot);
+            let Ok(max) = table.max(id) else { continue };
+            let limited = max.quota_ns().is_some();
+            let mut throttled = 0u32;
+            for (c, st) in guards.iter().enumerate() {
+                let Some(level) = st.levels.get(slot as usize - 1) else { continue };
+                if level.runtime_enabled != limited {
+                    return fail(c, "a group's level disagrees with its cpu.max");
+                }
+                throttled += level.runtime.throttled as u32;
+            }
+            let counted = self
+                .gshared
+                .get(slot as usize - 1)
+                .map_or(0, |s| s.nr_throttled.load(portable_atomic::Ordering::Relaxed));
+            if counted != throttled {
+                return fail(0, "a group's throttled count differs from its throttled levels");
+            }
+        }
+        Ok(())
+    }
+}
+
 fn fail(cpu: usize, what: &'static str) -> Result<(), InvariantViolation> {
     Err(InvariantViolation { cpu, what, task: None })
 }
