@@ -158,6 +158,11 @@ impl Layout {
         }
         if k != 0 {
             layout.cluster_source = ClusterSource::BootLine;
+            // (A cluster of a node's CPUs is the node: no level of its own. A larger one is
+            // no cluster of this machine.)
+            if k > per {
+                return Err(LayoutError::Clusters { k, per });
+            }
             if k < per {
                 if !per.is_multiple_of(k) {
                     return Err(LayoutError::Clusters { k, per });

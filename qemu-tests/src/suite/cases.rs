@@ -475,6 +475,20 @@ pub(crate) const VCPU_CASES: &[(usize, usize, usize, Case)] = &[
         },
     ),
     (
+        2,
+        0,
+        0,
+        Case {
+            name: "2 vCPUs: clusters larger than the machine are refused",
+            args: "scenario=boot clusters=4",
+            mode: Mode::Deterministic,
+            judge: |b| {
+                exit_is(b, EXIT_BAD_ARGS)?;
+                has(b, r#"error: bad argument "clusters=4": does not divide the 2 CPUs of a node"#)
+            },
+        },
+    ),
+    (
         16,
         0,
         0,
