@@ -354,13 +354,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// How many tasks group `g` holds, not counting its children's. The root's are the live
     /// tasks in no other group (a snapshot while tasks come and go on other CPUs).
     pub fn group_tasks(&self, g: GroupId) -> Result<u32, GroupError> {
-        let t = self.groups.lock();
         if g != GroupId::ROOT {
-            return t.tasks(g);
+            return self.groups.lock().tasks(g);
         }
-        // (The root's own count is not kept: creating and ending tasks there takes no lock.)
+        // (The root's own count is not kept: creating and ending tasks there takes no lock.
+        // The live tasks are counted first, under the task table's lock: the group table,
+        // a leaf, is taken after it, never before.)
+        let live = self.nr_tasks() as u32;
+        let t = self.groups.lock();
         let grouped: u32 = (1..=G as u16).filter_map(|s| t.tasks(t.id_of_slot(s)).ok()).sum();
-        Ok((self.nr_tasks() as u32).saturating_sub(grouped))
+        Ok(live.saturating_sub(grouped))
     }
 
     /// A group's `cpu.weight`.

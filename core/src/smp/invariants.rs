@@ -183,7 +183,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 /// A held runqueue lock, as the checker holds every CPU's.
 type Guard<'a, const Q: usize, R, const G: usize> = MutexGuard<'a, R, CpuState<Q, G>>;
 
-/// A violation on `cpu`.
 #[cfg(feature = "groups")]
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
     Smp<P, CPUS, TASKS, Q, R, G>
@@ -220,6 +219,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     }
 }
 
+/// A violation on `cpu`.
 fn fail(cpu: usize, what: &'static str) -> Result<(), InvariantViolation> {
     Err(InvariantViolation { cpu, what, task: None })
 }

@@ -4,8 +4,10 @@
 //! ## Lock order (the one place it is written down)
 //!
 //! 0. With the `groups` feature, the **group configuration** lock (`Smp::group_config`):
-//!    taken first, by the calls that create, configure or delete a group, and held while
-//!    they walk the CPUs; never taken by anything else.
+//!    taken first, with no other lock held, by the calls that create, configure or delete a
+//!    group and by a setup's `regroup`, and held while they walk the CPUs. The invariant
+//!    checker only tries it, holding the locks below (and skips the group checks if it is
+//!    taken).
 //! 1. A CPU's **balance-state** lock (`CpuCell::balance`): held by whoever balances on
 //!    that CPU's behalf (the CPU itself, or a nohz idle balancer), never while holding (2)
 //!    or (3).
@@ -589,6 +591,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     internal! {
         /// A copy of a task's entity, wherever it is.
         pub fn entity(&self, id: TaskId) -> Result<Entity, SchedError> {
+            self.initialised()?;
             loop {
                 let loc = match self.table().get(id)?.location {
                     // The table lock (held for this match) owns a parked entity.
