@@ -189,4 +189,13 @@ fn a_deadlocked_workload_ends_at_its_deadlock() {
     // 100 µs of work, then the wait: the run is that long, not the cap's 600 s.
     assert!(r.length_ns < 1_000_000, "{} ns", r.length_ns);
     assert!(r.tasks[0].cpu_share_pct > 5.0, "{}", r.tasks[0].cpu_share_pct);
+    // The deadlock comes when another thread ends, not when one blocks: the waiter blocked
+    // first, while a worker still ran.
+    let json = r#"{ "global": { "calibration": 100 },
+                    "tasks": { "w": { "loop": 1, "lock": "m", "wait": { "ref": "c", "mutex": "m" }, "unlock": "m" },
+                               "s": { "loop": 1, "run": 1000 } } }"#;
+    let w = Workload::program("deadlock", &sched_workload::rtapp::lower(json).expect("a valid workload"));
+    let r = run_once(&Config { cpus: 2, topology: TopologyKind::Flat, ..Config::octo(1) }, &w);
+    assert_eq!(r.blocked_threads, 1);
+    assert!(r.length_ns < 2_000_000, "{} ns", r.length_ns);
 }

@@ -118,7 +118,7 @@ enum Wait {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Pending {
     None,
-    /// The overhead of an iteration that took no time (completes nothing).
+    /// The rest of the loop's overhead after an iteration that took less (completes nothing).
     Overhead,
     Work {
         started: u64,

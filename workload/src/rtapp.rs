@@ -754,7 +754,6 @@ fn refuse_after_take(def: &ProgramDef) -> Result<(), RtAppError> {
     Ok(())
 }
 
-/// Every event of every task, with its task's index.
 /// rt-app keeps a timer's mode on the timer, not on each use: once one use says `absolute`,
 /// every use of that timer is absolute (a shared timer's uses in every task; a thread's own,
 /// `unique…`, timer's in its task).
@@ -774,6 +773,7 @@ fn timer_modes(def: &mut ProgramDef) {
     }
 }
 
+/// Every event of every task, with its task's index.
 fn events(def: &ProgramDef) -> impl Iterator<Item = (usize, Event)> + '_ {
     def.tasks
         .iter()

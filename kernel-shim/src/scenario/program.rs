@@ -343,7 +343,10 @@ pub(super) fn program_thread(th: usize) {
         LAST_WORKER_END.fetch_max(arch::now_ns(), AcqRel);
     }
     CPU_NS[th as usize].store(sched::thread_cpu_ns_now(me).max(1), Release);
-    if LIVE.fetch_sub(1, AcqRel) == 1 {
+    // The last thread's end, or one that leaves every other waiting (a deadlock: none of
+    // them will end), lets the main thread go on.
+    let last = LIVE.fetch_sub(1, AcqRel) == 1;
+    if last || (prog.duration_us() == 0 && WORLD.lock().stuck()) {
         let main = MAIN_SLOT.load(Acquire);
         if main != NO_SLOT {
             arch::sys_unpark(main);

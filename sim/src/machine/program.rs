@@ -286,6 +286,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                         run.cpu_ns[task as usize] += ran;
                     }
                 }
+                self.note_deadlock(now);
                 return self.finish_task_waking(cpu, t, &woken);
             }
             for w in woken {
@@ -301,16 +302,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 Step::WorkUntil { at } => at.saturating_sub(now).max(1),
                 Step::SleepUntil { at } => return self.sleep_until(cpu, t, at),
                 Step::Block => {
-                    // Without a `duration` the run would wait for its threads for ever (the
-                    // kernel's as well): if every thread now waits for another, it ends here.
-                    let ends = |r: &ProgramRun| {
-                        r.prog.duration_us() == 0 && r.deadlocked_at.is_none() && r.world.stuck()
-                    };
-                    if let Some(run) = self.program.as_deref_mut().filter(|r| ends(r)) {
-                        run.deadlocked_at = Some(now);
-                        let at = now.saturating_sub(run.t0) as f64 / 1e6;
-                        eprintln!("warning: the workload deadlocks at {at:.3} ms: every live thread waits for another");
-                    }
+                    self.note_deadlock(now);
                     self.set_remaining(t, 0);
                     self.smp.block(cpu, now, t).expect("the stepping thread runs");
                     self.after_core_call(cpu);
@@ -365,6 +357,19 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         self.after_core_call(cpu);
         self.push(at, Ev::Wake(t));
         self.reschedule(cpu);
+    }
+
+    /// In a program without a `duration`, which would wait for its threads for ever (the
+    /// kernel's as well), notes the first moment every live thread waits for another
+    /// (`World::stuck`, after a block or an end): the run's figures end there.
+    fn note_deadlock(&mut self, now: u64) {
+        let Some(run) = self.program.as_deref_mut() else { return };
+        if run.prog.duration_us() != 0 || run.deadlocked_at.is_some() || !run.world.stuck() {
+            return;
+        }
+        run.deadlocked_at = Some(now);
+        let at = now.saturating_sub(run.t0) as f64 / 1e6;
+        eprintln!("warning: the workload deadlocks at {at:.3} ms: every live thread waits for another");
     }
 
     /// When the program deadlocked (every live thread waiting for another), if it did: its
