@@ -666,16 +666,15 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
         return Err(too_large("the file", format!("{words} words encoded, at most {MAX_WORDS}")));
     }
     let prog = Program::parse(&bytes).map_err(|e| cannot("tasks", format!("does not encode: {e}")))?;
-    // A barrier's parties: every thread of every task that names it, once per naming (as
-    // rt-app counts them).
-    let mut parties: HashMap<u16, (u64, String)> = HashMap::new();
-    // And the threads that can wait at it at once: each thread of a task naming it, once.
-    let mut present: HashMap<u16, u64> = HashMap::new();
+    // Per barrier: its parties, every thread of every task that names it, once per naming (as
+    // rt-app counts them); the threads that can wait at it at once, each such thread once;
+    // and the first task naming it, for the refusals.
+    let mut parties: HashMap<u16, (u64, u64, String)> = HashMap::new();
     for (ti, t) in def.tasks.iter().enumerate() {
+        let path = join("tasks", &t.name);
         let mut named: Vec<u16> = Vec::new();
         for e in t.phases.iter().flat_map(|p| &p.events) {
             if let Event::Barrier(b) = *e {
-                let path = join("tasks", &t.name);
                 let Some(threads) = prog.threads_of(ti) else {
                     return Err(cannot(
                         &path,
@@ -683,19 +682,18 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
                     ));
                 };
                 // (Forks of forks can count past any machine: saturate, the bound below refuses.)
-                let e = parties.entry(b).or_insert((0, path));
+                let e = parties.entry(b).or_insert_with(|| (0, 0, path.clone()));
                 e.0 = e.0.saturating_add(threads);
                 if !named.contains(&b) {
                     named.push(b);
-                    let p = present.entry(b).or_insert(0);
-                    *p = p.saturating_add(threads);
+                    e.1 = e.1.saturating_add(threads);
                 }
             }
         }
     }
     let mut barriers = Vec::new();
     for (i, name) in res.barriers.0.iter().enumerate() {
-        let (n, path) = &parties[&(i as u16)];
+        let (n, at_once, path) = &parties[&(i as u16)];
         if *n > u64::from(MAX_INSTANCES) * 64 {
             return Err(too_large(
                 path,
@@ -708,8 +706,7 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
                 format!("barrier {name:?} has one thread only: it would never hold anyone"),
             ));
         }
-        let at_once = present[&(i as u16)];
-        if *n > at_once {
+        if n > at_once {
             return Err(cannot(
                 path,
                 format!(
