@@ -332,8 +332,6 @@ mod tests {
     use super::*;
     use std::string::ToString;
 
-    /// cpu.max's text: each bound as Linux checks it; anything but one or two numbers (or
-    /// `max`) refused.
     /// Any value the types take is taken: runtime saturates, never wraps or panics.
     #[test]
     fn extreme_values_saturate() {
@@ -351,6 +349,8 @@ mod tests {
         }
     }
 
+    /// cpu.max's text: each bound as Linux checks it; anything but one or two numbers (or
+    /// `max`) refused.
     #[test]
     fn cpu_max_reads_and_refuses_as_linux() {
         let m = CpuMax::parse("1000", None).unwrap();

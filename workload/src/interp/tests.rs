@@ -253,8 +253,8 @@ fn an_iteration_that_yields_forks_or_barely_runs_still_takes_the_overhead() {
     }
 }
 
-/// A workload where every thread waits for another is stuck: a `wait` nobody signals, two
-/// threads each at a barrier of the other's; one where some thread still sleeps or works is not.
+/// A workload where every thread waits for another is stuck (a `wait` nobody signals); one
+/// where some thread still sleeps or works is not, nor one whose threads have all ended.
 #[test]
 fn a_world_where_every_thread_waits_is_stuck() {
     let lone_wait = format!(
