@@ -18,7 +18,7 @@ pub(super) const PINGPONG_UNPARKS: u64 = 8000;
 /// woken partner runs, which moves with QEMU's timing, and so with the layout of each build's
 /// code even in deterministic mode; docs/measurements.md (the suite's margins) has each
 /// port's count beside this bound, which sits below the spread riscv64's count has shown
-/// across the project's builds (the figure's history is that file's), 92.5 % of the unparks.
+/// across the project's builds (the figure's history is that file's).
 pub(super) const PINGPONG_MIN_WAKEUPS: u64 = 7400;
 /// Ping-pong: at most this many wakeups move their wakee off its previous CPU. At the start the
 /// main thread and the 8 workers (spinning until all are created) are 9 threads on 8 CPUs, so
