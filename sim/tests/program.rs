@@ -1,8 +1,8 @@
 //! Workload programs (rt-app files) on the simulated machine: rt-app's figures per task come
 //! out as the workload and the scheduler make them.
 
-use sched_sim::experiments::{run_once, Workload};
-use sched_sim::machine::{Config, TopologyKind};
+use sched_sim::experiments::{drive, on_big_stack, run_once, Workload, DRIVE_START};
+use sched_sim::machine::{Config, Machine, TopologyKind};
 use sched_workload::figures::TaskFigures;
 
 fn run(json: &str, cpus: usize) -> (Vec<TaskFigures>, usize) {
@@ -198,4 +198,15 @@ fn a_deadlocked_workload_ends_at_its_deadlock() {
     let r = run_once(&Config { cpus: 2, topology: TopologyKind::Flat, ..Config::octo(1) }, &w);
     assert_eq!(r.blocked_threads, 1);
     assert!(r.length_ns < 2_000_000, "{} ns", r.length_ns);
+    // The machine itself stops there: CPUs that keep ticking while idle do not run out the
+    // cap (a traced run used to record 600 s of idle ticks).
+    let (deadlock, now, blocked) = on_big_stack(move || {
+        let cfg = Config { cpus: 2, topology: TopologyKind::Flat, nohz: false, trace: true, ..Config::octo(1) };
+        let mut m = Machine::<2>::new(cfg).expect("a valid machine");
+        let (r, _) = drive(&mut m, &w);
+        (m.program_deadlock(), m.now(), r.blocked_threads)
+    });
+    assert_eq!(deadlock, Some(now));
+    assert!(now < DRIVE_START + 2_000_000, "{now} ns");
+    assert_eq!(blocked, 1);
 }

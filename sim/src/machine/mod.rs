@@ -82,6 +82,9 @@ pub struct Machine<const C: usize, const G: usize = 0> {
     wake_latencies: Vec<(u8, u64)>,
     /// The workload program being run, if any.
     program: Option<Box<program::ProgramRun>>,
+    /// A workload program deadlocked ([`Machine::program_deadlock`]): nothing it does can
+    /// happen any more, so the event loop stops there instead of running idle to its bound.
+    halted: bool,
     /// Whether each event prefetches what the next ticks read: large machines (above
     /// [`LARGE_ABOVE_CPUS`]) on a host with a prefetch instruction, where the core names
     /// the lines (64-bit targets).
@@ -143,6 +146,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             ticks: 0,
             wake_latencies: Vec::new(),
             program: None,
+            halted: false,
             prefetch,
         };
         // Every CPU starts in its idle loop with its tick running.
@@ -224,7 +228,8 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         Ok(())
     }
 
-    /// Runs until no task is left or `until` (ns) is reached. Returns whether tasks remain.
+    /// Runs until no task is left, `until` (ns) is reached or a workload program deadlocks
+    /// (then [`Machine::now`] is the deadlock's time). Returns whether tasks remain.
     pub fn run_until(&mut self, until: u64) -> bool {
         // One loop per choice, so that a small machine's loop carries no prefetching test.
         if self.prefetch {
@@ -282,6 +287,9 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             }
             if self.tasks.is_empty() {
                 return false;
+            }
+            if self.halted {
+                return true;
             }
         }
         // Nothing left to happen before `until`.

@@ -361,13 +361,14 @@ impl<const C: usize, const G: usize> Machine<C, G> {
 
     /// In a program without a `duration`, which would wait for its threads for ever (the
     /// kernel's as well), notes the first moment every live thread waits for another
-    /// (`World::stuck`, after a block or an end): the run's figures end there.
+    /// (`World::stuck`, after a block or an end): the run and its figures end there.
     fn note_deadlock(&mut self, now: u64) {
         let Some(run) = self.program.as_deref_mut() else { return };
         if run.prog.duration_us() != 0 || run.deadlocked_at.is_some() || !run.world.stuck() {
             return;
         }
         run.deadlocked_at = Some(now);
+        self.halted = true;
         let at = now.saturating_sub(run.t0) as f64 / 1e6;
         eprintln!("warning: the workload deadlocks at {at:.3} ms: every live thread waits for another");
     }
