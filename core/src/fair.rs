@@ -42,10 +42,16 @@ use crate::timeline::vruntime_before;
 use crate::weights::{calc_delta, calc_delta_fair, LoadWeight, Nice};
 
 bitflags! {
+    /// What an `update_load_avg` does besides aging the entity and its runqueue.
     #[derive(Debug, Clone, Copy, PartialEq, Eq)]
     struct PeltFlags: u8 {
+        /// The entity is not aged (a new task's signals are attached as initialised).
         const SKIP_AGE_LOAD = 1 << 0;
+        /// A detached entity is attached to the runqueue.
         const DO_ATTACH = 1 << 1;
+        /// A group level whose signals decayed passes the change on to its group's load
+        /// (`update_tg_load_avg`); an attach always does.
+        const UPDATE_TG = 1 << 2;
     }
 }
 
@@ -262,7 +268,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// `update_load_avg` for an entity here, whose cell the caller holds, and for the
     /// runqueue: ages the entity (if it is attached), updates the runqueue's signals, and
-    /// attaches a detached entity if asked.
+    /// attaches a detached entity if asked; on a group level, then passes the level's load
+    /// on to its group's (after an attach, or a decay with [`PeltFlags::UPDATE_TG`]).
     #[cfg_attr(target_pointer_width = "64", inline(always))]
     fn load_avg_with<const FLAT: bool>(&mut self, slot: SlotId, se: &EntityCell, is_curr: bool, flags: PeltFlags) {
         let now = self.clock_pelt();
@@ -285,26 +292,30 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             #[cfg(not(feature = "groups"))]
             se.update_pelt(now, se.on_rq(), is_curr);
         }
+        let attach = flags.contains(PeltFlags::DO_ATTACH) && !attached;
         #[cfg(feature = "groups")]
-        if (!flat && self.level != 0) || group_entity {
+        let to_group = if (!flat && self.level != 0) || group_entity {
             let mut decayed = self.update_level_avg();
             if attached && group_entity {
                 decayed |= self.propagate_entity(slot, se);
             }
-            if decayed {
-                self.update_tg_load_avg();
-            }
+            attach || (decayed && flags.contains(PeltFlags::UPDATE_TG))
         } else {
             self.update_cfs_avg();
-        }
+            false
+        };
         #[cfg(not(feature = "groups"))]
         {
             let _ = group_entity;
             self.update_cfs_avg();
         }
         // (Tested here: an enqueue of an attached task, the common case, makes no call.)
-        if flags.contains(PeltFlags::DO_ATTACH) && !attached {
+        if attach {
             self.attach_avg_with(se);
+        }
+        #[cfg(feature = "groups")]
+        if to_group {
+            self.update_tg_load_avg();
         }
     }
 
@@ -389,9 +400,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_curr_vw(want)
         };
         policy!(self.place(se, flags, curr, is_curr));
-        self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::DO_ATTACH);
+        self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::UPDATE_TG | PeltFlags::DO_ATTACH);
         #[cfg(feature = "groups")]
         if !flat {
+            self.se_update_runnable(slot);
             self.update_cfs_group(slot);
         }
         // account_entity_enqueue
@@ -445,7 +457,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.update_curr_vw(follow_min || self.eevdf())
         };
         let curr_vr = curr_vw.map(|c| c.0);
-        self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::empty());
+        self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::UPDATE_TG);
+        #[cfg(feature = "groups")]
+        if !flat {
+            self.se_update_runnable(slot);
+        }
         self.clear_buddies(slot);
         policy!(self.dequeuing(se, flags, curr_vw, is_curr));
         if !is_curr {
@@ -517,7 +533,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if on_rq {
             self.tl_remove(slot, se);
             let is_curr = self.curr == Some(slot);
-            self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::empty());
+            self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::UPDATE_TG);
         }
         self.rq.note_picked(se);
         se.set_exec_start(self.clock_task);
@@ -632,7 +648,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     fn entity_tick<const FLAT: bool>(&mut self, c: SlotId) {
         let Some(se) = self.entity(c) else { return };
         self.charge_curr(se);
-        self.load_avg_with::<FLAT>(c, se, true, PeltFlags::empty());
+        self.load_avg_with::<FLAT>(c, se, true, PeltFlags::UPDATE_TG);
         #[cfg(feature = "groups")]
         if !(FLAT || self.flat()) {
             self.update_cfs_group(c);
@@ -814,8 +830,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 f.detach_avg(se);
                 f.update_tg_load_avg();
             });
-            // The group's load and shares here follow at once (`propagate_entity_cfs_rq`).
-            self.refresh_group(l);
+            // The levels above see the load leave at once (`propagate_entity_cfs_rq`).
+            self.propagate_up(l);
         } else {
             self.detach_avg(se);
         }

@@ -15,7 +15,7 @@
 use heapless::Vec;
 
 use super::view::buddy_allowed;
-use super::{DequeueFlags, EnqueueFlags, Fair, WakeFlags};
+use super::{DequeueFlags, EnqueueFlags, Fair, PeltFlags, WakeFlags};
 use crate::entities::EntityCell;
 use crate::features::Features;
 use crate::group::level::Level;
@@ -208,9 +208,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         }
         while let Some((s, l)) = cur {
             self.at(l, |f| {
+                f.refresh(s);
                 f.cfs.h_nr_running = f.cfs.h_nr_running.saturating_sub(1);
                 f.cfs.idle_h_nr_running = f.cfs.idle_h_nr_running.saturating_sub(idle);
-                f.refresh(s);
             });
             if self.is_throttled(l) {
                 break;
@@ -473,6 +473,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 se.set_vruntime(se.vruntime().wrapping_sub(f.cfs.min_vruntime));
             }
         });
+        self.propagate_up(from);
         se.set_group(to);
         self.at(to, |f| {
             f.update_level_avg();
@@ -484,9 +485,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
                 se.set_vruntime(se.vruntime().wrapping_add(f.cfs.min_vruntime));
             }
         });
-        for l in [from, to] {
-            self.refresh_group(l);
-        }
+        self.propagate_up(to);
         if let Some(s) = slot.filter(|_| queued) {
             self.enqueue(s, EnqueueFlags::RESTORE);
         }
@@ -502,8 +501,24 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     pub(crate) fn refresh_group(&mut self, g: Level) {
         let mut cur = self.up(self.level_of_group(g));
         while let Some((s, l)) = cur {
-            self.at(l, |f| f.refresh(s));
+            self.at(l, |f| {
+                f.age_entity(s, PeltFlags::UPDATE_TG);
+                f.update_cfs_group(s);
+            });
             cur = self.up(l);
+        }
+    }
+
+    /// `propagate_entity_cfs_rq`: what was attached to or detached from level `l` reaches
+    /// the levels above, up to a throttled one.
+    pub(crate) fn propagate_up(&mut self, l: Level) {
+        let mut cur = self.up(self.level_of_group(l));
+        while let Some((s, pl)) = cur {
+            if self.is_throttled(pl) {
+                break;
+            }
+            self.at(pl, |f| f.age_entity(s, PeltFlags::UPDATE_TG));
+            cur = self.up(pl);
         }
     }
 

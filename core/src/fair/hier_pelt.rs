@@ -16,9 +16,9 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     // ---- shares and PELT ------------------------------------------------------------
 
     /// PELT of the group entity at `slot` (queued on the level the class works on): runnable
-    /// counts its group's tasks there, as Linux's `se_runnable`.
+    /// counts its group's tasks there as its last update saw them (`se_runnable`).
     pub(super) fn update_group_entity_pelt(&mut self, slot: SlotId, se: &EntityCell, now: u64, running: bool) {
-        let runnable = self.my_q(slot).map_or(0, |g| self.levels[g as usize - 1].cfs.h_nr_running) as u64;
+        let runnable = self.my_q(slot).map_or(0, |g| self.levels[g as usize - 1].runnable_weight) as u64;
         let mut avg = se.avg();
         let on_rq = se.on_rq();
         if avg.update_sum(now, on_rq as u64, runnable, running) {
@@ -95,6 +95,14 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         true
     }
 
+    /// `se_update_runnable`: the group entity at `slot` takes its group's task count here as
+    /// its runnable count from now on (a task does not keep one).
+    pub(super) fn se_update_runnable(&mut self, slot: SlotId) {
+        if let Some(lv) = self.my_q(slot).and_then(|g| self.levels.get_mut(g as usize - 1)) {
+            lv.runnable_weight = lv.cfs.h_nr_running;
+        }
+    }
+
     /// `update_tg_load_avg`: folds the change of the working level's load average into its
     /// group's, once it moved by more than 1/64 of its last contribution.
     pub(super) fn update_tg_load_avg(&mut self) {
@@ -112,32 +120,35 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     }
 
     /// `update_cfs_group`: gives the group entity at `slot` (queued on the level the class
-    /// works on) the weight its group's shares and load on this CPU call for. A task is
-    /// left alone.
+    /// works on) the weight its group's shares and load on this CPU call for, unless its
+    /// group runqueue sits in a throttled hierarchy. A task is left alone.
     pub(super) fn update_cfs_group(&mut self, slot: SlotId) {
         let Some(g) = self.my_q(slot) else { return };
+        if self.throttled_hierarchy(g) {
+            return;
+        }
         let Some(shared) = self.pool.shared(g as usize) else { return };
         let lv = &self.levels[g as usize - 1];
         let part = SharesRq { load_weight: lv.cfs.load.weight, load_avg: lv.cfs.avg.load_avg, load_avg_contrib: lv.tg_contrib };
         let shares = calc_group_shares(shared.shares(), shared.load_avg(), &part);
         let se = self.ent(slot);
-        if se.load_weight() != shares {
-            self.reweight_group_entity(slot, se, shares);
-        }
+        self.reweight_group_entity(slot, se, shares);
     }
 
     /// `reweight_entity` for a group entity: its accounted weight and its PELT load move from
-    /// the old weight to `weight`.
+    /// the old weight to `weight` (at the same weight, its load average is still recomputed
+    /// from its sum, as Linux does on every call).
     fn reweight_group_entity(&mut self, slot: SlotId, se: &EntityCell, weight: u64) {
         let (on_rq, is_curr) = (se.on_rq(), self.curr == Some(slot));
-        let queued = on_rq && !is_curr;
+        // (EEVDF's sums weigh each queued entity: a new weight takes it out of the tree and
+        // back.)
+        let requeue = on_rq && !is_curr && weight != se.load_weight() && self.eevdf();
         if on_rq {
             if is_curr {
                 self.charge_curr(se);
             }
             self.cfs.load.sub(se.load_weight());
-            // (EEVDF's sums weigh each queued entity: it leaves the tree and comes back.)
-            if queued && self.eevdf() {
+            if requeue {
                 self.tl_remove(slot, se);
             }
         }
@@ -162,19 +173,27 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         self.cfs.pelt_slack.moved(old_avg + avg.load_avg + lag, 0, 0);
         if on_rq {
             self.cfs.load.add(weight);
-            if queued && self.eevdf() {
+            if requeue {
                 self.tl_insert(slot, se);
             }
         }
     }
 
-    /// `update_load_avg` and `update_cfs_group` for an entity already queued at the level
-    /// the class works on (an ancestor of an enqueued or dequeued task).
+    /// `update_load_avg`, `se_update_runnable` and `update_cfs_group` for an entity already
+    /// queued at the level the class works on (an ancestor of an enqueued or dequeued task,
+    /// before that level counts the task's change).
     pub(super) fn refresh(&mut self, slot: SlotId) {
+        self.age_entity(slot, PeltFlags::UPDATE_TG);
+        self.se_update_runnable(slot);
+        self.update_cfs_group(slot);
+    }
+
+    /// `update_load_avg` with `flags` for the entity at `slot`, queued or not, at the level
+    /// the class works on.
+    pub(super) fn age_entity(&mut self, slot: SlotId, flags: PeltFlags) {
         let se = self.ent(slot);
         let is_curr = self.curr == Some(slot);
-        self.load_avg_with::<false>(slot, se, is_curr, PeltFlags::empty());
-        self.update_cfs_group(slot);
+        self.load_avg_with::<false>(slot, se, is_curr, flags);
     }
 
     /// `update_blocked_averages`: every group runqueue with signals left decays them (the
@@ -194,11 +213,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                     }
                 });
                 if let Some((s, pl)) = self.up(g) {
-                    self.at(pl, |f| {
-                        let se = f.ent(s);
-                        let running = f.curr == Some(s);
-                        f.load_avg_with::<false>(s, se, running, PeltFlags::empty());
-                    });
+                    self.at(pl, |f| f.age_entity(s, PeltFlags::empty()));
                 }
             }
         }

@@ -6,7 +6,7 @@
 
 use portable_atomic::Ordering::Relaxed;
 
-use super::{DequeueFlags, EnqueueFlags, Fair};
+use super::{DequeueFlags, EnqueueFlags, Fair, PeltFlags};
 use crate::group::bandwidth::MIN_RQ_RUNTIME_NS;
 use crate::group::level::Level;
 use crate::runqueue::SlotId;
@@ -135,6 +135,11 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                 self.return_runtime(pl);
                 1
             } else {
+                // (Before the level stops counting them, as a dequeue's walk.)
+                self.at(pl, |f| {
+                    f.age_entity(s, PeltFlags::empty());
+                    f.se_update_runnable(s);
+                });
                 0
             };
             let c = self.cfs_of(pl);
@@ -182,6 +187,10 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                 self.check_enqueue_throttle(pl);
                 1
             } else {
+                self.at(pl, |f| {
+                    f.age_entity(s, PeltFlags::empty());
+                    f.se_update_runnable(s);
+                });
                 0
             };
             let c = self.cfs_of(pl);

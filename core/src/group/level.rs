@@ -24,6 +24,10 @@ pub struct GroupRq {
     pub(crate) head: TimelineHead,
     /// Its current entity (the one on the running task's path), if any.
     pub(crate) curr: Option<SlotId>,
+    /// Its entity's runnable count for PELT: its `h_nr_running` as the entity's last
+    /// update left it (`se->runnable_weight`), so that an update accrues the time since at
+    /// the count that held then.
+    pub(crate) runnable_weight: u32,
     /// What its load average last added to its group's (`tg_load_avg_contrib`).
     pub(crate) tg_contrib: u64,
     /// Runnable time attached (> 0) or detached (< 0) here and not yet carried to its
@@ -43,6 +47,7 @@ impl GroupRq {
         cfs: CfsRq::new(),
         head: TimelineHead::EMPTY,
         curr: None,
+        runnable_weight: 0,
         tg_contrib: 0,
         prop_runnable_sum: 0,
         propagate: false,

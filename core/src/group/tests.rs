@@ -367,6 +367,63 @@ fn a_task_moved_into_a_group_keeps_its_signals_at_the_top() {
     m.check_invariants().unwrap();
 }
 
+/// Linux's order in a dequeue's walk above the task: each level still counts the leaving
+/// task while its signals catch up, and a group entity's runnable count is the one its last
+/// update took (`se_update_runnable`), so the time before the dequeue accrues at the count
+/// that held then: 2 here, for the CPU's runqueue and for the group's entity, not 1.
+#[test]
+fn a_dequeue_accrues_the_time_before_it_at_the_count_before_it() {
+    use crate::pelt::SchedAvg;
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let a = weighted(&m, 100);
+    spinners(&m, now, a, 2);
+    run(&m, &mut now, 200 * MS);
+    let ge = || m.pool().group_cell(0, a.slot()).unwrap();
+    let top = || m.with_cpu(0, |st| (*st.rq.avg(), st.rq.cfs.load.down())).unwrap();
+    let ((root, load), entity) = (top(), ge().avg());
+    // Half a tick on, the running task blocks; its group keeps the other one queued.
+    now += MS / 2;
+    m.block(0, now, m.current(0).unwrap()).unwrap();
+    let (root_after, entity_after) = (top().0, ge().avg());
+    let at_count = |mut avg: SchedAvg, load: u64, n: u64, after: &SchedAvg| {
+        avg.update_sum(after.last_update_time, load, n, true);
+        avg.runnable_sum
+    };
+    assert_ne!(at_count(root, load, 1, &root_after), at_count(root, load, 2, &root_after));
+    assert_eq!(root_after.runnable_sum, at_count(root, load, 2, &root_after), "the CPU's runqueue");
+    assert_eq!(entity_after.runnable_sum, at_count(entity, 1, 2, &entity_after), "the group's entity");
+    m.check_invariants().unwrap();
+}
+
+/// A task that wakes on another CPU attaches its signals to its group's runqueue there,
+/// and the group's load takes them at once (`update_tg_load_avg` after the attach), so the
+/// shares its enqueue computes next already count it.
+#[test]
+fn a_task_attached_on_another_cpu_counts_in_its_groups_load_at_once() {
+    let m = boot::<2>(Features::default());
+    let mut now = 1;
+    let a = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let t = spinners(&m, now, a, 1)[0];
+    m.set_affinity(now, t, crate::CpuMask::single(0)).unwrap();
+    run(&m, &mut now, 200 * MS);
+    assert_eq!(m.current(0), Some(t));
+    m.block(0, now, t).unwrap();
+    m.schedule(0, now).unwrap();
+    m.finish_switch(0, now).unwrap();
+    m.set_affinity(now, t, crate::CpuMask::single(1)).unwrap();
+    assert_eq!(m.wake(0, now, t).unwrap(), 1);
+    let (contrib, load) = m
+        .with_cpu(1, |st| {
+            let lv = &st.levels[a.slot() - 1];
+            (lv.tg_contrib, lv.cfs.avg.load_avg)
+        })
+        .unwrap();
+    assert!(load > 500, "a spinner's load came along: {load}");
+    assert_eq!(contrib, load);
+    m.check_invariants().unwrap();
+}
+
 /// The over-provisioned weights on four CPUs, one spinner per CPU in each group (kselftest's
 /// shape): the balancer spreads them and the groups' shares follow their weights across CPUs.
 #[test]
