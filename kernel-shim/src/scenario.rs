@@ -437,7 +437,11 @@ impl core::fmt::Display for ArgError {
                 )
             }
             ArgError::UnknownScenario => {
-                write!(f, "unknown scenario (known: boot sysbench pingpong panic fault wakeone affinity nice churn hang corecalls latency program groups)")
+                write!(f, "unknown scenario (known:")?;
+                for (name, _) in keys::SCENARIOS {
+                    write!(f, " {name}")?;
+                }
+                write!(f, ")")
             }
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),

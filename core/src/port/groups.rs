@@ -81,7 +81,6 @@ impl<
 
     /// The group a task is in.
     pub fn task_group(&self, id: TaskId) -> Result<GroupId, SchedError> {
-        self.initialised()?;
         self.smp.task_group(id)
     }
 

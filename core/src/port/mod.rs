@@ -469,13 +469,11 @@ impl<
 
     /// A task's state.
     pub fn state(&self, id: TaskId) -> Result<TaskState, SchedError> {
-        self.initialised()?;
         self.smp.state(id)
     }
 
     /// The CPU a task is on (or last ran on).
     pub fn task_cpu(&self, id: TaskId) -> Result<usize, SchedError> {
-        self.initialised()?;
         self.smp.task_cpu(id)
     }
 

@@ -54,36 +54,40 @@ bitflags::bitflags! {
     }
 }
 
+/// Every scenario by its boot-line name, with the keys it reads beside the machine's.
+pub(super) const SCENARIOS: [(&str, Keys); 14] = [
+    ("boot", Keys::empty()),
+    ("sysbench", Keys::THREADS.union(Keys::WORKERS).union(Keys::CREATE_US).union(Keys::BARRIER)),
+    ("pingpong", Keys::PAIRS.union(Keys::ROUNDS)),
+    ("panic", Keys::CPU),
+    ("fault", Keys::FAULT.union(Keys::CPU)),
+    // Its workers start without a barrier: their wakeups would spread them.
+    ("wakeone", Keys::THREADS.union(Keys::WORKERS)),
+    // Its thread counts are fixed.
+    ("affinity", Keys::WORKERS.union(Keys::BARRIER)),
+    ("nice", Keys::THREADS.union(Keys::NICE).union(Keys::WORKERS).union(Keys::BARRIER)),
+    ("churn", Keys::OPS.union(Keys::SEED)),
+    ("hang", Keys::CPU),
+    ("corecalls", Keys::ROUNDS),
+    (
+        "latency",
+        Keys::SPINNERS
+            .union(Keys::PERIODIC)
+            .union(Keys::RUN_US)
+            .union(Keys::SLEEP_US)
+            .union(Keys::SHORT_SLICE_US)
+            .union(Keys::DURATION_MS)
+            .union(Keys::POLICY),
+    ),
+    ("program", Keys::SEED),
+    ("groups", Keys::DURATION_MS),
+];
+
 impl Keys {
     /// The keys the scenario named `scenario` reads beside the machine's; every key for a
     /// name that is no scenario (which the parser refuses as that).
     pub(super) fn read_by(scenario: &str) -> Keys {
-        match scenario {
-            "boot" => Keys::empty(),
-            "sysbench" => Keys::THREADS | Keys::WORKERS | Keys::CREATE_US | Keys::BARRIER,
-            // Its workers start without a barrier: their wakeups would spread them.
-            "wakeone" => Keys::THREADS | Keys::WORKERS,
-            // Its thread counts are fixed.
-            "affinity" => Keys::WORKERS | Keys::BARRIER,
-            "nice" => Keys::THREADS | Keys::NICE | Keys::WORKERS | Keys::BARRIER,
-            "pingpong" => Keys::PAIRS | Keys::ROUNDS,
-            "corecalls" => Keys::ROUNDS,
-            "churn" => Keys::OPS | Keys::SEED,
-            "panic" | "hang" => Keys::CPU,
-            "fault" => Keys::FAULT | Keys::CPU,
-            "program" => Keys::SEED,
-            "groups" => Keys::DURATION_MS,
-            "latency" => {
-                Keys::SPINNERS
-                    | Keys::PERIODIC
-                    | Keys::RUN_US
-                    | Keys::SLEEP_US
-                    | Keys::SHORT_SLICE_US
-                    | Keys::DURATION_MS
-                    | Keys::POLICY
-            }
-            _ => Keys::all(),
-        }
+        SCENARIOS.iter().find(|s| s.0 == scenario).map_or(Keys::all(), |s| s.1)
     }
 
     /// The scenario `bootargs` chooses (its last `scenario=`; `boot` without one).

@@ -215,6 +215,21 @@ struct KernelHost {
     taken: bool,
 }
 
+impl KernelHost {
+    /// Nothing asked yet.
+    fn new() -> KernelHost {
+        KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4], taken: false }
+    }
+}
+
+/// Lets the main thread, waiting for the program's threads to end, go on.
+fn unpark_main() {
+    let main = MAIN_SLOT.load(Acquire);
+    if main != NO_SLOT {
+        arch::sys_unpark(main);
+    }
+}
+
 impl Host for KernelHost {
     fn wake(&mut self, t: ThreadId) {
         if self.nwakes < THREADS {
@@ -256,7 +271,7 @@ pub(super) fn program_thread(th: usize) {
     let mut applied = u64::MAX;
     loop {
         let now = arch::now_ns();
-        let mut host = KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4], taken: false };
+        let mut host = KernelHost::new();
         let (step, cpus) = {
             let mut w = WORLD.lock();
             w.running(th, now);
@@ -308,10 +323,7 @@ pub(super) fn program_thread(th: usize) {
                 // If every thread now waits for another, none will wake this one: the main
                 // thread, waiting for the threads to end, ends the run instead.
                 if prog.duration_us() == 0 && WORLD.lock().stuck() {
-                    let main = MAIN_SLOT.load(Acquire);
-                    if main != NO_SLOT {
-                        arch::sys_unpark(main);
-                    }
+                    unpark_main();
                 }
                 arch::sys_park()
             }
@@ -322,9 +334,7 @@ pub(super) fn program_thread(th: usize) {
                     Ok(child) if spawn(&prog, child) => {}
                     Ok(child) => {
                         // It starts no thread, as a fork past the table.
-                        let mut none =
-                            KernelHost { wakes: [0; THREADS], nwakes: 0, acts: [None; 4], taken: false };
-                        WORLD.lock().abandon(child, now, &mut none);
+                        WORLD.lock().abandon(child, now, &mut KernelHost::new());
                         defmt::warn!(
                             "program: a fork of task {=u16} is refused: no room for its thread",
                             task
@@ -347,9 +357,6 @@ pub(super) fn program_thread(th: usize) {
     // them will end), lets the main thread go on.
     let last = LIVE.fetch_sub(1, AcqRel) == 1;
     if last || (prog.duration_us() == 0 && WORLD.lock().stuck()) {
-        let main = MAIN_SLOT.load(Acquire);
-        if main != NO_SLOT {
-            arch::sys_unpark(main);
-        }
+        unpark_main();
     }
 }
