@@ -333,12 +333,14 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// New-task PELT initialisation on this CPU (`post_init_entity_util_avg`): util from
-    /// half the spare capacity, runnable per [`RunnableInit`], then attach.
+    /// half the spare capacity, runnable per [`RunnableInit`], then attach (with groups, the
+    /// levels above then take it: `attach_entity_cfs_rq`).
     pub(crate) fn post_init_entity(&mut self, slot: SlotId) {
         #[cfg(feature = "groups")]
         if !self.flat() {
             let l = self.level_of(slot);
-            return self.at(l, |f| f.post_init_here(slot));
+            self.at(l, |f| f.post_init_here(slot));
+            return self.propagate_up(l);
         }
         self.post_init_here(slot);
     }

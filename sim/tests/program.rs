@@ -201,9 +201,14 @@ fn a_deadlocked_workload_ends_at_its_deadlock() {
     // The machine itself stops there: CPUs that keep ticking while idle do not run out the
     // cap (a traced run used to record 600 s of idle ticks).
     let (deadlock, now, blocked) = on_big_stack(move || {
-        let cfg = Config { cpus: 2, topology: TopologyKind::Flat, nohz: false, trace: true, ..Config::octo(1) };
+        let cfg =
+            Config { cpus: 2, topology: TopologyKind::Flat, nohz: false, trace: true, ..Config::octo(1) };
         let mut m = Machine::<2>::new(cfg).expect("a valid machine");
         let (r, _) = drive(&mut m, &w);
+        let at = m.now();
+        // (Halted for good: a later run goes nowhere.)
+        assert!(m.run_until(at + 1_000_000_000));
+        assert_eq!(m.now(), at);
         (m.program_deadlock(), m.now(), r.blocked_threads)
     });
     assert_eq!(deadlock, Some(now));

@@ -497,7 +497,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// Brings group slot `g`'s entity here and those above it up to date with the group's
-    /// shares and load (`sched_group_set_shares` on one CPU).
+    /// shares and load (`sched_group_set_shares` on one CPU); an entity under a throttled
+    /// hierarchy keeps its weight.
     pub(crate) fn refresh_group(&mut self, g: Level) {
         let mut cur = self.up(self.level_of_group(g));
         while let Some((s, l)) = cur {

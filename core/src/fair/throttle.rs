@@ -121,6 +121,10 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// above that is left with nothing queued), and every level above stops counting its
     /// tasks.
     fn throttle(&mut self, l: Level) {
+        // Throttled first, so that the walk leaves the weight of its entity, now under a
+        // throttled hierarchy, alone (as v5.7's `tg_throttle_down` before its walk).
+        let now = self.rq.clock;
+        self.levels[l as usize - 1].runtime.throttle(now);
         let g = &self.levels[l as usize - 1];
         let (tasks, idle) = (g.cfs.h_nr_running, g.cfs.idle_h_nr_running);
         let mut dequeue = true;
@@ -150,8 +154,6 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             }
             cur = self.up(pl);
         }
-        let now = self.rq.clock;
-        self.levels[l as usize - 1].runtime.throttle(now);
         if let Some(sh) = self.pool.shared(l as usize) {
             sh.nr_throttled.fetch_add(1, Relaxed);
             // The period timer must run to let it go (`start_cfs_bandwidth`).

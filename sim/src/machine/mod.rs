@@ -229,7 +229,8 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     }
 
     /// Runs until no task is left, `until` (ns) is reached or a workload program deadlocks
-    /// (then [`Machine::now`] is the deadlock's time). Returns whether tasks remain.
+    /// (then [`Machine::now`] is the deadlock's time, and the machine stays halted there:
+    /// later calls return at once). Returns whether tasks remain.
     pub fn run_until(&mut self, until: u64) -> bool {
         // One loop per choice, so that a small machine's loop carries no prefetching test.
         if self.prefetch {
@@ -242,6 +243,9 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     /// [`Machine::run_until`]'s event loop; with `PREFETCH`, each event first prefetches
     /// what the next ticks read ([`Machine::prefetch_ticks`]).
     fn run_events<const PREFETCH: bool>(&mut self, until: u64) -> bool {
+        if self.halted {
+            return !self.tasks.is_empty();
+        }
         loop {
             // The earliest event of the two queues, ties in push order.
             let heap = self.queue.peek().map(|Reverse((at, seq, _))| (*at, *seq));
