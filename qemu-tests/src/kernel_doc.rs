@@ -100,6 +100,41 @@ mod tests {
         assert_eq!(named("E"), ["3 (every build)"]);
     }
 
+    /// The quoted words of `src` between the line starting with `from` and the next line
+    /// starting with `to` (trimmed), each taken where `take` finds it in a line.
+    fn words<'a>(
+        src: &'a str,
+        from: &str,
+        to: &str,
+        take: impl Fn(&'a str) -> Option<&'a str>,
+    ) -> Vec<&'a str> {
+        let mut lines = src.lines().map(str::trim).skip_while(|l| !l.starts_with(from)).skip(1);
+        let mut out: Vec<&str> = lines.by_ref().take_while(|l| !l.starts_with(to)).filter_map(take).collect();
+        out.sort_unstable();
+        out
+    }
+
+    /// The kernel names its scenarios in three places: the boot-line parser's match, the
+    /// table of the keys each reads (which the unknown-scenario message lists), and
+    /// `Scenario::name`. A scenario missing from the table would take every key unchecked.
+    #[test]
+    fn every_scenario_the_parser_knows_has_its_keys_and_its_name() {
+        let keys = include_str!("../../kernel-shim/src/scenario/keys.rs");
+        fn quoted(l: &str) -> Option<&str> {
+            l.split('"').nth(1)
+        }
+        let table = words(keys, "pub(super) const SCENARIOS", "];", quoted);
+        let parser = words(SCENARIO, "let scenario = match scenario {", "other =>", |l| {
+            l.starts_with('"').then(|| quoted(l)).flatten()
+        });
+        let named =
+            words(SCENARIO, "fn name(&self)", "}", |l| l.contains("=> \"").then(|| quoted(l)).flatten());
+        // (Read as the source has them: a misread that found nothing must not pass.)
+        assert!(table.contains(&"boot") && table.contains(&"sysbench"), "{table:?}");
+        assert_eq!(parser, table);
+        assert_eq!(named, table);
+    }
+
     #[test]
     fn every_listed_constant_is_in_the_kernel_source() {
         let b = block();
