@@ -183,9 +183,15 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// queued at the level the class works on (an ancestor of an enqueued or dequeued task,
     /// before that level counts the task's change).
     pub(super) fn refresh(&mut self, slot: SlotId) {
-        self.age_entity(slot, PeltFlags::UPDATE_TG);
-        self.se_update_runnable(slot);
+        self.age_counted(slot, PeltFlags::UPDATE_TG);
         self.update_cfs_group(slot);
+    }
+
+    /// [`Fair::age_entity`] then [`Fair::se_update_runnable`]: a queued group entity brought
+    /// up to date before its level counts a change of its tasks.
+    pub(super) fn age_counted(&mut self, slot: SlotId, flags: PeltFlags) {
+        self.age_entity(slot, flags);
+        self.se_update_runnable(slot);
     }
 
     /// `update_load_avg` with `flags` for the entity at `slot`, queued or not, at the level

@@ -140,10 +140,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                 1
             } else {
                 // (Before the level stops counting them, as a dequeue's walk.)
-                self.at(pl, |f| {
-                    f.age_entity(s, PeltFlags::empty());
-                    f.se_update_runnable(s);
-                });
+                self.at(pl, |f| f.age_counted(s, PeltFlags::empty()));
                 0
             };
             let c = self.cfs_of(pl);
@@ -189,10 +186,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                 self.check_enqueue_throttle(pl);
                 1
             } else {
-                self.at(pl, |f| {
-                    f.age_entity(s, PeltFlags::empty());
-                    f.se_update_runnable(s);
-                });
+                self.at(pl, |f| f.age_counted(s, PeltFlags::empty()));
                 0
             };
             let c = self.cfs_of(pl);

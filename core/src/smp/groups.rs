@@ -4,9 +4,9 @@
 //! The group table ([`Groups`]) is behind its own lock, a leaf: taken with or without the
 //! other locks and released before anything else is locked. The calls that create,
 //! configure or delete a group hold the configuration lock (`group_config`) throughout: one
-//! such call never sees a group half deleted, nor its slot half reused. What the hot paths read of a
-//! group (its parent, its shares, its load) is in [`GroupShared`] atomics; each CPU keeps
-//! its runqueue of every group under its runqueue lock.
+//! such call never sees a group half deleted, nor its slot half reused. What the hot paths
+//! read of a group (its parent, its shares, its load) is in [`GroupShared`] atomics; each
+//! CPU keeps its runqueue of every group under its runqueue lock.
 
 use crate::locks::Locks;
 use portable_atomic::Ordering::Relaxed;
@@ -327,7 +327,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if self.groups.lock().children(GroupId::ROOT).unwrap_or(0) == 0 {
             return;
         }
-        for slot in 1..=G as u16 {
+        // Per group slot: whether a group lives there, with a quota (read once for all CPUs).
+        let mut limited: [Option<bool>; G] = [None; G];
+        for (slot, kept) in (1..=G as u16).zip(limited.iter_mut()) {
             let Some((id, weight, max, parent)) = live(slot) else { continue };
             if let Some(s) = self.shared(id) {
                 s.reset(parent, weight.shares());
@@ -336,15 +338,16 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             if max.quota_ns().is_some() {
                 self.bandwidth_used.store(true, Relaxed);
             }
+            *kept = Some(max.quota_ns().is_some());
         }
         for cpu in 0..self.nr_cpus() {
             let mut st = self.rq(cpu);
             st.use_groups();
             let mut f = st.fair(self.pool());
-            for slot in 1..=G as u16 {
-                let Some((_, _, max, _)) = live(slot) else { continue };
+            for (slot, kept) in (1..=G as u16).zip(limited) {
+                let Some(quota) = kept else { continue };
                 f.clear_group_entity(slot);
-                if max.quota_ns().is_some() {
+                if quota {
                     f.reset_runtime(slot, true);
                 }
             }
