@@ -325,6 +325,13 @@ impl<const T: usize> World<T> {
         live.peek().is_some() && live.all(|t| t.wait != Wait::Nothing)
     }
 
+    /// Whether `prog`'s run ends here, at a deadlock: it is [`World::stuck`] and has no
+    /// `duration` (one with a duration runs it out, as rt-app does). Every platform ends its
+    /// run by this rule.
+    pub fn ends_stuck(&self, prog: &Program<'_>) -> bool {
+        prog.duration_us() == 0 && self.stuck()
+    }
+
     /// Thread `t` runs again at `now` after a sleep or timer: its wake-up latency is measured.
     pub fn running(&mut self, t: ThreadId, now: u64) {
         if let Some(th) = self.threads.get_mut(t as usize) {

@@ -322,7 +322,7 @@ pub(super) fn program_thread(th: usize) {
             Step::Block => {
                 // If every thread now waits for another, none will wake this one: the main
                 // thread, waiting for the threads to end, ends the run instead.
-                if prog.duration_us() == 0 && WORLD.lock().stuck() {
+                if WORLD.lock().ends_stuck(&prog) {
                     unpark_main();
                 }
                 arch::sys_park()
@@ -356,7 +356,7 @@ pub(super) fn program_thread(th: usize) {
     // The last thread's end, or one that leaves every other waiting (a deadlock: none of
     // them will end), lets the main thread go on.
     let last = LIVE.fetch_sub(1, AcqRel) == 1;
-    if last || (prog.duration_us() == 0 && WORLD.lock().stuck()) {
+    if last || WORLD.lock().ends_stuck(&prog) {
         unpark_main();
     }
 }

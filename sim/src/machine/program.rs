@@ -364,7 +364,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     /// (`World::stuck`, after a block or an end): the run and its figures end there.
     fn note_deadlock(&mut self, now: u64) {
         let Some(run) = self.program.as_deref_mut() else { return };
-        if run.prog.duration_us() != 0 || run.deadlocked_at.is_some() || !run.world.stuck() {
+        if run.deadlocked_at.is_some() || !run.world.ends_stuck(&run.prog) {
             return;
         }
         run.deadlocked_at = Some(now);
