@@ -459,12 +459,14 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
     }
     let mut tally = Tally::default();
     let mut steps_failed = Vec::new();
+    let mut clock = StepClock::default();
 
     // All targets (lib, tests, and the criterion benches run once each as tests, so they
     // cannot rot), then the doc examples, which --all-targets leaves out.
-    eprintln!(
+    clock.step(
+        "host tests",
         "xtest: [1/7] host tests of every crate (cargo test --workspace --all-targets, then --doc, \
-         then the core's small-build and groups tests)"
+         then the core's small-build and groups tests)",
     );
     let (ok, text) = run_capture(
         cargo()
@@ -508,7 +510,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [2/7] lint gates: rustfmt, clippy (host crates and kernel), rustdoc (sched-core in each feature set); warnings fail");
+    clock.step("lint gates", "xtest: [2/7] lint gates: rustfmt, clippy (host crates and kernel), rustdoc (sched-core in each feature set); warnings fail");
     for gate in LINT_GATES {
         if run_gate(gate) {
             tally.passed += 1;
@@ -518,7 +520,10 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         }
     }
 
-    eprintln!("xtest: [3/7] the sched-core package: cargo package, then cargo test in the unpacked package");
+    clock.step(
+        "package",
+        "xtest: [3/7] the sched-core package: cargo package, then cargo test in the unpacked package",
+    );
     let (ok, text) = package::check(cargo, run_capture);
     tally.add_output(&text);
     if ok {
@@ -528,7 +533,7 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         steps_failed.push("sched-core package");
     }
 
-    eprintln!("xtest: [4/7] sched-core (and sched-workload's reader) build for the bare-metal targets (no_std, no alloc)");
+    clock.step("bare-metal builds", "xtest: [4/7] sched-core (and sched-workload's reader) build for the bare-metal targets (no_std, no alloc)");
     for (target, features) in BARE_METAL_TARGETS {
         let built = ensure_target(target)
             && cargo()
@@ -560,15 +565,19 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         steps_failed.push("bare-metal builds of sched-core");
     }
 
-    eprintln!("xtest: [5/7] memory and code-size budgets on thumbv7em (cargo xsize's figures)");
+    clock.step(
+        "size budgets",
+        "xtest: [5/7] memory and code-size budgets on thumbv7em (cargo xsize's figures)",
+    );
     tally.add_step("size budgets", size::check(), &mut steps_failed);
 
-    eprintln!("xtest: [6/7] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
+    clock.step("QEMU suite", "xtest: [6/7] the QEMU suite: aarch64 (8 vCPUs, and 2, 16 and a NUMA machine), riscv64 (8), Cortex-M4, 2x Cortex-M33");
     tally.add_step("QEMU suite", suite::run(), &mut steps_failed);
 
-    eprintln!("xtest: [7/7] docs/measurements.md: each section regenerated and compared");
+    clock.step("measurements", "xtest: [7/7] docs/measurements.md: each section regenerated and compared");
     tally.add_step("docs/measurements.md", report::check(), &mut steps_failed);
 
+    clock.report();
     if !steps_failed.is_empty() {
         eprintln!("xtest: failed steps: {}", steps_failed.join(", "));
     }
@@ -577,6 +586,37 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+/// Wall time of each of `cargo xtest`'s steps, printed at the end: where CI's budget goes.
+#[derive(Default)]
+struct StepClock {
+    /// Each finished step's name and seconds, then the running one's name and start.
+    done: Vec<(&'static str, f64)>,
+    running: Option<(&'static str, std::time::Instant)>,
+}
+
+impl StepClock {
+    /// Ends the running step (if any) and starts `name`, printing its header line.
+    fn step(&mut self, name: &'static str, header: &str) {
+        self.end();
+        eprintln!("{header}");
+        self.running = Some((name, std::time::Instant::now()));
+    }
+
+    fn end(&mut self) {
+        if let Some((name, start)) = self.running.take() {
+            self.done.push((name, start.elapsed().as_secs_f64()));
+        }
+    }
+
+    /// Ends the running step and prints one line with every step's wall time.
+    fn report(&mut self) {
+        self.end();
+        let parts: Vec<String> = self.done.iter().map(|(n, s)| format!("{n} {s:.0} s")).collect();
+        let total: f64 = self.done.iter().map(|(_, s)| s).sum();
+        eprintln!("xtest: wall time by step: {} (total {total:.0} s)", parts.join(", "));
     }
 }
 
