@@ -18,6 +18,7 @@ mod links;
 mod linux;
 mod margins;
 mod package;
+mod pool;
 mod qemu;
 mod report;
 mod size;

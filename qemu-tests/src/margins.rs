@@ -28,13 +28,10 @@ pub fn section() -> Result<String, String> {
             m.arch == Arch::Aarch64
                 || !(case.args.starts_with("scenario=latency") || case.args.starts_with("scenario=groups"))
         };
-        let boots: Vec<Option<Boot>> = machines
-            .iter()
-            .map(|m| {
-                reproducible(m)
-                    .then(|| qemu::boot(m, case.args, Mode::Deterministic, Duration::from_secs(120)))
-            })
-            .collect();
+        let boots: Vec<Option<Boot>> = crate::pool::map(machines.len(), |i| {
+            let m = &machines[i];
+            reproducible(m).then(|| qemu::remembered(m, case.args, Duration::from_secs(120)))
+        });
         for m in margins {
             let values: Vec<String> = boots
                 .iter()

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 /// The machines the kernel is built for: QEMU `virt` on aarch64 and riscv64 (8 vCPUs unless a
 /// boot asks for more), and two microcontroller boards (one Cortex-M4, two Cortex-M33).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Arch {
     /// aarch64 `virt` with a GICv3 and Cortex-A57s; the kernel at EL1.
     Aarch64,
@@ -400,6 +400,39 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
     let bytes = std::fs::read(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
     Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall }
+}
+
+/// What identifies a deterministic boot's run: the machine (its kernel image as built), the
+/// boot line.
+type BootKey = (Arch, usize, usize, usize, Option<PathBuf>, PathBuf, Option<std::time::SystemTime>, String);
+
+fn boot_key(m: &Machine, args: &str) -> BootKey {
+    let built = std::fs::metadata(&m.elf).and_then(|md| md.modified()).ok();
+    (m.arch, m.cpus, m.numa, m.clusters, m.program.clone(), m.elf.clone(), built, args.to_string())
+}
+
+/// The deterministic boots [`remember`] kept in this process.
+static REMEMBERED: std::sync::Mutex<Option<std::collections::HashMap<BootKey, Boot>>> =
+    std::sync::Mutex::new(None);
+
+/// Keeps a deterministic-mode boot of `args` on `m` that ran to its end, so that a later
+/// reader of the same run ([`remembered`]) need not boot it again: with `-icount
+/// shift=0,sleep=off` the same kernel image and boot line give the same run.
+pub fn remember(m: &Machine, args: &str, b: &Boot) {
+    if !b.timed_out && b.code.is_some() {
+        let mut map = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner());
+        map.get_or_insert_default().insert(boot_key(m, args), b.clone());
+    }
+}
+
+/// The deterministic boot of `args` on `m`: the one [`remember`] kept, or a new one.
+pub fn remembered(m: &Machine, args: &str, limit: Duration) -> Boot {
+    let kept = REMEMBERED
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .and_then(|map| map.get(&boot_key(m, args)).cloned());
+    kept.unwrap_or_else(|| boot(m, args, Mode::Deterministic, limit))
 }
 
 /// The kernel's defmt stream in what the serial port captured: everything after the first

@@ -467,31 +467,43 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         }
     }
-    let mut on = Vec::new();
-    let mut off = Vec::new();
-    for i in 0..a.iterations() {
-        let seed = 1 + i as u64;
-        for (rule, out) in [(true, &mut on), (false, &mut off)] {
-            let cmd = sysbench_cmd(&a, topology, seed, false, rule, file);
-            eprint!(
-                "\rxrun: QEMU {} run {}/{} (rule {})   ",
-                mode.name(),
-                i + 1,
-                a.iterations(),
-                if rule { "on" } else { "off" }
-            );
-            let b = qemu::boot(&machine, &cmd, mode, Duration::from_secs(120));
-            match figures(&b) {
-                Some(f) => out.push(f),
-                None => {
-                    eprintln!("\nxrun: run failed (exit {:?}): {cmd}", b.code);
-                    for l in b.lines.iter().rev().take(8) {
-                        eprintln!("  {l}");
-                    }
-                    return ExitCode::FAILURE;
-                }
-            }
+    // Each iteration's rule-on and rule-off boots, in that order. Deterministic boots run side
+    // by side (their runs do not depend on the host); parallel ones one at a time.
+    let runs: Vec<(u64, bool)> =
+        (0..a.iterations()).flat_map(|i| [(1 + i as u64, true), (1 + i as u64, false)]).collect();
+    let boot = |k: usize| {
+        let (seed, rule) = runs[k];
+        let cmd = sysbench_cmd(&a, topology, seed, false, rule, file);
+        (qemu::boot(&machine, &cmd, mode, Duration::from_secs(120)), cmd)
+    };
+    let (mut on, mut off) = (Vec::new(), Vec::new());
+    let mut failed = None;
+    let mut done = |k: usize, (b, cmd): (Boot, String)| {
+        let (seed, rule) = runs[k];
+        eprint!(
+            "\rxrun: QEMU {} run {}/{} (rule {})   ",
+            mode.name(),
+            seed,
+            a.iterations(),
+            if rule { "on" } else { "off" }
+        );
+        match (figures(&b), failed.is_none()) {
+            (Some(f), true) => (if rule { &mut on } else { &mut off }).push(f),
+            (None, true) => failed = Some((b, cmd)),
+            (_, false) => {}
         }
+    };
+    if mode == Mode::Deterministic {
+        crate::pool::in_order(runs.len(), boot, &mut done);
+    } else {
+        (0..runs.len()).for_each(|k| done(k, boot(k)));
+    }
+    if let Some((b, cmd)) = failed {
+        eprintln!("\nxrun: run failed (exit {:?}): {cmd}", b.code);
+        for l in b.lines.iter().rev().take(8) {
+            eprintln!("  {l}");
+        }
+        return ExitCode::FAILURE;
     }
     eprintln!();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());

@@ -1,7 +1,7 @@
 //! Linux's cgroup v2 CPU controller on the same QEMU machine, run in the guest as the targets
 //! the core's task groups are measured beside (docs/groups.md), in the shapes the kernel's
-//! `scenario=groups` and the simulator's `cargo xsim groups` run, one case after another,
-//! each for the same time:
+//! `scenario=groups` and the simulator's `cargo xsim groups` run, each for the same time, one
+//! case after another in two guests ([`scripts`]):
 //!
 //! - `weights`: three sibling groups of `cpu.weight` 50, 100 and 150, a spinner per CPU in
 //!   each (kselftest's `test_cpu.c`, weight_overprovisioned): shares 1:2:3.
@@ -103,6 +103,13 @@ pub const CHURN_TASKS: u32 = 16;
 /// 200 ms a middle group's weight changed, every 250 ms a spare group made or removed), with
 /// one change cgroup v2 requires: processes move between leaves only, since a group that
 /// hands the `cpu` controller to children may hold no process itself.
+///
+/// The control loop steps 5 ms at a time, every event's period being a multiple of it. Each
+/// step forks busybox's `usleep` and moves a process, and deterministic QEMU counts every busy
+/// vCPU's instructions in the one guest clock, so with the spinners running a step costs
+/// several milliseconds of guest time beyond its sleep. Stepping each millisecond stretched
+/// the churn's seconds about tenfold in guest time (minutes on
+/// the host), a move every 50 ms or so; 5 ms steps keep it within a few times.
 fn churn_script(seconds: u32) -> String {
     let steps = seconds * 1000;
     let (n, last) = (CHURN_TASKS, CHURN_TASKS - 1);
@@ -134,11 +141,9 @@ done
 set -- $P
 step=0; fails=0
 while [ $step -lt {steps} ]; do
-  usleep 1000
-  if [ $((step % 5)) -eq 0 ]; then
-    k=$((step * 3 % {n} + 1)); eval pid=\${{$k}}; leaf $((step / 5))
-    echo $pid > $L/cgroup.procs || fails=$((fails + 1))
-  fi
+  usleep 5000
+  k=$((step * 3 % {n} + 1)); eval pid=\${{$k}}; leaf $((step / 5))
+  echo $pid > $L/cgroup.procs || fails=$((fails + 1))
   if [ $((step % 100)) -eq 0 ]; then
     if [ $((step / 100 % 2)) -eq 0 ]; then echo max > $L3/cpu.max; else echo "2000 10000" > $L3/cpu.max; fi
   fi
@@ -146,7 +151,7 @@ while [ $step -lt {steps} ]; do
   if [ $((step % 250)) -eq 0 ]; then
     if [ -d $C/m1/spare ]; then rmdir $C/m1/spare; else mkdir $C/m1/spare; echo 10 > $C/m1/spare/cpu.weight; fi
   fi
-  step=$((step + 1))
+  step=$((step + 5))
 done
 ran_ns() {{ cat /proc/$1/task/*/schedstat | awk '{{s += $1}} END {{print s}}'; }}
 before=""
@@ -262,44 +267,55 @@ fn cases(cpus: usize) -> Vec<Case> {
     all
 }
 
-/// The guest's script (POSIX sh): each case's groups made, its spinners (`sysbench cpu`
-/// processes, on CPU 0 by busybox's `taskset` where the case pins them) run for `seconds`
-/// and waited for, then its groups' `cpu.stat` printed as `cgroup PATH key value ...` lines.
-pub fn script(cpus: usize, seconds: u32) -> String {
-    let mut s = String::from(
-        "set -e\nCG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\necho +cpu > $CG/cgroup.subtree_control\n",
-    );
+/// The cases the second guest runs, before the churn: the first runs the others. A case
+/// costs QEMU its busy vCPUs' time: `weights` and `nested` keep every CPU busy, `under` three,
+/// `many` one, `cap` a tenth of one and the churn about two and a half. Split so, the two
+/// take about the same time, and side by side about half of one guest running all.
+const SECOND: [&str; 3] = ["nested", "many", "cap"];
+
+/// The guests' two scripts (POSIX sh), every case in one of them and the churn last in the
+/// second: each case's groups made, its spinners (`sysbench cpu` processes, on CPU 0 by
+/// busybox's `taskset` where the case pins them) run for `seconds` and waited for, then its
+/// groups' `cpu.stat` printed as `cgroup PATH key value ...` lines.
+pub fn scripts(cpus: usize, seconds: u32) -> [String; 2] {
+    let mut parts = [(); 2].map(|()| {
+        String::from(
+            "set -e\nCG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\necho +cpu > $CG/cgroup.subtree_control\n",
+        )
+    });
     for case in cases(cpus) {
-        s += &format!("# {}\n", case.name);
+        let s = &mut parts[usize::from(SECOND.contains(&case.name))];
+        *s += &format!("# {}\n", case.name);
         for (p, w) in &case.parents {
-            s += &format!("mkdir $CG/{p}\n");
+            *s += &format!("mkdir $CG/{p}\n");
             if let Some(w) = w {
-                s += &format!("echo {w} > $CG/{p}/cpu.weight\n");
+                *s += &format!("echo {w} > $CG/{p}/cpu.weight\n");
             }
-            s += &format!("echo +cpu > $CG/{p}/cgroup.subtree_control\n");
+            *s += &format!("echo +cpu > $CG/{p}/cgroup.subtree_control\n");
         }
         for l in &case.leaves {
-            s += &format!("mkdir $CG/{}\n", l.path);
+            *s += &format!("mkdir $CG/{}\n", l.path);
             if let Some(w) = l.weight {
-                s += &format!("echo {w} > $CG/{}/cpu.weight\n", l.path);
+                *s += &format!("echo {w} > $CG/{}/cpu.weight\n", l.path);
             }
             if let Some((quota, period)) = case.max {
-                s += &format!("echo \"{quota} {period}\" > $CG/{}/cpu.max\n", l.path);
+                *s += &format!("echo \"{quota} {period}\" > $CG/{}/cpu.max\n", l.path);
             }
         }
         let pin = if case.on_cpu0 { "taskset 1 " } else { "" };
         for l in &case.leaves {
-            s += &format!(
+            *s += &format!(
                 "sh -c \"echo \\$\\$ > $CG/{}/cgroup.procs && exec {pin}sysbench cpu --threads={} --time={seconds} --events=0 run\" > /dev/null &\n",
                 l.path, l.threads
             );
         }
-        s += "wait\n";
+        *s += "wait\n";
         for l in &case.leaves {
-            s += &format!("echo \"cgroup {0} $(tr '\\n' ' ' < $CG/{0}/cpu.stat)\"\n", l.path);
+            *s += &format!("echo \"cgroup {0} $(tr '\\n' ' ' < $CG/{0}/cpu.stat)\"\n", l.path);
         }
     }
-    s + &churn_script(seconds)
+    parts[1] += &churn_script(seconds);
+    parts
 }
 
 /// The `cpu.stat` of group `name` in the run's output.
@@ -348,14 +364,32 @@ fn parse(output: &[String], release: String, cpus: usize, seconds: u32) -> Resul
     Ok(Measured { release, weighted, limited, seconds, groups, churn })
 }
 
-/// Runs the script on Linux on machine `m`, `seconds` per case. `Err` is one line.
+/// Runs the scripts on Linux on machine `m`, `seconds` per case. `Err` is one line. In
+/// deterministic mode the two guests boot side by side ([`crate::pool`]); in parallel mode,
+/// which needs the whole host, one after the other.
 pub fn measure(m: &Machine, mode: Mode, ticking: bool, seconds: u32) -> Result<Measured, String> {
     let guest = Guest::prepare()?.ticking(ticking);
-    let text = script(m.cpus, seconds);
-    // The cases, the churn and its calm second.
-    let limit = Duration::from_secs(120 + 60 * (cases(m.cpus).len() as u64 + 2) * u64::from(seconds));
-    let console = guest.boot(m, mode, &Job::Script { script: text.as_bytes() }, 1, limit)?;
-    parse(&console.runs[0].output, console.release, m.cpus, seconds)
+    let parts = scripts(m.cpus, seconds);
+    let run = |i: usize| -> Result<(String, Vec<String>), String> {
+        // Each case and the churn's calm second, with room for the boot.
+        let n = parts[i].matches("\nwait\n").count() as u64 + 1;
+        let limit = Duration::from_secs(120 + 60 * n * u64::from(seconds));
+        let console = guest.boot(m, mode, &Job::Script { script: parts[i].as_bytes() }, 1, limit)?;
+        let run = console.runs.into_iter().next().ok_or("the guest ran no script")?;
+        Ok((console.release, run.output))
+    };
+    let outputs = match mode {
+        Mode::Deterministic => crate::pool::map(parts.len(), run),
+        Mode::Parallel => (0..parts.len()).map(run).collect(),
+    };
+    let mut release = String::new();
+    let mut output = Vec::new();
+    for o in outputs {
+        let (r, out) = o?;
+        release = r;
+        output.extend(out);
+    }
+    parse(&output, release, m.cpus, seconds)
 }
 
 impl Measured {
@@ -508,14 +542,22 @@ mod tests {
         let out: Vec<String> = sample().into_iter().filter(|l| !l.starts_with("cgroup u/")).collect();
         let m = parse(&out, "6.1.0".into(), 2, 2).unwrap();
         assert!(m.rows().iter().all(|r| r.case != "under"));
-        assert!(!script(2, 2).contains("$CG/u"));
+        assert!(!scripts(2, 2).concat().contains("$CG/u"));
     }
 
     /// The script makes each case's groups and spinners, and waits after each case.
     #[test]
     fn script_shapes() {
-        let s = script(8, 2);
-        assert!(s.starts_with("set -e\n"));
+        let [first, second] = scripts(8, 2);
+        for s in [&first, &second] {
+            assert!(s.starts_with("set -e\nCG=/sys/fs/cgroup\nmount -t cgroup2 none $CG\n"));
+        }
+        // The cases split between the two, the churn last in the second.
+        let names =
+            |s: &str| s.lines().filter_map(|l| l.strip_prefix("# ")).map(String::from).collect::<Vec<_>>();
+        assert_eq!(names(&first), ["weights", "under"]);
+        assert_eq!(names(&second), ["nested", "many", "cap", "churn"]);
+        let s = first + &second;
         assert!(s.contains("echo 150 > $CG/w/g150/cpu.weight"));
         assert!(s.contains("$CG/u/g50/cgroup.procs && exec sysbench cpu --threads=1 --time=2 --events=0 run"));
         assert!(s.contains("echo 1000 > $CG/n/A/cpu.weight\necho +cpu > $CG/n/A/cgroup.subtree_control"));

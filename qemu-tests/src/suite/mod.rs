@@ -15,7 +15,7 @@ pub(crate) use judges::{
 };
 use judges::{stack_within_budget, thread_stack_headroom};
 
-use crate::qemu::{self, Arch, Machine, Mode};
+use crate::qemu::{self, Arch, Boot, Machine, Mode};
 
 /// Only the Linux guest's cases, on the aarch64 machine.
 pub fn run_linux() -> (u64, u64) {
@@ -82,18 +82,20 @@ fn prepared(arch: Arch) -> Option<Machine> {
 }
 
 /// Boots each case `repeat` times on `m`, each within `limit`. Returns the boots passed and
-/// failed, and how many times each case failed.
+/// failed, and how many times each case failed. The deterministic cases boot side by side
+/// ([`crate::pool`]); the parallel ones after them, one at a time, as they need the whole host.
 fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u64, u64, Vec<u64>) {
     let mut failures = vec![0u64; cases.len()];
     let (mut passed, mut failed) = (0, 0);
     for round in 1..=repeat {
-        for (i, c) in cases.iter().enumerate() {
-            let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
-            let cpus = match (m.cpus == m.arch.cpus(), m.numa > 1) {
-                (true, false) => String::new(),
-                (_, false) => format!("{} vCPUs ", m.cpus),
-                (_, true) => format!("{} vCPUs in {} NUMA nodes ", m.cpus, m.numa),
-            };
+        let round = if repeat > 1 { format!("round {round}/{repeat} ") } else { String::new() };
+        let cpus = match (m.cpus == m.arch.cpus(), m.numa > 1) {
+            (true, false) => String::new(),
+            (_, false) => format!("{} vCPUs ", m.cpus),
+            (_, true) => format!("{} vCPUs in {} NUMA nodes ", m.cpus, m.numa),
+        };
+        let mut verdict = |i: usize, b: Boot| {
+            let c = cases[i];
             eprint!(
                 "xtest: qemu {} {cpus}{round}[{}/{}] {} ({}) ... ",
                 m.arch.name(),
@@ -102,25 +104,41 @@ fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u
                 c.name,
                 c.mode.name()
             );
-            if run_case(m, c, limit) {
+            if judge_case(m, c, &b) {
                 passed += 1;
             } else {
                 failed += 1;
                 failures[i] += 1;
             }
+        };
+        let of_mode = |mode| (0..cases.len()).filter(|&i| cases[i].mode == mode).collect::<Vec<_>>();
+        let det = of_mode(Mode::Deterministic);
+        crate::pool::in_order(
+            det.len(),
+            |k| boot_case(m, cases[det[k]], limit, repeat == 1),
+            |k, b| verdict(det[k], b),
+        );
+        for i in of_mode(Mode::Parallel) {
+            verdict(i, boot_case(m, cases[i], limit, false));
         }
     }
     (passed, failed, failures)
 }
 
-/// Boots one case and judges it; prints the verdict (and, on failure, why and the log's end).
-fn run_case(m: &Machine, c: &Case, limit: Duration) -> bool {
+/// Boots one case; with `remember`, a deterministic boot is kept for the margins table
+/// ([`qemu::remembered`]), which reads the same runs the judges did.
+fn boot_case(m: &Machine, c: &Case, limit: Duration, remember: bool) -> Boot {
     let b = qemu::boot(m, c.args, c.mode, limit);
+    if remember && c.mode == Mode::Deterministic {
+        qemu::remember(m, c.args, &b);
+    }
+    b
+}
+
+/// Judges one case's boot; prints the verdict (and, on failure, why and the log's end).
+fn judge_case(m: &Machine, c: &Case, b: &Boot) -> bool {
     let budget = if m.wide() { WIDE_EXC_STACK_BUDGET } else { EXC_STACK_BUDGET };
-    match (c.judge)(&b)
-        .and_then(|()| stack_within_budget(&b, budget))
-        .and_then(|()| thread_stack_headroom(&b))
-    {
+    match (c.judge)(b).and_then(|()| stack_within_budget(b, budget)).and_then(|()| thread_stack_headroom(b)) {
         Ok(()) => {
             let stack = |key, what| b.number_after(key).map_or(String::new(), |n| format!(", {what} {n} B"));
             let (exc, thread) =
@@ -207,15 +225,29 @@ fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
     );
     let start = std::time::Instant::now();
     let mut bad = Vec::new();
-    for line in &lines {
-        use std::os::unix::ffi::OsStrExt;
-        let b =
-            qemu::boot(m, std::ffi::OsStr::from_bytes(line), Mode::Deterministic, Duration::from_secs(30));
-        let ok = !b.timed_out && matches!(b.code, Some(0) | Some(EXIT_BAD_ARGS));
-        if !ok {
-            bad.push(format!("{:?} (timed out: {}): {}", b.code, b.timed_out, crate::fuzz::show(line)));
-        }
-    }
+    crate::pool::in_order(
+        lines.len(),
+        |i| {
+            use std::os::unix::ffi::OsStrExt;
+            qemu::boot(
+                m,
+                std::ffi::OsStr::from_bytes(&lines[i]),
+                Mode::Deterministic,
+                Duration::from_secs(30),
+            )
+        },
+        |i, b| {
+            let ok = !b.timed_out && matches!(b.code, Some(0) | Some(EXIT_BAD_ARGS));
+            if !ok {
+                bad.push(format!(
+                    "{:?} (timed out: {}): {}",
+                    b.code,
+                    b.timed_out,
+                    crate::fuzz::show(&lines[i])
+                ));
+            }
+        },
+    );
     if bad.is_empty() {
         eprintln!("ok ({:.1} s)", start.elapsed().as_secs_f64());
         (1, 0)

@@ -151,32 +151,37 @@ pub(crate) const WORKLOAD_CASES: &[WorkloadCase] = &[
 pub(crate) fn run(m: &Machine) -> (u64, u64) {
     let (mut passed, mut failed) = program_fuzz(m);
     let root = qemu::root();
-    for (i, c) in WORKLOAD_CASES.iter().enumerate() {
-        for platform in ["kernel", "simulator"] {
-            eprint!(
-                "xtest: qemu {} workload [{}/{}] {} ({}: {platform}) ... ",
-                m.arch.name(),
-                i + 1,
-                WORKLOAD_CASES.len(),
-                c.name,
-                c.file
-            );
-            let verdict = match platform {
-                "kernel" => on_kernel(m, &root.join(c.file), c),
-                _ => in_simulator(&root.join(c.file), c, m.cpus),
-            };
-            match verdict {
-                Ok(()) => {
-                    passed += 1;
-                    eprintln!("ok");
-                }
-                Err(why) => {
-                    failed += 1;
-                    eprintln!("FAILED: {why}");
+    // Each file's kernel boot (deterministic) and simulator run, files side by side.
+    crate::pool::in_order(
+        WORKLOAD_CASES.len(),
+        |i| {
+            let c = &WORKLOAD_CASES[i];
+            [on_kernel(m, &root.join(c.file), c), in_simulator(&root.join(c.file), c, m.cpus)]
+        },
+        |i, verdicts| {
+            let c = &WORKLOAD_CASES[i];
+            for (platform, verdict) in ["kernel", "simulator"].into_iter().zip(verdicts) {
+                eprint!(
+                    "xtest: qemu {} workload [{}/{}] {} ({}: {platform}) ... ",
+                    m.arch.name(),
+                    i + 1,
+                    WORKLOAD_CASES.len(),
+                    c.name,
+                    c.file
+                );
+                match verdict {
+                    Ok(()) => {
+                        passed += 1;
+                        eprintln!("ok");
+                    }
+                    Err(why) => {
+                        failed += 1;
+                        eprintln!("FAILED: {why}");
+                    }
                 }
             }
-        }
-    }
+        },
+    );
     (passed, failed)
 }
 
@@ -241,9 +246,8 @@ fn program_fuzz(m: &Machine) -> (u64, u64) {
         m.arch.name(),
         programs.len() - 1
     );
-    let mut bad = Vec::new();
-    for (i, p) in programs.iter().enumerate() {
-        let file = p.as_ref().map(|w| {
+    let boot = |i: usize| -> Result<qemu::Boot, String> {
+        let file = programs[i].as_ref().map(|w| {
             let f = std::env::temp_dir().join(format!(
                 "fairsched-fuzz-{}-{}.bin",
                 std::process::id(),
@@ -252,28 +256,27 @@ fn program_fuzz(m: &Machine) -> (u64, u64) {
             let bytes: Vec<u8> = w.iter().flat_map(|v| v.to_le_bytes()).collect();
             std::fs::write(&f, bytes).map(|_| f)
         });
-        let file = match file.transpose() {
-            Ok(f) => f,
-            Err(e) => {
-                return {
-                    eprintln!("FAILED: {e}");
-                    (0, 1)
-                }
-            }
-        };
+        let file = file.transpose().map_err(|e| e.to_string())?;
         let m = Machine { program: file.clone(), ..m.clone() };
         let b = qemu::boot(&m, "scenario=program", Mode::Deterministic, std::time::Duration::from_secs(30));
         if let Some(f) = file {
             let _ = std::fs::remove_file(f);
         }
-        let refused = b.lines.iter().any(|l| l.contains("workload program is refused"));
-        if b.timed_out || b.code != Some(3) || !refused {
-            bad.push(format!(
-                "program {i}: exit {:?}, timed out {}, refusal line {refused}",
-                b.code, b.timed_out
-            ));
+        Ok(b)
+    };
+    let mut bad = Vec::new();
+    crate::pool::in_order(programs.len(), boot, |i, b| match b {
+        Ok(b) => {
+            let refused = b.lines.iter().any(|l| l.contains("workload program is refused"));
+            if b.timed_out || b.code != Some(3) || !refused {
+                bad.push(format!(
+                    "program {i}: exit {:?}, timed out {}, refusal line {refused}",
+                    b.code, b.timed_out
+                ));
+            }
         }
-    }
+        Err(e) => bad.push(format!("program {i}: {e}")),
+    });
     if bad.is_empty() {
         eprintln!("ok");
         (1, 0)
