@@ -108,8 +108,8 @@ pub const CHURN_TASKS: u32 = 16;
 /// step forks busybox's `usleep` and moves a process, and deterministic QEMU counts every busy
 /// vCPU's instructions in the one guest clock, so with the spinners running a step costs
 /// several milliseconds of guest time beyond its sleep. Stepping each millisecond stretched
-/// the churn's seconds about tenfold in guest time (minutes on
-/// the host), a move every 50 ms or so; 5 ms steps keep it within a few times.
+/// the churn's seconds about tenfold in guest time (minutes on the host), a move every 50 ms
+/// or so; 5 ms steps keep it within a few times.
 fn churn_script(seconds: u32) -> String {
     let steps = seconds * 1000;
     let (n, last) = (CHURN_TASKS, CHURN_TASKS - 1);
