@@ -124,6 +124,8 @@ impl UtilEst {
     pub const ZERO: UtilEst = UtilEst { enqueued: 0, ewma: 0 };
 
     /// `max(ewma, enqueued) | UTIL_AVG_UNCHANGED`: what a task adds to its runqueue's sum.
+    /// (Inline where code size allows: every enqueue and dequeue of a task calls it.)
+    #[cfg_attr(target_pointer_width = "64", inline)]
     pub fn task_estimate(&self) -> u32 {
         self.ewma.max(self.enqueued) | UTIL_AVG_UNCHANGED
     }

@@ -30,9 +30,6 @@ use core::iter::FusedIterator;
 /// Link value meaning "no node".
 const NIL: u32 = u32::MAX;
 
-/// [`Node::links`] with neither child.
-const LINKS_NIL: u64 = u64::MAX;
-
 /// Ordering of vruntimes: wrap-safe, as signed 64-bit difference.
 ///
 /// `a` is before `b` when `b` is less than 2^63 ahead of `a`, so the order
@@ -69,9 +66,10 @@ impl core::error::Error for TimelineError {}
 
 /// One arena slot.
 ///
-/// Array-of-structs rather than struct-of-arrays because a descent touches
-/// key and both links of each node it visits; with 32 bytes aligned to 32 a
-/// node never straddles a cache line, so each step costs at most one miss.
+/// Array-of-structs rather than struct-of-arrays because a descent touches the
+/// key and a link of each node it visits; with 32 bytes aligned to 32 a node
+/// never straddles a cache line, so each step costs at most one miss. Each link
+/// is its own `u32`, loaded as it is, with no shift on the descent's chain.
 #[derive(Clone, Copy, PartialEq, Eq)]
 #[repr(align(32))]
 struct Node {
@@ -79,9 +77,10 @@ struct Node {
     key: u64,
     /// Insertion sequence number; breaks ties so equal keys stay FIFO.
     seq: u64,
-    /// The left child's index in the low half, the right child's in the high half: one load
-    /// gives both, so a descent selects the next index by value rather than by address.
-    links: u64,
+    /// The left child, or `NIL`.
+    left: u32,
+    /// The right child, or `NIL`.
+    right: u32,
     parent: u32,
     /// Its colour, or [`Color::Vacant`] when the slot is not queued: the colour doubles as
     /// the in-tree flag without costing another field.
@@ -101,45 +100,8 @@ enum Color {
 }
 
 impl Node {
-    const VACANT: Node = Node { key: 0, seq: 0, links: LINKS_NIL, parent: NIL, color: Color::Vacant };
-    const UNSET: Node = Node { key: 0, seq: 0, links: 0, parent: 0, color: Color::Vacant };
-
-    /// The left child, or `NIL`.
-    #[inline(always)]
-    fn left(&self) -> u32 {
-        self.links as u32
-    }
-
-    /// The right child, or `NIL`.
-    #[inline(always)]
-    fn right(&self) -> u32 {
-        (self.links >> 32) as u32
-    }
-
-    /// The child on the right when `right`, else on the left: both halves are taken from
-    /// the one loaded word and the choice is made on the values, so the next node's address
-    /// waits only for that load and the comparison, not for a second load.
-    #[inline(always)]
-    fn child(&self, right: bool) -> u32 {
-        let (l, r) = (self.links as u32, (self.links >> 32) as u32);
-        if right {
-            r
-        } else {
-            l
-        }
-    }
-
-    /// Links `id` (or `NIL`) as the left child.
-    #[inline(always)]
-    fn set_left(&mut self, id: u32) {
-        self.links = (self.links & !(u32::MAX as u64)) | id as u64;
-    }
-
-    /// Links `id` (or `NIL`) as the right child.
-    #[inline(always)]
-    fn set_right(&mut self, id: u32) {
-        self.links = (self.links & u32::MAX as u64) | (id as u64) << 32;
-    }
+    const VACANT: Node = Node { key: 0, seq: 0, left: NIL, right: NIL, parent: NIL, color: Color::Vacant };
+    const UNSET: Node = Node { key: 0, seq: 0, left: 0, right: 0, parent: 0, color: Color::Vacant };
 }
 
 /// The EEVDF augmentation of one slot: its entry's virtual deadline, and the best entry of the
@@ -281,28 +243,16 @@ impl<const CAP: usize> Timeline<CAP> {
         }
         let z = id as u32;
 
-        // The new seq exceeds every queued seq, so among equal keys the new
-        // node belongs rightmost: descend left only when strictly before.
-        let mut parent = NIL;
-        let mut cur = self.root;
-        let mut go_left = false;
-        let mut is_leftmost = true;
-        while cur != NIL {
-            parent = cur;
-            let n = &self.nodes[cur as usize];
-            go_left = vruntime_before(vruntime, n.key);
-            is_leftmost &= go_left;
-            cur = n.child(!go_left);
-        }
+        let (parent, go_left, is_leftmost) = self.descend(vruntime);
 
-        self.nodes[id] = Node { key: vruntime, seq: self.next_seq, links: LINKS_NIL, parent, color: Color::Red };
+        self.nodes[id] = Node { key: vruntime, seq: self.next_seq, left: NIL, right: NIL, parent, color: Color::Red };
         self.next_seq = self.next_seq.wrapping_add(1);
         if parent == NIL {
             self.root = z;
         } else if go_left {
-            self.nodes[parent as usize].set_left(z);
+            self.nodes[parent as usize].left = z;
         } else {
-            self.nodes[parent as usize].set_right(z);
+            self.nodes[parent as usize].right = z;
         }
         if is_leftmost {
             self.leftmost = z;
@@ -327,6 +277,45 @@ impl<const CAP: usize> Timeline<CAP> {
         Ok(())
     }
 
+    /// Where a new entry of key `vruntime` is linked: its parent (`NIL` in an empty tree),
+    /// whether on the parent's left, and whether it becomes the leftmost entry. The new seq
+    /// exceeds every queued seq, so among equal keys the new entry goes rightmost: the
+    /// descent goes left only when strictly before.
+    ///
+    /// It goes in runs, left while the key is before each node's, then right while it is
+    /// not, and so on, so each step loads only the link it follows and the next node's
+    /// address waits for that one load. The way to go is a branch, and it predicts well: a
+    /// scheduler's inserts take few paths (a preempted task goes back near the right end, a
+    /// woken one near the left, a requeued one to its old place). A select between both
+    /// links would put the key's load and the comparison on every level's critical path.
+    #[inline(always)]
+    fn descend(&self, vruntime: u64) -> (u32, bool, bool) {
+        let (mut parent, mut cur, mut is_leftmost) = (NIL, self.root, true);
+        loop {
+            while cur != NIL {
+                let n = &self.nodes[cur as usize];
+                if !vruntime_before(vruntime, n.key) {
+                    break;
+                }
+                (parent, cur) = (cur, n.left);
+            }
+            if cur == NIL {
+                return (parent, true, is_leftmost);
+            }
+            is_leftmost = false;
+            while cur != NIL {
+                let n = &self.nodes[cur as usize];
+                if vruntime_before(vruntime, n.key) {
+                    break;
+                }
+                (parent, cur) = (cur, n.right);
+            }
+            if cur == NIL {
+                return (parent, false, false);
+            }
+        }
+    }
+
     /// Remove a queued id. Worst case O(log n).
     pub fn remove(&mut self, id: usize) -> Result<(), TimelineError> {
         let node = *self.nodes.get(id).ok_or(TimelineError::IdOutOfRange)?;
@@ -338,7 +327,7 @@ impl<const CAP: usize> Timeline<CAP> {
             self.leftmost = self.next_of(z);
         }
 
-        let (l, r, p) = (node.left(), node.right(), node.parent);
+        let (l, r, p) = (node.left, node.right, node.parent);
         // `x` takes the place of the node that left the tree's shape (z, or its successor
         // moved into z's place), `xp` is x's parent (x may be NIL), and `lost` that node's
         // colour: losing a black one leaves a black short on x's path.
@@ -357,29 +346,29 @@ impl<const CAP: usize> Timeline<CAP> {
             // colour. Ids are caller-owned, so nodes are moved, never their contents.
             let mut s = r;
             loop {
-                let sl = self.nodes[s as usize].left();
+                let sl = self.nodes[s as usize].left;
                 if sl == NIL {
                     break;
                 }
                 s = sl;
             }
             let sn = self.nodes[s as usize];
-            x = sn.right();
+            x = sn.right;
             lost = sn.color;
             if s == r {
                 xp = s;
             } else {
                 xp = sn.parent;
-                self.nodes[xp as usize].set_left(x);
+                self.nodes[xp as usize].left = x;
                 if x != NIL {
                     self.nodes[x as usize].parent = xp;
                 }
-                self.nodes[s as usize].set_right(r);
+                self.nodes[s as usize].right = r;
                 self.nodes[r as usize].parent = s;
             }
             moved = s;
             let sn = &mut self.nodes[s as usize];
-            sn.set_left(l);
+            sn.left = l;
             sn.parent = p;
             sn.color = node.color;
             self.nodes[l as usize].parent = s;
@@ -476,7 +465,7 @@ impl<const CAP: usize> Timeline<CAP> {
             return None;
         }
         loop {
-            let r = self.nodes[cur as usize].right();
+            let r = self.nodes[cur as usize].right;
             if r == NIL {
                 return Some(cur as usize);
             }
@@ -541,13 +530,13 @@ impl<const CAP: usize> Timeline<CAP> {
             let n = self.nodes[node as usize];
             if !eligible(n.key) {
                 // Everything to the right is later still, so ineligible too.
-                node = n.left();
+                node = n.left;
                 continue;
             }
             // `node` and its whole left subtree are eligible.
             let mut cand = self.own(node);
-            if n.left() != NIL {
-                let lb = self.subtree_best(n.left());
+            if n.left != NIL {
+                let lb = self.subtree_best(n.left);
                 if self.before(lb, cand) {
                     cand = lb;
                 }
@@ -557,7 +546,7 @@ impl<const CAP: usize> Timeline<CAP> {
                 best_c = cand;
             }
             // Only the right subtree may hold something better.
-            match n.right() {
+            match n.right {
                 r if r != NIL && self.before(self.subtree_best(r), best_c) => node = r,
                 _ => break,
             }
@@ -621,13 +610,13 @@ impl<const CAP: usize> Timeline<CAP> {
         for (i, n) in self.nodes.iter().enumerate() {
             let i = i as u32;
             if n.color == Color::Vacant {
-                if n.left() != NIL || n.right() != NIL || n.parent != NIL {
+                if n.left != NIL || n.right != NIL || n.parent != NIL {
                     return Err("vacant slot has links");
                 }
                 continue;
             }
             queued += 1;
-            for child in [n.left(), n.right()] {
+            for child in [n.left, n.right] {
                 if child != NIL {
                     let c = self.nodes.get(child as usize).ok_or("child link out of range")?;
                     if c.color == Color::Vacant {
@@ -641,7 +630,7 @@ impl<const CAP: usize> Timeline<CAP> {
                     }
                 }
             }
-            if n.left() != NIL && n.left() == n.right() {
+            if n.left != NIL && n.left == n.right {
                 return Err("left and right link to the same node");
             }
             if n.parent == NIL {
@@ -656,7 +645,7 @@ impl<const CAP: usize> Timeline<CAP> {
                 if p.color == Color::Vacant {
                     return Err("parent link to a vacant slot");
                 }
-                if p.left() != i && p.right() != i {
+                if p.left != i && p.right != i {
                     return Err("parent does not link to node");
                 }
             }
@@ -668,13 +657,13 @@ impl<const CAP: usize> Timeline<CAP> {
         // nodes as its tree's leftmost path does.
         for i in 0..CAP as u32 {
             let n = &self.nodes[i as usize];
-            if n.color == Color::Vacant || (n.left() != NIL && n.right() != NIL) {
+            if n.color == Color::Vacant || (n.left != NIL && n.right != NIL) {
                 continue;
             }
             let (root, blacks) = self.blacks_above(i);
             let mut first = root;
-            while self.nodes[first as usize].left() != NIL {
-                first = self.nodes[first as usize].left();
+            while self.nodes[first as usize].left != NIL {
+                first = self.nodes[first as usize].left;
             }
             if self.blacks_above(first).1 != blacks {
                 return Err("black heights differ");
@@ -707,7 +696,7 @@ impl<const CAP: usize> Timeline<CAP> {
         // and the summed key steps must stay below 2^63.
         let mut first = self.root;
         loop {
-            let l = self.nodes[first as usize].left();
+            let l = self.nodes[first as usize].left;
             if l == NIL {
                 break;
             }
@@ -755,7 +744,7 @@ impl<const CAP: usize> Timeline<CAP> {
             for x in self.iter() {
                 let n = &self.nodes[x];
                 let mut best = self.own(x as u32);
-                for c in [n.left(), n.right()] {
+                for c in [n.left, n.right] {
                     if c == NIL {
                         continue;
                     }
@@ -837,10 +826,10 @@ impl<const CAP: usize> Timeline<CAP> {
     /// In-order successor via parent links; amortised O(1) across a full walk.
     fn next_of(&self, x: u32) -> u32 {
         let n = &self.nodes[x as usize];
-        if n.right() != NIL {
-            let mut cur = n.right();
+        if n.right != NIL {
+            let mut cur = n.right;
             loop {
-                let l = self.nodes[cur as usize].left();
+                let l = self.nodes[cur as usize].left;
                 if l == NIL {
                     return cur;
                 }
@@ -849,7 +838,7 @@ impl<const CAP: usize> Timeline<CAP> {
         }
         let mut child = x;
         let mut up = n.parent;
-        while up != NIL && self.nodes[up as usize].right() == child {
+        while up != NIL && self.nodes[up as usize].right == child {
             child = up;
             up = self.nodes[up as usize].parent;
         }
@@ -863,10 +852,10 @@ impl<const CAP: usize> Timeline<CAP> {
             self.root = new;
         } else {
             let pn = &mut self.nodes[p as usize];
-            if pn.left() == old {
-                pn.set_left(new);
+            if pn.left == old {
+                pn.left = new;
             } else {
-                pn.set_right(new);
+                pn.right = new;
             }
         }
     }
@@ -877,7 +866,7 @@ impl<const CAP: usize> Timeline<CAP> {
     fn fix_aug(&mut self, x: u32) {
         let n = self.nodes[x as usize];
         let mut best = self.own(x);
-        for c in [n.left(), n.right()] {
+        for c in [n.left, n.right] {
             if c != NIL {
                 let b = self.subtree_best(c);
                 if self.before(b, best) {
@@ -907,14 +896,14 @@ impl<const CAP: usize> Timeline<CAP> {
 
     /// Rotate `x`'s right child up into `x`'s place; returns the new subtree root.
     fn rotate_left<const AUG: bool>(&mut self, x: u32) -> u32 {
-        let y = self.nodes[x as usize].right();
-        let t = self.nodes[y as usize].left();
+        let y = self.nodes[x as usize].right;
+        let t = self.nodes[y as usize].left;
         let p = self.nodes[x as usize].parent;
-        self.nodes[x as usize].set_right(t);
+        self.nodes[x as usize].right = t;
         if t != NIL {
             self.nodes[t as usize].parent = x;
         }
-        self.nodes[y as usize].set_left(x);
+        self.nodes[y as usize].left = x;
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
@@ -924,14 +913,14 @@ impl<const CAP: usize> Timeline<CAP> {
 
     /// Mirror of [`Self::rotate_left`].
     fn rotate_right<const AUG: bool>(&mut self, x: u32) -> u32 {
-        let y = self.nodes[x as usize].left();
-        let t = self.nodes[y as usize].right();
+        let y = self.nodes[x as usize].left;
+        let t = self.nodes[y as usize].right;
         let p = self.nodes[x as usize].parent;
-        self.nodes[x as usize].set_left(t);
+        self.nodes[x as usize].left = t;
         if t != NIL {
             self.nodes[t as usize].parent = x;
         }
-        self.nodes[y as usize].set_right(x);
+        self.nodes[y as usize].right = x;
         self.nodes[x as usize].parent = y;
         self.nodes[y as usize].parent = p;
         self.replace_child(p, x, y);
@@ -959,8 +948,8 @@ impl<const CAP: usize> Timeline<CAP> {
                 return;
             }
             let gn = self.nodes[g as usize];
-            let p_left = gn.left() == p;
-            let uncle = if p_left { gn.right() } else { gn.left() };
+            let p_left = gn.left == p;
+            let uncle = if p_left { gn.right } else { gn.left };
             if self.is_red(uncle) {
                 self.paint(p, Color::Black);
                 self.paint(uncle, Color::Black);
@@ -970,11 +959,11 @@ impl<const CAP: usize> Timeline<CAP> {
             }
             // A black uncle: make z the outer grandchild, then rotate the parent up.
             let top = if p_left {
-                let p = if self.nodes[p as usize].right() == z { self.rotate_left::<AUG>(p) } else { p };
+                let p = if self.nodes[p as usize].right == z { self.rotate_left::<AUG>(p) } else { p };
                 self.rotate_right::<AUG>(g);
                 p
             } else {
-                let p = if self.nodes[p as usize].left() == z { self.rotate_right::<AUG>(p) } else { p };
+                let p = if self.nodes[p as usize].left == z { self.rotate_right::<AUG>(p) } else { p };
                 self.rotate_left::<AUG>(g);
                 p
             };
@@ -989,8 +978,8 @@ impl<const CAP: usize> Timeline<CAP> {
     /// recoloured (the shortage moves up) or at most three rotations end it. O(1) amortised.
     fn remove_fixup<const AUG: bool>(&mut self, mut x: u32, mut xp: u32) {
         while xp != NIL && !self.is_red(x) {
-            let x_left = self.nodes[xp as usize].left() == x;
-            let mut w = if x_left { self.nodes[xp as usize].right() } else { self.nodes[xp as usize].left() };
+            let x_left = self.nodes[xp as usize].left == x;
+            let mut w = if x_left { self.nodes[xp as usize].right } else { self.nodes[xp as usize].left };
             if w == NIL {
                 // (Impossible in a valid tree: x's side was a black taller.)
                 break;
@@ -1000,14 +989,14 @@ impl<const CAP: usize> Timeline<CAP> {
                 self.paint(xp, Color::Red);
                 if x_left {
                     self.rotate_left::<AUG>(xp);
-                    w = self.nodes[xp as usize].right();
+                    w = self.nodes[xp as usize].right;
                 } else {
                     self.rotate_right::<AUG>(xp);
-                    w = self.nodes[xp as usize].left();
+                    w = self.nodes[xp as usize].left;
                 }
             }
             let wn = self.nodes[w as usize];
-            let (near, far) = if x_left { (wn.left(), wn.right()) } else { (wn.right(), wn.left()) };
+            let (near, far) = if x_left { (wn.left, wn.right) } else { (wn.right, wn.left) };
             if !self.is_red(near) && !self.is_red(far) {
                 self.paint(w, Color::Red);
                 x = xp;
@@ -1020,7 +1009,7 @@ impl<const CAP: usize> Timeline<CAP> {
                 self.paint(w, Color::Red);
                 w = if x_left { self.rotate_right::<AUG>(w) } else { self.rotate_left::<AUG>(w) };
             }
-            let far = if x_left { self.nodes[w as usize].right() } else { self.nodes[w as usize].left() };
+            let far = if x_left { self.nodes[w as usize].right } else { self.nodes[w as usize].left };
             self.nodes[w as usize].color = self.nodes[xp as usize].color;
             self.paint(xp, Color::Black);
             self.paint(far, Color::Black);
@@ -1456,7 +1445,7 @@ mod tests {
         // Blackening one leaf, or reddening a red node's child, breaks the colour rules.
         let reds: Vec<usize> = (0..6).filter(|&i| t.nodes[i].color == Color::Red).collect();
         let mut bad = t.clone();
-        let leaf = (0..6).find(|&i| t.nodes[i].left() == NIL && t.nodes[i].right() == NIL && t.nodes[i].color == Color::Red);
+        let leaf = (0..6).find(|&i| t.nodes[i].left == NIL && t.nodes[i].right == NIL && t.nodes[i].color == Color::Red);
         if let Some(leaf) = leaf {
             bad.nodes[leaf].color = Color::Black;
             assert_eq!(bad.check(), Err("black heights differ"));
@@ -1469,13 +1458,13 @@ mod tests {
         }
 
         let mut bad = t.clone();
-        let (a, b) = (bad.root, bad.nodes[bad.root as usize].left());
+        let (a, b) = (bad.root, bad.nodes[bad.root as usize].left);
         bad.nodes[a as usize].parent = b;
         assert!(bad.check().is_err(), "a cycle of parent links");
 
         let mut bad = t.clone();
         let r = bad.root as usize;
-        bad.nodes[r].set_left(77);
+        bad.nodes[r].left = 77;
         assert!(bad.check().is_err());
 
         let mut bad = t.clone();
