@@ -331,8 +331,8 @@ fn stat(output: &[String], name: &str) -> Option<Stat> {
     })
 }
 
-/// The measurement in the output of [`script`]`(cpus, seconds)`; `Err` (one line) names the
-/// first group whose `cpu.stat` is missing.
+/// The measurement in the joined output of [`scripts`]`(cpus, seconds)`; `Err` (one line)
+/// names the first group whose `cpu.stat` is missing.
 fn parse(output: &[String], release: String, cpus: usize, seconds: u32) -> Result<Measured, String> {
     let mut groups = Vec::new();
     for case in cases(cpus) {
