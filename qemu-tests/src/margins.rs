@@ -28,7 +28,7 @@ pub fn section() -> Result<String, String> {
             m.arch == Arch::Aarch64
                 || !(case.args.starts_with("scenario=latency") || case.args.starts_with("scenario=groups"))
         };
-        let boots: Vec<Option<Boot>> = crate::pool::map(machines.len(), |i| {
+        let boots: Vec<Option<Boot>> = crate::pool::map(Mode::Deterministic, machines.len(), |i| {
             let m = &machines[i];
             reproducible(m).then(|| qemu::remembered(m, case.args, Duration::from_secs(120)))
         });

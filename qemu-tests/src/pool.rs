@@ -1,24 +1,35 @@
 //! Deterministic boots side by side. A deterministic-mode QEMU (`-icount shift=0,sleep=off`,
 //! one TCG thread) keeps one host core busy and produces the same run whatever the host does,
 //! so independent boots run on as many threads as the host has cores; their results are handed
-//! back in order. Parallel-mode boots never go through here: they need the whole host.
+//! back in order. Parallel-mode boots need the whole host: they run one at a time.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 
-/// How many deterministic boots run at once: the host's cores, or `QEMU_JOBS` (at least 1).
-pub fn jobs() -> usize {
+use crate::qemu::Mode;
+
+/// How many boots in `mode` run at once: deterministic ones, the host's cores or `QEMU_JOBS`
+/// (at least 1); parallel ones, one.
+pub fn jobs(mode: Mode) -> usize {
+    if mode == Mode::Parallel {
+        return 1;
+    }
     match std::env::var("QEMU_JOBS").ok().and_then(|v| v.parse::<usize>().ok()) {
         Some(n) => n.max(1),
         None => std::thread::available_parallelism().map_or(1, |n| n.get()),
     }
 }
 
-/// Runs `work(i)` for every `i` in `0..n` on up to [`jobs`] threads and calls `done(i, result)`
-/// in order of `i`, each as soon as it and every earlier one have finished.
-pub fn in_order<T: Send>(n: usize, work: impl Fn(usize) -> T + Sync, mut done: impl FnMut(usize, T)) {
-    let threads = jobs().min(n);
+/// Runs `work(i)` for every `i` in `0..n`, boots in `mode`, on up to [`jobs`] threads and calls
+/// `done(i, result)` in order of `i`, each as soon as it and every earlier one have finished.
+pub fn in_order<T: Send>(
+    mode: Mode,
+    n: usize,
+    work: impl Fn(usize) -> T + Sync,
+    mut done: impl FnMut(usize, T),
+) {
+    let threads = jobs(mode).min(n);
     if threads <= 1 {
         (0..n).for_each(|i| done(i, work(i)));
         return;
@@ -49,9 +60,9 @@ pub fn in_order<T: Send>(n: usize, work: impl Fn(usize) -> T + Sync, mut done: i
 }
 
 /// [`in_order`], collecting the results.
-pub fn map<T: Send>(n: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
+pub fn map<T: Send>(mode: Mode, n: usize, work: impl Fn(usize) -> T + Sync) -> Vec<T> {
     let mut out = Vec::with_capacity(n);
-    in_order(n, work, |_, r| out.push(r));
+    in_order(mode, n, work, |_, r| out.push(r));
     out
 }
 
@@ -65,6 +76,7 @@ mod tests {
         let n = 12;
         let mut seen = Vec::new();
         in_order(
+            Mode::Deterministic,
             n,
             |i| {
                 std::thread::sleep(std::time::Duration::from_millis((n - i) as u64 * 3));
@@ -73,7 +85,8 @@ mod tests {
             |i, r| seen.push((i, r)),
         );
         assert_eq!(seen, (0..n).map(|i| (i, i * 10)).collect::<Vec<_>>());
-        assert_eq!(map(5, |i| i + 1), vec![1, 2, 3, 4, 5]);
-        assert!(map(0, |i| i).is_empty());
+        assert_eq!(map(Mode::Parallel, 5, |i| i + 1), vec![1, 2, 3, 4, 5]);
+        assert!(map(Mode::Deterministic, 0, |i| i).is_empty());
+        assert_eq!(jobs(Mode::Parallel), 1);
     }
 }

@@ -467,19 +467,24 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         }
     }
-    // Each iteration's rule-on and rule-off boots, in that order. Deterministic boots run side
-    // by side (their runs do not depend on the host); parallel ones one at a time.
+    // Each iteration's rule-on and rule-off boots, in that order, deterministic ones side by
+    // side ([`crate::pool`]). After a failed run no new boot starts: the experiment stops there.
     let runs: Vec<(u64, bool)> =
         (0..a.iterations()).flat_map(|i| [(1 + i as u64, true), (1 + i as u64, false)]).collect();
+    let stop = std::sync::atomic::AtomicBool::new(false);
     let boot = |k: usize| {
         let (seed, rule) = runs[k];
         let cmd = sysbench_cmd(&a, topology, seed, false, rule, file);
-        (qemu::boot(&machine, &cmd, mode, Duration::from_secs(120)), cmd)
+        let go = !stop.load(std::sync::atomic::Ordering::Relaxed);
+        go.then(|| (qemu::boot(&machine, &cmd, mode, Duration::from_secs(120)), cmd))
     };
     let (mut on, mut off) = (Vec::new(), Vec::new());
     let mut failed = None;
-    let mut done = |k: usize, (b, cmd): (Boot, String)| {
-        let (seed, rule) = runs[k];
+    crate::pool::in_order(mode, runs.len(), boot, |k, run| {
+        let ((b, cmd), (seed, rule)) = match run {
+            Some(r) if failed.is_none() => (r, runs[k]),
+            _ => return,
+        };
         eprint!(
             "\rxrun: QEMU {} run {}/{} (rule {})   ",
             mode.name(),
@@ -487,17 +492,14 @@ pub fn main(args: &[String]) -> ExitCode {
             a.iterations(),
             if rule { "on" } else { "off" }
         );
-        match (figures(&b), failed.is_none()) {
-            (Some(f), true) => (if rule { &mut on } else { &mut off }).push(f),
-            (None, true) => failed = Some((b, cmd)),
-            (_, false) => {}
+        match figures(&b) {
+            Some(f) => (if rule { &mut on } else { &mut off }).push(f),
+            None => {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                failed = Some((b, cmd));
+            }
         }
-    };
-    if mode == Mode::Deterministic {
-        crate::pool::in_order(runs.len(), boot, &mut done);
-    } else {
-        (0..runs.len()).for_each(|k| done(k, boot(k)));
-    }
+    });
     if let Some((b, cmd)) = failed {
         eprintln!("\nxrun: run failed (exit {:?}): {cmd}", b.code);
         for l in b.lines.iter().rev().take(8) {

@@ -378,10 +378,7 @@ pub fn measure(m: &Machine, mode: Mode, ticking: bool, seconds: u32) -> Result<M
         let run = console.runs.into_iter().next().ok_or("the guest ran no script")?;
         Ok((console.release, run.output))
     };
-    let outputs = match mode {
-        Mode::Deterministic => crate::pool::map(parts.len(), run),
-        Mode::Parallel => (0..parts.len()).map(run).collect(),
-    };
+    let outputs = crate::pool::map(mode, parts.len(), run);
     let mut release = String::new();
     let mut output = Vec::new();
     for o in outputs {

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::qemu::{self, number_after_in, Arch, Boot, Machine};
+use crate::qemu::{self, number_after_in, Arch, Boot, Machine, Mode};
 
 /// The slice lengths the table compares (`slice_us=`; 0 turns the slices off).
 const SLICES_US: [u32; 5] = [0, 25, 50, 100, 250];
@@ -39,8 +39,9 @@ pub fn slices() -> Result<String, String> {
         let m = Machine { clusters: 4, ..qemu::prepare(arch)? };
         runs.extend(SLICES_US.map(|us| (m.clone(), us)));
     }
-    let boots =
-        crate::pool::map(runs.len(), |k| boot(&runs[k].0, &format!("{SLICE_RUN} slice_us={}", runs[k].1)));
+    let boots = crate::pool::map(Mode::Deterministic, runs.len(), |k| {
+        boot(&runs[k].0, &format!("{SLICE_RUN} slice_us={}", runs[k].1))
+    });
     for ((m, us), b) in runs.iter().zip(boots) {
         let b = b?;
         let [wake, start] = ["wake-up lag", "start lag"].map(|l| -> Result<String, String> {

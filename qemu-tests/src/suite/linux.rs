@@ -121,6 +121,7 @@ pub(crate) fn run(m: &Machine, required: bool) -> (u64, u64) {
     ];
     // Deterministic boots, side by side ([`crate::pool`]).
     crate::pool::in_order(
+        Mode::Deterministic,
         cases.len(),
         |i| {
             let start = std::time::Instant::now();

@@ -111,25 +111,24 @@ fn run_cases(m: &Machine, cases: &[&Case], repeat: usize, limit: Duration) -> (u
                 failures[i] += 1;
             }
         };
-        let of_mode = |mode| (0..cases.len()).filter(|&i| cases[i].mode == mode).collect::<Vec<_>>();
-        let det = of_mode(Mode::Deterministic);
-        crate::pool::in_order(
-            det.len(),
-            |k| boot_case(m, cases[det[k]], limit, repeat == 1),
-            |k, b| verdict(det[k], b),
-        );
-        for i in of_mode(Mode::Parallel) {
-            verdict(i, boot_case(m, cases[i], limit, false));
+        for mode in [Mode::Deterministic, Mode::Parallel] {
+            let of_mode: Vec<usize> = (0..cases.len()).filter(|&i| cases[i].mode == mode).collect();
+            crate::pool::in_order(
+                mode,
+                of_mode.len(),
+                |k| boot_case(m, cases[of_mode[k]], limit),
+                |k, b| verdict(of_mode[k], b),
+            );
         }
     }
     (passed, failed, failures)
 }
 
-/// Boots one case; with `remember`, a deterministic boot is kept for the margins table
+/// Boots one case; a deterministic boot is kept for the margins table
 /// ([`qemu::remembered`]), which reads the same runs the judges did.
-fn boot_case(m: &Machine, c: &Case, limit: Duration, remember: bool) -> Boot {
+fn boot_case(m: &Machine, c: &Case, limit: Duration) -> Boot {
     let b = qemu::boot(m, c.args, c.mode, limit);
-    if remember && c.mode == Mode::Deterministic {
+    if c.mode == Mode::Deterministic {
         qemu::remember(m, c.args, &b);
     }
     b
@@ -226,6 +225,7 @@ fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
     let start = std::time::Instant::now();
     let mut bad = Vec::new();
     crate::pool::in_order(
+        Mode::Deterministic,
         lines.len(),
         |i| {
             use std::os::unix::ffi::OsStrExt;

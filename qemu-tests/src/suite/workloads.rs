@@ -153,6 +153,7 @@ pub(crate) fn run(m: &Machine) -> (u64, u64) {
     let root = qemu::root();
     // Each file's kernel boot (deterministic) and simulator run, files side by side.
     crate::pool::in_order(
+        Mode::Deterministic,
         WORKLOAD_CASES.len(),
         |i| {
             let c = &WORKLOAD_CASES[i];
@@ -265,7 +266,7 @@ fn program_fuzz(m: &Machine) -> (u64, u64) {
         Ok(b)
     };
     let mut bad = Vec::new();
-    crate::pool::in_order(programs.len(), boot, |i, b| match b {
+    crate::pool::in_order(Mode::Deterministic, programs.len(), boot, |i, b| match b {
         Ok(b) => {
             let refused = b.lines.iter().any(|l| l.contains("workload program is refused"));
             if b.timed_out || b.code != Some(3) || !refused {
