@@ -107,9 +107,8 @@ pub const CHURN_TASKS: u32 = 16;
 /// The control loop steps 5 ms at a time, every event's period being a multiple of it. Each
 /// step forks busybox's `usleep` and moves a process, and deterministic QEMU counts every busy
 /// vCPU's instructions in the one guest clock, so with the spinners running a step costs
-/// several milliseconds of guest time beyond its sleep. Stepping each millisecond stretched
-/// the churn's seconds about tenfold in guest time (minutes on the host), a move every 50 ms
-/// or so; 5 ms steps keep it within a few times.
+/// several milliseconds of guest time beyond its sleep: a step per millisecond would stretch
+/// the churn's seconds many times over in guest time, and its moves far apart.
 fn churn_script(seconds: u32) -> String {
     let steps = seconds * 1000;
     let (n, last) = (CHURN_TASKS, CHURN_TASKS - 1);
