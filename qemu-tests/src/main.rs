@@ -156,13 +156,12 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
     if clusters > 0 {
         m.clusters = clusters;
     }
-    m.program = loaded.as_ref().map(|l| l.bytes_file.clone());
+    m.program = loaded.as_ref().map(|l| l.file.path());
     let b = qemu::boot(&m, &line, mode, std::time::Duration::from_secs(600));
     for l in &b.lines {
         println!("{l}");
     }
     if let Some(l) = &loaded {
-        let _ = std::fs::remove_file(&l.bytes_file);
         match workload::figures(&b, &l.def, m.cpus) {
             Some(r) => {
                 for t in &r.tasks {

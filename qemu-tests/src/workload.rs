@@ -17,8 +17,8 @@ const KERNEL_ARCH: &str = include_str!("../../kernel-shim/src/arch/mod.rs");
 pub struct Loaded {
     /// The lowered program.
     pub def: ProgramDef,
-    /// Its bytes, written to a file for QEMU's loader.
-    pub bytes_file: PathBuf,
+    /// Its bytes, written to a file for QEMU's loader (removed when this is dropped).
+    pub file: ProgramFile,
     /// The threads a run has at most, forks included ([`sched_workload::Program::thread_bound`]).
     pub threads: u64,
 }
@@ -57,7 +57,24 @@ pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, 
         std::env::temp_dir().join(format!("fairsched-program-{}-{}.bin", std::process::id(), qemu::unique()));
     std::fs::write(&bytes_file, bytes)
         .map_err(|e| (2, format!("cannot write {}: {e}", bytes_file.display())))?;
-    Ok(Loaded { def, bytes_file, threads })
+    Ok(Loaded { def, file: ProgramFile(bytes_file), threads })
+}
+
+/// A program's bytes in a temporary file for QEMU's loader; dropping it removes the file, so
+/// no exit path of a command leaves one behind.
+pub struct ProgramFile(PathBuf);
+
+impl ProgramFile {
+    /// Where the bytes are, for [`crate::qemu::Machine::program`].
+    pub fn path(&self) -> PathBuf {
+        self.0.clone()
+    }
+}
+
+impl Drop for ProgramFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
 }
 
 /// What a `scenario=program` boot measured.

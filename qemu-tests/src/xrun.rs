@@ -457,10 +457,15 @@ pub fn main(args: &[String]) -> ExitCode {
     let shape = workload.sysbench(&cfg).expect("a sysbench workload");
     let kernel_shape = kernel_sysbench(shape, a.cpus(), mode);
     let file = arch.program_window().is_some();
+    // Kept until the boots are done: dropping it removes the file.
+    let mut _program = None;
     if file {
         let def = sched_workload::rtapp::lower(&kernel_shape.json()).expect("every sysbench shape lowers");
         match crate::workload::load_def(def, "the sysbench file", arch) {
-            Ok(loaded) => machine.program = Some(loaded.bytes_file),
+            Ok(loaded) => {
+                machine.program = Some(loaded.file.path());
+                _program = Some(loaded.file);
+            }
             Err((code, line)) => {
                 eprintln!("xrun: {line}");
                 return ExitCode::from(code);

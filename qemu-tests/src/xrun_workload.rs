@@ -76,7 +76,6 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     let bytes = loaded.def.to_bytes();
     if let Ok(prog) = sched_workload::Program::parse(&bytes) {
         if let Err(e) = sched_sim::machine::check_program(&prog, s.cpus, sched_sim::machine::SIM_Q) {
-            let _ = std::fs::remove_file(&loaded.bytes_file);
             eprintln!("xrun: {}: {e}", file.display());
             return ExitCode::from(e.exit_code());
         }
@@ -96,7 +95,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     };
     machine.numa = s.topology.nodes();
     machine.clusters = s.topology.cluster_size(s.cpus);
-    machine.program = Some(loaded.bytes_file.clone());
+    machine.program = Some(loaded.file.path());
     let (mut ra, mut rb) = (Vec::new(), Vec::new());
     // A program with a pool of events is sysbench-like: its boots report the seed's figures.
     let pooled = !loaded.def.pools.is_empty();
@@ -119,7 +118,6 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
                     })
                 }
                 _ => {
-                    let _ = std::fs::remove_file(&loaded.bytes_file);
                     eprintln!("\nxrun: run failed (exit {:?}): {cmd}", boot.code);
                     for l in boot.lines.iter().rev().take(8) {
                         eprintln!("  {l}");
@@ -156,7 +154,6 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         }
     }
     pictures(&machine, s, a, b, &w, &name);
-    let _ = std::fs::remove_file(&loaded.bytes_file);
     ExitCode::SUCCESS
 }
 

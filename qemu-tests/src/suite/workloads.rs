@@ -188,9 +188,8 @@ pub(crate) fn run(m: &Machine) -> (u64, u64) {
 
 fn on_kernel(m: &Machine, file: &Path, c: &WorkloadCase) -> Result<(), String> {
     let loaded = load(file, m.arch).map_err(|(_, why)| why)?;
-    let m = Machine { program: Some(loaded.bytes_file.clone()), ..m.clone() };
+    let m = Machine { program: Some(loaded.file.path()), ..m.clone() };
     let b = qemu::boot(&m, format!("scenario=program {}", c.boot), Mode::Deterministic, SUITE_LIMIT);
-    let _ = std::fs::remove_file(&loaded.bytes_file);
     if b.code != Some(0) {
         return Err(format!("exit {:?}{}", b.code, if b.timed_out { " (timed out)" } else { "" }));
     }
