@@ -88,14 +88,14 @@ const SECTIONS: &[Section] = &[
         how: "`cargo xsim ab --workload latency --a \"\" --b EEVDF`: periodic tasks among \
               spinners, half of them with a short slice, under CFS (A) and EEVDF (B).",
         kind: Kind::Deterministic,
-        generate: || eevdf_ab(&[]),
+        generate: || sim_command(SIM_RUNS[0]),
     },
     Section {
         heading: "EEVDF beside CFS at HZ 1000",
         how: "`cargo xsim ab --workload latency --a \"\" --b EEVDF --hz 1000`: the same with a 1 ms \
               tick, where a short slice can end before the next tick.",
         kind: Kind::Deterministic,
-        generate: || eevdf_ab(&["--hz", "1000"]),
+        generate: || sim_command(SIM_RUNS[1]),
     },
     Section {
         heading: "Task groups in the simulator",
@@ -103,7 +103,7 @@ const SECTIONS: &[Section] = &[
               CPU): kselftest test_cpu.c's shapes, each group's share of the case's CPU time or its \
               CPUs' worth beside its target ([groups.md](groups.md#what-is-measured)).",
         kind: Kind::Deterministic,
-        generate: || sim_command(&["groups"]),
+        generate: || sim_command(SIM_RUNS[2]),
     },
     Section {
         heading: "The latency scenario on QEMU",
@@ -151,6 +151,25 @@ const SECTIONS: &[Section] = &[
         generate: timings::section,
     },
 ];
+
+/// The simulator's runs the sections print (`cargo xsim ARGS`): the latency workload under CFS
+/// (A) and EEVDF (B), at HZ 250 and 1000, and the task groups.
+const SIM_RUNS: [&[&str]; 3] = [
+    &["ab", "--workload", "latency", "--a", "", "--b", "EEVDF"],
+    &["ab", "--workload", "latency", "--a", "", "--b", "EEVDF", "--hz", "1000"],
+    &["groups"],
+];
+
+/// Starts [`SIM_RUNS`] on a thread of their own, whose results the sections then take: one
+/// run at a time on one host core, beside the `cargo xrun` sections, whose boots leave a core
+/// idle while each run's simulator part goes on.
+fn start_sim_runs() {
+    std::thread::spawn(|| {
+        for args in SIM_RUNS {
+            let _ = sim_command(args);
+        }
+    });
+}
 
 /// One generated block: its page, its name, its generator.
 type Block = (&'static str, &'static str, fn() -> Result<String, String>);
@@ -216,6 +235,7 @@ pub fn main(timings: bool, linux: bool, only: Option<&str>) -> ExitCode {
         return ExitCode::from(sched_sim::cli::USAGE_EXIT);
     }
     let old = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
+    start_sim_runs();
     let mut body = String::new();
     let picked = |s: &Section| only.is_none_or(|text| s.heading.contains(text));
     for s in SECTIONS {
@@ -258,6 +278,7 @@ pub fn main(timings: bool, linux: bool, only: Option<&str>) -> ExitCode {
 /// file. Returns (passed, failed), one per section.
 pub fn check() -> (u64, u64) {
     let text = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
+    start_sim_runs();
     let (mut passed, mut failed) = (0, 0);
     for s in SECTIONS.iter().filter(|s| s.kind == Kind::Deterministic) {
         let now = (s.generate)().map(|t| render(s, &t));
@@ -357,13 +378,8 @@ fn xrun_output() -> Result<String, String> {
 /// `cargo xrun ARGS`'s standard output, run once per process and arguments (several sections
 /// come from one run).
 fn xrun_with(args: &[&str]) -> Result<String, String> {
-    type Runs = std::collections::HashMap<Vec<String>, Result<String, String>>;
-    static RUNS: std::sync::Mutex<Option<Runs>> = std::sync::Mutex::new(None);
-    let key: Vec<String> = args.iter().map(|a| a.to_string()).collect();
-    if let Some(done) = RUNS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().get(&key) {
-        return done.clone();
-    }
-    let run = || -> Result<String, String> {
+    static RUNS: Runs = std::sync::Mutex::new(None);
+    once_per_args(&RUNS, args, || {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let out = Command::new(exe).arg("run").args(args).output().map_err(|e| format!("cargo xrun: {e}"))?;
         if !out.status.success() {
@@ -374,10 +390,30 @@ fn xrun_with(args: &[&str]) -> Result<String, String> {
             ));
         }
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    };
-    let result = run();
-    RUNS.lock().unwrap_or_else(|e| e.into_inner()).get_or_insert_default().insert(key, result.clone());
-    result
+    })
+}
+
+/// A command's results by its arguments, each made once per process.
+type Runs = std::sync::Mutex<Option<std::collections::HashMap<Vec<String>, RunCell>>>;
+/// One command's result, made once; a second caller waits for the first.
+type RunCell = std::sync::Arc<std::sync::OnceLock<Result<String, String>>>;
+
+/// `run`'s result for `args`, made by the first caller only: one that asks meanwhile waits
+/// for it (the simulator's runs start on a thread of their own before the sections ask).
+fn once_per_args(
+    runs: &Runs,
+    args: &[&str],
+    run: impl FnOnce() -> Result<String, String>,
+) -> Result<String, String> {
+    let key: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+    let cell = runs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get_or_insert_default()
+        .entry(key)
+        .or_default()
+        .clone();
+    cell.get_or_init(run).clone()
 }
 
 /// The configurations of the seed's experiment beside the default one: (what, `cargo xrun`
@@ -463,29 +499,27 @@ fn headline() -> Result<String, String> {
     Ok(out)
 }
 
-/// The EEVDF latency A/B of the simulator, with `extra` options.
-fn eevdf_ab(extra: &[&str]) -> Result<String, String> {
-    let mut args = vec!["ab", "--workload", "latency", "--a", "", "--b", "EEVDF"];
-    args.extend_from_slice(extra);
-    sim_command(&args)
-}
-
-/// `cargo xsim ARGS`'s output.
+/// `cargo xsim ARGS`'s output, run once per process and arguments. The simulator's debug
+/// build runs it: the host tests have just built it, and the figures do not depend on the
+/// build's optimisation, so a cold `cargo xtest` compiles no release build for three runs.
 fn sim_command(args: &[&str]) -> Result<String, String> {
-    let out = crate::cargo()
-        .args(["run", "--quiet", "--release", "-p", "sched-sim", "--"])
-        .args(args)
-        .current_dir(qemu::root())
-        .output()
-        .map_err(|e| format!("cargo xsim {}: {e}", args[0]))?;
-    if !out.status.success() {
-        return Err(format!(
-            "cargo xsim {} failed: {}",
-            args[0],
-            String::from_utf8_lossy(&out.stderr).trim()
-        ));
-    }
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    static RUNS: Runs = std::sync::Mutex::new(None);
+    once_per_args(&RUNS, args, || {
+        let out = crate::cargo()
+            .args(["run", "--quiet", "-p", "sched-sim", "--"])
+            .args(args)
+            .current_dir(qemu::root())
+            .output()
+            .map_err(|e| format!("cargo xsim {}: {e}", args[0]))?;
+        if !out.status.success() {
+            return Err(format!(
+                "cargo xsim {} failed: {}",
+                args[0],
+                String::from_utf8_lossy(&out.stderr).trim()
+            ));
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    })
 }
 
 fn git(args: &[&str]) -> Option<String> {
