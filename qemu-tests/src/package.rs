@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Packs sched-core, unpacks it outside the workspace and runs its tests there. Returns
-/// whether both passed and the output of `cargo test` (for the summary's tally). Its
-/// build cache is `target/package-test`.
+/// whether both passed and the output of `cargo test` (for the summary's tally). The build
+/// shares the workspace's `target`: the package resolves its dependencies on its own, and
+/// those that come out the same as the host tests' are not compiled again.
 pub fn check(
     cargo: impl Fn() -> Command,
     run_capture: impl Fn(&mut Command) -> (bool, String),
@@ -33,7 +34,7 @@ pub fn check(
         cargo()
             .args(["test", "--no-fail-fast"])
             .current_dir(&dir)
-            .env("CARGO_TARGET_DIR", root.join("target/package-test")),
+            .env("CARGO_TARGET_DIR", root.join("target")),
     );
     if !ok {
         eprintln!("xtest: cargo test in the unpacked sched-core package ({}) failed", dir.display());
