@@ -266,37 +266,58 @@ pub fn prepare(arch: Arch) -> Result<Machine, String> {
 /// Builds the kernel for `arch` (release) from its folder, installing the target if needed,
 /// and returns the ELF.
 pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
-    build_kernel_as(arch, arch.profile(), &[])
+    build_kernel_as(arch, false)
 }
 
-/// Builds the kernel with `profile` and extra cargo arguments (the wide build's feature).
-fn build_kernel_as(arch: Arch, profile: &str, extra: &[&str]) -> Result<PathBuf, String> {
+/// Builds the kernel for `arch`, `wide` with the wide build's feature (`cpus-64`), and returns
+/// its ELF. Both builds of a board use its profile, so the wide one compiles only the kernel
+/// crate again, not its dependencies; but cargo writes both to one path. So each is copied to
+/// a path of its own (`kernel-shim-base`, `kernel-shim-wide`), which no later build replaces,
+/// under a lock that every runner process takes for the build and the copy.
+fn build_kernel_as(arch: Arch, wide: bool) -> Result<PathBuf, String> {
     crate::ensure_target(arch.target());
-    let dir = root().join("kernel-shim");
+    let failed = |why: String| format!("building kernel-shim for {} failed: {why}", arch.name());
+    let out = root().join("target").join(arch.target()).join(arch.profile());
+    std::fs::create_dir_all(&out).map_err(|e| failed(format!("{}: {e}", out.display())))?;
+    // Released when dropped, at the end of this function.
+    let lock = std::fs::File::create(out.join("kernel-shim.lock"))
+        .and_then(|f| f.lock().map(|()| f))
+        .map_err(|e| failed(format!("the build lock: {e}")))?;
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let features: &[&str] = if wide { &["--features", "cpus-64"] } else { &[] };
     let ok = Command::new(cargo)
-        .args(["build", "--profile", profile, "--quiet", "--target", arch.target()])
-        .args(extra)
-        .current_dir(&dir)
+        .args(["build", "--profile", arch.profile(), "--quiet", "--target", arch.target()])
+        .args(features)
+        .current_dir(root().join("kernel-shim"))
         .status()
         .is_ok_and(|s| s.success());
-    let elf = root().join("target").join(arch.target()).join(profile).join("kernel-shim");
-    if ok && elf.is_file() {
-        Ok(elf)
-    } else {
-        Err(format!("building kernel-shim for {} failed", arch.name()))
+    if !ok {
+        return Err(failed("cargo build".into()));
     }
+    let elf = out.join(if wide { "kernel-shim-wide" } else { "kernel-shim-base" });
+    copy_if_changed(&out.join("kernel-shim"), &elf).map_err(failed)?;
+    drop(lock);
+    Ok(elf)
+}
+
+/// Copies `from` to `to` unless `to` already holds the same bytes: through a file beside it
+/// and a rename, so a QEMU that has the old file open keeps reading the old one.
+fn copy_if_changed(from: &Path, to: &Path) -> Result<(), String> {
+    let bytes = std::fs::read(from).map_err(|e| format!("{}: {e}", from.display()))?;
+    if std::fs::read(to).is_ok_and(|old| old == bytes) {
+        return Ok(());
+    }
+    let part = to.with_extension("part");
+    std::fs::write(&part, &bytes)
+        .and_then(|()| std::fs::rename(&part, to))
+        .map_err(|e| format!("{}: {e}", to.display()))
 }
 
 impl Machine {
     /// The same machine with `cpus` vCPUs: more than the default kernel drives (8) takes its
-    /// wide build (feature `cpus-64`, profile `wide`), built here if needed.
+    /// wide build (feature `cpus-64`), built here if needed.
     pub fn with_cpus(&self, cpus: usize) -> Result<Machine, String> {
-        let elf = if cpus > self.arch.cpus() {
-            build_kernel_as(self.arch, "wide", &["--features", "cpus-64"])?
-        } else {
-            self.elf.clone()
-        };
+        let elf = if cpus > self.arch.cpus() { build_kernel_as(self.arch, true)? } else { self.elf.clone() };
         Ok(Machine { elf, cpus, ..self.clone() })
     }
 
