@@ -381,9 +381,11 @@ pub fn machine_command(m: &Machine, mode: Mode) -> Command {
     cmd
 }
 
-/// Runs `cmd` (a QEMU) to its end or for at most `limit`: its exit code (None if killed or
-/// not started), whether the limit was hit, and the wall time.
-pub fn run_limited(cmd: &mut Command, limit: Duration) -> (Option<i32>, bool, Duration) {
+/// Runs `cmd` (a QEMU in `mode`) to its end or for at most `limit`, once it has its place
+/// on the host ([`crate::pool::host_slot`]): its exit code (None if killed or not started),
+/// whether the limit was hit, and the wall time (from its start, not from the wait).
+pub fn run_limited(cmd: &mut Command, mode: Mode, limit: Duration) -> (Option<i32>, bool, Duration) {
+    let _slot = crate::pool::host_slot(mode);
     let start = Instant::now();
     let (code, timed_out) = match cmd.spawn() {
         Ok(mut child) => loop {
@@ -417,7 +419,7 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
         .arg(&m.elf)
         .arg("-append")
         .arg(args);
-    let (code, timed_out, wall) = run_limited(&mut cmd, limit);
+    let (code, timed_out, wall) = run_limited(&mut cmd, mode, limit);
     let bytes = std::fs::read(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
     Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall }

@@ -161,7 +161,7 @@ impl Guest {
         }
         cmd.arg("-serial").arg(format!("file:{}", log.display()));
         cmd.arg("-kernel").arg(&self.parts.kernel).arg("-initrd").arg(&initrd).arg("-append").arg(&words);
-        let (_, timed_out, _) = qemu::run_limited(&mut cmd, limit);
+        let (_, timed_out, _) = qemu::run_limited(&mut cmd, mode, limit);
         let text = std::fs::read(&log).unwrap_or_default();
         // The last boot's console stays for a reader: the runs' output and traces.
         if std::fs::copy(&log, dir.join("last-console.txt")).is_ok() {

@@ -101,18 +101,49 @@ fn cgroups(guest: &Guest, m: &Machine) -> Result<String, String> {
 /// A case: what it showed, or why it failed.
 type LinuxCase = fn(&Guest, &Machine) -> Result<String, String>;
 
-/// The Linux cases on machine `m`: (passed, failed). When the guest's packages cannot be
-/// had, one line says so and the result is (0, 0), or a failure if the guest was asked for
-/// alone (`required`: `cargo xtest --linux`).
+/// The Linux cases on machine `m`, their verdicts printed: (passed, failed). When the guest's
+/// packages cannot be had, one line says so and the result is (0, 0), or a failure if the
+/// guest was asked for alone (`required`: `cargo xtest --linux`).
 pub(crate) fn run(m: &Machine, required: bool) -> (u64, u64) {
-    let guest = match Guest::prepare() {
-        Ok(g) => g,
-        Err(line) => {
-            eprintln!("xtest: the Linux guest is not run: {line}");
-            return (0, u64::from(required));
+    match guest(required) {
+        Ok(guest) => {
+            let v = verdicts(&guest, m);
+            v.print();
+            (v.passed, v.failed)
         }
-    };
-    let (mut passed, mut failed) = (0, 0);
+        Err(counts) => counts,
+    }
+}
+
+/// Debian's guest, fetched if need be; or, when its packages cannot be had, one line saying
+/// so and the result to count: (0, 0), or a failure if the guest is `required`.
+pub(crate) fn guest(required: bool) -> Result<Guest, (u64, u64)> {
+    Guest::prepare().map_err(|line| {
+        eprintln!("xtest: the Linux guest is not run: {line}");
+        (0, u64::from(required))
+    })
+}
+
+/// The Linux cases' verdicts, each a line to print.
+pub(crate) struct Verdicts {
+    pub(crate) passed: u64,
+    pub(crate) failed: u64,
+    lines: Vec<String>,
+}
+
+impl Verdicts {
+    /// Prints the verdicts, in the cases' order.
+    pub(crate) fn print(&self) {
+        for l in &self.lines {
+            eprintln!("{l}");
+        }
+    }
+}
+
+/// Runs the Linux cases on `m`; their verdicts are kept, not printed, so that the suite can
+/// run them beside its other cases.
+pub(crate) fn verdicts(guest: &Guest, m: &Machine) -> Verdicts {
+    let mut v = Verdicts { passed: 0, failed: 0, lines: Vec::new() };
     // The longest first, so that the others run beside it.
     let cases: [(&str, LinuxCase); 3] = [
         ("cgroup v2: cpu.weight 50/100/150 and cpu.max 10 %", cgroups),
@@ -125,22 +156,24 @@ pub(crate) fn run(m: &Machine, required: bool) -> (u64, u64) {
         cases.len(),
         |i| {
             let start = std::time::Instant::now();
-            (cases[i].1(&guest, m), start.elapsed())
+            (cases[i].1(guest, m), start.elapsed())
         },
         |i, (verdict, wall)| {
             let name = cases[i].0;
-            eprint!("xtest: qemu aarch64 Linux {} [{}/{}] {name} ... ", guest.version(), i + 1, cases.len());
-            match verdict {
+            let case =
+                format!("xtest: qemu aarch64 Linux {} [{}/{}] {name}", guest.version(), i + 1, cases.len());
+            let line = match verdict {
                 Ok(what) => {
-                    passed += 1;
-                    eprintln!("ok ({:.1} s: {what})", wall.as_secs_f64());
+                    v.passed += 1;
+                    format!("{case} ... ok ({:.1} s: {what})", wall.as_secs_f64())
                 }
                 Err(why) => {
-                    failed += 1;
-                    eprintln!("FAILED: {why}");
+                    v.failed += 1;
+                    format!("{case} ... FAILED: {why}")
                 }
-            }
+            };
+            v.lines.push(line);
         },
     );
-    (passed, failed)
+    v
 }
