@@ -17,6 +17,7 @@
 #![cfg_attr(target_arch = "arm", allow(clippy::unnecessary_min_or_max))]
 
 pub mod arch;
+pub mod devicetree;
 pub mod log;
 pub mod scenario;
 pub mod sched;
@@ -58,16 +59,28 @@ pub fn kmain() -> ! {
         }
     };
     match &firmware {
-        arch::Firmware::DeviceTree(fdt) => fdt.cpus().for_each(|cpu| {
-            let prop = |name| cpu.property(name).and_then(|p| p.as_usize());
-            let described = topology::CpuInfo {
-                node: prop("numa-node-id"),
-                dmips: prop("capacity-dmips-mhz"),
-                phandle: prop("phandle"),
-                cluster: None,
+        arch::Firmware::DeviceTree(fdt) => {
+            let Some(cpus) = fdt.find("/cpus") else {
+                defmt::error!("error: the device tree has no /cpus node");
+                arch::exit(EXIT_MACHINE);
             };
-            add(cpu.ids().first() as u64, described)
-        }),
+            // A CPU's id is its `reg`, #address-cells of /cpus wide (2 where unsaid).
+            let cells = cpus.property("#address-cells").and_then(|p| p.as_usize()).unwrap_or(2);
+            for cpu in cpus.children().filter(|c| c.base_name() == "cpu") {
+                let Some(id) = cpu.property("reg").and_then(|p| p.cells(cells)) else {
+                    defmt::error!("error: the device tree's {=str} has no usable reg", cpu.name);
+                    arch::exit(EXIT_MACHINE);
+                };
+                let prop = |name| cpu.property(name).and_then(|p| p.as_usize());
+                let described = topology::CpuInfo {
+                    node: prop("numa-node-id"),
+                    dmips: prop("capacity-dmips-mhz"),
+                    phandle: prop("phandle"),
+                    cluster: None,
+                };
+                add(id, described)
+            }
+        }
         arch::Firmware::Fixed { cpus, .. } => {
             cpus.iter().for_each(|&id| add(id, topology::CpuInfo::default()))
         }
@@ -88,7 +101,7 @@ pub fn kmain() -> ! {
     // when it is not UTF-8, and a malformed line must be refused, not read as empty.
     let raw = match &firmware {
         arch::Firmware::DeviceTree(fdt) => {
-            fdt.find_node("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value)
+            fdt.find("/chosen").and_then(|c| c.property("bootargs")).map_or(&[][..], |p| p.value)
         }
         arch::Firmware::Fixed { bootargs: Some(bootargs), .. } => bootargs,
         arch::Firmware::Fixed { bootargs: None, .. } => {

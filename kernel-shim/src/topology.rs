@@ -13,6 +13,7 @@
 use sched_core::{CpuMask, TopologyDesc};
 
 use crate::arch::MAX_CPUS;
+use crate::devicetree::{DeviceTree, Node};
 
 /// What the machine description says of one CPU (kernel CPU index order).
 #[derive(Debug, Clone, Copy, Default)]
@@ -295,8 +296,8 @@ fn group(keys: impl Iterator<Item = usize>, sets: &mut [CpuMask; MAX_CPUS]) -> u
 /// Reads `/cpus/cpu-map` into `cpus[i].cluster`, matching its `cpu` phandles against each
 /// CPU's. CPUs the map does not name keep `None`. Only the innermost clusters count (a core's
 /// parent); a socket holding cores directly counts as their cluster.
-pub fn read_cpu_map(fdt: &fdt::Fdt<'_>, cpus: &mut [CpuInfo]) {
-    let Some(map) = fdt.find_node("/cpus/cpu-map") else { return };
+pub fn read_cpu_map(fdt: &DeviceTree<'_>, cpus: &mut [CpuInfo]) {
+    let Some(map) = fdt.find("/cpus/cpu-map") else { return };
     let mut next = 0;
     walk(map, cpus, &mut next, 0);
 }
@@ -304,7 +305,7 @@ pub fn read_cpu_map(fdt: &fdt::Fdt<'_>, cpus: &mut [CpuInfo]) {
 /// The cpu-map's nesting: socket, cluster (possibly nested), core, thread.
 const MAX_DEPTH: usize = 6;
 
-fn walk(node: fdt::node::FdtNode<'_, '_>, cpus: &mut [CpuInfo], next: &mut usize, depth: usize) {
+fn walk(node: Node<'_>, cpus: &mut [CpuInfo], next: &mut usize, depth: usize) {
     if depth >= MAX_DEPTH {
         return;
     }

@@ -13,6 +13,7 @@
 mod args;
 mod fuzz;
 mod imports;
+mod kernel_devicetree;
 mod kernel_doc;
 mod links;
 mod linux;

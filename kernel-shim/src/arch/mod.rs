@@ -119,7 +119,7 @@ pub const MAX_THREADS: usize = 8;
 /// the port knows and the boot line it was given (a microcontroller board).
 pub enum Firmware {
     /// The device tree the firmware or QEMU passed.
-    DeviceTree(fdt::Fdt<'static>),
+    DeviceTree(crate::devicetree::DeviceTree<'static>),
     /// No device tree: the CPUs' hardware ids and the boot line.
     Fixed {
         /// Hardware ids of the CPUs, the boot CPU first.

@@ -14,6 +14,8 @@ use arm_gic::gicv3::{GicCpuInterface, GicV3, SgiTarget, SgiTargetGroup};
 use arm_gic::{IntId, InterruptGroup, UniqueMmioPointer};
 use qemu_exit::QEMUExit;
 
+use crate::devicetree::{self, DeviceTree};
+
 use super::{
     cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, ThreadEntry,
     BOOT_STACK_SIZE, FRAME_SIZE, MAX_CPUS,
@@ -342,9 +344,9 @@ static PSCI_SMC: AtomicBool = AtomicBool::new(false);
 /// Machine-wide set-up on CPU 0, before the others start: the PSCI conduit from the device
 /// tree (needed only to start more than one CPU), the GIC distributor and all `ncpus`
 /// redistributors.
-pub fn machine_init(fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
+pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
-    let method = fdt.find_node("/psci").and_then(|p| p.property("method")).and_then(|m| m.as_str());
+    let method = fdt.find("/psci").and_then(|p| p.property("method")).and_then(|m| m.as_str());
     match method {
         Some("hvc") => PSCI_SMC.store(false, Ordering::Relaxed),
         Some("smc") => PSCI_SMC.store(true, Ordering::Relaxed),
@@ -474,10 +476,17 @@ pub fn uart_write(bytes: &[u8]) {
 
 /// The device tree QEMU placed at 0x4000_0000 (present because the kernel links above it).
 pub fn firmware() -> Result<Firmware, ArchError> {
-    // SAFETY: QEMU put the DTB there before starting the guest; nothing writes that memory
-    // (the kernel's image, stacks and data all lie above 0x4020_0000).
-    let fdt = unsafe { fdt::Fdt::from_ptr(DTB_BASE as *const u8) };
-    fdt.map(Firmware::DeviceTree).map_err(|_| ArchError::new("no device tree at 0x4000_0000"))
+    let base = DTB_BASE as *const u8;
+    // SAFETY: RAM starts at 0x4000_0000 and the kernel's image, stacks and data all lie
+    // above 0x4020_0000, so the header's bytes are readable and nothing writes them; QEMU
+    // put the DTB there before starting the guest.
+    let head = unsafe { core::slice::from_raw_parts(base, devicetree::HEADER_LEN) };
+    let len = devicetree::total_len(head).map_err(|_| ArchError::new("no device tree at 0x4000_0000"))?;
+    // SAFETY: as above, for `len` bytes: `total_len` caps it at the 2 MiB below the image.
+    let blob = unsafe { core::slice::from_raw_parts(base, len) };
+    DeviceTree::new(blob)
+        .map(Firmware::DeviceTree)
+        .map_err(|_| ArchError::new("the device tree is malformed"))
 }
 
 /// Ends the QEMU run with `code` (semihosting).

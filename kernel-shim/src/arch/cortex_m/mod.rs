@@ -461,7 +461,7 @@ pub fn firmware() -> Result<Firmware, ArchError> {
 }
 
 /// Nothing machine-wide to set up beyond what `main` did.
-pub fn machine_init(_fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
+pub fn machine_init(_fdt: Option<&crate::devicetree::DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     if ncpus > MAX_CPUS {
         return Err(ArchError::new("more CPUs than this board has"));
     }

@@ -13,6 +13,8 @@ use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use qemu_exit::QEMUExit;
+
+use crate::devicetree::{self, DeviceTree};
 use riscv::register::{sie, sip, sscratch, stval, time};
 use sbi_rt::HartMask;
 
@@ -431,10 +433,20 @@ pub(super) fn program_timer(at: u64) {
 
 /// Machine-wide set-up on CPU 0, before the others start: the timebase and Sstc from the
 /// device tree, and the SBI extensions this port needs (HSM only to start more than one hart).
-pub fn machine_init(fdt: Option<&fdt::Fdt<'_>>, ncpus: usize) -> Result<(), ArchError> {
+pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
-    let cpu = fdt.cpus().next().ok_or(ArchError::new("no CPU in the device tree"))?;
-    TIMEBASE_HZ.store(cpu.timebase_frequency() as u64, Ordering::Relaxed);
+    let cpus = fdt.find("/cpus").ok_or(ArchError::new("no /cpus in the device tree"))?;
+    let cpu = cpus
+        .children()
+        .find(|c| c.base_name() == "cpu")
+        .ok_or(ArchError::new("no CPU in the device tree"))?;
+    // On the CPU's node, or on /cpus for all of them.
+    let timebase = cpu.property("timebase-frequency").or_else(|| cpus.property("timebase-frequency"));
+    let hz = timebase.and_then(|p| p.as_usize()).filter(|&hz| hz > 0);
+    TIMEBASE_HZ.store(
+        hz.ok_or(ArchError::new("no timebase-frequency in the device tree"))? as u64,
+        Ordering::Relaxed,
+    );
     let isa = cpu.property("riscv,isa").and_then(|p| p.as_str()).unwrap_or("");
     SSTC.store(isa.split('_').any(|ext| ext == "sstc"), Ordering::Relaxed);
     if !sbi_rt::probe_extension(sbi_rt::Timer).is_available() && !SSTC.load(Ordering::Relaxed) {
@@ -588,10 +600,17 @@ pub fn firmware() -> Result<Firmware, ArchError> {
     if addr == 0 {
         return Err(ArchError::new("no device tree address from the firmware"));
     }
+    let base = addr as *const u8;
     // SAFETY: the address the firmware passed at boot; QEMU placed the DTB at the end of RAM,
-    // above anything this kernel uses, and nothing writes it.
-    let fdt = unsafe { fdt::Fdt::from_ptr(addr as *const u8) };
-    fdt.map(Firmware::DeviceTree).map_err(|_| ArchError::new("the firmware's device tree is not valid"))
+    // above anything this kernel uses, and nothing writes it: its header is readable.
+    let head = unsafe { core::slice::from_raw_parts(base, devicetree::HEADER_LEN) };
+    let len = devicetree::total_len(head)
+        .map_err(|_| ArchError::new("the firmware's device tree has no header"))?;
+    // SAFETY: as above, for the `len` bytes the header gives (at most 2 MiB: `total_len`).
+    let blob = unsafe { core::slice::from_raw_parts(base, len) };
+    DeviceTree::new(blob)
+        .map(Firmware::DeviceTree)
+        .map_err(|_| ArchError::new("the firmware's device tree is malformed"))
 }
 
 /// Ends the QEMU run with `code` (`sifive_test`; the host sees `code & 0xff`).
