@@ -43,56 +43,22 @@ pub fn run() -> (u64, u64) {
                 linux =
                     Some(linux::guest(false).map(|guest| scope.spawn(move || linux::verdicts(&guest, &m))));
             }
-            let cases = cases(arch);
-            let (mut p, mut f, _) = run_cases(&m, &cases, 1, SUITE_LIMIT);
-            if arch == Arch::Aarch64 {
-                for (cpus, numa, clusters, case) in VCPU_CASES {
-                    match m.with_cpus(*cpus) {
-                        Ok(m) => {
-                            let m = Machine { numa: *numa, clusters: *clusters, ..m };
-                            let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
-                            p += vp;
-                            f += vf;
-                        }
-                        Err(e) => {
-                            eprintln!("xtest: {e}");
-                            f += 1;
-                        }
-                    }
-                }
-            }
-            // The cases beside the machine's table: the vCPU shapes and the workload files on
-            // two platforms.
-            let mut more = 0;
-            if arch == Arch::Aarch64 {
-                let (wp, wf) = workloads::run(&m);
-                p += wp;
-                f += wf;
-                more = VCPU_CASES.len() + 2 * workloads::WORKLOAD_CASES.len();
-            }
-            let (fp, ff) = fuzz_boot_lines(&m);
-            eprintln!(
-                "xtest: QEMU suite on {}: {} passed, {} failed ({} cases and the boot-line fuzz)",
-                arch.name(),
-                p + fp,
-                f + ff,
-                cases.len() + more
-            );
-            passed += p + fp;
-            failed += f + ff;
+            let (p, f) = run_arch(&m);
+            passed += p;
+            failed += f;
         }
         // The Linux guest's cases (none when its packages cannot be had).
         let (lp, lf) = match linux {
-            Some(Ok(running)) => match running.join() {
-                Ok(v) => {
-                    v.print();
-                    (v.passed, v.failed)
-                }
-                Err(_) => {
+            Some(Ok(running)) => running.join().map_or_else(
+                |_| {
                     eprintln!("xtest: the Linux cases panicked");
                     (0, 1)
-                }
-            },
+                },
+                |v| {
+                    v.print();
+                    (v.passed, v.failed)
+                },
+            ),
             Some(Err(counts)) => counts,
             None => (0, 0),
         };
@@ -103,6 +69,43 @@ pub fn run() -> (u64, u64) {
         failed += lf;
     });
     (passed, failed)
+}
+
+/// One machine's part of the suite: its table of cases, on aarch64 also the vCPU shapes and
+/// the workload files on two platforms, then the boot-line fuzz. Returns (passed, failed).
+fn run_arch(m: &Machine) -> (u64, u64) {
+    let cases = cases(m.arch);
+    let (mut p, mut f, _) = run_cases(m, &cases, 1, SUITE_LIMIT);
+    let mut more = 0;
+    if m.arch == Arch::Aarch64 {
+        for (cpus, numa, clusters, case) in VCPU_CASES {
+            match m.with_cpus(*cpus) {
+                Ok(m) => {
+                    let m = Machine { numa: *numa, clusters: *clusters, ..m };
+                    let (vp, vf, _) = run_cases(&m, &[case], 1, SUITE_LIMIT);
+                    p += vp;
+                    f += vf;
+                }
+                Err(e) => {
+                    eprintln!("xtest: {e}");
+                    f += 1;
+                }
+            }
+        }
+        let (wp, wf) = workloads::run(m);
+        p += wp;
+        f += wf;
+        more = VCPU_CASES.len() + 2 * workloads::WORKLOAD_CASES.len();
+    }
+    let (fp, ff) = fuzz_boot_lines(m);
+    eprintln!(
+        "xtest: QEMU suite on {}: {} passed, {} failed ({} cases and the boot-line fuzz)",
+        m.arch.name(),
+        p + fp,
+        f + ff,
+        cases.len() + more
+    );
+    (p + fp, f + ff)
 }
 
 /// QEMU and the kernel for `arch`, or one line saying why not.
