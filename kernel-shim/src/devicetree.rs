@@ -112,10 +112,11 @@ impl<'a> Property<'a> {
     /// The value as one number: one cell (4 bytes) or two (8), big-endian; otherwise `None`.
     pub fn as_usize(&self) -> Option<usize> {
         match self.value.len() {
-            4 => be32(self.value, 0).map(|v| v as usize),
-            8 => Some(((be32(self.value, 0)? as u64) << 32 | be32(self.value, 4)? as u64) as usize),
+            4 => self.cells(1),
+            8 => self.cells(2),
             _ => None,
         }
+        .map(|v| v as usize)
     }
 
     /// The value as text: one string ending in its NUL; `None` if it is not UTF-8.
@@ -148,10 +149,8 @@ impl<'a> DeviceTree<'a> {
     /// Opens the tree in `blob` (at least its header's total size), checking all of it.
     pub fn new(blob: &'a [u8]) -> Result<DeviceTree<'a>, DtError> {
         let len = total_len(blob)?;
+        // (`total_len` accepted no length below the header's.)
         let blob = blob.get(..len).ok_or(DtError::Size)?;
-        if blob.len() < HEADER_LEN {
-            return Err(DtError::Header);
-        }
         let word = |i: usize| be32(blob, 4 * i).map(|w| w as usize).ok_or(DtError::Header);
         let (off_struct, off_strings, off_rsvmap) = (word(2)?, word(3)?, word(4)?);
         let (size_strings, size_struct) = (word(8)?, word(9)?);

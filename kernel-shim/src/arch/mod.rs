@@ -130,6 +130,26 @@ pub enum Firmware {
     },
 }
 
+/// Opens the device tree at `base`, reading its header first so that no more bytes are
+/// touched than the header gives (at most [`crate::devicetree::MAX_LEN`]).
+///
+/// # Safety
+///
+/// `base` must point at memory the firmware left the tree in: readable for the header
+/// ([`crate::devicetree::HEADER_LEN`] bytes), and for as many bytes as a well-formed header
+/// there gives, up to `MAX_LEN`; nothing may write it while the kernel runs.
+#[cfg(not(target_arch = "arm"))]
+pub unsafe fn device_tree_at(
+    base: *const u8,
+) -> Result<crate::devicetree::DeviceTree<'static>, crate::devicetree::DtError> {
+    use crate::devicetree::{total_len, DeviceTree, HEADER_LEN};
+    // SAFETY: the caller's promise, for the header's bytes.
+    let head = unsafe { core::slice::from_raw_parts(base, HEADER_LEN) };
+    let len = total_len(head)?;
+    // SAFETY: the caller's promise, for the `len` bytes of a header `total_len` accepted.
+    DeviceTree::new(unsafe { core::slice::from_raw_parts(base, len) })
+}
+
 /// Size of the saved-register frame the 64-bit ports' trap entries push.
 #[cfg(not(target_arch = "arm"))]
 pub const FRAME_SIZE: usize = 272;

@@ -14,7 +14,7 @@ use arm_gic::gicv3::{GicCpuInterface, GicV3, SgiTarget, SgiTargetGroup};
 use arm_gic::{IntId, InterruptGroup, UniqueMmioPointer};
 use qemu_exit::QEMUExit;
 
-use crate::devicetree::{self, DeviceTree};
+use crate::devicetree::{DeviceTree, DtError};
 
 use super::{
     cpu_id, hw_id, record_hw_id, ArchError, ExcKind, FaultInfo, Firmware, Frame, IrqGuard, Lock, ThreadEntry,
@@ -476,17 +476,14 @@ pub fn uart_write(bytes: &[u8]) {
 
 /// The device tree QEMU placed at 0x4000_0000 (present because the kernel links above it).
 pub fn firmware() -> Result<Firmware, ArchError> {
-    let base = DTB_BASE as *const u8;
     // SAFETY: RAM starts at 0x4000_0000 and the kernel's image, stacks and data all lie
-    // above 0x4020_0000, so the header's bytes are readable and nothing writes them; QEMU
+    // above 0x4020_0000, so the 2 MiB below it are readable and nothing writes them; QEMU
     // put the DTB there before starting the guest.
-    let head = unsafe { core::slice::from_raw_parts(base, devicetree::HEADER_LEN) };
-    let len = devicetree::total_len(head).map_err(|_| ArchError::new("no device tree at 0x4000_0000"))?;
-    // SAFETY: as above, for `len` bytes: `total_len` caps it at the 2 MiB below the image.
-    let blob = unsafe { core::slice::from_raw_parts(base, len) };
-    DeviceTree::new(blob)
-        .map(Firmware::DeviceTree)
-        .map_err(|_| ArchError::new("the device tree is malformed"))
+    match unsafe { super::device_tree_at(DTB_BASE as *const u8) } {
+        Ok(tree) => Ok(Firmware::DeviceTree(tree)),
+        Err(DtError::Header) => Err(ArchError::new("no device tree at 0x4000_0000")),
+        Err(_) => Err(ArchError::new("the device tree is malformed")),
+    }
 }
 
 /// Ends the QEMU run with `code` (semihosting).

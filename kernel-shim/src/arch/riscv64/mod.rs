@@ -13,10 +13,10 @@ use core::arch::{asm, global_asm};
 use core::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use qemu_exit::QEMUExit;
-
-use crate::devicetree::{self, DeviceTree};
 use riscv::register::{sie, sip, sscratch, stval, time};
 use sbi_rt::HartMask;
+
+use crate::devicetree::{DeviceTree, DtError};
 
 use super::{
     cpu_id, hw_id, irq_restore, record_hw_id, soft_ipi, ArchError, ExcKind, FaultInfo, Firmware, Frame, Irq,
@@ -600,17 +600,13 @@ pub fn firmware() -> Result<Firmware, ArchError> {
     if addr == 0 {
         return Err(ArchError::new("no device tree address from the firmware"));
     }
-    let base = addr as *const u8;
     // SAFETY: the address the firmware passed at boot; QEMU placed the DTB at the end of RAM,
-    // above anything this kernel uses, and nothing writes it: its header is readable.
-    let head = unsafe { core::slice::from_raw_parts(base, devicetree::HEADER_LEN) };
-    let len = devicetree::total_len(head)
-        .map_err(|_| ArchError::new("the firmware's device tree has no header"))?;
-    // SAFETY: as above, for the `len` bytes the header gives (at most 2 MiB: `total_len`).
-    let blob = unsafe { core::slice::from_raw_parts(base, len) };
-    DeviceTree::new(blob)
-        .map(Firmware::DeviceTree)
-        .map_err(|_| ArchError::new("the firmware's device tree is malformed"))
+    // above anything this kernel uses, and nothing writes it.
+    match unsafe { super::device_tree_at(addr as *const u8) } {
+        Ok(tree) => Ok(Firmware::DeviceTree(tree)),
+        Err(DtError::Header) => Err(ArchError::new("the firmware's device tree has no header")),
+        Err(_) => Err(ArchError::new("the firmware's device tree is malformed")),
+    }
 }
 
 /// Ends the QEMU run with `code` (`sifive_test`; the host sees `code & 0xff`).
