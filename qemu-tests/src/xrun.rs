@@ -458,20 +458,18 @@ pub fn main(args: &[String]) -> ExitCode {
     let kernel_shape = kernel_sysbench(shape, a.cpus(), mode);
     let file = arch.program_window().is_some();
     // Kept until the boots are done: dropping it removes the file.
-    let mut _program = None;
-    if file {
+    let program = file.then(|| {
         let def = sched_workload::rtapp::lower(&kernel_shape.json()).expect("every sysbench shape lowers");
-        match crate::workload::load_def(def, "the sysbench file", arch) {
-            Ok(loaded) => {
-                machine.program = Some(loaded.file.path());
-                _program = Some(loaded.file);
-            }
-            Err((code, line)) => {
-                eprintln!("xrun: {line}");
-                return ExitCode::from(code);
-            }
+        crate::workload::load_def(def, "the sysbench file", arch)
+    });
+    let program = match program.transpose() {
+        Ok(p) => p,
+        Err((code, line)) => {
+            eprintln!("xrun: {line}");
+            return ExitCode::from(code);
         }
-    }
+    };
+    machine.program = program.as_ref().map(|l| l.file.path());
     // Each iteration's rule-on and rule-off boots, in that order, deterministic ones side by
     // side ([`crate::pool`]). After a failed run no new boot starts: the experiment stops there.
     let runs: Vec<(u64, bool)> =

@@ -381,16 +381,18 @@ fn xrun_with(args: &[&str]) -> Result<String, String> {
     static RUNS: Runs = std::sync::Mutex::new(None);
     once_per_args(&RUNS, args, || {
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let out = Command::new(exe).arg("run").args(args).output().map_err(|e| format!("cargo xrun: {e}"))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cargo xrun {} failed: {}",
-                args.join(" "),
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        stdout_of(Command::new(exe).arg("run").args(args), &format!("cargo xrun {}", args.join(" ")))
     })
+}
+
+/// `cmd`'s standard output; if it cannot start or fails, one line naming it (`what`) with its
+/// standard error.
+fn stdout_of(cmd: &mut Command, what: &str) -> Result<String, String> {
+    let out = cmd.output().map_err(|e| format!("{what}: {e}"))?;
+    if !out.status.success() {
+        return Err(format!("{what} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 /// A command's results by its arguments, each made once per process.
@@ -505,20 +507,13 @@ fn headline() -> Result<String, String> {
 fn sim_command(args: &[&str]) -> Result<String, String> {
     static RUNS: Runs = std::sync::Mutex::new(None);
     once_per_args(&RUNS, args, || {
-        let out = crate::cargo()
-            .args(["run", "--quiet", "-p", "sched-sim", "--"])
-            .args(args)
-            .current_dir(qemu::root())
-            .output()
-            .map_err(|e| format!("cargo xsim {}: {e}", args[0]))?;
-        if !out.status.success() {
-            return Err(format!(
-                "cargo xsim {} failed: {}",
-                args[0],
-                String::from_utf8_lossy(&out.stderr).trim()
-            ));
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+        stdout_of(
+            crate::cargo()
+                .args(["run", "--quiet", "-p", "sched-sim", "--"])
+                .args(args)
+                .current_dir(qemu::root()),
+            &format!("cargo xsim {}", args[0]),
+        )
     })
 }
 
