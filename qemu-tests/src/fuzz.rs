@@ -203,9 +203,9 @@ mod tests {
     /// them), `watchdog` aside, and no other.
     #[test]
     fn keys_are_the_kernels() {
-        const SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
-        let start = SCENARIO.find("unknown key (known: ").expect("the kernel's unknown-key message");
-        let list = &SCENARIO[start + "unknown key (known: ".len()..];
+        const BOOTLINE: &str = include_str!("../../kernel-shim/src/scenario/bootline.rs");
+        let start = BOOTLINE.find("unknown key (known: ").expect("the kernel's unknown-key message");
+        let list = &BOOTLINE[start + "unknown key (known: ".len()..];
         let list = &list[..list.find(')').expect("the list's end")];
         let mut kernel: Vec<&str> = list.split_whitespace().filter(|k| *k != "watchdog").collect();
         let mut ours = KEYS.to_vec();
