@@ -160,6 +160,8 @@ pub struct Machine {
     /// A workload program's bytes (a file) for `scenario=program`: QEMU's generic loader puts
     /// it at the port's program window ([`Arch::program_window`]).
     pub program: Option<PathBuf>,
+    /// A device tree to boot with instead of the board's own (QEMU `-dtb`; the virt boards).
+    pub dtb: Option<PathBuf>,
 }
 
 /// How QEMU runs the vCPUs.
@@ -260,6 +262,7 @@ pub fn prepare(arch: Arch) -> Result<Machine, String> {
         numa: 0,
         clusters: 0,
         program: None,
+        dtb: None,
     })
 }
 
@@ -413,6 +416,9 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
     if let (Some(p), Some(at)) = (&m.program, m.arch.program_window()) {
         cmd.arg("-device").arg(format!("loader,file={},addr={at:#x},force-raw=on", p.display()));
     }
+    if let Some(dtb) = &m.dtb {
+        cmd.arg("-dtb").arg(dtb);
+    }
     cmd.arg("-serial")
         .arg(format!("file:{}", log.display()))
         .arg("-kernel")
@@ -425,13 +431,33 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
     Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall }
 }
 
-/// What identifies a deterministic boot's run: the machine (its kernel image as built), the
-/// boot line.
-type BootKey = (Arch, usize, usize, usize, Option<PathBuf>, PathBuf, Option<std::time::SystemTime>, String);
+/// What identifies a deterministic boot's run: the machine (its kernel image as built, its
+/// program and device tree), the boot line.
+type BootKey = (
+    Arch,
+    usize,
+    usize,
+    usize,
+    Option<PathBuf>,
+    Option<PathBuf>,
+    PathBuf,
+    Option<std::time::SystemTime>,
+    String,
+);
 
 fn boot_key(m: &Machine, args: &str) -> BootKey {
     let built = std::fs::metadata(&m.elf).and_then(|md| md.modified()).ok();
-    (m.arch, m.cpus, m.numa, m.clusters, m.program.clone(), m.elf.clone(), built, args.to_string())
+    (
+        m.arch,
+        m.cpus,
+        m.numa,
+        m.clusters,
+        m.program.clone(),
+        m.dtb.clone(),
+        m.elf.clone(),
+        built,
+        args.to_string(),
+    )
 }
 
 /// The deterministic boots [`remember`] kept in this process.

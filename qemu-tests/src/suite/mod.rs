@@ -6,6 +6,7 @@ use std::time::Duration;
 mod cases;
 mod judges;
 mod linux;
+mod timebase;
 mod workloads;
 
 pub(crate) use cases::{cases, Case, LONG_CASES, VCPU_CASES};
@@ -96,6 +97,12 @@ fn run_arch(m: &Machine) -> (u64, u64) {
         p += wp;
         f += wf;
         more = VCPU_CASES.len() + 2 * workloads::WORKLOAD_CASES.len();
+    }
+    if m.arch == Arch::Riscv64 {
+        let (tp, tf) = timebase::run(m);
+        p += tp;
+        f += tf;
+        more += 1;
     }
     let (fp, ff) = fuzz_boot_lines(m);
     eprintln!(

@@ -431,6 +431,11 @@ pub(super) fn program_timer(at: u64) {
 
 // ---- machine set-up: SBI -----------------------------------------------------------------
 
+/// The timebase frequencies this port takes (Hz): at least one count per tick at the fastest
+/// tick rate (1000 Hz), and at most 1 GHz, above any RISC-V timer's. Anything else is a damaged
+/// device tree, which would otherwise set every tick hours apart or a count apart.
+pub const TIMEBASE_HZ_RANGE: core::ops::RangeInclusive<u64> = 1_000..=1_000_000_000;
+
 /// Machine-wide set-up on CPU 0, before the others start: the timebase and Sstc from the
 /// device tree, and the SBI extensions this port needs (HSM only to start more than one hart).
 pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
@@ -442,11 +447,13 @@ pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), Ar
         .ok_or(ArchError::new("no CPU in the device tree"))?;
     // On the CPU's node, or on /cpus for all of them.
     let timebase = cpu.property("timebase-frequency").or_else(|| cpus.property("timebase-frequency"));
-    let hz = timebase.and_then(|p| p.as_usize()).filter(|&hz| hz > 0);
-    TIMEBASE_HZ.store(
-        hz.ok_or(ArchError::new("no timebase-frequency in the device tree"))? as u64,
-        Ordering::Relaxed,
-    );
+    let hz = timebase
+        .and_then(|p| p.as_usize())
+        .ok_or(ArchError::new("no timebase-frequency in the device tree"))?;
+    if !TIMEBASE_HZ_RANGE.contains(&(hz as u64)) {
+        return Err(ArchError::new("timebase-frequency out of range (1 kHz to 1 GHz)"));
+    }
+    TIMEBASE_HZ.store(hz as u64, Ordering::Relaxed);
     let isa = cpu.property("riscv,isa").and_then(|p| p.as_str()).unwrap_or("");
     SSTC.store(isa.split('_').any(|ext| ext == "sstc"), Ordering::Relaxed);
     if !sbi_rt::probe_extension(sbi_rt::Timer).is_available() && !SSTC.load(Ordering::Relaxed) {
