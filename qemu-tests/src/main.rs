@@ -31,6 +31,8 @@ mod workload;
 mod xrun;
 mod xrun_groups;
 mod xrun_linux;
+mod xrun_options;
+mod xrun_trace;
 mod xrun_workload;
 
 use std::process::{Command, ExitCode, Stdio};

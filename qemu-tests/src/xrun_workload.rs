@@ -207,7 +207,7 @@ fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload
     let traced = |side: &Side| {
         let cmd = format!("scenario=program seed=1 trace=on {}{}", s.boot, feature_arg(side.features));
         let boot = qemu::boot(machine, &cmd, s.mode, Duration::from_secs(600));
-        (crate::xrun::qemu_trace(&boot, s.cpus), cmd)
+        (crate::xrun_trace::qemu_trace(&boot, s.cpus), cmd)
     };
     let ((qa, _), (qb, cmd)) = (traced(a), traced(b));
     if qb.switches.is_empty() {
