@@ -180,6 +180,7 @@ const BLOCKS: &[Block] = &[
     ("README.md", "headline results", headline),
     ("docs/qemu-suite.md", "suite cases", || Ok(crate::suite_doc::block())),
     ("docs/kernel.md", "kernel constants", || Ok(crate::kernel_doc::block())),
+    ("docs/seed-experiment.md", "seed target", seed_target),
 ];
 
 fn markers(name: &str) -> (String, String) {
@@ -501,6 +502,60 @@ fn headline() -> Result<String, String> {
     Ok(out)
 }
 
+/// The seed experiment's target, judged on the QEMU figures this file holds: a median spread
+/// of at most [`TARGET_SPREAD_MS`] and a maximum below Linux's median on the same machine, in
+/// the default configuration (`cargo xrun`'s table) and flat (the other configurations').
+fn seed_target() -> Result<String, String> {
+    let file = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
+    let linux = section_in(&file, "Linux beside the kernel and the simulator")
+        .and_then(linux::spread_median)
+        .ok_or("no Linux spread median in the measurements file")?;
+    let bound: f64 = linux.parse().map_err(|_| format!("Linux's spread median {linux:?} is not a number"))?;
+    let qemu = xrun_block("QEMU ")?;
+    let default = cells(&qemu, "spread time (ms)")?.map(|c| (c.median, c.max));
+    let other = section_in(&file, "The seed's experiment in other configurations")
+        .ok_or("no other configurations in the measurements file")?;
+    let flat = flat_spread(other)?;
+    let mut out = format!(
+        "| configuration (QEMU, deterministic, 15 seeds) | rule | spread median (ms) | spread max (ms) | median ≤ {TARGET_SPREAD_MS} ms, max < Linux's {linux} ms |\n|---|---|---:|---:|---|\n"
+    );
+    for (config, sides) in [
+        ("2x4 clusters, tickless, 8 threads (the default)", default),
+        ("flat 1x8, tickless, 8 threads", flat),
+    ] {
+        for ((median, max), rule) in sides.into_iter().zip(["off", "on"]) {
+            let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{v:?} is not a number"));
+            let met = num(median)? <= TARGET_SPREAD_MS && num(max)? < bound;
+            out.push_str(&format!(
+                "| {config} | {rule} | {median} | {max} | {} |\n",
+                if met { "met" } else { "not met" }
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The seed experiment's target median spread (ms).
+const TARGET_SPREAD_MS: f64 = 4.0;
+
+/// The QEMU spread's (median, max) with the rule off and on in the other configurations'
+/// flat tickless 8-thread row (`min / median / max` cells).
+fn flat_spread(section: &str) -> Result<[(&str, &str); 2], String> {
+    let row = "| flat 1x8, tickless, 8 threads | spread |";
+    let line = section.lines().find(|l| l.starts_with(row)).ok_or(format!("no row {row:?}"))?;
+    let cell = |i: usize| -> Option<(&str, &str)> {
+        let v: Vec<&str> = line[row.len()..].split('|').nth(i)?.split('/').map(str::trim).collect();
+        match v[..] {
+            [_, median, max] => Some((median, max)),
+            _ => None,
+        }
+    };
+    match (cell(0), cell(1)) {
+        (Some(off), Some(on)) => Ok([off, on]),
+        _ => Err(format!("row {row:?} is not `min / median / max` cells")),
+    }
+}
+
 /// `cargo xsim ARGS`'s output, run once per process and arguments. The simulator's debug
 /// build runs it: the host tests have just built it, and the figures do not depend on the
 /// build's optimisation, so a cold `cargo xtest` compiles no release build for three runs.
@@ -532,6 +587,16 @@ mod tests {
         let [off, on] = cells(qemu, "spread time (ms)").unwrap();
         assert_eq!((off.to_string(), on.median), ("0.448 / 6.453 / 7.054".to_string(), "6.488"));
         assert!(cells(qemu, "total time (ms)").is_err());
+    }
+
+    #[test]
+    fn the_flat_rows_spread_is_read_as_the_table_has_it() {
+        let section = "| configuration | instant | a | b |\n\
+            | flat 1x8, tickless, 8 threads | one-per-CPU | 1 / 2 / 3 | 4 / 5 / 6 | x | y |\n\
+            | flat 1x8, tickless, 8 threads | spread | 0.625 / 0.700 / 13.582 | 0.5 / 0.6 / 1.082 | x | y |\n";
+        assert_eq!(flat_spread(section), Ok([("0.700", "13.582"), ("0.6", "1.082")]));
+        assert!(flat_spread("| flat 1x8, tickless, 8 threads | spread | 0.6 / 0.7 | 1 / 2 / 3 |").is_err());
+        assert!(flat_spread("no table").is_err());
     }
 
     #[test]
