@@ -47,7 +47,11 @@ pub fn kmain() -> ! {
     let mut ids = [me; MAX_CPUS];
     let mut info = [topology::CpuInfo::default(); MAX_CPUS];
     let (mut n, mut listed, mut found) = (1, 0, false);
+    // `false`: the id was listed before (a damaged description), and nothing is added.
     let mut add = |id: u64, cpu: topology::CpuInfo| {
+        if (id == me && found) || ids[1..n].contains(&id) {
+            return false;
+        }
         listed += 1;
         if id == me {
             found = true;
@@ -57,6 +61,7 @@ pub fn kmain() -> ! {
             info[n] = cpu;
             n += 1;
         }
+        true
     };
     match &firmware {
         arch::Firmware::DeviceTree(fdt) => {
@@ -71,6 +76,19 @@ pub fn kmain() -> ! {
                     defmt::error!("error: the device tree's {=str} has no usable reg", cpu.name);
                     arch::exit(EXIT_MACHINE);
                 };
+                // A CPU whose status is not "okay" is not there to run (firmware marks a
+                // hart it could not bring up "fail"), unless it is the one running this.
+                let status = cpu.property("status").map(|p| p.as_str().unwrap_or("?"));
+                if status.is_some_and(|s| s != "okay" && s != "ok") {
+                    if id == me {
+                        defmt::error!(
+                            "error: the device tree marks the boot CPU {=str} unavailable",
+                            cpu.name
+                        );
+                        arch::exit(EXIT_MACHINE);
+                    }
+                    continue;
+                }
                 let prop = |name| cpu.property(name).and_then(|p| p.as_usize());
                 let described = topology::CpuInfo {
                     node: prop("numa-node-id"),
@@ -78,11 +96,21 @@ pub fn kmain() -> ! {
                     phandle: prop("phandle"),
                     cluster: None,
                 };
-                add(id, described)
+                if !add(id, described) {
+                    defmt::error!(
+                        "error: the device tree lists hardware id {=u64:#x} twice (again as {=str})",
+                        id,
+                        cpu.name
+                    );
+                    arch::exit(EXIT_MACHINE);
+                }
             }
         }
         arch::Firmware::Fixed { cpus, .. } => {
-            cpus.iter().for_each(|&id| add(id, topology::CpuInfo::default()))
+            // A board's own fixed list: no id twice.
+            cpus.iter().for_each(|&id| {
+                add(id, topology::CpuInfo::default());
+            })
         }
     }
     if !found {

@@ -49,6 +49,13 @@ mod slice;
 #[cfg(not(target_arch = "arm"))]
 pub use slice::{set_running, set_slice_us, timer_arm_at, timer_stop, DEFAULT_SLICE_US, MAX_SLICE_US};
 
+/// The counter frequencies the 64-bit ports take (Hz): at least one count per tick at the
+/// fastest tick rate (1000 Hz), and at most 1 GHz. The rate comes from the firmware (the device
+/// tree's `timebase-frequency` on riscv64, `CNTFRQ_EL0` on aarch64); anything else is a damaged
+/// description, which would set every tick hours apart or a count apart.
+#[cfg(not(target_arch = "arm"))]
+pub const COUNTER_HZ_RANGE: core::ops::RangeInclusive<u64> = 1_000..=1_000_000_000;
+
 /// A microcontroller's SysTick is periodic and its cores are few: no slices (`slice_us=` other
 /// than 0 is refused).
 #[cfg(target_arch = "arm")]

@@ -4,9 +4,9 @@
 use std::time::Duration;
 
 mod cases;
+mod devicetree;
 mod judges;
 mod linux;
-mod timebase;
 mod workloads;
 
 pub(crate) use cases::{cases, Case, LONG_CASES, VCPU_CASES};
@@ -99,7 +99,7 @@ fn run_arch(m: &Machine) -> (u64, u64) {
         more = VCPU_CASES.len() + 2 * workloads::WORKLOAD_CASES.len();
     }
     if m.arch == Arch::Riscv64 {
-        let (tp, tf) = timebase::run(m);
+        let (tp, tf) = devicetree::run(m);
         p += tp;
         f += tf;
         more += 1;

@@ -341,11 +341,14 @@ static GIC: Lock<Option<Gic>> = Lock::new(None);
 /// PSCI through SMC (else HVC), from the device tree's `/psci` node.
 static PSCI_SMC: AtomicBool = AtomicBool::new(false);
 
-/// Machine-wide set-up on CPU 0, before the others start: the PSCI conduit from the device
-/// tree (needed only to start more than one CPU), the GIC distributor and all `ncpus`
-/// redistributors.
+/// Machine-wide set-up on CPU 0, before the others start: the counter's frequency checked,
+/// the PSCI conduit from the device tree (needed only to start more than one CPU), the GIC
+/// distributor and all `ncpus` redistributors.
 pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
+    if !super::COUNTER_HZ_RANGE.contains(&CNTFRQ_EL0.get()) {
+        return Err(ArchError::new("CNTFRQ_EL0 out of range (1 kHz to 1 GHz)"));
+    }
     let method = fdt.find("/psci").and_then(|p| p.property("method")).and_then(|m| m.as_str());
     match method {
         Some("hvc") => PSCI_SMC.store(false, Ordering::Relaxed),

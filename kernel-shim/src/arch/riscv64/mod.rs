@@ -431,11 +431,6 @@ pub(super) fn program_timer(at: u64) {
 
 // ---- machine set-up: SBI -----------------------------------------------------------------
 
-/// The timebase frequencies this port takes (Hz): at least one count per tick at the fastest
-/// tick rate (1000 Hz), and at most 1 GHz, above any RISC-V timer's. Anything else is a damaged
-/// device tree, which would otherwise set every tick hours apart or a count apart.
-pub const TIMEBASE_HZ_RANGE: core::ops::RangeInclusive<u64> = 1_000..=1_000_000_000;
-
 /// Machine-wide set-up on CPU 0, before the others start: the timebase and Sstc from the
 /// device tree, and the SBI extensions this port needs (HSM only to start more than one hart).
 pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
@@ -450,7 +445,7 @@ pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), Ar
     let hz = timebase
         .and_then(|p| p.as_usize())
         .ok_or(ArchError::new("no timebase-frequency in the device tree"))?;
-    if !TIMEBASE_HZ_RANGE.contains(&(hz as u64)) {
+    if !super::COUNTER_HZ_RANGE.contains(&(hz as u64)) {
         return Err(ArchError::new("timebase-frequency out of range (1 kHz to 1 GHz)"));
     }
     TIMEBASE_HZ.store(hz as u64, Ordering::Relaxed);
