@@ -1,37 +1,39 @@
 //! The kernel's device-tree reader (`kernel-shim/src/devicetree.rs`), compiled on the host
-//! for its tests: the kernel is a bare-metal crate with none of its own. The tests build
-//! trees shaped like QEMU `virt`'s, read them back as the kernel does, and read thousands of
-//! damaged copies, none of which may panic.
+//! for its tests (the kernel is a bare-metal crate with none of its own) and for the suite,
+//! which finds in a board's tree the property it alters (`suite/devicetree.rs`). The tests
+//! build trees shaped like QEMU `virt`'s, read them back as the kernel does, and read
+//! thousands of damaged copies, none of which may panic.
 
-#[cfg(test)]
+// The runner itself uses only the reader's way to a property.
+#[allow(dead_code)]
 #[path = "../../kernel-shim/src/devicetree.rs"]
-mod devicetree;
+pub(crate) mod devicetree;
 
+/// Trees built on the host, for the tests here and the suite's.
 #[cfg(test)]
-mod tests {
-    use super::devicetree::{total_len, DeviceTree, DtError, HEADER_LEN, MAX_LEN};
-    use sched_sim::rng::Rng;
+pub(crate) mod trees {
+    use super::devicetree::HEADER_LEN;
 
     /// Builds a flattened device tree: nodes open and close, properties go into the open one.
     #[derive(Default)]
-    struct Builder {
+    pub(crate) struct Builder {
         structs: Vec<u8>,
         strings: Vec<u8>,
     }
 
     impl Builder {
-        fn word(&mut self, w: u32) -> &mut Self {
+        pub(crate) fn word(&mut self, w: u32) -> &mut Self {
             self.structs.extend_from_slice(&w.to_be_bytes());
             self
         }
 
-        fn pad(&mut self) {
+        pub(crate) fn pad(&mut self) {
             while !self.structs.len().is_multiple_of(4) {
                 self.structs.push(0);
             }
         }
 
-        fn begin(&mut self, name: &str) -> &mut Self {
+        pub(crate) fn begin(&mut self, name: &str) -> &mut Self {
             self.word(1);
             self.structs.extend_from_slice(name.as_bytes());
             self.structs.push(0);
@@ -39,11 +41,11 @@ mod tests {
             self
         }
 
-        fn end(&mut self) -> &mut Self {
+        pub(crate) fn end(&mut self) -> &mut Self {
             self.word(2)
         }
 
-        fn prop(&mut self, name: &str, value: &[u8]) -> &mut Self {
+        pub(crate) fn prop(&mut self, name: &str, value: &[u8]) -> &mut Self {
             let at = match self
                 .strings
                 .windows(name.len() + 1)
@@ -62,18 +64,18 @@ mod tests {
             self
         }
 
-        fn cell(&mut self, name: &str, v: u32) -> &mut Self {
+        pub(crate) fn cell(&mut self, name: &str, v: u32) -> &mut Self {
             self.prop(name, &v.to_be_bytes())
         }
 
-        fn text(&mut self, name: &str, v: &str) -> &mut Self {
+        pub(crate) fn text(&mut self, name: &str, v: &str) -> &mut Self {
             let mut b = v.as_bytes().to_vec();
             b.push(0);
             self.prop(name, &b)
         }
 
         /// The blob: header, an empty memory-reservation map, structure and strings blocks.
-        fn finish(&mut self) -> Vec<u8> {
+        pub(crate) fn finish(&mut self) -> Vec<u8> {
             self.word(9);
             let rsv = HEADER_LEN;
             let off_struct = rsv + 16;
@@ -100,7 +102,7 @@ mod tests {
     }
 
     /// A tree shaped like QEMU virt's on aarch64: four CPUs in two clusters, PSCI, a boot line.
-    fn virt_tree() -> Vec<u8> {
+    pub(crate) fn virt_tree() -> Vec<u8> {
         let mut b = Builder::default();
         b.begin("").cell("#address-cells", 2).cell("#size-cells", 2).text("compatible", "linux,dummy-virt");
         b.begin("psci").text("compatible", "arm,psci-1.0").text("method", "hvc").end();
@@ -127,6 +129,13 @@ mod tests {
         b.end();
         b.finish()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::devicetree::{total_len, DeviceTree, DtError, HEADER_LEN, MAX_LEN};
+    use super::trees::{virt_tree, Builder};
+    use sched_sim::rng::Rng;
 
     /// Everything the kernel reads from a tree, as it reads it (`kmain`, the ports'
     /// `machine_init`, `topology::read_cpu_map`), folded into one value.

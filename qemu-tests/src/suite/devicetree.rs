@@ -7,6 +7,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use crate::kernel_devicetree::devicetree::DeviceTree;
 use crate::qemu::{self, Boot, Machine, Mode};
 
 /// The kernel's exit code when the machine is not what it needs (`scenario::EXIT_MACHINE`).
@@ -71,65 +72,19 @@ pub(super) const ALTERATIONS: &[Alteration] = &[
     },
 ];
 
-/// A property of a flattened device tree: its node's path, its name, and where its value lies.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Prop {
-    pub(super) node: String,
-    pub(super) name: String,
-    pub(super) at: usize,
-    pub(super) len: usize,
-}
-
-/// Every property of the flattened device tree `dtb`, in order; `None` if the blob is not a
-/// well-formed tree.
-pub(super) fn props(dtb: &[u8]) -> Option<Vec<Prop>> {
-    let word = |at: usize| dtb.get(at..at + 4).map(|w| u32::from_be_bytes([w[0], w[1], w[2], w[3]]));
-    if word(0)? != 0xd00d_feed {
+/// `dtb` with property `name` of the node at `node` set to `value`, which must be as long as
+/// the old one; `None` if the blob is not a well-formed tree (the kernel's reader opens it) or
+/// has no such property of that length.
+pub(super) fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> {
+    let tree = DeviceTree::new(dtb).ok()?;
+    let old = tree.find(node)?.property(name)?.value;
+    if old.len() != value.len() {
         return None;
     }
-    let (structs, strings) = (word(8)? as usize, word(12)? as usize);
-    let text = |from: usize| -> Option<&str> {
-        let s = dtb.get(from..)?;
-        std::str::from_utf8(&s[..s.iter().position(|&b| b == 0)?]).ok()
-    };
-    let (mut path, mut out, mut at) = (Vec::<String>::new(), Vec::new(), structs);
-    loop {
-        match word(at)? {
-            // A node's start: its name, NUL-terminated, padded to a word.
-            1 => {
-                let name = text(at + 4)?;
-                path.push(name.to_string());
-                at += 4 + (name.len() + 1).next_multiple_of(4);
-            }
-            // A property: its length, its name's offset, its value padded to a word.
-            3 => {
-                let (len, off) = (word(at + 4)? as usize, word(at + 8)? as usize);
-                dtb.get(at + 12..at + 12 + len)?;
-                let node = if path.len() <= 1 {
-                    "/".to_string()
-                } else {
-                    path[1..].iter().map(|p| format!("/{p}")).collect()
-                };
-                out.push(Prop { node, name: text(strings + off)?.to_string(), at: at + 12, len });
-                at += 12 + len.next_multiple_of(4);
-            }
-            2 => {
-                path.pop()?;
-                at += 4;
-            }
-            4 => at += 4,
-            9 => return path.is_empty().then_some(out),
-            _ => return None,
-        }
-    }
-}
-
-/// `dtb` with property `name` of `node` set to `value`, which must be as long as the old one;
-/// `None` if there is no such property of that length.
-pub(super) fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> {
-    let p = props(dtb)?.into_iter().find(|p| p.node == node && p.name == name && p.len == value.len())?;
+    // The reader's value is a slice of `dtb`: its offset there.
+    let at = old.as_ptr() as usize - dtb.as_ptr() as usize;
     let mut out = dtb.to_vec();
-    out[p.at..p.at + p.len].copy_from_slice(value);
+    out[at..at + value.len()].copy_from_slice(value);
     Some(out)
 }
 
@@ -213,70 +168,35 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A tree: the root with a 3-byte property, and `cpus` holding the timebase cell and a
-    /// `cpu@0` node with its `reg`.
-    fn tree() -> Vec<u8> {
-        let strings = b"model\0timebase-frequency\0reg\0".to_vec();
-        let mut s = Vec::new();
-        let w = |s: &mut Vec<u8>, v: u32| s.extend_from_slice(&v.to_be_bytes());
-        w(&mut s, 1);
-        s.extend_from_slice(&[0; 4]);
-        for v in [3, 3, 0] {
-            w(&mut s, v);
-        }
-        s.extend_from_slice(b"ab\0\0");
-        w(&mut s, 1);
-        s.extend_from_slice(b"cpus\0\0\0\0");
-        for v in [3, 4, 6, 10_000_000, 4, 1] {
-            w(&mut s, v);
-        }
-        s.extend_from_slice(b"cpu@0\0\0\0");
-        for v in [3, 4, 25, 7, 2, 2, 2, 9] {
-            w(&mut s, v);
-        }
-        let mut dtb = vec![0u8; 40];
-        dtb[0..4].copy_from_slice(&0xd00d_feedu32.to_be_bytes());
-        dtb[8..12].copy_from_slice(&40u32.to_be_bytes());
-        dtb[12..16].copy_from_slice(&(40 + s.len() as u32).to_be_bytes());
-        dtb.extend_from_slice(&s);
-        dtb.extend_from_slice(&strings);
-        dtb
-    }
-
-    #[test]
-    fn properties_are_read_with_their_nodes_paths() {
-        let names: Vec<(String, String)> =
-            props(&tree()).expect("a tree").into_iter().map(|p| (p.node, p.name)).collect();
-        let want = [("/", "model"), ("/cpus", "timebase-frequency"), ("/cpus/cpu@0", "reg")];
-        assert_eq!(names, want.map(|(n, p)| (n.to_string(), p.to_string())));
-    }
+    use crate::kernel_devicetree::trees::virt_tree;
 
     #[test]
     fn an_alteration_rewrites_that_value_only() {
-        let before = tree();
-        let after = altered(&before, "/cpus/cpu@0", "reg", &9u32.to_be_bytes()).expect("cpu@0's reg");
+        let before = virt_tree();
+        let value = 9u32.to_be_bytes();
+        let after = altered(&before, "/cpus/cpu@1", "reg", &value).expect("cpu@1's reg");
         let changed: Vec<usize> = (0..before.len()).filter(|&i| after[i] != before[i]).collect();
-        let at = before.windows(4).position(|w| w == 7u32.to_be_bytes()).expect("the reg value");
-        assert_eq!(changed, [at + 3]);
-        assert_eq!(&after[at..at + 4], &9u32.to_be_bytes());
-        assert!(altered(&before, "/cpus", "reg", &9u32.to_be_bytes()).is_none(), "no reg on /cpus");
-        assert!(altered(&before, "/", "model", &9u32.to_be_bytes()).is_none(), "a value of another length");
+        assert_eq!(changed.len(), 1, "{changed:?}");
+        let tree = DeviceTree::new(&after).expect("still a tree");
+        let reg = |n: &str| tree.find(n).and_then(|c| c.property("reg")).and_then(|p| p.as_usize());
+        assert_eq!((reg("/cpus/cpu@0"), reg("/cpus/cpu@1"), reg("/cpus/cpu@2")), (Some(0), Some(9), Some(2)));
+        let status = altered(&before, "/psci", "method", b"smc\0").expect("psci's method");
+        let method =
+            DeviceTree::new(&status).ok().and_then(|t| t.find("/psci")?.property("method")?.as_str());
+        assert_eq!(method, Some("smc"));
     }
 
     #[test]
-    fn what_is_not_a_tree_has_no_properties() {
-        let mut bad = tree();
+    fn only_a_property_there_and_of_that_length_is_altered() {
+        let tree = virt_tree();
+        let value = 9u32.to_be_bytes();
+        assert_eq!(altered(&tree, "/cpus", "reg", &value), None, "no reg on /cpus");
+        assert_eq!(altered(&tree, "/cpus/cpu@7", "reg", &value), None, "no such CPU");
+        assert_eq!(altered(&tree, "/psci", "method", b"smc"), None, "a value of another length");
+        let mut bad = tree.clone();
         bad[0] = 0;
-        assert_eq!(props(&bad), None);
-        let mut cut = tree();
-        cut.truncate(70);
-        assert_eq!(props(&cut), None);
-        assert_eq!(props(&[]), None);
-        // A node left open.
-        let mut open = tree();
-        let end = open.windows(4).rposition(|w| w == 2u32.to_be_bytes()).expect("an end");
-        open[end + 3] = 4;
-        assert_eq!(props(&open), None);
+        assert_eq!(altered(&bad, "/cpus/cpu@1", "reg", &value), None);
+        assert_eq!(altered(&tree[..tree.len() - 8], "/cpus/cpu@1", "reg", &value), None);
+        assert_eq!(altered(&[], "/cpus/cpu@1", "reg", &value), None);
     }
 }
