@@ -90,6 +90,29 @@ impl<
         Ok(self.smp.group_bandwidth(g)?)
     }
 
+    /// When the earliest group's `cpu.max` period ends (ns), while any period timer runs:
+    /// the tick runs them, so a port that stops a CPU's tick other than through
+    /// [`Scheduler::idle_enter`] (which keeps it ticking meanwhile) must tick by then.
+    /// Lock-free, from anywhere; `None` while no group with a quota has had a task.
+    ///
+    /// ```
+    /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
+    /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// S.init_with(|t| t.init_flat(1)).unwrap();
+    /// S.cpu_up(0, 1).unwrap();
+    /// assert_eq!(S.bandwidth_timer(), None, "no group has a quota");
+    /// let g = S.create_group(0, GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    /// S.set_group_max(0, 2, g, CpuMax::parse("20000 100000", None).unwrap()).unwrap();
+    /// let t = S.create(0, 3, TaskParams::default(), ()).unwrap();
+    /// S.move_task(0, 3, t, g).unwrap();
+    /// // The group has a quota and a task: its period started with the task, at 3 ns.
+    /// assert_eq!(S.bandwidth_timer(), Some(3 + 100_000_000));
+    /// ```
+    pub fn bandwidth_timer(&self) -> Option<u64> {
+        self.smp.bandwidth_timer()
+    }
+
     /// A group's `cpu.weight`.
     pub fn group_weight(&self, g: GroupId) -> Result<CpuWeight, SchedError> {
         self.initialised()?;

@@ -25,10 +25,13 @@
 //! Every call names the CPU it runs on and is made with that CPU's interrupts masked. No
 //! [`Platform`] callback runs under a lock of the machine: what a call decides to tell the
 //! platform is recorded while locked and delivered at the end of the call (see
-//! [`Deferred`]; the clock is asked at once, with at most the caller's balance lock held).
-//! A callback may therefore call anything: a call naming a CPU still inside a call on the
-//! callback's CPU returns [`SchedError::Reentered`], as does a call from an interrupt taken
-//! with interrupts unmasked, and every other call runs. A request for a CPU that another CPU
+//! [`Deferred`]; the clock is asked at once, with no lock held either). A callback may
+//! therefore call anything: a call that enters a CPU still inside a call on the callback's
+//! CPU returns [`SchedError::Reentered`], as does such a call from an interrupt taken with
+//! interrupts unmasked, and every other call runs. The reads ([`Scheduler::current`],
+//! [`Scheduler::payload`], [`Scheduler::state`], [`Scheduler::task_cpu`],
+//! [`Scheduler::balance_report`]) enter no CPU and are not checked: from such an interrupt
+//! they may wait for the call it interrupted, so they too are made with interrupts masked. A request for a CPU that another CPU
 //! posts while it is inside a call reaches it at the end of that call, and
 //! [`Scheduler::need_resched`] and [`Scheduler::reschedule`] count it. `now` is
 //! nanoseconds of one monotonic clock all CPUs share; 0 is refused
@@ -194,7 +197,8 @@ impl<
         self.smp.hz()
     }
 
-    /// Sets the feature switches (at boot, or at run time for an A/B experiment).
+    /// Sets the feature switches, at boot or at run time (an A/B experiment switches a rule
+    /// between runs); from any CPU.
     pub fn set_features(&self, features: Features) {
         self.smp.set_features(features)
     }
@@ -262,7 +266,8 @@ impl<
     /// exception entry has saved it): it may run on another CPU as soon as this returns.
     /// `on_switch` sees each pass once it is complete; a task in its [`Switch::exited`] is
     /// gone and its thread can be freed (each exit is reported there exactly once). It runs
-    /// inside this call: a scheduler call from it is refused with [`SchedError::Reentered`].
+    /// inside this call: a scheduler call from it that enters `cpu` is refused with
+    /// [`SchedError::Reentered`]; calls naming other CPUs run.
     /// A port that switches stacks inside the kernel uses [`Scheduler::pick`] and
     /// [`Scheduler::finish`] instead.
     pub fn reschedule(
@@ -596,9 +601,9 @@ impl<
         Ok(CpuStats::of(self.smp.stats(cpu)))
     }
 
-    /// Where a CPU's load balancing stands. Takes that CPU's balance lock briefly, so it is
-    /// for thread context and reports (a callback naming a CPU inside a balance pass waits
-    /// for the pass, which holds no lock a callback could).
+    /// Where a CPU's load balancing stands. On a target without 64-bit atomics it takes that
+    /// CPU's balance lock briefly (a call naming a CPU inside a balance pass waits for the
+    /// pass, which calls back with no lock held, so a callback's call returns).
     pub fn balance_report(&self, cpu: usize) -> Result<BalanceReport, SchedError> {
         self.port_cpu(cpu)?;
         let next_balance = self.smp.next_balance_of(cpu)?;
