@@ -229,8 +229,9 @@ impl<
     }
 
     /// Brings `cpu` up: its first pass through the scheduler, which makes it a CPU that
-    /// placement can choose. Call it on the CPU itself, once, before it takes work; again is
-    /// a no-op.
+    /// placement can choose. Call it on the CPU itself, once after each `init`, before it
+    /// takes work; called again it changes nothing (the CPU, the time and re-entry are still
+    /// checked).
     pub fn cpu_up(&self, cpu: usize, now: u64) -> Result<(), SchedError> {
         let _inside = self.enter(cpu, Some(now))?;
         if self.cpus[cpu].up.load(Ordering::Acquire) {
@@ -437,9 +438,10 @@ impl<
 
     /// The reschedule interrupt of a tickless CPU: carries out a pending nohz kick (the idle
     /// balance on behalf of every tickless CPU). Returns whether there was one; it may have
-    /// pulled work here ([`Scheduler::need_resched`]). [`Scheduler::reschedule`] serves a
-    /// pending kick too; this is for ports that reschedule only when asked. Always `false`
-    /// without the `nohz` feature.
+    /// pulled work here ([`Scheduler::need_resched`]). [`Scheduler::need_resched`] answers
+    /// `true` while a kick is pending and [`Scheduler::reschedule`] serves it, so a port that
+    /// reschedules when asked needs no more; this serves a kick without a switch. Always
+    /// `false` without the `nohz` feature.
     pub fn serve_kick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         let _inside = self.enter_up(cpu, Some(now))?;
         #[cfg(feature = "nohz")]
