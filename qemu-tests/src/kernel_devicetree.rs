@@ -22,12 +22,12 @@ pub(crate) mod trees {
     }
 
     impl Builder {
-        pub(crate) fn word(&mut self, w: u32) -> &mut Self {
+        fn word(&mut self, w: u32) -> &mut Self {
             self.structs.extend_from_slice(&w.to_be_bytes());
             self
         }
 
-        pub(crate) fn pad(&mut self) {
+        fn pad(&mut self) {
             while !self.structs.len().is_multiple_of(4) {
                 self.structs.push(0);
             }

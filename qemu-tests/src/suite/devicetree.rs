@@ -7,15 +7,13 @@
 use std::path::Path;
 use std::time::Duration;
 
+use super::judges::EXIT_MACHINE;
 use crate::kernel_devicetree::devicetree::DeviceTree;
 use crate::qemu::{self, Boot, Machine, Mode};
 
-/// The kernel's exit code when the machine is not what it needs (`scenario::EXIT_MACHINE`).
-const EXIT_MACHINE: i32 = 4;
-
 /// How a boot of an altered tree must end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Expect {
+enum Expect {
     /// Exit 0 with a line containing this.
     Boots(&'static str),
     /// Exit 4 with a line containing this.
@@ -24,17 +22,17 @@ pub(super) enum Expect {
 
 /// One alteration: what it is, the node and property it rewrites, the value it writes (of the
 /// old value's length) and how the boot must end.
-pub(super) struct Alteration {
-    pub(super) what: &'static str,
-    pub(super) node: &'static str,
-    pub(super) property: &'static str,
-    pub(super) value: &'static [u8],
-    pub(super) expect: Expect,
+struct Alteration {
+    what: &'static str,
+    node: &'static str,
+    property: &'static str,
+    value: &'static [u8],
+    expect: Expect,
 }
 
 /// The alterations booted. The first is the control: a plausible rate, which shows that the
 /// rewritten tree reaches the kernel.
-pub(super) const ALTERATIONS: &[Alteration] = &[
+const ALTERATIONS: &[Alteration] = &[
     Alteration {
         what: "timebase-frequency 12.5 MHz",
         node: "/cpus",
@@ -75,7 +73,7 @@ pub(super) const ALTERATIONS: &[Alteration] = &[
 /// `dtb` with property `name` of the node at `node` set to `value`, which must be as long as
 /// the old one; `None` if the blob is not a well-formed tree (the kernel's reader opens it) or
 /// has no such property of that length.
-pub(super) fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> {
+fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> {
     let tree = DeviceTree::new(dtb).ok()?;
     let old = tree.find(node)?.property(name)?.value;
     if old.len() != value.len() {

@@ -57,6 +57,8 @@ pub(super) const GROUPS_MIN_PERIODS: f64 = 18.0;
 pub(super) const EXIT_WATCHDOG: i32 = 5;
 /// The kernel's exit code for a bad command line (`scenario::EXIT_BAD_ARGS`).
 pub(crate) const EXIT_BAD_ARGS: i32 = 3;
+/// The kernel's exit code when the machine is not what it needs (`scenario::EXIT_MACHINE`).
+pub(super) const EXIT_MACHINE: i32 = 4;
 /// The kernel's exit code after a panic (the panic handler's).
 pub(super) const EXIT_PANIC: i32 = 101;
 
@@ -564,6 +566,7 @@ mod tests {
         assert_eq!(2 * arg("pairs") * arg("rounds"), PINGPONG_UNPARKS);
         assert_eq!(rust_const_u64(KERNEL_WATCHDOG, "EXIT_WATCHDOG"), EXIT_WATCHDOG as u64);
         assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_BAD_ARGS"), EXIT_BAD_ARGS as u64);
+        assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_MACHINE"), EXIT_MACHINE as u64);
         assert!(
             KERNEL_MAIN.contains(&format!("arch::exit({EXIT_PANIC})")),
             "the panic handler exits {EXIT_PANIC}"
