@@ -481,10 +481,7 @@ fn cells<'a>(block: &'a str, row: &str) -> Result<[Summary<'a>; 2], String> {
 fn headline() -> Result<String, String> {
     let (qemu, sim) = (xrun_block("QEMU ")?, xrun_block("The simulator (")?);
     let file = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
-    let linux = section_in(&file, "Linux beside the kernel and the simulator")
-        .and_then(linux::spread_median)
-        .unwrap_or("—")
-        .to_string();
+    let linux = linux_spread_median(&file).unwrap_or("—");
     let mut out = String::from(
         "| 8 CPUs, 2x4 clusters, 8 threads, 1000 events (median of 15, ms) | rule off | rule on |\n|---|---:|---:|\n",
     );
@@ -507,10 +504,9 @@ fn headline() -> Result<String, String> {
 /// the default configuration (`cargo xrun`'s table) and flat (the other configurations').
 fn seed_target() -> Result<String, String> {
     let file = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
-    let linux = section_in(&file, "Linux beside the kernel and the simulator")
-        .and_then(linux::spread_median)
-        .ok_or("no Linux spread median in the measurements file")?;
-    let bound: f64 = linux.parse().map_err(|_| format!("Linux's spread median {linux:?} is not a number"))?;
+    let linux = linux_spread_median(&file).ok_or("no Linux spread median in the measurements file")?;
+    let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{v:?} is not a number"));
+    let bound = num(linux)?;
     let qemu = xrun_block("QEMU ")?;
     let default = cells(&qemu, "spread time (ms)")?.map(|c| (c.median, c.max));
     let other = section_in(&file, "The seed's experiment in other configurations")
@@ -524,7 +520,6 @@ fn seed_target() -> Result<String, String> {
         ("flat 1x8, tickless, 8 threads", flat),
     ] {
         for ((median, max), rule) in sides.into_iter().zip(["off", "on"]) {
-            let num = |v: &str| v.parse::<f64>().map_err(|_| format!("{v:?} is not a number"));
             let met = num(median)? <= TARGET_SPREAD_MS && num(max)? < bound;
             out.push_str(&format!(
                 "| {config} | {rule} | {median} | {max} | {} |\n",
@@ -533,6 +528,11 @@ fn seed_target() -> Result<String, String> {
         }
     }
     Ok(out)
+}
+
+/// Linux's median spread in the measurements file `file`, as its Linux section has it.
+fn linux_spread_median(file: &str) -> Option<&str> {
+    section_in(file, "Linux beside the kernel and the simulator").and_then(linux::spread_median)
 }
 
 /// The seed experiment's target median spread (ms).
