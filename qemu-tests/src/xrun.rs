@@ -78,7 +78,7 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
         return format!(
             "scenario=program hz={} nohz={} seed={seed}{}{capacity} features={extra}{flag}",
             a.hz,
-            if a.ticking { "off" } else { "on" },
+            a.nohz(),
             if trace { " trace=on" } else { "" }
         );
     }
@@ -87,7 +87,7 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
         a.threads(),
         a.events(),
         a.hz,
-        if a.ticking { "off" } else { "on" },
+        a.nohz(),
         if trace { " trace=on" } else { "" }
     )
 }
@@ -150,12 +150,7 @@ pub fn main(args: &[String]) -> ExitCode {
             topology,
             cpus: a.cpus() as usize,
             iterations: a.iterations(),
-            boot: format!(
-                "hz={} nohz={}{}",
-                a.hz,
-                if a.ticking { "off" } else { "on" },
-                capacity_word(topology, a.cpus() as usize)
-            ),
+            boot: format!("hz={} nohz={}{}", a.hz, a.nohz(), capacity_word(topology, a.cpus() as usize)),
             sim: sim_config(&a, features, topology),
             out: a.out(),
             linux: a.linux,
@@ -264,7 +259,7 @@ fn sysbench(
             a.cpus(),
             topology.describe(a.cpus() as usize),
             a.hz,
-            if a.ticking { "idle CPUs ticking" } else { "tickless idle" }
+            a.idle_ticks()
         ),
         out: a.out(),
         file,
@@ -340,7 +335,7 @@ impl Experiment<'_> {
             a.cpus(),
             mode.name(),
             a.hz,
-            if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
+            a.idle_ticks(),
             topology.describe(a.cpus() as usize),
             a.threads(),
             a.events(),
@@ -406,7 +401,7 @@ impl Experiment<'_> {
             a.cpus(),
             topology.describe(a.cpus() as usize),
             a.hz,
-            if a.ticking { "idle CPUs ticking" } else { "tickless idle" },
+            a.idle_ticks(),
             a.threads(),
             a.events()
         );

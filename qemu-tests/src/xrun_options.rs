@@ -99,6 +99,24 @@ pub(crate) struct Args {
 }
 
 impl Args {
+    /// The kernel's `nohz=` for the tick choice: `off` with `--ticking`.
+    pub(crate) fn nohz(&self) -> &'static str {
+        if self.ticking {
+            "off"
+        } else {
+            "on"
+        }
+    }
+
+    /// The tick choice, as the tables' headings say it.
+    pub(crate) fn idle_ticks(&self) -> &'static str {
+        if self.ticking {
+            "idle CPUs ticking"
+        } else {
+            "tickless idle"
+        }
+    }
+
     /// The vCPU count (`check` fills in the machine's default).
     pub(crate) fn cpus(&self) -> u32 {
         self.vcpus.unwrap_or(8)
