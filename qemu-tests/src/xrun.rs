@@ -183,7 +183,7 @@ pub fn main(args: &[String]) -> ExitCode {
             }
         };
     }
-    sysbench(&a, machine, arch, mode, features, topology)
+    sysbench(&a, machine, mode, features, topology)
 }
 
 /// The kernel's machine for the options: the board's QEMU and kernel (the wide build above 8
@@ -200,7 +200,6 @@ fn machine_for(a: &Args, arch: qemu::Arch, topology: TopologyKind) -> Result<qem
 fn sysbench(
     a: &Args,
     mut machine: qemu::Machine,
-    arch: qemu::Arch,
     mode: Mode,
     features: Features,
     topology: TopologyKind,
@@ -216,6 +215,7 @@ fn sysbench(
     };
     let shape = workload.sysbench(&cfg).expect("a sysbench workload");
     let kernel_shape = kernel_sysbench(shape, a.cpus(), mode);
+    let arch = machine.arch;
     let file = arch.program_window().is_some();
     // Kept until the boots are done: dropping it removes the file.
     let program = file.then(|| {
@@ -230,7 +230,7 @@ fn sysbench(
         }
     };
     machine.program = program.as_ref().map(|l| l.file.path());
-    let x = Experiment { a, arch, mode, topology, file, machine: &machine };
+    let x = Experiment { a, mode, topology, file, machine: &machine };
     let (on, off) = match x.qemu_runs() {
         Ok(sides) => sides,
         Err((b, cmd)) => {
@@ -273,7 +273,6 @@ fn sysbench(
 /// What the experiment's steps share.
 struct Experiment<'a> {
     a: &'a Args,
-    arch: qemu::Arch,
     mode: Mode,
     topology: TopologyKind,
     /// The kernel runs the simulator's sysbench file (its machine takes a program).
@@ -327,7 +326,8 @@ impl Experiment<'_> {
 
     /// The lines that say what ran: the machine, the workload, and what its figures can show.
     fn print_setup(&self, shape: &Sysbench, kernel_shape: &Sysbench) {
-        let Experiment { a, arch, mode, topology, file, .. } = *self;
+        let Experiment { a, mode, topology, file, machine } = *self;
+        let arch = machine.arch;
         let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
         println!(
             "QEMU {}, {} vCPUs, {} mode, HZ={} ({}), scheduler topology {}: sysbench-like, {} threads, {} events, {} iterations per side",
