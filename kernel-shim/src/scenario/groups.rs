@@ -6,8 +6,8 @@
 //! half 1:3; 40 spinners against one, in two groups of equal weight on CPU 0, share it
 //! equally; a group capped by `cpu.max` "10000 100000" with a spinner per CPU gets 10 % of one
 //! CPU; LTP's `cfs_bandwidth01` churn leaves every thread running and counted. Each group's
-//! CPU time over the window is reported beside its target, and each case's groups are
-//! deleted after it.
+//! CPU time over the window (the nested case's: over its rounds) is reported beside its
+//! target, and each case's groups are deleted after it.
 
 use portable_atomic::{AtomicBool, Ordering::SeqCst};
 use sched_core::group::tree::GroupId;
@@ -185,21 +185,62 @@ fn weights(n: usize, duration_ms: u32, per: usize, case: &str) -> bool {
     got.iter().all(|&g| g > 0) && delete(&groups)
 }
 
-/// A (1000) holding A1 (250) and A2 (750), beside B (1000); a spinner per CPU in each leaf.
+/// Rounds of the nested case, each with its own spinners, warm-up and window.
+///
+/// A leaf's share in one placement depends on how its spinners mix with the other leaves'
+/// on each CPU: the balancer evens out load, not group membership, and each CPU's group
+/// weights follow the groups' load there. One placement is one sample of that mix, and any
+/// change to the kernel's code moves which one a run gets; new spinners each round are
+/// placed anew, so the case reports its groups' CPU time over several placements. The
+/// suite judges that, not one placement: a single one lands outside the judge's bound now
+/// and then (docs/groups.md).
+const NESTED_ROUNDS: u32 = 3;
+
+/// A (1000) holding A1 (250) and A2 (750), beside B (1000); a spinner per CPU in each leaf,
+/// created anew in each of [`NESTED_ROUNDS`] rounds. Each round's shares are printed, and
+/// each group's share of the case is its CPU time over all rounds.
 fn nested(n: usize, duration_ms: u32) -> bool {
+    const LEAVES: [(&str, u64); 3] = [("B", 5000), ("A/A1", 1250), ("A/A2", 3750)];
     let (Some(a), Some(b)) = (group(GroupId::ROOT, 1000), group(GroupId::ROOT, 1000)) else { return false };
     let (Some(a1), Some(a2)) = (group(a, 250), group(a, 750)) else { return false };
-    let mut sets = [0u64; 3];
-    for (i, g) in [b, a1, a2].into_iter().enumerate() {
-        let Some(s) = spinners(g, n, u64::MAX) else { return false };
-        sets[i] = s;
+    let mut got = [0u64; 3];
+    for round in 1..=NESTED_ROUNDS {
+        let mut sets = [0u64; 3];
+        for (i, g) in [b, a1, a2].into_iter().enumerate() {
+            let Some(s) = spinners(g, n, u64::MAX) else { return false };
+            sets[i] = s;
+        }
+        let (this, _) = window(sets, duration_ms, || {});
+        if this.contains(&0) {
+            defmt::error!("groups: FAIL a nested group got no CPU time in round {}", round);
+            return false;
+        }
+        let total: u64 = this.iter().sum();
+        let share = |i: usize| this[i] * 10_000 / total.max(1);
+        let (s0, s1, s2) = (share(0), share(1), share(2));
+        kprintln!(
+            "groups: nested round {} of {}: {=str} {}.{=u64:02} %, {=str} {}.{=u64:02} %, {=str} {}.{=u64:02} %",
+            round,
+            NESTED_ROUNDS,
+            LEAVES[0].0,
+            s0 / 100,
+            s0 % 100,
+            LEAVES[1].0,
+            s1 / 100,
+            s1 % 100,
+            LEAVES[2].0,
+            s2 / 100,
+            s2 % 100
+        );
+        for (sum, t) in got.iter_mut().zip(this) {
+            *sum += t;
+        }
     }
-    let (got, _) = window(sets, duration_ms, || {});
     let total: u64 = got.iter().sum();
-    for (i, (name, target)) in [("B", 5000), ("A/A1", 1250), ("A/A2", 3750)].into_iter().enumerate() {
+    for (i, (name, target)) in LEAVES.into_iter().enumerate() {
         report_share("nested", name, got[i], total, target);
     }
-    got.iter().all(|&g| g > 0) && delete(&[a1, a2, a, b])
+    delete(&[a1, a2, a, b])
 }
 
 /// 40 spinners against one, in two groups of equal weight, all on CPU 0.

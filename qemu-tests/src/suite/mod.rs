@@ -200,7 +200,7 @@ fn judge_case(m: &Machine, c: &Case, b: &Boot) -> bool {
 }
 
 /// How long one of the suite's boots may take: a hang's catch, not a speed check. The longest
-/// case (task groups: 8 vCPUs, six 2-second shapes of guest time in one TCG thread) takes
+/// case (task groups: 8 vCPUs, eight 2-second windows of guest time in one TCG thread) takes
 /// many times its guest time on a small host, and more on a busy one, so the limit leaves it
 /// room.
 pub(crate) const SUITE_LIMIT: Duration = Duration::from_secs(150);
