@@ -76,8 +76,6 @@ pub trait Platform {
 
     /// A clock (ns) for measuring how long a newly-idle balance pass takes, which gates the
     /// next ones. `None` (the default) makes the core use a deterministic estimate instead.
-    /// A newly-idle pass asks it holding its CPU's balance state: answer the time and call
-    /// nothing that balances (PORTING.md's callback table).
     fn clock_ns(&self) -> Option<u64> {
         None
     }

@@ -25,9 +25,8 @@
 //! Every call names the CPU it runs on and is made with that CPU's interrupts masked. No
 //! [`Platform`] callback runs under a lock of the machine: what a call decides to tell the
 //! platform is recorded while locked and delivered at the end of the call (see
-//! [`Deferred`]; the clock is asked at once, with at most the caller's balance lock held, so
-//! it answers the time and calls nothing that balances). Another callback may therefore call
-//! anything: a call that enters a CPU still inside a call on the callback's
+//! [`Deferred`]; the clock is asked at once, with no lock held either). A callback may
+//! therefore call anything: a call that enters a CPU still inside a call on the callback's
 //! CPU returns [`SchedError::Reentered`], as does such a call from an interrupt taken with
 //! interrupts unmasked, and every other call runs. The reads ([`Scheduler::current`],
 //! [`Scheduler::payload`], [`Scheduler::state`], [`Scheduler::task_cpu`],
@@ -605,8 +604,8 @@ impl<
     }
 
     /// Where a CPU's load balancing stands. On a target without 64-bit atomics it takes that
-    /// CPU's balance lock briefly: a call naming a CPU inside a balance pass waits for the
-    /// pass, so it is not for the clock (which a newly-idle pass asks holding that lock).
+    /// CPU's balance lock briefly (a call naming a CPU inside a balance pass waits for the
+    /// pass, which calls back with no lock held, so a callback's call returns).
     pub fn balance_report(&self, cpu: usize) -> Result<BalanceReport, SchedError> {
         self.port_cpu(cpu)?;
         let next_balance = self.smp.next_balance_of(cpu)?;

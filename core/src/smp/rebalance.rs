@@ -175,9 +175,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     break;
                 }
                 if d.flags.contains(SdFlags::BALANCE_NEWIDLE) {
+                    // The clock is a callback, and a callback runs with no lock held: this
+                    // CPU's balance state is let go around each reading (a call the clock
+                    // makes may balance on this CPU's behalf), as Linux lets go of the
+                    // runqueue lock for its newly-idle pass.
+                    drop(bal);
                     let t0 = self.platform.clock_ns();
+                    bal = self.bal(cpu);
                     let (moved, _) = self.load_balance_in(&mut bal, cpu, lvl, &d, IdleType::NewlyIdle, now);
-                    let cost = match (t0, self.platform.clock_ns()) {
+                    drop(bal);
+                    let t1 = self.platform.clock_ns();
+                    bal = self.bal(cpu);
+                    let cost = match (t0, t1) {
                         (Some(a), Some(b)) => b.saturating_sub(a),
                         _ => estimated_balance_cost(d.span.weight()),
                     };
