@@ -163,7 +163,10 @@ pub fn kmain() -> ! {
         arch::exit(EXIT_BAD_ARGS);
     }
     if let arch::Firmware::DeviceTree(fdt) = &firmware {
-        topology::read_cpu_map(fdt, &mut info[..n]);
+        if let Err(topology::CpuMapError::NamedTwice { cpu }) = topology::read_cpu_map(fdt, &mut info[..n]) {
+            defmt::error!("error: the device tree's cpu-map names CPU {} twice", cpu);
+            arch::exit(EXIT_MACHINE);
+        }
     }
     let layout = match topology::Layout::new(&info[..n], cfg.clusters as usize, &cfg.capacity) {
         Ok(layout) => layout,

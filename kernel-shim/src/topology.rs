@@ -12,8 +12,10 @@
 
 use sched_core::{CpuMask, TopologyDesc};
 
-use crate::arch::MAX_CPUS;
-use crate::devicetree::{DeviceTree, Node};
+// (Through `super`, the crate's root in the kernel: the runner compiles this file on the
+// host for its tests, beside the kernel's device-tree reader.)
+use super::arch::MAX_CPUS;
+use super::devicetree::{DeviceTree, Node};
 
 /// What the machine description says of one CPU (kernel CPU index order).
 #[derive(Debug, Clone, Copy, Default)]
@@ -293,21 +295,33 @@ fn group(keys: impl Iterator<Item = usize>, sets: &mut [CpuMask; MAX_CPUS]) -> u
     nr
 }
 
+/// Why a `cpu-map` cannot be used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuMapError {
+    /// The map names this CPU (kernel index) more than once: in two cores, or as a core and
+    /// as one of its threads. Which cluster it belongs to is then a guess.
+    NamedTwice {
+        /// The CPU named twice.
+        cpu: usize,
+    },
+}
+
 /// Reads `/cpus/cpu-map` into `cpus[i].cluster`, matching its `cpu` phandles against each
 /// CPU's. CPUs the map does not name keep `None`. Only the innermost clusters count (a core's
-/// parent); a socket holding cores directly counts as their cluster.
-pub fn read_cpu_map(fdt: &DeviceTree<'_>, cpus: &mut [CpuInfo]) {
-    let Some(map) = fdt.find("/cpus/cpu-map") else { return };
+/// parent); a socket holding cores directly counts as their cluster. A CPU named twice is
+/// refused, and `cpus` may then hold part of the map.
+pub fn read_cpu_map(fdt: &DeviceTree<'_>, cpus: &mut [CpuInfo]) -> Result<(), CpuMapError> {
+    let Some(map) = fdt.find("/cpus/cpu-map") else { return Ok(()) };
     let mut next = 0;
-    walk(map, cpus, &mut next, 0);
+    walk(map, cpus, &mut next, 0)
 }
 
 /// The cpu-map's nesting: socket, cluster (possibly nested), core, thread.
 const MAX_DEPTH: usize = 6;
 
-fn walk(node: Node<'_>, cpus: &mut [CpuInfo], next: &mut usize, depth: usize) {
+fn walk(node: Node<'_>, cpus: &mut [CpuInfo], next: &mut usize, depth: usize) -> Result<(), CpuMapError> {
     if depth >= MAX_DEPTH {
-        return;
+        return Ok(());
     }
     let mut own: Option<usize> = None;
     for child in node.children() {
@@ -317,17 +331,23 @@ fn walk(node: Node<'_>, cpus: &mut [CpuInfo], next: &mut usize, depth: usize) {
                 *next += 1;
                 *next - 1
             });
-            let mut mark = |p: Option<usize>| {
-                if let Some(c) = cpus.iter_mut().find(|c| p.is_some() && c.phandle == p) {
+            let mut mark = |p: Option<usize>| -> Result<(), CpuMapError> {
+                let Some(p) = p else { return Ok(()) };
+                if let Some((cpu, c)) = cpus.iter_mut().enumerate().find(|(_, c)| c.phandle == Some(p)) {
+                    if c.cluster.is_some() {
+                        return Err(CpuMapError::NamedTwice { cpu });
+                    }
                     c.cluster = Some(id);
                 }
+                Ok(())
             };
-            mark(child.property("cpu").and_then(|p| p.as_usize()));
+            mark(child.property("cpu").and_then(|p| p.as_usize()))?;
             for thread in child.children() {
-                mark(thread.property("cpu").and_then(|p| p.as_usize()));
+                mark(thread.property("cpu").and_then(|p| p.as_usize()))?;
             }
         } else {
-            walk(child, cpus, next, depth + 1);
+            walk(child, cpus, next, depth + 1)?;
         }
     }
+    Ok(())
 }

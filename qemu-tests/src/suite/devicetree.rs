@@ -2,7 +2,8 @@
 //! anything that parses. The board's own tree (QEMU `dumpdtb`) is booted with one property
 //! rewritten in place per boot: rates the kernel must use, or refuse with exit 4 and one line
 //! (`timebase-frequency`, checked against the port's counter range), a hardware id listed
-//! twice, which it must refuse, and a CPU the firmware marks failed, which it must leave out.
+//! twice and a `cpu-map` naming a CPU twice, which it must refuse, and a CPU the firmware
+//! marks failed, which it must leave out.
 
 use std::path::Path;
 use std::time::Duration;
@@ -20,13 +21,22 @@ enum Expect {
     Refused(&'static str),
 }
 
+/// The value an alteration writes.
+#[derive(Clone, Copy, Debug)]
+enum Value {
+    /// These bytes.
+    Bytes(&'static [u8]),
+    /// Another property's value in the board's tree (a phandle QEMU chose, say).
+    Of { node: &'static str, property: &'static str },
+}
+
 /// One alteration: what it is, the node and property it rewrites, the value it writes (of the
 /// old value's length) and how the boot must end.
 struct Alteration {
     what: &'static str,
     node: &'static str,
     property: &'static str,
-    value: &'static [u8],
+    value: Value,
     expect: Expect,
 }
 
@@ -37,35 +47,42 @@ const ALTERATIONS: &[Alteration] = &[
         what: "timebase-frequency 12.5 MHz",
         node: "/cpus",
         property: "timebase-frequency",
-        value: &12_500_000u32.to_be_bytes(),
+        value: Value::Bytes(&12_500_000u32.to_be_bytes()),
         expect: Expect::Boots("counter 12500000 Hz"),
     },
     Alteration {
         what: "timebase-frequency 999 Hz",
         node: "/cpus",
         property: "timebase-frequency",
-        value: &999u32.to_be_bytes(),
+        value: Value::Bytes(&999u32.to_be_bytes()),
         expect: Expect::Refused("timebase-frequency out of range"),
     },
     Alteration {
         what: "timebase-frequency 2 GHz",
         node: "/cpus",
         property: "timebase-frequency",
-        value: &2_000_000_000u32.to_be_bytes(),
+        value: Value::Bytes(&2_000_000_000u32.to_be_bytes()),
         expect: Expect::Refused("timebase-frequency out of range"),
     },
     Alteration {
         what: "cpu@2 with cpu@1's hart id",
         node: "/cpus/cpu@2",
         property: "reg",
-        value: &1u32.to_be_bytes(),
+        value: Value::Bytes(&1u32.to_be_bytes()),
         expect: Expect::Refused("lists hardware id 0x1 twice"),
+    },
+    Alteration {
+        what: "cpu-map's core1 naming core0's CPU",
+        node: "/cpus/cpu-map/cluster0/core1",
+        property: "cpu",
+        value: Value::Of { node: "/cpus/cpu-map/cluster0/core0", property: "cpu" },
+        expect: Expect::Refused("cpu-map names CPU"),
     },
     Alteration {
         what: "cpu@3 marked failed",
         node: "/cpus/cpu@3",
         property: "status",
-        value: b"fail\0",
+        value: Value::Bytes(b"fail\0"),
         expect: Expect::Boots("boot: OK (7 CPUs"),
     },
 ];
@@ -84,6 +101,11 @@ fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> 
     let mut out = dtb.to_vec();
     out[at..at + value.len()].copy_from_slice(value);
     Some(out)
+}
+
+/// The value of property `name` of the node at `node` in `dtb`, if it has one.
+fn property_value(dtb: &[u8], node: &str, name: &str) -> Option<Vec<u8>> {
+    Some(DeviceTree::new(dtb).ok()?.find(node)?.property(name)?.value.to_vec())
 }
 
 /// Dumps the board's device tree (QEMU `-machine dumpdtb`) into `to`.
@@ -124,7 +146,12 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
             let board = dump(m, &dir.join("board.dtb"))?;
             let mut trees = Vec::new();
             for (i, a) in ALTERATIONS.iter().enumerate() {
-                let dtb = altered(&board, a.node, a.property, a.value)
+                let value = match a.value {
+                    Value::Bytes(v) => v.to_vec(),
+                    Value::Of { node, property } => property_value(&board, node, property)
+                        .ok_or(format!("the board's device tree has no {node} {property} to copy"))?,
+                };
+                let dtb = altered(&board, a.node, a.property, &value)
                     .ok_or(format!("the board's device tree has no {} {} to rewrite", a.node, a.property))?;
                 let path = dir.join(format!("altered-{i}.dtb"));
                 std::fs::write(&path, &dtb).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -182,6 +209,16 @@ mod tests {
         let method =
             DeviceTree::new(&status).ok().and_then(|t| t.find("/psci")?.property("method")?.as_str());
         assert_eq!(method, Some("smc"));
+    }
+
+    #[test]
+    fn a_value_can_be_another_propertys() {
+        let tree = virt_tree();
+        let core0 = property_value(&tree, "/cpus/cpu-map/cluster1/core0", "cpu").expect("core0's cpu");
+        assert_eq!(core0, 0x8002u32.to_be_bytes());
+        let after = altered(&tree, "/cpus/cpu-map/cluster1/core1", "cpu", &core0).expect("core1's cpu");
+        assert_eq!(property_value(&after, "/cpus/cpu-map/cluster1/core1", "cpu"), Some(core0));
+        assert_eq!(property_value(&tree, "/cpus/cpu-map/cluster9/core0", "cpu"), None);
     }
 
     #[test]
