@@ -163,9 +163,13 @@ pub fn kmain() -> ! {
         arch::exit(EXIT_BAD_ARGS);
     }
     if let arch::Firmware::DeviceTree(fdt) = &firmware {
-        if let Err(topology::CpuMapError::NamedTwice { cpu }) = topology::read_cpu_map(fdt, &mut info[..n]) {
-            defmt::error!("error: the device tree's cpu-map names CPU {} twice", cpu);
-            arch::exit(EXIT_MACHINE);
+        // (Refused even with `clusters=`, which overrides the map: the tree is wrong.)
+        match topology::read_cpu_map(fdt, &mut info[..n]) {
+            Ok(()) => {}
+            Err(topology::CpuMapError::NamedTwice { cpu }) => {
+                defmt::error!("error: the device tree's cpu-map names hardware id {=u64:#x} twice", ids[cpu]);
+                arch::exit(EXIT_MACHINE);
+            }
         }
     }
     let layout = match topology::Layout::new(&info[..n], cfg.clusters as usize, &cfg.capacity) {

@@ -22,10 +22,11 @@
 //! * `scenario=hang cpu=C`: a thread on CPU C spins with IRQs masked; the watchdog exits 5.
 //! * `scenario=program`: the workload program the runner loaded (an rt-app file, lowered),
 //!   one kernel thread per program thread; exit 0, 3 if no valid program was loaded.
-//! * `scenario=groups duration_ms=D`: task groups as cgroup v2 has them: weights 50/100/150
-//!   with a spinner per CPU each (shares beside 1:2:3), then `cpu.max` "10000 100000" on a
-//!   group with a spinner per CPU (beside 0.1 CPU); D ms per case (default 1000) after a
-//!   quarter of it of warm-up; exit 0 if every group ran. Not on a microcontroller.
+//! * `scenario=groups duration_ms=D`: task groups as cgroup v2 has them, in kselftest
+//!   test_cpu.c's shapes (weights 50/100/150 over- and under-provisioned, a nested hierarchy
+//!   in rounds, 40 threads against one, `cpu.max` "10000 100000") and LTP cfs_bandwidth01's
+//!   churn; D ms per case or round (default 1000) after a quarter of it of warm-up; exit 0
+//!   if every group ran (`scenario/groups.rs`). Not on a microcontroller.
 //! * `scenario=latency spinners=N periodic=M run_us=R sleep_us=S short_slice_us=L
 //!   duration_ms=D policy=both|cfs|eevdf`: N spinners and M periodic threads (R µs of CPU, S
 //!   µs asleep, every other one with an EEVDF slice of L µs), D ms under CFS and then D ms

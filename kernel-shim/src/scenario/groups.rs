@@ -23,7 +23,12 @@ static GR_STOP: AtomicBool = AtomicBool::new(false);
 
 pub(super) fn groups_main(duration_ms: u32) {
     let n = ncpus();
-    kprintln!("groups: {} CPUs, {} ms per case after a warm-up of a quarter of it", n, duration_ms);
+    kprintln!(
+        "groups: {} CPUs, {} ms per case (the nested case: {} rounds of it), each after a warm-up of a quarter of it",
+        n,
+        duration_ms,
+        NESTED_ROUNDS
+    );
     let mut ok = weights(n, duration_ms, n, "weights");
     if n >= 3 {
         ok &= weights(n, duration_ms, 1, "under");
@@ -130,19 +135,26 @@ fn delete(groups: &[GroupId]) -> bool {
     })
 }
 
-/// Prints a group's share of the case (`got` of `total`) beside its target (both in
-/// hundredths of a percent).
-fn report_share(case: &str, group: &str, got: u64, total: u64, target: u64) {
-    let share = got * 10_000 / total.max(1);
-    kprintln!(
-        "groups: {=str}: {=str}: share {}.{=u64:02} % (target {}.{=u64:02} %)",
-        case,
-        group,
-        share / 100,
-        share % 100,
-        target / 100,
-        target % 100
-    );
+/// A percentage in hundredths of a percent, printed as `12.50 %`.
+#[derive(Clone, Copy)]
+struct Percent(u64);
+
+impl Percent {
+    /// `part` of `total` (0 % of nothing).
+    fn of(part: u64, total: u64) -> Percent {
+        Percent(part * 10_000 / total.max(1))
+    }
+}
+
+impl defmt::Format for Percent {
+    fn format(&self, f: defmt::Formatter<'_>) {
+        defmt::write!(f, "{}.{=u64:02} %", self.0 / 100, self.0 % 100);
+    }
+}
+
+/// Prints a group's share of the case (`got` of `total`) beside its `target`.
+fn report_share(case: &str, group: &str, got: u64, total: u64, target: Percent) {
+    kprintln!("groups: {=str}: {=str}: share {} (target {})", case, group, Percent::of(got, total), target);
 }
 
 /// Weights 50, 100 and 150 with `per` spinners each: with a spinner per CPU (`weights`),
@@ -160,15 +172,12 @@ fn weights(n: usize, duration_ms: u32, per: usize, case: &str) -> bool {
     let total: u64 = got.iter().sum();
     for (i, w) in [50u64, 100, 150].into_iter().enumerate() {
         if per == n {
-            let (share, target) = (got[i] * 10_000 / total.max(1), w * 10_000 / 300);
             kprintln!(
-                "groups: {=str}: cpu.weight {}: share {}.{=u64:02} % (target {}.{=u64:02} %)",
+                "groups: {=str}: cpu.weight {}: share {} (target {})",
                 case,
                 w,
-                share / 100,
-                share % 100,
-                target / 100,
-                target % 100
+                Percent::of(got[i], total),
+                Percent::of(w, 300)
             );
         } else {
             // Thousandths of a CPU.
@@ -200,7 +209,8 @@ const NESTED_ROUNDS: u32 = 3;
 /// created anew in each of [`NESTED_ROUNDS`] rounds. Each round's shares are printed, and
 /// each group's share of the case is its CPU time over all rounds.
 fn nested(n: usize, duration_ms: u32) -> bool {
-    const LEAVES: [(&str, u64); 3] = [("B", 5000), ("A/A1", 1250), ("A/A2", 3750)];
+    const LEAVES: [(&str, Percent); 3] =
+        [("B", Percent(5000)), ("A/A1", Percent(1250)), ("A/A2", Percent(3750))];
     let (Some(a), Some(b)) = (group(GroupId::ROOT, 1000), group(GroupId::ROOT, 1000)) else { return false };
     let (Some(a1), Some(a2)) = (group(a, 250), group(a, 750)) else { return false };
     let mut got = [0u64; 3];
@@ -216,21 +226,16 @@ fn nested(n: usize, duration_ms: u32) -> bool {
             return false;
         }
         let total: u64 = this.iter().sum();
-        let share = |i: usize| this[i] * 10_000 / total.max(1);
-        let (s0, s1, s2) = (share(0), share(1), share(2));
         kprintln!(
-            "groups: nested round {} of {}: {=str} {}.{=u64:02} %, {=str} {}.{=u64:02} %, {=str} {}.{=u64:02} %",
+            "groups: nested round {} of {}: {=str} {}, {=str} {}, {=str} {}",
             round,
             NESTED_ROUNDS,
             LEAVES[0].0,
-            s0 / 100,
-            s0 % 100,
+            Percent::of(this[0], total),
             LEAVES[1].0,
-            s1 / 100,
-            s1 % 100,
+            Percent::of(this[1], total),
             LEAVES[2].0,
-            s2 / 100,
-            s2 % 100
+            Percent::of(this[2], total)
         );
         for (sum, t) in got.iter_mut().zip(this) {
             *sum += t;
@@ -249,8 +254,8 @@ fn many(duration_ms: u32) -> bool {
     let (Some(sm), Some(so)) = (spinners(m, 40, 1), spinners(o, 1, 1)) else { return false };
     let (got, _) = window([sm, so], duration_ms, || {});
     let total: u64 = got.iter().sum();
-    report_share("many", "40 threads", got[0], total, 5000);
-    report_share("many", "1 thread", got[1], total, 5000);
+    report_share("many", "40 threads", got[0], total, Percent(5000));
+    report_share("many", "1 thread", got[1], total, Percent(5000));
     got.iter().all(|&g| g > 0) && delete(&[m, o])
 }
 
