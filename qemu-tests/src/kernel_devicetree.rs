@@ -1,28 +1,14 @@
 //! The kernel's device-tree reader (`kernel-shim/src/devicetree.rs`), compiled on the host
 //! for its tests (the kernel is a bare-metal crate with none of its own) and for the suite,
-//! which finds in a board's tree the property it alters (`suite/devicetree.rs`); and, for the
-//! tests, its topology reader (`kernel-shim/src/topology.rs`). The tests build trees shaped
-//! like QEMU `virt`'s, read them back as the kernel does (the `cpu-map` too), and read
-//! thousands of damaged copies, none of which may panic.
+//! which finds in a board's tree the property it alters (`suite/devicetree.rs`). The tests
+//! build trees shaped like QEMU `virt`'s, read them back as the kernel does, and read
+//! thousands of damaged copies, none of which may panic (the topology reader's tests,
+//! `kernel_topology.rs`, read their `cpu-map`s too).
 
 // The runner itself uses only the reader's way to a property.
 #[allow(dead_code)]
 #[path = "../../kernel-shim/src/devicetree.rs"]
 pub(crate) mod devicetree;
-
-/// What the kernel's topology reader takes from its port: the largest machine of the
-/// 64-bit ports' default builds.
-#[cfg(test)]
-mod arch {
-    pub(crate) const MAX_CPUS: usize = 8;
-}
-
-/// The kernel's topology reader (`kernel-shim/src/topology.rs`): its tests read `cpu-map`s
-/// from trees built here.
-#[cfg(test)]
-#[allow(dead_code)]
-#[path = "../../kernel-shim/src/topology.rs"]
-mod topology;
 
 /// Trees built on the host, for the tests here and the suite's.
 #[cfg(test)]
@@ -149,8 +135,9 @@ pub(crate) mod trees {
 #[cfg(test)]
 mod tests {
     use super::devicetree::{total_len, DeviceTree, DtError, HEADER_LEN, MAX_LEN};
-    use super::topology::{read_cpu_map, CpuInfo, CpuMapError};
     use super::trees::{virt_tree, Builder};
+    use crate::kernel_topology::tests::virt_cpus;
+    use crate::kernel_topology::topology::read_cpu_map;
     use sched_sim::rng::Rng;
 
     /// Everything the kernel reads from a tree, as it reads it (`kmain`, the ports'
@@ -215,79 +202,6 @@ mod tests {
             .collect();
         assert_eq!(cores, [("core0".to_string(), 0x8002), ("core1".to_string(), 0x8003)]);
         assert!(t.find("/memory").is_none() && t.find("/cpus/cpu@9").is_none());
-    }
-
-    /// The four CPUs of [`virt_tree`], described as the kernel describes them before it
-    /// reads the `cpu-map`.
-    fn virt_cpus() -> Vec<CpuInfo> {
-        (0..4).map(|i| CpuInfo { phandle: Some(0x8000 + i), ..CpuInfo::default() }).collect()
-    }
-
-    /// A four-CPU tree whose `cpu-map` is `cores`: per cluster, per core, the `cpu` phandle
-    /// and the phandles of its threads.
-    fn tree_with_map(cores: &[&[(Option<u32>, &[u32])]]) -> Vec<u8> {
-        let mut b = Builder::default();
-        b.begin("").cell("#address-cells", 2).cell("#size-cells", 2);
-        b.begin("cpus").cell("#address-cells", 1).cell("#size-cells", 0);
-        b.begin("cpu-map");
-        for (c, cluster) in cores.iter().enumerate() {
-            b.begin(&format!("cluster{c}"));
-            for (k, (cpu, threads)) in cluster.iter().enumerate() {
-                b.begin(&format!("core{k}"));
-                if let Some(p) = cpu {
-                    b.cell("cpu", *p);
-                }
-                for (t, p) in threads.iter().enumerate() {
-                    b.begin(&format!("thread{t}")).cell("cpu", *p).end();
-                }
-                b.end();
-            }
-            b.end();
-        }
-        b.end();
-        for i in 0..4u32 {
-            b.begin(&format!("cpu@{i}")).cell("reg", i).cell("phandle", 0x8000 + i).end();
-        }
-        b.end().end();
-        b.finish()
-    }
-
-    #[test]
-    fn a_cpu_map_gives_each_cpu_its_cluster() {
-        let blob = virt_tree();
-        let mut cpus = virt_cpus();
-        assert_eq!(read_cpu_map(&DeviceTree::new(&blob).unwrap(), &mut cpus), Ok(()));
-        let clusters: Vec<_> = cpus.iter().map(|c| c.cluster).collect();
-        assert_eq!(clusters, [Some(0), Some(0), Some(1), Some(1)]);
-        // SMT: a core's threads share its cluster; a CPU the map leaves out keeps none.
-        let blob = tree_with_map(&[&[(None, &[0x8000, 0x8001])], &[(Some(0x8002), &[])]]);
-        let mut cpus = virt_cpus();
-        assert_eq!(read_cpu_map(&DeviceTree::new(&blob).unwrap(), &mut cpus), Ok(()));
-        let clusters: Vec<_> = cpus.iter().map(|c| c.cluster).collect();
-        assert_eq!(clusters, [Some(0), Some(0), Some(1), None]);
-    }
-
-    #[test]
-    fn a_cpu_map_naming_a_cpu_twice_is_refused() {
-        // An extra core in the second cluster names cpu@1 again: every CPU is named, but
-        // cpu@1's cluster would be whichever came last.
-        let twice = tree_with_map(&[
-            &[(Some(0x8000), &[]), (Some(0x8001), &[])],
-            &[(Some(0x8002), &[]), (Some(0x8003), &[]), (Some(0x8001), &[])],
-        ]);
-        let mut cpus = virt_cpus();
-        assert_eq!(
-            read_cpu_map(&DeviceTree::new(&twice).unwrap(), &mut cpus),
-            Err(CpuMapError::NamedTwice { cpu: 1 })
-        );
-        // A core named both by its `cpu` and by one of its threads.
-        let core_and_thread =
-            tree_with_map(&[&[(Some(0x8000), &[0x8000, 0x8001])], &[(Some(0x8002), &[0x8003])]]);
-        let mut cpus = virt_cpus();
-        assert_eq!(
-            read_cpu_map(&DeviceTree::new(&core_and_thread).unwrap(), &mut cpus),
-            Err(CpuMapError::NamedTwice { cpu: 0 })
-        );
     }
 
     #[test]

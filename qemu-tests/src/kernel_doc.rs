@@ -10,6 +10,7 @@ const STACKS: &str = include_str!("../../kernel-shim/src/arch/stacks.rs");
 const SCHED: &str = include_str!("../../kernel-shim/src/sched/mod.rs");
 const WATCHDOG: &str = include_str!("../../kernel-shim/src/sched/watchdog.rs");
 const SCENARIO: &str = include_str!("../../kernel-shim/src/scenario.rs");
+const GROUPS: &str = include_str!("../../kernel-shim/src/scenario/groups.rs");
 const CORE_LIMITS: &str = include_str!("../../core/src/limits.rs");
 
 /// (what it is, source, constant), in the order the docs list them.
@@ -28,6 +29,7 @@ const CONSTANTS: &[(&str, &str, &str)] = &[
     ("default events of the nice scenario", SCENARIO, "NICE_EVENTS"),
     ("default events of the affinity scenario", SCENARIO, "AFF_EVENTS"),
     ("the nice scenario's margin on the weight ratio (%)", SCENARIO, "NICE_MARGIN_PCT"),
+    ("rounds of the groups scenario's nested case, each with new spinners", GROUPS, "NESTED_ROUNDS"),
     ("tick rates `hz=` takes", SCHED, "HZ_CHOICES"),
     ("default tick rate (the core's `DEFAULT_HZ`)", CORE_LIMITS, "DEFAULT_HZ"),
     ("default watchdog (ticks; `watchdog=0` turns it off)", WATCHDOG, "DEFAULT_WATCHDOG_TICKS"),
@@ -50,7 +52,7 @@ pub fn block() -> String {
 }
 
 /// Every definition of `name` in `src`: the build its `#[cfg]` line selects, and the value.
-fn definitions(src: &str, name: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn definitions(src: &str, name: &str) -> Vec<(&'static str, String)> {
     let lines: Vec<&str> = src.lines().map(str::trim).collect();
     let decl = format!("const {name}:");
     let mut found = Vec::new();

@@ -15,6 +15,7 @@ mod fuzz;
 mod imports;
 mod kernel_devicetree;
 mod kernel_doc;
+mod kernel_topology;
 mod links;
 mod linux;
 mod margins;

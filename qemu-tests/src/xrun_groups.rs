@@ -150,9 +150,9 @@ pub(crate) fn main(
         if ticking { "off" } else { "on" },
         m.boot_words()
     );
-    // Six cases, each with a warm-up of a quarter of its window, the churn's second, and
-    // deterministic mode's slowdown.
-    let b = qemu::boot(m, &line, mode, Duration::from_secs(120 + 40 * u64::from(seconds)));
+    // Eight windows (five cases, the nested case's rounds, the churn), each with a warm-up of
+    // a quarter of it, the churn's calm second, and deterministic mode's slowdown.
+    let b = qemu::boot(m, &line, mode, Duration::from_secs(120 + 56 * u64::from(seconds)));
     if b.code != Some(0) {
         let last: Vec<&str> = b.lines.iter().rev().take(3).map(String::as_str).collect();
         return Err(format!("the kernel's {line:?} failed (exit {:?}): {}", b.code, last.join(" | ")));

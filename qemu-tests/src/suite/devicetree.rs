@@ -76,7 +76,7 @@ const ALTERATIONS: &[Alteration] = &[
         node: "/cpus/cpu-map/cluster0/core1",
         property: "cpu",
         value: Value::Of { node: "/cpus/cpu-map/cluster0/core0", property: "cpu" },
-        expect: Expect::Refused("cpu-map names CPU"),
+        expect: Expect::Refused("cpu-map names hardware id 0x"),
     },
     Alteration {
         what: "cpu@3 marked failed",
