@@ -42,14 +42,22 @@ impl Platform for Clocked {
     }
 }
 
-/// CPU 0 is a LITTLE (446), CPU 1 a big one. A task too big for CPU 0 runs there alone; CPU 1's
-/// only task blocks, so CPU 1 balances as it goes idle: the misfit task cannot be pulled while
-/// it runs, so the pass asks CPU 0's stopper to push it (an active balance), and the clock's
-/// call of CPU 0's `reschedule` carries that out while CPU 1's pass is still under way.
+/// CPU 0's capacity: a LITTLE CPU's.
+const LITTLE: u64 = 446;
+/// The big task's utilisation: more than fits on a LITTLE CPU with its margin.
+const BIG_UTIL: u64 = 600;
+/// A load average that never paused.
+const FULL: u64 = 1024;
+
+/// CPU 0 is a LITTLE ([`LITTLE`]), CPU 1 a big one. A task too big for CPU 0 runs there
+/// alone; CPU 1's only task blocks, so CPU 1 balances as it goes idle: the misfit task cannot
+/// be pulled while it runs, so the pass asks CPU 0's stopper to push it (an active balance),
+/// and the clock's call of CPU 0's `reschedule` carries that out while CPU 1's pass is still
+/// under way.
 fn life() -> (usize, usize) {
     let set = |n: u64| NOW.with(|c| c.set(n));
     let mut now = MS;
-    S.init_with(|t| t.init_big_little(1, 1, 446)).unwrap();
+    S.init_with(|t| t.init_big_little(1, 1, LITTLE)).unwrap();
     S.cpu_up(0, now).unwrap();
     S.cpu_up(1, now).unwrap();
     let pinned = |cpu| TaskParams { affinity: CpuMask::single(cpu), ..TaskParams::default() };
@@ -57,8 +65,8 @@ fn life() -> (usize, usize) {
     assert_eq!(S.reschedule(0, now, |_| {}).unwrap().next.map(|(t, _)| t), Some(big));
     S.set_affinity(0, now, big, CpuMask::first_n(2)).unwrap();
     let smp = S.smp();
-    smp.inject_task_pelt(big, 600, 600, 1024).unwrap();
-    smp.inject_rq_pelt(0, 446, 600, 1024).unwrap();
+    smp.inject_task_pelt(big, BIG_UTIL, BIG_UTIL as u32, FULL).unwrap();
+    smp.inject_rq_pelt(0, LITTLE, BIG_UTIL, FULL).unwrap();
     // CPU 0's tick publishes the misfit load. A second task there for a moment marks the
     // machine overloaded (as a runqueue of two does), which a newly-idle pass requires.
     now += 4 * MS;
