@@ -341,6 +341,17 @@ static GIC: Lock<Option<Gic>> = Lock::new(None);
 /// PSCI through SMC (else HVC), from the device tree's `/psci` node.
 static PSCI_SMC: AtomicBool = AtomicBool::new(false);
 
+/// The index of the GIC redistributor whose `GICR_TYPER` affinity is `affinity` (Aff3 and
+/// Aff2-0, as [`hw_id`] holds them). The driver numbers redistributors in memory order, which
+/// need not be the kernel's CPU order: the boot CPU is CPU 0 whatever its affinity.
+fn redistributor_of(gic: &mut GicV3<'_>, affinity: u64) -> Result<usize, ArchError> {
+    (0..)
+        .map_while(|frame| gic.gicr_typer(frame).ok().map(|t| (frame, t.core_mpidr())))
+        .find(|&(_, a)| a == affinity)
+        .map(|(frame, _)| frame)
+        .ok_or(ArchError::new("no GIC redistributor has this CPU's affinity"))
+}
+
 /// Machine-wide set-up on CPU 0, before the others start: the counter's frequency checked,
 /// the PSCI conduit from the device tree (needed only to start more than one CPU), the GIC
 /// distributor and all `ncpus` redistributors.
@@ -363,26 +374,29 @@ pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), Ar
     // memory with the MMU off, and this is the only driver instance (created once).
     let mut gic = unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, ncpus) }
         .map_err(|_| ArchError::new("GICv3 redistributor frames not recognised"))?;
-    gic.setup(0);
+    let boot = redistributor_of(&mut gic, hw_id(0))?;
+    gic.setup(boot);
     *GIC.lock() = Some(Gic(gic));
     Ok(())
 }
 
-/// Per-CPU interrupt set-up: system-register interface, redistributor awake, group 1 on, the
-/// SGIs `ipis` and the timer PPI enabled, priority mask open.
+/// Per-CPU interrupt set-up: system-register interface, the CPU's redistributor (the one of
+/// its affinity) awake, group 1 on, the SGIs `ipis` and the timer PPI enabled, priority mask
+/// open.
 pub fn cpu_init(cpu: usize, ipis: &[u32]) -> Result<(), ArchError> {
     let _irq = IrqGuard::mask();
     let mut g = GIC.lock();
     let Some(Gic(gic)) = g.as_mut() else { return Err(ArchError::new("GIC not initialised")) };
+    let frame = redistributor_of(gic, hw_id(cpu))?;
     if cpu != 0 {
-        gic.init_cpu(cpu);
+        gic.init_cpu(frame);
         GicCpuInterface::enable_group1(true);
     }
     for &s in ipis {
-        gic.enable_interrupt(IntId::sgi(s), Some(cpu), true)
+        gic.enable_interrupt(IntId::sgi(s), Some(frame), true)
             .map_err(|_| ArchError::new("cannot enable an SGI"))?;
     }
-    gic.enable_interrupt(TIMER_INTID, Some(cpu), true)
+    gic.enable_interrupt(TIMER_INTID, Some(frame), true)
         .map_err(|_| ArchError::new("cannot enable the timer PPI"))?;
     GicCpuInterface::set_priority_mask(0xff);
     Ok(())
