@@ -354,7 +354,9 @@ fn redistributor_of(gic: &mut GicV3<'_>, affinity: u64) -> Result<usize, ArchErr
 
 /// Machine-wide set-up on CPU 0, before the others start: the counter's frequency checked,
 /// the PSCI conduit from the device tree (needed only to start more than one CPU), the GIC
-/// distributor and all `ncpus` redistributors.
+/// distributor and every redistributor up to the one marked last (or [`MAX_CPUS`] of them):
+/// a machine may have more than the kernel runs on (a core the firmware marked failed), and
+/// the kernel's CPUs look theirs up by affinity among them all.
 pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
     if !super::COUNTER_HZ_RANGE.contains(&CNTFRQ_EL0.get()) {
@@ -370,10 +372,22 @@ pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), Ar
     let _irq = IrqGuard::mask();
     let gicd = NonNull::new(GICD_BASE as *mut Gicd).ok_or(ArchError::new("null GICD"))?;
     let gicr = NonNull::new(GICR_BASE as *mut GicrSgi).ok_or(ArchError::new("null GICR"))?;
+    let unrecognised = |_| ArchError::new("GICv3 redistributor frames not recognised");
     // SAFETY: these are QEMU virt's GICv3 distributor and redistributor frames, device
-    // memory with the MMU off, and this is the only driver instance (created once).
-    let mut gic = unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, ncpus) }
-        .map_err(|_| ArchError::new("GICv3 redistributor frames not recognised"))?;
+    // memory with the MMU off. This first instance only reads `GICR_TYPER`s, up to the frame
+    // marked last, and is dropped before the driver's own instance is created.
+    let frames = {
+        let mut probe =
+            unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, MAX_CPUS) }.map_err(unrecognised)?;
+        (0..MAX_CPUS)
+            .position(|f| probe.gicr_typer(f).is_ok_and(|t| t.last_redistributor()))
+            .map_or(MAX_CPUS, |last| last + 1)
+    };
+    if frames < ncpus {
+        return Err(ArchError::new("fewer GIC redistributors than CPUs"));
+    }
+    // SAFETY: as above, and this is the only driver instance from here on (created once).
+    let mut gic = unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, frames) }.map_err(unrecognised)?;
     let boot = redistributor_of(&mut gic, hw_id(0))?;
     gic.setup(boot);
     *GIC.lock() = Some(Gic(gic));
