@@ -32,6 +32,9 @@ pub const TICKLESS: bool = true;
 const UART_BASE: usize = 0x0900_0000;
 const GICD_BASE: usize = 0x0800_0000;
 const GICR_BASE: usize = 0x080A_0000;
+/// Redistributor frames QEMU virt's GICv3 region holds (0xF6_0000 bytes of 128 KiB frames):
+/// the most the port looks for the one marked last among.
+const GICR_FRAMES: usize = 0x00F6_0000 / 0x2_0000;
 const DTB_BASE: usize = 0x4000_0000;
 /// The EL1 virtual timer's PPI (INTID 27).
 const TIMER_INTID: IntId = IntId::ppi(11);
@@ -354,9 +357,10 @@ fn redistributor_of(gic: &mut GicV3<'_>, affinity: u64) -> Result<usize, ArchErr
 
 /// Machine-wide set-up on CPU 0, before the others start: the counter's frequency checked,
 /// the PSCI conduit from the device tree (needed only to start more than one CPU), the GIC
-/// distributor and every redistributor up to the one marked last (or [`MAX_CPUS`] of them):
-/// a machine may have more than the kernel runs on (a core the firmware marked failed), and
-/// the kernel's CPUs look theirs up by affinity among them all.
+/// distributor and every redistributor up to the one marked last (at most [`GICR_FRAMES`]):
+/// a machine may have more than the kernel runs on (a core the firmware marked failed, or
+/// more cores than the build drives), and the kernel's CPUs look theirs up by affinity among
+/// them all.
 pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
     if !super::COUNTER_HZ_RANGE.contains(&CNTFRQ_EL0.get()) {
@@ -374,14 +378,15 @@ pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), Ar
     let gicr = NonNull::new(GICR_BASE as *mut GicrSgi).ok_or(ArchError::new("null GICR"))?;
     let unrecognised = |_| ArchError::new("GICv3 redistributor frames not recognised");
     // SAFETY: these are QEMU virt's GICv3 distributor and redistributor frames, device
-    // memory with the MMU off. This first instance only reads `GICR_TYPER`s, up to the frame
-    // marked last, and is dropped before the driver's own instance is created.
+    // memory with the MMU off. This first instance only reads registers of the frames up to
+    // the one marked last (and the first frame's identification), and is dropped before the
+    // driver's own instance is created.
     let frames = {
         let mut probe =
-            unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, MAX_CPUS) }.map_err(unrecognised)?;
-        (0..MAX_CPUS)
+            unsafe { GicV3::new(UniqueMmioPointer::new(gicd), gicr, GICR_FRAMES) }.map_err(unrecognised)?;
+        (0..GICR_FRAMES)
             .position(|f| probe.gicr_typer(f).is_ok_and(|t| t.last_redistributor()))
-            .map_or(MAX_CPUS, |last| last + 1)
+            .map_or(GICR_FRAMES, |last| last + 1)
     };
     if frames < ncpus {
         return Err(ArchError::new("fewer GIC redistributors than CPUs"));
