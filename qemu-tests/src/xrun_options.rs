@@ -89,9 +89,8 @@ pub(crate) struct Args {
     /// Task groups instead of sysbench: kselftest test_cpu.c's shapes (cpu.weight 50, 100,
     /// 150 over- and under-provisioned, a nested hierarchy, 40 threads against one, cpu.max
     /// at 10 % of a CPU) and LTP cfs_bandwidth01's churn, --seconds each (each round of the
-    /// kernel's nested case too), the kernel's
-    /// `scenario=groups` beside the simulator's `cargo xsim groups`, and with --linux
-    /// Linux's cgroup v2 on the same machine.
+    /// kernel's nested case too), the kernel's `scenario=groups` beside the simulator's
+    /// `cargo xsim groups`, and with --linux Linux's cgroup v2 on the same machine.
     #[arg(long)]
     pub(crate) groups: bool,
     /// With --groups: how long each case runs (s), 1..=30 (not given: 10, as kselftest's).

@@ -24,18 +24,17 @@
 //!
 //! Every call names the CPU it runs on and is made with that CPU's interrupts masked. No
 //! [`Platform`] callback runs under a lock of the machine: what a call decides to tell the
-//! platform is recorded while locked and delivered at the end of the call (see
-//! [`Deferred`]; the clock is asked at once, with no lock held either). A callback may
-//! therefore call anything: a call that enters a CPU still inside a call on the callback's
-//! CPU returns [`SchedError::Reentered`], as does such a call from an interrupt taken with
-//! interrupts unmasked, and every other call runs. The reads ([`Scheduler::current`],
+//! platform is recorded while locked and delivered at the end of the call (see [`Deferred`];
+//! the clock is asked at once, with no lock held either). A callback may therefore call
+//! anything: a call that enters a CPU still inside a call on the callback's CPU returns
+//! [`SchedError::Reentered`], as does such a call from an interrupt taken with interrupts
+//! unmasked, and every other call runs. The reads ([`Scheduler::current`],
 //! [`Scheduler::payload`], [`Scheduler::state`], [`Scheduler::task_cpu`],
 //! [`Scheduler::balance_report`]) enter no CPU and are not checked: from such an interrupt
-//! they may wait for the call it interrupted, so they too are made with interrupts masked. A request for a CPU that another CPU
-//! posts while it is inside a call reaches it at the end of that call, and
-//! [`Scheduler::need_resched`] and [`Scheduler::reschedule`] count it. `now` is
-//! nanoseconds of one monotonic clock all CPUs share; 0 is refused
-//! ([`SchedError::ZeroTime`]).
+//! they may wait for the call it interrupted, so they too are made with interrupts masked. A
+//! request for a CPU that another CPU posts while it is inside a call reaches it at the end of
+//! that call, and [`Scheduler::need_resched`] and [`Scheduler::reschedule`] count it. `now` is
+//! nanoseconds of one monotonic clock all CPUs share; 0 is refused ([`SchedError::ZeroTime`]).
 //!
 //! ```
 //! use sched_core::port::Scheduler;
