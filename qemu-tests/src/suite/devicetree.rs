@@ -1,16 +1,18 @@
-//! riscv64 reads its machine from the device tree OpenSBI passes on, so a damaged tree can say
-//! anything that parses. The board's own tree (QEMU `dumpdtb`) is booted with one property
-//! rewritten in place per boot: rates the kernel must use, or refuse with exit 4 and one line
-//! (`timebase-frequency`, checked against the port's counter range), a hardware id listed
-//! twice and a `cpu-map` naming a CPU twice, which it must refuse, and a CPU the firmware
-//! marks failed, which it must leave out.
+//! The virt boards' kernels read their machine from a device tree (riscv64's from OpenSBI,
+//! aarch64's from QEMU), so a damaged tree can say anything that parses. The board's own tree
+//! (QEMU `dumpdtb`) is booted with one property rewritten in place per boot. On both boards: a
+//! hardware id listed twice and a `cpu-map` naming a CPU twice, which the kernel must refuse
+//! with exit 4 and one line. On riscv64 also rates the kernel must use or refuse
+//! (`timebase-frequency`, checked against the port's counter range) and a CPU the firmware
+//! marks failed, which it must leave out; on aarch64 a CPU whose Aff0 an SGI's target list
+//! does not reach, which it must refuse.
 
 use std::path::Path;
 use std::time::Duration;
 
 use super::judges::EXIT_MACHINE;
-use crate::kernel_devicetree::devicetree::DeviceTree;
-use crate::qemu::{self, Boot, Machine, Mode};
+use crate::kernel_devicetree::devicetree::{DeviceTree, HEADER_LEN};
+use crate::qemu::{self, Arch, Boot, Machine, Mode};
 
 /// How a boot of an altered tree must end.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,9 +42,9 @@ struct Alteration {
     expect: Expect,
 }
 
-/// The alterations booted. The first is the control: a plausible rate, which shows that the
-/// rewritten tree reaches the kernel.
-const ALTERATIONS: &[Alteration] = &[
+/// The alterations booted on riscv64. The first is the control: a plausible rate, which shows
+/// that the rewritten tree reaches the kernel.
+const RISCV64: &[Alteration] = &[
     Alteration {
         what: "timebase-frequency 12.5 MHz",
         node: "/cpus",
@@ -87,6 +89,41 @@ const ALTERATIONS: &[Alteration] = &[
     },
 ];
 
+/// The alterations booted on aarch64. Each refusal names what only the rewritten tree says,
+/// so each shows that the tree reached the kernel.
+const AARCH64: &[Alteration] = &[
+    Alteration {
+        what: "cpu@2 with cpu@1's affinity",
+        node: "/cpus/cpu@2",
+        property: "reg",
+        value: Value::Bytes(&1u32.to_be_bytes()),
+        expect: Expect::Refused("lists hardware id 0x1 twice"),
+    },
+    Alteration {
+        what: "cpu-map's core1 naming core0's CPU",
+        node: "/cpus/cpu-map/socket0/cluster0/core1",
+        property: "cpu",
+        value: Value::Of { node: "/cpus/cpu-map/socket0/cluster0/core0", property: "cpu" },
+        expect: Expect::Refused("cpu-map names hardware id 0x"),
+    },
+    Alteration {
+        what: "cpu@1 at Aff0 16",
+        node: "/cpus/cpu@1",
+        property: "reg",
+        value: Value::Bytes(&0x10u32.to_be_bytes()),
+        expect: Expect::Refused("hardware id 0x10): its Aff0 is above 15"),
+    },
+];
+
+/// The alterations booted on `arch` (none on the boards without a device tree).
+fn alterations(arch: Arch) -> &'static [Alteration] {
+    match arch {
+        Arch::Riscv64 => RISCV64,
+        Arch::Aarch64 => AARCH64,
+        _ => &[],
+    }
+}
+
 /// `dtb` with property `name` of the node at `node` set to `value`, which must be as long as
 /// the old one; `None` if the blob is not a well-formed tree (the kernel's reader opens it) or
 /// has no such property of that length.
@@ -100,6 +137,27 @@ fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> 
     let at = old.as_ptr() as usize - dtb.as_ptr() as usize;
     let mut out = dtb.to_vec();
     out[at..at + value.len()].copy_from_slice(value);
+    Some(out)
+}
+
+/// `dtb` without the free space at its end (QEMU's dump keeps the 1 MiB it built the tree
+/// in): QEMU places an aarch64 tree below the kernel's image, and skips, without a word, one
+/// that does not fit there with room to grow. `None` unless the header is whole, the
+/// reservation map lies before both blocks, and the blocks end within the blob and its total
+/// size.
+fn packed(dtb: &[u8]) -> Option<Vec<u8>> {
+    let word = |i: usize| Some(u32::from_be_bytes(dtb.get(4 * i..4 * i + 4)?.try_into().ok()?) as usize);
+    // Header words: 1 the total size, 2 the structure block's offset, 3 the strings', 4 the
+    // reservation map's, 8 the strings' size, 9 the structure's size.
+    let (structs, strings, map) = (word(2)?, word(3)?, word(4)?);
+    let end = structs.checked_add(word(9)?)?.max(strings.checked_add(word(8)?)?);
+    // The map's last entry, all zeros, is 16 bytes.
+    let map_fits = map >= HEADER_LEN && map.checked_add(16)? <= structs.min(strings);
+    if !map_fits || end > dtb.len() || end > word(1)? {
+        return None;
+    }
+    let mut out = dtb[..end].to_vec();
+    out[4..8].copy_from_slice(&(end as u32).to_be_bytes());
     Some(out)
 }
 
@@ -126,18 +184,22 @@ fn judge(a: &Alteration, b: &Boot) -> Result<(), String> {
         Ok(())
     } else {
         Err(format!(
-            "{}: exit {:?} (timed out: {}), not exit {code} with \"{line}\"",
-            a.what, b.code, b.timed_out
+            "{}: exit {:?} (timed out: {}), not exit {code} with \"{line}\" (last line: {:?})",
+            a.what,
+            b.code,
+            b.timed_out,
+            b.lines.last().map_or("", String::as_str)
         ))
     }
 }
 
-/// Boots riscv64 with each of [`ALTERATIONS`]; one verdict for the set. Returns (passed, failed).
+/// Boots `m` with each of its [`alterations`]; one verdict for the set. Returns (passed, failed).
 pub(super) fn run(m: &Machine) -> (u64, u64) {
+    let alterations = alterations(m.arch);
     eprint!(
         "xtest: qemu {} altered device trees: {} boots, each used or refused with exit {EXIT_MACHINE} as it must ... ",
         m.arch.name(),
-        ALTERATIONS.len()
+        alterations.len()
     );
     let start = std::time::Instant::now();
     let dir = std::env::temp_dir().join(format!("fairsched-dtb-{}-{}", std::process::id(), qemu::unique()));
@@ -145,14 +207,18 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
         std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display())).and_then(|()| {
             let board = dump(m, &dir.join("board.dtb"))?;
             let mut trees = Vec::new();
-            for (i, a) in ALTERATIONS.iter().enumerate() {
+            for (i, a) in alterations.iter().enumerate() {
                 let value = match a.value {
                     Value::Bytes(v) => v.to_vec(),
                     Value::Of { node, property } => property_value(&board, node, property)
                         .ok_or(format!("the board's device tree has no {node} {property} to copy"))?,
                 };
-                let dtb = altered(&board, a.node, a.property, &value)
+                let mut dtb = altered(&board, a.node, a.property, &value)
                     .ok_or(format!("the board's device tree has no {} {} to rewrite", a.node, a.property))?;
+                // (OpenSBI adds nodes to riscv64's tree in place: that one keeps its room.)
+                if m.arch == Arch::Aarch64 {
+                    dtb = packed(&dtb).ok_or("the board's device tree has blocks beyond its end")?;
+                }
                 let path = dir.join(format!("altered-{i}.dtb"));
                 std::fs::write(&path, &dtb).map_err(|e| format!("{}: {e}", path.display()))?;
                 trees.push(path);
@@ -160,13 +226,13 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
             let mut why = Vec::new();
             crate::pool::in_order(
                 Mode::Deterministic,
-                ALTERATIONS.len(),
+                alterations.len(),
                 |i| {
                     let m = Machine { dtb: Some(trees[i].clone()), ..m.clone() };
                     qemu::boot(&m, "scenario=boot", Mode::Deterministic, Duration::from_secs(60))
                 },
                 |i, b| {
-                    if let Err(e) = judge(&ALTERATIONS[i], &b) {
+                    if let Err(e) = judge(&alterations[i], &b) {
                         why.push(e);
                     }
                 },
@@ -219,6 +285,46 @@ mod tests {
         let after = altered(&tree, "/cpus/cpu-map/cluster1/core1", "cpu", &core0).expect("core1's cpu");
         assert_eq!(property_value(&after, "/cpus/cpu-map/cluster1/core1", "cpu"), Some(core0));
         assert_eq!(property_value(&tree, "/cpus/cpu-map/cluster9/core0", "cpu"), None);
+    }
+
+    /// `tree` with header word `i` set to `v`.
+    fn with_word(tree: &[u8], i: usize, v: usize) -> Vec<u8> {
+        let mut t = tree.to_vec();
+        t[4 * i..4 * i + 4].copy_from_slice(&(v as u32).to_be_bytes());
+        t
+    }
+
+    #[test]
+    fn a_packed_tree_ends_with_its_last_block() {
+        let tree = virt_tree();
+        // Room at the end, as QEMU's dump has: packing gives the tree back exactly.
+        let mut roomy = tree.clone();
+        roomy.resize(tree.len() + 4096, 0);
+        let roomy = with_word(&roomy, 1, roomy.len());
+        assert_eq!(packed(&roomy), Some(tree.clone()));
+        assert_eq!(packed(&tree), Some(tree.clone()), "a packed tree stays as it is");
+        // The structure block last: its end is the tree's.
+        let word = |t: &[u8], i: usize| u32::from_be_bytes(t[4 * i..4 * i + 4].try_into().unwrap()) as usize;
+        let (structs, strings) = ((word(&tree, 2), word(&tree, 9)), (word(&tree, 3), word(&tree, 8)));
+        assert!(strings.0 == structs.0 + structs.1, "virt_tree: the strings follow the structure");
+        let mut swapped = tree[..HEADER_LEN + 16].to_vec();
+        swapped.extend_from_slice(&tree[strings.0..strings.0 + strings.1]);
+        swapped.extend_from_slice(&tree[structs.0..structs.0 + structs.1]);
+        let swapped = with_word(&swapped, 3, HEADER_LEN + 16);
+        let swapped = with_word(&swapped, 2, HEADER_LEN + 16 + strings.1);
+        let mut roomy = swapped.clone();
+        roomy.resize(swapped.len() + 64, 0);
+        let roomy = with_word(&roomy, 1, roomy.len());
+        assert_eq!(packed(&roomy), Some(with_word(&swapped, 1, swapped.len())));
+        // Refused: blocks beyond the blob or its total size, a header cut short or whose
+        // blocks would overlap it, a reservation map after a block.
+        assert_eq!(packed(&tree[..tree.len() - 1]), None, "blocks beyond the blob");
+        assert_eq!(packed(&with_word(&tree, 1, tree.len() - 1)), None, "blocks beyond the total size");
+        assert_eq!(packed(&tree[..12]), None, "no whole header");
+        let zeros = with_word(&with_word(&with_word(&with_word(&tree, 2, 0), 3, 0), 8, 0), 9, 0);
+        assert_eq!(packed(&zeros), None, "blocks inside the header");
+        assert_eq!(packed(&with_word(&tree, 4, tree.len() - 16)), None, "the map after the blocks");
+        assert_eq!(packed(&with_word(&tree, 9, u32::MAX as usize)), None, "a size past the address space");
     }
 
     #[test]

@@ -98,7 +98,7 @@ fn run_arch(m: &Machine) -> (u64, u64) {
         f += wf;
         more = VCPU_CASES.len() + 2 * workloads::WORKLOAD_CASES.len();
     }
-    if m.arch == Arch::Riscv64 {
+    if m.arch.virt() {
         let (tp, tf) = devicetree::run(m);
         p += tp;
         f += tf;

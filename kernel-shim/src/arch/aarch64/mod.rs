@@ -356,11 +356,11 @@ fn redistributor_of(gic: &mut GicV3<'_>, affinity: u64) -> Result<usize, ArchErr
 }
 
 /// Machine-wide set-up on CPU 0, before the others start: the counter's frequency checked,
-/// the PSCI conduit from the device tree (needed only to start more than one CPU), the GIC
-/// distributor and every redistributor up to the one marked last (at most [`GICR_FRAMES`]):
-/// a machine may have more than the kernel runs on (a core the firmware marked failed, or
-/// more cores than the build drives), and the kernel's CPUs look theirs up by affinity among
-/// them all.
+/// the PSCI conduit from the device tree (needed only to start more than one CPU), the boot
+/// CPU's affinity checked against what an SGI reaches, the GIC distributor and every
+/// redistributor up to the one marked last (at most [`GICR_FRAMES`]): a machine may have more
+/// than the kernel runs on (a core the firmware marked failed, or more cores than the build
+/// drives), and the kernel's CPUs look theirs up by affinity among them all.
 pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), ArchError> {
     let fdt = fdt.ok_or(ArchError::new("no device tree"))?;
     if !super::COUNTER_HZ_RANGE.contains(&CNTFRQ_EL0.get()) {
@@ -372,6 +372,11 @@ pub fn machine_init(fdt: Option<&DeviceTree<'_>>, ncpus: usize) -> Result<(), Ar
         Some("smc") => PSCI_SMC.store(true, Ordering::Relaxed),
         _ if ncpus > 1 => return Err(ArchError::new("no /psci method (hvc or smc) to start CPUs with")),
         _ => {}
+    }
+    if !sgi_reaches(hw_id(0)) {
+        return Err(ArchError::new(
+            "the boot CPU's Aff0 is above 15, where an SGI's target list does not reach",
+        ));
     }
     let _irq = IrqGuard::mask();
     let gicd = NonNull::new(GICD_BASE as *mut Gicd).ok_or(ArchError::new("null GICD"))?;
@@ -422,8 +427,11 @@ pub fn cpu_init(cpu: usize, ipis: &[u32]) -> Result<(), ArchError> {
 }
 
 /// Starts the CPU with affinity `hw_id` as kernel CPU `index` (PSCI `CPU_ON`, context id =
-/// index).
+/// index); refused before the call if an SGI could not reach it.
 pub fn start_cpu(index: usize, hw_id: u64) -> Result<(), ArchError> {
+    if !sgi_reaches(hw_id) {
+        return Err(ArchError::new("its Aff0 is above 15, where an SGI's target list does not reach"));
+    }
     record_hw_id(index, hw_id);
     let entry = _secondary_entry as *const () as usize as u64;
     let r = if PSCI_SMC.load(Ordering::Relaxed) {
@@ -483,7 +491,18 @@ pub fn irq_eoi(irq: Irq) {
     GicCpuInterface::end_interrupt(irq.0, InterruptGroup::Group1)
 }
 
-/// Sends IPI `kind` (SGI `kind`) to kernel CPU `cpu`.
+/// The highest Aff0 an SGI reaches: its target list has one bit for each of Aff0 0 to 15.
+/// (GICv3's range selector reaches further on a distributor that supports it; the kernel
+/// does not use it, so it refuses a CPU it could not interrupt.)
+const SGI_AFF0_MAX: u64 = 15;
+
+/// Whether an SGI can reach the CPU of affinity `hw_id`.
+fn sgi_reaches(hw_id: u64) -> bool {
+    hw_id & 0xff <= SGI_AFF0_MAX
+}
+
+/// Sends IPI `kind` (SGI `kind`) to kernel CPU `cpu`, whose Aff0 is at most
+/// [`SGI_AFF0_MAX`] ([`machine_init`] and [`start_cpu`] refuse any other).
 pub fn send_ipi(cpu: usize, kind: u32) {
     let mpidr = hw_id(cpu);
     let target = SgiTarget::List {
