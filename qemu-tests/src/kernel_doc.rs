@@ -1,7 +1,7 @@
 //! The kernel's limits and defaults as its docs list them, generated from its source text
 //! (the kernel is a bare-metal crate, not a dependency of this host crate): each constant with
 //! its value in every build that defines it (`cargo xreport` writes the block; `cargo xtest`
-//! checks it).
+//! checks it). The runner reads some of them for itself too (the groups scenario's rounds).
 
 use std::fmt::Write;
 
@@ -51,6 +51,13 @@ pub fn block() -> String {
     out
 }
 
+/// Rounds of the groups scenario's nested case, as the kernel's source defines them: each
+/// is a window of its own, which the runner's hang limit for that scenario counts.
+pub(crate) fn nested_rounds() -> u64 {
+    let defs = definitions(GROUPS, "NESTED_ROUNDS");
+    defs[0].1.parse().expect("NESTED_ROUNDS is an integer literal")
+}
+
 /// Every definition of `name` in `src`: the build its `#[cfg]` line selects, and the value.
 pub(crate) fn definitions(src: &str, name: &str) -> Vec<(&'static str, String)> {
     let lines: Vec<&str> = src.lines().map(str::trim).collect();
@@ -86,6 +93,13 @@ fn build(cfg: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The groups hang limit counts the nested rounds the kernel runs: the constant must
+    /// stay a literal the runner can read.
+    #[test]
+    fn nested_rounds_are_read_from_the_kernel() {
+        assert!(nested_rounds() >= 1);
+    }
 
     #[test]
     fn each_definition_is_named_by_its_build() {

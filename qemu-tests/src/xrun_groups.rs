@@ -150,9 +150,11 @@ pub(crate) fn main(
         if ticking { "off" } else { "on" },
         m.boot_words()
     );
-    // Eight windows (five cases, the nested case's rounds, the churn), each with a warm-up of
-    // a quarter of it, the churn's calm second, and deterministic mode's slowdown.
-    let b = qemu::boot(m, &line, mode, Duration::from_secs(120 + 56 * u64::from(seconds)));
+    // A window per case (weights, under, many, capped, the churn) and per nested round, each
+    // with a warm-up of a quarter of it; seven host seconds per simulated one cover that and
+    // deterministic mode's slowdown, and the fixed part the boot and the churn's calm second.
+    let windows = 5 + crate::kernel_doc::nested_rounds();
+    let b = qemu::boot(m, &line, mode, Duration::from_secs(120 + 7 * windows * u64::from(seconds)));
     if b.code != Some(0) {
         let last: Vec<&str> = b.lines.iter().rev().take(3).map(String::as_str).collect();
         return Err(format!("the kernel's {line:?} failed (exit {:?}): {}", b.code, last.join(" | ")));
