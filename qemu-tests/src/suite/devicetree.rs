@@ -42,6 +42,27 @@ struct Alteration {
     expect: Expect,
 }
 
+/// A CPU given another's hardware id (a hart id, an affinity), which the kernel must refuse.
+const ID_TWICE: Alteration = Alteration {
+    what: "cpu@2 with cpu@1's hardware id",
+    node: "/cpus/cpu@2",
+    property: "reg",
+    value: Value::Bytes(&1u32.to_be_bytes()),
+    expect: Expect::Refused("lists hardware id 0x1 twice"),
+};
+
+/// `cpu-map` core `second` naming the CPU core `first` names (its phandle copied from the
+/// board's tree), which the kernel must refuse rather than guess the CPU's cluster.
+const fn map_names_twice(second: &'static str, first: &'static str) -> Alteration {
+    Alteration {
+        what: "cpu-map's core1 naming core0's CPU",
+        node: second,
+        property: "cpu",
+        value: Value::Of { node: first, property: "cpu" },
+        expect: Expect::Refused("cpu-map names hardware id 0x"),
+    }
+}
+
 /// The alterations booted on riscv64. The first is the control: a plausible rate, which shows
 /// that the rewritten tree reaches the kernel.
 const RISCV64: &[Alteration] = &[
@@ -66,20 +87,8 @@ const RISCV64: &[Alteration] = &[
         value: Value::Bytes(&2_000_000_000u32.to_be_bytes()),
         expect: Expect::Refused("timebase-frequency out of range"),
     },
-    Alteration {
-        what: "cpu@2 with cpu@1's hart id",
-        node: "/cpus/cpu@2",
-        property: "reg",
-        value: Value::Bytes(&1u32.to_be_bytes()),
-        expect: Expect::Refused("lists hardware id 0x1 twice"),
-    },
-    Alteration {
-        what: "cpu-map's core1 naming core0's CPU",
-        node: "/cpus/cpu-map/cluster0/core1",
-        property: "cpu",
-        value: Value::Of { node: "/cpus/cpu-map/cluster0/core0", property: "cpu" },
-        expect: Expect::Refused("cpu-map names hardware id 0x"),
-    },
+    ID_TWICE,
+    map_names_twice("/cpus/cpu-map/cluster0/core1", "/cpus/cpu-map/cluster0/core0"),
     Alteration {
         what: "cpu@3 marked failed",
         node: "/cpus/cpu@3",
@@ -92,20 +101,8 @@ const RISCV64: &[Alteration] = &[
 /// The alterations booted on aarch64. Each refusal names what only the rewritten tree says,
 /// so each shows that the tree reached the kernel.
 const AARCH64: &[Alteration] = &[
-    Alteration {
-        what: "cpu@2 with cpu@1's affinity",
-        node: "/cpus/cpu@2",
-        property: "reg",
-        value: Value::Bytes(&1u32.to_be_bytes()),
-        expect: Expect::Refused("lists hardware id 0x1 twice"),
-    },
-    Alteration {
-        what: "cpu-map's core1 naming core0's CPU",
-        node: "/cpus/cpu-map/socket0/cluster0/core1",
-        property: "cpu",
-        value: Value::Of { node: "/cpus/cpu-map/socket0/cluster0/core0", property: "cpu" },
-        expect: Expect::Refused("cpu-map names hardware id 0x"),
-    },
+    ID_TWICE,
+    map_names_twice("/cpus/cpu-map/socket0/cluster0/core1", "/cpus/cpu-map/socket0/cluster0/core0"),
     Alteration {
         what: "cpu@1 at Aff0 16",
         node: "/cpus/cpu@1",
