@@ -3,6 +3,10 @@
 
 use super::*;
 
+pub(crate) const SET_AFFINITY_LEFT_OUTSIDE: &str =
+    "set_affinity: Ok but the queued task stays outside its new affinity";
+
+/// Checks one call's result and effects; pushes what is wrong onto `fails`.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn check_call<const T: usize>(
     m: &M<T>,
@@ -255,11 +259,4 @@ pub(crate) fn exited_sample(model: &Model, i: usize) -> Vec<TaskId> {
         v.extend((0..4).map(|k| e[(i * 4 + k) % e.len()]));
     }
     v
-}
-
-pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
-    p.downcast_ref::<&str>()
-        .map(|s| s.to_string())
-        .or_else(|| p.downcast_ref::<String>().cloned())
-        .unwrap_or_else(|| "non-string panic".into())
 }

@@ -110,8 +110,6 @@ use snapshot::*;
 
 // ---- what the parts share ----------------------------------------------------------------
 
-const SET_AFFINITY_LEFT_OUTSIDE: &str = "set_affinity: Ok but the queued task stays outside its new affinity";
-
 #[derive(Debug, Clone)]
 struct Failure {
     /// The kind of failure: what is counted and what a shrunk case must reproduce.
@@ -140,7 +138,19 @@ struct Topo {
     build: fn(&mut Topology<CPUS>) -> Result<(), TopologyError>,
 }
 
-/// Checks one call's result and effects; pushes what is wrong onto `fails`.
+// ---- the test per topology --------------------------------------------------------------
+
+/// A number from the environment (`_` separators allowed), if set and valid.
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().replace('_', "").parse().ok())
+}
+
+static TOTAL_CALLS: AtomicU64 = AtomicU64::new(0);
+static TOTAL_FAILURES: AtomicU64 = AtomicU64::new(0);
+static TESTS_DONE: AtomicUsize = AtomicUsize::new(0);
+
+/// Runs generated cases on `topo` until the calls' budget is spent; shrinks the first case of
+/// each kind of failure and fails with all of them.
 fn hostile<const T: usize>(topo: Topo) {
     let _watch = StopWatch(start_watchdog(topo.name));
     let long = env_u64("HOSTILE_CALLS");

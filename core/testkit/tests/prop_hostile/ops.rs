@@ -1,5 +1,5 @@
-//! Operations as generated (arguments that may be out of range), their strategies, and the
-//! calls they resolve to with the machine they run on.
+//! Operations as generated (arguments that may be out of range) and their strategies, the
+//! concrete calls they resolve to, and how a call runs on the machine (`execute`).
 
 use super::*;
 

@@ -169,10 +169,6 @@ pub(crate) fn shrink<const T: usize, I: Input>(
     cur
 }
 
-pub(crate) fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok().and_then(|v| v.trim().replace('_', "").parse().ok())
-}
-
 /// Progress of the topology test on this thread, for its watchdog.
 pub(crate) struct Watch {
     pub(crate) calls: AtomicU64,
@@ -232,6 +228,9 @@ impl Drop for StopWatch {
     }
 }
 
-pub(crate) static TOTAL_CALLS: AtomicU64 = AtomicU64::new(0);
-pub(crate) static TOTAL_FAILURES: AtomicU64 = AtomicU64::new(0);
-pub(crate) static TESTS_DONE: AtomicUsize = AtomicUsize::new(0);
+pub(crate) fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    p.downcast_ref::<&str>()
+        .map(|s| s.to_string())
+        .or_else(|| p.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "non-string panic".into())
+}
