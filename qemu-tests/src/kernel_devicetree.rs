@@ -5,7 +5,7 @@
 //! thousands of damaged copies, none of which may panic (the topology reader's tests,
 //! `kernel_topology.rs`, read their `cpu-map`s too).
 
-// The runner itself uses only the reader's way to a property.
+// The runner itself uses only the reader's way to a property and its header's length.
 #[allow(dead_code)]
 #[path = "../../kernel-shim/src/devicetree.rs"]
 pub(crate) mod devicetree;

@@ -51,14 +51,14 @@ const ID_TWICE: Alteration = Alteration {
     expect: Expect::Refused("lists hardware id 0x1 twice"),
 };
 
-/// `cpu-map` core `second` naming the CPU core `first` names (its phandle copied from the
+/// `cpu-map` core `core1` naming the CPU core `core0` names (its phandle copied from the
 /// board's tree), which the kernel must refuse rather than guess the CPU's cluster.
-const fn map_names_twice(second: &'static str, first: &'static str) -> Alteration {
+const fn map_names_twice(core0: &'static str, core1: &'static str) -> Alteration {
     Alteration {
         what: "cpu-map's core1 naming core0's CPU",
-        node: second,
+        node: core1,
         property: "cpu",
-        value: Value::Of { node: first, property: "cpu" },
+        value: Value::Of { node: core0, property: "cpu" },
         expect: Expect::Refused("cpu-map names hardware id 0x"),
     }
 }
@@ -88,7 +88,7 @@ const RISCV64: &[Alteration] = &[
         expect: Expect::Refused("timebase-frequency out of range"),
     },
     ID_TWICE,
-    map_names_twice("/cpus/cpu-map/cluster0/core1", "/cpus/cpu-map/cluster0/core0"),
+    map_names_twice("/cpus/cpu-map/cluster0/core0", "/cpus/cpu-map/cluster0/core1"),
     Alteration {
         what: "cpu@3 marked failed",
         node: "/cpus/cpu@3",
@@ -102,7 +102,7 @@ const RISCV64: &[Alteration] = &[
 /// so each shows that the tree reached the kernel.
 const AARCH64: &[Alteration] = &[
     ID_TWICE,
-    map_names_twice("/cpus/cpu-map/socket0/cluster0/core1", "/cpus/cpu-map/socket0/cluster0/core0"),
+    map_names_twice("/cpus/cpu-map/socket0/cluster0/core0", "/cpus/cpu-map/socket0/cluster0/core1"),
     Alteration {
         what: "cpu@1 at Aff0 16",
         node: "/cpus/cpu@1",
@@ -214,7 +214,7 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
                     .ok_or(format!("the board's device tree has no {} {} to rewrite", a.node, a.property))?;
                 // (OpenSBI adds nodes to riscv64's tree in place: that one keeps its room.)
                 if m.arch == Arch::Aarch64 {
-                    dtb = packed(&dtb).ok_or("the board's device tree has blocks beyond its end")?;
+                    dtb = packed(&dtb).ok_or("the board's device tree cannot be packed (its blocks end beyond it, or its reservation map is not first)")?;
                 }
                 let path = dir.join(format!("altered-{i}.dtb"));
                 std::fs::write(&path, &dtb).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -321,7 +321,7 @@ mod tests {
         let zeros = with_word(&with_word(&with_word(&with_word(&tree, 2, 0), 3, 0), 8, 0), 9, 0);
         assert_eq!(packed(&zeros), None, "blocks inside the header");
         assert_eq!(packed(&with_word(&tree, 4, tree.len() - 16)), None, "the map after the blocks");
-        assert_eq!(packed(&with_word(&tree, 9, u32::MAX as usize)), None, "a size past the address space");
+        assert_eq!(packed(&with_word(&tree, 9, u32::MAX as usize)), None, "a structure block past the blob");
     }
 
     #[test]

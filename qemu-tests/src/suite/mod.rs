@@ -73,7 +73,8 @@ pub fn run() -> (u64, u64) {
 }
 
 /// One machine's part of the suite: its table of cases, on aarch64 also the vCPU shapes and
-/// the workload files on two platforms, then the boot-line fuzz. Returns (passed, failed).
+/// the workload files on two platforms, on the virt boards their altered device trees, then
+/// the boot-line fuzz. Returns (passed, failed).
 fn run_arch(m: &Machine) -> (u64, u64) {
     let cases = cases(m.arch);
     let (mut p, mut f, _) = run_cases(m, &cases, 1, SUITE_LIMIT);
