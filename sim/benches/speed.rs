@@ -3,25 +3,10 @@
 //! per iteration. Criterion reports time per iteration; ticks per second = CPUs × 25 / time.
 
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
-use sched_core::CpuMask;
-use sched_sim::machine::{Behavior, Config, Machine, TopologyKind};
-
-fn spin<const C: usize>(cpus: usize) -> Box<Machine<C>> {
-    let cfg = Config { cpus, topology: TopologyKind::Clusters(8.min(cpus)), nohz: false, ..Config::octo(1) };
-    let mut m = Box::new(Machine::<C>::new(cfg).unwrap());
-    m.run_until(10_000_000);
-    for cpu in 0..cpus {
-        for i in 0..4 {
-            m.spawn(cpu, Behavior::Spinner, &format!("s{i}"), CpuMask::single(cpu)).unwrap();
-        }
-        m.start(cpu).unwrap();
-    }
-    m
-}
+use sched_sim::experiments::{on_big_stack, spinning};
 
 fn bench_n<const C: usize>(c: &mut Criterion) {
-    let mut m =
-        std::thread::Builder::new().stack_size(1 << 30).spawn(|| spin::<C>(C)).unwrap().join().unwrap();
+    let mut m = on_big_stack(|| spinning::<C>(C, 4));
     let mut g = c.benchmark_group("sim_100ms");
     g.sample_size(10);
     g.bench_with_input(BenchmarkId::from_parameter(C), &C, |b, _| {

@@ -5,7 +5,7 @@
 use sched_core::{CpuMask, Features};
 use sched_workload::{Program, ProgramDef};
 
-use crate::machine::{Behavior, Config, Machine, RunReport};
+use crate::machine::{Behavior, Config, Machine, RunReport, TopologyKind};
 use crate::rng::Rng;
 use crate::stats::{mann_whitney, median, quantile, range, summary};
 use crate::trace::TraceLog;
@@ -168,6 +168,30 @@ pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
         .expect("spawn simulator thread")
         .join()
         .expect("simulator thread")
+}
+
+/// The speed bench's machine (`benches/speed.rs`, `examples/spinners.rs`): `cpus` CPUs in
+/// clusters of up to 8, tickless idle off so that every CPU ticks, after 10 ms idle
+/// `per_cpu` spinners pinned to each CPU and started. Build it on a big stack
+/// ([`on_big_stack`]) for large `C`.
+///
+/// ```
+/// let mut m = sched_sim::experiments::spinning::<8>(8, 4);
+/// let t = m.now() + 100_000_000;
+/// m.run_until(t);
+/// ```
+pub fn spinning<const C: usize>(cpus: usize, per_cpu: usize) -> Box<Machine<C>> {
+    let cfg = Config { cpus, topology: TopologyKind::Clusters(8.min(cpus)), nohz: false, ..Config::octo(1) };
+    let mut m = Box::new(Machine::<C>::new(cfg).expect("clusters of 8 fit any machine"));
+    m.run_until(DRIVE_START);
+    for cpu in 0..cpus {
+        for i in 0..per_cpu {
+            m.spawn(cpu, Behavior::Spinner, &format!("s{i}"), CpuMask::single(cpu))
+                .expect("room for the spinners");
+        }
+        m.start(cpu).expect("a CPU of the machine");
+    }
+    m
 }
 
 fn run_on<const C: usize>(cfg: Config, w: &Workload) -> RunReport {
