@@ -220,12 +220,18 @@ pub fn number_after_in(line: &str, key: &str) -> Option<f64> {
 /// root. Otherwise one clear line says what to install.
 pub fn find_or_install(arch: Arch) -> Result<PathBuf, String> {
     let (bin, package) = arch.qemu();
+    find_or_install_tool(bin, package)
+}
+
+/// Finds the program `bin` on the PATH, installing the Debian package `package` with apt-get
+/// when running as root. Otherwise one clear line says what to install.
+pub fn find_or_install_tool(bin: &str, package: &str) -> Result<PathBuf, String> {
     if let Some(p) = which(bin) {
         return Ok(p);
     }
     let root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
     if root {
-        eprintln!("xtest: {bin} not found; installing the Debian package {package}");
+        eprintln!("qemu-tests: {bin} not found; installing the Debian package {package}");
         let ok = Command::new("apt-get").args(["update", "-qq"]).status().is_ok_and(|s| s.success())
             && Command::new("apt-get")
                 .args(["install", "-y", "-qq", "--no-install-recommends", package])

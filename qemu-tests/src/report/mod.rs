@@ -4,6 +4,7 @@
 //! and fails when one differs from the file (see [`check`]); the timing section is taken on
 //! purpose (`cargo xreport --timings`) and carries its date, host and commit.
 
+mod instructions;
 mod kernel_runs;
 mod linux;
 mod timings;
@@ -149,6 +150,15 @@ const SECTIONS: &[Section] = &[
               regenerated on purpose.",
         kind: Kind::Timing,
         generate: timings::section,
+    },
+    Section {
+        heading: "Instructions per simulated tick",
+        how: "`cargo xreport --timings`: callgrind's counts of the speed bench's smallest machine, \
+              whole and by part ([simulator.md](simulator.md#what-keeps-it-fast)). They follow the \
+              compiler and the host's instruction set, not its load: not checked, regenerated on \
+              purpose.",
+        kind: Kind::Timing,
+        generate: instructions::section,
     },
 ];
 

@@ -161,6 +161,17 @@ fn medians(home: &Path) -> Result<HashMap<String, f64>, String> {
 
 /// The line saying when, where and from what the figures were taken.
 fn stamp() -> String {
+    format!(
+        "Taken {}: criterion `{}`, the median estimate of one run. On a shared host these move by \
+         up to a third between runs; a comparison takes both builds in turn in one loop.\n\n",
+        when_where(),
+        CRITERION.join(" ")
+    )
+}
+
+/// When, on which host and at which commit: `2026-12-06 21:00 UTC on `host` (CPU model,
+/// 2 cores) at commit `abc`` (the stamp of every host-dependent section).
+pub(super) fn when_where() -> String {
     let run = |cmd: &str, args: &[&str]| {
         Command::new(cmd)
             .args(args)
@@ -181,13 +192,10 @@ fn stamp() -> String {
         .unwrap_or_else(|| "unknown CPU".into());
     let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
     format!(
-        "Taken {} on `{}` ({model}, {cores} cores) at commit `{}`: criterion `{}`, the median \
-         estimate of one run. On a shared host these move by up to a third between runs; a \
-         comparison takes both builds in turn in one loop.\n\n",
+        "{} on `{}` ({model}, {cores} cores) at commit `{}`",
         run("date", &["-u", "+%Y-%m-%d %H:%M UTC"]),
         run("uname", &["-n"]),
-        run("git", &["describe", "--always", "--dirty", "--abbrev=12"]),
-        CRITERION.join(" ")
+        run("git", &["describe", "--always", "--dirty", "--abbrev=12"])
     )
 }
 
