@@ -175,6 +175,10 @@ pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
 /// `per_cpu` spinners pinned to each CPU and started. Build it on a big stack
 /// ([`on_big_stack`]) for large `C`.
 ///
+/// # Panics
+///
+/// If the machine cannot be built: `cpus` must be in `1..=C`, and at most 8 or a multiple of 8.
+///
 /// ```
 /// let mut m = sched_sim::experiments::spinning::<8>(8, 4);
 /// let t = m.now() + 100_000_000;
@@ -182,7 +186,7 @@ pub fn on_big_stack<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -
 /// ```
 pub fn spinning<const C: usize>(cpus: usize, per_cpu: usize) -> Box<Machine<C>> {
     let cfg = Config { cpus, topology: TopologyKind::Clusters(8.min(cpus)), nohz: false, ..Config::octo(1) };
-    let mut m = Box::new(Machine::<C>::new(cfg).expect("clusters of 8 fit any machine"));
+    let mut m = Box::new(Machine::<C>::new(cfg).expect("cpus in 1..=C, at most 8 or a multiple of 8"));
     m.run_until(DRIVE_START);
     for cpu in 0..cpus {
         for i in 0..per_cpu {
