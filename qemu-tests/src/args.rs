@@ -123,11 +123,12 @@ pub struct SizeArgs {}
     name = "cargo xreport",
     about = "Writes docs/measurements.md: every figure the docs cite (sizes, the seed's experiment \
              on QEMU and in the simulator, the suite's margins, EEVDF beside CFS, the kernel's lags; \
-             with --timings the benchmarks), each with the command that made it"
+             with --timings the benchmarks and instruction counts), each with the command that made it"
 )]
 pub struct ReportArgs {
-    /// Also run the benchmarks and replace the timing section, stamped with
-    /// the date, host and commit; without it the file's last timings are kept.
+    /// Also run the benchmarks and count a simulated tick's instructions (callgrind; valgrind
+    /// is installed as root when missing) and replace the timing sections, stamped with the
+    /// date, host and commit; without it the file's last timings are kept.
     #[arg(long)]
     pub timings: bool,
     /// Also boot Debian's Linux beside the kernel (`cargo xrun --linux` for the seed's

@@ -169,8 +169,8 @@ fn stamp() -> String {
     )
 }
 
-/// When, on which host and at which commit: `2026-12-06 21:00 UTC on `host` (CPU model,
-/// 2 cores) at commit `abc`` (the stamp of every host-dependent section).
+/// When, on which host and at which commit, as the timing sections say it: the UTC date and
+/// time, the host's name, CPU model and cores, and `git describe`.
 pub(super) fn when_where() -> String {
     let run = |cmd: &str, args: &[&str]| {
         Command::new(cmd)
