@@ -212,7 +212,7 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
                 };
                 let mut dtb = altered(&board, a.node, a.property, &value)
                     .ok_or(format!("the board's device tree has no {} {} to rewrite", a.node, a.property))?;
-                // (OpenSBI adds nodes to riscv64's tree in place: that one keeps its room.)
+                // (riscv64's tree is booted as dumped, as it always was; OpenSBI edits it before the kernel.)
                 if m.arch == Arch::Aarch64 {
                     dtb = packed(&dtb).ok_or("the board's device tree cannot be packed (its blocks end beyond it, or its reservation map is not first)")?;
                 }
