@@ -69,7 +69,14 @@ const GROUPS_TESTS: &[&str] =
     &["test", "-p", "sched-core", "--features", "groups", "--", "group::", "groups::"];
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    // (The runner's options and paths are text: one that is not is refused, not a panic.)
+    let args: Vec<String> = match std::env::args_os().skip(1).map(|a| a.into_string()).collect() {
+        Ok(args) => args,
+        Err(bad) => {
+            eprintln!("qemu-tests: an argument is not UTF-8 text: {}", bad.to_string_lossy());
+            return ExitCode::from(sched_sim::cli::USAGE_EXIT);
+        }
+    };
     let rest = args.get(1..).unwrap_or_default();
     let code = match args.first().map(String::as_str) {
         Some("test") => parse::<args::TestArgs>("cargo xtest", rest).map(run_tests),

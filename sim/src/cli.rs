@@ -2,15 +2,18 @@
 //! runner's `cargo xtest`, `xrun`, `xsize`, `xboot`): clap's parsers, with `--help` printing
 //! the usage and exiting 0 before anything runs, and a bad argument refused in one line.
 
+use std::ffi::{OsStr, OsString};
+
 use clap::error::ErrorKind;
 use clap::Parser;
 
 /// Exit code of a refused command line (distinct from a failed run's 1).
 pub const USAGE_EXIT: u8 = 2;
 
-/// Parses `args` (without the program name) as `T`, for the command `name`. `Err` carries
-/// the process's exit code, to exit with at once: 0 after `--help` printed the usage, [`USAGE_EXIT`] after a
-/// refusal printed as one line, `name: <what is wrong>`.
+/// Parses `args` (without the program name; as the system gave them, so a path need not be
+/// UTF-8) as `T`, for the command `name`. `Err` carries the process's exit code, to exit with
+/// at once: 0 after `--help` printed the usage, [`USAGE_EXIT`] after a refusal printed as one
+/// line, `name: <what is wrong>`.
 ///
 /// ```
 /// use clap::Parser;
@@ -20,12 +23,12 @@ pub const USAGE_EXIT: u8 = 2;
 ///     #[arg(long, default_value_t = 3)]
 ///     count: u32,
 /// }
-/// let a: Args = sched_sim::cli::parse("demo", &["--count".into(), "5".into()]).ok().unwrap();
+/// let a: Args = sched_sim::cli::parse("demo", &["--count", "5"]).ok().unwrap();
 /// assert_eq!(a.count, 5);
-/// let (code, line) = sched_sim::cli::outcome::<Args>("demo", &["--cuont".into()]).err().unwrap();
+/// let (code, line) = sched_sim::cli::outcome::<Args>("demo", &["--cuont"]).err().unwrap();
 /// assert_eq!((code, line.as_str()), (2, "demo: unexpected argument '--cuont' found"));
 /// ```
-pub fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, u8> {
+pub fn parse<T: Parser>(name: &str, args: &[impl AsRef<OsStr>]) -> Result<T, u8> {
     outcome(name, args).map_err(|(code, text)| {
         if code == 0 {
             print!("{text}");
@@ -38,8 +41,9 @@ pub fn parse<T: Parser>(name: &str, args: &[String]) -> Result<T, u8> {
 
 /// What [`parse`] does, without printing: the arguments, or the exit code with what to print
 /// (the usage on stdout for code 0, the refusal on stderr otherwise).
-pub fn outcome<T: Parser>(name: &str, args: &[String]) -> Result<T, (u8, String)> {
-    match T::try_parse_from(std::iter::once(name.to_string()).chain(args.iter().cloned())) {
+pub fn outcome<T: Parser>(name: &str, args: &[impl AsRef<OsStr>]) -> Result<T, (u8, String)> {
+    let all = std::iter::once(OsString::from(name)).chain(args.iter().map(|a| a.as_ref().to_owned()));
+    match T::try_parse_from(all) {
         Ok(t) => Ok(t),
         Err(e) if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) => {
             Err((0, e.to_string()))

@@ -204,8 +204,18 @@ impl LatencyArgs {
         if self.slice_us != 0
             && sched_core::eevdf::checked_slice_ns(self.slice_us.saturating_mul(1000)).is_none()
         {
-            eprintln!("xsim: --slice-us {} is not 0 or within 100..=100000", self.slice_us);
-            std::process::exit(2)
+            usage(&format!("--slice-us {} is not 0 or within 100..=100000", self.slice_us));
+        }
+        // The kernel's bounds for the same workload (its boot keys `run_us`, `sleep_us`,
+        // `duration_ms`), so that every time stays far from overflow.
+        for (flag, v, max) in [
+            ("--run-us", self.run_us, 100_000),
+            ("--sleep-us", self.sleep_us, 1_000_000),
+            ("--duration-ms", self.duration_ms, 60_000),
+        ] {
+            if !(1..=max).contains(&v) {
+                usage(&format!("{flag} {v}: must be 1..={max}"));
+            }
         }
         Workload::Latency {
             spinners: self.spinners,
@@ -277,6 +287,28 @@ fn features_on(base: Features, list: &str) -> Features {
     })
 }
 
+/// Refuses the command line: `why` in one line, then the usage exit.
+fn usage(why: &str) -> ! {
+    eprintln!("xsim: {why}");
+    std::process::exit(sched_sim::cli::USAGE_EXIT.into())
+}
+
+/// Refuses (one line, the usage exit) a count of iterations that runs nothing.
+fn check_iterations(flag: &str, n: usize) {
+    if n == 0 {
+        usage(&format!("{flag} 0: at least 1"));
+    }
+}
+
+/// Writes `text` to `path`, or says in one line why not and exits as a failed run does (the
+/// experiment ran, its output could not be kept).
+fn write_out(path: &std::path::Path, text: &str) {
+    if let Err(e) = std::fs::write(path, text) {
+        eprintln!("xsim: cannot write {}: {e}", path.display());
+        std::process::exit(1)
+    }
+}
+
 /// Refuses (one line, the usage exit) a CPU count the simulator cannot build with
 /// `topology`; `flag` names the option it came from.
 fn check_cpus(flag: &str, cpus: usize, topology: TopologyKind, spelled: &str) {
@@ -296,6 +328,14 @@ fn config(m: &MachineArgs) -> Config {
         std::process::exit(2)
     });
     check_cpus("--cpus", m.cpus, topology, &m.topology);
+    if m.hz > sched_core::smp::MAX_HZ {
+        usage(&format!("--hz {}: at most {}", m.hz, sched_core::smp::MAX_HZ));
+    }
+    if let Some(dir) = &m.out {
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            usage(&format!("--out {}: cannot create it: {e}", dir.display()));
+        }
+    }
     for (flag, us) in [("--create-us", m.create_us), ("--setup-us", m.setup_us)] {
         if us > u64::from(MAX_MODEL_US) {
             eprintln!("xsim: {flag} {us}: must be 0..={MAX_MODEL_US}");
@@ -347,6 +387,7 @@ fn run_ab(
     iterations: usize,
     label: &'static str,
 ) -> sched_sim::AbTable {
+    check_iterations("--iterations", iterations);
     let pb = bar(2 * iterations as u64);
     pb.set_message(label);
     let t = ab(cfg, w, a, b, iterations, || pb.inc(1));
@@ -363,11 +404,10 @@ fn write_trace(m: &MachineArgs, cfg: &Config, w: &Workload) {
         drive(&mut mach, &w2).1
     });
     if let Some((json, svg)) = traced {
-        let _ = std::fs::create_dir_all(dir);
         let (j, s) = (dir.join("sim-trace.json"), dir.join("sim-timeline.svg"));
-        if std::fs::write(&j, json).is_ok() && std::fs::write(&s, svg).is_ok() {
-            eprintln!("xsim: wrote {} (open in ui.perfetto.dev) and {}", j.display(), s.display());
-        }
+        write_out(&j, &json);
+        write_out(&s, &svg);
+        eprintln!("xsim: wrote {} (open in ui.perfetto.dev) and {}", j.display(), s.display());
     }
 }
 
@@ -393,16 +433,14 @@ fn write_ab_picture(m: &MachineArgs, cfg: &Config, w: &Workload, a: (Features, &
         sched_sim::picture::sim_ab(&cfg, &w, (a.0, &a.1), (b.0, &b.1), &title).map(|(svg, _)| svg)
     });
     if let Some(svg) = svg {
-        let _ = std::fs::create_dir_all(dir);
         let p = dir.join("sim-ab.svg");
-        if std::fs::write(&p, svg).is_ok() {
-            eprintln!("xsim: wrote {} (A above B, one time axis)", p.display());
-        }
+        write_out(&p, &svg);
+        eprintln!("xsim: wrote {} (A above B, one time axis)", p.display());
     }
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().skip(1).collect();
+    let args: Vec<_> = std::env::args_os().skip(1).collect();
     let cli = sched_sim::cli::parse::<Cli>("cargo xsim", &args)
         .unwrap_or_else(|code| std::process::exit(code.into()));
     let Some(cmd) = cli.cmd else {
@@ -456,6 +494,7 @@ fn main() {
                 check_cpus("--cpu-counts", n, cfg.topology, &m.topology);
             }
             no_out(&m, "spread");
+            check_iterations("--iterations", iterations);
             let pb = bar((cpu_counts.len() * 2 * iterations) as u64);
             pb.set_message("spread");
             let pts = spread(&cfg, &cpu_counts, iterations, || pb.inc(1));
@@ -546,11 +585,11 @@ fn run_program(args: &ProgramArgs) {
         eprintln!("xsim: give a subcommand (sysbench, spread, groups, ab) or --workload FILE; see --help");
         std::process::exit(sched_sim::cli::USAGE_EXIT.into())
     };
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| {
         eprintln!("xsim: cannot read {}: {e}", path.display());
         std::process::exit(sched_sim::cli::USAGE_EXIT.into())
     });
-    let def = sched_workload::rtapp::lower(&text).unwrap_or_else(|e| {
+    let def = sched_workload::rtapp::lower_bytes(&bytes).unwrap_or_else(|e| {
         eprintln!("xsim: {}: {e}", path.display());
         std::process::exit(e.exit_code().into())
     });

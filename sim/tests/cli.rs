@@ -86,6 +86,14 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
         r#"{ "global": { "duration": 1, "calibration": 100 },
              "tasks": { "t": { "instance": 65, "loop": 1, "run": 1000, "cpus": [0] } } }"#,
     );
+    // 64 threads pinned to CPU 0 beside 64 free ones, which placement may put there too:
+    // CPU 0 could fill before every pinned thread has its slot (13).
+    let beside = file(
+        "beside",
+        r#"{ "global": { "duration": 1, "calibration": 100 },
+             "tasks": { "free": { "instance": 64, "loop": -1, "run": 1000 },
+                        "pinned": { "instance": 64, "loop": -1, "run": 1000, "cpus": [0] } } }"#,
+    );
     // A mask naming only CPU 12 of an 8-CPU machine: cannot run (14); also in a phase.
     let absent = file(
         "absent",
@@ -103,7 +111,12 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
     refused(
         &["--workload", &pinned_s, "--iterations", "1"],
         13,
-        "65 threads may be confined to its CPU mask 0x1",
+        "task t: 65 threads may run on the CPUs of its mask 0x1, which hold 64",
+    );
+    refused(
+        &["--workload", &arg(&beside), "--iterations", "1"],
+        13,
+        "task pinned: 128 threads may run on the CPUs of its mask 0x1, which hold 64",
     );
     refused(&["--workload", &absent_s, "--iterations", "1"], 14, "names none of the machine's 8 CPUs");
     refused(&["--workload", &phase_s, "--iterations", "1"], 14, "names none of the machine's 8 CPUs");
@@ -112,7 +125,7 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
         let (code, _, stderr) = xsim(&["--workload", p, "--iterations", "1", "--cpus", "16"]);
         assert_eq!(code, Some(0), "{p}: {stderr}");
     }
-    for p in [pinned, absent, phase] {
+    for p in [pinned, beside, absent, phase] {
         let _ = std::fs::remove_file(p);
     }
 }
@@ -128,4 +141,80 @@ fn no_subcommand_names_every_one() {
 fn model_times_beyond_their_bound_are_refused() {
     refused(&["sysbench", "--create-us", "100001"], 2, "--create-us 100001: must be 0..=100000");
     refused(&["sysbench", "--setup-us", "10000001"], 2, "--setup-us 10000001: must be 0..=100000");
+}
+
+#[test]
+fn rates_iterations_and_latency_times_out_of_range_are_refused() {
+    refused(&["sysbench", "--hz", "2000000"], 2, "--hz 2000000: at most 1000000");
+    refused(&["sysbench", "--iterations", "0"], 2, "--iterations 0: at least 1");
+    refused(&["spread", "--iterations", "0"], 2, "--iterations 0: at least 1");
+    let latency = ["ab", "--workload", "latency", "--a", "", "--b", "EEVDF"];
+    for (flag, v, says) in [
+        ("--duration-ms", "18446744073710", "--duration-ms 18446744073710: must be 1..=60000"),
+        ("--sleep-us", "18446744073709552", "--sleep-us 18446744073709552: must be 1..=1000000"),
+        ("--run-us", "0", "--run-us 0: must be 1..=100000"),
+    ] {
+        let args: Vec<&str> = latency.iter().copied().chain([flag, v]).collect();
+        refused(&args, 2, says);
+    }
+}
+
+#[test]
+fn an_out_folder_that_cannot_be_made_is_refused_before_running() {
+    // A folder below a file cannot be created.
+    let file = std::env::temp_dir().join(format!("xsim-cli-{}-file", std::process::id()));
+    std::fs::write(&file, "").expect("write a file");
+    let dir = file.join("pictures");
+    refused(&["sysbench", "--out", dir.to_str().expect("a UTF-8 temporary path")], 2, "cannot create it");
+    let _ = std::fs::remove_file(&file);
+}
+
+#[test]
+fn a_workload_file_that_is_not_utf8_is_refused_as_not_json() {
+    let path = std::env::temp_dir().join(format!("xsim-cli-{}-bytes.json", std::process::id()));
+    std::fs::write(&path, b"{ \"global\": \xff }").expect("write the workload");
+    let p = path.to_str().expect("a UTF-8 temporary path").to_string();
+    refused(&["--workload", &p], 10, "line 1 column 13: not valid JSON: not UTF-8 text");
+    let _ = std::fs::remove_file(&path);
+}
+
+/// A path that is not UTF-8 reaches the file system as given (here: a file that is not there).
+#[cfg(unix)]
+#[test]
+fn a_path_that_is_not_utf8_is_taken_as_given() {
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::OsStr::from_bytes(b"/nonexistent/\xff.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_sched-sim"))
+        .arg("--workload")
+        .arg(name)
+        .output()
+        .expect("run sched-sim");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.starts_with("xsim: cannot read /nonexistent/"), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+}
+
+/// Clusters as large as the machine or larger are one cluster of all its CPUs, as the table's
+/// description says (the default `clusters:4` on fewer than 4 CPUs).
+#[test]
+fn clusters_larger_than_the_machine_run_as_one() {
+    let (code, stdout, stderr) =
+        xsim(&["sysbench", "--cpus", "2", "--threads", "2", "--events", "20", "--iterations", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.contains("2 CPUs"), "{stdout}");
+    let (code, _, stderr) = xsim(&[
+        "sysbench",
+        "--cpus",
+        "8",
+        "--topology",
+        "numa:8",
+        "--threads",
+        "2",
+        "--events",
+        "20",
+        "--iterations",
+        "1",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
 }

@@ -27,7 +27,7 @@ const POOL_WORDS: usize = 2;
 
 /// A timer reference: a shared timer every thread naming it advances, or one of each thread's
 /// own (`unique…` refs in rt-app).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Timer {
     /// Shared timer number `n`.
     Shared(u16),
@@ -525,8 +525,9 @@ impl<'a> Program<'a> {
         n.map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32)
     }
 
-    /// [`Program::threads_of`] of every task (`None` past the last).
-    fn thread_totals(&self) -> [Option<u64>; MAX_TASKS] {
+    /// [`Program::threads_of`] of every task at once (`None` past the last): counting reads
+    /// the whole program, so a caller that wants every task's count asks once.
+    pub fn thread_totals(&self) -> [Option<u64>; MAX_TASKS] {
         let n = self.counts.tasks as usize;
         // A task's count is settled once every task forking it is: each round settles at
         // least one task of a chain of forks, so a round that settles none is the last; a task

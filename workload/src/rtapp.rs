@@ -33,7 +33,7 @@
 //! written (a barrier one thread uses, a `wait` without its mutex held, a mutex still held at
 //! the end of a phase, no end). Each refusal is one [`RtAppError`] naming the JSON path.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 
 use crate::format::{Event, PhaseDef, PoolDef, Program, ProgramDef, TaskDef, Timer};
@@ -171,6 +171,10 @@ fn string<'a>(v: &'a Json, path: &str) -> Result<&'a str, RtAppError> {
 /// A whole number within `lo..=hi`.
 fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let n = match v {
+        // (A whole number past i64 is out of any range here, not a fraction.)
+        Json::Number(n) if n.is_u64() && n.as_i64().is_none() => {
+            return Err(bad(path, format!("{n} is out of range ({lo} to {hi})")))
+        }
         Json::Number(n) => {
             n.as_i64().ok_or_else(|| bad(path, format!("expected a whole number, found {n}")))?
         }
@@ -244,6 +248,26 @@ struct Resources {
     pools: Names,
     /// Each pool's size and jitter, as its first `take` gave them.
     pool_defs: Vec<PoolDef>,
+}
+
+/// [`lower`] of a file's bytes as read: bytes that are not UTF-8 text are refused as not
+/// JSON, at the line and column (in bytes) of the first bad byte.
+///
+/// ```
+/// use sched_workload::rtapp::{lower_bytes, RtAppError};
+/// let Err(e @ RtAppError::Json { .. }) = lower_bytes(b"{\n  \"x\xff\": 1}") else { panic!() };
+/// assert_eq!((e.exit_code(), e.to_string().as_str()), (10, "line 2 column 5: not valid JSON: not UTF-8 text"));
+/// ```
+pub fn lower_bytes(bytes: &[u8]) -> Result<ProgramDef, RtAppError> {
+    match core::str::from_utf8(bytes) {
+        Ok(text) => lower(text),
+        Err(e) => {
+            let good = &bytes[..e.valid_up_to()];
+            let line = good.iter().filter(|&&b| b == b'\n').count() + 1;
+            let column = good.iter().rev().take_while(|&&b| b != b'\n').count() + 1;
+            Err(RtAppError::Json { line, column, message: "not UTF-8 text".into() })
+        }
+    }
 }
 
 /// Lowers a workload file's text to a program, or says in one error why not.
@@ -670,12 +694,14 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
     // rt-app counts them); the threads that can wait at it at once, each such thread once;
     // and the first task naming it, for the refusals.
     let mut parties: HashMap<u16, (u64, u64, String)> = HashMap::new();
+    // (Each task's count once: counting reads the whole program.)
+    let counts = prog.thread_totals();
     for (ti, t) in def.tasks.iter().enumerate() {
         let path = join("tasks", &t.name);
         let mut named: Vec<u16> = Vec::new();
         for e in t.phases.iter().flat_map(|p| &p.events) {
             if let Event::Barrier(b) = *e {
-                let Some(threads) = prog.threads_of(ti) else {
+                let Some(threads) = counts[ti] else {
                     return Err(cannot(
                         &path,
                         "its threads take part in a barrier but are forked without bound (by a task that loops forever, or in a cycle)",
@@ -755,16 +781,21 @@ fn refuse_after_take(def: &ProgramDef) -> Result<(), RtAppError> {
 /// every use of that timer is absolute (a shared timer's uses in every task; a thread's own,
 /// `unique…`, timer's in its task).
 fn timer_modes(def: &mut ProgramDef) {
-    let absolute: Vec<(usize, Timer)> = events(def)
+    // A shared timer is one for every task; a thread's own is one per task.
+    let key = |i: usize, timer: Timer| match timer {
+        Timer::Shared(_) => (usize::MAX, timer),
+        own => (i, own),
+    };
+    let absolute: HashSet<(usize, Timer)> = events(def)
         .filter_map(|(i, e)| match e {
-            Event::Timer { timer, absolute: true, .. } => Some((i, timer)),
+            Event::Timer { timer, absolute: true, .. } => Some(key(i, timer)),
             _ => None,
         })
         .collect();
     for (i, t) in def.tasks.iter_mut().enumerate() {
         for e in t.phases.iter_mut().flat_map(|p| p.events.iter_mut()) {
             if let Event::Timer { timer, absolute: a, .. } = e {
-                *a |= absolute.iter().any(|&(j, u)| u == *timer && (j == i || matches!(u, Timer::Shared(_))));
+                *a |= absolute.contains(&key(i, *timer));
             }
         }
     }

@@ -145,9 +145,13 @@ impl TopologyKind {
     pub(super) fn build<const C: usize>(self, t: &mut Topology<C>, cpus: usize) -> Result<(), TopologyError> {
         match self {
             TopologyKind::Flat => t.init_flat(cpus),
-            TopologyKind::Clusters(k) => t.init_clusters(cpus / k.max(1), k.max(1)),
+            // Clusters of the whole machine or larger: one cluster of all its CPUs.
+            TopologyKind::Clusters(k) => {
+                let k = k.clamp(1, cpus.max(1));
+                t.init_clusters(cpus / k, k)
+            }
             TopologyKind::BigLittle(cap) => t.init_big_little(cpus / 2, cpus - cpus / 2, cap),
-            TopologyKind::Numa(k) => t.init_numa(2, cpus / 2 / k.max(1), k.max(1)),
+            TopologyKind::Numa(k) => TopologyKind::NumaNodes { nodes: 2, cluster: k }.build(t, cpus),
             TopologyKind::NumaNodes { nodes, cluster } => {
                 let per = cpus / nodes.max(1);
                 let k = if cluster == 0 || cluster >= per { per } else { cluster };

@@ -57,9 +57,10 @@ impl std::fmt::Display for ProgramRefusal {
 /// not:
 /// - its threads, forks included, are at most [`PROGRAM_THREADS`] and `slots` per CPU;
 /// - every CPU mask of a task or a phase names one of the machine's CPUs;
-/// - for each such mask, the threads of the tasks that may be confined to it (any of whose
-///   masks lies inside it) are at most `slots` per CPU of it, so that a runqueue slot is left
-///   for each however the phases move them.
+/// - for each such mask, the threads that may run on its CPUs (those of every task any of
+///   whose masks shares a CPU with it, confined or not) are at most `slots` per CPU of it, so
+///   that a thread confined to it finds a runqueue slot wherever placement and balancing have
+///   put the others, and however the phases move them.
 pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<(), ProgramRefusal> {
     let room = room(cpus, slots);
     let threads = prog.thread_bound();
@@ -71,14 +72,16 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
     // A mask is a bit per CPU of the first 64; `u64::MAX` is every CPU, of any machine.
     let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
     let width = |m: u64| if m == u64::MAX { cpus } else { (m & machine).count_ones() as usize };
-    let inside = |a: u64, m: u64| m == u64::MAX || (a != u64::MAX && a & !m == 0);
+    // (Both name a CPU of the machine: `mask_without_cpu` is refused first.)
+    let meets = |a: u64, m: u64| a & m & machine != 0;
     // Per task: its threads and every mask it may have.
+    let totals = prog.thread_totals();
     let tasks: Vec<(u64, Vec<u64>)> = prog
         .tasks()
         .enumerate()
         .map(|(i, t)| {
             let masks = core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus())).collect();
-            (prog.threads_of(i).unwrap_or(u64::from(t.instances())), masks)
+            (totals[i].unwrap_or(u64::from(t.instances())), masks)
         })
         .collect();
     if let Some((t, m)) = prog.mask_without_cpu(cpus) {
@@ -89,12 +92,12 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
     }
     for (t, (_, masks)) in prog.tasks().zip(&tasks) {
         for &m in masks {
-            let confined: u64 =
-                tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| inside(a, m))).map(|(n, _)| n).sum();
+            let there: u64 =
+                tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| meets(a, m))).map(|(n, _)| n).sum();
             let held = (width(m) * slots) as u64;
-            if confined > held {
+            if there > held {
                 return Err(ProgramRefusal::TooLarge(format!(
-                    "task {}: {confined} threads may be confined to its CPU mask {m:#x}, whose CPUs hold {held}",
+                    "task {}: {there} threads may run on the CPUs of its mask {m:#x}, which hold {held}",
                     t.name()
                 )));
             }

@@ -157,6 +157,11 @@ fn every_refusal_names_its_path() {
             "tasks.t.phases.p.sleep: 99999999999 is out of range",
             12,
         ),
+        (
+            &with_tasks(r#""t": {"phases": {"p": {"sleep": 18446744073709551615}}}"#),
+            "tasks.t.phases.p.sleep: 18446744073709551615 is out of range",
+            12,
+        ),
         (&with_tasks(r#""t": {"phases": {"p": {"run": 1.5}}}"#), "expected a whole number", 12),
         (
             &with_tasks(r#""t": {"instance": 100000, "run": 1}"#),
