@@ -134,19 +134,21 @@ impl AvgVruntime {
 
     /// An entity of `weight` at `v` joins.
     pub fn add(&mut self, v: u64, base: u64, weight: u64) {
-        self.sum += rel(v, base) * weight as i128;
-        self.load += weight;
+        // (Wrapping and saturating: values no runqueue reaches change the figures, never
+        // panic.)
+        self.sum = self.sum.wrapping_add(rel(v, base).wrapping_mul(weight as i128));
+        self.load = self.load.saturating_add(weight);
     }
 
     /// An entity of `weight` at `v` leaves (it must have joined with those values).
     pub fn sub(&mut self, v: u64, base: u64, weight: u64) {
-        self.sum -= rel(v, base) * weight as i128;
+        self.sum = self.sum.wrapping_sub(rel(v, base).wrapping_mul(weight as i128));
         self.load = self.load.saturating_sub(weight);
     }
 
     /// The base moves from `old` to `new` (min_vruntime advanced): the sum follows.
     pub fn rebase(&mut self, old: u64, new: u64) {
-        self.sum -= rel(new, old) * self.load as i128;
+        self.sum = self.sum.wrapping_sub(rel(new, old).wrapping_mul(self.load as i128));
     }
 
     /// Σ wᵢ of the queued entities.
@@ -193,8 +195,16 @@ impl AvgVruntime {
 }
 
 /// The lag of an entity at `v` against the average `avg`: the virtual service it is owed
-/// (positive) or has had in advance (negative), clamped to ±`limit`.
+/// (positive) or has had in advance (negative), clamped to ±`limit` (a negative `limit`
+/// counts as its magnitude).
+///
+/// ```
+/// use sched_core::eevdf::lag;
+/// assert_eq!(lag(1_000, 400, 500), 500);
+/// assert_eq!(lag(1_000, 1_300, -500), -300);
+/// ```
 pub fn lag(avg: u64, v: u64, limit: i64) -> i64 {
+    let limit = limit.unsigned_abs().min(i64::MAX as u64) as i64;
     (avg.wrapping_sub(v) as i64).clamp(-limit, limit)
 }
 

@@ -1,4 +1,7 @@
-//! Typed errors. Every fallible call leaves the scheduler's state exactly as it was.
+//! Typed errors. Every fallible call leaves the scheduler's tasks, runqueues, tables and
+//! settings as they were. (A wakeup refused late, when other CPUs filled the last free slots
+//! while it chose, leaves behind only what its choice observed: the waker's wakee count and
+//! the LLC's average scan cost, which every wakeup updates.)
 
 use crate::task::id::{TaskId, TaskState};
 use crate::topology::TopologyError;

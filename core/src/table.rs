@@ -147,17 +147,19 @@ impl<const N: usize, T: TaskPayload> TaskTable<N, T> {
     }
 
     /// Validates an id: unknown if the slot is out of range or the id was never issued,
-    /// stale if the task it named has exited.
+    /// stale if the task it named has exited. Generations wrap: an id is stale while its
+    /// generation is at most 2^31 behind its slot's, and one ahead of it was never issued.
     pub fn validate(&self, id: TaskId) -> Result<(), SchedError> {
         let s = id.slot();
         // A slot never handed out is unknown whatever it holds.
         if s >= self.bump as usize {
             return Err(SchedError::UnknownTask(id));
         }
-        let g = self.generation[s];
-        if id.generation() == g && matches!(self.slots[s], Slot::Live(_)) {
+        // How many occupants the slot has had since the id's (the counter wraps).
+        let behind = self.generation[s].wrapping_sub(id.generation());
+        if behind == 0 && matches!(self.slots[s], Slot::Live(_)) {
             Ok(())
-        } else if id.generation() < g {
+        } else if (1..=1 << 31).contains(&behind) {
             Err(SchedError::StaleTask(id))
         } else {
             Err(SchedError::UnknownTask(id))
@@ -276,6 +278,24 @@ mod tests {
         assert_eq!(t.get(out).err(), Some(SchedError::UnknownTask(out)));
         assert_eq!(t.remove(a).err(), Some(SchedError::StaleTask(a)));
         assert_eq!(t.len(), 2);
+    }
+
+    /// A slot whose generation wrapped past zero still tells its old ids as stale.
+    #[test]
+    fn stale_ids_stay_stale_across_the_generation_wrap() {
+        let mut t: TaskTable<1> = TaskTable::new();
+        let a = t.insert(parked(), ()).unwrap();
+        t.remove(a).unwrap();
+        t.generation[0] = u32::MAX;
+        let old = t.insert(parked(), ()).unwrap();
+        assert_eq!(old.generation(), u32::MAX);
+        t.remove(old).unwrap();
+        let new = t.insert(parked(), ()).unwrap();
+        assert_eq!(new.generation(), 0);
+        assert!(t.get(new).is_ok());
+        assert_eq!(t.get(old).err(), Some(SchedError::StaleTask(old)));
+        let ahead = TaskId::new(0, 5);
+        assert_eq!(t.get(ahead).err(), Some(SchedError::UnknownTask(ahead)));
     }
 
     #[test]

@@ -124,7 +124,7 @@ impl LoadWeight {
 
     /// Adds `w` to a summed weight (invalidates the cached inverse).
     pub fn add(&mut self, w: u64) {
-        self.weight += w;
+        self.weight = self.weight.saturating_add(w);
         self.inv_weight = 0;
     }
 
@@ -161,7 +161,16 @@ pub const fn scale_load_down(w: u64) -> u64 {
 
 /// `delta × weight / lw.weight` in fixed point, as the kernel computes it: the product of
 /// the down-scaled weight and the 32-bit inverse is shifted until it fits in 32 bits, then a
-/// 64×32 multiply-and-shift gives the result (with 128-bit intermediate, so no overflow).
+/// 64×32 multiply-and-shift gives the result (with 128-bit intermediate, so no overflow). A
+/// down-scaled `weight` past 32 bits, which no entity has, is computed in 128 bits and
+/// saturates.
+///
+/// ```
+/// use sched_core::weights::{calc_delta, LoadWeight, Nice, NICE_0_LOAD};
+/// let nice_0 = LoadWeight::from_nice(Nice::ZERO);
+/// assert_eq!(calc_delta(1_000_000, 2 * NICE_0_LOAD, &nice_0), 2_000_000);
+/// assert_eq!(calc_delta(u64::MAX, u64::MAX, &nice_0), u64::MAX);
+/// ```
 pub fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
     let inv = if lw.inv_weight != 0 {
         lw.inv_weight as u64
@@ -173,7 +182,12 @@ pub fn calc_delta(delta: u64, weight: u64, lw: &LoadWeight) -> u64 {
             WMULT_CONST.checked_div(w).unwrap_or(WMULT_CONST)
         }
     };
-    let mut fact = scale_load_down(weight) * inv;
+    let w = scale_load_down(weight);
+    if w >> 32 != 0 {
+        let q = ((delta as u128) * (w as u128)).saturating_mul(inv as u128) >> WMULT_SHIFT;
+        return q.min(u64::MAX as u128) as u64;
+    }
+    let mut fact = w * inv;
     let mut shift = WMULT_SHIFT;
     while fact >> 32 != 0 {
         fact >>= 1;

@@ -58,7 +58,7 @@ impl CpuWeight {
     /// The weight that reads back for `shares` (high resolution): `shares × 100 / 1024`,
     /// rounded to the closest, within 1..=10000.
     pub const fn from_shares(shares: u64) -> CpuWeight {
-        let w = div_round_closest(scale_load_down(shares) * 100, NICE_0_WEIGHT);
+        let w = div_round_closest(scale_load_down(shares).saturating_mul(100), NICE_0_WEIGHT);
         CpuWeight(if w < 1 {
             1
         } else if w > 10_000 {

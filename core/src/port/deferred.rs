@@ -8,8 +8,8 @@
 //! the events in a bounded queue — and the `Scheduler` hands that to the port's platform at
 //! the end of the call, with no lock held (as Linux queues wakeups and IPIs under the
 //! runqueue lock and sends them after it is released). The clock is the one callback made
-//! at once: it answers a question, and runs with at most a balance lock of the calling CPU
-//! held, which no call naming another CPU takes.
+//! at once: it answers a question, and runs with no lock held (a newly-idle pass lets go of
+//! its CPU's balance state around each reading).
 //!
 //! Who delivers: each call, on its way out, delivers its own CPU's requests, those of every
 //! CPU that is not inside a call, and the queued events. A CPU inside a call is left its

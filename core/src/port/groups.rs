@@ -93,7 +93,8 @@ impl<
     /// When the earliest group's `cpu.max` period ends (ns), while any period timer runs:
     /// the tick runs them, so a port that stops a CPU's tick other than through
     /// [`Scheduler::idle_enter`] (which keeps it ticking meanwhile) must tick by then.
-    /// Lock-free, from anywhere; `None` while no group with a quota has had a task.
+    /// Lock-free, from anywhere; `None` while no group's `cpu.max` period runs (none has had
+    /// a task under a quota yet, or every period timer has stopped).
     ///
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};

@@ -135,7 +135,7 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Drop
 /// `Q` runnable per CPU, behind the calls a port makes, each checked against the calling
 /// contract (see the module documentation). `P::Payload` is what the port keeps per task.
 /// `EVENTS` is how many [`crate::Event`]s can wait for delivery at once (see
-/// [`Scheduler::events_lost`]). `G` is how many task groups it holds besides the root (the
+/// [`Scheduler::events_lost`]; at least 1, which a build checks). `G` is how many task groups it holds besides the root (the
 /// `groups` feature; each CPU's runqueue gives `G` of its `Q` slots to their entities).
 pub struct Scheduler<
     P: Platform,
@@ -171,7 +171,16 @@ impl<
     /// HZ; see [`Smp::new`]). `hz` is the rate of the port's tick on a busy CPU (0 means
     /// [`crate::smp::DEFAULT_HZ`]; above [`crate::smp::MAX_HZ`] `init` refuses it): the core
     /// counts balance intervals in its jiffies.
+    ///
+    /// A queue of no events does not build:
+    ///
+    /// ```compile_fail
+    /// use sched_core::{port::Scheduler, Features, NoPlatform};
+    /// static S: Scheduler<NoPlatform, 1, 4, 4, sched_core::spin::Spin, 0> =
+    ///     Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// ```
     pub const fn new(platform: P, features: Features, hz: u32) -> Self {
+        const { assert!(EVENTS > 0, "Scheduler: EVENTS (events waiting for delivery at once) must be at least 1") };
         Scheduler {
             smp: Smp::new(Deferred::new(platform), features, hz),
             cpus: [const {
@@ -435,8 +444,9 @@ impl<
     }
 
     /// The reschedule interrupt of a tickless CPU: carries out a pending nohz kick (the idle
-    /// balance on behalf of every tickless CPU). Returns whether there was one; it may have
-    /// pulled work here ([`Scheduler::need_resched`]). [`Scheduler::need_resched`] answers
+    /// balance on behalf of every tickless CPU). Returns whether it balanced: a kick that finds
+    /// this CPU busy again is dropped, as Linux drops it, and answers `false`. A balance may
+    /// have pulled work here ([`Scheduler::need_resched`]). [`Scheduler::need_resched`] answers
     /// `true` while a kick is pending and [`Scheduler::reschedule`] serves it, so a port that
     /// reschedules when asked needs no more; this serves a kick without a switch. Always
     /// `false` without the `nohz` feature.

@@ -380,7 +380,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// Changes the tick rate before [`Smp::init`] (or while no task is alive): a kernel that
     /// learns its HZ at boot keeps one `static` machine built with the defaults (all zeros, no
     /// `.data`) and sets the rate here. Refused while tasks are alive, and a rate above
-    /// [`MAX_HZ`] is refused ([`InitError::Hz`]), as `init` refuses it; nothing changes.
+    /// [`MAX_HZ`] is refused ([`InitError::Hz`]), as `init` refuses it; nothing changes. On a
+    /// machine already set up, what the balancer keeps in ticks of the old rate (each CPU's
+    /// next balance, each level's last one, the groups' capacity refresh, the tickless
+    /// balancer's times) is made due at once, so balancing goes on at the next tick.
     ///
     /// ```
     /// use sched_core::{NoPlatform, Smp, Features};
@@ -395,8 +398,37 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
         }
+        let old = self.hz();
         self.hz.store(if hz == 0 || hz == DEFAULT_HZ { 0 } else { hz }, Relaxed);
+        if self.hz() != old {
+            self.tick_times_due();
+        }
         Ok(())
+    }
+
+    /// Every time the balancer keeps in ticks, made due at once (its rate changed).
+    fn tick_times_due(&self) {
+        let topo = self.topology();
+        for cpu in 0..topo.nr_cpus() {
+            let mut b = self.bal(cpu);
+            for d in b.domains.iter_mut() {
+                d.last_balance = 0;
+            }
+            // (Under the balance-state lock, as every write of it is.)
+            Slot::<u64>::set(&self.cpus[cpu].next_balance, 0);
+            drop(b);
+            if CPUS > 1 {
+                for lvl in 0..topo.nr_levels(cpu) {
+                    for g in topo.groups(cpu, lvl) {
+                        self.sgc_of(g.id).next_update.store(0, Relaxed);
+                    }
+                }
+            }
+        }
+        if CPUS > 1 && NOHZ {
+            self.nohz.next_balance.store(0, Relaxed);
+            self.nohz.next_blocked.store(0, Relaxed);
+        }
     }
 
     /// Switches features at run time (every runqueue picks them up at once).

@@ -2,8 +2,11 @@
 //! task table, events) names. A leaf: it imports nothing of the crate.
 
 /// A task's identity: a slot in the task table plus the slot's generation when the task was
-/// created. When a task exits its slot's generation moves on, so an old id can never name
-/// the slot's next occupant: using it gives [`crate::SchedError::StaleTask`].
+/// created. When a task exits its slot's generation moves on, so an old id does not name the
+/// slot's next occupant: using it gives [`crate::SchedError::StaleTask`]. The generation is
+/// 32 bits and wraps: an id kept while its slot is reused 2^31 times more is no longer told
+/// apart (it is then [`crate::SchedError::UnknownTask`], and after 2^32 it names the slot's
+/// occupant again), so a port does not keep ids of exited tasks for ever.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 // On 64-bit targets one aligned word, so that an id (alone or in an `Option`) moves with one
 // load and one store: an id stored as two 32-bit halves and read back as one word cannot be
@@ -44,9 +47,10 @@ impl TaskId {
         TaskId { slot: raw as u32, generation: (raw >> 32) as u32 }
     }
 
-    /// A small positive number for traces (`pid`): slot + 1, so 0 stays the idle task's.
+    /// A small positive number for traces (`pid`): slot + 1, so 0 stays the idle task's
+    /// (and [`TaskId::NONE`]'s, no task).
     pub const fn trace_pid(self) -> u32 {
-        self.slot + 1
+        self.slot.wrapping_add(1)
     }
 }
 

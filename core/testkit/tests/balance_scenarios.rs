@@ -434,3 +434,23 @@ fn one_pass_moves_more_tasks_than_a_detach_batch() {
     assert_eq!(nr(&m, 0) as usize, ids.len() - moved as usize);
     m.check_invariants().unwrap();
 }
+
+/// A new tick rate on a machine already set up (no task alive): what the balancer kept in
+/// ticks of the old rate is due at once, so a CPU balances at its next tick instead of when
+/// the new rate's jiffies reach the old count (ten times later from 250 to 25 Hz).
+#[test]
+fn a_new_tick_rate_makes_the_balance_times_due() {
+    let m = machine(Features::default());
+    let later = 40 * NOW; // jiffy 10000 at 250 Hz
+    m.tick(4, later).unwrap();
+    let before = balance_records(&m).len();
+    assert!(before > 0, "the idle CPU balanced");
+    assert!(m.next_balance_of(4).unwrap() > 10_000);
+    m.set_hz(25).unwrap();
+    assert_eq!(m.next_balance_of(4).unwrap(), 0);
+    assert!(m.balance_state(4).unwrap().domains.iter().all(|d| d.last_balance == 0));
+    // The next tick at 25 Hz (jiffy 1001) balances again, and plans in the new rate's ticks.
+    m.tick(4, later + 40_000_000).unwrap();
+    assert!(balance_records(&m).len() > before, "no balance at the new rate's first tick");
+    assert!(m.next_balance_of(4).unwrap() < 2_000);
+}

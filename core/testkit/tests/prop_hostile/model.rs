@@ -37,7 +37,17 @@ impl Model {
         } else if self.exited_set.contains(&id) {
             Some(SchedError::StaleTask(id))
         } else {
-            Some(SchedError::UnknownTask(id))
+            // Never issued here, but generations wrap: an id at most 2^31 behind its slot's
+            // generation could have been issued before a wrap, and is stale; any other, or one
+            // of a slot never handed out, is unknown.
+            let slot = id.slot() as u32;
+            let Some(&g) = self.max_gen.get(&slot) else { return Some(SchedError::UnknownTask(id)) };
+            let now = if self.live.contains_key(&TaskId::new(slot, g)) { g } else { g.wrapping_add(1) };
+            if (1..=1 << 31).contains(&now.wrapping_sub(id.generation())) {
+                Some(SchedError::StaleTask(id))
+            } else {
+                Some(SchedError::UnknownTask(id))
+            }
         }
     }
 
