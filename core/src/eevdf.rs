@@ -164,7 +164,7 @@ impl AvgVruntime {
     fn with_curr(&self, base: u64, curr: Option<(u64, u64)>) -> (i128, i128) {
         let (mut sum, mut load) = (self.sum, self.load as i128);
         if let Some((v, w)) = curr {
-            sum += rel(v, base) * w as i128;
+            sum = sum.wrapping_add(rel(v, base).wrapping_mul(w as i128));
             load += w as i128;
         }
         (sum, load)
@@ -190,7 +190,7 @@ impl AvgVruntime {
     /// without dividing: (v − base)·W ≤ Σ (vᵢ − base)·wᵢ.
     pub fn eligible(&self, v: u64, base: u64, curr: Option<(u64, u64)>) -> bool {
         let (sum, load) = self.with_curr(base, curr);
-        rel(v, base) * load <= sum
+        rel(v, base).wrapping_mul(load) <= sum
     }
 }
 

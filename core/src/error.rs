@@ -24,9 +24,12 @@ pub enum SchedError {
     TaskTableFull,
     /// A runqueue's fixed capacity is exhausted.
     RunQueueFull,
-    /// The id never named a task, or its slot is out of range.
+    /// The id never named a task: its slot is out of range or never handed out, or its
+    /// generation is ahead of the slot's (or more than 2^31 behind).
     UnknownTask(TaskId),
-    /// The id named a task that has exited; its slot may hold another task now.
+    /// The id named a task that has exited; its slot may hold another task now. (Its
+    /// generation is behind the slot's, by at most 2^31: the counter wraps, so a made-up id
+    /// that far behind reads as stale too.)
     StaleTask(TaskId),
     /// The operation does not apply to a task in this state.
     InvalidState {

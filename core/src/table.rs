@@ -146,9 +146,10 @@ impl<const N: usize, T: TaskPayload> TaskTable<N, T> {
         Ok(TaskId::new(slot, self.generation[slot as usize]))
     }
 
-    /// Validates an id: unknown if the slot is out of range or the id was never issued,
-    /// stale if the task it named has exited. Generations wrap: an id is stale while its
-    /// generation is at most 2^31 behind its slot's, and one ahead of it was never issued.
+    /// Validates an id: unknown if the slot is out of range or was never handed out, or the
+    /// generation is one the slot has not reached; stale if it is behind the slot's. The
+    /// generation wraps, so "behind" is at most 2^31 generations: the table cannot tell an
+    /// id issued before a wrap from a made-up one, and answers stale for both.
     pub fn validate(&self, id: TaskId) -> Result<(), SchedError> {
         let s = id.slot();
         // A slot never handed out is unknown whatever it holds.

@@ -303,7 +303,8 @@ fn check_iterations(flag: &str, n: usize) {
 /// Writes `text` to `path`, or says in one line why not and exits as a failed run does (the
 /// experiment ran, its output could not be kept).
 fn write_out(path: &std::path::Path, text: &str) {
-    if let Err(e) = std::fs::write(path, text) {
+    let made = path.parent().map_or(Ok(()), std::fs::create_dir_all);
+    if let Err(e) = made.and_then(|()| std::fs::write(path, text)) {
         eprintln!("xsim: cannot write {}: {e}", path.display());
         std::process::exit(1)
     }
@@ -331,9 +332,11 @@ fn config(m: &MachineArgs) -> Config {
     if m.hz > sched_core::smp::MAX_HZ {
         usage(&format!("--hz {}: at most {}", m.hz, sched_core::smp::MAX_HZ));
     }
+    // (Made only when a picture is written, so that a refused command leaves nothing behind;
+    // a folder below a file could never be made, and is refused now.)
     if let Some(dir) = &m.out {
-        if let Err(e) = std::fs::create_dir_all(dir) {
-            usage(&format!("--out {}: cannot create it: {e}", dir.display()));
+        if let Some(file) = dir.ancestors().find(|a| a.exists()).filter(|a| !a.is_dir()) {
+            usage(&format!("--out {}: cannot create it: {} is not a folder", dir.display(), file.display()));
         }
     }
     for (flag, us) in [("--create-us", m.create_us), ("--setup-us", m.setup_us)] {

@@ -63,10 +63,11 @@ fn a_workload_file_larger_than_the_machine_is_too_large() {
     std::fs::write(&path, json).expect("write the workload");
     let p = path.to_str().expect("a UTF-8 temporary path");
     // 600 threads: more than 8 CPUs hold (exit 13, rt-app's "too large"), fewer than 16 do.
+    // (63 a CPU: one slot of each is kept for a thread on its way between two of them.)
     refused(
         &["--workload", p, "--iterations", "1"],
         13,
-        "600 threads, the simulator runs at most 512 on 8 CPUs",
+        "600 threads, the simulator runs at most 504 on 8 CPUs (63 per CPU, 2048 in all)",
     );
     let (code, _, stderr) = xsim(&["--workload", p, "--iterations", "1", "--cpus", "16"]);
     let _ = std::fs::remove_file(&path);
@@ -94,6 +95,12 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
              "tasks": { "free": { "instance": 64, "loop": -1, "run": 1000 },
                         "pinned": { "instance": 64, "loop": -1, "run": 1000, "cpus": [0] } } }"#,
     );
+    // 127 threads on CPUs 0 and 1, which hold 126 with a slot kept for a push between them.
+    let pair = file(
+        "pair",
+        r#"{ "global": { "duration": 1, "calibration": 100 },
+             "tasks": { "t": { "instance": 127, "loop": 1, "run": 1000, "cpus": [0, 1] } } }"#,
+    );
     // A mask naming only CPU 12 of an 8-CPU machine: cannot run (14); also in a phase.
     let absent = file(
         "absent",
@@ -114,6 +121,11 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
         "task t: 65 threads may run on the CPUs of its mask 0x1, which hold 64",
     );
     refused(
+        &["--workload", &arg(&pair), "--iterations", "1"],
+        13,
+        "task t: 127 threads may run on the CPUs of its mask 0x3, which hold 126",
+    );
+    refused(
         &["--workload", &arg(&beside), "--iterations", "1"],
         13,
         "task pinned: 128 threads may run on the CPUs of its mask 0x1, which hold 64",
@@ -125,7 +137,7 @@ fn a_workload_file_whose_masks_the_machine_cannot_hold_is_refused() {
         let (code, _, stderr) = xsim(&["--workload", p, "--iterations", "1", "--cpus", "16"]);
         assert_eq!(code, Some(0), "{p}: {stderr}");
     }
-    for p in [pinned, beside, absent, phase] {
+    for p in [pinned, pair, beside, absent, phase] {
         let _ = std::fs::remove_file(p);
     }
 }

@@ -135,8 +135,9 @@ impl<P: Platform, const CPUS: usize, const EVENTS: usize, R: RelaxStrategy> Drop
 /// `Q` runnable per CPU, behind the calls a port makes, each checked against the calling
 /// contract (see the module documentation). `P::Payload` is what the port keeps per task.
 /// `EVENTS` is how many [`crate::Event`]s can wait for delivery at once (see
-/// [`Scheduler::events_lost`]; at least 1, which a build checks). `G` is how many task groups it holds besides the root (the
-/// `groups` feature; each CPU's runqueue gives `G` of its `Q` slots to their entities).
+/// [`Scheduler::events_lost`]; at least 1, which a build checks). `G` is how many task groups
+/// it holds besides the root (the `groups` feature; each CPU's runqueue gives `G` of its `Q`
+/// slots to their entities).
 pub struct Scheduler<
     P: Platform,
     const CPUS: usize,

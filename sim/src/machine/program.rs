@@ -14,14 +14,27 @@ use super::{Ev, Machine};
 pub const PROGRAM_THREADS: usize = 2048;
 
 /// The threads a run of a program may have on a machine of `cpus` CPUs: at most
-/// [`PROGRAM_THREADS`], and as many as the CPUs' runqueues hold ([`super::SIM_Q`] each).
+/// [`PROGRAM_THREADS`], and as many as the CPUs' runqueues hold: [`super::SIM_Q`] each, less
+/// one each on two CPUs or more (see [`check_program`]).
 pub fn program_room(cpus: usize) -> usize {
     room(cpus, super::SIM_Q)
 }
 
 /// The threads a run may have on `cpus` CPUs whose runqueues hold `slots` tasks each.
 fn room(cpus: usize, slots: usize) -> usize {
-    PROGRAM_THREADS.min(cpus.max(1) * slots)
+    PROGRAM_THREADS.min(held(cpus.max(1), slots))
+}
+
+/// The threads `width` CPUs of `slots` runqueue slots each can be counted on to hold. A
+/// thread on its way from one CPU to another (a push: its CPU's current task, moved for
+/// its affinity or by active balancing) holds a slot at each end meanwhile, and each CPU
+/// pushes at most one at a time: among two CPUs or more, a slot of each is kept for that.
+fn held(width: usize, slots: usize) -> usize {
+    if width > 1 {
+        width * slots.saturating_sub(1)
+    } else {
+        width * slots
+    }
 }
 
 /// Why a program cannot run on a machine.
@@ -55,18 +68,21 @@ impl std::fmt::Display for ProgramRefusal {
 /// Whether `prog` can run on an empty machine of `cpus` CPUs whose runqueues hold `slots`
 /// tasks each ([`super::SIM_Q`] without task groups, less a slot per group with them), or why
 /// not:
-/// - its threads, forks included, are at most [`PROGRAM_THREADS`] and `slots` per CPU;
+/// - its threads, forks included, are at most [`PROGRAM_THREADS`] and what the machine's
+///   CPUs hold: `slots` each, less one each on two CPUs or more, kept for a thread on its way
+///   between two of them (a push holds a slot at each end);
 /// - every CPU mask of a task or a phase names one of the machine's CPUs;
 /// - for each such mask, the threads that may run on its CPUs (those of every task any of
-///   whose masks shares a CPU with it, confined or not) are at most `slots` per CPU of it, so
-///   that a thread confined to it finds a runqueue slot wherever placement and balancing have
-///   put the others, and however the phases move them.
+///   whose masks shares a CPU with it, confined or not) are at most what its CPUs hold (as
+///   above), so that a thread confined to it finds a runqueue slot wherever placement and
+///   balancing have put the others, and however the phases move them.
 pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<(), ProgramRefusal> {
     let room = room(cpus, slots);
     let threads = prog.thread_bound();
     if threads > room as u64 {
         return Err(ProgramRefusal::TooLarge(format!(
-            "{threads} threads, the simulator runs at most {room} on {cpus} CPUs ({slots} per CPU, {PROGRAM_THREADS} in all)"
+            "{threads} threads, the simulator runs at most {room} on {cpus} CPUs ({} per CPU, {PROGRAM_THREADS} in all)",
+            held(cpus.max(1), slots) / cpus.max(1)
         )));
     }
     // A mask is a bit per CPU of the first 64; `u64::MAX` is every CPU, of any machine.
@@ -94,7 +110,7 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
         for &m in masks {
             let there: u64 =
                 tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| meets(a, m))).map(|(n, _)| n).sum();
-            let held = (width(m) * slots) as u64;
+            let held = held(width(m), slots) as u64;
             if there > held {
                 return Err(ProgramRefusal::TooLarge(format!(
                     "task {}: {there} threads may run on the CPUs of its mask {m:#x}, which hold {held}",
