@@ -307,11 +307,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let features = self.features();
         for cpu in 0..n {
             let cap = topo.capacity_orig(cpu);
+            // (The balance state first, then the runqueue: the lock order above.)
+            let mut b = self.bal(cpu);
             let mut st = self.rq(cpu);
             st.reset(cpu as u32, cap, tunables, features);
             st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
             self.cpus[cpu].stats.publish(&st);
-            let mut b = self.bal(cpu);
+            drop(st);
             *b = BalanceState::default();
             for (i, d) in topo.domains(cpu).enumerate() {
                 b.domains[i].balance_interval_ms = d.balance_interval_ms;
