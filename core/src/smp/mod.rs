@@ -27,8 +27,7 @@
 //! lock orders the cell's relaxed accesses.
 //!
 //! The topology is written by [`Smp::init`] before any other call (and again only while no task
-//! is alive) and only read otherwise. Its write lock is taken with no other lock held and
-//! nothing is locked under it; a read of it may be taken under any lock.
+//! is alive) and only read otherwise.
 //!
 //! The kind of lock is the parameter `R` ([`Locks`]). A spin relax strategy is one: the
 //! locks then spin with it (the default, [`spin::Spin`], with `core::hint::spin_loop()`), and
@@ -301,11 +300,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
         }
-        // The topology is written with no other lock held, and the CPUs set up under a read of
-        // it: a balance pass reads it under its CPU's balance-state lock, so a writer that
-        // took that lock would deadlock with an idle CPU balancing meanwhile.
-        build(&mut self.topo.write())?;
-        let topo = self.topology();
+        let mut topo = self.topo.write();
+        build(&mut topo)?;
         let n = topo.nr_cpus();
         let tunables = Tunables::for_cpus(n);
         let features = self.features();
