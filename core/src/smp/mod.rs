@@ -27,7 +27,8 @@
 //! lock orders the cell's relaxed accesses.
 //!
 //! The topology is written by [`Smp::init`] before any other call (and again only while no task
-//! is alive) and only read otherwise.
+//! is alive) and only read otherwise. Its write lock is taken with no other lock held, and on
+//! two CPUs or more nothing is locked under it; a read of it may be taken under any lock.
 //!
 //! The kind of lock is the parameter `R` ([`Locks`]). A spin relax strategy is one: the
 //! locks then spin with it (the default, [`spin::Spin`], with `core::hint::spin_loop()`), and
@@ -300,8 +301,28 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if alive > 0 {
             return Err(InitError::TasksAlive(alive));
         }
-        let mut topo = self.topo.write();
-        build(&mut topo)?;
+        // The topology is written with no other lock held, and the CPUs set up under a read of
+        // it: a balance pass reads it under its CPU's balance-state lock, so a writer that
+        // took that lock would deadlock with an idle CPU balancing meanwhile. (One CPU has no
+        // other to balance: its image keeps the write, and no read path.)
+        let mut written = self.topo.write();
+        build(&mut written)?;
+        if CPUS > 1 {
+            drop(written);
+            self.set_up_cpus(&self.topology());
+        } else {
+            self.set_up_cpus(&written);
+            drop(written);
+        }
+        #[cfg(feature = "groups")]
+        if G > 0 {
+            self.regroup();
+        }
+        Ok(())
+    }
+
+    /// [`Smp::init_with`]'s second half: every CPU of the new topology set up afresh.
+    fn set_up_cpus(&self, topo: &Topology<CPUS>) {
         let n = topo.nr_cpus();
         let tunables = Tunables::for_cpus(n);
         let features = self.features();
@@ -338,12 +359,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             self.nohz.reset();
         }
         self.nr_cpus.store(n as u32, Relaxed);
-        drop(topo);
-        #[cfg(feature = "groups")]
-        if G > 0 {
-            self.regroup();
-        }
-        Ok(())
     }
 
     pub(crate) fn sgc_of(&self, group_id: usize) -> &GroupCapacity {
