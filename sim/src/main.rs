@@ -135,8 +135,7 @@ impl SysbenchArgs {
             None
         };
         if let Some(why) = why {
-            eprintln!("xsim: {why}");
-            std::process::exit(sched_sim::cli::USAGE_EXIT.into());
+            usage(&why)
         }
         Workload::Sysbench {
             threads: self.threads,
@@ -188,18 +187,16 @@ impl LatencyArgs {
         // Every task is runnable at once: as many as the runqueues and the task table hold.
         let room = (cpus * sched_sim::machine::SIM_Q).min(sched_sim::machine::SIM_TASKS);
         if self.spinners as usize + self.periodic as usize > room {
-            eprintln!(
-                "xsim: --spinners {} and --periodic {}: at most {room} tasks in all on {cpus} CPUs",
+            usage(&format!(
+                "--spinners {} and --periodic {}: at most {room} tasks in all on {cpus} CPUs",
                 self.spinners, self.periodic
-            );
-            std::process::exit(2)
+            ))
         }
         if self.periodic < 2 {
-            eprintln!(
-                "xsim: --periodic {}: at least 2 (one with the short slice, one without)",
+            usage(&format!(
+                "--periodic {}: at least 2 (one with the short slice, one without)",
                 self.periodic
-            );
-            std::process::exit(2)
+            ))
         }
         if self.slice_us != 0
             && sched_core::eevdf::checked_slice_ns(self.slice_us.saturating_mul(1000)).is_none()
@@ -282,8 +279,8 @@ enum Cmd {
 /// and the usage exit for an unknown name.
 fn features_on(base: Features, list: &str) -> Features {
     base.parse_list(list).unwrap_or_else(|_| {
-        eprintln!("xsim: unknown feature in {list:?}; known: {:?}", Features::all());
-        std::process::exit(2)
+        let known: Vec<_> = Features::all().iter_names().map(|(name, _)| name).collect();
+        usage(&format!("unknown feature in {list:?}; known (NO_ turns one off): {}", known.join(", ")))
     })
 }
 
@@ -314,19 +311,16 @@ fn write_out(path: &std::path::Path, text: &str) {
 /// `topology`; `flag` names the option it came from.
 fn check_cpus(flag: &str, cpus: usize, topology: TopologyKind, spelled: &str) {
     if cpus == 0 || cpus > 1024 {
-        eprintln!("xsim: {flag} {cpus}: must be 1..=1024");
-        std::process::exit(2)
+        usage(&format!("{flag} {cpus}: must be 1..=1024"))
     }
     if let Err(why) = topology.check(cpus) {
-        eprintln!("xsim: --topology {spelled} with {flag} {cpus}: {why}");
-        std::process::exit(2)
+        usage(&format!("--topology {spelled} with {flag} {cpus}: {why}"))
     }
 }
 
 fn config(m: &MachineArgs) -> Config {
     let topology = TopologyKind::parse(&m.topology).unwrap_or_else(|| {
-        eprintln!("xsim: --topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR);
-        std::process::exit(2)
+        usage(&format!("--topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR))
     });
     check_cpus("--cpus", m.cpus, topology, &m.topology);
     if m.hz > sched_core::smp::MAX_HZ {
@@ -341,8 +335,7 @@ fn config(m: &MachineArgs) -> Config {
     }
     for (flag, us) in [("--create-us", m.create_us), ("--setup-us", m.setup_us)] {
         if us > u64::from(MAX_MODEL_US) {
-            eprintln!("xsim: {flag} {us}: must be 0..={MAX_MODEL_US}");
-            std::process::exit(2)
+            usage(&format!("{flag} {us}: must be 0..={MAX_MODEL_US}"))
         }
     }
     Config {
@@ -367,8 +360,7 @@ fn side_label(side: &str, base: &str, list: &str) -> String {
 /// Refuses `--out` (one line, the usage exit) for an experiment that writes no pictures.
 fn no_out(m: &MachineArgs, experiment: &str) {
     if m.out.is_some() {
-        eprintln!("xsim: {experiment} writes no pictures; --out is for sysbench, ab and --workload");
-        std::process::exit(2)
+        usage(&format!("{experiment} writes no pictures; --out is for sysbench, ab and --workload"))
     }
 }
 
@@ -529,12 +521,10 @@ fn main() {
             let cfg = config(&m);
             no_out(&m, "groups");
             if !(1..=60).contains(&seconds) {
-                eprintln!("xsim: --seconds must be 1..=60");
-                std::process::exit(2)
+                usage("--seconds must be 1..=60")
             }
             if cfg.cpus > 64 {
-                eprintln!("xsim: groups run on at most 64 CPUs");
-                std::process::exit(2)
+                usage("groups run on at most 64 CPUs")
             }
             let rows = sched_sim::groups::run_groups(&cfg, seconds);
             if m.json {
@@ -585,13 +575,10 @@ fn main() {
 /// code), then run K times with A and with B; rt-app's figures per task.
 fn run_program(args: &ProgramArgs) {
     let Some(path) = &args.workload else {
-        eprintln!("xsim: give a subcommand (sysbench, spread, groups, ab) or --workload FILE; see --help");
-        std::process::exit(sched_sim::cli::USAGE_EXIT.into())
+        usage("give a subcommand (sysbench, spread, groups, ab) or --workload FILE; see --help")
     };
-    let bytes = std::fs::read(path).unwrap_or_else(|e| {
-        eprintln!("xsim: cannot read {}: {e}", path.display());
-        std::process::exit(sched_sim::cli::USAGE_EXIT.into())
-    });
+    let bytes =
+        std::fs::read(path).unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
     let def = sched_workload::rtapp::lower_bytes(&bytes).unwrap_or_else(|e| {
         eprintln!("xsim: {}: {e}", path.display());
         std::process::exit(e.exit_code().into())
