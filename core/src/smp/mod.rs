@@ -137,7 +137,7 @@ use crate::platform::{Event, EventKind, Platform};
 use crate::relaxed::Slot;
 use crate::table::{Location, TaskTable};
 use crate::task::{Entity, TaskId, TaskState};
-use crate::topology::{Topology, TopologyDesc, TopologyError};
+use crate::topology::{Group, Topology, TopologyDesc, TopologyError};
 use crate::weights::saturate_u32;
 use nohz_state::NOHZ;
 
@@ -340,20 +340,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 b.domains[i].balance_interval_ms = d.balance_interval_ms;
             }
         }
-        // A machine of one CPU has no domains, hence no groups; `CPUS == 1` is a constant, so
-        // its image leaves this out.
-        if CPUS > 1 {
-            for cpu in 0..n {
-                for lvl in 0..topo.nr_levels(cpu) {
-                    for g in topo.groups(cpu, lvl) {
-                        let sgc = self.sgc_of(g.id);
-                        sgc.capacity.store(saturate_u32(g.capacity), Relaxed);
-                        sgc.min_capacity.store(saturate_u32(g.min_capacity), Relaxed);
-                        sgc.max_capacity.store(saturate_u32(g.max_capacity), Relaxed);
-                    }
-                }
-            }
-        }
+        self.for_each_group(topo, |g, sgc| {
+            sgc.capacity.store(saturate_u32(g.capacity), Relaxed);
+            sgc.min_capacity.store(saturate_u32(g.min_capacity), Relaxed);
+            sgc.max_capacity.store(saturate_u32(g.max_capacity), Relaxed);
+        });
         // A machine set up anew has no tickless CPU, and counts its LLCs' busy CPUs afresh.
         if CPUS > 1 && NOHZ {
             self.nohz.reset();
@@ -361,6 +352,25 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         self.nr_cpus.store(n as u32, Relaxed);
     }
 
+    /// Calls `f` with every sched group of every CPU's domains in `topo` and the group's
+    /// capacity record (a group that several CPUs' domains hold comes once for each). A
+    /// machine of one CPU has no domains, hence no groups; `CPUS == 1` is a constant, so its
+    /// image leaves the walk out.
+    fn for_each_group(&self, topo: &Topology<CPUS>, mut f: impl FnMut(&Group, &GroupCapacity)) {
+        if CPUS == 1 {
+            return;
+        }
+        for cpu in 0..topo.nr_cpus() {
+            for lvl in 0..topo.nr_levels(cpu) {
+                for g in topo.groups(cpu, lvl) {
+                    f(g, self.sgc_of(g.id));
+                }
+            }
+        }
+    }
+
+    /// The capacity record of the group whose [`Group::id`] is `group_id` (an id past the
+    /// table's last level is clamped to it rather than panic).
     pub(crate) fn sgc_of(&self, group_id: usize) -> &GroupCapacity {
         let (l, i) = (group_id / CPUS, group_id % CPUS);
         &self.sgc[l.min(MAX_LEVELS - 1)][i]
@@ -433,15 +443,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             }
             // (Under the balance-state lock, as every write of it is.)
             Slot::<u64>::set(&self.cpus[cpu].next_balance, 0);
-            drop(b);
-            if CPUS > 1 {
-                for lvl in 0..topo.nr_levels(cpu) {
-                    for g in topo.groups(cpu, lvl) {
-                        self.sgc_of(g.id).next_update.store(0, Relaxed);
-                    }
-                }
-            }
         }
+        self.for_each_group(&topo, |_, sgc| sgc.next_update.store(0, Relaxed));
         if CPUS > 1 && NOHZ {
             self.nohz.next_balance.store(0, Relaxed);
             self.nohz.next_blocked.store(0, Relaxed);
