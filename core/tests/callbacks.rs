@@ -1,5 +1,6 @@
 //! No callback can deadlock: a platform whose every callback calls every function of the
-//! porter's API, naming its own CPU and every other one, on machines of 1, 2 and 8 CPUs.
+//! porter's API, naming its own CPU and every other one, on machines of 1, 2 and 8 CPUs and a
+//! big.LITTLE pair; each kind of callback comes at least once on some machine.
 //! Each call returns (a result or a typed error); a watchdog fails the test if the machine
 //! hangs, and the machine's invariants hold at the end.
 
@@ -83,6 +84,11 @@ macro_rules! hostile {
 hostile!(1, S1);
 hostile!(2, S2);
 hostile!(8, S8);
+hostile!(3, SB);
+
+/// A big.LITTLE pair (the tag 3 only tells its platform apart), for the stopper: an active
+/// balance pushes a misfit task up.
+static SB: Scheduler<Hostile<3>, 2, 32, 32> = Scheduler::new(Hostile::new(), Features::DEFAULT, 250);
 
 /// Every function of the porter's API, naming `cpu`, from inside a callback. Returns how
 /// many calls were made. What they answer is not the point (a call from a callback on its
@@ -177,6 +183,61 @@ fn life<P: Platform<Payload = u32>, const C: usize, const T: usize>(s: &'static 
             }
         }
     }
+    if C > 1 {
+        pinned_to_one_cpu(s, &tasks, now);
+    }
+    s.check_invariants().unwrap();
+}
+
+/// The callback the busy life may not bring about, a kick: every task pinned to CPU 0, the
+/// other CPUs idle and tickless (entered again each round: every callback's calls take them
+/// out), and CPU 0's ticks with its tasks queued kick one of them.
+fn pinned_to_one_cpu<P: Platform<Payload = u32>, const C: usize, const T: usize>(
+    s: &'static Scheduler<P, C, T, 32>,
+    tasks: &[TaskId],
+    mut now: u64,
+) {
+    for &t in tasks {
+        let _ = s.wake(0, now, t);
+        let _ = s.set_affinity(0, now, t, CpuMask::single(0));
+    }
+    for _ in 0..100 {
+        now += MS;
+        NOW.with(|c| c.set(now));
+        for cpu in 1..C {
+            let _ = s.reschedule(cpu, now, |_| {});
+            if matches!(s.current(cpu), Ok(None)) {
+                let _ = s.idle_enter(cpu);
+            }
+        }
+        let _ = s.tick(0, now);
+        let _ = s.reschedule(0, now, |_| {});
+    }
+}
+
+/// The stopper's callback: a task too big for the LITTLE CPU 0 runs there alone (pinned
+/// until its utilisation has grown), and the big CPU 1 is idle; its balance cannot pull a
+/// running task, so it asks CPU 0's stopper to push it.
+fn misfit_life(s: &'static Scheduler<Hostile<3>, 2, 32, 32>) {
+    let mut now = MS;
+    let set = |n: u64| NOW.with(|c| c.set(n));
+    set(now);
+    s.init_with(|t| t.init_big_little(1, 1, 446)).unwrap();
+    s.cpu_up(0, now).unwrap();
+    s.cpu_up(1, now).unwrap();
+    let pinned = TaskParams { affinity: CpuMask::single(0), ..TaskParams::default() };
+    let big = s.create(0, now, pinned, 0).unwrap();
+    for step in 0..400 {
+        if step == 200 {
+            let _ = s.set_affinity(0, now, big, CpuMask::first_n(2));
+        }
+        now += MS;
+        set(now);
+        for cpu in 0..2 {
+            let _ = s.tick(cpu, now);
+            let _ = s.reschedule(cpu, now, |_| {});
+        }
+    }
     s.check_invariants().unwrap();
 }
 
@@ -199,6 +260,9 @@ fn every_callback_may_call_every_function_on_1_2_and_8_cpus() {
     within("1 CPU", || life(&S1));
     within("2 CPUs", || life(&S2));
     within("8 CPUs", || life(&S8));
+    within("a big.LITTLE pair", || misfit_life(&SB));
+    let seen = &SB.platform().seen;
+    assert!(seen[1].load(SeqCst) > 0, "big.LITTLE: the stopper ran: {seen:?}");
     for (n, seen, calls) in [
         (1, &S1.platform().seen, &S1.platform().calls),
         (2, &S2.platform().seen, &S2.platform().calls),
@@ -209,6 +273,7 @@ fn every_callback_may_call_every_function_on_1_2_and_8_cpus() {
         assert!(calls.load(SeqCst) > 0, "{n} CPUs: the callbacks called");
         if n > 1 {
             assert!(seen[3] > 0, "{n} CPUs: the clock was asked: {seen:?}");
+            assert!(seen[2] > 0, "{n} CPUs: idle CPUs were kicked: {seen:?}");
         }
     }
 }

@@ -152,9 +152,11 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             cur = self.up(pl);
         }
         if let Some(sh) = self.pool.shared(l as usize) {
+            // (Counted and the timer armed under the pool's lock, which the period's end
+            // holds while it reads the count and stops the timer: neither misses the other.)
+            let mut pool = sh.bw.lock();
             sh.nr_throttled.fetch_add(1, Relaxed);
             // The period timer must run to let it go (`start_cfs_bandwidth`).
-            let mut pool = sh.bw.lock();
             pool.take(0);
             if sh.next_end.load(Relaxed) == 0 {
                 sh.next_end.store(now + pool.limit().period_ns(), Relaxed);
@@ -217,7 +219,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         }
         let go = {
             let mut pool = sh.bw.lock();
-            let grant = pool.give(lv.runtime.remaining);
+            let grant = pool.give(lv.runtime.remaining, lv.cfs.load.weight != 0);
             lv.runtime.remaining += grant as i64;
             let go = lv.runtime.remaining > 0;
             if go {

@@ -225,17 +225,20 @@ impl Pool {
         PeriodEnd::Distribute
     }
 
-    /// Hands a throttled runqueue whose runtime is `remaining` (≤ 0) its deficit and a slice,
-    /// or what the pool has. Returns the grant; the runqueue goes on if it brings `remaining`
-    /// above 0.
+    /// Hands a throttled runqueue whose runtime is `remaining` (≤ 0) its deficit and a slice
+    /// if it has tasks `queued`, its deficit and 1 ns if not, or what the pool has. Returns
+    /// the grant; the runqueue goes on if it brings `remaining` above 0.
     ///
-    /// Linux hands just the deficit and 1 ns, and each runqueue let go takes its slice the
-    /// moment it runs again, so the slices go in the order the runqueues were let go, the
-    /// longest throttled first. Handing the slice here keeps that order where CPUs account at
-    /// the same instant (the simulator, QEMU's deterministic mode), which would otherwise give
-    /// the slices to the same CPUs every period and starve the others.
-    pub fn give(&mut self, remaining: i64) -> u64 {
-        let want = (SLICE_NS as i64).saturating_sub(remaining.min(0)) as u64;
+    /// Linux hands every runqueue just the deficit and 1 ns, and each runqueue let go takes
+    /// its slice the moment it runs again, so the slices go in the order the runqueues were
+    /// let go, the longest throttled first. Handing the slice here keeps that order where
+    /// CPUs account at the same instant (the simulator, QEMU's deterministic mode), which
+    /// would otherwise give the slices to the same CPUs every period and starve the others.
+    /// A runqueue with nothing queued would never run its slice, nor give it back before a
+    /// task came and went: it gets Linux's grant.
+    pub fn give(&mut self, remaining: i64, queued: bool) -> u64 {
+        let slice = if queued { SLICE_NS as i64 } else { 1 };
+        let want = slice.saturating_sub(remaining.min(0)) as u64;
         if self.limit.quota_ns.is_none() {
             return want;
         }
@@ -337,7 +340,7 @@ mod tests {
     fn extreme_values_saturate() {
         for limit in [CpuMax::UNLIMITED, CpuMax::parse("5000 100000", None).unwrap()] {
             let mut pool = Pool::new(limit);
-            let grant = pool.give(i64::MIN);
+            let grant = pool.give(i64::MIN, true);
             assert!(grant > 0 || limit.quota_ns().is_some());
             assert!(pool.give_back(i64::MIN) == i64::MIN && pool.give_back(i64::MAX) > 0);
             pool.throttled_for(u64::MAX);
@@ -385,7 +388,7 @@ mod tests {
         assert!(rq.must_throttle());
         rq.throttle(10_000_000);
         assert_eq!(pool.period_end(1, true), PeriodEnd::Distribute);
-        let grant = pool.give(rq.remaining);
+        let grant = pool.give(rq.remaining, true);
         rq.unthrottle(100_000_000, grant, &mut pool);
         assert_eq!(rq.remaining, SLICE_NS as i64, "its deficit met and a slice");
         assert_eq!(pool.runtime(), 10_000_000 - grant);
@@ -412,7 +415,8 @@ mod tests {
         // No limit: everything is granted and nothing counted.
         let mut free = Pool::new(CpuMax::UNLIMITED);
         assert_eq!(free.take(u64::MAX / 2), u64::MAX / 2);
-        assert_eq!(free.give(-5), SLICE_NS + 5, "a deficit and a slice are always met");
+        assert_eq!(free.give(-5, true), SLICE_NS + 5, "a deficit and a slice are always met");
+        assert_eq!(free.give(-5, false), 6, "an empty runqueue's deficit and 1 ns");
         assert_eq!(free.period_end(1, false), PeriodEnd::Stop);
         // A new limit lets a throttled runqueue go, with no runtime.
         let mut rq = RqRuntime { remaining: -3, throttled: true, throttled_at: 10 };

@@ -22,9 +22,12 @@ pub struct GroupShared {
     /// Its bandwidth pool (`cfs_b`, under its own lock: a leaf, taken under a runqueue lock
     /// or alone, never held while taking another).
     pub(crate) bw: spin::Mutex<Pool>,
-    /// When its period ends next (ns; 0: the period timer is stopped).
+    /// When its period ends next (ns; 0: the period timer is stopped). Armed by a throttle
+    /// and stopped by a period's end under `bw`'s lock (any tick may move it on, alone).
     pub(crate) next_end: AtomicU64,
-    /// How many of its runqueues are throttled now.
+    /// How many of its runqueues are throttled now. A throttle counts itself under `bw`'s
+    /// lock, where a period's end reads it, so that no throttle is missed by a period's end
+    /// that stops the timer or only refills.
     pub(crate) nr_throttled: AtomicU32,
 }
 

@@ -649,3 +649,34 @@ fn a_throttled_group_deleted_leaves_no_timer_behind() {
     run(&m, &mut now, 300 * MS);
     m.check_invariants().unwrap();
 }
+
+/// A level throttled with nothing queued (its task moved out of the group meanwhile) is let
+/// go at the period's end with its deficit and 1 ns, as Linux lets every level go: it holds
+/// no slice it cannot run, so the group's other CPU gets the rest of the quota.
+#[test]
+fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
+    let m = boot::<2>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("10000 100000")).unwrap();
+    let [a, b] = [0, 1].map(|cpu| {
+        let t = spinners(&m, now, g, 1)[0];
+        m.set_affinity(now, t, crate::CpuMask::single(cpu)).unwrap();
+        t
+    });
+    // Both levels take a 5 ms slice each and are throttled by the tick after (1 ms ticks).
+    run(&m, &mut now, 20 * MS);
+    let end = m.bandwidth_timer().expect("the period timer runs while they are throttled");
+    assert!(m.current(0).is_none() && m.current(1).is_none(), "both levels throttled");
+    // CPU 0's level stays throttled with nothing queued.
+    m.move_task(now, a, GroupId::ROOT).unwrap();
+    run(&m, &mut now, end - MS);
+    let r0 = runtime(&m, &[b]);
+    run(&m, &mut now, end + 99 * MS);
+    // b's in the next period: the quota less the deficits both levels ran up before they
+    // were throttled (each at most a tick), plus at most a tick of overrun: 8..=11 ms. (A
+    // slice handed to CPU 0's empty level and kept there left b at most 5 ms.)
+    let got = runtime(&m, &[b]) - r0;
+    assert!((8 * MS..=11 * MS).contains(&got), "b ran {got} ns of the group's 10 ms in the period");
+    m.check_invariants().unwrap();
+}

@@ -261,14 +261,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             if sh.next_end.compare_exchange(end, next, Relaxed, Relaxed).is_err() {
                 continue;
             }
-            let throttled = sh.nr_throttled.load(Relaxed) > 0;
-            let outcome = sh.bw.lock().period_end(overrun, throttled);
-            match outcome {
-                PeriodEnd::Stop => {
+            // (The throttled count is read and the timer stopped under the pool's lock, which
+            // a throttle holds while it counts itself and arms the timer.)
+            let outcome = {
+                let mut pool = sh.bw.lock();
+                let outcome = pool.period_end(overrun, sh.nr_throttled.load(Relaxed) > 0);
+                if outcome == PeriodEnd::Stop {
                     let _ = sh.next_end.compare_exchange(next, 0, Relaxed, Relaxed);
                 }
-                PeriodEnd::Refilled => {}
-                PeriodEnd::Distribute => self.distribute(i as u16 + 1, now),
+                outcome
+            };
+            if outcome == PeriodEnd::Distribute {
+                self.distribute(i as u16 + 1, now);
             }
         }
     }

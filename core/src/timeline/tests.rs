@@ -283,20 +283,16 @@ fn check_detects_corruption() {
     bad.nodes[r].color = Color::Red;
     assert!(bad.check().is_err(), "a red root");
 
-    // Blackening one leaf, or reddening a red node's child, breaks the colour rules.
-    let reds: Vec<usize> = (0..6).filter(|&i| t.nodes[i].color == Color::Red).collect();
+    // Blackening a red leaf, or reddening a red node's parent, breaks the colour rules.
     let mut bad = t.clone();
-    let leaf = (0..6).find(|&i| t.nodes[i].left == NIL && t.nodes[i].right == NIL && t.nodes[i].color == Color::Red);
-    if let Some(leaf) = leaf {
-        bad.nodes[leaf].color = Color::Black;
-        assert_eq!(bad.check(), Err("black heights differ"));
-    }
-    assert!(!reds.is_empty() || leaf.is_none());
+    let leaf = (0..6)
+        .find(|&i| t.nodes[i].left == NIL && t.nodes[i].right == NIL && t.nodes[i].color == Color::Red)
+        .expect("the six inserts leave a red leaf");
+    bad.nodes[leaf].color = Color::Black;
+    assert_eq!(bad.check(), Err("black heights differ"));
     let mut bad = t.clone();
-    if let Some(&red) = reds.first() {
-        bad.nodes[bad.nodes[red].parent as usize].color = Color::Red;
-        assert!(bad.check().is_err());
-    }
+    bad.nodes[bad.nodes[leaf].parent as usize].color = Color::Red;
+    assert!(bad.check().is_err(), "a red node's parent made red");
 
     let mut bad = t.clone();
     let (a, b) = (bad.root, bad.nodes[bad.root as usize].left);

@@ -95,6 +95,7 @@ fn spinners_share_by_weight_and_every_pick_is_eligible() {
 fn a_short_slice_task_runs_within_the_papers_bound() {
     let tick = MS / 4;
     let mut worst = [0u64; 2];
+    let mut judged = [0u32; 2];
     for (i, features) in [Features::default() | Features::EEVDF, Features::default()].into_iter().enumerate()
     {
         let mut d = Driver::with(Tunables::for_cpus(8), features, tick);
@@ -125,9 +126,14 @@ fn a_short_slice_task_runs_within_the_papers_bound() {
                 assert!(waited < 100 * MS, "never ran");
             }
             worst[i] = worst[i].max(waited);
+            judged[i] += 1;
             d.s.check_invariants().unwrap();
         }
     }
+    println!("wake-ups judged: EEVDF {}, CFS {} of 200", judged[0], judged[1]);
+    // Each 0.5 ms run is inside the task's 1 ms request, which no tick ends early under
+    // EEVDF: every wake-up is judged.
+    assert_eq!(judged[0], 200, "EEVDF: wake-ups judged");
     let (r, tasks) = (MS, 5);
     let bound = 2 * r * tasks + tick;
     assert!(worst[0] <= bound, "EEVDF: waited {} µs, bound {} µs", worst[0] / 1000, bound / 1000);
@@ -187,10 +193,17 @@ fn a_slice_out_of_range_is_refused_and_nothing_changes() {
     }
     d.s.smp().set_slice(d.now, a, 2 * MS).unwrap();
     assert_eq!(d.s.entity(a).unwrap().slice, 2 * MS);
-    // The next request is the new size: a deadline 2 ms of its virtual time on.
-    d.run(20 * MS);
+    // The next request is the new size: the tick that ends the current one sets a deadline
+    // 2 ms of its virtual time on (nice 0: 2 ms).
+    let old = d.s.entity(a).unwrap().deadline;
+    let mut ticks = 0;
+    while d.s.entity(a).unwrap().deadline == old {
+        d.run(MS);
+        ticks += 1;
+        assert!(ticks <= 10, "the request of the old slice never ended");
+    }
     let e = d.s.entity(a).unwrap();
-    assert!(e.deadline.wrapping_sub(e.vruntime) as i64 <= to_virtual(2 * MS, 1024) as i64);
+    assert_eq!(e.deadline.wrapping_sub(e.vruntime), to_virtual(2 * MS, 1024));
 }
 
 /// Switched on at run time with tasks queued, EEVDF starts from sums rebuilt from the
