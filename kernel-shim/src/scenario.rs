@@ -478,19 +478,23 @@ fn report_cpus(tag: &str, n: usize) {
             o[Outcome::Retried.index()]
         );
     }
-    let deepest = (0..n).map(arch::exc_stack_high_water).max().unwrap_or(0);
+}
+
+/// Ends a scenario that ran to its end: the stacks' high-water marks, which the suite judges
+/// after every such run, then exit 0 if `ok`, else [`EXIT_FAILED`].
+fn finish(ok: bool) -> ! {
+    let deepest = (0..ncpus()).map(arch::exc_stack_high_water).max().unwrap_or(0);
     kprintln!(
-        "{}: exception stack high-water: {} of {} bytes (deepest CPU)",
-        tag,
+        "stacks: exception stack high-water: {} of {} bytes (deepest CPU)",
         deepest,
         arch::EXC_STACK_SIZE
     );
     kprintln!(
-        "{}: thread stack high-water: {} of {} bytes (deepest thread)",
-        tag,
+        "stacks: thread stack high-water: {} of {} bytes (deepest thread)",
         arch::thread_stack_high_water(),
         arch::STACK_SIZE
     );
+    arch::exit(if ok { 0 } else { EXIT_FAILED })
 }
 
 /// Checks the core's invariants (all runqueue locks, IRQs masked like every core call).

@@ -7,9 +7,9 @@ use portable_atomic::{
 };
 
 use super::{
-    check_invariants, count_primes, mix, ncpus, record_latency, report_cpus, report_latency, since_t0,
-    ThreadKind, EXIT_FAILED, MAX_EVENTS, MAX_SPINNERS, NICE_MARGIN_PCT, SB_BARRIER, SB_CREATE_NS, SB_SEED,
-    SB_SETUP_NS, T0,
+    check_invariants, count_primes, finish, mix, ncpus, record_latency, report_cpus, report_latency,
+    since_t0, ThreadKind, EXIT_FAILED, MAX_EVENTS, MAX_SPINNERS, NICE_MARGIN_PCT, SB_BARRIER, SB_CREATE_NS,
+    SB_SEED, SB_SETUP_NS, T0,
 };
 use crate::arch::{self, MAX_CPUS};
 use crate::kprintln;
@@ -420,7 +420,7 @@ fn sysbench_report() -> ! {
     }
     report_cpus(tag, n);
     kprintln!("{}: {}", tag, if ok { "OK" } else { "FAIL" });
-    arch::exit(if ok { 0 } else { EXIT_FAILED })
+    finish(ok)
 }
 
 /// `scenario=affinity`: no thread ever switched in outside its affinity, and every CPU ran

@@ -1,6 +1,6 @@
 //! The `boot` scenario: every CPU online and ticking, an IPI to each CPU and back.
 
-use super::{check_invariants, ncpus, wait_until, EXIT_FAILED};
+use super::{check_invariants, finish, ncpus, wait_until, EXIT_FAILED};
 use crate::arch::{self, MAX_CPUS};
 use crate::kprintln;
 use crate::sched;
@@ -48,5 +48,5 @@ pub(super) fn boot() {
         arch::exit(EXIT_FAILED);
     }
     kprintln!("boot: OK ({} CPUs, boot to all online {} us)", n, all_online / 1000);
-    arch::exit(0);
+    finish(true)
 }

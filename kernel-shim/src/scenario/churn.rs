@@ -7,8 +7,8 @@ use portable_atomic::{
 };
 
 use super::{
-    check_invariants, count_primes, mix, ncpus, report_cpus, since_t0, wait_with, ThreadKind, EXIT_FAILED,
-    SB_SEED, T0,
+    check_invariants, count_primes, finish, mix, ncpus, report_cpus, since_t0, wait_with, ThreadKind,
+    EXIT_FAILED, SB_SEED, T0,
 };
 use crate::arch;
 use crate::kprintln;
@@ -287,5 +287,5 @@ fn churn_report(settled: bool) -> ! {
     ok &= check_invariants("churn");
     report_cpus("churn", ncpus());
     kprintln!("churn: {}", if ok { "OK" } else { "FAIL" });
-    arch::exit(if ok { 0 } else { EXIT_FAILED })
+    finish(ok)
 }

@@ -1,6 +1,6 @@
 //! The `corecalls` scenario: core calls from threads while ticks take the same locks.
 
-use super::{check_invariants, ncpus, ThreadKind, EXIT_FAILED};
+use super::{check_invariants, finish, ncpus, ThreadKind, EXIT_FAILED};
 use crate::arch;
 use crate::kprintln;
 use crate::sched;
@@ -23,7 +23,7 @@ pub(super) fn corecalls_main(rounds: u32) {
     let ok = check_invariants("corecalls");
     let calls = n as u64 * rounds as u64 * 2;
     kprintln!("corecalls: all {} calls returned -> {}", calls, if ok { "OK" } else { "FAIL" });
-    arch::exit(if ok { 0 } else { EXIT_FAILED })
+    finish(ok)
 }
 
 /// Queries that take the core's locks (this CPU's balance lock, the task table), from thread

@@ -13,7 +13,7 @@ use portable_atomic::{AtomicBool, Ordering::SeqCst};
 use sched_core::group::tree::GroupId;
 use sched_core::{GroupError, SchedError};
 
-use super::{check_invariants, count_primes, ncpus, ThreadKind, EXIT_FAILED};
+use super::{check_invariants, count_primes, finish, ncpus, ThreadKind};
 use crate::arch;
 use crate::kprintln;
 use crate::sched;
@@ -40,10 +40,10 @@ pub(super) fn groups_main(duration_ms: u32) {
     ok &= check_invariants("groups");
     if ok {
         kprintln!("groups: OK");
-        arch::exit(0);
+    } else {
+        defmt::error!("groups: FAIL");
     }
-    defmt::error!("groups: FAIL");
-    arch::exit(EXIT_FAILED);
+    finish(ok)
 }
 
 /// `count` spinners allowed on `affinity` moved into `g`; their slots as a set (bit per

@@ -10,7 +10,7 @@ use portable_atomic::{
 };
 use sched_core::Features;
 
-use super::{check_invariants, count_primes, ncpus, Latency, Policies, ThreadKind, EXIT_FAILED};
+use super::{check_invariants, count_primes, finish, ncpus, Latency, Policies, ThreadKind};
 use crate::arch;
 use crate::kprintln;
 use crate::sched;
@@ -56,10 +56,10 @@ pub(super) fn latency_main(l: Latency) {
     ok &= check_invariants("latency");
     if ok {
         kprintln!("latency: OK");
-        arch::exit(0);
+    } else {
+        defmt::error!("latency: FAIL");
     }
-    defmt::error!("latency: FAIL");
-    arch::exit(EXIT_FAILED);
+    finish(ok)
 }
 
 /// One phase: the threads run for the phase's length, then stop; its report. False if a

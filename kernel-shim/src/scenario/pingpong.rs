@@ -7,8 +7,8 @@ use portable_atomic::{
 use sched_core::MigrateReason;
 
 use super::{
-    check_invariants, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_FAILED, MAX_PAIRS,
-    T0,
+    check_invariants, finish, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_FAILED,
+    MAX_PAIRS, T0,
 };
 use crate::arch;
 use crate::kprintln;
@@ -106,5 +106,5 @@ fn pingpong_finished() {
     ok &= check_invariants("pingpong");
     report_cpus("pingpong", ncpus());
     kprintln!("pingpong: {}", if ok { "OK" } else { "FAIL" });
-    arch::exit(if ok { 0 } else { EXIT_FAILED })
+    finish(ok)
 }

@@ -22,7 +22,7 @@ use sched_workload::Program;
 
 use super::bench::{report_spread, track_workers};
 use super::{
-    mix, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED,
+    finish, mix, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED,
     EXIT_MACHINE, SB_SEED,
 };
 use crate::arch::{self, MAX_THREADS};
@@ -179,7 +179,7 @@ pub(super) fn program_main() {
     }
     report_cpus("program", ncpus());
     kprintln!("program: end ns={} blocked={}", end - t0, blocked);
-    arch::exit(0);
+    finish(true)
 }
 
 /// Starts the kernel thread of program thread `th`; false if the kernel has no room for it.

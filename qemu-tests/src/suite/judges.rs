@@ -101,10 +101,16 @@ pub(super) fn affinity_ok(b: &Boot) -> Result<(), String> {
 }
 
 /// The report's spread time and one-per-CPU time (docs/seed-experiment.md defines them): the
-/// spinners spread, and each ended up alone on its CPU.
+/// spinners, as many as the CPUs, spread, and each ended up alone on its CPU: the first
+/// instant was reached, and half-way through the events every runqueue still holds one.
 pub(super) fn spread_one_per_cpu(b: &Boot) -> Result<(), String> {
     has(b, "spread time")?;
-    has(b, "one-per-CPU time")
+    has(b, "one-per-CPU time")?;
+    let rq = half_way(b)?;
+    if rq.iter().any(|&n| n != 1) {
+        return Err(format!("runqueue lengths at half-way {rq:?}: want one spinner on every CPU"));
+    }
+    Ok(())
 }
 
 /// Every worker did work: each `thread N did E events` line has E > 0 (and there is one).
@@ -333,24 +339,33 @@ pub const EXC_STACK_BUDGET: u64 = 4 * 1024;
 /// exception stacks.
 pub const WIDE_EXC_STACK_BUDGET: u64 = 7 * 1024;
 
-/// Every run that reports its CPUs reports the exception stacks' high-water mark: it must
-/// stay within `budget` ([`EXC_STACK_BUDGET`], or [`WIDE_EXC_STACK_BUDGET`] for the wide build).
+/// A run that ends by its scenario's end (exit 0) reports both stacks' high-water marks;
+/// one that ended otherwise (a panic, a fault, a refused boot line) need not.
+fn stack_report_missing(b: &Boot, key: &str) -> Result<(), String> {
+    if b.code == Some(0) && !b.timed_out {
+        return Err(format!("no \"{key}\" line, which every run that exits 0 prints"));
+    }
+    Ok(())
+}
+
+/// The exception stacks' high-water mark must stay within `budget` ([`EXC_STACK_BUDGET`], or
+/// [`WIDE_EXC_STACK_BUDGET`] for the wide build).
 pub(super) fn stack_within_budget(b: &Boot, budget: u64) -> Result<(), String> {
     match b.number_after(STACK_REPORT) {
         Some(n) if n as u64 > budget => {
             Err(format!("an exception stack grew to {n} bytes (budget {budget})"))
         }
-        _ => Ok(()),
+        Some(_) => Ok(()),
+        None => stack_report_missing(b, STACK_REPORT),
     }
 }
 
-/// Every run that reports its threads reports the deepest one's stack high-water mark: it must
-/// leave an eighth of the stack unused. The canary catches an overflow only after the fact, and
+/// The deepest thread's stack high-water mark must leave an eighth of the stack unused. The canary catches an overflow only after the fact, and
 /// a microcontroller's threads have 2 KiB, of which the suite's deepest MCU case uses 1 640 B
 /// (the limit this leaves is 1 792 B).
 pub(super) fn thread_stack_headroom(b: &Boot) -> Result<(), String> {
     let Some((_, rest)) = b.line(THREAD_STACK_REPORT).and_then(|l| l.split_once(THREAD_STACK_REPORT)) else {
-        return Ok(());
+        return stack_report_missing(b, THREAD_STACK_REPORT);
     };
     match (qemu::number_after_in(rest, ""), qemu::number_after_in(rest, " of ")) {
         (Some(used), Some(size)) if used > size - size / 8.0 => {
@@ -453,8 +468,8 @@ mod tests {
         }
     }
 
-    /// The thread-stack check passes a report within seven eighths of the stack (and one with
-    /// no thread report), and fails one beyond.
+    /// The thread-stack check passes a report within seven eighths of the stack, and fails
+    /// one beyond; a run that exits 0 without the report fails, a panicked one passes it.
     #[test]
     fn thread_stacks_keep_an_eighth_free() {
         let line = |used: u32| {
@@ -463,7 +478,11 @@ mod tests {
         assert_eq!(thread_stack_headroom(&boot_of(&[&line(1640)])), Ok(()));
         assert_eq!(thread_stack_headroom(&boot_of(&[&line(1792)])), Ok(()));
         assert!(thread_stack_headroom(&boot_of(&[&line(1793)])).is_err());
-        assert_eq!(thread_stack_headroom(&boot_of(&["0.1 c0 boot: ok"])), Ok(()));
+        assert!(thread_stack_headroom(&boot_of(&["0.1 c0 boot: ok"])).is_err());
+        assert!(stack_within_budget(&boot_of(&["0.1 c0 boot: ok"]), 4096).is_err());
+        let panicked = Boot { code: Some(101), ..boot_of(&["0.1 c0 PANIC"]) };
+        assert_eq!(thread_stack_headroom(&panicked), Ok(()));
+        assert_eq!(stack_within_budget(&panicked, 4096), Ok(()));
     }
 
     /// A spinner that did no event fails the run, as does a report with no thread lines.
