@@ -129,9 +129,14 @@ fn sync_pairs_alternate() {
         run(&format!(r#"{{{G}, "tasks": {{"ping": {side}, "pong": {side}}}}}"#), 10_000_000_000);
     // The first sync finds nobody waiting (lost, as in rt-app), so ping waits; pong's sync
     // wakes it, and from then on each wakes the other.
-    assert!(acts.iter().filter(|a| a.thread == 0).count() >= 4, "{acts:?}");
-    assert!(acts.iter().filter(|a| a.thread == 1).count() >= 4, "{acts:?}");
-    assert_eq!(exits.len() + w.blocked(), 2, "each side exits or waits for a partner that left");
+    // Each then waits 100 µs for the other's run before its own: activation k (counting
+    // both sides) is side k % 2's, from the (k − 1)th 100 µs to the (k + 1)th. Ping's fifth
+    // ends the run at 900 µs; pong, in its fifth sync, waits for a partner that left.
+    let got: Vec<_> = acts.iter().map(|a| (a.thread, a.start / 1000, a.end / 1000)).collect();
+    let want: Vec<_> =
+        (0..9u64).map(|k| ((k % 2) as ThreadId, k.saturating_sub(1) * 100, (k + 1) * 100)).collect();
+    assert_eq!(got, want, "each side's run follows the other's");
+    assert_eq!((exits, w.blocked()), (vec![(0, 900_000)], 1));
 }
 
 /// A barrier holds every party until the last arrives, then releases them together.
