@@ -294,20 +294,22 @@ fn fault(what: usize) {
     );
     if what == Fault::Udf as usize {
         arch::undefined_instruction();
-    } else {
-        core::hint::black_box(deep(40));
+    } else if let Some(slot) = sched::current_thread() {
+        core::hint::black_box(deep_to(arch::thread_bottom(slot)));
     }
     // Still here: the stack check runs when this thread leaves the CPU.
 }
 
-/// Uses about 512 bytes of stack per level.
-fn deep(n: u32) -> u64 {
+/// Recurses in frames of about 512 bytes until one reaches `bottom` (the thread stack's
+/// lowest address, where its canary is): an overflow of one frame, which the canary check
+/// reports, not a run over whatever lies below the stack.
+fn deep_to(bottom: usize) -> u64 {
     let mut buf = [0u8; 512];
     core::hint::black_box(&mut buf);
-    if n == 0 {
+    if buf.as_ptr() as usize <= bottom {
         return buf[0] as u64;
     }
-    deep(n - 1) + core::hint::black_box(buf[7]) as u64
+    deep_to(bottom) + core::hint::black_box(buf[7]) as u64
 }
 
 fn ncpus() -> usize {

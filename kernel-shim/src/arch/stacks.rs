@@ -1,5 +1,5 @@
 //! The kernel's stacks, the same on every machine: one boot (then idle) stack and one
-//! exception stack per CPU, one stack per thread, all static. A canary in the lowest word of
+//! exception stack per CPU, one stack per thread, all static. A canary in the lowest 64 bytes of
 //! each catches an overflow; each CPU's exception stack is painted at boot so its high-water
 //! mark can be measured (every call into the core runs on it).
 //!
@@ -64,8 +64,14 @@ static __boot_stacks: Area<{ BOOT_STACK_SIZE * MAX_CPUS }> = Area::new();
 static EXC_STACKS: Area<{ EXC_STACK_SIZE * MAX_CPUS }> = Area::new();
 static THREAD_STACKS: Area<{ STACK_SIZE * MAX_THREADS }> = Area::new();
 
-/// Written at the lowest word of every stack; a stack that grew past its end overwrote it.
+/// Written over the lowest [`CANARY_BYTES`] of every stack; a stack that grew past its end
+/// overwrote some of them.
 const CANARY: u64 = 0x57ac_c0de_5afe_f00d;
+
+/// The canary's band: eight words, not one, because a frame may leave a word unwritten (its
+/// alignment padding), and an overflow whose padding fell on a single canary word would pass
+/// unseen.
+const CANARY_BYTES: usize = 64;
 
 /// Fills each CPU's exception stack at boot; the deepest word no longer holding it marks how
 /// far the stack has ever grown.
@@ -79,7 +85,8 @@ fn boot_bottom(cpu: usize) -> usize {
     __boot_stacks.base() + cpu.min(MAX_CPUS - 1) * BOOT_STACK_SIZE
 }
 
-fn thread_bottom(slot: usize) -> usize {
+/// The lowest address of thread `slot`'s stack, where its canary's band begins.
+pub fn thread_bottom(slot: usize) -> usize {
     THREAD_STACKS.base() + slot.min(MAX_THREADS - 1) * STACK_SIZE
 }
 
@@ -97,13 +104,9 @@ pub(super) fn exc_stack_top(cpu: usize) -> usize {
 /// At a CPU's entry: canaries on its exception and boot stacks, paint on its exception stack.
 pub(super) fn prepare_cpu(cpu: usize) {
     let exc = exc_bottom(cpu);
-    // SAFETY: the lowest words of this CPU's exception and boot stacks: this CPU's own, far
-    // below anything used yet (the boot stack is in use only near its top).
-    unsafe {
-        (exc as *mut u64).write_volatile(CANARY);
-        (boot_bottom(cpu) as *mut u64).write_volatile(CANARY);
-    }
-    for w in (exc + 8..exc + EXC_STACK_SIZE).step_by(8) {
+    write_canary(exc);
+    write_canary(boot_bottom(cpu));
+    for w in (exc + CANARY_BYTES..exc + EXC_STACK_SIZE).step_by(8) {
         // SAFETY: this CPU's own exception stack, which nothing uses before this CPU takes
         // its first exception (interrupts are masked until its idle loop).
         unsafe { (w as *mut u64).write_volatile(PAINT) };
@@ -128,16 +131,16 @@ pub fn thread_stack_high_water() -> usize {
 }
 
 /// Bytes used of the stack `[bottom, bottom + size)`: everything above the lowest word that
-/// no longer holds the paint (the canary word at the bottom is not counted).
+/// no longer holds the paint (the canary's band at the bottom is not counted).
 fn high_water(bottom: usize, size: usize) -> usize {
-    let untouched = (bottom + 8..bottom + size)
+    let untouched = (bottom + CANARY_BYTES..bottom + size)
         .step_by(8)
         // SAFETY: words of a static stack area, always mapped. A volatile read of a word the
         // owner may be writing is a diagnostic race: the value read is either the paint or
         // not, and either answer is a valid measurement.
         .take_while(|&w| unsafe { (w as *const u64).read_volatile() } == PAINT)
         .count();
-    size - 8 - untouched * 8
+    size - CANARY_BYTES - untouched * 8
 }
 
 /// Writes the first frame of thread `slot` at the top of its stack (the port's
@@ -147,12 +150,10 @@ pub fn init_thread_frame(slot: usize, entry: super::ThreadEntry, a0: usize, a1: 
     let bottom = thread_bottom(slot);
     let top = bottom + STACK_SIZE;
     let frame = (top - FRAME_SIZE) as *mut Frame;
-    // SAFETY: the frame and the canary lie inside thread `slot`'s stack, which the caller
-    // owns: the slot is allocated to it and no CPU runs on that stack.
-    unsafe {
-        frame.write(Frame::new_thread(entry, a0, a1, top));
-        (bottom as *mut u64).write_volatile(CANARY);
-    }
+    // SAFETY: the frame lies inside thread `slot`'s stack, which the caller owns: the slot is
+    // allocated to it and no CPU runs on that stack.
+    unsafe { frame.write(Frame::new_thread(entry, a0, a1, top)) };
+    write_canary(bottom);
     frame as usize
 }
 
@@ -162,11 +163,23 @@ pub fn exc_stack_high_water(cpu: usize) -> usize {
     high_water(exc_bottom(cpu), EXC_STACK_SIZE)
 }
 
+/// Writes the canary's band at the bottom of a stack that is not in use down there: a CPU's
+/// own stacks at its entry, or a thread's before it starts.
+fn write_canary(bottom: usize) {
+    for w in (bottom..bottom + CANARY_BYTES).step_by(8) {
+        // SAFETY: the lowest words of one of the static stack areas, always mapped, owned by
+        // the caller and far below anything its stack uses yet.
+        unsafe { (w as *mut u64).write_volatile(CANARY) };
+    }
+}
+
 fn canary_intact(bottom: usize) -> bool {
-    // SAFETY: `bottom` is the lowest word of one of the static stack areas, always mapped; a
-    // volatile read of it races with nothing that matters (a stack only reaches it by
-    // overflowing, which is what this detects).
-    unsafe { (bottom as *const u64).read_volatile() == CANARY }
+    (bottom..bottom + CANARY_BYTES).step_by(8).all(|w| {
+        // SAFETY: the lowest words of one of the static stack areas, always mapped; a volatile
+        // read of them races with nothing that matters (a stack only reaches them by
+        // overflowing, which is what this detects).
+        unsafe { (w as *const u64).read_volatile() == CANARY }
+    })
 }
 
 /// Whether thread `slot`'s stack still has its canary.

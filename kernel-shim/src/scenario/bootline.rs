@@ -159,7 +159,7 @@ impl Latency {
 pub enum Fault {
     /// `udf`: the vectors report a synchronous exception.
     Udf,
-    /// Recursion past the thread's 16 KiB stack: the canary check reports it.
+    /// Recursion one frame past the bottom of the thread's stack: the canary check reports it.
     Stack,
 }
 

@@ -3,8 +3,9 @@
 
 use super::judges::{
     affinity_ok, churn_ok, every_thread_worked, exit_is, fair_shares, groups_ok, has, latency_ab,
-    misfits_moved_up, nice_ok, pingpong_ok, spread_one_per_cpu, sysbench_ok, wakee_placement, wakeone_ok,
-    EXIT_BAD_ARGS, EXIT_PANIC, EXIT_WATCHDOG, PINGPONG_MAX_MOVED, PINGPONG_MIN_WAKEUPS, PINGPONG_UNPARKS,
+    misfits_moved_up, nice_ok, pingpong_ok, spread_one_per_cpu, stack_overflow_caught, sysbench_ok,
+    wakee_placement, wakeone_ok, EXIT_BAD_ARGS, EXIT_PANIC, EXIT_WATCHDOG, PINGPONG_MAX_MOVED,
+    PINGPONG_MIN_WAKEUPS, PINGPONG_UNPARKS,
 };
 use crate::qemu::{Arch, Boot, Mode};
 
@@ -246,6 +247,12 @@ pub(super) const CASES: &[Case] = &[
         },
     },
     Case {
+        name: "a thread that recurses past its stack is caught by the canary check",
+        args: "scenario=fault fault=stack cpu=3",
+        mode: Mode::Deterministic,
+        judge: stack_overflow_caught,
+    },
+    Case {
         name: "a bad boot parameter is one clear error and a distinct exit code",
         args: "scenario=sysbench threads=0",
         mode: Mode::Deterministic,
@@ -332,6 +339,12 @@ pub(super) const MCU_CASES: &[Case] = &[
         },
     },
     Case {
+        name: "a thread that recurses past its stack is caught by the canary check",
+        args: "scenario=fault fault=stack",
+        mode: Mode::Deterministic,
+        judge: stack_overflow_caught,
+    },
+    Case {
         name: "a bad boot parameter is one clear error and a distinct exit code",
         args: "scenario=sysbench threads=7",
         mode: Mode::Deterministic,
@@ -356,6 +369,15 @@ pub(super) const MCU_CASES: &[Case] = &[
         judge: |b| {
             exit_is(b, EXIT_BAD_ARGS)?;
             has(b, "this kernel has no EEVDF")
+        },
+    },
+    Case {
+        name: "EEVDF is refused, not ignored: a microcontroller's core has no such switch",
+        args: "scenario=boot features=EEVDF",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, r#"error: bad argument "features=EEVDF""#)
         },
     },
     Case {

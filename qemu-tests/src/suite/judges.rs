@@ -94,6 +94,13 @@ pub(super) fn nice_ok(b: &Boot) -> Result<(), String> {
     has(b, "nice: OK")
 }
 
+/// `scenario=fault fault=stack`: the thread's recursion one frame past its stack is reported
+/// by the canary check when the thread leaves its CPU, and fails the run.
+pub(super) fn stack_overflow_caught(b: &Boot) -> Result<(), String> {
+    exit_is(b, EXIT_PANIC)?;
+    has(b, "stack overflow: thread")
+}
+
 /// The kernel's own check of the workload passed (`affinity: OK`) and it exited 0.
 pub(super) fn affinity_ok(b: &Boot) -> Result<(), String> {
     exit_is(b, 0)?;
