@@ -95,8 +95,8 @@ pub use cortex_m::*;
 use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub use stacks::{
-    cpu_stacks_intact, exc_stack_high_water, init_thread_frame, thread_stack_high_water, thread_stack_intact,
-    BOOT_STACK_SIZE, EXC_STACK_SIZE, STACK_SIZE,
+    cpu_stacks_intact, exc_stack_high_water, init_thread_frame, thread_bottom, thread_stack_high_water,
+    thread_stack_intact, BOOT_STACK_SIZE, EXC_STACK_SIZE, STACK_SIZE,
 };
 pub use syscall::*;
 
@@ -346,6 +346,20 @@ impl spin::RelaxStrategy for YieldRelax {
 }
 
 /// The kernel's own spin lock.
+///
+/// The lock order, for every lock of the kernel:
+///
+/// 1. a workload program's `WORLD` (`scenario/program.rs`): taken while no other lock is held,
+///    and no core call is made under it;
+/// 2. a thread's park lock (`sched/thread.rs`): before any core lock;
+/// 3. the core's locks, in sched-core's order (its `smp` module), through `with_core` with
+///    interrupts masked;
+/// 4. the logger's (`logger.rs`), taken for each defmt frame with interrupts masked, so under
+///    any of the above;
+/// 5. leaves, never held while taking another: the clock's `CLOCK` (Cortex-M; read by the
+///    core's clock callback and by every log frame's timestamp; its holder reads a timer
+///    register and adds, nothing that can fault and so log), and the GIC's `GIC` (aarch64;
+///    set-up and per-CPU interrupt routing).
 pub type Lock<T> = spin::mutex::Mutex<T, YieldRelax>;
 
 /// The most bytes a workload program has (sched-workload's bound).

@@ -37,7 +37,7 @@ const NO_SLOT: usize = usize::MAX;
 /// The program, once checked.
 static PROGRAM: spin::Once<Program<'static>> = spin::Once::new();
 /// Every program thread's place and the shared resources. Taken after no other lock, and no
-/// core call is made while it is held.
+/// core call is made while it is held (the lock order: [`arch::Lock`]).
 static WORLD: arch::Lock<World<THREADS>> = arch::Lock::new(World::new(0));
 /// Each program thread's kernel thread slot.
 static SLOTS: [AtomicUsize; THREADS] = [const { AtomicUsize::new(NO_SLOT) }; THREADS];

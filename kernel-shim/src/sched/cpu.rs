@@ -5,7 +5,7 @@ use portable_atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering::Relaxed};
 
 use crate::arch::{self, MAX_CPUS};
 
-/// No thread: the CPU runs its idle loop (in [`Cpu::current`] and `Thread::joiner`).
+/// No thread: the CPU runs its idle loop (in [`Cpu::current`]).
 pub(super) const NONE: usize = usize::MAX;
 
 /// One CPU's state, in its slot of [`CPUS`].

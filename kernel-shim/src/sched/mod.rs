@@ -41,7 +41,7 @@ pub use cpu::{current_thread, is_tickless};
 pub use groups::{
     create_group, delete_group, group_bandwidth, group_tasks, move_thread, set_group_max, set_group_weight,
 };
-pub use porting::{cpu_online, exception, idle_wait, with_core};
+pub use porting::{cpu_online, exception, exception_exit, idle_wait, with_core};
 pub use stats::{cpu_figures, forget_start_lag, last_start_lag, totals, CpuFigures, Totals};
 pub use syscalls::sleepers;
 #[cfg(not(target_arch = "arm"))]

@@ -82,8 +82,10 @@ pub fn cpu_online(cpu: usize) {
     ONLINE.fetch_add(1, Release);
 }
 
-/// Every exception ends here (IRQs masked). Returns the address of the frame to resume.
-pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
+/// Every exception's first half (IRQs masked): its interrupts or its system call, which may
+/// read and write the interrupted context's `frame`. Returns when the handler was entered,
+/// for [`exception_exit`], which every exception calls next.
+pub fn exception(frame: &mut Frame, kind: ExcKind) -> u64 {
     let cpu = arch::cpu_id();
     let me = &CPUS[cpu];
     let entered = arch::now_ns();
@@ -96,6 +98,16 @@ pub fn exception(frame: &mut Frame, addr: usize, kind: ExcKind) -> usize {
         ExcKind::Fault => panic!("unhandled synchronous exception: {}", arch::fault_info(frame)),
         ExcKind::Unexpected(k) => panic!("unexpected exception (vector entry {})", k),
     }
+    entered
+}
+
+/// Every exception's second half: the switch, if the core asks for one. It takes the
+/// interrupted frame's address, not a reference: once `finish` has run, the frame's thread
+/// may resume on another CPU (or exit, and its slot go to a new thread) while this handler
+/// still runs. Returns the address of the frame to resume.
+pub fn exception_exit(addr: usize, entered: u64) -> usize {
+    let cpu = arch::cpu_id();
+    let me = &CPUS[cpu];
     let mut next = reschedule(cpu, addr);
     // A request delivered at the end of the exit's last core call (idle_enter, say).
     for _ in 0..SWITCH_PASSES {

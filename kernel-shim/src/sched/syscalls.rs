@@ -54,7 +54,7 @@ pub(super) fn syscall(cpu: usize, frame: &mut Frame, nr: u64) {
 }
 
 /// Thread `t`, running on `cpu`, exits: its task leaves with the switch that ends it, and
-/// its joiner (if any) is unparked.
+/// the threads waiting for it are unparked.
 fn exit(cpu: usize, now: u64, t: usize) {
     let id = THREADS[t].task_id();
     match with_core(|k| k.exit(cpu, now, id)) {
@@ -63,9 +63,10 @@ fn exit(cpu: usize, now: u64, t: usize) {
         Err(e) => panic!("exit of {:?} refused: {:?}", id, e),
     }
     THREADS[t].epoch.fetch_add(1, SeqCst);
-    let joiner = THREADS[t].joiner.swap(NONE, SeqCst);
-    if joiner != NONE {
-        unpark(cpu, now, joiner);
+    let mut joiners = THREADS[t].joiners.swap(0, SeqCst);
+    while joiners != 0 {
+        unpark(cpu, now, joiners.trailing_zeros() as usize);
+        joiners &= joiners - 1;
     }
     // Its slot is freed when the switch away from it finishes (`finish` says so).
 }

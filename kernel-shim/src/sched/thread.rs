@@ -9,7 +9,7 @@ use portable_atomic::{
 
 use sched_core::{CpuMask, Policy, SchedError, TaskId, TaskParams};
 
-use super::cpu::{current_thread, CPUS, NONE};
+use super::cpu::{current_thread, CPUS};
 use super::stats::STATS;
 use super::{hooks, with_core};
 use crate::arch::{self, MAX_CPUS, MAX_THREADS};
@@ -44,14 +44,15 @@ pub(super) struct Thread {
     /// Bumped when a thread is created in the slot and when it exits, so it is odd while the
     /// slot's thread lives; a waiter compares against the value it saw.
     pub(super) epoch: AtomicU64,
-    /// The thread waiting for this one to exit ([`NONE`]: nobody).
-    pub(super) joiner: AtomicUsize,
+    /// The threads waiting for this one to exit, a bit per slot (several may wait for one).
+    pub(super) joiners: AtomicU64,
     /// When it was last made runnable (created or woken; 0: not waiting to start).
     pub(super) ready_at: AtomicU64,
     /// Its last start lag (ns): from its last creation or wakeup to its switch-in
     /// (`u64::MAX`: forgotten).
     pub(super) last_lag: AtomicU64,
-    /// Its park state. The lock is taken before any core lock.
+    /// Its park state. The lock is taken before any core lock (the lock order:
+    /// [`arch::Lock`]).
     pub(super) park: arch::Lock<Park>,
 }
 
@@ -68,7 +69,7 @@ impl Thread {
             cpu_ns: AtomicU64::new(0),
             sleep_until: AtomicU64::new(0),
             epoch: AtomicU64::new(0),
-            joiner: AtomicUsize::new(NONE),
+            joiners: AtomicU64::new(0),
             ready_at: AtomicU64::new(0),
             last_lag: AtomicU64::new(0),
             park: arch::Lock::new(Park { token: false, parked: false }),
@@ -115,7 +116,7 @@ pub fn spawn(
     t.cpu_ns.store(0, Relaxed);
     t.sleep_until.store(0, Relaxed);
     *t.park.lock() = Park { token: false, parked: false };
-    t.joiner.store(NONE, SeqCst);
+    t.joiners.store(0, SeqCst);
     t.epoch.fetch_add(1, SeqCst);
     let params = TaskParams { nice, policy: Policy::Normal, affinity: cpu_mask(affinity) };
     // The slot goes with the task: a CPU that picks it at once already knows its thread, and
@@ -142,8 +143,10 @@ extern "C" fn thread_start(kind: usize, arg: usize) -> ! {
 }
 
 /// Blocks the calling thread until every live thread in `slots` (a bit per slot) has
-/// exited. Threads that already exited, or slots with no thread, count as done.
+/// exited. Threads that already exited, or slots with no thread, count as done. Several
+/// threads may wait for the same one.
 pub fn wait_threads(slots: u64) {
+    const _: () = assert!(MAX_THREADS <= u64::BITS as usize, "a bit per slot in `slots` and `joiners`");
     let Some(me) = current_thread() else { return };
     let mut seen = [0u64; MAX_THREADS];
     let mut waiting = 0u64;
@@ -152,7 +155,7 @@ pub fn wait_threads(slots: u64) {
         if e % 2 == 1 && s != me {
             seen[s] = e;
             waiting |= 1 << s;
-            THREADS[s].joiner.store(me, SeqCst);
+            THREADS[s].joiners.fetch_or(1 << me, SeqCst);
         }
     }
     // An exit between the snapshot and the registration is caught by the epoch check; one

@@ -249,11 +249,11 @@ extern "C" fn exception_entry(frame: *mut Frame, kind: u64) -> *mut Frame {
         k => ExcKind::Unexpected(k),
     };
     // SAFETY: `frame` is the 272-byte frame this CPU's vector pushed on the interrupted
-    // stack; until this handler returns no other code touches it (the thread it belongs to
-    // is not runnable elsewhere before the scheduler's `finish`, which comes after the
-    // last use of this reference).
-    let f = unsafe { &mut *frame };
-    crate::sched::exception(f, frame as usize, kind) as *mut Frame
+    // stack, and no other code touches it while the first half runs: the thread it belongs
+    // to can run elsewhere only after the scheduler's `finish`, which only the second half,
+    // given the address alone, calls.
+    let entered = crate::sched::exception(unsafe { &mut *frame }, kind);
+    crate::sched::exception_exit(frame as usize, entered) as *mut Frame
 }
 
 /// Syndrome, fault address and return address of the current synchronous exception.
@@ -339,6 +339,7 @@ struct Gic(GicV3<'static>);
 // every CPU; it only ever lives behind the `GIC` lock, so one CPU uses it at a time.
 unsafe impl Send for Gic {}
 
+/// The GIC driver. A leaf of the lock order ([`super::Lock`]).
 static GIC: Lock<Option<Gic>> = Lock::new(None);
 
 /// PSCI through SMC (else HVC), from the device tree's `/psci` node.
@@ -511,6 +512,9 @@ pub fn send_ipi(cpu: usize, kind: u32) {
         affinity1: ((mpidr >> 8) & 0xff) as u8,
         target_list: 1 << (mpidr & 0xf),
     };
+    // The stores the IPI announces (a wakeup's, a kick's) reach the other CPUs before it:
+    // writing the SGI register is no memory access, which no later barrier orders.
+    aarch64_cpu::asm::barrier::dsb(aarch64_cpu::asm::barrier::ISHST);
     let _ = GicCpuInterface::send_sgi(IntId::sgi(kind), target, SgiTargetGroup::CurrentGroup1);
 }
 

@@ -42,42 +42,42 @@ pub const FRAME_SIZE: usize = 72;
 #[cfg(not(board_an521))]
 const SYSCLK_HZ: u64 = 25_000_000;
 #[cfg(not(board_an521))]
-const UART0: usize = 0x4000_4000;
+const UART0: Reg = Reg(0x4000_4000);
 /// The CMSDK timer 0 (the clock): CTRL, VALUE, RELOAD.
 #[cfg(not(board_an521))]
-const TIMER0: usize = 0x4000_0000;
+const TIMER0: Reg = Reg(0x4000_0000);
 #[cfg(board_an521)]
 const SYSCLK_HZ: u64 = 20_000_000;
 #[cfg(board_an521)]
-const UART0: usize = 0x5020_0000;
+const UART0: Reg = Reg(0x5020_0000);
 #[cfg(board_an521)]
-const TIMER0: usize = 0x5000_0000;
+const TIMER0: Reg = Reg(0x5000_0000);
 /// SSE-200: which core reads it (0 or 1), its message handling unit 0 (an interrupt to
 /// each core: STAT, SET, CLR at +0x00 for core 0 and +0x10 for core 1), and the system
 /// control registers that start core 1.
 #[cfg(board_an521)]
-const CPU_IDENTITY: usize = 0x4001_F000;
+const CPU_IDENTITY: Reg = Reg(0x4001_F000);
 #[cfg(board_an521)]
-const MHU0: usize = 0x5000_3000;
+const MHU0: Reg = Reg(0x5000_3000);
 #[cfg(board_an521)]
-const INITSVTOR1: usize = 0x5002_1114;
+const INITSVTOR1: Reg = Reg(0x5002_1114);
 #[cfg(board_an521)]
-const CPUWAIT: usize = 0x5002_1118;
+const CPUWAIT: Reg = Reg(0x5002_1118);
 /// MHU 0's interrupt (IRQ 6) on each core.
 #[cfg(board_an521)]
 const MHU0_IRQ: u32 = 6;
 #[cfg(board_an521)]
-const NVIC_ISER0: usize = 0xE000_E100;
+const NVIC_ISER0: Reg = Reg(0xE000_E100);
 #[cfg(board_an521)]
-const VTOR: usize = 0xE000_ED08;
-const SYST_CSR: usize = 0xE000_E010;
-const SYST_RVR: usize = 0xE000_E014;
-const SYST_CVR: usize = 0xE000_E018;
-const ICSR: usize = 0xE000_ED04;
+const VTOR: Reg = Reg(0xE000_ED08);
+const SYST_CSR: Reg = Reg(0xE000_E010);
+const SYST_RVR: Reg = Reg(0xE000_E014);
+const SYST_CVR: Reg = Reg(0xE000_E018);
+const ICSR: Reg = Reg(0xE000_ED04);
 const ICSR_PENDSVSET: u32 = 1 << 28;
-const CPACR: usize = 0xE000_ED88;
-const CFSR: usize = 0xE000_ED28;
-const HFSR: usize = 0xE000_ED2C;
+const CPACR: Reg = Reg(0xE000_ED88);
+const CFSR: Reg = Reg(0xE000_ED28);
+const HFSR: Reg = Reg(0xE000_ED2C);
 /// Exception numbers (IPSR).
 const EXC_SVCALL: u32 = 11;
 const EXC_PENDSV: u32 = 14;
@@ -95,7 +95,7 @@ static TIMER_PENDING: [AtomicBool; MAX_CPUS] = [const { AtomicBool::new(false) }
 /// Each CPU's per-CPU block, by core.
 static PERCPU_ADDR: [AtomicUsize; MAX_CPUS] = [const { AtomicUsize::new(0) }; MAX_CPUS];
 /// The clock: timer 0's wraps and its last count (read under the lock, so that CPUs agree on
-/// when it wrapped).
+/// when it wrapped). A leaf of the lock order ([`super::Lock`]).
 static CLOCK: Lock<(u32, u32)> = Lock::new((0, 0));
 
 global_asm!(
@@ -242,8 +242,9 @@ impl Frame {
 #[unsafe(no_mangle)]
 extern "C" fn m_exception_entry(frame: *mut Frame, ipsr: u32) -> *mut Frame {
     // SAFETY: `frame` is the 72-byte frame the entry completed on the interrupted thread's
-    // process stack; until this handler returns no other code touches it (the thread is not
-    // resumed before the scheduler's `finish`, after the last use of this reference).
+    // process stack, and no other code touches it while `f` lives: the thread can be resumed
+    // only after the scheduler's `finish`, which only `exception_exit`, given the address
+    // alone after `f`'s last use, calls.
     let f = unsafe { &mut *frame };
     let me = core_id();
     let kind = match ipsr & 0x1ff {
@@ -255,7 +256,7 @@ extern "C" fn m_exception_entry(frame: *mut Frame, ipsr: u32) -> *mut Frame {
         #[cfg(board_an521)]
         n if n == 16 + MHU0_IRQ => {
             // Cleared before the kinds are read: an IPI sent after this raises it again.
-            write(MHU0 + 0x10 * me + 0x8, read(MHU0 + 0x10 * me));
+            write(MHU0.at(0x10 * me + 0x8), read(MHU0.at(0x10 * me)));
             // The clear lands before the kinds are read, or an IPI could find both empty.
             cortex_m::asm::dmb();
             ExcKind::Irq
@@ -263,17 +264,30 @@ extern "C" fn m_exception_entry(frame: *mut Frame, ipsr: u32) -> *mut Frame {
         EXC_SVCALL => ExcKind::Svc(f.r12 as u64),
         n => ExcKind::Unexpected(n as u64),
     };
-    crate::sched::exception(f, frame as usize, kind) as *mut Frame
+    let entered = crate::sched::exception(f, kind);
+    crate::sched::exception_exit(frame as usize, entered) as *mut Frame
 }
 
-fn read(addr: usize) -> u32 {
-    // SAFETY: a System Control Space or board register this port names, device memory.
-    unsafe { (addr as *const u32).read_volatile() }
+/// A 32-bit register of the System Control Space or of the board. Only this module makes
+/// one: the constants above, and [`Reg::at`] within their blocks.
+#[derive(Clone, Copy)]
+struct Reg(usize);
+
+impl Reg {
+    /// The register `off` bytes into the block this one starts (an offset the block has).
+    const fn at(self, off: usize) -> Reg {
+        Reg(self.0 + off)
+    }
 }
 
-fn write(addr: usize, v: u32) {
-    // SAFETY: a System Control Space or board register this port names, device memory.
-    unsafe { (addr as *mut u32).write_volatile(v) }
+fn read(r: Reg) -> u32 {
+    // SAFETY: `r` is a register this port names (`Reg`), device memory.
+    unsafe { (r.0 as *const u32).read_volatile() }
+}
+
+fn write(r: Reg, v: u32) {
+    // SAFETY: `r` is a register this port names (`Reg`), device memory.
+    unsafe { (r.0 as *mut u32).write_volatile(v) }
 }
 
 /// Fault status and the faulting frame's pc.
@@ -295,11 +309,11 @@ fn main() -> ! {
     cortex_m::interrupt::disable();
     write(CPACR, 0);
     // CMSDK UART: transmit enabled (output is dropped silently without it).
-    write(UART0 + 0x10, 16);
-    write(UART0 + 0x8, 1);
+    write(UART0.at(0x10), 16);
+    write(UART0.at(0x8), 1);
     // Timer 0 counts down from 2^32 - 1 at the CPU clock, forever: the clock.
-    write(TIMER0 + 0x8, u32::MAX);
-    write(TIMER0 + 0x4, u32::MAX);
+    write(TIMER0.at(0x8), u32::MAX);
+    write(TIMER0.at(0x4), u32::MAX);
     write(TIMER0, 1);
     // SAFETY: m_start switches to stacks nothing uses yet and never returns.
     unsafe { m_start(super::stacks::boot_stack_top(0), super::stacks::exc_stack_top(0)) }
@@ -377,7 +391,7 @@ pub fn counter_freq() -> u64 {
 pub fn counter() -> u64 {
     let saved = irq_save();
     let mut clock = CLOCK.lock();
-    let now = !read(TIMER0 + 0x4);
+    let now = !read(TIMER0.at(0x4));
     if now < clock.1 {
         clock.0 = clock.0.wrapping_add(1);
     }
@@ -548,7 +562,7 @@ pub fn send_ipi(cpu: usize, kind: u32) {
         #[cfg(board_an521)]
         cortex_m::asm::dmb();
         #[cfg(board_an521)]
-        write(MHU0 + 0x10 * cpu + 0x4, 1);
+        write(MHU0.at(0x10 * cpu + 0x4), 1);
     }
 }
 
@@ -558,7 +572,7 @@ pub fn send_ipi(cpu: usize, kind: u32) {
 /// lock).
 pub fn uart_write(bytes: &[u8]) {
     for &b in bytes {
-        while read(UART0 + 0x4) & 1 != 0 {}
+        while read(UART0.at(0x4)) & 1 != 0 {}
         write(UART0, b as u32);
     }
 }

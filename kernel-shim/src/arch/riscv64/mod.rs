@@ -277,9 +277,9 @@ impl Frame {
 #[unsafe(no_mangle)]
 extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
     // SAFETY: `frame` is the 272-byte frame this CPU's trap entry pushed on the interrupted
-    // stack; until this handler returns no other code touches it (the thread it belongs to
-    // is not runnable elsewhere before the scheduler's `finish`, which comes after the
-    // last use of this reference).
+    // stack, and no other code touches it while `f` lives: the thread it belongs to can run
+    // elsewhere only after the scheduler's `finish`, which only `exception_exit`, given the
+    // address alone after `f`'s last use, calls.
     let f = unsafe { &mut *frame };
     // A slice interrupt (`slice.rs`) with no IPI waiting is the port's alone: the next slice
     // or the tick is armed, and the halt of `relax` hands the emulator's turn on.
@@ -299,7 +299,8 @@ extern "C" fn exception_entry(frame: *mut Frame, scause: usize) -> *mut Frame {
     } else {
         ExcKind::Fault
     };
-    let next = crate::sched::exception(f, frame as usize, kind) as *mut Frame;
+    let entered = crate::sched::exception(f, kind);
+    let next = crate::sched::exception_exit(frame as usize, entered) as *mut Frame;
     // A slice interrupt (`slice.rs`) ends with the halt that hands the emulator's turn on.
     if SLICED[cpu_id().min(MAX_CPUS - 1)].swap(false, Ordering::Relaxed) {
         relax();
