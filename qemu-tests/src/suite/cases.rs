@@ -480,6 +480,12 @@ pub(super) const DUAL_MCU_CASES: &[Case] = &[
             has(b, "PANIC on CPU 1")
         },
     },
+    Case {
+        name: "a thread on core 1 that recurses past its stack is caught by the canary check",
+        args: "scenario=fault fault=stack cpu=1",
+        mode: Mode::Deterministic,
+        judge: stack_overflow_caught,
+    },
 ];
 
 /// Cases on other machines than 8 flat vCPUs (aarch64): (vCPUs, NUMA nodes, case). The kernel
