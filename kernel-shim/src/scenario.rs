@@ -300,13 +300,13 @@ fn fault(what: usize) {
     // Still here: the stack check runs when this thread leaves the CPU.
 }
 
-/// Recurses in frames of about 512 bytes until one reaches `bottom` (the thread stack's
-/// lowest address, where its canary is): an overflow of one frame, which the canary check
-/// reports, not a run over whatever lies below the stack.
+/// Recurses in frames of about 512 bytes until one reaches the canary's band at `bottom`
+/// (the thread stack's lowest address): an overflow into the band, which the canary check
+/// reports, and less than a frame below the stack, not a run over whatever lies below it.
 fn deep_to(bottom: usize) -> u64 {
     let mut buf = [0u8; 512];
     core::hint::black_box(&mut buf);
-    if buf.as_ptr() as usize <= bottom {
+    if (buf.as_ptr() as usize) < bottom + arch::CANARY_BYTES {
         return buf[0] as u64;
     }
     deep_to(bottom) + core::hint::black_box(buf[7]) as u64

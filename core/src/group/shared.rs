@@ -23,7 +23,8 @@ pub struct GroupShared {
     /// or alone, never held while taking another).
     pub(crate) bw: spin::Mutex<Pool>,
     /// When its period ends next (ns; 0: the period timer is stopped). Armed by a throttle
-    /// and stopped by a period's end under `bw`'s lock (any tick may move it on, alone).
+    /// and stopped by a period's end under `bw`'s lock (any tick may move it on, alone; a
+    /// new limit stops it too).
     pub(crate) next_end: AtomicU64,
     /// How many of its runqueues are throttled now. A throttle counts itself under `bw`'s
     /// lock, where a period's end reads it, so that no throttle is missed by a period's end

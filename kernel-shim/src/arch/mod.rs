@@ -96,7 +96,7 @@ use portable_atomic::{AtomicU64, AtomicUsize, Ordering};
 
 pub use stacks::{
     cpu_stacks_intact, exc_stack_high_water, init_thread_frame, thread_bottom, thread_stack_high_water,
-    thread_stack_intact, BOOT_STACK_SIZE, EXC_STACK_SIZE, STACK_SIZE,
+    thread_stack_intact, BOOT_STACK_SIZE, CANARY_BYTES, EXC_STACK_SIZE, STACK_SIZE,
 };
 pub use syscall::*;
 

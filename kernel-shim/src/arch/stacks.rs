@@ -71,7 +71,7 @@ const CANARY: u64 = 0x57ac_c0de_5afe_f00d;
 /// The canary's band: eight words, not one, because a frame may leave a word unwritten (its
 /// alignment padding), and an overflow whose padding fell on a single canary word would pass
 /// unseen.
-const CANARY_BYTES: usize = 64;
+pub const CANARY_BYTES: usize = 64;
 
 /// Fills each CPU's exception stack at boot; the deepest word no longer holding it marks how
 /// far the stack has ever grown.

@@ -159,7 +159,8 @@ impl Latency {
 pub enum Fault {
     /// `udf`: the vectors report a synchronous exception.
     Udf,
-    /// Recursion one frame past the bottom of the thread's stack: the canary check reports it.
+    /// Recursion into the canary's band at the bottom of the thread's stack: the canary check
+    /// reports it.
     Stack,
 }
 
