@@ -94,8 +94,8 @@ pub(super) fn nice_ok(b: &Boot) -> Result<(), String> {
     has(b, "nice: OK")
 }
 
-/// `scenario=fault fault=stack`: the thread's recursion one frame past its stack is reported
-/// by the canary check when the thread leaves its CPU, and fails the run.
+/// `scenario=fault fault=stack`: the thread's recursion into its stack's canary band is
+/// reported by the canary check when the thread leaves its CPU, and fails the run.
 pub(super) fn stack_overflow_caught(b: &Boot) -> Result<(), String> {
     exit_is(b, EXIT_PANIC)?;
     has(b, "stack overflow: thread")
@@ -367,9 +367,9 @@ pub(super) fn stack_within_budget(b: &Boot, budget: u64) -> Result<(), String> {
     }
 }
 
-/// The deepest thread's stack high-water mark must leave an eighth of the stack unused. The canary catches an overflow only after the fact, and
-/// a microcontroller's threads have 2 KiB, of which the suite's deepest MCU case uses 1 640 B
-/// (the limit this leaves is 1 792 B).
+/// The deepest thread's stack high-water mark must leave an eighth of the stack unused. The
+/// canary catches an overflow only after the fact, and a microcontroller's threads have only
+/// 2 KiB (the limit this leaves is 1 792 B; the suite prints each case's mark).
 pub(super) fn thread_stack_headroom(b: &Boot) -> Result<(), String> {
     let Some((_, rest)) = b.line(THREAD_STACK_REPORT).and_then(|l| l.split_once(THREAD_STACK_REPORT)) else {
         return stack_report_missing(b, THREAD_STACK_REPORT);
