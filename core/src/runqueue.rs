@@ -66,7 +66,7 @@ pub(crate) struct CfsRq {
     pub(crate) pelt_slack: PeltSlack,
     /// EEVDF: Σ (vᵢ − min_vruntime)·wᵢ and Σ wᵢ over the entities on the timeline (the
     /// current one apart), kept only while EEVDF is on (CFS's enqueue and dequeue do not pay
-    /// for it) and rebuilt when it is switched on ([`RunQueue::rebuild_eavg`]).
+    /// for it) and rebuilt when it is switched on (`Fair::rebuild_eavg`).
     #[cfg(feature = "eevdf")]
     pub(crate) eavg: crate::eevdf::AvgVruntime,
     /// EEVDF: the current entity's deadline when it was picked (RUN_TO_PARITY: it keeps the
@@ -369,19 +369,6 @@ impl<const Q: usize> RunQueue<Q> {
         self.timeline.set_augmented(features.contains(Features::EEVDF));
     }
 
-    /// Recomputes the EEVDF average's sums from the timeline's entities (after the switch is
-    /// turned on: CFS does not keep them). O(Q).
-    #[cfg(feature = "eevdf")]
-    pub(crate) fn rebuild_eavg(&mut self, pool: Pool<'_>) {
-        let mut eavg = crate::eevdf::AvgVruntime::new();
-        for i in self.timeline.iter() {
-            if let (Some(v), Some(e)) = (self.timeline.vruntime_of(i), self.entity_in(pool, i as SlotId)) {
-                eavg.add(v, self.cfs.min_vruntime, e.weight());
-            }
-        }
-        self.cfs.eavg = eavg;
-    }
-
     /// The EEVDF slice of an entity that asked for `own` ns (0: none): its own, or the
     /// machine's default (`min_granularity`, which is Linux 6.6's base slice, 0.75 ms × (1 +
     /// log2 of the CPU count)).
@@ -545,11 +532,13 @@ impl<const Q: usize> RunQueue<Q> {
     // ---- clocks and PELT glue ---------------------------------------------------------
 
     /// Advances the runqueue clocks to `now` (ns). Time never goes backwards: an older
-    /// `now` is ignored. While a task runs, the PELT clock advances scaled by the CPU's
-    /// capacity (frequency invariance is 1024 here); while idle it is synced to the task
-    /// clock.
+    /// `now` is ignored, and so is one 2^63 ns or more ahead of the last (a broken reading,
+    /// such as `u64::MAX`; taken, it would leave every later reading in the past and the CPU's
+    /// accounting frozen). The first reading may be anything. While a task runs, the PELT
+    /// clock advances scaled by the CPU's capacity (frequency invariance is 1024 here); while
+    /// idle it is synced to the task clock.
     pub fn update_clock(&mut self, now: u64) {
-        if now <= self.clock {
+        if now <= self.clock || (self.clock != 0 && now - self.clock > i64::MAX as u64) {
             return;
         }
         let delta = now - self.clock;

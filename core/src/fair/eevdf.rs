@@ -211,4 +211,26 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     fn vslice_of(&self, se: &EntityCell) -> u64 {
         calc_delta_fair(self.slice_ns(se.slice()), &se.load())
     }
+
+    /// Recomputes the average's sums of every level of this CPU (its runqueue's, and each
+    /// group runqueue's) from the entities on its tree, tasks and group entities alike: CFS
+    /// does not keep them, so they are rebuilt when EEVDF is switched on. O(Q).
+    pub(crate) fn rebuild_eavg(&mut self) {
+        self.rebuild_level_eavg();
+        #[cfg(feature = "groups")]
+        for l in 1..=self.levels.len() {
+            self.at(l as crate::group::shared::Level, Self::rebuild_level_eavg);
+        }
+    }
+
+    /// [`Fair::rebuild_eavg`] for the level the fair class works on.
+    fn rebuild_level_eavg(&mut self) {
+        let mut eavg = eevdf::AvgVruntime::new();
+        for i in self.timeline.iter() {
+            if let (Some(v), Some(e)) = (self.timeline.vruntime_of(i), self.entity(i as SlotId)) {
+                eavg.add(v, self.cfs.min_vruntime, e.weight());
+            }
+        }
+        self.cfs.eavg = eavg;
+    }
 }

@@ -41,7 +41,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             let ok = rt.charge(delta, &mut pool);
             if pool.active() && sh.next_end.load(Relaxed) == 0 {
                 // The period timer starts with the first runtime taken.
-                sh.next_end.store(self.rq.clock + pool.limit().period_ns(), Relaxed);
+                sh.next_end.store(self.rq.clock.saturating_add(pool.limit().period_ns()), Relaxed);
             }
             ok
         };
@@ -159,7 +159,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             // The period timer must run to let it go (`start_cfs_bandwidth`).
             pool.take(0);
             if sh.next_end.load(Relaxed) == 0 {
-                sh.next_end.store(now + pool.limit().period_ns(), Relaxed);
+                sh.next_end.store(now.saturating_add(pool.limit().period_ns()), Relaxed);
             }
         }
     }

@@ -680,3 +680,42 @@ fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
     assert!((8 * MS..=11 * MS).contains(&got), "b ran {got} ns of the group's 10 ms in the period");
     m.check_invariants().unwrap();
 }
+
+/// EEVDF switched on at run time on a machine with groups: every level's average starts from
+/// sums rebuilt from its own tree (group entities and tasks alike), which the invariant
+/// checker recomputes level by level, and the run goes on with them.
+#[test]
+fn switching_eevdf_on_with_groups_rebuilds_every_levels_average() {
+    let m = boot::<2>(Features::default());
+    let mut now = 1;
+    let outer = m.create_group(GroupId::ROOT, CpuWeight::new(100).unwrap()).unwrap();
+    let inner = m.create_group(outer, CpuWeight::new(300).unwrap()).unwrap();
+    let mut tasks = spinners(&m, now, outer, 3);
+    tasks.extend(spinners(&m, now, inner, 3));
+    for nice in [-3, 0, 4] {
+        tasks.push(m.create(0, now, TaskParams { nice, ..TaskParams::default() }).unwrap());
+    }
+    run(&m, &mut now, 200 * MS);
+    m.set_features(Features::default() | Features::EEVDF);
+    m.check_invariants().unwrap();
+    let before = runtime(&m, &tasks);
+    run(&m, &mut now, 400 * MS);
+    m.check_invariants().unwrap();
+    assert_eq!(runtime(&m, &tasks) - before, 2 * 200 * MS, "both CPUs kept busy after the switch");
+}
+
+/// A group's period timer armed in the last periods before the clock's end: its next end
+/// saturates instead of overflowing, on the charge that arms it and at each period's end.
+#[test]
+fn a_limited_group_near_the_clocks_end_does_not_overflow() {
+    let m = boot::<2>(Features::default());
+    let mut now = u64::MAX - 2_500 * MS;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("50000 1000000")).unwrap();
+    let capped = spinners(&m, now, g, 2);
+    run(&m, &mut now, u64::MAX - MS);
+    let got = runtime(&m, &capped);
+    // Two spinners under 50 ms a second: at most three periods' quota, at least two's.
+    assert!((100 * MS..=150 * MS + 2 * MS).contains(&got), "{got} ns");
+    m.check_invariants().unwrap();
+}

@@ -257,7 +257,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             }
             let period = sh.bw.lock().limit().period_ns().max(1);
             let overrun = (now - end) / period + 1;
-            let next = end + overrun * period;
+            let next = end.saturating_add(overrun.saturating_mul(period));
             if sh.next_end.compare_exchange(end, next, Relaxed, Relaxed).is_err() {
                 continue;
             }

@@ -289,7 +289,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     }
 
     /// Like [`Smp::init`] with one of the topology presets, e.g.
-    /// `smp.init_with(|t| t.init_clusters(2, 4))`.
+    /// `smp.init_with(|t| t.init_clusters(2, 4))`. A builder of [`Topology`] checks before it
+    /// writes, so a refused one changes nothing; `build` must return the builder's result as
+    /// it is. (A closure that builds and then returns an error of its own has replaced the
+    /// topology without the CPUs being set up for it: call `init` again before anything else.)
     pub fn init_with(
         &self,
         build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,
@@ -462,20 +465,23 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             st.rq.configure(t, f);
             #[cfg(feature = "eevdf")]
             if st.rq.eevdf() && !was {
-                st.rq.rebuild_eavg(self.pool());
+                st.fair(self.pool()).rebuild_eavg();
             }
         }
     }
 
-    /// The tunables (the same on every CPU).
+    /// The tunables (the same on every CPU; before [`Smp::init`], all zero).
     pub fn tunables(&self) -> Tunables {
         *self.rq(0).rq.tunables()
     }
 
     /// Replaces the tunables on every CPU; values out of range ([`Tunables::check`]) are
-    /// refused and nothing changes.
+    /// refused and nothing changes. Before [`Smp::init`] there is no CPU to hold them:
+    /// [`SchedError::NotInitialised`] (init sets the defaults for the CPU count,
+    /// [`Tunables::for_cpus`]).
     pub fn set_tunables(&self, t: Tunables) -> Result<(), SchedError> {
         t.check()?;
+        self.initialised()?;
         let f = self.features();
         for cpu in 0..self.nr_cpus() {
             self.rq(cpu).rq.configure(t, f);
@@ -713,8 +719,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
 /// `update_avg`: an exponential moving average with weight 1/8.
 pub(crate) fn update_avg(avg: u64, sample: u64) -> u64 {
-    let diff = sample as i64 - avg as i64;
-    (avg as i64 + diff / 8) as u64
+    // (Both held below 2^63, so that a clock's jump of a sample moves it up, not down, and the
+    // signed arithmetic cannot overflow.)
+    let (avg, sample) = (avg.min(i64::MAX as u64) as i64, sample.min(i64::MAX as u64) as i64);
+    (avg + (sample - avg) / 8) as u64
 }
 
 /// The one bound on a tick rate, which `set_hz` and `init` both keep.

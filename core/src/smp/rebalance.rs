@@ -15,6 +15,11 @@ use crate::platform::Platform;
 use crate::relaxed::Slot;
 use crate::topology::SdFlags;
 
+/// The most one newly idle balance pass is taken to cost (1 s): a pass timed by a clock that
+/// jumped (one answering 0 until calibrated, then the epoch) would otherwise look to cost
+/// ages, hold off newly idle balancing for good and overflow the sums of costs.
+const MAX_NEWIDLE_COST_NS: u64 = 1_000_000_000;
+
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
     Smp<P, CPUS, TASKS, Q, R, G>
 {
@@ -170,7 +175,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     continue;
                 }
                 let interval = self.sd_interval(bal.domains[lvl].balance_interval_ms, d.busy_factor, false);
-                next_balance = next_balance.min(bal.domains[lvl].last_balance + interval);
+                next_balance = next_balance.min(bal.domains[lvl].last_balance.saturating_add(interval));
                 if avg_idle < curr_cost + bal.domains[lvl].max_newidle_lb_cost {
                     break;
                 }
@@ -187,7 +192,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     let t1 = self.platform.clock_ns();
                     bal = self.bal(cpu);
                     let cost = match (t0, t1) {
-                        (Some(a), Some(b)) => b.saturating_sub(a),
+                        (Some(a), Some(b)) => b.saturating_sub(a).min(MAX_NEWIDLE_COST_NS),
                         _ => estimated_balance_cost(d.span.weight()),
                     };
                     let db = &mut bal.domains[lvl];

@@ -4,7 +4,7 @@
 
 use sched_core::smp::MAX_HZ;
 use sched_core::{Features, InitError, SchedError, Smp, TaskParams, Tunables};
-use sched_testkit::{machine, run_cpu, Recorder};
+use sched_testkit::{machine, run_cpu, Recorder, MS};
 
 type M = Smp<Recorder, 4, 16, 16>;
 
@@ -288,4 +288,48 @@ fn every_call_before_init_answers_not_initialised() {
     assert_eq!(s.set_nice(1_000, t, 3), no);
     assert_eq!(s.set_affinity(t, CpuMask::single(0)), no);
     assert_eq!(s.state(t), no.map(|()| sched_core::TaskState::Runnable));
+}
+
+/// One reading 2^63 ns or more ahead of the last (a broken clock's `u64::MAX`) is ignored as
+/// one that went backwards: the CPU's later, sane readings still charge the running task and
+/// preempt it, where taking it would have left every later reading in the past.
+#[test]
+fn one_wild_clock_reading_does_not_freeze_a_cpu() {
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(1));
+    let a = m.create(0, MS, TaskParams::default()).unwrap();
+    let b = m.create(0, MS, TaskParams::default()).unwrap();
+    run_cpu(&m, 0, MS);
+    let mut now = MS;
+    let step = |m: &M, now: &mut u64| {
+        *now += MS;
+        m.tick(0, *now).unwrap();
+        if m.need_resched(0) {
+            run_cpu(m, 0, *now);
+        }
+    };
+    for _ in 0..20 {
+        step(&m, &mut now);
+    }
+    m.tick(0, u64::MAX).unwrap();
+    let ran = |t| m.entity(t).unwrap().sum_exec_runtime;
+    let before = (ran(a), ran(b));
+    for _ in 0..200 {
+        step(&m, &mut now);
+    }
+    let (da, db) = (ran(a) - before.0, ran(b) - before.1);
+    assert_eq!(da + db, 200 * MS, "every later millisecond charged");
+    assert!(da.abs_diff(db) <= 20 * MS, "both kept running: {da} and {db} ns");
+    m.check_invariants().unwrap();
+}
+
+/// Tunables set before the machine is set up have no CPU to hold them (init would replace
+/// them with its defaults): refused, not accepted and lost.
+#[test]
+fn tunables_before_init_are_refused() {
+    let m: Box<M> = Box::new(Smp::new(Recorder::new(4), Features::default(), 250));
+    assert_eq!(m.set_tunables(Tunables::for_cpus(4)), Err(SchedError::NotInitialised));
+    m.init_with(|t| t.init_flat(4)).unwrap();
+    let t = Tunables { nr_migrate: 8, ..m.tunables() };
+    m.set_tunables(t).unwrap();
+    assert_eq!(m.tunables(), t);
 }
