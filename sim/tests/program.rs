@@ -53,6 +53,20 @@ fn affinity_and_nice_shape_the_shares() {
     assert!((ratio - 1024.0 / 335.0).abs() < 0.3, "{ratio}");
 }
 
+/// A `cpus` list of all of CPUs 0 to 63 is those 64 CPUs on a larger machine, not every
+/// CPU (the program's mask of a task without a list is a different thing from one of all 64).
+#[test]
+fn a_list_of_the_first_64_cpus_confines_a_task_on_128() {
+    let list: Vec<String> = (0..64).map(|c| c.to_string()).collect();
+    let json = format!(
+        r#"{{"global": {{"duration": 1, "calibration": 100}}, "tasks": {{"t": {{"instance": 128, "loop": -1,
+        "cpus": [{}], "phases": {{"p": {{"run": 10000}}}}}}}}}}"#,
+        list.join(",")
+    );
+    let (f, _) = on_big_stack(move || run(&json, 128));
+    assert!((f[0].cpu_share_pct - 50.0).abs() < 1.0, "64 of 128 CPUs: {}", f[0].cpu_share_pct);
+}
+
 /// A messenger waking workers (schbench's shape): the workers' wake-to-run latency is
 /// measured from the broadcast, and a run that ends with workers waiting says so.
 #[test]

@@ -467,12 +467,12 @@ impl<'a> Program<'a> {
     }
 
     /// The first CPU mask of a task or of one of its phases that names none of a machine's
-    /// `cpus` CPUs (a mask is a bit per CPU of the first 64; every CPU, `u64::MAX`, names
-    /// some on any machine): that task and the mask. A thread could never run there.
+    /// `cpus` CPUs (a mask is a bit per CPU of the first 64; a task without one may use every
+    /// CPU): that task and the mask. A thread could never run there.
     pub fn mask_without_cpu(&self, cpus: usize) -> Option<(TaskView<'a>, u64)> {
         let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
         self.tasks().find_map(|t| {
-            let masks = core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus()));
+            let masks = t.cpus().into_iter().chain(t.phases().filter_map(|p| p.cpus()));
             masks.into_iter().find(|m| m & machine == 0).map(|m| (t, m))
         })
     }
@@ -604,11 +604,12 @@ impl<'a> TaskView<'a> {
         self.p.word(self.at + 2)
     }
 
-    /// Allowed CPUs, a bit per CPU (`u64::MAX`: every CPU).
-    pub fn cpus(&self) -> u64 {
+    /// Allowed CPUs, a bit per CPU of the first 64; `None`: every CPU of the machine, however
+    /// many it has (a list of all of CPUs 0 to 63 is not that on a larger machine).
+    pub fn cpus(&self) -> Option<u64> {
         match self.p.word(self.at + 3) as u64 | (self.p.word(self.at + 4) as u64) << 32 {
-            0 => u64::MAX,
-            m => m,
+            0 => None,
+            m => Some(m),
         }
     }
 
@@ -907,7 +908,7 @@ mod tests {
                 (view.delay_us(), view.nice(), view.nr_phases(), view.slice_us()),
                 (t.delay_us, t.nice, t.phases.len(), t.slice_us)
             );
-            assert_eq!(view.cpus(), if t.cpus == 0 { u64::MAX } else { t.cpus });
+            assert_eq!(view.cpus(), (t.cpus != 0).then_some(t.cpus));
             for (ph, d) in view.phases().zip(&t.phases) {
                 assert_eq!((ph.loops(), ph.cpus()), (d.loops, (d.cpus != 0).then_some(d.cpus)));
                 assert_eq!(ph.events().collect::<Vec<_>>(), d.events);

@@ -305,11 +305,12 @@ impl<const T: usize> World<T> {
         self.threads.get(t as usize).map_or(0, |th| th.start)
     }
 
-    /// The CPUs thread `t` may use now: its phase's, else its task's (a bit per CPU).
-    pub fn cpus_of(&self, prog: &Program<'_>, t: ThreadId) -> u64 {
-        let Some(th) = self.threads.get(t as usize) else { return u64::MAX };
-        let Some(task) = prog.task(th.task as usize) else { return u64::MAX };
-        task.phase(th.phase as usize).and_then(|p| p.cpus()).unwrap_or(task.cpus())
+    /// The CPUs thread `t` may use now: its phase's, else its task's (a bit per CPU of the
+    /// first 64; `None`: every CPU of the machine).
+    pub fn cpus_of(&self, prog: &Program<'_>, t: ThreadId) -> Option<u64> {
+        let th = self.threads.get(t as usize)?;
+        let task = prog.task(th.task as usize)?;
+        task.phase(th.phase as usize).and_then(|p| p.cpus()).or(task.cpus())
     }
 
     /// Threads blocked on a mutex, condition variable or barrier, or joining their forks.

@@ -33,5 +33,19 @@ pub mod sysbench;
 
 #[cfg(feature = "std")]
 pub use format::{seal, PhaseDef, PoolDef, ProgramDef, TaskDef};
+
+/// `text` made fit for a one-line message: its control characters (a line break in a task's
+/// name or a JSON key, say) written as escapes, so that a refusal stays one line and a file
+/// cannot print a line of its own.
+///
+/// ```
+/// assert_eq!(sched_workload::one_line("a\nb\tc"), "a\\nb\\tc");
+/// ```
+#[cfg(feature = "std")]
+pub fn one_line(text: &str) -> String {
+    text.chars()
+        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
+        .collect()
+}
 pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer};
 pub use interp::{Activation, Host, Step, ThreadId, World};

@@ -102,14 +102,16 @@ impl RtAppError {
 
 impl fmt::Display for RtAppError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // (Paths and messages quote the file's own keys and names: escaped, one line.)
+        let l = crate::one_line;
         match self {
             RtAppError::Json { line, column, message } => {
-                write!(f, "line {line} column {column}: not valid JSON: {message}")
+                write!(f, "line {line} column {column}: not valid JSON: {}", l(message))
             }
-            RtAppError::Unsupported { path, what } => write!(f, "{path}: not supported: {what}"),
-            RtAppError::BadValue { path, why } => write!(f, "{path}: {why}"),
-            RtAppError::TooLarge { path, why } => write!(f, "{path}: too large: {why}"),
-            RtAppError::Inconsistent { path, why } => write!(f, "{path}: cannot run: {why}"),
+            RtAppError::Unsupported { path, what } => write!(f, "{}: not supported: {}", l(path), l(what)),
+            RtAppError::BadValue { path, why } => write!(f, "{}: {}", l(path), l(why)),
+            RtAppError::TooLarge { path, why } => write!(f, "{}: too large: {}", l(path), l(why)),
+            RtAppError::Inconsistent { path, why } => write!(f, "{}: cannot run: {}", l(path), l(why)),
         }
     }
 }
@@ -352,6 +354,9 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
     }
     if name.contains('\0') {
         return Err(bad(&path, "a task's name holds no NUL (the program ends a name at one)"));
+    }
+    if name.is_empty() {
+        return Err(bad(&path, "a task's name is not empty (the tables name its rows by it)"));
     }
     let mut t = TaskDef { name: name.to_string(), instances: 1, loops: -1, ..TaskDef::default() };
     let mut phases = None;

@@ -196,7 +196,8 @@ fn spawn(prog: &Program<'_>, th: ThreadId) -> bool {
     };
     // (Counted live first: the thread may run, and end, before the spawn returns.)
     LIVE.fetch_add(1, AcqRel);
-    let slot = arch::sys_spawn(kind.number(), th as usize, task.nice(), task.cpus());
+    // (This kernel's machines have at most 64 CPUs: every CPU is every bit.)
+    let slot = arch::sys_spawn(kind.number(), th as usize, task.nice(), task.cpus().unwrap_or(u64::MAX));
     if slot < 0 {
         LIVE.fetch_sub(1, AcqRel);
         return false;
@@ -276,7 +277,7 @@ pub(super) fn program_thread(th: usize) {
             let mut w = WORLD.lock();
             w.running(th, now);
             let step = w.step(&prog, th, now, &mut host);
-            (step, w.cpus_of(&prog, th))
+            (step, w.cpus_of(&prog, th).unwrap_or(u64::MAX))
         };
         for &w in &host.wakes[..host.nwakes] {
             let slot = SLOTS[w as usize].load(Acquire);

@@ -85,18 +85,22 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
             held(cpus.max(1), slots) / cpus.max(1)
         )));
     }
-    // A mask is a bit per CPU of the first 64; `u64::MAX` is every CPU, of any machine.
+    // A mask is a bit per CPU of the first 64; `None` is every CPU, of any machine.
     let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
-    let width = |m: u64| if m == u64::MAX { cpus } else { (m & machine).count_ones() as usize };
+    let width = |m: Option<u64>| m.map_or(cpus, |m| (m & machine).count_ones() as usize);
     // (Both name a CPU of the machine: `mask_without_cpu` is refused first.)
-    let meets = |a: u64, m: u64| a & m & machine != 0;
+    let meets = |a: Option<u64>, m: Option<u64>| match (a, m) {
+        (Some(a), Some(m)) => a & m & machine != 0,
+        _ => true,
+    };
     // Per task: its threads and every mask it may have.
     let totals = prog.thread_totals();
-    let tasks: Vec<(u64, Vec<u64>)> = prog
+    let tasks: Vec<(u64, Vec<Option<u64>>)> = prog
         .tasks()
         .enumerate()
         .map(|(i, t)| {
-            let masks = core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus())).collect();
+            let masks =
+                core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus().map(Some))).collect();
             (totals[i].unwrap_or(u64::from(t.instances())), masks)
         })
         .collect();
@@ -113,8 +117,9 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
             let held = held(width(m), slots) as u64;
             if there > held {
                 return Err(ProgramRefusal::TooLarge(format!(
-                    "task {}: {there} threads may run on the CPUs of its mask {m:#x}, which hold {held}",
-                    t.name()
+                    "task {}: {there} threads may run on the CPUs of its mask {}, which hold {held}",
+                    t.name(),
+                    m.map_or("(every CPU)".to_string(), |m| format!("{m:#x}"))
                 )));
             }
         }
@@ -128,7 +133,7 @@ pub(super) struct ProgramRun {
     world: Box<World<PROGRAM_THREADS>>,
     /// Per thread: its task in the core, whether its start delay has passed, the CPU mask
     /// last applied.
-    threads: Vec<(TaskId, bool, u64)>,
+    threads: Vec<(TaskId, bool, Option<u64>)>,
     /// A fork was refused (warned once).
     fork_refused: bool,
     /// When every live thread came to wait for another (`World::stuck`), in a program without
@@ -175,12 +180,12 @@ impl Host for Collect {
     }
 }
 
-/// The core's mask of a program's (a bit per CPU; every CPU for `u64::MAX`).
-fn mask(bits: u64) -> CpuMask {
-    if bits == u64::MAX {
-        return CpuMask::ALL;
+/// The core's mask of a program's (a bit per CPU of the first 64; `None`: every CPU).
+fn mask(bits: Option<u64>) -> CpuMask {
+    match bits {
+        None => CpuMask::ALL,
+        Some(bits) => (0..64).filter(|c| bits >> c & 1 != 0).collect(),
     }
-    (0..64).filter(|c| bits >> c & 1 != 0).collect()
 }
 
 impl<const C: usize, const G: usize> Machine<C, G> {
