@@ -67,7 +67,8 @@ pub enum Workload {
     },
 }
 
-/// How long a program without a `duration` may run before the run is cut (ns).
+/// How long a run to its end (sysbench's events, a program without a `duration`) may take
+/// before it is cut (ns): 600 s of simulated time. A cut run says so ([`AbTable::runs_cut`]).
 pub const PROGRAM_CAP_NS: u64 = 600_000_000_000;
 
 impl Workload {
@@ -213,12 +214,14 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
     m.run_until(start);
     // The workload's own start: a tickless machine may have gone quiet before `start`.
     let t0 = m.now();
+    // Whether a run to its end reached the bound first.
+    let mut cut = false;
     match *w {
         Workload::Sysbench { .. } => {
             let shape = w.sysbench(m.config()).expect("a sysbench workload");
             m.start_program(sysbench_program(shape)).expect("a sysbench run fits PROGRAM_THREADS");
             m.start(0).expect("a simulated CPU");
-            m.run_until(start + PROGRAM_CAP_NS);
+            cut = m.run_until(start + PROGRAM_CAP_NS);
         }
         Workload::WakeAllOnOne { tasks, run_ns } => {
             for i in 0..tasks {
@@ -254,10 +257,12 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             m.start_program(*program).expect("a program the caller checked against PROGRAM_THREADS");
             m.start(0).expect("a simulated CPU");
             let d = program.duration_us().saturating_mul(1000);
-            m.run_until(t0 + if d > 0 { d } else { PROGRAM_CAP_NS });
+            let live = m.run_until(t0 + if d > 0 { d } else { PROGRAM_CAP_NS });
+            cut = d == 0 && live && m.program_deadlock().is_none();
         }
     }
     let mut r = m.report();
+    r.cut = cut;
     if let Workload::Latency { duration_ns, .. } = *w {
         r.total_ns = duration_ns;
     }
@@ -300,6 +305,14 @@ pub struct AbTable {
     pub rows: Vec<Row>,
     /// Every event done exactly once in every run.
     pub all_events_exactly_once: bool,
+    /// Runs that reached [`PROGRAM_CAP_NS`] before every thread finished (their figures stop
+    /// there).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub runs_cut: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// Runs `w` K times with features A and K times with B, iteration i of both sides using the
@@ -345,6 +358,7 @@ pub fn ab(
             .iter()
             .chain(&rb)
             .all(|r| r.events_exactly_once || r.latencies.is_empty()),
+        runs_cut: ra.iter().chain(&rb).filter(|r| r.cut).count(),
     }
 }
 
@@ -377,6 +391,7 @@ pub fn program_table(
         iterations,
         rows: program_rows(ra, rb),
         all_events_exactly_once: true,
+        runs_cut: ra.iter().chain(rb).filter(|r| r.cut).count(),
     }
 }
 

@@ -286,14 +286,18 @@ fn features_on(base: Features, list: &str) -> Features {
 
 /// Refuses the command line: `why` in one line, then the usage exit.
 fn usage(why: &str) -> ! {
-    eprintln!("xsim: {why}");
+    eprintln!("xsim: {}", sched_workload::one_line(why));
     std::process::exit(sched_sim::cli::USAGE_EXIT.into())
 }
 
-/// Refuses (one line, the usage exit) a count of iterations that runs nothing.
+/// The most iterations a side one command runs.
+const MAX_ITERATIONS: usize = 10_000;
+
+/// Refuses (one line, the usage exit) a count of iterations that runs nothing, or more than
+/// [`MAX_ITERATIONS`].
 fn check_iterations(flag: &str, n: usize) {
-    if n == 0 {
-        usage(&format!("{flag} 0: at least 1"));
+    if n == 0 || n > MAX_ITERATIONS {
+        usage(&format!("{flag} {n}: must be 1..={MAX_ITERATIONS}"));
     }
 }
 
@@ -323,8 +327,8 @@ fn config(m: &MachineArgs) -> Config {
         usage(&format!("--topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR))
     });
     check_cpus("--cpus", m.cpus, topology, &m.topology);
-    if m.hz > sched_core::smp::MAX_HZ {
-        usage(&format!("--hz {}: at most {}", m.hz, sched_core::smp::MAX_HZ));
+    if m.hz == 0 || m.hz > sched_core::smp::MAX_HZ {
+        usage(&format!("--hz {}: must be 1..={}", m.hz, sched_core::smp::MAX_HZ));
     }
     // (Made only when a picture is written, so that a refused command leaves nothing behind;
     // a folder below a file could never be made, and is refused now.)
@@ -387,8 +391,21 @@ fn run_ab(
     pb.set_message(label);
     let t = ab(cfg, w, a, b, iterations, || pb.inc(1));
     pb.finish_and_clear();
+    if t.runs_cut > 0 {
+        eprintln!(
+            "xsim: {} of {} runs reached the bound of {} s of simulated time before every thread finished: their figures stop there",
+            t.runs_cut,
+            2 * iterations,
+            sched_sim::experiments::PROGRAM_CAP_NS / 1_000_000_000
+        );
+        RUNS_CUT.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
     t
 }
+
+/// A run was cut at the bound ([`run_ab`] said so): the command ends as a failed run, after
+/// its table.
+static RUNS_CUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 fn write_trace(m: &MachineArgs, cfg: &Config, w: &Workload) {
     let Some(dir) = &m.out else { return };
@@ -439,7 +456,8 @@ fn main() {
     let cli = sched_sim::cli::parse::<Cli>("cargo xsim", &args)
         .unwrap_or_else(|code| std::process::exit(code.into()));
     let Some(cmd) = cli.cmd else {
-        return run_program(&cli.program);
+        run_program(&cli.program);
+        return end();
     };
     match cmd {
         Cmd::Sysbench { m, w: args } => {
@@ -569,6 +587,14 @@ fn main() {
             write_ab_picture(&m, &cfg, &w, (fa, &label("A", &a)), (fb, &label("B", &b)));
         }
     }
+    end();
+}
+
+/// Ends the command: as a failed run (exit 1) if a run was cut at the bound, else normally.
+fn end() {
+    if RUNS_CUT.load(std::sync::atomic::Ordering::Relaxed) {
+        std::process::exit(1);
+    }
 }
 
 /// `cargo xsim --workload FILE`: the file lowered (or refused in one line with its own exit
@@ -580,7 +606,7 @@ fn run_program(args: &ProgramArgs) {
     let bytes =
         std::fs::read(path).unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
     let def = sched_workload::rtapp::lower_bytes(&bytes).unwrap_or_else(|e| {
-        eprintln!("xsim: {}: {e}", path.display());
+        eprintln!("xsim: {}", sched_workload::one_line(&format!("{}: {e}", path.display())));
         std::process::exit(e.exit_code().into())
     });
     let bytes = def.to_bytes();
@@ -589,7 +615,7 @@ fn run_program(args: &ProgramArgs) {
     let threads = prog.thread_bound() as usize;
     let cfg = config(&args.m);
     if let Err(e) = sched_sim::machine::check_program(&prog, cfg.cpus, sched_sim::machine::SIM_Q) {
-        eprintln!("xsim: {}: {e}", path.display());
+        eprintln!("xsim: {}", sched_workload::one_line(&format!("{}: {e}", path.display())));
         std::process::exit(e.exit_code().into())
     }
     let name =
@@ -612,7 +638,10 @@ fn run_program(args: &ProgramArgs) {
             "workload {name}: {} tasks, {threads} threads, {}, {} CPUs ({}), HZ={}, {}",
             def.tasks.len(),
             match def.duration_us {
-                0 => "until every thread finishes".to_string(),
+                0 => format!(
+                    "until every thread finishes (at most {} s)",
+                    sched_sim::experiments::PROGRAM_CAP_NS / 1_000_000_000
+                ),
                 d => format!("{} s", d / 1_000_000),
             },
             cfg.cpus,

@@ -157,9 +157,12 @@ fn model_times_beyond_their_bound_are_refused() {
 
 #[test]
 fn rates_iterations_and_latency_times_out_of_range_are_refused() {
-    refused(&["sysbench", "--hz", "2000000"], 2, "--hz 2000000: at most 1000000");
-    refused(&["sysbench", "--iterations", "0"], 2, "--iterations 0: at least 1");
-    refused(&["spread", "--iterations", "0"], 2, "--iterations 0: at least 1");
+    refused(&["sysbench", "--hz", "2000000"], 2, "--hz 2000000: must be 1..=1000000");
+    // (0 is no rate: the core would take its default and the header would say HZ=0.)
+    refused(&["sysbench", "--hz", "0"], 2, "--hz 0: must be 1..=1000000");
+    refused(&["sysbench", "--iterations", "0"], 2, "--iterations 0: must be 1..=10000");
+    refused(&["spread", "--iterations", "0"], 2, "--iterations 0: must be 1..=10000");
+    refused(&["sysbench", "--iterations", "18446744073709551615"], 2, "must be 1..=10000");
     let latency = ["ab", "--workload", "latency", "--a", "", "--b", "EEVDF"];
     for (flag, v, says) in [
         ("--duration-ms", "18446744073710", "--duration-ms 18446744073710: must be 1..=60000"),
@@ -229,4 +232,46 @@ fn clusters_larger_than_the_machine_run_as_one() {
         "1",
     ]);
     assert_eq!(code, Some(0), "{stderr}");
+}
+
+/// Names from a workload file and values from the command line are quoted with their control
+/// characters escaped: a refusal stays one line, and a file cannot print a line of its own.
+#[test]
+fn refusals_quoting_input_stay_one_line() {
+    let path = std::env::temp_dir().join(format!("xsim-cli-{}-lines.json", std::process::id()));
+    let p = path.to_str().expect("a UTF-8 temporary path").to_string();
+    for (json, code, says) in [
+        (r#"{"glo\nbal": 1}"#, 11, r"glo\nbal"),
+        (r#"{"global": {"calibration": 100}, "tasks": {"a\nb": {"loop": 1, "spin": 1}}}"#, 11, r"a\nb"),
+        (
+            r#"{"global": {"calibration": 100}, "tasks": {"x\ny": {"loop": 1, "run": 1, "cpus": [5]}}}"#,
+            14,
+            r"x\ny",
+        ),
+        (
+            r#"{"global": {"calibration": 100}, "tasks": {"": {"loop": 1, "run": 1}}}"#,
+            12,
+            "name is not empty",
+        ),
+    ] {
+        std::fs::write(&path, json).expect("write the workload");
+        refused(&["--workload", &p, "--cpus", "2", "--topology", "flat"], code, says);
+    }
+    let _ = std::fs::remove_file(&path);
+    refused(&["sysbench", "--topology", "flat\nxsim: ok"], 2, r"flat\nxsim: ok");
+}
+
+/// A run to its end that reaches the simulator's bound of simulated time prints its table,
+/// then says in one line that it was cut, and ends as a failed run.
+#[test]
+fn a_run_cut_at_the_bound_says_so_and_fails() {
+    let (code, stdout, stderr) =
+        xsim(&["sysbench", "--events", "1000", "--event-us", "10000000", "--iterations", "1"]);
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stdout.contains("every event done exactly once: false"), "{stdout}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr:?}");
+    assert!(stderr.contains("2 of 2 runs reached the bound of 600 s"), "{stderr:?}");
+    // A run that ends in time is not cut.
+    let (code, _, stderr) = xsim(&["sysbench", "--iterations", "1"]);
+    assert_eq!((code, stderr.as_str()), (Some(0), ""));
 }

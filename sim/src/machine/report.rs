@@ -57,6 +57,10 @@ pub struct RunReport {
     /// when the run ended.
     #[serde(skip_serializing_if = "is_zero_usize")]
     pub blocked_threads: usize,
+    /// The run reached the simulator's bound ([`crate::experiments::PROGRAM_CAP_NS`]) before
+    /// every thread finished: its figures stop there.
+    #[serde(skip)]
+    pub cut: bool,
 }
 
 fn is_zero_usize(n: &usize) -> bool {
@@ -137,6 +141,7 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
             tasks: Vec::new(),
             length_ns: 0,
             blocked_threads: 0,
+            cut: false,
         }
     }
 
