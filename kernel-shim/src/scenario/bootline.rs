@@ -270,6 +270,8 @@ pub enum ArgError {
     NoGroups,
     /// A key the chosen scenario does not read (another scenario's; see `keys.rs`).
     NotRead,
+    /// A key given a second time.
+    Repeated,
 }
 
 impl core::fmt::Display for ArgError {
@@ -300,6 +302,7 @@ impl core::fmt::Display for ArgError {
             ArgError::NoEevdf => write!(f, "this kernel has no EEVDF (a microcontroller's is built without it)"),
             ArgError::NoProgram => write!(f, "this machine takes no workload program (a microcontroller's RAM holds the kernel alone)"),
             ArgError::NoGroups => write!(f, "this kernel has no task groups (a microcontroller's is built without them)"),
+            ArgError::Repeated => write!(f, "a key given twice (each at most once)"),
             ArgError::NotRead => {
                 write!(f, "the chosen scenario does not read this key (the kernel's README lists each one's keys)")
             }
@@ -330,13 +333,20 @@ impl Config {
         let (mut nice, mut ops) = (5, 10_000);
         let mut lat = Latency::DEFAULT;
         let mut duration_set = false;
+        // The kernel's own settings, set only once the whole line is accepted.
+        let mut set = Settings::default();
+        let mut scenario_word = "scenario=boot";
         let reads = Keys::read_by(Keys::scenario_of(bootargs));
         let own = |key: Keys| if reads.contains(key) { Ok(()) } else { Err(ArgError::NotRead) };
-        for word in bootargs.split_ascii_whitespace() {
+        for (i, word) in bootargs.split_ascii_whitespace().enumerate() {
             *bad = word;
             let (k, v) = word.split_once('=').ok_or(ArgError::NotKeyValue)?;
+            let key_of = |w: &'a str| w.split_once('=').map(|(k, _)| k);
+            if bootargs.split_ascii_whitespace().take(i).any(|w| key_of(w) == Some(k)) {
+                return Err(ArgError::Repeated);
+            }
             match k {
-                "scenario" => scenario = v,
+                "scenario" => (scenario, scenario_word) = (v, word),
                 "threads" => {
                     own(Keys::THREADS)?;
                     threads = number(k, v, 1, MAX_SPINNERS)?;
@@ -352,15 +362,15 @@ impl Config {
                 }
                 "seed" => {
                     own(Keys::SEED)?;
-                    SB_SEED.store(number(k, v, 0, u32::MAX)?, Relaxed);
+                    set.seed = Some(number(k, v, 0, u32::MAX)?);
                 }
                 "create_us" => {
                     own(Keys::CREATE_US)?;
-                    SB_CREATE_NS.store(number(k, v, 0, MAX_MODEL_US)? as u64 * 1000, Relaxed);
+                    set.create_us = Some(number(k, v, 0, MAX_MODEL_US)?);
                 }
                 "setup_us" => {
                     own(Keys::SETUP_US)?;
-                    SB_SETUP_NS.store(number(k, v, 0, MAX_MODEL_US)? as u64 * 1000, Relaxed);
+                    set.setup_us = Some(number(k, v, 0, MAX_MODEL_US)?);
                 }
                 "clusters" => clusters = number(k, v, 0, MAX_CPUS as u32)?,
                 "capacity" => capacity = crate::topology::Capacities::parse(v).ok_or(ArgError::Capacity)?,
@@ -384,7 +394,7 @@ impl Config {
                     own(Keys::OPS)?;
                     ops = number(k, v, 1, 1_000_000)?;
                 }
-                "watchdog" => sched::set_watchdog_ticks(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
+                "watchdog" => set.watchdog = Some(number(k, v, 0, sched::MAX_WATCHDOG_TICKS)?),
                 "spinners" => {
                     own(Keys::SPINNERS)?;
                     lat.spinners = number(k, v, 0, MAX_SPINNERS)?;
@@ -419,11 +429,13 @@ impl Config {
                         _ => return Err(ArgError::Policy),
                     }
                 }
-                "slice_us" => arch::set_slice_us(number(k, v, 0, arch::MAX_SLICE_US as u32)? as u64),
+                "slice_us" => set.slice_us = Some(number(k, v, 0, arch::MAX_SLICE_US as u32)?),
                 "entry_race" => {
-                    if !arch::simulate_entry_race(on_off(v)?) {
+                    let on = on_off(v)?;
+                    if on && !arch::HAS_ENTRY_RACE {
                         return Err(ArgError::EntryRace);
                     }
+                    set.entry_race = Some(on);
                 }
                 // Any other value (out of range or not a number) is told the rates there are.
                 "hz" => hz = v.parse().ok().filter(|h| sched::HZ_CHOICES.contains(h)).ok_or(ArgError::Hz)?,
@@ -435,13 +447,13 @@ impl Config {
                         _ => return Err(ArgError::Fault),
                     }
                 }
-                "trace" => sched::set_trace(on_off(v)?),
+                "trace" => set.trace = Some(on_off(v)?),
                 "barrier" => {
                     own(Keys::BARRIER)?;
-                    SB_BARRIER.store(on_off(v)?, Relaxed);
+                    set.barrier = Some(on_off(v)?);
                 }
                 "nohz" => nohz = on_off(v)?,
-                "idle_yield" => sched::set_idle_exit_yield(on_off(v)?),
+                "idle_yield" => set.idle_yield = Some(on_off(v)?),
                 "skew" => skew = on_off(v)?,
                 "features" => features = features.parse_list(v).map_err(|_| ArgError::Feature)?,
                 _ => return Err(ArgError::UnknownKey),
@@ -499,13 +511,63 @@ impl Config {
                 }
                 Scenario::Latency(lat)
             }
-            other => {
-                *bad = other;
+            _ => {
+                *bad = scenario_word;
                 return Err(ArgError::UnknownScenario);
             }
         };
         *bad = "";
+        set.apply();
         Ok(Config { scenario, hz, features, nohz, clusters, capacity, skew })
+    }
+}
+
+/// The boot line's words that set the kernel's own state rather than the scenario's: held
+/// while the line is read, and set only once all of it is accepted (a refused line changes
+/// nothing).
+#[derive(Default)]
+struct Settings {
+    seed: Option<u32>,
+    create_us: Option<u32>,
+    setup_us: Option<u32>,
+    watchdog: Option<u32>,
+    slice_us: Option<u32>,
+    entry_race: Option<bool>,
+    trace: Option<bool>,
+    barrier: Option<bool>,
+    idle_yield: Option<bool>,
+}
+
+impl Settings {
+    /// Sets what the line gave.
+    fn apply(self) {
+        if let Some(n) = self.seed {
+            SB_SEED.store(n, Relaxed);
+        }
+        if let Some(us) = self.create_us {
+            SB_CREATE_NS.store(us as u64 * 1000, Relaxed);
+        }
+        if let Some(us) = self.setup_us {
+            SB_SETUP_NS.store(us as u64 * 1000, Relaxed);
+        }
+        if let Some(t) = self.watchdog {
+            sched::set_watchdog_ticks(t);
+        }
+        if let Some(us) = self.slice_us {
+            arch::set_slice_us(us as u64);
+        }
+        if let Some(on) = self.entry_race {
+            arch::simulate_entry_race(on);
+        }
+        if let Some(on) = self.trace {
+            sched::set_trace(on);
+        }
+        if let Some(on) = self.barrier {
+            SB_BARRIER.store(on, Relaxed);
+        }
+        if let Some(on) = self.idle_yield {
+            sched::set_idle_exit_yield(on);
+        }
     }
 }
 

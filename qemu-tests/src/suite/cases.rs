@@ -270,6 +270,15 @@ pub(super) const CASES: &[Case] = &[
             has(b, r#"error: bad argument "threads=4": the chosen scenario does not read this key"#)
         },
     },
+    Case {
+        name: "a key given twice is refused, not the last one taken",
+        args: "scenario=sysbench watchdog=7 scenario=boot",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(b, r#"error: bad argument "scenario=boot": a key given twice (each at most once)"#)
+        },
+    },
 ];
 
 /// The microcontroller's cases (one Cortex-M4 core, 8 threads of 2 KiB, SysTick at 250 and

@@ -526,11 +526,10 @@ fn release_parked(index: usize, hw_id: u64) -> bool {
 /// loses a started hart's address, so the suite can check that the boot recovers.
 static ENTRY_RACE: AtomicBool = AtomicBool::new(false);
 
-/// Makes `start_cpu` send CPU 1 to `_start` (the boot line's `entry_race=on`). Returns
-/// whether this machine can (only riscv64's firmware has the race).
-pub fn simulate_entry_race(on: bool) -> bool {
+/// Makes `start_cpu` send CPU 1 to `_start` (the boot line's `entry_race=on`; only riscv64's
+/// firmware has the race, `HAS_ENTRY_RACE`).
+pub fn simulate_entry_race(on: bool) {
     ENTRY_RACE.store(on, Ordering::Relaxed);
-    true
 }
 
 /// SBI's error for starting a hart that already runs.
