@@ -72,7 +72,8 @@ fn periodic(guest: &Guest, m: &Machine) -> Result<String, String> {
 /// misses it from one build of the guest to the next (docs/linux.md).
 fn cgroups(guest: &Guest, m: &Machine) -> Result<String, String> {
     let _ = guest;
-    // (Five cases of 4 s: the guest time the two cases of 10 s took before.)
+    // Four seconds per case (five cases on three CPUs or more, and the churn): enough for a
+    // check that the controls work, short enough for the suite.
     let seconds = 4;
     let r = crate::linux::cgroups::measure(m, Mode::Deterministic, false, seconds)?;
     let u: Vec<f64> = r.weighted.iter().map(|s| s.usage_usec as f64).collect();
