@@ -719,3 +719,37 @@ fn a_limited_group_near_the_clocks_end_does_not_overflow() {
     assert!((100 * MS..=150 * MS + 2 * MS).contains(&got), "{got} ns");
     m.check_invariants().unwrap();
 }
+
+/// A misfit task's load on an asymmetric machine is `task_h_load`, as the balancer moves it:
+/// a spinner in a group of weight 10 (shares 102) beside a nice-19 spinner of the root (weight
+/// 15) on a LITTLE CPU runs most of the time and does not fit it, yet carries about a tenth of
+/// its own load average there. (The nice-19 spinner fits, and is no misfit.)
+#[test]
+fn a_misfit_task_in_a_light_group_carries_its_hierarchical_load() {
+    let m: Box<M<2>> = Box::new(Smp::new(NoPlatform, Features::default(), 1000));
+    m.init_with(|t| t.init_big_little(1, 1, 446)).unwrap();
+    let mut now = 1;
+    let little = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
+    let light = m.create_group(GroupId::ROOT, CpuWeight::new(10).unwrap()).unwrap();
+    let grouped = m.create(0, now, little).unwrap();
+    m.move_task(now, grouped, light).unwrap();
+    let root = m.create(0, now, TaskParams { nice: 19, ..little }).unwrap();
+    run(&m, &mut now, 500 * MS);
+    let (mut seen_grouped, mut seen_root) = (false, false);
+    for _ in 0..200 {
+        let until = now + MS;
+        run(&m, &mut now, until);
+        let curr = m.current(0);
+        let misfit = m.rq(0).misfit_task_load;
+        if curr == Some(grouped) {
+            let own = m.entity(grouped).unwrap().avg.load_avg;
+            assert!(misfit > 0 && misfit * 5 < own, "hierarchical {misfit} against its own {own}");
+            seen_grouped = true;
+        } else {
+            assert_eq!((curr, misfit), (Some(root), 0));
+            seen_root = true;
+        }
+    }
+    assert!(seen_grouped && seen_root, "both ran");
+    m.check_invariants().unwrap();
+}

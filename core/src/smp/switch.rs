@@ -290,7 +290,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     }
 
     /// `update_misfit_status`: on an asymmetric machine, the running task is misfit when it
-    /// does not fit this CPU's capacity.
+    /// does not fit this CPU's capacity; its misfit load is the load it would take along,
+    /// `task_h_load` (with groups, the part of the CPU's load its hierarchy gives it).
     pub(super) fn update_misfit_status(&self, st: &mut CpuState<Q, G>) {
         // (One CPU, or a build without `asym-capacity`, has no asymmetric domain:
         // `asym_capacity` is false, and these constants let the compiler see it.)
@@ -298,7 +299,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             (true, Some(n)) => {
                 let e = st.rq.ent_in(self.pool(), n);
                 if e.on_rq() && !fits_capacity(e.util_est(), st.rq.capacity()) {
-                    e.load_avg().max(1)
+                    st.fair(self.pool()).task_h_load(n).max(1)
                 } else {
                     0
                 }
