@@ -536,10 +536,13 @@ impl<const Q: usize> RunQueue<Q> {
     /// such as `u64::MAX`; taken, it would leave every later reading in the past and the CPU's
     /// accounting frozen). The first reading may be anything. While a task runs, the PELT
     /// clock advances scaled by the CPU's capacity (frequency invariance is 1024 here); while
-    /// idle it is synced to the task clock.
-    pub fn update_clock(&mut self, now: u64) {
-        if now <= self.clock || (self.clock != 0 && now - self.clock > i64::MAX as u64) {
-            return;
+    /// idle it is synced to the task clock. Returns false for such a broken reading alone.
+    pub fn update_clock(&mut self, now: u64) -> bool {
+        if now <= self.clock {
+            return true;
+        }
+        if self.clock != 0 && now - self.clock > i64::MAX as u64 {
+            return false;
         }
         let delta = now - self.clock;
         self.clock = now;
@@ -549,6 +552,7 @@ impl<const Q: usize> RunQueue<Q> {
         } else {
             self.clock_pelt += ((delta as u128 * self.capacity_orig as u128) >> 10) as u64;
         }
+        true
     }
 
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while

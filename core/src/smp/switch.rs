@@ -25,7 +25,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         self.check_cpu(cpu)?;
         let (idle, resched) = {
             let mut st = self.rq(cpu);
-            st.rq.update_clock(now);
+            // A broken reading (see `RunQueue::update_clock`) is no tick: taken, it would also
+            // push the balancer's and the groups' timers past every later one.
+            if !st.rq.update_clock(now) {
+                return Ok(false);
+            }
             st.fair(self.pool()).task_tick();
             self.after_update(cpu, &mut st);
             (st.rq.is_idle(), st.rq.need_resched())

@@ -320,6 +320,34 @@ fn one_wild_clock_reading_does_not_freeze_a_cpu() {
     assert_eq!(da + db, 200 * MS, "every later millisecond charged");
     assert!(da.abs_diff(db) <= 20 * MS, "both kept running: {da} and {db} ns");
     m.check_invariants().unwrap();
+
+    // On two CPUs, a tick at such a reading is no tick: it sets no balancing deadline, and the
+    // balance state stays where the sane readings reach it.
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
+    for _ in 0..3 {
+        m.create(0, MS, TaskParams::default()).unwrap();
+    }
+    let mut now = MS;
+    let both = |m: &M, now: &mut u64, ms: u64| {
+        for _ in 0..ms {
+            *now += MS;
+            for cpu in 0..2 {
+                m.tick(cpu, *now).unwrap();
+                if m.need_resched(cpu) || m.current(cpu).is_none() {
+                    run_cpu(m, cpu, *now);
+                }
+            }
+        }
+    };
+    both(&m, &mut now, 100);
+    m.tick(0, u64::MAX).unwrap();
+    both(&m, &mut now, 1_100);
+    for d in m.balance_state(0).unwrap().domains.iter().take(m.topology().nr_levels(0)) {
+        // (HZ 250: 1.2 s is 300 jiffies; the decay's deadline is a second past a sane reading.)
+        assert!(d.last_balance <= 300, "last balance at jiffy {}", d.last_balance);
+        assert!(d.next_decay_max_lb_cost <= now + 1_000_000_000, "{}", d.next_decay_max_lb_cost);
+    }
+    m.check_invariants().unwrap();
 }
 
 /// Tunables set before the machine is set up have no CPU to hold them (init would replace
