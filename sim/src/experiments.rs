@@ -221,7 +221,7 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             let shape = w.sysbench(m.config()).expect("a sysbench workload");
             m.start_program(sysbench_program(shape)).expect("a sysbench run fits PROGRAM_THREADS");
             m.start(0).expect("a simulated CPU");
-            cut = m.run_until(start + PROGRAM_CAP_NS);
+            cut = m.run_until(start + PROGRAM_CAP_NS) && m.program_deadlock().is_none();
         }
         Workload::WakeAllOnOne { tasks, run_ns } => {
             for i in 0..tasks {

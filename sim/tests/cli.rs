@@ -242,11 +242,15 @@ fn refusals_quoting_input_stay_one_line() {
     let p = path.to_str().expect("a UTF-8 temporary path").to_string();
     for (json, code, says) in [
         (r#"{"glo\nbal": 1}"#, 11, r"glo\nbal"),
-        (r#"{"global": {"calibration": 100}, "tasks": {"a\nb": {"loop": 1, "spin": 1}}}"#, 11, r"a\nb"),
         (
-            r#"{"global": {"calibration": 100}, "tasks": {"x\ny": {"loop": 1, "run": 1, "cpus": [5]}}}"#,
-            14,
-            r"x\ny",
+            r#"{"global": {"calibration": 100}, "tasks": {"a\nb": {"loop": 1, "run": 1}}}"#,
+            12,
+            r"tasks.a\nb: a task's name holds no control character",
+        ),
+        (
+            r#"{"global": {"calibration": 100}, "tasks": {"t": {"phases": {"p\nq": {"spin": 1}}}}}"#,
+            11,
+            r"p\nq",
         ),
         (
             r#"{"global": {"calibration": 100}, "tasks": {"": {"loop": 1, "run": 1}}}"#,

@@ -355,6 +355,12 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
     if name.contains('\0') {
         return Err(bad(&path, "a task's name holds no NUL (the program ends a name at one)"));
     }
+    if name.chars().any(char::is_control) {
+        return Err(bad(
+            &path,
+            "a task's name holds no control character (it names a table's rows and log lines)",
+        ));
+    }
     if name.is_empty() {
         return Err(bad(&path, "a task's name is not empty (the tables name its rows by it)"));
     }
