@@ -143,12 +143,12 @@ pub(crate) fn main(
         columns.push(("Linux", linux_column(&l)));
     }
     eprintln!("xrun: the kernel's scenario=groups on QEMU, {seconds} s per case ...");
+    // (`qemu::boot` adds the machine's own words, `clusters=` where QEMU cannot say it.)
     let line = format!(
-        "scenario=groups duration_ms={} {} nohz={}{}",
+        "scenario=groups duration_ms={} {} nohz={}",
         seconds * 1000,
         words,
         if ticking { "off" } else { "on" },
-        m.boot_words()
     );
     // A window per case (weights, under, many, capped, the churn) and per nested round, each
     // with a warm-up of a quarter of it; seven host seconds per simulated one cover that and

@@ -76,7 +76,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
     let bytes = loaded.def.to_bytes();
     if let Ok(prog) = sched_workload::Program::parse(&bytes) {
         if let Err(e) = sched_sim::machine::check_program(&prog, s.cpus, sched_sim::machine::SIM_Q) {
-            eprintln!("xrun: {}: {e}", file.display());
+            eprintln!("xrun: {}", sched_workload::one_line(&format!("{}: {e}", file.display())));
             return ExitCode::from(e.exit_code());
         }
     }
@@ -154,6 +154,15 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         }
     }
     pictures(&machine, s, a, b, &w, &name);
+    if t.runs_cut > 0 {
+        eprintln!(
+            "xrun: {} of the simulator's {} runs reached its bound of {} s of simulated time before every thread finished: their figures stop there",
+            t.runs_cut,
+            2 * s.iterations,
+            sched_sim::experiments::PROGRAM_CAP_NS / 1_000_000_000
+        );
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
 }
 
