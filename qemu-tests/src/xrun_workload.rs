@@ -154,13 +154,8 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         }
     }
     pictures(&machine, s, a, b, &w, &name);
-    if t.runs_cut > 0 {
-        eprintln!(
-            "xrun: {} of the simulator's {} runs reached its bound of {} s of simulated time before every thread finished: their figures stop there",
-            t.runs_cut,
-            2 * s.iterations,
-            sched_sim::experiments::PROGRAM_CAP_NS / 1_000_000_000
-        );
+    if let Some(line) = t.cut_line() {
+        eprintln!("xrun: the simulator: {line}");
         return ExitCode::FAILURE;
     }
     ExitCode::SUCCESS

@@ -68,8 +68,10 @@ pub enum Workload {
 }
 
 /// How long a run to its end (sysbench's events, a program without a `duration`) may take
-/// before it is cut (ns): 600 s of simulated time. A cut run says so ([`AbTable::runs_cut`]).
-pub const PROGRAM_CAP_NS: u64 = 600_000_000_000;
+/// before it is cut (s of simulated time). A cut run says so ([`AbTable::cut_line`]).
+pub const PROGRAM_CAP_S: u64 = 600;
+/// [`PROGRAM_CAP_S`] in ns.
+pub const PROGRAM_CAP_NS: u64 = PROGRAM_CAP_S * 1_000_000_000;
 
 impl Workload {
     /// The seed's workload: `sysbench --test=cpu --num-threads=8 --max-requests=1000`, with an
@@ -214,14 +216,14 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
     m.run_until(start);
     // The workload's own start: a tickless machine may have gone quiet before `start`.
     let t0 = m.now();
-    // Whether a run to its end reached the bound first.
-    let mut cut = false;
+    // A run to its end: whether threads were still live at the bound.
+    let mut live_at_bound = false;
     match *w {
         Workload::Sysbench { .. } => {
             let shape = w.sysbench(m.config()).expect("a sysbench workload");
             m.start_program(sysbench_program(shape)).expect("a sysbench run fits PROGRAM_THREADS");
             m.start(0).expect("a simulated CPU");
-            cut = m.run_until(start + PROGRAM_CAP_NS) && m.program_deadlock().is_none();
+            live_at_bound = m.run_until(start + PROGRAM_CAP_NS);
         }
         Workload::WakeAllOnOne { tasks, run_ns } => {
             for i in 0..tasks {
@@ -258,11 +260,12 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
             m.start(0).expect("a simulated CPU");
             let d = program.duration_us().saturating_mul(1000);
             let live = m.run_until(t0 + if d > 0 { d } else { PROGRAM_CAP_NS });
-            cut = d == 0 && live && m.program_deadlock().is_none();
+            live_at_bound = d == 0 && live;
         }
     }
     let mut r = m.report();
-    r.cut = cut;
+    // (A deadlock ends the run before the bound, and says so itself.)
+    r.cut = live_at_bound && m.program_deadlock().is_none();
     if let Workload::Latency { duration_ns, .. } = *w {
         r.total_ns = duration_ns;
     }
@@ -315,6 +318,19 @@ fn is_zero(n: &usize) -> bool {
     *n == 0
 }
 
+impl AbTable {
+    /// The one line that says runs were cut at the bound ([`PROGRAM_CAP_S`]), if any were.
+    pub fn cut_line(&self) -> Option<String> {
+        (self.runs_cut > 0).then(|| {
+            format!(
+                "{} of {} runs reached the bound of {PROGRAM_CAP_S} s of simulated time before every thread finished: their figures stop there",
+                self.runs_cut,
+                2 * self.iterations
+            )
+        })
+    }
+}
+
 /// Runs `w` K times with features A and K times with B, iteration i of both sides using the
 /// same derived seed (a paired design). `progress` is called after each run.
 pub fn ab(
@@ -358,8 +374,13 @@ pub fn ab(
             .iter()
             .chain(&rb)
             .all(|r| r.events_exactly_once || r.latencies.is_empty()),
-        runs_cut: ra.iter().chain(&rb).filter(|r| r.cut).count(),
+        runs_cut: runs_cut(&ra, &rb),
     }
+}
+
+/// How many of both sides' runs were cut at the bound.
+fn runs_cut(ra: &[RunReport], rb: &[RunReport]) -> usize {
+    ra.iter().chain(rb).filter(|r| r.cut).count()
 }
 
 /// A table row's figure: its name and how to read it from a run's report (and the CPU count).
@@ -391,7 +412,7 @@ pub fn program_table(
         iterations,
         rows: program_rows(ra, rb),
         all_events_exactly_once: true,
-        runs_cut: ra.iter().chain(rb).filter(|r| r.cut).count(),
+        runs_cut: runs_cut(ra, rb),
     }
 }
 

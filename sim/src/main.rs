@@ -391,13 +391,8 @@ fn run_ab(
     pb.set_message(label);
     let t = ab(cfg, w, a, b, iterations, || pb.inc(1));
     pb.finish_and_clear();
-    if t.runs_cut > 0 {
-        eprintln!(
-            "xsim: {} of {} runs reached the bound of {} s of simulated time before every thread finished: their figures stop there",
-            t.runs_cut,
-            2 * iterations,
-            sched_sim::experiments::PROGRAM_CAP_NS / 1_000_000_000
-        );
+    if let Some(line) = t.cut_line() {
+        eprintln!("xsim: {line}");
         RUNS_CUT.store(true, std::sync::atomic::Ordering::Relaxed);
     }
     t
@@ -640,7 +635,7 @@ fn run_program(args: &ProgramArgs) {
             match def.duration_us {
                 0 => format!(
                     "until every thread finishes (at most {} s)",
-                    sched_sim::experiments::PROGRAM_CAP_NS / 1_000_000_000
+                    sched_sim::experiments::PROGRAM_CAP_S
                 ),
                 d => format!("{} s", d / 1_000_000),
             },

@@ -54,7 +54,10 @@ fn a_clock_that_jumps_while_a_pass_is_timed_overflows_nothing() {
             let _ = m.wake(1, now, sleeper);
         }
     }
-    assert!(m.platform().readings.load(SeqCst) >= 2, "a newly idle pass was timed");
+    assert!(
+        m.platform().readings.load(SeqCst) >= 2,
+        "the clock was read (the cost below tells a newly idle pass)"
+    );
     // Capped at a second, and decayed since.
     let cost = m.balance_state(1).unwrap().domains[0].max_newidle_lb_cost;
     assert!((1..=1_000_000_000).contains(&cost), "cost {cost} ns");
