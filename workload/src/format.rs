@@ -2,7 +2,7 @@
 //!
 //! | words | what |
 //! |---|---|
-//! | 0–15 | header: magic, version, length in words, checksum (FNV-1a of every word after the header), `duration` (µs, two words), `calibration` (ns per loop), the counts of tasks, mutexes, condition variables, barriers, shared timers, per-thread timers and event pools, two reserved zeros |
+//! | 0–15 | header: magic, version, length in words, checksum (FNV-1a of every word after the header), `duration` (µs, two words), a reserved zero, the counts of tasks, mutexes, condition variables, barriers, shared timers, per-thread timers and event pools, two reserved zeros |
 //! | then | each barrier's parties, one word each |
 //! | then | each event pool's size and jitter (%), two words each |
 //! | then | each task's offset (in words), one word each |
@@ -10,15 +10,15 @@
 //! | a phase | loops, CPU mask (two words; 0: the task's), event count, then its events, four words each: kind and three arguments |
 
 use crate::limits::{
-    MAX_CALIBRATION_NS, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT, MAX_LOOPS,
-    MAX_PHASES, MAX_POOL_EVENTS, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS,
-    MIN_SLICE_US, NAME_BYTES,
+    MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT, MAX_LOOPS, MAX_PHASES,
+    MAX_POOL_EVENTS, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS, MAX_WORDS, MIN_SLICE_US,
+    NAME_BYTES,
 };
 
 /// The first word of every program.
 pub const MAGIC: u32 = 0x5041_5452;
 /// The layout's version.
-pub const VERSION: u32 = 4;
+pub const VERSION: u32 = 5;
 const HEADER: usize = 16;
 const TASK_HEADER: usize = 8 + NAME_BYTES / 4;
 const PHASE_HEADER: usize = 4;
@@ -38,7 +38,8 @@ pub enum Timer {
 /// One step of a phase.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Event {
-    /// Busy work of `us` µs at the calibrated speed (`us * 1000 / calibration` loops).
+    /// Busy work of `us` µs at the machine's full speed (rt-app's work on the machine it
+    /// calibrated): a preempted thread takes longer.
     Run {
         /// Work in µs.
         us: u32,
@@ -169,7 +170,7 @@ impl Event {
             2 => Event::Runtime { us: us(w[1])? },
             3 => Event::Sleep { us: us(w[1])? },
             4 => {
-                if w[3] > 3 || w[2] == 0 {
+                if w[3] > 3 {
                     return Err(FormatError::BadValue);
                 }
                 let timer = if w[3] & 2 != 0 {
@@ -319,11 +320,7 @@ impl<'a> Program<'a> {
         {
             return Err(FormatError::TooMany);
         }
-        if p.duration_us() > MAX_DURATION_US
-            || p.calibration_ns() == 0
-            || p.calibration_ns() > MAX_CALIBRATION_NS
-            || (14..HEADER).any(|i| p.word(i) != 0)
-        {
+        if p.duration_us() > MAX_DURATION_US || p.word(6) != 0 || (14..HEADER).any(|i| p.word(i) != 0) {
             return Err(FormatError::BadValue);
         }
         p.counts = c;
@@ -420,11 +417,6 @@ impl<'a> Program<'a> {
         self.word(4) as u64 | (self.word(5) as u64) << 32
     }
 
-    /// The busy work's speed: ns per loop of a `run` event.
-    pub fn calibration_ns(&self) -> u32 {
-        self.word(6)
-    }
-
     /// Mutexes.
     pub fn mutexes(&self) -> usize {
         self.counts.mutexes as usize
@@ -466,14 +458,25 @@ impl<'a> Program<'a> {
         (t < self.counts.tasks as usize).then(|| TaskView { p: *self, at: self.task_offset(t) })
     }
 
-    /// The first CPU mask of a task or of one of its phases that names none of a machine's
-    /// `cpus` CPUs (a mask is a bit per CPU of the first 64; a task without one may use every
-    /// CPU): that task and the mask. A thread could never run there.
-    pub fn mask_without_cpu(&self, cpus: usize) -> Option<(TaskView<'a>, u64)> {
+    /// The first CPU mask of a task or of one of its phases that names a CPU a machine of
+    /// `cpus` CPUs lacks (a mask is a bit per CPU of the first 64; a task without one may use
+    /// every CPU): that task, the mask and the first such CPU. rt-app refuses such a file
+    /// ("Invalid cpu"), and so does every platform here.
+    ///
+    /// ```
+    /// use sched_workload::rtapp;
+    /// let file = r#"{"tasks": {"t": {"loop": 1, "cpus": [1, 3], "run": 10}}}"#;
+    /// let bytes = rtapp::lower(file).unwrap().to_bytes();
+    /// let prog = sched_workload::Program::parse(&bytes).unwrap();
+    /// assert!(prog.mask_past_cpus(4).is_none());
+    /// let (task, mask, cpu) = prog.mask_past_cpus(2).unwrap();
+    /// assert_eq!((task.name(), mask, cpu), ("t", 0b1010, 3));
+    /// ```
+    pub fn mask_past_cpus(&self, cpus: usize) -> Option<(TaskView<'a>, u64, u32)> {
         let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
         self.tasks().find_map(|t| {
             let masks = t.cpus().into_iter().chain(t.phases().filter_map(|p| p.cpus()));
-            masks.into_iter().find(|m| m & machine == 0).map(|m| (t, m))
+            masks.into_iter().find(|m| m & !machine != 0).map(|m| (t, m, (m & !machine).trailing_zeros()))
         })
     }
 
@@ -714,8 +717,6 @@ impl PhaseView<'_> {
 pub struct ProgramDef {
     /// `duration` (µs); 0: until every thread has finished.
     pub duration_us: u64,
-    /// `calibration`: ns per loop of `run`'s work.
-    pub calibration_ns: u32,
     /// Mutexes, by number (their names, for reports).
     pub mutexes: Vec<String>,
     /// Condition variables, by number.
@@ -724,8 +725,9 @@ pub struct ProgramDef {
     pub barriers: Vec<(String, u32)>,
     /// Shared timers, by number.
     pub timers: Vec<String>,
-    /// Per-thread timers, by number.
-    pub per_thread_timers: Vec<String>,
+    /// Per-thread timers (`unique…` refs): the most one task has. Each task numbers its own
+    /// from 0, and each of its threads has a timer of every number.
+    pub per_thread_timers: u32,
     /// Event pools, by number.
     pub pools: Vec<PoolDef>,
     /// The tasks, in file order.
@@ -789,13 +791,12 @@ impl ProgramDef {
         w[1] = VERSION;
         w[4] = self.duration_us as u32;
         w[5] = (self.duration_us >> 32) as u32;
-        w[6] = self.calibration_ns;
         w[7] = self.tasks.len() as u32;
         w[8] = self.mutexes.len() as u32;
         w[9] = self.conds.len() as u32;
         w[10] = self.barriers.len() as u32;
         w[11] = self.timers.len() as u32;
-        w[12] = self.per_thread_timers.len() as u32;
+        w[12] = self.per_thread_timers;
         w[13] = self.pools.len() as u32;
         w.extend(self.barriers.iter().map(|(_, parties)| *parties));
         w.extend(self.pools.iter().flat_map(|p| [p.size, p.jitter_pct]));
@@ -835,12 +836,11 @@ mod tests {
     fn sample() -> ProgramDef {
         ProgramDef {
             duration_us: 2_000_000,
-            calibration_ns: 100,
             mutexes: vec!["m".into()],
             conds: vec!["c".into()],
             barriers: vec![("b".into(), 2)],
             timers: vec![],
-            per_thread_timers: vec!["unique".into()],
+            per_thread_timers: 1,
             pools: vec![PoolDef { name: "events".into(), size: 10, jitter_pct: 2 }],
             tasks: vec![
                 TaskDef {
@@ -895,7 +895,7 @@ mod tests {
         let def = sample();
         let bytes = def.to_bytes();
         let p = Program::parse(&bytes).unwrap();
-        assert_eq!((p.duration_us(), p.calibration_ns(), p.mutexes(), p.conds()), (2_000_000, 100, 1, 1));
+        assert_eq!((p.duration_us(), p.mutexes(), p.conds()), (2_000_000, 1, 1));
         assert_eq!((p.timers(), p.per_thread_timers(), p.barriers().collect::<Vec<_>>()), (0, 1, vec![2]));
         assert_eq!(p.pools().collect::<Vec<_>>(), [(10, 2)]);
         assert_eq!(p.threads(), 3);
@@ -953,7 +953,6 @@ mod tests {
         assert_eq!(refuse(&|d| d.pools[0].size = 0), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.pools[0].jitter_pct = MAX_JITTER_PCT + 1), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.pools.clear()), FormatError::BadIndex);
-        assert_eq!(refuse(&|d| d.calibration_ns = 0), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks.clear()), FormatError::TooMany);
     }
 

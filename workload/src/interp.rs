@@ -16,14 +16,17 @@ pub type ThreadId = u16;
 
 const NONE: u16 = u16::MAX;
 
+/// A shared timer no thread has reached yet.
+const UNSET: u64 = u64::MAX;
+
 /// The least an iteration of a phase takes (the loop's own overhead): one whose events take
 /// less is charged the rest, so a workload always advances time.
 pub const EMPTY_ITERATION_NS: u64 = 1_000;
 
-/// The busy work of `us` µs at the calibrated speed: whole loops of `calibration` ns.
-fn work_ns(prog: &Program<'_>, us: u32) -> u64 {
-    let cal = prog.calibration_ns() as u64;
-    us as u64 * 1000 / cal * cal
+/// The busy work of a `run` of `us` µs: `us` µs at the machine's full speed, as rt-app's run
+/// is on the machine it calibrated (the file's own `calibration` describes another).
+fn work_ns(us: u32) -> u64 {
+    us as u64 * 1000
 }
 
 /// What a thread does next.
@@ -205,6 +208,8 @@ pub struct World<const T: usize> {
     nthreads: usize,
     owner: [u16; MAX_RESOURCES],
     arrived: [u32; MAX_RESOURCES],
+    /// Each shared timer's last activation; [`UNSET`] until a thread first reaches it, which
+    /// starts it from that thread's own start (rt-app's: the first user's delay counts).
     shared_timers: [u64; MAX_RESOURCES],
     /// Events taken from each pool.
     taken: [u32; MAX_RESOURCES],
@@ -221,7 +226,7 @@ impl<const T: usize> World<T> {
             nthreads: 0,
             owner: [NONE; MAX_RESOURCES],
             arrived: [0; MAX_RESOURCES],
-            shared_timers: [t0; MAX_RESOURCES],
+            shared_timers: [UNSET; MAX_RESOURCES],
             taken: [0; MAX_RESOURCES],
             seq: 0,
         }
@@ -231,7 +236,6 @@ impl<const T: usize> World<T> {
     pub fn set_start(&mut self, t0: u64) {
         if self.nthreads == 0 {
             self.t0 = t0;
-            self.shared_timers = [t0; MAX_RESOURCES];
         }
     }
 
@@ -415,7 +419,7 @@ impl<const T: usize> World<T> {
         match event {
             Event::Run { us } => {
                 self.threads[me].pending = Pending::Work { started: now };
-                Some(Step::Work { ns: work_ns(prog, us), jitter_pct: 0 })
+                Some(Step::Work { ns: work_ns(us), jitter_pct: 0 })
             }
             Event::Take { pool, us } => {
                 let (size, jitter_pct) = prog.pools().nth(pool as usize).unwrap_or((0, 0));
@@ -429,7 +433,7 @@ impl<const T: usize> World<T> {
                 self.taken[pool as usize] = n + 1;
                 host.taken(t, pool, n);
                 self.threads[me].pending = Pending::Work { started: now };
-                Some(Step::Work { ns: work_ns(prog, us), jitter_pct })
+                Some(Step::Work { ns: work_ns(us), jitter_pct })
             }
             Event::Join => {
                 if self.threads[me].children == 0 {
@@ -446,10 +450,14 @@ impl<const T: usize> World<T> {
             Event::Sleep { us } => Some(self.sleep(t, now + us as u64 * 1000)),
             Event::Timer { timer, period_us, absolute } => {
                 let period = period_us as u64 * 1000;
+                let start = self.threads[me].start;
                 let next = match timer {
                     Timer::Shared(n) => &mut self.shared_timers[n as usize],
                     Timer::PerThread(n) => &mut self.threads[me].timers[n as usize],
                 };
+                if *next == UNSET {
+                    *next = start;
+                }
                 *next += period;
                 let deadline = *next;
                 let slack = deadline as i64 - now as i64;

@@ -1,5 +1,7 @@
-//! JSON as rt-app reads it, but strict: objects keep their keys in file order (events run in
-//! that order), and a key given twice in one object is an error (json-c would silently keep
+//! JSON as rt-app reads it: objects keep their keys in file order (events run in that
+//! order); comments (`/* … */`, `// …`) and a comma before a closing bracket are taken, as
+//! json-c (rt-app's reader) takes them and rt-app's own examples use them. Stricter than
+//! json-c in one way: a key given twice in one object is an error (json-c would silently keep
 //! the last value at the first place).
 
 use std::fmt;
@@ -78,13 +80,109 @@ pub(crate) struct ParseError {
     pub(crate) message: String,
 }
 
-/// Parses `text` (one JSON value, nothing after it).
+/// Parses `text` (one JSON value, nothing after it; comments and trailing commas allowed).
 pub(crate) fn parse(text: &str) -> Result<Json, ParseError> {
-    serde_json::from_str(text).map_err(|e| {
+    let text = plain(text)?;
+    serde_json::from_str(&text).map_err(|e| {
         // serde_json's message ends with " at line L column C"; the position is kept apart.
         let msg = e.to_string();
         let message = msg.split(" at line ").next().unwrap_or(&msg).to_string();
         ParseError { line: e.line(), column: e.column(), message }
+    })
+}
+
+/// `text` as plain JSON: its comments, and each comma that only a closing bracket follows,
+/// turned into spaces (so every line and column stays where it was). A string that reads as
+/// serde_json's private number key is refused: that key must come from the reader alone.
+fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
+    let b = text.as_bytes();
+    let at = |i: usize, message: &str| {
+        let before = &b[..i];
+        let line = before.iter().filter(|&&c| c == b'\n').count() + 1;
+        let column = before.iter().rev().take_while(|&&c| c != b'\n').count() + 1;
+        ParseError { line, column, message: message.to_string() }
+    };
+    let mut out: Option<Vec<u8>> = None;
+    let blank = |out: &mut Option<Vec<u8>>, from: usize, to: usize| {
+        let o = out.get_or_insert_with(|| b.to_vec());
+        for c in &mut o[from..to] {
+            if *c != b'\n' {
+                *c = b' ';
+            }
+        }
+    };
+    // Past the comment starting at `i` (which holds '/'), or `None` if none starts there.
+    let comment_end = |i: usize| -> Result<Option<usize>, ParseError> {
+        match b.get(i + 1) {
+            Some(b'/') => Ok(Some(b[i..].iter().position(|&c| c == b'\n').map_or(b.len(), |n| i + n))),
+            Some(b'*') => match text[i + 2..].find("*/") {
+                Some(n) => Ok(Some(i + 2 + n + 2)),
+                None => Err(at(i, "a comment that never ends")),
+            },
+            _ => Ok(None),
+        }
+    };
+    // The last byte of JSON before `i` (not a blank or a comment's).
+    let mut prev = b' ';
+    let mut i = 0;
+    while i < b.len() {
+        let (c, before) = (b[i], prev);
+        if !c.is_ascii_whitespace() && c != b'/' {
+            prev = c;
+        }
+        match c {
+            b'"' => {
+                let start = i;
+                i += 1;
+                while i < b.len() && b[i] != b'"' {
+                    i += if b[i] == b'\\' { 2 } else { 1 };
+                }
+                let end = (i + 1).min(b.len());
+                let raw = &text[start..end];
+                let reserved = if raw.contains('\\') {
+                    serde_json::from_str::<String>(raw).is_ok_and(|s| s == NUMBER_TOKEN)
+                } else {
+                    raw.len() >= 2 && raw[1..raw.len() - 1] == *NUMBER_TOKEN
+                };
+                if reserved {
+                    return Err(at(start, "a string reserved by the JSON reader"));
+                }
+                i = end;
+            }
+            b'/' => match comment_end(i)? {
+                Some(end) => {
+                    blank(&mut out, i, end);
+                    i = end;
+                }
+                None => i += 1,
+            },
+            // (A comma right after an opening bracket or another comma is an error left to
+            // the reader, as json-c refuses it.)
+            b',' if !matches!(before, b'{' | b'[' | b',') => {
+                // What follows, past blanks and comments: a closing bracket makes it trailing.
+                let mut j = i + 1;
+                loop {
+                    match b.get(j) {
+                        Some(c) if c.is_ascii_whitespace() => j += 1,
+                        Some(b'/') => match comment_end(j)? {
+                            Some(end) => j = end,
+                            None => break,
+                        },
+                        _ => break,
+                    }
+                }
+                if matches!(b.get(j), Some(b'}' | b']')) {
+                    blank(&mut out, i, i + 1);
+                }
+                i += 1;
+            }
+            _ => i += 1,
+        }
+    }
+    Ok(match out {
+        // (Only ASCII bytes of comments and commas were changed: still UTF-8.)
+        Some(o) => std::borrow::Cow::Owned(String::from_utf8(o).map_err(|_| at(0, "not UTF-8 text"))?),
+        None => std::borrow::Cow::Borrowed(text),
     })
 }
 
@@ -183,6 +281,38 @@ mod tests {
         let Json::Object(e) = parse(r#"{"run1": 1, "sleep0": 2, "run0": 3}"#).unwrap() else { panic!() };
         let keys: Vec<&str> = e.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["run1", "sleep0", "run0"]);
+    }
+
+    /// json-c's leniencies rt-app's own examples use: comments and trailing commas, which keep
+    /// every later line and column in place.
+    #[test]
+    fn comments_and_trailing_commas_are_taken() {
+        let src =
+            "{\n /* a, \"comment\" */ \"a\": [1, 2, /* x */ ], // end\n \"b\": {\"c\": \"/*no*/\",},\n}";
+        assert_eq!(parse(src).unwrap().to_string(), r#"{"a":[1,2],"b":{"c":"/*no*/"}}"#);
+        let e = parse("{\n  /* open").unwrap_err();
+        assert_eq!((e.line, e.column, e.message.as_str()), (2, 3, "a comment that never ends"));
+        let e = parse("{\"a\": 1,\n \"a\": 2,}").unwrap_err();
+        assert_eq!(e.line, 2, "{e:?}");
+        assert!(parse("[1,,]").is_err(), "one trailing comma, not two");
+        assert!(parse("{,}").is_err() && parse("[ /* */ ,]").is_err(), "a comma after a value only");
+    }
+
+    /// The key serde_json hands a number under (with `arbitrary_precision`) is the reader's
+    /// alone: a file that spells it, plainly or escaped, is refused rather than read as a number.
+    #[test]
+    fn the_readers_number_key_is_refused_in_a_file() {
+        for src in [
+            r#"{"run": {"$serde_json::private::Number": "500"}}"#,
+            r#"{"run": {"\u0024serde_json::private::Number": "500"}}"#,
+        ] {
+            let e = parse(src).unwrap_err();
+            assert_eq!(
+                (e.line, e.column, e.message.as_str()),
+                (1, 10, "a string reserved by the JSON reader"),
+                "{src}"
+            );
+        }
     }
 
     #[test]

@@ -13,6 +13,9 @@ pub const MAX_RESOURCES: usize = 64;
 pub const MAX_THREAD_TIMERS: usize = 8;
 /// Instances of one task.
 pub const MAX_INSTANCES: u32 = 1024;
+/// A workload file (bytes): ample for the largest program (64 KiB encoded), and bounding what
+/// reading one costs.
+pub const MAX_FILE_BYTES: usize = 1 << 20;
 /// The encoded program, in 32-bit words (64 KiB).
 pub const MAX_WORDS: usize = 16 * 1024;
 /// A run, runtime, sleep, timer period or start delay (µs): 10 s.
@@ -21,8 +24,6 @@ pub const MAX_EVENT_US: u32 = 10_000_000;
 pub const MAX_DURATION_US: u64 = 3_600_000_000;
 /// A task's or a phase's loop count (besides -1, forever, for a task).
 pub const MAX_LOOPS: u32 = 1_000_000;
-/// `calibration`: ns per loop of `run`'s busy work.
-pub const MAX_CALIBRATION_NS: u32 = 1_000_000;
 /// Bytes of a task's name in the program: a longer name is refused, so that every platform's
 /// rows (the simulator's read from the program, the kernel's and Linux's from the file) carry
 /// the same names. (Linux cuts a thread's own name to 15 bytes; rt-app's tasks keep theirs.)

@@ -5,9 +5,9 @@
 //! in seconds):
 //!
 //! - `global`: `duration` (s; -1 or 0: until every task has finished its loops),
-//!   `calibration` (ns per loop of `run`'s busy work; required, and a number: rt-app's
-//!   `"CPUn"` measures it at start-up, which is not reproducible), `default_policy`
-//!   (`SCHED_OTHER` only);
+//!   `calibration` (ns per loop of `run`'s busy work, or `"CPUn"`: checked, and used by no
+//!   platform here, since a `run` of N µs is N µs of work on each), `default_policy`
+//!   (`SCHED_OTHER` only); `global` itself may be left out, as in rt-app;
 //! - `tasks`, each with `instance` (threads, default 1; 0: only `fork` starts it), `loop`
 //!   (times its phases run, default -1: until `duration` ends), `delay` (µs after the start),
 //!   `cpus` (allowed CPUs), `priority` (the nice value, -20..19), `policy` (`SCHED_OTHER`),
@@ -39,7 +39,7 @@ use std::fmt;
 use crate::format::{Event, PhaseDef, PoolDef, Program, ProgramDef, TaskDef, Timer};
 use crate::json::{self, Json};
 use crate::limits::{
-    MAX_CALIBRATION_NS, MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT,
+    MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_FILE_BYTES, MAX_INSTANCES, MAX_JITTER_PCT,
     MAX_LOOPS, MAX_PHASES, MAX_POOL_EVENTS, MAX_RESOURCES, MAX_SLICE_US, MAX_TASKS, MAX_THREAD_TIMERS,
     MAX_WORDS, MIN_SLICE_US, NAME_BYTES,
 };
@@ -170,6 +170,14 @@ fn string<'a>(v: &'a Json, path: &str) -> Result<&'a str, RtAppError> {
     }
 }
 
+/// `true` or `false`.
+fn boolean(v: &Json, path: &str) -> Result<bool, RtAppError> {
+    match v {
+        Json::Bool(b) => Ok(*b),
+        other => Err(bad(path, format!("expected true or false, found {}", other.kind()))),
+    }
+}
+
 /// A whole number within `lo..=hi`.
 fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let n = match v {
@@ -246,10 +254,32 @@ struct Resources {
     conds: Names,
     barriers: Names,
     timers: Names,
+    /// The task being lowered's per-thread timers (each thread numbers its own from 0), and
+    /// the most any task has.
     per_thread_timers: Names,
+    most_thread_timers: usize,
     pools: Names,
     /// Each pool's size and jitter, as its first `take` gave them.
     pool_defs: Vec<PoolDef>,
+}
+
+/// A workload file's bytes, read up to one past [`MAX_FILE_BYTES`] (which [`lower_bytes`]
+/// then refuses): a huge file, or an endless one, is not read whole.
+///
+/// ```
+/// let path = std::env::temp_dir().join(format!("read-doc-{}.json", std::process::id()));
+/// std::fs::write(&path, vec![b' '; 2 << 20]).unwrap();
+/// let bytes = sched_workload::rtapp::read(&path).unwrap();
+/// assert_eq!(bytes.len(), sched_workload::limits::MAX_FILE_BYTES + 1);
+/// let e = sched_workload::rtapp::lower_bytes(&bytes).unwrap_err();
+/// assert_eq!((e.exit_code(), e.to_string().as_str()), (13, "the file: too large: more than 1048576 bytes"));
+/// # std::fs::remove_file(&path).unwrap();
+/// ```
+pub fn read(path: &std::path::Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)?.take(MAX_FILE_BYTES as u64 + 1).read_to_end(&mut bytes)?;
+    Ok(bytes)
 }
 
 /// [`lower`] of a file's bytes as read: bytes that are not UTF-8 text are refused as not
@@ -261,6 +291,9 @@ struct Resources {
 /// assert_eq!((e.exit_code(), e.to_string().as_str()), (10, "line 2 column 5: not valid JSON: not UTF-8 text"));
 /// ```
 pub fn lower_bytes(bytes: &[u8]) -> Result<ProgramDef, RtAppError> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(too_large("the file", format!("more than {MAX_FILE_BYTES} bytes")));
+    }
     match core::str::from_utf8(bytes) {
         Ok(text) => lower(text),
         Err(e) => {
@@ -281,6 +314,9 @@ pub fn lower_bytes(bytes: &[u8]) -> Result<ProgramDef, RtAppError> {
 /// assert_eq!(e.to_string(), "tasks.t.phases.p.spin: not supported: unknown event (known: runtime run sleep timer barrier lock unlock wait signal broad sync suspend resume yield fork take join, each maybe numbered: run0)");
 /// ```
 pub fn lower(text: &str) -> Result<ProgramDef, RtAppError> {
+    if text.len() > MAX_FILE_BYTES {
+        return Err(too_large("the file", format!("more than {MAX_FILE_BYTES} bytes")));
+    }
     let root = json::parse(text).map_err(|e| RtAppError::Json {
         line: e.line,
         column: e.column,
@@ -307,44 +343,71 @@ pub fn lower(text: &str) -> Result<ProgramDef, RtAppError> {
     let names: Vec<&str> = tasks.iter().map(|(k, _)| k.as_str()).collect();
     let mut res = Resources::default();
     for (name, v) in tasks {
+        res.per_thread_timers = Names::default();
         def.tasks.push(lower_task(name, v, &names, &mut res)?);
+        res.most_thread_timers = res.most_thread_timers.max(res.per_thread_timers.0.len());
     }
     finish(&mut def, res)?;
     Ok(def)
 }
 
+/// `global` (optional, as in rt-app: without it, rt-app's defaults).
 fn lower_global(global: Option<&Json>, def: &mut ProgramDef) -> Result<(), RtAppError> {
     let path = "global";
-    let g = object(global.ok_or_else(|| bad(path, "missing: calibration must be given"))?, path)?;
-    let mut calibration = None;
-    for (k, v) in g {
+    let Some(global) = global else { return Ok(()) };
+    for (k, v) in object(global, path)? {
         let p = join(path, k);
         match k.as_str() {
             "duration" => {
                 let s = int(v, &p, -1, (MAX_DURATION_US / 1_000_000) as i64)?;
                 def.duration_us = s.max(0) as u64 * 1_000_000;
             }
-            "calibration" => match v {
-                Json::String(s) => {
-                    return Err(unsupported(
-                        &p,
-                        format!("{s:?}: a measured calibration is not reproducible; give ns per loop"),
-                    ))
-                }
-                _ => calibration = Some(int(v, &p, 1, MAX_CALIBRATION_NS as i64)? as u32),
-            },
+            // Checked as rt-app takes it, and used by no platform here: the simulator and the
+            // kernel do a `run` of N µs as N µs of work, as rt-app does on the machine it
+            // calibrated, and Linux's rt-app measures its own (`rtapp::linux`).
+            "calibration" => calibration(v, &p)?,
             "default_policy" => policy(v, &p)?,
+            // Where and how rt-app logs: checked as rt-app reads them, and changing nothing
+            // here (the Linux guest's rt-app gets the runner's own log settings).
+            "logdir" | "log_basename" => drop(string(v, &p)?),
+            "log_size" => match v {
+                Json::String(s) if ["disable", "file", "auto"].contains(&s.as_str()) => {}
+                Json::String(s) => return Err(bad(&p, format!("{s:?}: MB, or disable, file or auto"))),
+                _ => drop(int(v, &p, 0, i32::MAX as i64)?),
+            },
+            "gnuplot" | "ftrace" | "lock_pages" => drop(boolean(v, &p)?),
+            // What would change the run or its figures is taken only as off.
+            "pi_enabled" | "cumulative_slack" => {
+                if boolean(v, &p)? {
+                    let why = if k == "pi_enabled" {
+                        "priority-inheritance mutexes (only false)"
+                    } else {
+                        "cumulative slack figures (only false)"
+                    };
+                    return Err(unsupported(&p, why));
+                }
+            }
             _ => {
                 return Err(unsupported(
                     &p,
-                    "unknown global key (known: duration calibration default_policy)",
+                    "unknown global key (known: duration calibration default_policy logdir log_basename log_size gnuplot ftrace lock_pages pi_enabled cumulative_slack)",
                 ))
             }
         }
     }
-    def.calibration_ns =
-        calibration.ok_or_else(|| bad("global.calibration", "missing: ns per loop of run's work"))?;
     Ok(())
+}
+
+/// `calibration`: ns per loop of `run`'s work (0: measure), or `"CPUn"`, the CPU rt-app
+/// measures it on.
+fn calibration(v: &Json, p: &str) -> Result<(), RtAppError> {
+    match v {
+        Json::String(s) => match s.strip_prefix("CPU").map(str::parse::<u32>) {
+            Some(Ok(cpu)) if cpu <= MAX_CPU => Ok(()),
+            _ => Err(bad(p, format!("{s:?}: ns per loop, or \"CPUn\" (a CPU up to {MAX_CPU})"))),
+        },
+        _ => int(v, p, 0, i32::MAX as i64).map(drop),
+    }
 }
 
 fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Result<TaskDef, RtAppError> {
@@ -364,6 +427,9 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
     if name.is_empty() {
         return Err(bad(&path, "a task's name is not empty (the tables name its rows by it)"));
     }
+    if name.contains('/') {
+        return Err(bad(&path, "a task's name holds no '/' (rt-app names its log file after it)"));
+    }
     let mut t = TaskDef { name: name.to_string(), instances: 1, loops: -1, ..TaskDef::default() };
     let mut phases = None;
     let mut direct = Vec::new();
@@ -377,7 +443,8 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
                     return Err(bad(&p, "0 loops: the task would do nothing (-1: until the duration ends)"));
                 }
             }
-            "delay" => t.delay_us = micros(v, &p)?,
+            // (rt-app takes a negative delay as none.)
+            "delay" => t.delay_us = int(v, &p, i32::MIN as i64, MAX_EVENT_US as i64)?.max(0) as u32,
             "cpus" => t.cpus = cpus(v, &p)?,
             "priority" => t.nice = int(v, &p, -20, 19)? as i32,
             "slice" => {
@@ -509,14 +576,15 @@ fn lower_event(
                             Timer::PerThread(res.per_thread_timers.index_within(
                                 name,
                                 &kp,
-                                "per-thread timers",
+                                "per-thread timers in one task",
                                 MAX_THREAD_TIMERS,
                             )?)
                         } else {
                             Timer::Shared(res.timers.index(name, &kp, "timers")?)
                         });
                     }
-                    "period" => period = Some(int(x, &kp, 1, MAX_EVENT_US as i64)? as u32),
+                    // (0, as in rt-app's tutorial: the timer restarts from now, no wait.)
+                    "period" => period = Some(micros(x, &kp)?),
                     "mode" => {
                         absolute = match string(x, &kp)? {
                             "absolute" => true,
@@ -691,7 +759,7 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
     def.mutexes = res.mutexes.0;
     def.conds = res.conds.0;
     def.timers = res.timers.0;
-    def.per_thread_timers = res.per_thread_timers.0;
+    def.per_thread_timers = res.most_thread_timers as u32;
     // The threads each task will have, forks included, read from the program as encoded
     // (with stand-in parties, which the count does not read).
     def.barriers = res.barriers.0.iter().map(|n| (n.clone(), 2)).collect();

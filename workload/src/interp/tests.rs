@@ -276,3 +276,29 @@ fn a_world_where_every_thread_waits_is_stuck() {
     let (_, exits, w) = run(&sleeper_signals, u64::MAX);
     assert_eq!((exits.len(), w.stuck()), (2, false));
 }
+
+/// A timer several threads share starts when its first user starts (rt-app's): a delayed
+/// thread alone on a shared timer keeps its period from its own start, as with a `unique` one;
+/// a second user of the same timer advances the same schedule.
+#[test]
+fn a_shared_timer_starts_at_its_first_users_start() {
+    let file = |r: &str| {
+        format!(
+            r#"{{{G}, "tasks": {{"a": {{"delay": 20000, "loop": 3, "phases": {{"p": {{"runtime": 1000, "timer": {{"ref": "{r}", "period": 10000}}}}}}}}}}}}"#
+        )
+    };
+    for r in ["tick", "unique"] {
+        let (acts, _, _) = run(&file(r), u64::MAX);
+        let starts: Vec<_> = acts.iter().map(|a| a.start / 1_000_000).collect();
+        assert_eq!(starts, [20, 30, 40], "{r}");
+        assert!(acts.iter().all(|a| a.slack_ns == Some(9_000_000)), "{r}: {acts:?}");
+    }
+    // Two threads on one shared timer: each use advances it one period, from the first
+    // user's start (the delayed one's first use finds it 10 ms ahead of that).
+    let two = format!(
+        r#"{{{G}, "tasks": {{"early": {{"loop": 2, "phases": {{"p": {{"runtime": 1000, "timer": {{"ref": "t", "period": 10000}}}}}}}}, "late": {{"delay": 5000, "loop": 1, "phases": {{"p": {{"runtime": 1000, "timer": {{"ref": "t", "period": 10000}}}}}}}}}}}}"#
+    );
+    let (acts, _, _) = run(&two, u64::MAX);
+    let slack: Vec<_> = acts.iter().map(|a| (a.task, a.slack_ns.unwrap() / 1_000_000)).collect();
+    assert_eq!(slack, [(0, 9), (1, 14), (0, 19)], "{acts:?}");
+}

@@ -8,6 +8,10 @@ use crate::json::{self, Json};
 /// init prints `/tmp/rt-app-*.log` after each run.
 const GUEST_LOG: [(&str, &str); 2] = [("logdir", "/tmp"), ("log_basename", "rt-app")];
 
+/// A file's own settings of rt-app's logs and traces, left out of the guest's file (the
+/// runner's log settings and tracing replace them).
+const FILE_LOG: [&str; 5] = ["logdir", "log_basename", "log_size", "gnuplot", "ftrace"];
+
 /// Events this project runs that Debian's rt-app 1.0 does not know (its binary names every
 /// event it parses; `fork` came later; `take` and `join` are this project's).
 const NOT_IN_DEBIAN: &[&str] = &["fork", "take", "join"];
@@ -64,11 +68,15 @@ fn find_event(tasks: &[(String, Json)], event: &str) -> Option<String> {
 /// ```
 pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
     lower(text)?;
-    // `lower` accepted it: it parses, and its top level is an object with `global`.
+    // `lower` accepted it: it parses, and its top level is an object.
     let Ok(Json::Object(mut top)) = json::parse(text) else {
         return Err(super::bad("the file", "not an object"));
     };
     let mut left_out = Vec::new();
+    // rt-app's defaults for a file without `global` log elsewhere: the guest's settings go in one.
+    if !top.iter().any(|(k, _)| k == "global") {
+        top.push(("global".into(), Json::Object(Vec::new())));
+    }
     for (key, value) in top.iter_mut() {
         match (key.as_str(), value) {
             ("tasks", Json::Object(tasks)) => {
@@ -86,10 +94,11 @@ pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
                 }
             }
             ("global", Json::Object(global)) => {
-                for (k, v) in global.iter_mut() {
-                    if k == "calibration" {
-                        *v = Json::String("CPU0".into());
-                    }
+                // The file's own log settings give way to the guest's, which the runner reads.
+                global.retain(|(k, _)| !FILE_LOG.contains(&k.as_str()));
+                match global.iter_mut().find(|(k, _)| k == "calibration") {
+                    Some((_, v)) => *v = Json::String("CPU0".into()),
+                    None => global.push(("calibration".into(), Json::String("CPU0".into()))),
                 }
                 global.extend(GUEST_LOG.iter().map(|(k, v)| (k.to_string(), Json::String(v.to_string()))));
             }

@@ -27,7 +27,7 @@ fn the_subset_lowers_in_file_order() {
            "spawner": {"loop": 2, "phases": {"p": {"fork": "child", "timer": {"ref": "tick", "period": 5000, "mode": "absolute"}}}}"#,
     ))
     .unwrap();
-    assert_eq!((def.duration_us, def.calibration_ns), (2_000_000, 100));
+    assert_eq!(def.duration_us, 2_000_000);
     let light = &def.tasks[0];
     assert_eq!((light.instances, light.loops, light.nice, light.cpus, light.slice_us), (3, -1, 5, 0b101, 0));
     assert_eq!(
@@ -52,10 +52,7 @@ fn the_subset_lowers_in_file_order() {
         def.tasks[3].phases[0].events,
         [Event::Fork(2), Event::Timer { timer: Timer::Shared(0), period_us: 5000, absolute: true }]
     );
-    assert_eq!(
-        (def.mutexes.len(), def.conds.len(), def.timers.len(), def.per_thread_timers.len()),
-        (1, 1, 1, 1)
-    );
+    assert_eq!((def.mutexes.len(), def.conds.len(), def.timers.len(), def.per_thread_timers), (1, 1, 1, 1));
     let bytes = def.to_bytes();
     let p = Program::parse(&bytes).unwrap();
     assert_eq!(p.threads(), 5);
@@ -134,10 +131,23 @@ fn every_refusal_names_its_path() {
             "tasks.t.run: not supported: events beside phases",
             11,
         ),
-        ("{\"global\": {\"calibration\": \"CPU0\"}, \"tasks\": {}}", "global.calibration: not supported", 11),
         (
-            "{\"global\": {\"calibration\": 1, \"logdir\": \"/tmp\"}, \"tasks\": {}}",
-            "global.logdir: not supported",
+            "{\"global\": {\"calibration\": \"CPUx\"}, \"tasks\": {}}",
+            "global.calibration: \"CPUx\": ns per loop",
+            12,
+        ),
+        ("{\"global\": {\"calibration\": -1}, \"tasks\": {}}", "global.calibration", 12),
+        ("{\"global\": {\"pi_enabled\": true}, \"tasks\": {}}", "global.pi_enabled: not supported", 11),
+        (
+            "{\"global\": {\"cumulative_slack\": true}, \"tasks\": {}}",
+            "global.cumulative_slack: not supported",
+            11,
+        ),
+        ("{\"global\": {\"ftrace\": 1}, \"tasks\": {}}", "global.ftrace: expected true or false", 12),
+        ("{\"global\": {\"log_size\": \"big\"}, \"tasks\": {}}", "global.log_size", 12),
+        (
+            "{\"global\": {\"calibration\": 1, \"io_device\": \"/tmp\"}, \"tasks\": {}}",
+            "global.io_device: not supported",
             11,
         ),
         ("{\"global\": {\"calibration\": 1}, \"resources\": {}}", "resources: not supported", 11),
@@ -190,11 +200,7 @@ fn every_refusal_names_its_path() {
             "tasks.t.phases.p.timer: missing: period",
             12,
         ),
-        (
-            "{\"global\": {\"duration\": 1}, \"tasks\": {\"t\": {\"run\": 1}}}",
-            "global.calibration: missing",
-            12,
-        ),
+        ("{\"tasks\": {\"t\": {\"run\": 1}}}", "tasks.t.loop: cannot run: it loops forever", 14),
         ("{\"global\": {\"calibration\": 1}}", "tasks: missing", 12),
         // Cannot run as written.
         (
@@ -209,6 +215,14 @@ fn every_refusal_names_its_path() {
             13,
         ),
         (&with_tasks(r#""a\u0000b": {"run": 1}"#), "holds no NUL", 12),
+        (&with_tasks(r#""a/b": {"loop": 1, "run": 1}"#), "tasks.a/b: a task's name holds no '/'", 12),
+        (
+            &with_tasks(
+                r#""a": {"loop": 1, "phases": {"p": {"timer0": {"ref": "unique0", "period": 5}, "timer1": {"ref": "unique1", "period": 5}, "timer2": {"ref": "unique2", "period": 5}, "timer3": {"ref": "unique3", "period": 5}, "timer4": {"ref": "unique4", "period": 5}, "timer5": {"ref": "unique5", "period": 5}, "timer6": {"ref": "unique6", "period": 5}, "timer7": {"ref": "unique7", "period": 5}, "timer8": {"ref": "unique8", "period": 5}}}}"#,
+            ),
+            "more than 8 per-thread timers in one task",
+            13,
+        ),
         // Named twice by each of two threads: four parties, two threads that can wait.
         (
             &with_tasks(r#""t": {"instance": 2, "loop": 1, "barrier0": "b", "run": 5, "barrier1": "b"}"#),
@@ -372,4 +386,95 @@ fn a_timer_is_absolute_for_every_use_once_one_says_so() {
         e => panic!("{e:?}"),
     };
     assert_eq!([mode(0, 0), mode(1, 0), mode(2, 0), mode(2, 1), mode(3, 0)], [true, true, true, true, false]);
+}
+
+/// `calibration` is checked as rt-app reads it and changes nothing: a `run` of N µs is N µs
+/// of work on every platform here; `global` may be left out (rt-app's defaults).
+#[test]
+fn calibration_and_global_are_optional_and_change_nothing() {
+    let tasks = r#""tasks": {"t": {"loop": 2, "run": 999}}"#;
+    let with = |global: &str| lower(&format!("{{{global}{tasks}}}")).unwrap();
+    let base = with(r#""global": {"calibration": 100}, "#);
+    for g in [
+        r#""global": {"calibration": 1000000}, "#,
+        r#""global": {"calibration": "CPU3"}, "#,
+        r#""global": {}, "#,
+        "",
+    ] {
+        assert_eq!(with(g), base, "{g}");
+    }
+    let bytes = base.to_bytes();
+    let prog = Program::parse(&bytes).unwrap();
+    let mut w = crate::interp::World::<4>::new(0);
+    w.spawn_all(&prog).unwrap();
+    struct NoHost;
+    impl crate::interp::Host for NoHost {
+        fn wake(&mut self, _: crate::interp::ThreadId) {}
+        fn activation(&mut self, _: &crate::interp::Activation) {}
+    }
+    let step = w.step(&prog, 0, 0, &mut NoHost);
+    assert_eq!(
+        step,
+        crate::interp::Step::Work { ns: 999_000, jitter_pct: 0 },
+        "a run of 999 µs is 999 µs of work"
+    );
+}
+
+/// Each task numbers its threads' own timers from 0: the limit is per task, so nine tasks of
+/// one `unique` timer each fit, each numbered 0.
+#[test]
+fn per_thread_timers_are_counted_per_task() {
+    let tasks: Vec<String> = (0..9)
+        .map(|i| format!(r#""t{i}": {{"loop": 1, "timer": {{"ref": "unique{i}", "period": 10}}}}"#))
+        .collect();
+    let def = lower(&with_tasks(&tasks.join(", "))).unwrap();
+    assert_eq!(def.per_thread_timers, 1);
+    for t in &def.tasks {
+        assert_eq!(
+            t.phases[0].events,
+            [Event::Timer { timer: Timer::PerThread(0), period_us: 10, absolute: false }]
+        );
+    }
+    Program::parse(&def.to_bytes()).unwrap();
+}
+
+/// A file written as rt-app's own examples are: comments, a trailing comma, the global log
+/// settings (which change nothing here), a measured calibration. It lowers to the same
+/// program as its plain form.
+#[test]
+fn a_file_in_rtapp_examples_style_lowers() {
+    let styled = r#"{
+        /* A thread that runs 2 ms, then sleeps 8 ms. */
+        "tasks": {
+            "thread0": { "loop": 5, "run": 2000, "sleep": 8000, },   // trailing comma
+        },
+        "global": {
+            "duration": 2, "calibration": "CPU0", "default_policy": "SCHED_OTHER",
+            "pi_enabled": false, "lock_pages": false, "logdir": "./", "log_basename": "ex",
+            "ftrace": true, "gnuplot": true, "log_size": "file", "cumulative_slack": false,
+        }
+    }"#;
+    let plain =
+        r#"{"global": {"duration": 2}, "tasks": {"thread0": {"loop": 5, "run": 2000, "sleep": 8000}}}"#;
+    assert_eq!(lower(styled).unwrap(), lower(plain).unwrap());
+    let guest = crate::rtapp::linux::guest_json(styled).unwrap();
+    assert_eq!(
+        guest.json,
+        r#"{"tasks":{"thread0":{"loop":5,"phases":{"p":{"run":2000,"sleep":8000}}}},"global":{"duration":2,"calibration":"CPU0","default_policy":"SCHED_OTHER","pi_enabled":false,"lock_pages":false,"cumulative_slack":false,"logdir":"/tmp","log_basename":"rt-app"}}"#
+    );
+}
+
+/// Values rt-app takes that look odd: a negative `delay` is none, and a timer of period 0
+/// waits for nothing (it restarts from now, as rt-app's tutorial uses it).
+#[test]
+fn a_negative_delay_is_none_and_a_timer_may_have_period_0() {
+    let def =
+        lower(&with_tasks(r#""t": {"delay": -5, "loop": 1, "run": 10, "timer": {"ref": "t", "period": 0}}"#))
+            .unwrap();
+    assert_eq!(def.tasks[0].delay_us, 0);
+    assert_eq!(
+        def.tasks[0].phases[0].events[1],
+        Event::Timer { timer: Timer::Shared(0), period_us: 0, absolute: false }
+    );
+    Program::parse(&def.to_bytes()).unwrap();
 }
