@@ -5,7 +5,7 @@
 use sched_core::{CpuMask, Features};
 use sched_workload::{Program, ProgramDef};
 
-use crate::machine::{Behavior, Config, Machine, RunReport, TopologyKind};
+use crate::machine::{Behavior, Config, Machine, RunReport, TopologyKind, MAX_ACTIVATIONS};
 use crate::rng::Rng;
 use crate::stats::{mann_whitney, median, quantile, range, summary};
 use crate::trace::TraceLog;
@@ -265,12 +265,12 @@ pub fn drive<const C: usize>(m: &mut Machine<C>, w: &Workload) -> (RunReport, Op
     }
     let mut r = m.report();
     // (A deadlock ends the run before the bound, and says so itself.)
-    r.cut = live_at_bound && m.program_deadlock().is_none();
+    r.cut = live_at_bound && m.program_deadlock().is_none() || m.program_cut().is_some();
     if let Workload::Latency { duration_ns, .. } = *w {
         r.total_ns = duration_ns;
     }
     if let Workload::Program { .. } = w {
-        r.length_ns = m.program_deadlock().unwrap_or(m.now()) - t0;
+        r.length_ns = m.program_deadlock().or(m.program_cut()).unwrap_or(m.now()) - t0;
         (r.tasks, r.blocked_threads) = m.program_figures();
     }
     let tr = m.trace().map(|t| {
@@ -319,11 +319,12 @@ fn is_zero(n: &usize) -> bool {
 }
 
 impl AbTable {
-    /// The one line that says runs were cut at the bound ([`PROGRAM_CAP_S`]), if any were.
+    /// The one line that says runs were cut at a bound ([`PROGRAM_CAP_S`] of simulated time,
+    /// or a program's [`MAX_ACTIVATIONS`]), if any were.
     pub fn cut_line(&self) -> Option<String> {
         (self.runs_cut > 0).then(|| {
             format!(
-                "{} of {} runs reached the bound of {PROGRAM_CAP_S} s of simulated time before every thread finished: their figures stop there",
+                "{} of {} runs reached a bound ({PROGRAM_CAP_S} s of simulated time, or {MAX_ACTIVATIONS} activations) before they ended: their figures stop there",
                 self.runs_cut,
                 2 * self.iterations
             )

@@ -598,8 +598,8 @@ fn run_program(args: &ProgramArgs) {
     let Some(path) = &args.workload else {
         usage("give a subcommand (sysbench, spread, groups, ab) or --workload FILE; see --help")
     };
-    let bytes =
-        std::fs::read(path).unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
+    let bytes = sched_workload::rtapp::read(path)
+        .unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
     let def = sched_workload::rtapp::lower_bytes(&bytes).unwrap_or_else(|e| {
         eprintln!("xsim: {}", sched_workload::one_line(&format!("{}: {e}", path.display())));
         std::process::exit(e.exit_code().into())

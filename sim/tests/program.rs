@@ -231,3 +231,27 @@ fn a_deadlocked_workload_ends_at_its_deadlock() {
     assert!(now < DRIVE_START + 2_000_000, "{now} ns");
     assert_eq!(blocked, 1);
 }
+
+/// A run that records [`Config::max_activations`] is cut there: it says so, its figures end
+/// there, and it holds no more (a long run of short iterations would otherwise grow without
+/// bound). The same run with room ends at its duration, uncut.
+#[test]
+fn a_run_is_cut_at_its_activations_bound() {
+    let json = r#"{"global": {"duration": 1}, "tasks": {"t": {"instance": 4, "loop": -1, "run": 100}}}"#;
+    let w = Workload::program("test", &sched_workload::rtapp::lower(json).expect("a valid workload"));
+    let cfg = Config { cpus: 4, topology: TopologyKind::Flat, ..Config::octo(1) };
+    let r = run_once(&Config { max_activations: 1000, ..cfg.clone() }, &w);
+    assert!(r.cut);
+    assert_eq!(r.tasks[0].activations, 1000, "four threads' iterations of 100 µs, 1000 in all");
+    assert!(
+        (24_000_000..=26_000_000).contains(&r.length_ns),
+        "250 iterations of 100 µs each: {}",
+        r.length_ns
+    );
+    assert!((r.tasks[0].cpu_share_pct - 100.0).abs() < 1.0, "{}", r.tasks[0].cpu_share_pct);
+    let r = run_once(&cfg, &w);
+    assert!(!r.cut);
+    // (Each thread's last iteration is still open at the end: the threads start a little
+    // after the workload, as they are created.)
+    assert_eq!((r.length_ns, r.tasks[0].activations), (1_000_000_000, 40_000 - 4));
+}

@@ -198,6 +198,10 @@ pub struct Config {
     /// Run the core's invariant checker after every event (stress tests; slow).
     #[serde(skip)]
     pub check_every_event: bool,
+    /// The activations a workload program's run records before it is cut there
+    /// ([`super::MAX_ACTIVATIONS`]; tests take fewer).
+    #[serde(skip)]
+    pub max_activations: usize,
 }
 
 /// The default thread-creation cost of a sysbench-like main thread (ns).
@@ -236,6 +240,7 @@ impl Config {
             seed,
             trace: false,
             check_every_event: false,
+            max_activations: super::MAX_ACTIVATIONS,
         }
     }
 }

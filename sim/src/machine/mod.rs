@@ -26,7 +26,7 @@ use sched_core::{InitError, SchedError, Smp, TaskId, Tunables};
 pub use config::{Config, TopologyKind, DEFAULT_CREATE_NS, DEFAULT_SETUP_NS};
 use platform::CpuSim;
 pub use platform::SimPlatform;
-pub use program::{check_program, program_room, ProgramRefusal, PROGRAM_THREADS};
+pub use program::{check_program, program_room, ProgramRefusal, MAX_ACTIVATIONS, PROGRAM_THREADS};
 pub use report::RunReport;
 pub use workload::{Behavior, EventPool};
 use workload::{TaskMap, TaskSim};

@@ -42,7 +42,7 @@ fn held(width: usize, slots: usize) -> usize {
 pub enum ProgramRefusal {
     /// More threads than the machine holds, overall or on the CPUs some masks allow.
     TooLarge(String),
-    /// A CPU mask that names none of the machine's CPUs.
+    /// A CPU mask that names a CPU the machine lacks.
     NoCpu(String),
 }
 
@@ -88,7 +88,7 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
     // A mask is a bit per CPU of the first 64; `None` is every CPU, of any machine.
     let machine = if cpus >= 64 { u64::MAX } else { (1u64 << cpus) - 1 };
     let width = |m: Option<u64>| m.map_or(cpus, |m| (m & machine).count_ones() as usize);
-    // (Both name a CPU of the machine: `mask_without_cpu` is refused first.)
+    // (Both name CPUs of the machine only: `mask_past_cpus` is refused first.)
     let meets = |a: Option<u64>, m: Option<u64>| match (a, m) {
         (Some(a), Some(m)) => a & m & machine != 0,
         _ => true,
@@ -104,9 +104,9 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
             (totals[i].unwrap_or(u64::from(t.instances())), masks)
         })
         .collect();
-    if let Some((t, m)) = prog.mask_without_cpu(cpus) {
+    if let Some((t, m, cpu)) = prog.mask_past_cpus(cpus) {
         return Err(ProgramRefusal::NoCpu(format!(
-            "task {}: its CPU mask {m:#x} names none of the machine's {cpus} CPUs",
+            "task {}: its CPU mask {m:#x} names CPU {cpu}, past the machine's {cpus} CPUs (rt-app refuses it too)",
             t.name()
         )));
     }
@@ -127,6 +127,11 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
     Ok(())
 }
 
+/// The activations one run of a program records (about 80 bytes each): a run that reaches
+/// it is cut there, as at the bound of simulated time, rather than grow without limit
+/// ([`super::Config::max_activations`]).
+pub const MAX_ACTIVATIONS: usize = 2 << 20;
+
 /// A program's run on the machine.
 pub(super) struct ProgramRun {
     prog: Program<'static>,
@@ -139,6 +144,8 @@ pub(super) struct ProgramRun {
     /// When every live thread came to wait for another (`World::stuck`), in a program without
     /// a `duration`: nothing happens after, and the run's figures end there.
     deadlocked_at: Option<u64>,
+    /// When the run reached [`MAX_ACTIVATIONS`]: it is cut there, its figures end there.
+    cut_at: Option<u64>,
     acts: Vec<Activation>,
     /// CPU time of the exited threads, per task definition (ns).
     cpu_ns: Vec<u64>,
@@ -224,6 +231,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             threads: Vec::new(),
             fork_refused: false,
             deadlocked_at: None,
+            cut_at: None,
             acts: Vec::new(),
             cpu_ns: vec![0; tasks],
             takers,
@@ -289,6 +297,10 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             let mut host = Collect::default();
             let step = run.world.step(&run.prog, th, now, &mut host);
             run.acts.extend(host.acts.iter().map(|a| Activation { cpu: cpu as u16, ..*a }));
+            if run.acts.len() >= self.cfg.max_activations && run.cut_at.is_none() {
+                run.cut_at = Some(now);
+                self.halted = true;
+            }
             let want = run.world.cpus_of(&run.prog, th);
             let woken: Vec<TaskId> =
                 host.wakes.iter().filter_map(|&w| run.threads.get(w as usize)).map(|w| w.0).collect();
@@ -401,6 +413,12 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     /// run ends there.
     pub fn program_deadlock(&self) -> Option<u64> {
         self.program.as_ref().and_then(|r| r.deadlocked_at)
+    }
+
+    /// When the program's run was cut at [`MAX_ACTIVATIONS`], if it was: the machine stays
+    /// halted there, and the figures end there.
+    pub fn program_cut(&self) -> Option<u64> {
+        self.program.as_ref().and_then(|r| r.cut_at)
     }
 
     /// rt-app's figures per task of the program run so far (empty without one), and the
