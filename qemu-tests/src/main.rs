@@ -135,6 +135,16 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
     if n == 0 || n > arch.max_cpus() || (arch.max_cpus() == arch.cpus() && n != arch.cpus()) {
         return usage_error(&format!("--smp {n}: {} takes 1..={} CPUs", arch.name(), arch.max_cpus()));
     }
+    // A CPU mask past the machine's CPUs is refused here, as the kernel (and rt-app) would.
+    if let Some(l) = &loaded {
+        let bytes = l.def.to_bytes();
+        if let Some((t, m, c)) = sched_workload::Program::parse(&bytes).ok().and_then(|p| p.mask_past_cpus(n))
+        {
+            let name = sched_workload::one_line(t.name());
+            eprintln!("xboot: task {name}: its CPU mask {m:#x} names CPU {c}, past the machine's {n} CPUs");
+            return ExitCode::from(14);
+        }
+    }
     let virt = arch.virt();
     if numa > 1 && (!virt || n % numa != 0) {
         return usage_error(&format!("--numa {numa}: a virt board whose CPUs it divides"));

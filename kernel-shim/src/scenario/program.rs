@@ -45,6 +45,9 @@ static SLOTS: [AtomicUsize; THREADS] = [const { AtomicUsize::new(NO_SLOT) }; THR
 static CPU_NS: [AtomicU64; THREADS] = [const { AtomicU64::new(0) }; THREADS];
 /// Program threads not yet exited; the last to exit unparks the main thread.
 static LIVE: AtomicUsize = AtomicUsize::new(0);
+/// When the live threads last went to none (ns): with none left at the end, the run ended
+/// there, as the simulator's and rt-app's do, however long the `duration`.
+static NONE_LIVE_AT: AtomicU64 = AtomicU64::new(0);
 static MAIN_SLOT: AtomicUsize = AtomicUsize::new(NO_SLOT);
 /// When the workload started (ns).
 static T0: AtomicU64 = AtomicU64::new(0);
@@ -97,11 +100,12 @@ pub(super) fn program_main() {
         );
         arch::exit(EXIT_MACHINE);
     }
-    if let Some((t, mask)) = prog.mask_without_cpu(ncpus()) {
+    if let Some((t, mask, cpu)) = prog.mask_past_cpus(ncpus()) {
         defmt::error!(
-            "error: task {} of the workload program: its CPU mask {=u64:#x} names none of this machine's {} CPUs",
+            "error: task {} of the workload program: its CPU mask {=u64:#x} names CPU {}, past this machine's {} CPUs",
             t.name(),
             mask,
+            cpu,
             ncpus()
         );
         arch::exit(EXIT_MACHINE);
@@ -155,7 +159,9 @@ pub(super) fn program_main() {
         }
         d => arch::sys_sleep((t0 + d * 1000).saturating_sub(arch::now_ns())),
     }
-    let end = arch::now_ns();
+    let now = arch::now_ns();
+    let ended = NONE_LIVE_AT.load(Acquire);
+    let end = if LIVE.load(Acquire) == 0 && ended > t0 { ended.min(now) } else { now };
     let (n, blocked, tasks) = {
         let w = WORLD.lock();
         let tasks: [u16; THREADS] = core::array::from_fn(|t| w.task_of(t as ThreadId).unwrap_or(0));
@@ -357,6 +363,9 @@ pub(super) fn program_thread(th: usize) {
     // The last thread's end, or one that leaves every other waiting (a deadlock: none of
     // them will end), lets the main thread go on.
     let last = LIVE.fetch_sub(1, AcqRel) == 1;
+    if last {
+        NONE_LIVE_AT.fetch_max(arch::now_ns(), AcqRel);
+    }
     if last || WORLD.lock().ends_stuck(&prog) {
         unpark_main();
     }
