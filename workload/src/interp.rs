@@ -2,9 +2,10 @@
 //! variables, barriers and timers, as one [`World`]. A platform (the simulator, the kernel)
 //! asks [`World::step`] what a thread does next and carries the answer out: busy work, a
 //! sleep, a block until another thread's step wakes it (through [`Host::wake`]), a yield, a
-//! fork, the end. The semantics are rt-app's (pthread mutexes handed to the next waiter,
-//! condition variables without memory, barriers counted per use, timers that catch up in
-//! absolute mode and restart in relative mode); every platform gets them from here, with
+//! fork, the end. The semantics are rt-app's (condition variables without memory, barriers
+//! counted per use, timers that catch up in absolute mode and restart in relative mode), and
+//! a released mutex goes to its earliest waiter (a deterministic choice where glibc's default
+//! mutex promises no order); every platform gets them from here, with
 //! this project's two events besides: `take` (a shared pool of events, sysbench's counter)
 //! and `join` (wait for the threads one forked).
 
