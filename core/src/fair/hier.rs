@@ -577,7 +577,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// Group `g`'s level here, or the root's for a group this CPU has no runqueue for (a
     /// core bug: the root stands in).
-    fn level_of_group(&self, g: Level) -> Level {
+    pub(super) fn level_of_group(&self, g: Level) -> Level {
         if g as usize <= self.levels.len() {
             g
         } else {

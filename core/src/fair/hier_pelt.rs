@@ -232,20 +232,37 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// of its parent's (`update_cfs_rq_h_load`, computed when asked).
     #[inline(never)]
     pub(super) fn task_h_load_h(&self, slot: SlotId) -> u64 {
-        let path = self.path(slot);
-        // A task of the root carries its own load (as without groups).
-        if path.len() <= 1 {
-            return self.ent(slot).load_avg();
+        self.level_h_load(self.level_of(slot), self.ent(slot).load_avg())
+    }
+
+    /// `task_h_load` of a task of group slot `group` whose load average is `load`, as this
+    /// CPU's hierarchy stands: also of one not attached here (asleep since it ran here), as
+    /// Linux reads it of a waking task's last CPU.
+    pub(crate) fn group_task_h_load(&self, group: u16, load: u64) -> u64 {
+        self.level_h_load(self.level_of_group(group), load)
+    }
+
+    /// [`Fair::group_task_h_load`] for level `l`. A task of the root carries its own load
+    /// (as without groups).
+    fn level_h_load(&self, l: Level, load: u64) -> u64 {
+        // The group levels from `l` up, deepest first.
+        let mut chain = [0 as Level; MAX_GROUP_DEPTH as usize + 1];
+        let (mut n, mut at) = (0, l);
+        while at != 0 && n < chain.len() {
+            chain[n] = at;
+            n += 1;
+            at = self.parent(at);
+        }
+        if n == 0 {
+            return load;
         }
         let mut h_load = self.rq.cfs.avg.load_avg;
         let mut above = self.rq.cfs.avg.load_avg;
-        // From the top: each group entity (path entries after the task's, deepest first).
-        for &(ge, _) in path.iter().skip(1).rev() {
-            let Some(g) = self.my_q(ge) else { break };
-            h_load = child_h_load(h_load, self.ent(ge).load_avg(), above);
+        for &g in chain[..n].iter().rev() {
+            h_load = child_h_load(h_load, self.ent(Self::group_slot(g)).load_avg(), above);
             above = self.levels[g as usize - 1].cfs.avg.load_avg;
         }
-        task_h_load(self.ent(slot).load_avg(), h_load, above)
+        task_h_load(load, h_load, above)
     }
 
 }

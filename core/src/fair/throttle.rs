@@ -25,13 +25,14 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         if rt.throttled {
             // Its entity left its parent: whatever still runs here (it was made current as
             // the level was throttled, by a move into the group) must stop.
-            rt.remaining -= delta as i64;
+            // (Saturating, as `RqRuntime::charge` does: any clock step is taken.)
+            rt.remaining = rt.remaining.saturating_sub(i64::try_from(delta).unwrap_or(i64::MAX));
             if self.curr.is_some() {
                 self.resched_curr();
             }
             return;
         }
-        if rt.remaining > delta as i64 {
+        if rt.remaining > 0 && rt.remaining as u64 > delta {
             rt.remaining -= delta as i64;
             return;
         }

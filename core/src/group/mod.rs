@@ -16,4 +16,6 @@ pub mod tree;
 pub use crate::error::GroupError;
 
 #[cfg(test)]
+mod bandwidth_tests;
+#[cfg(test)]
 mod tests;

@@ -8,12 +8,12 @@ use crate::{Features, NoPlatform, SchedError, Smp, TaskId, TaskParams};
 extern crate std;
 use std::{boxed::Box, vec::Vec};
 
-const MS: u64 = 1_000_000;
+pub(super) const MS: u64 = 1_000_000;
 
 /// 256 tasks, 128 slots per CPU of which 8 hold group entities.
-type M<const C: usize> = Smp<NoPlatform, C, 256, 128, spin::Spin, 8>;
+pub(super) type M<const C: usize> = Smp<NoPlatform, C, 256, 128, spin::Spin, 8>;
 
-fn boot<const C: usize>(features: Features) -> Box<M<C>> {
+pub(super) fn boot<const C: usize>(features: Features) -> Box<M<C>> {
     let m: Box<M<C>> = Box::new(Smp::new(NoPlatform, features, 1000));
     m.init_with(|t| t.init_flat(C)).unwrap();
     m
@@ -21,7 +21,7 @@ fn boot<const C: usize>(features: Features) -> Box<M<C>> {
 
 /// Runs every CPU from `*now` to `until` with a 1 ms tick, switching where asked.
 /// Every 97th tick the machine's invariants are checked.
-fn run<const C: usize>(m: &M<C>, now: &mut u64, until: u64) {
+pub(super) fn run<const C: usize>(m: &M<C>, now: &mut u64, until: u64) {
     let mut n = 0u32;
     while *now < until {
         *now += MS;
@@ -39,12 +39,17 @@ fn run<const C: usize>(m: &M<C>, now: &mut u64, until: u64) {
     }
 }
 
-fn runtime<const C: usize>(m: &M<C>, ids: &[TaskId]) -> u64 {
+pub(super) fn runtime<const C: usize>(m: &M<C>, ids: &[TaskId]) -> u64 {
     ids.iter().map(|&i| m.entity(i).unwrap().sum_exec_runtime).sum()
 }
 
+/// A `cpu.max` line.
+pub(super) fn max(text: &str) -> super::bandwidth::CpuMax {
+    super::bandwidth::CpuMax::parse(text, None).unwrap()
+}
+
 /// `n` spinners moved into `g`.
-fn spinners<const C: usize>(m: &M<C>, now: u64, g: GroupId, n: usize) -> Vec<TaskId> {
+pub(super) fn spinners<const C: usize>(m: &M<C>, now: u64, g: GroupId, n: usize) -> Vec<TaskId> {
     (0..n)
         .map(|_| {
             let t = m.create(0, now, TaskParams::default()).unwrap();
@@ -534,153 +539,6 @@ fn a_three_level_hierarchy_under_churn_loses_no_task() {
     m.check_invariants().unwrap();
 }
 
-fn max(text: &str) -> super::bandwidth::CpuMax {
-    super::bandwidth::CpuMax::parse(text, None).unwrap()
-}
-
-/// kselftest's `test_cpucg_max` and the figure: a group capped at 10 % of one CPU
-/// (`cpu.max` "10000 100000") gets 10 % ± 1 % of the CPU's time, alone, beside a spinner of
-/// the root, and with a spinner per CPU on two CPUs (the cap is the group's, over CPUs);
-/// `nr_throttled` counts the periods it was throttled in.
-#[test]
-fn a_group_capped_at_10_percent_of_a_cpu_gets_10_percent() {
-    fn case<const C: usize>(spinners_in: usize, rival: bool) {
-        let m = boot::<C>(Features::default());
-        let mut now = 1;
-        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-        m.set_group_max(now, g, max("10000 100000")).unwrap();
-        let capped = spinners(&m, now, g, spinners_in);
-        if rival {
-            m.create(0, now, TaskParams::default()).unwrap();
-        }
-        run(&m, &mut now, 1_000 * MS);
-        let (r0, s0) = (runtime(&m, &capped), m.group_bandwidth(g).unwrap());
-        run(&m, &mut now, 11_000 * MS);
-        let (r, s) = (runtime(&m, &capped) - r0, m.group_bandwidth(g).unwrap());
-        let share = r as f64 / (10_000 * MS) as f64;
-        assert!(
-            (share - 0.10).abs() <= 0.01,
-            "{C} CPUs, {spinners_in} capped, rival {rival}: {share:.4} of a CPU"
-        );
-        let (periods, throttled) = (s.nr_periods - s0.nr_periods, s.nr_throttled - s0.nr_throttled);
-        assert!((99..=101).contains(&periods), "{periods} periods in 10 s");
-        assert!(throttled >= 95 && throttled <= periods, "throttled in {throttled} of {periods} periods");
-        assert!(s.throttled_ns > s0.throttled_ns, "throttled time counted");
-        m.check_invariants().unwrap();
-    }
-    case::<1>(1, false);
-    case::<1>(1, true);
-    case::<2>(2, false);
-}
-
-/// cgroup v2 lets a child's limit exceed its parent's; the parent's still holds: a child
-/// capped at 50 % under a parent capped at 20 % gets 20 %. Clearing the parent's limit lets
-/// the child have its own 50 %.
-#[test]
-fn a_parents_limit_holds_over_a_larger_childs() {
-    let m = boot::<1>(Features::default());
-    let mut now = 1;
-    let parent = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    let child = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, parent, max("20000 100000")).unwrap();
-    m.set_group_max(now, child, max("50000 100000")).unwrap();
-    let t = spinners(&m, now, child, 1);
-    m.create(0, now, TaskParams::default()).unwrap();
-    let share = |m: &M<1>, now: &mut u64| {
-        let r0 = runtime(m, &t);
-        let until = *now + 5_000 * MS;
-        run(m, now, until);
-        (runtime(m, &t) - r0) as f64 / (5_000 * MS) as f64
-    };
-    run(&m, &mut now, 500 * MS);
-    let capped = share(&m, &mut now);
-    assert!((capped - 0.20).abs() <= 0.01, "under the parent's 20 %: {capped:.4}");
-    m.set_group_max(now, parent, super::bandwidth::CpuMax::UNLIMITED).unwrap();
-    let until = now + 500 * MS;
-    run(&m, &mut now, until);
-    let own = share(&m, &mut now);
-    assert!((own - 0.50).abs() <= 0.01, "its own 50 %: {own:.4}");
-    assert_eq!(m.set_group_max(now, GroupId::ROOT, max("max")), Err(GroupError::Root));
-    m.check_invariants().unwrap();
-}
-
-/// A running task moved into a group with no runtime left is throttled with its group at
-/// once, and its CPU reschedules at the next charge instead of running it on: it gets no
-/// more than the group's quota.
-#[test]
-fn a_running_task_moved_into_an_exhausted_group_stops() {
-    let m = boot::<1>(Features::default());
-    let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("2000 100000")).unwrap();
-    // Another task of the group takes its quota first and leaves, the group throttled on
-    // this CPU with nothing queued.
-    let first = spinners(&m, now, g, 1)[0];
-    let other = m.create(0, now, TaskParams::default()).unwrap();
-    run(&m, &mut now, 50 * MS);
-    assert_eq!(m.current(0), Some(other), "the group is throttled after its 2 ms");
-    m.exit(now, first).unwrap();
-    // Move the running root task into the group: it is alone in a throttled level.
-    m.move_task(now, other, g).unwrap();
-    let r0 = runtime(&m, &[other]);
-    run(&m, &mut now, 1_050 * MS);
-    let got = runtime(&m, &[other]) - r0;
-    assert!(got <= 25 * MS, "the group ran {got} ns in 10 periods of 2 ms (with one tick of overrun each)");
-    m.check_invariants().unwrap();
-}
-
-/// A limited group deleted while its level is throttled stops its period timer (nothing of it
-/// keeps a CPU ticking), and its slot's next group starts with a fresh pool.
-#[test]
-fn a_throttled_group_deleted_leaves_no_timer_behind() {
-    let m = boot::<1>(Features::default());
-    let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("1000 100000")).unwrap();
-    let t = spinners(&m, now, g, 1)[0];
-    run(&m, &mut now, 30 * MS);
-    assert!(m.bandwidth_timer().is_some(), "the group's period timer runs while it is throttled");
-    m.move_task(now, t, GroupId::ROOT).unwrap();
-    m.delete_group(g).unwrap();
-    assert_eq!(m.bandwidth_timer(), None);
-    let again = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    assert_eq!(m.group_bandwidth(again), Ok(Default::default()));
-    assert_eq!(m.group_table().max(again), Ok(super::bandwidth::CpuMax::UNLIMITED));
-    run(&m, &mut now, 300 * MS);
-    m.check_invariants().unwrap();
-}
-
-/// A level throttled with nothing queued (its task moved out of the group meanwhile) is let
-/// go at the period's end with its deficit and 1 ns, as Linux lets every level go: it holds
-/// no slice it cannot run, so the group's other CPU gets the rest of the quota.
-#[test]
-fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
-    let m = boot::<2>(Features::default());
-    let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("10000 100000")).unwrap();
-    let [a, b] = [0, 1].map(|cpu| {
-        let t = spinners(&m, now, g, 1)[0];
-        m.set_affinity(now, t, crate::CpuMask::single(cpu)).unwrap();
-        t
-    });
-    // Both levels take a 5 ms slice each and are throttled by the tick after (1 ms ticks).
-    run(&m, &mut now, 20 * MS);
-    let end = m.bandwidth_timer().expect("the period timer runs while they are throttled");
-    assert!(m.current(0).is_none() && m.current(1).is_none(), "both levels throttled");
-    // CPU 0's level stays throttled with nothing queued.
-    m.move_task(now, a, GroupId::ROOT).unwrap();
-    run(&m, &mut now, end - MS);
-    let r0 = runtime(&m, &[b]);
-    run(&m, &mut now, end + 99 * MS);
-    // b's in the next period: the quota less the deficits both levels ran up before they
-    // were throttled (each at most a tick), plus at most a tick of overrun: 8..=11 ms. (A
-    // slice handed to CPU 0's empty level and kept there left b at most 5 ms.)
-    let got = runtime(&m, &[b]) - r0;
-    assert!((8 * MS..=11 * MS).contains(&got), "b ran {got} ns of the group's 10 ms in the period");
-    m.check_invariants().unwrap();
-}
-
 /// EEVDF switched on at run time on a machine with groups: every level's average starts from
 /// sums rebuilt from its own tree (group entities and tasks alike), which the invariant
 /// checker recomputes level by level, and the run goes on with them.
@@ -702,22 +560,6 @@ fn switching_eevdf_on_with_groups_rebuilds_every_levels_average() {
     run(&m, &mut now, 400 * MS);
     m.check_invariants().unwrap();
     assert_eq!(runtime(&m, &tasks) - before, 2 * 200 * MS, "both CPUs kept busy after the switch");
-}
-
-/// A group's period timer armed in the last periods before the clock's end: its next end
-/// saturates instead of overflowing, on the charge that arms it and at each period's end.
-#[test]
-fn a_limited_group_near_the_clocks_end_does_not_overflow() {
-    let m = boot::<2>(Features::default());
-    let mut now = u64::MAX - 2_500 * MS;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("50000 1000000")).unwrap();
-    let capped = spinners(&m, now, g, 2);
-    run(&m, &mut now, u64::MAX - MS);
-    let got = runtime(&m, &capped);
-    // Two spinners under 50 ms a second: at most three periods' quota, at least two's.
-    assert!((100 * MS..=150 * MS + 2 * MS).contains(&got), "{got} ns");
-    m.check_invariants().unwrap();
 }
 
 /// A misfit task's load on an asymmetric machine is `task_h_load`, as the balancer moves it:
@@ -752,4 +594,25 @@ fn a_misfit_task_in_a_light_group_carries_its_hierarchical_load() {
     }
     assert!(seen_grouped && seen_root, "both ran");
     m.check_invariants().unwrap();
+}
+
+/// A task in a light group is placed by its hierarchical load, as Linux's wake-up and
+/// slow-path placement weigh it (`task_h_load`): a spinner in a group of weight 10 beside a
+/// spinner of the root weighs about a tenth of its own load average; a task of the root
+/// weighs its own.
+#[test]
+fn a_task_in_a_light_group_is_placed_by_its_hierarchical_load() {
+    let m = boot::<2>(Features::default());
+    let mut now = 1;
+    let on0 = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
+    let light = m.create_group(GroupId::ROOT, CpuWeight::new(10).unwrap()).unwrap();
+    let grouped = m.create(0, now, on0).unwrap();
+    m.move_task(now, grouped, light).unwrap();
+    let root = m.create(0, now, on0).unwrap();
+    run(&m, &mut now, 500 * MS);
+    let e = m.entity(grouped).unwrap();
+    let placed = m.placed_load(&e);
+    assert!(placed > 0 && placed * 5 < e.avg.load_avg, "hierarchical {placed} against its own {}", e.avg.load_avg);
+    let r = m.entity(root).unwrap();
+    assert_eq!(m.placed_load(&r), r.avg.load_avg);
 }

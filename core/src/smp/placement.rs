@@ -82,6 +82,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let sync = wf.contains(WakeFlags::SYNC) && waker.present;
         let want_affine =
             is_wake && !self.wakes_wide(this, e.wakee_flips, waker.flips) && allowed.contains(this);
+        let task_load = self.placed_load(e);
         let mut new_cpu = prev;
         let mut slow: Option<usize> = None;
         {
@@ -92,7 +93,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 }
                 if want_affine && d.flags.contains(SdFlags::WAKE_AFFINE) && d.span.contains(prev) {
                     if this != prev {
-                        new_cpu = self.wake_affine(d.imbalance_pct, e, this, prev, sync, waker.load);
+                        new_cpu = self.wake_affine(d.imbalance_pct, task_load, this, prev, sync, waker.load);
                     }
                     slow = None;
                     break;
@@ -105,7 +106,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             }
         }
         let cpu = if let Some(lvl) = slow {
-            self.find_idlest_cpu(this, lvl, e, prev, flag)
+            self.find_idlest_cpu(this, lvl, e, task_load, prev, flag)
         } else if is_wake {
             self.select_idle_sibling(this, e, prev, new_cpu)
         } else {
@@ -128,11 +129,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         wake_wide(self.topology().llc_size(this) as u32, wakee_flips, waker_flips)
     }
 
+    /// The load the placement weighs a task by (`task_h_load`): with task groups, the part of
+    /// its last CPU's load its hierarchy gives it there; its own load average otherwise.
+    pub(crate) fn placed_load(&self, e: &Entity) -> u64 {
+        #[cfg(feature = "groups")]
+        if G > 0 && e.group != 0 && e.pelt_attached && (e.cpu as usize) < self.nr_cpus() {
+            return self.rq(e.cpu as usize).fair(self.pool()).group_task_h_load(e.group, e.avg.load_avg);
+        }
+        e.avg.load_avg
+    }
+
     /// `wake_affine`: `this` if the idle or weight test prefers it, else `prev`.
     fn wake_affine(
         &self,
         pct: u32,
-        e: &Entity,
+        task_load: u64,
         this: usize,
         prev: usize,
         sync: bool,
@@ -141,7 +152,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if let Some(t) = self.wake_affine_idle(this, prev, sync) {
             return t;
         }
-        if let Some(t) = self.wake_affine_weight(pct, e, this, prev, sync, waker_load) {
+        if let Some(t) = self.wake_affine_weight(pct, task_load, this, prev, sync, waker_load) {
             return t;
         }
         prev
@@ -173,12 +184,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         None
     }
 
-    /// `wake_affine_weight`: compares the load `this` would have with the task, against
-    /// `prev` without it, each scaled by the other's capacity, with a bias towards `prev`.
+    /// `wake_affine_weight`: compares the load `this` would have with the task (whose load is
+    /// `task_load`, [`Smp::placed_load`]), against `prev` without it, each scaled by the
+    /// other's capacity, with a bias towards `prev`.
     pub(crate) fn wake_affine_weight(
         &self,
         pct: u32,
-        e: &Entity,
+        task_load: u64,
         this: usize,
         prev: usize,
         sync: bool,
@@ -190,7 +202,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let prev_side =
             AffineSide { load: p.load.load(Relaxed) as u64, capacity: p.capacity.load(Relaxed) as u64 };
         let sync_waker = sync.then_some(waker_load);
-        affine_weight_prefers_this(this_side, prev_side, e.avg.load_avg, pct, sync_waker).then_some(this)
+        affine_weight_prefers_this(this_side, prev_side, task_load, pct, sync_waker).then_some(this)
     }
 
     /// `select_idle_sibling`: an idle CPU near `target` (its LLC), else `target`.
@@ -329,7 +341,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// `find_idlest_cpu`: from domain `lvl` of `this` downwards, the idlest group and its
     /// idlest CPU; a CPU that changes continues in that CPU's smaller domains.
-    fn find_idlest_cpu(&self, this: usize, lvl: usize, e: &Entity, prev: usize, flag: SdFlags) -> usize {
+    fn find_idlest_cpu(
+        &self,
+        this: usize,
+        lvl: usize,
+        e: &Entity,
+        task_load: u64,
+        prev: usize,
+        flag: SdFlags,
+    ) -> usize {
         let mut cpu = this;
         let mut new_cpu = cpu;
         let mut level = Some(lvl);
@@ -351,7 +371,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 level = child;
                 continue;
             }
-            let Some(group) = self.find_idlest_group(cpu, l, e) else {
+            let Some(group) = self.find_idlest_group(cpu, l, e, task_load) else {
                 level = child;
                 continue;
             };
@@ -378,8 +398,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     }
 
     /// Per-group statistics as the task's placement sees them (`update_sg_wakeup_stats`):
-    /// the task's own contribution (if it still counts somewhere) is left out.
-    fn wakeup_stats(&self, span: &CpuMask, e: &Entity, pct: u32, asym_cap: bool, gid: usize) -> SgStats {
+    /// the task's own contribution (if it still counts somewhere; its load `task_load`,
+    /// [`Smp::placed_load`]) is left out.
+    fn wakeup_stats(
+        &self,
+        span: &CpuMask,
+        e: &Entity,
+        task_load: u64,
+        pct: u32,
+        asym_cap: bool,
+        gid: usize,
+    ) -> SgStats {
         let mut s =
             SgStats { span: *span, first_cpu: span.first().unwrap_or(0) as u32, ..SgStats::default() };
         for c in span.iter() {
@@ -400,7 +429,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     util_est
                 };
                 (
-                    load.saturating_sub(e.avg.load_avg),
+                    load.saturating_sub(task_load),
                     u.max(est).min(st.capacity_orig.load(Relaxed) as u64),
                     runnable.saturating_sub(e.avg.runnable_avg),
                 )
@@ -435,7 +464,13 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// `find_idlest_group`: the idlest non-local group of `cpu`'s domain `lvl`, if moving
     /// there beats staying in the local group. Ties favour the local group.
-    pub(crate) fn find_idlest_group(&self, cpu: usize, lvl: usize, e: &Entity) -> Option<SgStats> {
+    pub(crate) fn find_idlest_group(
+        &self,
+        cpu: usize,
+        lvl: usize,
+        e: &Entity,
+        task_load: u64,
+    ) -> Option<SgStats> {
         // The topology's read guard is held through the walk (see `sd_stats`).
         let topo = self.topology();
         let d = *topo.domain(cpu, lvl)?;
@@ -447,7 +482,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             if !span.intersects(&e.affinity) {
                 continue;
             }
-            let s = self.wakeup_stats(span, e, d.imbalance_pct, asym_cap, g.id);
+            let s = self.wakeup_stats(span, e, task_load, d.imbalance_pct, asym_cap, g.id);
             if span.contains(cpu) {
                 local = Some(s);
             } else if pick_idlest(idlest.as_ref(), &s) {
@@ -550,12 +585,12 @@ mod tests {
         m.inject_rq_pelt(0, 1024, 1024, 1024).unwrap();
         m.inject_rq_pelt(4, 1024, 2048, 2048).unwrap();
         // this_eff = 1536·100·1024 < prev_eff = 1536·112·1024 → this.
-        assert_eq!(m.wake_affine_weight(125, &task(512), 0, 4, false, 0), Some(0));
+        assert_eq!(m.wake_affine_weight(125, 512, 0, 4, false, 0), Some(0));
         m.inject_rq_pelt(0, 1024, 2048, 2048).unwrap();
         m.inject_rq_pelt(4, 1024, 1024, 1024).unwrap();
-        assert_eq!(m.wake_affine_weight(125, &task(512), 0, 4, false, 0), None);
+        assert_eq!(m.wake_affine_weight(125, 512, 0, 4, false, 0), None);
         // Sync: the waker's own load is discounted (or decides outright when heavier).
-        assert_eq!(m.wake_affine_weight(125, &task(512), 0, 4, true, 4096), Some(0));
+        assert_eq!(m.wake_affine_weight(125, 512, 0, 4, true, 4096), Some(0));
     }
 
     #[test]

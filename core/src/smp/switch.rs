@@ -23,10 +23,22 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// reschedule. A CPU out of range is [`SchedError::CpuOutOfRange`].
     pub fn tick(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         self.check_cpu(cpu)?;
+        // The groups' period timers run from the tick once a quota is set, before the tick
+        // charges anything: a period that ended by `now` refills its pool first, as Linux's
+        // timer does at the period's end, so the charge and the preemption check see the new
+        // period's runtime (run after, a short period lost a tick of quota each time).
+        #[cfg(feature = "groups")]
+        if G > 0 && self.bandwidth_used.load(core::sync::atomic::Ordering::Relaxed) {
+            // A broken reading (see `RunQueue::update_clock`) is no tick: taken, it would
+            // push the timers past every later one.
+            if !self.rq(cpu).rq.update_clock(now) {
+                return Ok(false);
+            }
+            self.bandwidth_periods(now);
+        }
         let (idle, resched) = {
             let mut st = self.rq(cpu);
-            // A broken reading (see `RunQueue::update_clock`) is no tick: taken, it would also
-            // push the balancer's and the groups' timers past every later one.
+            // (A broken reading also pushes the balancer's timer past every later one.)
             if !st.rq.update_clock(now) {
                 return Ok(false);
             }
@@ -34,20 +46,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             self.after_update(cpu, &mut st);
             (st.rq.is_idle(), st.rq.need_resched())
         };
-        // The groups' period timers run from the tick once a quota is set.
-        #[cfg(feature = "groups")]
-        let timers = G > 0 && self.bandwidth_used.load(core::sync::atomic::Ordering::Relaxed);
-        #[cfg(feature = "groups")]
-        if timers {
-            self.bandwidth_periods(now);
-        }
-        #[cfg(not(feature = "groups"))]
-        let timers = false;
         let balanced = self.trigger_load_balance(cpu, now, idle);
-        // Only a period timer or a balance pass may have changed this runqueue since; then the
-        // reschedule request is read again. (A remote CPU that asks for one meanwhile also
-        // sends the reschedule IPI.)
-        Ok(if timers || balanced { self.rq(cpu).rq.need_resched() } else { resched })
+        // Only a balance pass may have changed this runqueue since; then the reschedule
+        // request is read again. (A remote CPU that asks for one meanwhile also sends the
+        // reschedule IPI.)
+        Ok(if balanced { self.rq(cpu).rq.need_resched() } else { resched })
     }
 
     /// Picks what `cpu` runs next and makes it current. `None`: run the idle loop, unless

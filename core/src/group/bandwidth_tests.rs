@@ -1,0 +1,228 @@
+//! Bandwidth control scheduled: groups under `cpu.max`, run tick by tick, against what
+//! cgroup v2 promises (kselftest's `test_cpucg_max` and LTP's `cfs_bandwidth01` shapes).
+
+use super::shares::CpuWeight;
+use super::tests::{boot, max, run, runtime, spinners, M, MS};
+use super::tree::GroupId;
+use super::GroupError;
+use crate::{Features, NoPlatform, Smp, TaskParams};
+extern crate std;
+use std::boxed::Box;
+
+/// kselftest's `test_cpucg_max` and the figure: a group capped at 10 % of one CPU
+/// (`cpu.max` "10000 100000") gets 10 % ± 1 % of the CPU's time, alone, beside a spinner of
+/// the root, and with a spinner per CPU on two CPUs (the cap is the group's, over CPUs);
+/// `nr_throttled` counts the periods it was throttled in.
+#[test]
+fn a_group_capped_at_10_percent_of_a_cpu_gets_10_percent() {
+    fn case<const C: usize>(spinners_in: usize, rival: bool) {
+        let m = boot::<C>(Features::default());
+        let mut now = 1;
+        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+        m.set_group_max(now, g, max("10000 100000")).unwrap();
+        let capped = spinners(&m, now, g, spinners_in);
+        if rival {
+            m.create(0, now, TaskParams::default()).unwrap();
+        }
+        run(&m, &mut now, 1_000 * MS);
+        let (r0, s0) = (runtime(&m, &capped), m.group_bandwidth(g).unwrap());
+        run(&m, &mut now, 11_000 * MS);
+        let (r, s) = (runtime(&m, &capped) - r0, m.group_bandwidth(g).unwrap());
+        let share = r as f64 / (10_000 * MS) as f64;
+        assert!(
+            (share - 0.10).abs() <= 0.01,
+            "{C} CPUs, {spinners_in} capped, rival {rival}: {share:.4} of a CPU"
+        );
+        let (periods, throttled) = (s.nr_periods - s0.nr_periods, s.nr_throttled - s0.nr_throttled);
+        assert!((99..=101).contains(&periods), "{periods} periods in 10 s");
+        assert!(throttled >= 95 && throttled <= periods, "throttled in {throttled} of {periods} periods");
+        assert!(s.throttled_ns > s0.throttled_ns, "throttled time counted");
+        m.check_invariants().unwrap();
+    }
+    case::<1>(1, false);
+    case::<1>(1, true);
+    case::<2>(2, false);
+}
+
+/// cgroup v2 lets a child's limit exceed its parent's; the parent's still holds: a child
+/// capped at 50 % under a parent capped at 20 % gets 20 %. Clearing the parent's limit lets
+/// the child have its own 50 %.
+#[test]
+fn a_parents_limit_holds_over_a_larger_childs() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let parent = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let child = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, parent, max("20000 100000")).unwrap();
+    m.set_group_max(now, child, max("50000 100000")).unwrap();
+    let t = spinners(&m, now, child, 1);
+    m.create(0, now, TaskParams::default()).unwrap();
+    let share = |m: &M<1>, now: &mut u64| {
+        let r0 = runtime(m, &t);
+        let until = *now + 5_000 * MS;
+        run(m, now, until);
+        (runtime(m, &t) - r0) as f64 / (5_000 * MS) as f64
+    };
+    run(&m, &mut now, 500 * MS);
+    let capped = share(&m, &mut now);
+    assert!((capped - 0.20).abs() <= 0.01, "under the parent's 20 %: {capped:.4}");
+    m.set_group_max(now, parent, super::bandwidth::CpuMax::UNLIMITED).unwrap();
+    let until = now + 500 * MS;
+    run(&m, &mut now, until);
+    let own = share(&m, &mut now);
+    assert!((own - 0.50).abs() <= 0.01, "its own 50 %: {own:.4}");
+    assert_eq!(m.set_group_max(now, GroupId::ROOT, max("max")), Err(GroupError::Root));
+    m.check_invariants().unwrap();
+}
+
+/// A running task moved into a group with no runtime left is throttled with its group at
+/// once, and its CPU reschedules at the next charge instead of running it on: it gets no
+/// more than the group's quota.
+#[test]
+fn a_running_task_moved_into_an_exhausted_group_stops() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("2000 100000")).unwrap();
+    // Another task of the group takes its quota first and leaves, the group throttled on
+    // this CPU with nothing queued.
+    let first = spinners(&m, now, g, 1)[0];
+    let other = m.create(0, now, TaskParams::default()).unwrap();
+    run(&m, &mut now, 50 * MS);
+    assert_eq!(m.current(0), Some(other), "the group is throttled after its 2 ms");
+    m.exit(now, first).unwrap();
+    // Move the running root task into the group: it is alone in a throttled level.
+    m.move_task(now, other, g).unwrap();
+    let r0 = runtime(&m, &[other]);
+    run(&m, &mut now, 1_050 * MS);
+    let got = runtime(&m, &[other]) - r0;
+    assert!(got <= 25 * MS, "the group ran {got} ns in 10 periods of 2 ms (with one tick of overrun each)");
+    m.check_invariants().unwrap();
+}
+
+/// A limited group deleted while its level is throttled stops its period timer (nothing of it
+/// keeps a CPU ticking), and its slot's next group starts with a fresh pool.
+#[test]
+fn a_throttled_group_deleted_leaves_no_timer_behind() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let t = spinners(&m, now, g, 1)[0];
+    run(&m, &mut now, 30 * MS);
+    assert!(m.bandwidth_timer().is_some(), "the group's period timer runs while it is throttled");
+    m.move_task(now, t, GroupId::ROOT).unwrap();
+    m.delete_group(g).unwrap();
+    assert_eq!(m.bandwidth_timer(), None);
+    let again = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    assert_eq!(m.group_bandwidth(again), Ok(Default::default()));
+    assert_eq!(m.group_table().max(again), Ok(super::bandwidth::CpuMax::UNLIMITED));
+    run(&m, &mut now, 300 * MS);
+    m.check_invariants().unwrap();
+}
+
+/// A level throttled with nothing queued (its task moved out of the group meanwhile) is let
+/// go at the period's end with its deficit and 1 ns, as Linux lets every level go: it holds
+/// no slice it cannot run, so the group's other CPU gets the rest of the quota.
+#[test]
+fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
+    let m = boot::<2>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("10000 100000")).unwrap();
+    let [a, b] = [0, 1].map(|cpu| {
+        let t = spinners(&m, now, g, 1)[0];
+        m.set_affinity(now, t, crate::CpuMask::single(cpu)).unwrap();
+        t
+    });
+    // Both levels take a 5 ms slice each and are throttled by the tick after (1 ms ticks).
+    run(&m, &mut now, 20 * MS);
+    let end = m.bandwidth_timer().expect("the period timer runs while they are throttled");
+    assert!(m.current(0).is_none() && m.current(1).is_none(), "both levels throttled");
+    // CPU 0's level stays throttled with nothing queued.
+    m.move_task(now, a, GroupId::ROOT).unwrap();
+    run(&m, &mut now, end - MS);
+    let r0 = runtime(&m, &[b]);
+    run(&m, &mut now, end + 99 * MS);
+    // b's in the next period: the quota less the deficits both levels ran up before they
+    // were throttled (each at most a tick), plus at most a tick of overrun: 8..=11 ms. (A
+    // slice handed to CPU 0's empty level and kept there left b at most 5 ms.)
+    let got = runtime(&m, &[b]) - r0;
+    assert!((8 * MS..=11 * MS).contains(&got), "b ran {got} ns of the group's 10 ms in the period");
+    m.check_invariants().unwrap();
+}
+
+/// A group's period timer armed in the last periods before the clock's end: its next end
+/// saturates instead of overflowing, on the charge that arms it and at each period's end.
+#[test]
+fn a_limited_group_near_the_clocks_end_does_not_overflow() {
+    let m = boot::<2>(Features::default());
+    let mut now = u64::MAX - 2_500 * MS;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("50000 1000000")).unwrap();
+    let capped = spinners(&m, now, g, 2);
+    run(&m, &mut now, u64::MAX - MS);
+    let got = runtime(&m, &capped);
+    // Two spinners under 50 ms a second: at most three periods' quota, at least two's.
+    assert!((100 * MS..=150 * MS + 2 * MS).contains(&got), "{got} ns");
+    m.check_invariants().unwrap();
+}
+
+/// A period that ends in a tick is refilled before that tick charges anything, as Linux's
+/// period timer refills at the boundary: at HZ=250 a group under `cpu.max` with 5 or 10 ms
+/// periods gets its quota (it got two thirds of it when the tick charged first), beside a
+/// spinner of the root and alone.
+#[test]
+fn a_short_period_at_hz_250_gives_its_whole_quota() {
+    for (limit, rival, want) in
+        [("5000 10000", true, 0.5), ("3000 10000", true, 0.3), ("2000 5000", false, 0.4)]
+    {
+        let m: Box<M<1>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+        m.init_with(|t| t.init_flat(1)).unwrap();
+        let mut now = 1;
+        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+        m.set_group_max(now, g, max(limit)).unwrap();
+        let capped = spinners(&m, now, g, 1);
+        if rival {
+            m.create(0, now, TaskParams::default()).unwrap();
+        }
+        let tick = |now: &mut u64, until: u64| {
+            while *now < until {
+                *now += 4 * MS;
+                m.tick(0, *now).unwrap();
+                if m.need_resched(0) {
+                    m.schedule(0, *now).unwrap();
+                    m.finish_switch(0, *now).unwrap();
+                }
+            }
+        };
+        tick(&mut now, 1_000 * MS);
+        let r0 = runtime(&m, &capped);
+        tick(&mut now, 11_000 * MS);
+        let share = (runtime(&m, &capped) - r0) as f64 / (10_000 * MS) as f64;
+        assert!((share - want).abs() < 0.02, "cpu.max {limit}, rival {rival}: {share}, not {want}");
+        m.check_invariants().unwrap();
+    }
+}
+
+/// A task left running in a throttled level (moved into it) is charged saturating: clock
+/// steps near the largest a reading may take do not overflow its level's runtime.
+#[test]
+fn a_throttled_levels_runtime_saturates_on_huge_clock_steps() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let a = m.create(0, now, TaskParams::default()).unwrap();
+    m.move_task(now, a, g).unwrap();
+    let r = m.create(0, now, TaskParams::default()).unwrap();
+    run(&m, &mut now, 30 * MS);
+    assert_eq!(m.current(0), Some(r), "the group ran out: the root's task runs");
+    m.move_task(now, r, g).unwrap();
+    let step = i64::MAX as u64 / 4 * 3;
+    for _ in 0..2 {
+        now += step;
+        m.tick(0, now).unwrap();
+    }
+    m.check_invariants().unwrap();
+}
