@@ -493,6 +493,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             self.set_next(s);
             // It may have joined a throttled group: the CPU decides again.
             self.resched_curr();
+        } else if queued && self.rq.curr.is_none() && self.rq.cfs.nr_running > 0 {
+            // It may have left a throttled group for one that runs: an idle CPU picks it
+            // (nothing else would tell it, as nothing else changed there).
+            self.resched_curr();
         }
     }
 

@@ -226,3 +226,24 @@ fn a_throttled_levels_runtime_saturates_on_huge_clock_steps() {
     }
     m.check_invariants().unwrap();
 }
+
+/// A task queued in a throttled group on an idle CPU, moved to a group that runs, makes the
+/// CPU reschedule: nothing else would tell the idle CPU it has work (it idled with the task
+/// queued for seconds in the simulator's churn).
+#[test]
+fn a_task_moved_out_of_a_throttled_group_wakes_its_idle_cpu() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let t = spinners(&m, now, g, 1)[0];
+    run(&m, &mut now, 30 * MS);
+    assert_eq!(m.current(0), None, "the group ran out: the CPU idles with its task queued");
+    assert!(!m.need_resched(0));
+    m.move_task(now, t, GroupId::ROOT).unwrap();
+    assert!(m.need_resched(0), "the idle CPU has work again");
+    m.schedule(0, now).unwrap();
+    m.finish_switch(0, now).unwrap();
+    assert_eq!(m.current(0), Some(t));
+    m.check_invariants().unwrap();
+}

@@ -612,7 +612,11 @@ fn a_task_in_a_light_group_is_placed_by_its_hierarchical_load() {
     run(&m, &mut now, 500 * MS);
     let e = m.entity(grouped).unwrap();
     let placed = m.placed_load(&e);
-    assert!(placed > 0 && placed * 5 < e.avg.load_avg, "hierarchical {placed} against its own {}", e.avg.load_avg);
+    assert!(
+        placed > 0 && placed * 5 < e.avg.load_avg,
+        "hierarchical {placed} against its own {}",
+        e.avg.load_avg
+    );
     let r = m.entity(root).unwrap();
     assert_eq!(m.placed_load(&r), r.avg.load_avg);
 }

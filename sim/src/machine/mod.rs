@@ -240,6 +240,23 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         }
     }
 
+    /// A CPU that runs nothing while the core has work queued there, with no reschedule asked
+    /// or on its way: nothing would ever tell it (a lost wakeup). Checked after every event
+    /// with [`Config::check_every_event`].
+    fn idle_with_work(&self) -> Option<usize> {
+        (0..self.cpus.len()).find(|&c| {
+            let sim = &self.cpus[c];
+            sim.running.is_none()
+                && !sim.ipi_pending
+                && self
+                    .smp
+                    .with_cpu(c, |st| {
+                        st.rq.nr_running() > 0 && st.rq.curr_id().is_none() && !st.rq.need_resched()
+                    })
+                    .unwrap_or(false)
+        })
+    }
+
     /// [`Machine::run_until`]'s event loop; with `PREFETCH`, each event first prefetches
     /// what the next ticks read ([`Machine::prefetch_ticks`]).
     fn run_events<const PREFETCH: bool>(&mut self, until: u64) -> bool {
@@ -287,6 +304,12 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             if self.cfg.check_every_event {
                 if let Err(v) = self.smp.check_invariants() {
                     panic!("invariant broken at {} ns after {:?}: {:?}", self.now, ev, v);
+                }
+                if let Some(cpu) = self.idle_with_work() {
+                    panic!(
+                        "CPU {cpu} idles with work queued and no reschedule coming, at {} ns after {:?}",
+                        self.now, ev
+                    );
                 }
             }
             if self.tasks.is_empty() {
