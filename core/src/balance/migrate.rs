@@ -217,13 +217,9 @@ pub fn detach_tasks<const Q: usize>(
     detached
 }
 
-/// `detach_one_task` for the active-balance stopper: the first movable task from the tail.
+/// `detach_one_task` for the active-balance stopper: the first movable task from the tail,
+/// however far (v5.7 walks the whole list).
 pub fn detach_one_task<const Q: usize>(env: &mut DetachEnv, src: &mut Fair<'_, '_, Q>) -> Option<TaskId> {
-    let slots: heapless::Vec<SlotId, 64> = src.mru_from_tail().map(|(n, _)| n).take(64).collect();
-    for slot in slots {
-        if can_migrate_task(env, src, slot) {
-            return src.detach_task(slot);
-        }
-    }
-    None
+    let slot = src.mru_from_tail().map(|(n, _)| n).find(|&n| can_migrate_task(env, src, n))?;
+    src.detach_task(slot)
 }

@@ -147,12 +147,20 @@ mod tests {
 
     #[test]
     fn migrate_load_skips_heavy_lone_task() {
-        let a = [(1, 0), (2, 0), (0, 0), (0, 0)];
         let span = CpuMask::range(0, 4);
         let all = CpuMask::range(0, 8);
         let mut e = env(MigrationType::Load, Features::default());
         e.imbalance = 512;
-        // CPU0's lone task (load 1024 > 512) is skipped; CPU1 (2048) picked anyway.
-        assert_eq!(find_busiest_queue(&e, &span, &all, &snaps(&a)), Some(1));
+        // CPU0's lone task (load 3000 > 512) would make it the busiest by load; it is
+        // skipped, and CPU1 (two tasks, 2048) is picked.
+        let base = snaps(&[(1, 0), (2, 0), (0, 0), (0, 0)]);
+        let base = &base;
+        let with = |capacity: u64| {
+            move |c: usize| if c == 0 { CpuSnap { load: 3000, capacity, ..base(0) } } else { base(c) }
+        };
+        assert_eq!(find_busiest_queue(&e, &span, &all, &with(1024)), Some(1));
+        // Unless CPU0 lost capacity to other work (`check_cpu_capacity`): then its lone task
+        // may go.
+        assert_eq!(find_busiest_queue(&e, &span, &all, &with(600)), Some(0));
     }
 }

@@ -61,7 +61,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         };
         let mut moved = None;
         {
-            let mut bal = self.bal(target);
+            let bal = self.bal(target);
             let mut st = self.rq(cpu);
             if st.rq.nr_running() >= 1 && target != cpu {
                 if let Some(lvl) = lvl {
@@ -86,8 +86,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                         if let Ok(te) = self.table().get_mut(e) {
                             te.location = Location::InTransit { from: cpu as u16 };
                         }
-                        bal.domains[lvl].nr_balance_failed = 0;
-                        moved = Some(e);
+                        moved = Some((e, lvl));
                     }
                 }
             }
@@ -95,8 +94,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             st.rq.resched_curr();
             self.after_update(cpu, &mut st);
         }
-        if let Some(e) = moved {
-            self.attach_moved(e, cpu, target, now, MigrateReason::ActiveBalance);
+        // The failures that called for the stopper are forgotten once its task landed (a
+        // full target sends it back, and the failures stand).
+        if let Some((e, lvl)) = moved {
+            if self.attach_moved(e, cpu, target, now, MigrateReason::ActiveBalance) {
+                self.bal(target).domains[lvl].nr_balance_failed = 0;
+            }
         }
     }
 }

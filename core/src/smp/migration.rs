@@ -143,7 +143,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     }
 
     /// Detaches what `env` allows from `src` and attaches it to `dst`, updating the task
-    /// table. Returns the number moved.
+    /// table. Returns the number moved: a task that found `dst` full went back to `src`, and
+    /// is not counted (so a pass that moved nothing fails, as v5.7's counts what landed).
     pub(super) fn detach_attach(&self, env: &mut DetachEnv, src: usize, dst: usize, now: u64) -> u32 {
         let mut tasks: heapless::Vec<TaskId, DETACH_BATCH> = heapless::Vec::new();
         {
@@ -165,17 +166,25 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             }
             self.after_update(src, &mut st);
         }
-        let n = tasks.len() as u32;
+        let mut moved = 0;
         for id in tasks {
-            self.attach_moved(id, src, dst, now, MigrateReason::Balance);
+            moved += self.attach_moved(id, src, dst, now, MigrateReason::Balance) as u32;
         }
-        n
+        moved
     }
 
     /// Attaches a task detached from `src` to `dst`, or, if `dst` is full, back to `src`
     /// into the slot reserved there for it when it was detached (callers reserve one per
     /// detached task under `src`'s lock, so a task is never left without a runqueue).
-    pub(crate) fn attach_moved(&self, id: TaskId, src: usize, dst: usize, now: u64, reason: MigrateReason) {
+    /// Returns whether it landed on `dst`.
+    pub(crate) fn attach_moved(
+        &self,
+        id: TaskId,
+        src: usize,
+        dst: usize,
+        now: u64,
+        reason: MigrateReason,
+    ) -> bool {
         // `false` if `cpu` has no room for it.
         let place = |cpu: usize, reserved: bool| -> bool {
             let mut st = self.rq(cpu);
@@ -197,9 +206,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         };
         if place(dst, false) {
             self.unreserve(src);
-            self.emit(now, dst, EventKind::Migrate { task: id, from: src, reason })
+            self.emit(now, dst, EventKind::Migrate { task: id, from: src, reason });
+            true
         } else {
             place(src, true);
+            false
         }
     }
 }

@@ -189,7 +189,6 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let j = self.jiffies(now);
         if flags & NOHZ_STATS_KICK != 0 {
             self.nohz.has_blocked.store(false, Relaxed);
-            self.nohz.next_blocked.store(j + self.ms_to_jiffies(32), Relaxed);
         }
         // The earliest balance due among the tickless CPUs served here, this one included:
         // it becomes the kick gate, so it must not leave out anyone still tickless.
@@ -225,10 +224,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 let mut st = self.rq(cpu);
                 st.rq.update_clock(now);
                 st.update_blocked_averages(self.pool());
+                // (Its own blocked load counts as the others' does.)
+                has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
                 self.after_update(cpu, &mut st);
             }
             if flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(cpu, now, IdleType::Idle);
+            }
+            // The next stats kick waits only after a full pass (an aborted one lets the next
+            // busy tick kick again).
+            if flags & NOHZ_STATS_KICK != 0 {
+                self.nohz.next_blocked.store(j + self.ms_to_jiffies(32), Relaxed);
             }
             let nb = self.next_balance(cpu);
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));

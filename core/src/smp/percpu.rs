@@ -11,7 +11,7 @@ use spin::Spin;
 use crate::locks::{Locks, Mutex};
 
 use crate::features::{Features, Tunables};
-use crate::limits::{MAX_LEVELS, SYSCTL_MIGRATION_COST_NS};
+use crate::limits::MAX_LEVELS;
 use crate::platform::MigrateReason;
 use crate::runqueue::{RunQueue, SlotId};
 use crate::task::TaskId;
@@ -206,8 +206,8 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
         self.push_cpu = 0;
         self.misfit_task_load = 0;
         self.idle_stamp = 0;
-        self.avg_idle = 2 * SYSCTL_MIGRATION_COST_NS;
-        self.max_idle_balance_cost = SYSCTL_MIGRATION_COST_NS;
+        self.avg_idle = 2 * tunables.migration_cost_ns;
+        self.max_idle_balance_cost = tunables.migration_cost_ns;
         self.nr_migrations_in = 0;
         self.asym_capacity = false;
         self.push = [None; 2];

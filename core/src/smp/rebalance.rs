@@ -8,9 +8,9 @@ use portable_atomic::Ordering::Relaxed;
 use crate::locks::Locks;
 
 use super::nohz_state::NOHZ;
-use super::Smp;
+use super::{BalanceState, Smp};
 use crate::balance::{estimated_balance_cost, IdleType};
-use crate::limits::{DEFAULT_HZ, SYSCTL_MIGRATION_COST_NS};
+use crate::limits::DEFAULT_HZ;
 use crate::platform::Platform;
 use crate::relaxed::Slot;
 use crate::topology::SdFlags;
@@ -136,7 +136,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
         if need_decay {
             let mut st = self.rq(cpu);
-            st.max_idle_balance_cost = max_cost.max(SYSCTL_MIGRATION_COST_NS);
+            st.max_idle_balance_cost = max_cost.max(st.rq.tunables().migration_cost_ns);
         }
         if update_next {
             self.cpus[cpu].next_balance.set(next_balance);
@@ -151,7 +151,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let (avg_idle, go) = {
             let mut st = self.rq(cpu);
             st.idle_stamp = now.max(1);
-            let go = st.avg_idle >= SYSCTL_MIGRATION_COST_NS && self.root.overload.load(Relaxed);
+            let go = st.avg_idle >= st.rq.tunables().migration_cost_ns && self.root.overload.load(Relaxed);
             (st.avg_idle, go)
         };
         if CPUS == 1 {
@@ -174,9 +174,15 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 if !d.flags.contains(SdFlags::LOAD_BALANCE) {
                     continue;
                 }
-                let interval = self.sd_interval(bal.domains[lvl].balance_interval_ms, d.busy_factor, false);
-                next_balance = next_balance.min(bal.domains[lvl].last_balance.saturating_add(interval));
+                // When the level is due next, from its interval as it stands (after the pass,
+                // which may have reset or doubled it: v5.7's `update_next_balance` follows it).
+                let due = |bal: &BalanceState| {
+                    let interval =
+                        self.sd_interval(bal.domains[lvl].balance_interval_ms, d.busy_factor, false);
+                    bal.domains[lvl].last_balance.saturating_add(interval)
+                };
                 if avg_idle < curr_cost + bal.domains[lvl].max_newidle_lb_cost {
+                    next_balance = next_balance.min(due(&bal));
                     break;
                 }
                 if d.flags.contains(SdFlags::BALANCE_NEWIDLE) {
@@ -200,6 +206,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     curr_cost += cost;
                     pulled |= moved > 0;
                 }
+                next_balance = next_balance.min(due(&bal));
                 if pulled || self.snap(cpu).nr_running > 0 {
                     break;
                 }
@@ -309,10 +316,114 @@ mod tests {
     #[test]
     fn s14_cost_budget_stops_at_die() {
         let m = machine(1_000_000, true);
+        m.cpus[3].balance.lock().domains[0].max_newidle_lb_cost = 100_000;
         m.newidle_balance(3, NOW);
-        // MC: 0 + 0.3 ms ≤ 1 ms runs and measures 0.3 ms; DIE: 0.3 + 0.8 ms > 1 ms skipped.
+        // MC: 0 + 0.1 ms ≤ 1 ms runs and measures 0.3 ms, which it records; DIE: 0.3 + 0.8 ms
+        // > 1 ms skipped.
         assert_eq!(levels_tried(&m), [Level::Mc]);
         assert_eq!(m.cpus[3].balance.lock().domains[0].max_newidle_lb_cost, 300_000);
         assert_ne!(m.next_balance(3), u64::MAX);
+    }
+
+    /// The newly-idle gate is the `migration_cost_ns` tunable, as v5.7's is the sysctl: at
+    /// 0.1 ms, an average idle of 0.4 ms is enough to try MC.
+    #[test]
+    fn the_newidle_gate_follows_the_migration_cost_tunable() {
+        let m = machine(400_000, true);
+        m.set_tunables(crate::Tunables { migration_cost_ns: 100_000, ..m.tunables() }).unwrap();
+        m.newidle_balance(3, NOW);
+        assert_eq!(levels_tried(&m), [Level::Mc]);
+    }
+
+    /// A newly-idle pass sets the next balance from the interval the pass left (it resets it
+    /// after a pull), as v5.7's `update_next_balance` follows `load_balance`.
+    #[test]
+    fn a_newidle_pass_times_the_next_balance_by_the_interval_it_left() {
+        let m = machine(1_000_000, true);
+        let ids: Vec<_> = (0..2).map(|_| movable(&m, 2)).collect();
+        run_once(&m, 2);
+        m.inject_rq_pelt(2, 1024, 2048, 2048).unwrap();
+        for &t in &ids {
+            m.inject_task_pelt(t, 512, 512, 1024).unwrap();
+        }
+        let j = m.jiffies(NOW);
+        {
+            let mut b = m.cpus[3].balance.lock();
+            b.domains[0].balance_interval_ms = 8;
+            b.domains[0].last_balance = j;
+        }
+        assert!(m.newidle_balance(3, NOW), "pulled");
+        assert_eq!(m.cpus[3].balance.lock().domains[0].balance_interval_ms, 4, "reset by the pass");
+        assert_eq!(m.next_balance(3), j + 1, "last_balance + 4 ms at HZ=250");
+    }
+
+    /// A task made on `cpu` that may then run anywhere.
+    fn movable<const Q: usize>(m: &Smp<Clocked, 8, 32, Q>, cpu: usize) -> crate::TaskId {
+        let on = TaskParams { affinity: crate::cpumask::CpuMask::single(cpu), ..TaskParams::default() };
+        let t = m.create(cpu, NOW, on).unwrap();
+        m.set_affinity(NOW, t, crate::cpumask::CpuMask::ALL).unwrap();
+        t
+    }
+
+    fn run_once<const Q: usize>(m: &Smp<Clocked, 8, 32, Q>, cpu: usize) {
+        m.schedule(cpu, NOW).unwrap();
+        m.finish_switch(cpu, NOW).unwrap();
+    }
+
+    /// A detached task that finds its destination full goes back to its source and is not a
+    /// move: the pass fails (and counts a failure), where it reported `Moved` and forgot the
+    /// failures that lead to an active balance.
+    #[test]
+    fn a_task_that_comes_back_is_not_moved() {
+        use crate::balance::Outcome;
+        let m: Box<Smp<Clocked, 8, 32, 2>> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        let mut queued0 = None;
+        for cpu in 0..8 {
+            let n = if cpu == 0 || cpu == 4 { 2 } else { 1 };
+            let ids: Vec<_> = (0..n).map(|_| movable(&m, cpu)).collect();
+            run_once(&m, cpu);
+            if cpu == 0 {
+                queued0 = ids.iter().copied().find(|&t| m.current(0) != Some(t));
+            }
+        }
+        for cpu in 0..8 {
+            let (n, load) = match cpu {
+                0 => (2, 4096),
+                4 => (2, 2048),
+                _ => (1, 1024),
+            };
+            m.inject_rq_pelt(cpu, 1024, 1024 * n, load).unwrap();
+        }
+        m.inject_task_pelt(queued0.unwrap(), 512, 512, 1024).unwrap();
+        let nr = |c: usize| m.rq(c).rq.nr_running();
+        assert_eq!((nr(0), nr(4)), (2, 2), "CPU 4 is full (2 slots)");
+        let (moved, _) = m.balance_domain(4, 1, IdleType::NotIdle, NOW).unwrap();
+        let r = *m.platform.records.lock().unwrap().last().unwrap();
+        assert_eq!((nr(0), nr(4)), (2, 2), "nothing moved");
+        assert_eq!((moved, r.outcome), (0, Outcome::NothingDetachable), "{r:?}");
+        assert_eq!(m.balance_state(4).unwrap().domains[1].nr_balance_failed, 1);
+    }
+
+    /// The CPU a nohz kick serves counts its own blocked load as the others': with blocked
+    /// load left there, the stats kicks go on.
+    #[test]
+    fn a_nohz_pass_counts_the_kicked_cpus_own_blocked_load() {
+        use super::super::nohz_state::{NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
+        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        for cpu in 0..8 {
+            m.tick(cpu, NOW).unwrap();
+        }
+        m.inject_rq_pelt(1, 600, 600, 600).unwrap();
+        m.nohz_enter_idle(1).unwrap();
+        m.nohz.flags[1].store(NOHZ_BALANCE_KICK | NOHZ_STATS_KICK, Relaxed);
+        assert!(m.nohz_idle_balance_on(1, NOW + 4_000_000));
+        let (load, util) = {
+            let st = m.rq(1);
+            (st.rq.avg().load_avg, st.rq.avg().util_avg)
+        };
+        assert!(load != 0 || util != 0, "decayed, not gone");
+        assert!(m.nohz.has_blocked.load(Relaxed), "the kicked CPU still has blocked load");
     }
 }
