@@ -26,7 +26,8 @@ pub const NICE_0_WEIGHT: u64 = 1024;
 /// Linux's base slice before scaling by the CPU count: 0.75 ms.
 pub const BASE_SLICE_NS: u64 = 750_000;
 
-/// The tick the lag clamp allows for at least: 4 ms, a tick at this core's default HZ (250).
+/// The tick the lag clamp allows for at least at this core's default HZ (250): 4 ms. A
+/// machine uses its own tick (`TICK_NSEC`, 1 s / HZ).
 pub const LAG_TICK_NS: u64 = 4_000_000;
 
 /// The shortest slice a task may ask for: 0.1 ms.
@@ -91,25 +92,25 @@ pub fn lag_limit(slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {
 }
 
 /// The lag of an entity at `v` of `weight` with `slice_ns` against the average `avg`, clamped
-/// to [`lag_limit`] with [`LAG_TICK_NS`] — [`lag`] with its limit, which takes a division only
-/// when the lag is beyond it.
+/// to [`lag_limit`] with the machine's tick `tick_ns` — [`lag`] with its limit, which takes a
+/// division only when the lag is beyond it.
 ///
 /// ```
 /// use sched_core::eevdf::{bounded_lag, lag, lag_limit, LAG_TICK_NS};
 /// let limit = lag_limit(1_000_000, LAG_TICK_NS, 335);
 /// for v in [0u64, 1_000, 50_000_000] {
-///     assert_eq!(bounded_lag(10_000_000, v, 1_000_000, 335), lag(10_000_000, v, limit));
+///     assert_eq!(bounded_lag(10_000_000, v, 1_000_000, LAG_TICK_NS, 335), lag(10_000_000, v, limit));
 /// }
 /// ```
-pub fn bounded_lag(avg: u64, v: u64, slice_ns: u64, weight: u64) -> i64 {
+pub fn bounded_lag(avg: u64, v: u64, slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {
     let raw = avg.wrapping_sub(v) as i64;
-    let span = slice_ns.saturating_mul(2).max(LAG_TICK_NS) as u128 * NICE_0_WEIGHT as u128;
+    let span = slice_ns.saturating_mul(2).max(tick_ns) as u128 * NICE_0_WEIGHT as u128;
     // |raw| ≤ ⌊span / weight⌋ exactly when |raw|·weight ≤ span (|raw|·weight is a multiple of
     // the weight, so it cannot fall between the rounded-down limit's product and the span).
     if (raw.unsigned_abs() as u128) * (weight.max(1) as u128) <= span {
         return raw;
     }
-    lag(avg, v, lag_limit(slice_ns, LAG_TICK_NS, weight))
+    lag(avg, v, lag_limit(slice_ns, tick_ns, weight))
 }
 
 /// `v − base` as a signed distance (wrap-safe).

@@ -401,12 +401,19 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             let want = self.eevdf();
             self.update_curr_vw(want)
         };
-        policy!(self.place(se, flags, curr, is_curr));
+        if is_curr {
+            policy!(self.place(se, flags, curr, true));
+        }
         self.load_avg_with::<FLAT>(slot, se, is_curr, PeltFlags::UPDATE_TG | PeltFlags::DO_ATTACH);
         #[cfg(feature = "groups")]
         if !flat {
             self.se_update_runnable(slot);
             self.update_cfs_group(slot);
+        }
+        // Any other entity is placed with the weight it will run with: a group entity's is
+        // brought up to date just above (EEVDF's lag scaling and deadline use it).
+        if !is_curr {
+            policy!(self.place(se, flags, curr, false));
         }
         // account_entity_enqueue
         let policy = se.policy();

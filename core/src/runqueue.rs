@@ -160,6 +160,9 @@ pub struct RunQueue<const Q: usize> {
     /// The CPU's fair runqueue: the entities accounted at its top level.
     pub(crate) cfs: CfsRq,
     pub(crate) tunables: Tunables,
+    /// EEVDF: the machine's tick (ns), the least the lag clamp allows for.
+    #[cfg(feature = "eevdf")]
+    pub(crate) tick_ns: u64,
     pub(crate) timeline: Timeline<Q>,
     /// Most-recently-run-first list of the fair tasks accounted here (`cfs_tasks`).
     /// Each slot's two links, side by side: a switch moving a task to the head touches one
@@ -239,6 +242,8 @@ impl<const Q: usize> RunQueue<Q> {
             nr_switches: 0,
             cfs: CfsRq::new(),
             tunables,
+            #[cfg(feature = "eevdf")]
+            tick_ns: crate::eevdf::LAG_TICK_NS,
             features,
         }
     }
@@ -382,7 +387,7 @@ impl<const Q: usize> RunQueue<Q> {
     /// slice or a tick ([`crate::eevdf::lag_limit`]).
     #[cfg(feature = "eevdf")]
     pub fn lag_bound(&self, e: &crate::task::Entity) -> i64 {
-        e.lag_bound(self.tunables.min_granularity_ns)
+        e.lag_bound(self.tunables.min_granularity_ns, self.tick_ns)
     }
 
     /// Whether EEVDF picks (the `EEVDF` switch, with the `eevdf` feature built in).

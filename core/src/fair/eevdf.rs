@@ -53,7 +53,7 @@ impl FairPolicy for Eevdf {
         let (vr, w) = (se.vruntime(), se.weight());
         let curr = if is_curr { Some((vr, w)) } else { curr };
         let avg = f.cfs.eavg.avg(f.cfs.min_vruntime, curr);
-        se.set_vlag(eevdf::bounded_lag(avg, vr, f.slice_ns(se.slice()), w));
+        se.set_vlag(eevdf::bounded_lag(avg, vr, f.slice_ns(se.slice()), f.rq.tick_ns, w));
         if !flags.contains(DequeueFlags::SLEEP) {
             se.set_deadline(se.deadline().wrapping_sub(vr));
         }
@@ -88,6 +88,15 @@ impl FairPolicy for Eevdf {
     fn charged<const Q: usize>(f: &mut Fair<'_, '_, Q>, se: &EntityCell) {
         let vr = se.vruntime();
         if vruntime_before(vr, se.deadline()) {
+            // PREEMPT_SHORT's other half (Linux 6.12's `did_preempt_short`): a task whose
+            // protection a shorter wakee ended gives the CPU up as soon as it is no longer
+            // eligible, not at the end of its request.
+            if f.cfs.nr_running > 1
+                && se.deadline() != f.cfs.picked_deadline
+                && !f.cfs.eavg.eligible(vr, f.cfs.min_vruntime, Some((vr, se.weight())))
+            {
+                f.resched_curr();
+            }
             return;
         }
         se.set_deadline(vr.wrapping_add(f.vslice_of(se)));

@@ -163,6 +163,19 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         }
         se.set_load(LoadWeight { weight, inv_weight: 0 });
         let w = se.weight();
+        // EEVDF (Linux 6.6's `reweight_entity`): what is left of a queued entity's request
+        // takes as long in wall time at the new weight, and a dequeued one's kept lag is the
+        // same lag in the new weight's virtual time.
+        #[cfg(feature = "eevdf")]
+        if self.eevdf() && w != old_w {
+            let scale = |v: i64| (v as i128 * old_w as i128 / w.max(1) as i128) as i64;
+            if on_rq {
+                let vr = se.vruntime();
+                se.set_deadline(vr.wrapping_add(scale(se.deadline().wrapping_sub(vr) as i64) as u64));
+            } else {
+                se.set_vlag(scale(se.vlag()));
+            }
+        }
         avg.load_avg = w * avg.load_sum / avg.divider();
         se.set_avg(avg);
         if attached {

@@ -17,5 +17,7 @@ pub use crate::error::GroupError;
 
 #[cfg(test)]
 mod bandwidth_tests;
+#[cfg(all(test, feature = "eevdf"))]
+mod eevdf_tests;
 #[cfg(test)]
 mod tests;

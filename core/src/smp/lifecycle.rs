@@ -350,7 +350,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 Location::Parked { .. } => {
                     // The default slice (every CPU has the same tunables), read before the
                     // table lock, which is never held while taking a runqueue lock.
-                    let default = self.rq(0).rq.tunables.min_granularity_ns;
+                    let (default, tick) = (self.rq(0).rq.tunables.min_granularity_ns, self.tick_ns());
                     // A parked task's entity belongs to whoever holds the table lock.
                     let mut t = self.table();
                     match t.get_mut(id) {
@@ -360,7 +360,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     self.pool().modify(id, |e| {
                         e.slice = ns;
                         // The lag it keeps is bounded by its slice: by the new one from now.
-                        e.clamp_kept_lag(default);
+                        e.clamp_kept_lag(default, tick);
                     });
                     return Ok(());
                 }
@@ -368,12 +368,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     let c = cpu as usize;
                     let Some(mut st) = self.lock_placed(id, entry.location, c) else { continue };
                     st.rq.update_clock(now);
-                    let default = st.rq.tunables.min_granularity_ns;
+                    let (default, tick) = (st.rq.tunables.min_granularity_ns, st.rq.tick_ns);
                     self.pool().modify(id, |e| {
                         e.slice = ns;
                         // A task that blocked here and is still being switched out keeps
                         // the lag it left with: bounded by the new slice too.
-                        e.clamp_kept_lag(default);
+                        e.clamp_kept_lag(default, tick);
                     });
                     self.after_update(c, &mut st);
                     return Ok(());

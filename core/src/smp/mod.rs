@@ -335,6 +335,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             let mut b = self.bal(cpu);
             let mut st = self.rq(cpu);
             st.reset(cpu as u32, cap, tunables, features);
+            #[cfg(feature = "eevdf")]
+            {
+                st.rq.tick_ns = self.tick_ns();
+            }
             st.asym_capacity = topo.asym_cpucapacity_level(cpu).is_some();
             self.cpus[cpu].stats.publish(&st);
             drop(st);
@@ -432,8 +436,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         self.hz.store(if hz == 0 || hz == DEFAULT_HZ { 0 } else { hz }, Relaxed);
         if self.hz() != old {
             self.tick_times_due();
+            #[cfg(feature = "eevdf")]
+            for cpu in 0..self.nr_cpus() {
+                self.rq(cpu).rq.tick_ns = self.tick_ns();
+            }
         }
         Ok(())
+    }
+
+    /// The tick's length (ns, `TICK_NSEC`): 1 s / HZ.
+    #[cfg(feature = "eevdf")]
+    pub(crate) fn tick_ns(&self) -> u64 {
+        1_000_000_000 / u64::from(self.hz().max(1))
     }
 
     /// Every time the balancer keeps in ticks, made due at once (its rate changed).
@@ -496,17 +510,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// parked ones under the table lock (taken after, as the lock order asks).
     #[cfg(feature = "eevdf")]
     fn reclamp_kept_lags(&self, t: Tunables) {
-        let default = t.min_granularity_ns;
+        let (default, tick) = (t.min_granularity_ns, self.tick_ns());
         for cpu in 0..self.nr_cpus() {
             let st = self.rq(cpu);
             for (_, id) in st.rq.attached() {
-                self.pool().modify(id, |e| e.clamp_kept_lag(default));
+                self.pool().modify(id, |e| e.clamp_kept_lag(default, tick));
             }
         }
         let table = self.table();
         for (id, te) in table.iter() {
             if matches!(te.location, crate::table::Location::Parked { .. }) {
-                self.pool().modify(id, |e| e.clamp_kept_lag(default));
+                self.pool().modify(id, |e| e.clamp_kept_lag(default, tick));
             }
         }
     }

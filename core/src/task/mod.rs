@@ -187,17 +187,18 @@ impl Entity {
         crate::eevdf::slice_or(self.slice, default_ns)
     }
 
-    /// EEVDF: how far its kept lag may go either way, with `default_ns` the machine's slice:
-    /// the virtual time of twice its slice or a tick ([`crate::eevdf::lag_limit`]).
+    /// EEVDF: how far its kept lag may go either way, with `default_ns` the machine's slice
+    /// and `tick_ns` its tick: the virtual time of twice its slice or a tick
+    /// ([`crate::eevdf::lag_limit`]).
     #[cfg(feature = "eevdf")]
-    pub fn lag_bound(&self, default_ns: u64) -> i64 {
-        crate::eevdf::lag_limit(self.slice_or(default_ns), crate::eevdf::LAG_TICK_NS, self.weight())
+    pub fn lag_bound(&self, default_ns: u64, tick_ns: u64) -> i64 {
+        crate::eevdf::lag_limit(self.slice_or(default_ns), tick_ns, self.weight())
     }
 
     /// EEVDF: bounds its kept lag again (after its slice, or the default, got smaller).
     #[cfg(feature = "eevdf")]
-    pub(crate) fn clamp_kept_lag(&mut self, default_ns: u64) {
-        let bound = self.lag_bound(default_ns);
+    pub(crate) fn clamp_kept_lag(&mut self, default_ns: u64, tick_ns: u64) {
+        let bound = self.lag_bound(default_ns, tick_ns);
         self.vlag = self.vlag.clamp(-bound, bound);
     }
 

@@ -1,0 +1,141 @@
+//! EEVDF where it meets task groups, the machine's own tick and PREEMPT_SHORT: what Linux
+//! 6.6 does with a group entity's weight and a kept lag's clamp, and what 6.12 does once a
+//! running task's protection is gone.
+
+use super::shares::CpuWeight;
+use super::tests::{boot, run, spinners, M, MS};
+use super::tree::GroupId;
+use crate::{Features, TaskParams};
+extern crate std;
+use std::boxed::Box;
+
+/// A waking group entity is placed with the weight it will run with (its group's shares are
+/// brought up to date first, as Linux's `enqueue_entity` calls `update_cfs_group` before
+/// `place_entity`): its request is one slice at that weight. Placed with the weight it had
+/// when it slept, it asked for 3.7 times that.
+#[test]
+fn a_waking_group_entitys_request_is_one_slice_at_its_new_weight() {
+    let m: Box<M<2>> = boot::<2>(Features::default() | Features::EEVDF);
+    let mut now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    // The group's load on CPU 1 moves its entity's weight on CPU 0 as `p` sleeps and wakes.
+    let far = spinners(&m, now, g, 1)[0];
+    m.set_affinity(now, far, crate::CpuMask::single(1)).unwrap();
+    let p = spinners(&m, now, g, 1)[0];
+    m.set_affinity(now, p, crate::CpuMask::single(0)).unwrap();
+    let s = m.create(0, now, TaskParams::default()).unwrap();
+    m.set_affinity(now, s, crate::CpuMask::single(0)).unwrap();
+    let slice = m.tunables().min_granularity_ns;
+    let ge = || m.pool().group_cell(0, g.slot()).unwrap();
+    let (mut worst, mut judged) = (0f64, 0);
+    for _ in 0..20 {
+        // `p` runs 1 ms, then sleeps 20 ms.
+        let mut n = 0;
+        while m.current(0) != Some(p) {
+            let t = now + MS;
+            run(&m, &mut now, t);
+            n += 1;
+            assert!(n < 200, "p runs");
+        }
+        let t = now + MS;
+        run(&m, &mut now, t);
+        if m.current(0) != Some(p) {
+            continue;
+        }
+        m.block(0, now, p).unwrap();
+        m.schedule(0, now).unwrap();
+        m.finish_switch(0, now).unwrap();
+        let slept_at = ge().weight();
+        let t = now + 20 * MS;
+        run(&m, &mut now, t);
+        m.wake(0, now, p).unwrap();
+        let e = ge();
+        let (w, req) = (e.weight(), e.deadline().wrapping_sub(e.vruntime()));
+        if w != slept_at {
+            judged += 1;
+        }
+        worst = worst.max(req as f64 / crate::eevdf::to_virtual(slice, w) as f64);
+        if m.need_resched(0) {
+            m.schedule(0, now).unwrap();
+            m.finish_switch(0, now).unwrap();
+        }
+    }
+    assert!(judged > 0, "the entity's weight changed across a sleep at least once");
+    assert!(worst < 1.01, "a waking group entity's request is {worst:.2} times one slice at its weight");
+    m.check_invariants().unwrap();
+}
+
+/// The kept lag is clamped at twice the slice or the machine's tick (`TICK_NSEC`), whichever
+/// is longer: at HZ=1000, a task of a 0.1 ms slice that blocks far ahead keeps 1 ms of debt,
+/// not the 4 ms of the default HZ's tick.
+#[test]
+fn the_lag_clamp_uses_the_machines_tick() {
+    let m = boot::<1>(Features::default() | Features::EEVDF);
+    assert_eq!(m.hz(), 1000);
+    let mut now = 1;
+    let a = m.create(0, now, TaskParams::default()).unwrap();
+    let b = m.create(0, now, TaskParams::default()).unwrap();
+    m.set_slice(now, a, 20 * MS).unwrap();
+    let t = now + 50 * MS;
+    run(&m, &mut now, t);
+    let mut n = 0;
+    loop {
+        let t = now + MS;
+        run(&m, &mut now, t);
+        n += 1;
+        assert!(n < 2000, "a gets far ahead");
+        let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
+        if m.current(0) == Some(a) && ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 4 * MS as i64 {
+            break;
+        }
+    }
+    m.set_slice(now, a, 100_000).unwrap();
+    m.block(0, now, a).unwrap();
+    m.schedule(0, now).unwrap();
+    m.finish_switch(0, now).unwrap();
+    assert_eq!(m.entity(a).unwrap().vlag, -(MS as i64), "max(2 × 0.1 ms, a 1 ms tick) at nice 0");
+    m.check_invariants().unwrap();
+}
+
+/// PREEMPT_SHORT's tick half (Linux 6.12's `did_preempt_short`): once a shorter wakee has
+/// ended the running task's protection (its picked request is no longer the one it runs),
+/// the task gives the CPU up at the first charge that finds it ineligible, not at the end of
+/// its request. (The wakeup half, which ends the protection, is the state set here.)
+#[test]
+fn a_task_whose_protection_ended_leaves_once_ineligible() {
+    for cancelled in [false, true] {
+        let m = boot::<1>(Features::default() | Features::EEVDF);
+        let mut now = 1;
+        let a = m.create(0, now, TaskParams::default()).unwrap();
+        let b = m.create(0, now, TaskParams::default()).unwrap();
+        for t in [a, b] {
+            m.set_slice(now, t, 20 * MS).unwrap();
+        }
+        let t = now + 100 * MS;
+        run(&m, &mut now, t);
+        // `a` runs, past the average (ineligible) but within its request.
+        let mut n = 0;
+        loop {
+            let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
+            let ahead = ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 0;
+            if m.current(0) == Some(a)
+                && ahead
+                && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
+            {
+                break;
+            }
+            let t = now + MS / 2;
+            run(&m, &mut now, t);
+            n += 1;
+            assert!(n < 400, "a runs ahead of b within a request");
+        }
+        if cancelled {
+            let deadline = m.entity(a).unwrap().deadline;
+            m.rq(0).rq.cfs.picked_deadline = deadline.wrapping_add(1);
+        }
+        now += MS / 4;
+        m.tick(0, now).unwrap();
+        assert_eq!(m.need_resched(0), cancelled, "protection ended: {cancelled}");
+        m.check_invariants().unwrap();
+    }
+}
