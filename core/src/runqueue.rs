@@ -160,9 +160,6 @@ pub struct RunQueue<const Q: usize> {
     /// The CPU's fair runqueue: the entities accounted at its top level.
     pub(crate) cfs: CfsRq,
     pub(crate) tunables: Tunables,
-    /// EEVDF: the machine's tick (ns), the least the lag clamp allows for.
-    #[cfg(feature = "eevdf")]
-    pub(crate) tick_ns: u64,
     pub(crate) timeline: Timeline<Q>,
     /// Most-recently-run-first list of the fair tasks accounted here (`cfs_tasks`).
     /// Each slot's two links, side by side: a switch moving a task to the head touches one
@@ -170,6 +167,10 @@ pub struct RunQueue<const Q: usize> {
     mru: [MruLink; Q],
     /// The task attached at each slot ([`TaskId::NONE`] when free).
     ids: [TaskId; Q],
+    /// EEVDF: the machine's tick (ns), the least the lag clamp allows for (read at a dequeue
+    /// only: after the per-slot arrays, out of the lines every tick and switch reads).
+    #[cfg(feature = "eevdf")]
+    pub(crate) tick_ns: u64,
 }
 
 impl<const Q: usize> RunQueue<Q> {

@@ -407,6 +407,7 @@ mod tests {
 
     /// The CPU a nohz kick serves counts its own blocked load as the others': with blocked
     /// load left there, the stats kicks go on.
+    #[cfg(feature = "nohz")]
     #[test]
     fn a_nohz_pass_counts_the_kicked_cpus_own_blocked_load() {
         use super::super::nohz_state::{NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
