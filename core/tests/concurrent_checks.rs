@@ -25,9 +25,10 @@ fn invariants_hold_while_other_cpus_move_tasks() {
     let (done, wakes, checks) = (AtomicBool::new(false), AtomicU64::new(0), AtomicU64::new(0));
     std::thread::scope(|s| {
         for cpu in 0..2 {
-            let (asleep, wakes) = (&asleep, &wakes);
+            let (asleep, wakes, done) = (&asleep, &wakes, &done);
             s.spawn(move || {
-                for _ in 0..5_000 {
+                // Until both counts are reached (however fast this host runs either side).
+                while !done.load(SeqCst) {
                     // Run whatever is picked briefly, put it to sleep, wake the oldest sleeper
                     // from here: placement moves it to whichever CPU suits.
                     if let Some((t, ())) = S.reschedule(cpu, now(), |_| {}).unwrap().next {
@@ -55,8 +56,7 @@ fn invariants_hold_while_other_cpus_move_tasks() {
                 checks.fetch_add(1, SeqCst);
             }
         });
-        // (The CPUs' threads end first; then the checker is told to stop.)
-        while wakes.load(SeqCst) < 5_000 && t0.elapsed().as_secs() < 30 {
+        while (wakes.load(SeqCst) < 5_000 || checks.load(SeqCst) <= 100) && t0.elapsed().as_secs() < 30 {
             std::thread::yield_now();
         }
         done.store(true, SeqCst);
