@@ -9,6 +9,13 @@ use crate::{Features, NoPlatform, Smp, TaskParams};
 extern crate std;
 use std::boxed::Box;
 
+/// A group of the root of the default weight, under `cpu.max` `limit`.
+fn limited<const C: usize>(m: &M<C>, now: u64, limit: &str) -> GroupId {
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, g, max(limit)).unwrap();
+    g
+}
+
 /// kselftest's `test_cpucg_max` and the figure: a group capped at 10 % of one CPU
 /// (`cpu.max` "10000 100000") gets 10 % ± 1 % of the CPU's time, alone, beside a spinner of
 /// the root, and with a spinner per CPU on two CPUs (the cap is the group's, over CPUs);
@@ -18,8 +25,7 @@ fn a_group_capped_at_10_percent_of_a_cpu_gets_10_percent() {
     fn case<const C: usize>(spinners_in: usize, rival: bool) {
         let m = boot::<C>(Features::default());
         let mut now = 1;
-        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-        m.set_group_max(now, g, max("10000 100000")).unwrap();
+        let g = limited(&m, now, "10000 100000");
         let capped = spinners(&m, now, g, spinners_in);
         if rival {
             m.create(0, now, TaskParams::default()).unwrap();
@@ -82,8 +88,7 @@ fn a_parents_limit_holds_over_a_larger_childs() {
 fn a_running_task_moved_into_an_exhausted_group_stops() {
     let m = boot::<1>(Features::default());
     let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("2000 100000")).unwrap();
+    let g = limited(&m, now, "2000 100000");
     // Another task of the group takes its quota first and leaves, the group throttled on
     // this CPU with nothing queued.
     let first = spinners(&m, now, g, 1)[0];
@@ -106,8 +111,7 @@ fn a_running_task_moved_into_an_exhausted_group_stops() {
 fn a_throttled_group_deleted_leaves_no_timer_behind() {
     let m = boot::<1>(Features::default());
     let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let g = limited(&m, now, "1000 100000");
     let t = spinners(&m, now, g, 1)[0];
     run(&m, &mut now, 30 * MS);
     assert!(m.bandwidth_timer().is_some(), "the group's period timer runs while it is throttled");
@@ -128,8 +132,7 @@ fn a_throttled_group_deleted_leaves_no_timer_behind() {
 fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
     let m = boot::<2>(Features::default());
     let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("10000 100000")).unwrap();
+    let g = limited(&m, now, "10000 100000");
     let [a, b] = [0, 1].map(|cpu| {
         let t = spinners(&m, now, g, 1)[0];
         m.set_affinity(now, t, crate::CpuMask::single(cpu)).unwrap();
@@ -158,8 +161,7 @@ fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
 fn a_limited_group_near_the_clocks_end_does_not_overflow() {
     let m = boot::<2>(Features::default());
     let mut now = u64::MAX - 2_500 * MS;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("50000 1000000")).unwrap();
+    let g = limited(&m, now, "50000 1000000");
     let capped = spinners(&m, now, g, 2);
     run(&m, &mut now, u64::MAX - MS);
     let got = runtime(&m, &capped);
@@ -180,8 +182,7 @@ fn a_short_period_at_hz_250_gives_its_whole_quota() {
         let m: Box<M<1>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
         m.init_with(|t| t.init_flat(1)).unwrap();
         let mut now = 1;
-        let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-        m.set_group_max(now, g, max(limit)).unwrap();
+        let g = limited(&m, now, limit);
         let capped = spinners(&m, now, g, 1);
         if rival {
             m.create(0, now, TaskParams::default()).unwrap();
@@ -211,8 +212,7 @@ fn a_short_period_at_hz_250_gives_its_whole_quota() {
 fn a_throttled_levels_runtime_saturates_on_huge_clock_steps() {
     let m = boot::<1>(Features::default());
     let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let g = limited(&m, now, "1000 100000");
     let a = m.create(0, now, TaskParams::default()).unwrap();
     m.move_task(now, a, g).unwrap();
     let r = m.create(0, now, TaskParams::default()).unwrap();
@@ -234,8 +234,7 @@ fn a_throttled_levels_runtime_saturates_on_huge_clock_steps() {
 fn a_task_moved_out_of_a_throttled_group_wakes_its_idle_cpu() {
     let m = boot::<1>(Features::default());
     let mut now = 1;
-    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    m.set_group_max(now, g, max("1000 100000")).unwrap();
+    let g = limited(&m, now, "1000 100000");
     let t = spinners(&m, now, g, 1)[0];
     run(&m, &mut now, 30 * MS);
     assert_eq!(m.current(0), None, "the group ran out: the CPU idles with its task queued");
