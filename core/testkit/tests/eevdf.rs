@@ -11,11 +11,12 @@ fn eevdf_driver(tick: u64) -> Driver {
     Driver::with(Tunables::for_cpus(8), Features::default() | Features::EEVDF, tick)
 }
 
-/// A pick just made (`prev` was running before it, `next` runs now) is what EEVDF picks
-/// among the runnable tasks: eligible (lag ≥ 0 against the load-weighted average of all of
-/// them) with the earliest virtual deadline among the eligible — or `prev` again, still
-/// eligible, finishing its request (RUN_TO_PARITY).
-fn assert_eevdf_pick(d: &Driver, tasks: &[TaskId], prev: Option<TaskId>, next: TaskId) {
+/// A pick just made (`next` runs now) is what EEVDF picks among the runnable tasks: eligible
+/// (lag ≥ 0 against the load-weighted average of all of them) with the earliest virtual
+/// deadline among the eligible. The picks checked follow the end of the running task's
+/// request, which RUN_TO_PARITY no longer protects: the task that ran is picked again only
+/// if it is that task too.
+fn assert_eevdf_pick(d: &Driver, tasks: &[TaskId], next: TaskId) {
     let runnable: Vec<_> = tasks
         .iter()
         .filter(|&&t| matches!(d.s.state(t), Ok(TaskState::Runnable | TaskState::Running)))
@@ -29,9 +30,6 @@ fn assert_eevdf_pick(d: &Driver, tasks: &[TaskId], prev: Option<TaskId>, next: T
     let rel = |v: u64| v.wrapping_sub(base) as i64;
     let (_, ne) = runnable.iter().find(|(t, _)| *t == next).expect("the picked task is runnable");
     assert!(avg.eligible(ne.vruntime, base, None), "{next:?} picked but not eligible");
-    if prev == Some(next) {
-        return;
-    }
     let earliest = runnable
         .iter()
         .filter(|(_, e)| avg.eligible(e.vruntime, base, None))
@@ -49,9 +47,8 @@ fn run_checked(d: &mut Driver, tasks: &[TaskId], duration: u64) -> u64 {
         d.now += d.tick;
         d.s.tick(d.now);
         if d.s.need_resched() {
-            let prev = d.s.current();
             if let Some(next) = d.s.schedule(d.now) {
-                assert_eevdf_pick(d, tasks, prev, next);
+                assert_eevdf_pick(d, tasks, next);
                 picks += 1;
             }
         }
