@@ -30,28 +30,41 @@ pub struct GuestFile {
     pub left_out: Vec<String>,
 }
 
-/// The JSON path of the first event key named `event` (maybe numbered: `fork0`) of `tasks`,
-/// if any: among a task's own keys and its phases' keys, where events are (a task or a phase
+/// Every event key named `event` (maybe numbered: `fork0`) of `tasks`, with its JSON path and
+/// value: among a task's own keys and its phases' keys, where events are (a task or a phase
 /// may have any name, and an event's value holds no event).
-fn find_event(tasks: &[(String, Json)], event: &str) -> Option<String> {
+fn events_named<'a>(tasks: &'a [(String, Json)], event: &str) -> Vec<(String, &'a Json)> {
     let named = |k: &str| k.strip_prefix(event).is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
-    let first = |keys: &[(String, Json)], at: &str| {
-        keys.iter().find(|(k, _)| named(k)).map(|(k, _)| format!("{at}.{k}"))
+    let mut found = Vec::new();
+    let mut take = |keys: &'a [(String, Json)], at: &str| {
+        found.extend(keys.iter().filter(|(k, _)| named(k)).map(|(k, v)| (format!("{at}.{k}"), v)));
     };
-    tasks.iter().find_map(|(t, v)| {
-        let Json::Object(keys) = v else { return None };
+    for (t, v) in tasks {
+        let Json::Object(keys) = v else { continue };
         let at = format!("tasks.{t}");
-        first(keys, &at).or_else(|| {
-            keys.iter().find_map(|(k, v)| match v {
-                Json::Object(phases) if k == "phases" => phases.iter().find_map(|(p, v)| match v {
-                    Json::Object(keys) => first(keys, &format!("{at}.phases.{p}")),
-                    _ => None,
-                }),
-                _ => None,
-            })
-        })
-    })
+        take(keys, &at);
+        for (k, v) in keys {
+            if let (true, Json::Object(phases)) = (k == "phases", v) {
+                for (p, v) in phases {
+                    if let Json::Object(keys) = v {
+                        take(keys, &format!("{at}.phases.{p}"));
+                    }
+                }
+            }
+        }
+    }
+    found
 }
+
+/// The JSON path of the first event key named `event` of `tasks` ([`events_named`]).
+fn find_event(tasks: &[(String, Json)], event: &str) -> Option<String> {
+    events_named(tasks, event).into_iter().next().map(|(path, _)| path)
+}
+
+/// The longest `unique…` timer ref Debian's rt-app 1.0 keeps each thread's own: it names a
+/// thread's timer by the ref and the thread's address in hex (12 digits) in 21 bytes, so a
+/// longer ref loses digits and its threads may share one timer.
+const UNIQUE_REF_BYTES: usize = 21 - 12;
 
 /// `text` checked as [`lower`] checks it, then written back for rt-app 1.0 with the guest's
 /// log settings in `global`, and `calibration` measured by rt-app at its start (`"CPU0"`):
@@ -81,6 +94,7 @@ pub fn guest_json(text: &str) -> Result<GuestFile, RtAppError> {
         match (key.as_str(), value) {
             ("tasks", Json::Object(tasks)) => {
                 refuse_what_rtapp_lacks(tasks)?;
+                refuse_long_unique_refs(tasks)?;
                 for (name, task) in tasks.iter_mut() {
                     let Json::Object(keys) = task else { continue };
                     keys.retain(|(k, _)| {
@@ -122,6 +136,25 @@ fn in_one_phase(keys: &mut Vec<(String, Json)>) {
     keys.push(("phases".into(), Json::Object(vec![("p".into(), Json::Object(events))])));
 }
 
+/// A `unique…` timer ref longer than [`UNIQUE_REF_BYTES`], refused: on Debian's rt-app its
+/// threads might share the timer each has its own of on the other platforms.
+fn refuse_long_unique_refs(tasks: &[(String, Json)]) -> Result<(), RtAppError> {
+    for (path, v) in events_named(tasks, "timer") {
+        let Json::Object(keys) = v else { continue };
+        for (k, r) in keys {
+            if let (true, Json::String(r)) = (k == "ref", r) {
+                if r.starts_with("unique") && r.len() > UNIQUE_REF_BYTES {
+                    let why = format!(
+                        "a unique timer ref past {UNIQUE_REF_BYTES} bytes: Debian's rt-app 1.0 cuts a thread's timer name to 21 bytes, and its threads could share it"
+                    );
+                    return Err(super::unsupported(&format!("{path}.ref"), why));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The first event of `tasks` that Debian's rt-app cannot run, refused.
 fn refuse_what_rtapp_lacks(tasks: &[(String, Json)]) -> Result<(), RtAppError> {
     for event in NOT_IN_DEBIAN {
@@ -156,6 +189,27 @@ mod tests {
         // A task or a phase may bear an event's name: only event keys are events.
         let named = r#"{"global": {"calibration": 100}, "tasks": {"take": {"loop": 1, "phases": {"join2": {"run": 10}}}}}"#;
         assert!(guest_json(named).is_ok());
+    }
+
+    /// A `unique` timer ref Debian's rt-app would cut (and so maybe share between threads)
+    /// is refused for the guest, in a task's events or a phase's, whichever timer it is; one
+    /// short enough is kept.
+    #[test]
+    fn a_unique_ref_rtapp_would_cut_is_refused() {
+        let with = |phase_ref: &str| {
+            format!(
+                r#"{{"tasks": {{"p": {{"loop": 1, "phases": {{"a": {{"timer0": {{"ref": "unique", "period": 10}}, "run": 5, "timer1": {{"ref": "{phase_ref}", "period": 10}}}}}}}}}}}}"#
+            )
+        };
+        assert!(guest_json(&with("unique_ab")).is_ok(), "9 bytes keep every digit");
+        let e = guest_json(&with("unique_abc")).unwrap_err();
+        assert_eq!(e.exit_code(), 11);
+        assert!(
+            e.to_string()
+                .starts_with("tasks.p.phases.a.timer1.ref: not supported: a unique timer ref past 9 bytes"),
+            "{e}"
+        );
+        assert!(guest_json(&with("shared_timer_ref")).is_ok(), "a shared timer's name is not cut");
     }
 
     #[test]
