@@ -137,13 +137,15 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
                 while i < b.len() && b[i] != b'"' {
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
-                let end = (i + 1).min(b.len());
+                // (An unclosed string runs to the end, which the reader then refuses.)
+                let (closed, end) = (i < b.len(), (i + 1).min(b.len()));
                 let raw = &text[start..end];
-                let reserved = if raw.contains('\\') {
-                    serde_json::from_str::<String>(raw).is_ok_and(|s| s == NUMBER_TOKEN)
-                } else {
-                    raw.len() >= 2 && raw[1..raw.len() - 1] == *NUMBER_TOKEN
-                };
+                let reserved = closed
+                    && if raw.contains('\\') {
+                        serde_json::from_str::<String>(raw).is_ok_and(|s| s == NUMBER_TOKEN)
+                    } else {
+                        raw.as_bytes()[1..raw.len() - 1] == *NUMBER_TOKEN.as_bytes()
+                    };
                 if reserved {
                     return Err(at(start, "a string reserved by the JSON reader"));
                 }
@@ -296,6 +298,10 @@ mod tests {
         assert_eq!(e.line, 2, "{e:?}");
         assert!(parse("[1,,]").is_err(), "one trailing comma, not two");
         assert!(parse("{,}").is_err() && parse("[ /* */ ,]").is_err(), "a comma after a value only");
+        // A file cut inside a string, after a character of several bytes: refused, no panic.
+        for cut in ["{\"a\": \"é", "\"é", "\"\\", "[\"x\\\""] {
+            assert!(parse(cut).is_err(), "{cut:?}");
+        }
     }
 
     /// The key serde_json hands a number under (with `arbitrary_precision`) is the reader's

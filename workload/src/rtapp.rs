@@ -367,8 +367,9 @@ fn lower_global(global: Option<&Json>, def: &mut ProgramDef) -> Result<(), RtApp
             // calibrated, and Linux's rt-app measures its own (`rtapp::linux`).
             "calibration" => calibration(v, &p)?,
             "default_policy" => policy(v, &p)?,
-            // Where and how rt-app logs: checked as rt-app reads them, and changing nothing
-            // here (the Linux guest's rt-app gets the runner's own log settings).
+            // Where and how rt-app logs, and whether it locks its pages: checked as rt-app
+            // reads them, and changing nothing here (the Linux guest's rt-app gets the
+            // runner's own log settings, and `lock_pages` as written).
             "logdir" | "log_basename" => drop(string(v, &p)?),
             "log_size" => match v {
                 Json::String(s) if ["disable", "file", "auto"].contains(&s.as_str()) => {}

@@ -207,17 +207,32 @@ fn a_short_period_at_hz_250_gives_its_whole_quota() {
 }
 
 /// A task left running in a throttled level (moved into it) is charged saturating: clock
-/// steps near the largest a reading may take do not overflow its level's runtime.
+/// steps near the largest a reading may take do not overflow its level's runtime. (The level
+/// first overran its quota many times over, so no period's refill lets it go: the huge
+/// charges land on the throttled level itself.)
 #[test]
 fn a_throttled_levels_runtime_saturates_on_huge_clock_steps() {
     let m = boot::<1>(Features::default());
     let mut now = 1;
     let g = limited(&m, now, "1000 100000");
-    let a = m.create(0, now, TaskParams::default()).unwrap();
-    m.move_task(now, a, g).unwrap();
+    let a = spinners(&m, now, g, 1)[0];
     let r = m.create(0, now, TaskParams::default()).unwrap();
-    run(&m, &mut now, 30 * MS);
-    assert_eq!(m.current(0), Some(r), "the group ran out: the root's task runs");
+    let switch = |now: u64| {
+        m.schedule(0, now).unwrap();
+        m.finish_switch(0, now).unwrap();
+    };
+    switch(now);
+    if m.current(0) != Some(a) {
+        now += MS;
+        m.tick(0, now).unwrap();
+        switch(now);
+    }
+    assert_eq!(m.current(0), Some(a));
+    // One late tick: `a` ran 50 ms on a 1 ms quota, within the period.
+    now += 50 * MS;
+    m.tick(0, now).unwrap();
+    switch(now);
+    assert_eq!(m.current(0), Some(r), "the group is throttled, 49 ms in debt");
     m.move_task(now, r, g).unwrap();
     let step = i64::MAX as u64 / 4 * 3;
     for _ in 0..2 {
