@@ -139,3 +139,39 @@ fn a_task_whose_protection_ended_leaves_once_ineligible() {
         m.check_invariants().unwrap();
     }
 }
+
+/// A queued group entity reweighted (its group's shares moved as a task joined it here)
+/// keeps what is left of its request in wall time: the request's virtual length is scaled by
+/// old / new weight, as Linux 6.6's `reweight_entity` does.
+#[test]
+fn a_queued_group_entitys_request_is_rescaled_with_its_weight() {
+    let m: Box<M<2>> = boot::<2>(Features::default() | Features::EEVDF);
+    let mut now = 1;
+    let on = |cpu| TaskParams { affinity: crate::CpuMask::single(cpu), ..TaskParams::default() };
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    // The group's load spread over both CPUs, so its entity here weighs its part of it.
+    for cpu in [1, 0] {
+        let t = m.create(0, now, on(cpu)).unwrap();
+        m.move_task(now, t, g).unwrap();
+    }
+    let r = m.create(0, now, on(0)).unwrap();
+    let t = now + 200 * MS;
+    run(&m, &mut now, t);
+    let mut n = 0;
+    while m.current(0) != Some(r) {
+        let t = now + MS;
+        run(&m, &mut now, t);
+        n += 1;
+        assert!(n < 100, "the root's task runs, the group entity queued");
+    }
+    let ge = m.pool().group_cell(0, g.slot()).unwrap();
+    let request = |e: &crate::entities::EntityCell| e.deadline().wrapping_sub(e.vruntime()) as i64;
+    let (w0, r0) = (ge.weight(), request(ge));
+    // A second task of the group joins it here: its entity is reweighted in place.
+    let joined = m.create(0, now, on(0)).unwrap();
+    m.move_task(now, joined, g).unwrap();
+    let (w1, r1) = (ge.weight(), request(ge));
+    assert!(ge.on_rq() && w1 > w0, "reweighted while queued: {w0} to {w1}");
+    assert_eq!(r1, (r0 as i128 * w0 as i128 / w1 as i128) as i64, "request {r0} at {w0}");
+    m.check_invariants().unwrap();
+}
