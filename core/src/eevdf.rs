@@ -85,6 +85,16 @@ pub const fn slice_or(own_ns: u64, default_ns: u64) -> u64 {
     }
 }
 
+/// A virtual-time amount `v` (a lag, a request left) of an entity whose weight goes from
+/// `old_weight` to `new_weight`, in the new weight's virtual time: the same service.
+///
+/// ```
+/// assert_eq!(sched_core::eevdf::reweighted(-3_000, 1024, 2048), -1_500);
+/// ```
+pub fn reweighted(v: i64, old_weight: u64, new_weight: u64) -> i64 {
+    (v as i128 * old_weight as i128 / new_weight.max(1) as i128) as i64
+}
+
 /// How far lag may go either way before it is clamped: the virtual time of twice the slice,
 /// or of one tick if that is longer.
 pub fn lag_limit(slice_ns: u64, tick_ns: u64, weight: u64) -> i64 {

@@ -168,12 +168,13 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         // same lag in the new weight's virtual time.
         #[cfg(feature = "eevdf")]
         if self.eevdf() && w != old_w {
-            let scale = |v: i64| (v as i128 * old_w as i128 / w.max(1) as i128) as i64;
+            use crate::eevdf::reweighted;
             if on_rq {
                 let vr = se.vruntime();
-                se.set_deadline(vr.wrapping_add(scale(se.deadline().wrapping_sub(vr) as i64) as u64));
+                let left = se.deadline().wrapping_sub(vr) as i64;
+                se.set_deadline(vr.wrapping_add(reweighted(left, old_w, w) as u64));
             } else {
-                se.set_vlag(scale(se.vlag()));
+                se.set_vlag(reweighted(se.vlag(), old_w, w));
             }
         }
         avg.load_avg = w * avg.load_sum / avg.divider();

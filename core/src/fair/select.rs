@@ -78,7 +78,7 @@ impl Entity {
     pub(super) fn rescale_lag(&mut self, old_weight: u64, eevdf: bool) {
         #[cfg(feature = "eevdf")]
         {
-            let vlag = (self.vlag as i128 * old_weight as i128 / self.weight().max(1) as i128) as i64;
+            let vlag = crate::eevdf::reweighted(self.vlag, old_weight, self.weight());
             if eevdf && !self.on_rq {
                 self.vruntime = self.vruntime.wrapping_add(self.vlag.wrapping_sub(vlag) as u64);
             }

@@ -9,6 +9,19 @@ use crate::{Features, TaskParams};
 extern crate std;
 use std::boxed::Box;
 
+/// Runs the machine a tick at a time from `*now` until `done` holds (checked before each
+/// tick), failing with `what` if `most` ticks do not bring it.
+fn run_until<const C: usize>(m: &M<C>, now: &mut u64, most: u32, what: &str, done: impl Fn(&M<C>) -> bool) {
+    for _ in 0..most {
+        if done(m) {
+            return;
+        }
+        let t = *now + MS;
+        run(m, now, t);
+    }
+    assert!(done(m), "{what}");
+}
+
 /// A waking group entity is placed with the weight it will run with (its group's shares are
 /// brought up to date first, as Linux's `enqueue_entity` calls `update_cfs_group` before
 /// `place_entity`): its request is one slice at that weight. Placed with the weight it had
@@ -30,13 +43,7 @@ fn a_waking_group_entitys_request_is_one_slice_at_its_new_weight() {
     let (mut worst, mut judged) = (0f64, 0);
     for _ in 0..20 {
         // `p` runs 1 ms, then sleeps 20 ms.
-        let mut n = 0;
-        while m.current(0) != Some(p) {
-            let t = now + MS;
-            run(&m, &mut now, t);
-            n += 1;
-            assert!(n < 200, "p runs");
-        }
+        run_until(&m, &mut now, 200, "p runs", |m| m.current(0) == Some(p));
         let t = now + MS;
         run(&m, &mut now, t);
         if m.current(0) != Some(p) {
@@ -76,19 +83,12 @@ fn the_lag_clamp_uses_the_machines_tick() {
     let a = m.create(0, now, TaskParams::default()).unwrap();
     let b = m.create(0, now, TaskParams::default()).unwrap();
     m.set_slice(now, a, 20 * MS).unwrap();
-    let t = now + 50 * MS;
+    let t = now + 51 * MS;
     run(&m, &mut now, t);
-    let mut n = 0;
-    loop {
-        let t = now + MS;
-        run(&m, &mut now, t);
-        n += 1;
-        assert!(n < 2000, "a gets far ahead");
+    run_until(&m, &mut now, 2000, "a gets far ahead", |m| {
         let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
-        if m.current(0) == Some(a) && ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 4 * MS as i64 {
-            break;
-        }
-    }
+        m.current(0) == Some(a) && ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 4 * MS as i64
+    });
     m.set_slice(now, a, 100_000).unwrap();
     m.block(0, now, a).unwrap();
     m.schedule(0, now).unwrap();
@@ -114,21 +114,11 @@ fn a_task_whose_protection_ended_leaves_once_ineligible() {
         let t = now + 100 * MS;
         run(&m, &mut now, t);
         // `a` runs, past the average (ineligible) but within its request.
-        let mut n = 0;
-        loop {
+        run_until(&m, &mut now, 400, "a runs ahead of b within a request", |m| {
             let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
             let ahead = ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 0;
-            if m.current(0) == Some(a)
-                && ahead
-                && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
-            {
-                break;
-            }
-            let t = now + MS / 2;
-            run(&m, &mut now, t);
-            n += 1;
-            assert!(n < 400, "a runs ahead of b within a request");
-        }
+            m.current(0) == Some(a) && ahead && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
+        });
         if cancelled {
             let deadline = m.entity(a).unwrap().deadline;
             m.rq(0).rq.cfs.picked_deadline = deadline.wrapping_add(1);
@@ -157,13 +147,9 @@ fn a_queued_group_entitys_request_is_rescaled_with_its_weight() {
     let r = m.create(0, now, on(0)).unwrap();
     let t = now + 200 * MS;
     run(&m, &mut now, t);
-    let mut n = 0;
-    while m.current(0) != Some(r) {
-        let t = now + MS;
-        run(&m, &mut now, t);
-        n += 1;
-        assert!(n < 100, "the root's task runs, the group entity queued");
-    }
+    run_until(&m, &mut now, 100, "the root's task runs, the group entity queued", |m| {
+        m.current(0) == Some(r)
+    });
     let ge = m.pool().group_cell(0, g.slot()).unwrap();
     let request = |e: &crate::entities::EntityCell| e.deadline().wrapping_sub(e.vruntime()) as i64;
     let (w0, r0) = (ge.weight(), request(ge));
