@@ -195,9 +195,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         // walk (the calls below read it again; nothing writes it meanwhile). Copying the groups
         // out instead costs a CPUS-sized buffer on the stack.
         let topo = self.topology();
+        // LBF_NOHZ_STATS: a newly idle CPU refreshes, as it reads them, the averages of
+        // tickless CPUs that still carry blocked load, so that a stale load does not make a
+        // group look busy.
+        let nohz_stats = self.nohz_stats_wanted(idle);
+        let mut nohz_again = false;
         for (i, g) in topo.groups(cpu, lvl).enumerate() {
             let id = g.id;
             let local = i == 0;
+            if nohz_stats {
+                for c in g.span.and(cpus).iter() {
+                    nohz_again |= self.update_nohz_stats(c, env.now);
+                }
+            }
             if local
                 && (idle != IdleType::NewlyIdle
                     || self.jiffies(env.now) >= self.sgc_of(id).next_update.load(Relaxed))
@@ -221,6 +231,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             }
             sds.total_load += s.group_load;
             sds.total_capacity += s.group_capacity;
+        }
+        if nohz_again {
+            self.nohz_stats_pass_done(&d.span, env.now);
         }
         if !d.has_parent {
             self.root.overload.store(status.contains(SgStatus::OVERLOAD), Relaxed);

@@ -17,7 +17,10 @@ use crate::error::SchedError;
 use crate::locks::Locks;
 use crate::platform::Platform;
 
-use super::nohz_state::{Nohz, NOHZ_BALANCE_KICK, NOHZ_KICK_MASK, NOHZ_STATS_KICK};
+use super::nohz_state::{Nohz, NOHZ, NOHZ_BALANCE_KICK, NOHZ_KICK_MASK, NOHZ_STATS_KICK};
+use super::percpu::CpuState;
+use crate::cpumask::CpuMask;
+use crate::pelt::LOAD_AVG_PERIOD;
 
 impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Locks, const G: usize>
     Smp<P, CPUS, TASKS, Q, R, G>
@@ -234,7 +237,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             // The next stats kick waits only after a full pass (an aborted one lets the next
             // busy tick kick again).
             if flags & NOHZ_STATS_KICK != 0 {
-                self.nohz.next_blocked.store(j + self.ms_to_jiffies(32), Relaxed);
+                self.nohz.next_blocked.store(j + self.ms_to_jiffies(LOAD_AVG_PERIOD), Relaxed);
             }
             let nb = self.next_balance(cpu);
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
@@ -248,6 +251,43 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             self.nohz.next_balance.store(nb, Relaxed);
         }
         true
+    }
+
+    /// Whether a balance pass of an `idle` CPU refreshes tickless CPUs' blocked load as it
+    /// reads their figures (`LBF_NOHZ_STATS`): a newly idle one, while some tickless CPU may
+    /// still have blocked load.
+    pub(super) fn nohz_stats_wanted(&self, idle: IdleType) -> bool {
+        CPUS > 1 && NOHZ && idle == IdleType::NewlyIdle && self.nohz.has_blocked.load(Relaxed)
+    }
+
+    /// `update_nohz_stats`: brings the blocked load of `cpu`, if tickless and still carrying
+    /// some, up to `now`, at most once a jiffy. Returns whether it still has blocked load.
+    pub(super) fn update_nohz_stats(&self, cpu: usize, now: u64) -> bool {
+        if !self.nohz.is_tickless(cpu) {
+            return false;
+        }
+        let mut st = self.rq(cpu);
+        let blocked = |st: &CpuState<Q, G>| st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
+        if !blocked(&st) {
+            return false;
+        }
+        if self.jiffies(now) <= self.jiffies(st.blocked_updated_at) {
+            return true;
+        }
+        st.rq.update_clock(now);
+        st.update_blocked_averages(self.pool());
+        self.after_update(cpu, &mut st);
+        blocked(&st)
+    }
+
+    /// After a pass that left some tickless CPU with blocked load: if the pass's domain
+    /// (`span`) covers every tickless CPU, it did a stats kick's work, so the next one waits
+    /// (`LBF_NOHZ_AGAIN`).
+    pub(super) fn nohz_stats_pass_done(&self, span: &CpuMask, now: u64) {
+        if (0..self.nr_cpus()).all(|c| !self.nohz.is_tickless(c) || span.contains(c)) {
+            let j = self.jiffies(now) + self.ms_to_jiffies(LOAD_AVG_PERIOD);
+            self.nohz.next_blocked.store(j, Relaxed);
+        }
     }
 
     /// Called by `rebalance_domains` of an idle CPU: the nohz balancer's next deadline

@@ -427,4 +427,33 @@ mod tests {
         assert!(load != 0 || util != 0, "decayed, not gone");
         assert!(m.nohz.has_blocked.load(Relaxed), "the kicked CPU still has blocked load");
     }
+
+    /// A newly idle CPU's pass refreshes a tickless CPU's blocked load as it reads it
+    /// (`LBF_NOHZ_STATS`), at most once a jiffy; a busier kind of pass leaves it to the kicks.
+    #[cfg(feature = "nohz")]
+    #[test]
+    fn a_newidle_pass_decays_a_tickless_cpus_blocked_load_once_a_jiffy() {
+        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        for cpu in 0..8 {
+            m.tick(cpu, NOW).unwrap();
+        }
+        m.inject_rq_pelt(1, 600, 600, 600).unwrap();
+        m.nohz_enter_idle(1).unwrap();
+        let load = || m.rq(1).rq.avg().load_avg;
+        let later = NOW + 40_000_000;
+        m.balance_domain(0, 0, IdleType::Idle, later).unwrap();
+        assert_eq!(load(), 600, "an idle CPU's pass does not refresh others");
+        m.balance_domain(0, 0, IdleType::NewlyIdle, later).unwrap();
+        let decayed = load();
+        assert!(0 < decayed && decayed < 600, "decayed over 40 ms: {decayed}");
+        assert_eq!(m.stats(1).load.load(Relaxed) as u64, decayed, "published");
+        m.balance_domain(0, 0, IdleType::NewlyIdle, later + 1_000_000).unwrap();
+        assert_eq!(load(), decayed, "not again within the jiffy");
+        m.balance_domain(0, 0, IdleType::NewlyIdle, later + 4_000_000).unwrap();
+        assert!(load() < decayed, "again in the next jiffy");
+        assert!(m.nohz.has_blocked.load(Relaxed));
+        let again = m.jiffies(later + 4_000_000) + m.ms_to_jiffies(32);
+        assert_eq!(m.nohz.next_blocked.load(Relaxed), again, "the stats kick waits");
+    }
 }
