@@ -18,7 +18,6 @@ use crate::locks::Locks;
 use crate::platform::Platform;
 
 use super::nohz_state::{Nohz, NOHZ, NOHZ_BALANCE_KICK, NOHZ_KICK_MASK, NOHZ_STATS_KICK};
-use super::percpu::CpuState;
 use crate::cpumask::CpuMask;
 use crate::pelt::LOAD_AVG_PERIOD;
 
@@ -208,13 +207,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 aborted = true;
                 break;
             }
-            {
-                let mut st = self.rq(other);
-                st.rq.update_clock(now);
-                st.update_blocked_averages(self.pool());
-                has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
-                self.after_update(other, &mut st);
-            }
+            has_blocked |= self.refresh_blocked(other, now);
             let due = self.next_balance(other);
             if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(other, now, IdleType::Idle);
@@ -223,14 +216,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if !aborted {
-            {
-                let mut st = self.rq(cpu);
-                st.rq.update_clock(now);
-                st.update_blocked_averages(self.pool());
-                // (Its own blocked load counts as the others' does.)
-                has_blocked |= st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
-                self.after_update(cpu, &mut st);
-            }
+            // (Its own blocked load counts as the others' does.)
+            has_blocked |= self.refresh_blocked(cpu, now);
             if flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(cpu, now, IdleType::Idle);
             }
@@ -263,21 +250,29 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// `update_nohz_stats`: brings the blocked load of `cpu`, if tickless and still carrying
     /// some, up to `now`, at most once a jiffy. Returns whether it still has blocked load.
     pub(super) fn update_nohz_stats(&self, cpu: usize, now: u64) -> bool {
-        if !self.nohz.is_tickless(cpu) {
+        // (A tickless CPU's figures change only when they are refreshed, which publishes
+        // them: they are read without its lock.)
+        let s = self.stats(cpu);
+        if !self.nohz.is_tickless(cpu) || (s.load.load(Relaxed) == 0 && s.util_avg.load(Relaxed) == 0) {
             return false;
         }
-        let mut st = self.rq(cpu);
-        let blocked = |st: &CpuState<Q, G>| st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0;
-        if !blocked(&st) {
-            return false;
-        }
-        if self.jiffies(now) <= self.jiffies(st.blocked_updated_at) {
+        let since = (self.jiffies(now) as u32).wrapping_sub(self.nohz.blocked_jiffy[cpu].load(Relaxed));
+        if since as i32 <= 0 {
             return true;
         }
+        self.refresh_blocked(cpu, now)
+    }
+
+    /// Brings `cpu`'s blocked load up to `now` and publishes its figures. Returns whether
+    /// any is left to decay.
+    #[inline(never)]
+    fn refresh_blocked(&self, cpu: usize, now: u64) -> bool {
+        self.nohz.blocked_jiffy[cpu].store(self.jiffies(now) as u32, Relaxed);
+        let mut st = self.rq(cpu);
         st.rq.update_clock(now);
         st.update_blocked_averages(self.pool());
         self.after_update(cpu, &mut st);
-        blocked(&st)
+        st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0
     }
 
     /// After a pass that left some tickless CPU with blocked load: if the pass's domain

@@ -152,10 +152,6 @@ pub struct CpuState<const Q: usize, const G: usize = 0> {
     // targets it starts within the state's first lines.
     /// Tasks that arrived here by migration.
     pub nr_migrations_in: u64,
-    /// The runqueue clock (ns) at the last `update_blocked_averages`, with tickless idle
-    /// (`rq->last_blocked_load_update_tick`, in ns): a balancer refreshes a tickless CPU's
-    /// blocked load at most once a jiffy.
-    pub(super) blocked_updated_at: u64,
     /// `min_vruntime` when the invariant checker last saw it (it never goes backwards).
     pub(super) checked_min_vruntime: u64,
     /// The runqueue of each task group on this CPU, group slot `g` at `g - 1`.
@@ -189,7 +185,6 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
         avg_idle: 0,
         max_idle_balance_cost: 0,
         nr_migrations_in: 0,
-        blocked_updated_at: 0,
         asym_capacity: false,
         // (`None` is not all zeros: the niche is in `reason`.)
         push: [Some(Push { slot: 0, task: TaskId::new(0, 0), dst: 0, reason: MigrateReason::Wakeup }); 2],
@@ -277,9 +272,6 @@ impl<const Q: usize, const G: usize> CpuState<Q, G> {
 
     /// `update_blocked_averages` for this CPU (every group runqueue's too).
     pub(super) fn update_blocked_averages(&mut self, pool: crate::entities::Pool<'_>) {
-        if super::nohz_state::NOHZ {
-            self.blocked_updated_at = self.rq.clock();
-        }
         #[cfg(feature = "groups")]
         return self.fair(pool).update_blocked_averages_h();
         #[cfg(not(feature = "groups"))]
