@@ -755,7 +755,9 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             None => self.cfs.min_vruntime,
         };
         child.vruntime = self.place_vruntime(start, Some(&child.load()));
-        if self.tunables.child_runs_first {
+        // (EEVDF places the child by lag, at the average, whatever was swapped: Linux 6.6
+        // dropped the swap with it.)
+        if self.tunables.child_runs_first && !self.eevdf() {
             if let Some(c) = self.curr {
                 let cvr = self.ent(c).vruntime();
                 if vruntime_before(cvr, child.vruntime) {

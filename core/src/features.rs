@@ -157,7 +157,8 @@ pub struct Tunables {
     pub migration_cost_ns: u64,
     /// Most tasks one balance pass may detach.
     pub nr_migrate: u32,
-    /// After fork, let the child run before the parent.
+    /// After fork, let the child run before the parent (CFS only: under EEVDF a new task is
+    /// placed at the average by lag, as in Linux 6.6 and later, which ignore this).
     pub child_runs_first: bool,
     /// How a new task's runnable average starts.
     pub runnable_init: RunnableInit,

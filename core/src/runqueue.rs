@@ -66,7 +66,7 @@ pub(crate) struct CfsRq {
     pub(crate) pelt_slack: PeltSlack,
     /// EEVDF: Σ (vᵢ − min_vruntime)·wᵢ and Σ wᵢ over the entities on the timeline (the
     /// current one apart), kept only while EEVDF is on (CFS's enqueue and dequeue do not pay
-    /// for it) and rebuilt when it is switched on (`Fair::rebuild_eavg`).
+    /// for it) and rebuilt when it is switched on (`Fair::start_eevdf`).
     #[cfg(feature = "eevdf")]
     pub(crate) eavg: crate::eevdf::AvgVruntime,
     /// EEVDF: the current entity's deadline when it was picked (RUN_TO_PARITY: it keeps the

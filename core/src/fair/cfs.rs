@@ -47,15 +47,25 @@ impl FairPolicy for Cfs {
         }
     }
 
-    /// A dequeue keeps the vruntime alone (the shared code normalises it for a move).
+    /// A dequeue keeps the vruntime alone (the shared code normalises it for a move). With
+    /// EEVDF built in, it leaves no lag and no request behind: should EEVDF be switched on
+    /// before the entity comes back, it is placed at the average with a new request, not by
+    /// what an earlier EEVDF period left there.
     #[inline(always)]
     fn dequeuing<const Q: usize>(
         _: &mut Fair<'_, '_, Q>,
-        _: &EntityCell,
+        se: &EntityCell,
         _: DequeueFlags,
         _: Option<(u64, u64)>,
         _: bool,
     ) {
+        #[cfg(feature = "eevdf")]
+        {
+            se.set_vlag(0);
+            se.set_deadline(0);
+        }
+        #[cfg(not(feature = "eevdf"))]
+        let _ = se;
     }
 
     #[inline(always)]

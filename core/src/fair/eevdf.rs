@@ -221,25 +221,38 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         calc_delta_fair(self.slice_ns(se.slice()), &se.load())
     }
 
-    /// Recomputes the average's sums of every level of this CPU (its runqueue's, and each
-    /// group runqueue's) from the entities on its tree, tasks and group entities alike: CFS
-    /// does not keep them, so they are rebuilt when EEVDF is switched on. O(Q).
-    pub(crate) fn rebuild_eavg(&mut self) {
-        self.rebuild_level_eavg();
+    /// Switching EEVDF on, on every level of this CPU (its runqueue's, and each group
+    /// runqueue's): CFS kept no requests, so every entity there, the current one included,
+    /// starts one now — a deadline one slice after its vruntime, and the current one keeps
+    /// the CPU for it (RUN_TO_PARITY) — and the average's sums, which CFS does not keep,
+    /// are rebuilt from the tree. O(n log n) for n queued.
+    pub(crate) fn start_eevdf(&mut self) {
+        self.start_eevdf_level();
         #[cfg(feature = "groups")]
         for l in 1..=self.levels.len() {
-            self.at(l as crate::group::shared::Level, Self::rebuild_level_eavg);
+            self.at(l as crate::group::shared::Level, Self::start_eevdf_level);
         }
     }
 
-    /// [`Fair::rebuild_eavg`] for the level the fair class works on.
-    fn rebuild_level_eavg(&mut self) {
+    /// [`Fair::start_eevdf`] for the level the fair class works on.
+    fn start_eevdf_level(&mut self) {
         let mut eavg = eevdf::AvgVruntime::new();
-        for i in self.timeline.iter() {
-            if let (Some(v), Some(e)) = (self.timeline.vruntime_of(i), self.entity(i as SlotId)) {
-                eavg.add(v, self.cfs.min_vruntime, e.weight());
-            }
+        let base = self.cfs.min_vruntime;
+        // (In order along this level's tree; a deadline's change leaves the order alone.)
+        let mut next = self.timeline.leftmost();
+        while let Some(i) = next {
+            next = self.timeline.successor(i);
+            let (Some(v), Some(e)) = (self.timeline.vruntime_of(i), self.entity(i as SlotId)) else { continue };
+            let deadline = v.wrapping_add(self.vslice_of(e));
+            e.set_deadline(deadline);
+            // (The tree keeps its own copy of each deadline for the pick.)
+            let _ = self.timeline.set_deadline(i, deadline);
+            eavg.add(v, base, e.weight());
         }
         self.cfs.eavg = eavg;
+        if let Some(e) = self.curr.and_then(|c| self.entity(c)) {
+            e.set_deadline(e.vruntime().wrapping_add(self.vslice_of(e)));
+            self.note_picked(e);
+        }
     }
 }

@@ -541,7 +541,8 @@ fn a_three_level_hierarchy_under_churn_loses_no_task() {
 
 /// EEVDF switched on at run time on a machine with groups: every level's average starts from
 /// sums rebuilt from its own tree (group entities and tasks alike), which the invariant
-/// checker recomputes level by level, and the run goes on with them.
+/// checker recomputes level by level, every runnable entity starts a request, and the run
+/// goes on with them.
 #[test]
 fn switching_eevdf_on_with_groups_rebuilds_every_levels_average() {
     let m = boot::<2>(Features::default());
@@ -556,6 +557,21 @@ fn switching_eevdf_on_with_groups_rebuilds_every_levels_average() {
     run(&m, &mut now, 200 * MS);
     m.set_features(Features::default() | Features::EEVDF);
     m.check_invariants().unwrap();
+    // Every runnable entity of every level starts a request of one slice at the switch.
+    let slice = m.tunables().min_granularity_ns;
+    let one_slice = |load| crate::weights::calc_delta_fair(slice, &load);
+    for &t in &tasks {
+        let e = m.entity(t).unwrap();
+        assert_eq!(e.deadline.wrapping_sub(e.vruntime), one_slice(e.load()), "{t:?}");
+    }
+    for cpu in 0..2 {
+        for g in [outer, inner] {
+            let e = m.pool().group_cell(cpu, g.slot()).unwrap();
+            if e.on_rq() {
+                assert_eq!(e.deadline().wrapping_sub(e.vruntime()), one_slice(e.load()), "{g:?} on {cpu}");
+            }
+        }
+    }
     let before = runtime(&m, &tasks);
     run(&m, &mut now, 400 * MS);
     m.check_invariants().unwrap();

@@ -479,7 +479,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             st.rq.configure(t, f);
             #[cfg(feature = "eevdf")]
             if st.rq.eevdf() && !was {
-                st.fair(self.pool()).rebuild_eavg();
+                st.fair(self.pool()).start_eevdf();
             }
         }
     }

@@ -70,6 +70,24 @@ impl<const CAP: usize> Timeline<CAP> {
         self.augmented = on;
     }
 
+    /// Gives the queued `id` a new virtual deadline, its place unchanged; the subtree bests
+    /// above it follow. O(log n). An `id` not queued is [`TimelineError::NotQueued`].
+    #[cfg(feature = "eevdf")]
+    pub fn set_deadline(&mut self, id: usize, deadline: u64) -> Result<(), super::TimelineError> {
+        if !self.contains(id) {
+            return Err(super::TimelineError::NotQueued);
+        }
+        self.aug[id].deadline = deadline;
+        if self.augmented {
+            let mut x = id as u32;
+            while x != NIL {
+                self.fix_aug(x);
+                x = self.nodes[x as usize].parent;
+            }
+        }
+        Ok(())
+    }
+
     /// Whether the EEVDF augmentation is maintained.
     #[cfg(feature = "eevdf")]
     pub fn augmented(&self) -> bool {

@@ -438,7 +438,7 @@ proptest! {
 }
 
 /// The EEVDF pick against a brute-force one over random inserts (with deadlines),
-/// removals and switches of the augmentation, with the structure checked after each step.
+/// deadline changes, removals and switches of the augmentation, with the structure checked after each step.
 #[cfg(feature = "eevdf")]
 #[test]
 fn eevdf_pick_matches_brute_force() {
@@ -455,10 +455,15 @@ fn eevdf_pick_matches_brute_force() {
         if r.is_multiple_of(97) {
             let on = !t.augmented();
             t.set_augmented(on);
+        } else if t.contains(id) && r.is_multiple_of(3) {
+            let q = queued.iter_mut().find(|q| q.0 == id).unwrap();
+            q.2 = q.1.wrapping_add(xorshift(&mut rng) % 6_000);
+            t.set_deadline(id, q.2).unwrap();
         } else if t.contains(id) {
             t.remove(id).unwrap();
             queued.retain(|q| q.0 != id);
         } else {
+            assert_eq!(t.set_deadline(id, 0), Err(TimelineError::NotQueued));
             let key = base.wrapping_add(xorshift(&mut rng) % 10_000);
             let deadline = key.wrapping_add(xorshift(&mut rng) % 6_000);
             t.insert_with_deadline(id, key, deadline).unwrap();

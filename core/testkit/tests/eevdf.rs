@@ -4,7 +4,7 @@
 #![cfg(feature = "eevdf")]
 
 use sched_core::eevdf::{to_virtual, AvgVruntime};
-use sched_core::{Features, SchedError, TaskId, TaskState, Tunables};
+use sched_core::{Features, SchedError, TaskId, TaskParams, TaskState, Tunables};
 use sched_testkit::{Driver, MS};
 
 fn eevdf_driver(tick: u64) -> Driver {
@@ -137,6 +137,45 @@ fn a_short_slice_task_runs_within_the_papers_bound() {
     println!("worst wake-to-run: EEVDF {} µs, CFS {} µs", worst[0] / 1000, worst[1] / 1000);
 }
 
+/// The same bound for a short-slice task that never sleeps: between two of its runs it waits
+/// at most 2·r·W/w plus a tick (10.25 ms here), however long the others' slices. CFS, which
+/// has no requests, makes it wait its turn behind four full slices (4 × 4.8 ms): the bound is
+/// EEVDF's, not any fair scheduler's.
+#[test]
+fn a_short_slice_spinner_waits_within_the_papers_bound() {
+    let tick = MS / 4;
+    let mut worst = [0u64; 2];
+    for (i, features) in [Features::default() | Features::EEVDF, Features::default()].into_iter().enumerate()
+    {
+        let mut d = Driver::with(Tunables::for_cpus(8), features, tick);
+        for _ in 0..4 {
+            d.spawn(0);
+        }
+        let short = d.spawn(0);
+        d.s.smp().set_slice(d.now, short, MS).unwrap();
+        d.run(50 * MS);
+        let (mut left_at, mut runs) = (None, 0);
+        for _ in 0..2000 {
+            d.run(tick);
+            match (d.s.current() == Some(short), left_at) {
+                (true, Some(t)) => {
+                    worst[i] = worst[i].max(d.now - t);
+                    left_at = None;
+                    runs += 1;
+                }
+                (false, None) => left_at = Some(d.now),
+                _ => {}
+            }
+        }
+        assert!(runs > 10, "only {runs} runs");
+        d.s.check_invariants().unwrap();
+    }
+    println!("longest wait: EEVDF {} µs, CFS {} µs", worst[0] / 1000, worst[1] / 1000);
+    let bound = 2 * MS * 5 + tick;
+    assert!(worst[0] <= bound, "EEVDF: waited {} µs, bound {} µs", worst[0] / 1000, bound / 1000);
+    assert!(worst[1] > bound, "CFS waited only {} µs: the bound does not tell them apart", worst[1] / 1000);
+}
+
 /// A sleeping task's lag is service owed in virtual time; reweighting it re-expresses the
 /// same service in the new weight's virtual time (lag × old / new), and it is placed with
 /// that lag when it wakes.
@@ -204,7 +243,8 @@ fn a_slice_out_of_range_is_refused_and_nothing_changes() {
 }
 
 /// Switched on at run time with tasks queued, EEVDF starts from sums rebuilt from the
-/// timeline (CFS does not keep them), which the invariant checker recomputes.
+/// timeline (CFS does not keep them), which the invariant checker recomputes, and every
+/// runnable task, the running one too, starts a request one slice long: CFS kept none.
 #[test]
 fn switching_eevdf_on_mid_run_rebuilds_the_average() {
     let mut d = Driver::with(Tunables::for_cpus(8), Features::default(), MS);
@@ -212,6 +252,12 @@ fn switching_eevdf_on_mid_run_rebuilds_the_average() {
     d.run(30 * MS);
     d.s.smp().set_features(Features::default() | Features::EEVDF);
     d.s.check_invariants().unwrap();
+    let slice = d.s.smp().tunables().min_granularity_ns;
+    for &t in &tasks {
+        let e = d.s.entity(t).unwrap();
+        let request = e.deadline.wrapping_sub(e.vruntime);
+        assert_eq!(request, to_virtual(slice, e.weight()), "{t:?}: a request of one slice");
+    }
     let picks = run_checked(&mut d, &tasks, 100 * MS);
     assert!(picks > 10, "only {picks} picks checked");
     d.s.check_invariants().unwrap();
@@ -447,4 +493,42 @@ fn a_smaller_slice_clamps_a_sleepers_kept_lag() {
         assert_eq!(vlag, want, "kept lag after the bound shrank");
         d.s.check_invariants().unwrap();
     }
+}
+
+/// Under EEVDF a new task is placed at the average by lag, and `child_runs_first` swaps
+/// nothing (Linux 6.6 dropped the swap with CFS): the running parent keeps its vruntime.
+/// Under CFS the same fork gives the parent the child's later vruntime.
+#[test]
+fn child_runs_first_swaps_nothing_under_eevdf() {
+    for (eevdf, features) in [(true, Features::default() | Features::EEVDF), (false, Features::default())] {
+        let mut t = Tunables::for_cpus(8);
+        t.child_runs_first = true;
+        let mut d = Driver::with(t, features, MS);
+        let parent = d.spawn(0);
+        d.run(10 * MS);
+        assert_eq!(d.s.current(), Some(parent));
+        let before = d.s.entity(parent).unwrap().vruntime;
+        d.s.create(d.now, TaskParams::default()).unwrap();
+        let after = d.s.entity(parent).unwrap().vruntime;
+        assert_eq!(after == before, eevdf, "EEVDF {eevdf}: the parent's vruntime {before} -> {after}");
+    }
+}
+
+/// A task that sleeps under CFS leaves no lag and no request behind: should EEVDF be switched
+/// on before it wakes, it is placed at the average with a new request, not by what an earlier
+/// EEVDF period left it.
+#[test]
+fn a_sleep_under_cfs_leaves_no_lag_for_eevdf() {
+    let mut d = eevdf_driver(MS);
+    let a = d.spawn(0);
+    let _b = d.spawn(0);
+    d.run(20 * MS);
+    block_into_request(&mut d, a, MS / 2);
+    assert_ne!(d.s.entity(a).unwrap().vlag, 0, "it left EEVDF with a lag");
+    d.s.wake(d.now, a).unwrap();
+    d.s.smp().set_features(Features::default());
+    d.run_until_current(a, MS / 4, 100 * MS);
+    d.s.block(d.now, a).unwrap();
+    let e = d.s.entity(a).unwrap();
+    assert_eq!((e.vlag, e.deadline), (0, 0), "nothing kept from the EEVDF period");
 }
