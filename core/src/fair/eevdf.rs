@@ -186,6 +186,8 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         let load = self.cfs.eavg.load() + curr.map_or(0, |c| c.1);
         let initial = flags.contains(EnqueueFlags::INITIAL);
         let mut vlag = if initial { 0 } else { se.vlag() };
+        // What is left of the request it slept in, if it wakes still owing service.
+        let mut kept = None;
         if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
             // The debt it slept with, less what the average has moved past it meanwhile, as if
             // it had stayed queued (Linux 6.12): its vruntime is as it left it, and an average
@@ -200,18 +202,26 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                 (gap * load as i128 / (load as i128 + w as i128)) as i64
             };
             vlag = vlag.max(since.min(0));
+            // Still owing, it would still be queued in Linux 6.12 (a delayed dequeue ends
+            // once it is eligible), so it goes on with the request it slept in; its deadline
+            // stayed absolute at the sleep. (A delayed task never migrates: one that moved
+            // starts a request.)
+            if vlag < 0 && !flags.contains(EnqueueFlags::MIGRATED) {
+                kept = Some(se.deadline().wrapping_sub(vr));
+            }
         }
         let vr = eevdf::place(avg, vlag, load, w);
         se.set_vruntime(vr);
         let slice = self.slice_ns(se.slice());
         // (Scaled by the inverse weight, as vruntime is: a multiply, not a division.)
         let vslice = calc_delta_fair(if initial { slice / 2 } else { slice }, &se.load());
-        // A wakeup or a new task starts a request; a task that moved or changed its nice
-        // mid-request keeps what was left of it (its deadline came relative, see `dequeue`;
-        // one enqueued under CFS brings none, and starts a request).
-        let rel = se.deadline();
+        // A wakeup or a new task starts a request, unless the wakeup still owes service (see
+        // above); a task that moved or changed its nice mid-request keeps what was left of it
+        // (its deadline came relative, see `dequeue`; one enqueued under CFS brings none, and
+        // starts a request).
         let resumes = !flags.intersects(EnqueueFlags::WAKEUP | EnqueueFlags::INITIAL);
-        let left = if resumes && rel > 0 && rel <= vslice { rel } else { vslice };
+        let rel = if resumes { Some(se.deadline()) } else { kept };
+        let left = rel.filter(|&r| r > 0 && r <= vslice).unwrap_or(vslice);
         se.set_deadline(vr.wrapping_add(left));
     }
 

@@ -312,9 +312,16 @@ fn steady_lags_stay_within_the_papers_bound() {
     assert!((r1 as f64 / r3 as f64 - 1.0).abs() < 0.03, "1 ms slice ran {r1} ns, 3 ms slice {r3} ns");
 }
 
-/// Runs until `a` is picked, lets it run `into` its request, and blocks it there (still
-/// current: the caller schedules).
+/// Runs until `a` is picked afresh (at the start of a request, if it has no kept request
+/// left), lets it run `into` its request, and blocks it there (still current: the caller
+/// schedules).
 fn block_into_request(d: &mut Driver, a: TaskId, into: u64) {
+    for _ in 0..400 {
+        if d.s.current() != Some(a) {
+            break;
+        }
+        d.run(MS / 4);
+    }
     d.run_until_current(a, MS / 4, 100 * MS);
     d.run(into);
     assert_eq!(d.s.current(), Some(a), "still running {into} ns into its request");
@@ -327,52 +334,67 @@ fn block_into_request(d: &mut Driver, a: TaskId, into: u64) {
 #[test]
 fn a_long_sleep_pays_off_a_sleepers_debt() {
     for keeps in [false, true] {
-        let mut f = Features::default() | Features::EEVDF;
-        f.set(Features::SLEEPER_KEEPS_LAG, keeps);
-        let mut d = Driver::with(Tunables::for_cpus(8), f, MS / 4);
-        let a = d.spawn(0);
-        let _b = d.spawn(0);
-        d.run(20 * MS);
-        // `a` runs a whole request (3 ms) ahead of `b`, then sleeps owing service.
-        block_into_request(&mut d, a, 2 * MS);
-        d.s.schedule(d.now);
-        let left_with = d.s.entity(a).unwrap().vlag;
-        assert!(left_with < -(MS as i64) / 2, "a ran ahead: lag {left_with}");
         // Half a millisecond of `b` alone moves an average that still counts the sleeper by
-        // a quarter: that much of the debt is paid.
-        d.run(MS / 2);
-        let woke = |d: &mut Driver| {
+        // a quarter: that much of the debt is paid; 20 ms pay it all.
+        for (sleep, paid) in [(MS / 2, Some((MS / 4) as i64)), (20 * MS, None)] {
+            let mut f = Features::default() | Features::EEVDF;
+            f.set(Features::SLEEPER_KEEPS_LAG, keeps);
+            let mut d = Driver::with(Tunables::for_cpus(8), f, MS / 4);
+            let a = d.spawn(0);
+            let b = d.spawn(0);
+            d.run(20 * MS);
+            // `a` runs a whole request (3 ms) ahead of `b`, then sleeps owing service.
+            block_into_request(&mut d, a, 2 * MS);
+            d.s.schedule(d.now);
+            let left_with = d.s.entity(a).unwrap().vlag;
+            assert!(left_with < -(MS as i64) / 2, "a ran ahead: lag {left_with}");
+            d.run(sleep);
             d.s.wake(d.now, a).unwrap();
-            let [ea, eb] = [a, _b].map(|t| d.s.entity(t).unwrap());
+            let [ea, eb] = [a, b].map(|t| d.s.entity(t).unwrap());
             let mut avg = AvgVruntime::new();
             let base = ea.vruntime.min(eb.vruntime);
             avg.add(ea.vruntime, base, ea.weight());
             avg.add(eb.vruntime, base, eb.weight());
-            avg.avg(base, None).wrapping_sub(ea.vruntime) as i64
-        };
-        let lag = woke(&mut d);
-        if keeps {
-            assert!((lag - left_with).abs() <= 2, "kept: woke with {lag}, left with {left_with}");
-        } else {
-            let paid = (MS / 4) as i64;
-            assert!(
-                (lag - (left_with + paid)).abs() <= 2,
-                "part paid: woke with {lag}, left with {left_with}"
-            );
+            let lag = avg.avg(base, None).wrapping_sub(ea.vruntime) as i64;
+            let want = match (keeps, paid) {
+                (true, _) => left_with,
+                (false, Some(p)) => left_with + p,
+                (false, None) => 0,
+            };
+            assert!((lag - want).abs() <= 2, "keeps {keeps}, slept {sleep}: woke with {lag}, want {want}");
+            d.s.check_invariants().unwrap();
         }
-        // Again, with a sleep long enough to pay it all.
-        block_into_request(&mut d, a, 2 * MS);
-        d.s.schedule(d.now);
-        let left_with = d.s.entity(a).unwrap().vlag;
-        d.run(20 * MS);
-        let lag = woke(&mut d);
-        if keeps {
-            assert!((lag - left_with).abs() <= 2, "kept: woke with {lag}, left with {left_with}");
-        } else {
-            assert!(lag.abs() <= 2, "paid off: woke with {lag}, left with {left_with}");
-        }
-        d.s.check_invariants().unwrap();
     }
+}
+
+/// A task that wakes still owing service goes on with the request it slept in, as Linux 6.12
+/// keeps it queued (delayed) with that request; one whose debt was paid off while it slept
+/// starts a new request.
+#[test]
+fn a_sleeper_that_still_owes_keeps_its_request() {
+    let mut d = eevdf_driver(MS / 4);
+    let a = d.spawn(0);
+    let _b = d.spawn(0);
+    d.run(20 * MS);
+    let request = |d: &Driver| {
+        let e = d.s.entity(a).unwrap();
+        e.deadline.wrapping_sub(e.vruntime)
+    };
+    let slice = to_virtual(d.s.smp().tunables().min_granularity_ns, 1024);
+    block_into_request(&mut d, a, 2 * MS);
+    d.s.schedule(d.now);
+    let left = request(&d);
+    assert!(0 < left && left < slice, "slept 2 ms into its request: {left} left of {slice}");
+    d.run(MS / 2);
+    d.s.wake(d.now, a).unwrap();
+    assert_eq!(request(&d), left, "woke owing: the same request goes on");
+    d.run(20 * MS);
+    block_into_request(&mut d, a, 2 * MS);
+    d.s.schedule(d.now);
+    d.run(20 * MS);
+    d.s.wake(d.now, a).unwrap();
+    assert_eq!(request(&d), slice, "woke with the debt paid: a new request");
+    d.s.check_invariants().unwrap();
 }
 
 /// Linux 6.12's PREEMPT_SHORT: a woken task with a shorter slice and an earlier deadline
