@@ -6,8 +6,8 @@
 //! | then | each barrier's parties, one word each |
 //! | then | each event pool's size and jitter (%), two words each |
 //! | then | each task's offset (in words), one word each |
-//! | a task | instances, loops (-1: forever), delay (µs), CPU mask (two words; 0: every CPU), nice, phase count, EEVDF slice (µs; 0: the default), name (four words), then its phases |
-//! | a phase | loops, CPU mask (two words; 0: the task's), event count, then its events, four words each: kind and three arguments |
+//! | a task | instances, loops (-1: forever; 0: none), delay (µs), CPU mask (two words; 0: every CPU), nice, phase count, EEVDF slice (µs; 0: the default), name (four words), then its phases |
+//! | a phase | loops (0: forever), CPU mask (two words; 0: the task's), event count, then its events, four words each: kind and three arguments |
 
 use crate::limits::{
     MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_INSTANCES, MAX_JITTER_PCT, MAX_LOOPS, MAX_PHASES,
@@ -18,7 +18,9 @@ use crate::limits::{
 /// The first word of every program.
 pub const MAGIC: u32 = 0x5041_5452;
 /// The layout's version.
-pub const VERSION: u32 = 5;
+pub const VERSION: u32 = 6;
+/// A phase's loop count that never ends it: it runs until the workload's duration ends.
+pub const PHASE_FOREVER: u32 = 0;
 const HEADER: usize = 16;
 const TASK_HEADER: usize = 8 + NAME_BYTES / 4;
 const PHASE_HEADER: usize = 4;
@@ -364,7 +366,7 @@ impl<'a> Program<'a> {
             return Err(FormatError::TooMany);
         }
         let slice = self.word(at + 7);
-        if !(loops == -1 || (1..=MAX_LOOPS as i32).contains(&loops))
+        if !(-1..=MAX_LOOPS as i32).contains(&loops)
             || self.word(at + 2) > MAX_EVENT_US
             || !(-20..=19).contains(&nice)
             || !(slice == 0 || (MIN_SLICE_US..=MAX_SLICE_US).contains(&slice))
@@ -377,7 +379,7 @@ impl<'a> Program<'a> {
                 return Err(FormatError::Layout);
             }
             let (loops, events) = (self.word(at), self.word(at + 3) as usize);
-            if loops == 0 || loops > MAX_LOOPS {
+            if loops > MAX_LOOPS {
                 return Err(FormatError::BadValue);
             }
             if events == 0 || events > MAX_EVENTS {
@@ -566,13 +568,20 @@ impl<'a> Program<'a> {
     /// (`None`: without bound).
     fn forks_per_thread(&self, parent: usize, child: usize) -> Option<u64> {
         let p = self.task(parent)?;
-        let per_loop: u64 = p
-            .phases()
-            .map(|ph| {
-                let forks = ph.events().filter(|e| *e == Event::Fork(child as u16)).count() as u64;
-                forks * u64::from(ph.loops())
-            })
-            .sum();
+        if p.loops() == Some(0) {
+            return Some(0);
+        }
+        let mut per_loop = 0u64;
+        for ph in p.phases() {
+            let forks = ph.events().filter(|e| *e == Event::Fork(child as u16)).count() as u64;
+            match ph.loops() {
+                Some(n) => per_loop += forks * u64::from(n),
+                // A phase that runs until the end: it forks without bound, or not at all, and
+                // the thread reaches no phase after it, nor its loop's end.
+                None if forks > 0 => return None,
+                None => return Some(per_loop),
+            }
+        }
         match p.loops() {
             _ if per_loop == 0 => Some(0),
             Some(loops) => Some(per_loop * u64::from(loops)),
@@ -594,7 +603,8 @@ impl<'a> TaskView<'a> {
         self.p.word(self.at)
     }
 
-    /// How many times its phases run in turn (`None`: until the workload's duration ends).
+    /// How many times its phases run in turn (`None`: until the workload's duration ends; 0:
+    /// none, its threads end as they start).
     pub fn loops(&self) -> Option<u32> {
         match self.p.word(self.at + 1) as i32 {
             -1 => None,
@@ -673,9 +683,12 @@ pub struct PhaseView<'a> {
 }
 
 impl PhaseView<'_> {
-    /// How many times its events run in turn.
-    pub fn loops(&self) -> u32 {
-        self.p.word(self.at)
+    /// How many times its events run in turn (`None`: until the workload's duration ends).
+    pub fn loops(&self) -> Option<u32> {
+        match self.p.word(self.at) {
+            PHASE_FOREVER => None,
+            n => Some(n),
+        }
     }
 
     /// Allowed CPUs in this phase (`None`: the task's).
@@ -754,7 +767,8 @@ pub struct TaskDef {
     pub name: String,
     /// Threads started with the workload.
     pub instances: u32,
-    /// Loops over its phases; -1: forever.
+    /// Loops over its phases; -1: until the workload's duration ends; 0: none (its threads
+    /// end as they start).
     pub loops: i32,
     /// Start delay (µs).
     pub delay_us: u32,
@@ -774,7 +788,8 @@ pub struct TaskDef {
 pub struct PhaseDef {
     /// Its name in the file.
     pub name: String,
-    /// Loops over its events.
+    /// Loops over its events; [`PHASE_FOREVER`]: until the workload's duration ends (the
+    /// phases after it are never reached).
     pub loops: u32,
     /// Allowed CPUs (0: the task's).
     pub cpus: u64,
@@ -910,7 +925,10 @@ mod tests {
             );
             assert_eq!(view.cpus(), (t.cpus != 0).then_some(t.cpus));
             for (ph, d) in view.phases().zip(&t.phases) {
-                assert_eq!((ph.loops(), ph.cpus()), (d.loops, (d.cpus != 0).then_some(d.cpus)));
+                assert_eq!(
+                    (ph.loops(), ph.cpus()),
+                    ((d.loops != PHASE_FOREVER).then_some(d.loops), (d.cpus != 0).then_some(d.cpus))
+                );
                 assert_eq!(ph.events().collect::<Vec<_>>(), d.events);
             }
         }
@@ -946,7 +964,8 @@ mod tests {
         assert_eq!(refuse(&|d| d.tasks[0].nice = 20), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks[0].slice_us = MIN_SLICE_US - 1), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks[0].slice_us = MAX_SLICE_US + 1), FormatError::BadValue);
-        assert_eq!(refuse(&|d| d.tasks[0].loops = 0), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks[0].loops = -2), FormatError::BadValue);
+        assert_eq!(refuse(&|d| d.tasks[0].phases[0].loops = MAX_LOOPS + 1), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.tasks[0].phases.clear()), FormatError::TooMany);
         assert_eq!(refuse(&|d| d.tasks[0].phases[0].events.clear()), FormatError::TooMany);
         assert_eq!(refuse(&|d| d.barriers[0].1 = 1), FormatError::BadValue);

@@ -355,6 +355,11 @@ impl<const T: usize> World<T> {
             return Step::Exit;
         }
         let Some(task) = prog.task(self.threads[t as usize].task as usize) else { return Step::Exit };
+        if task.loops() == Some(0) {
+            // rt-app runs no phase of a task with no loops: the thread ends after its delay.
+            self.end(t, now, host);
+            return Step::Exit;
+        }
         loop {
             let th = &mut self.threads[t as usize];
             let done = match th.pending {
@@ -630,9 +635,9 @@ impl<const T: usize> World<T> {
             wake_latency_ns: th.act_wake,
             cpu: 0,
         };
-        th.phase_iter += 1;
+        th.phase_iter = th.phase_iter.saturating_add(1);
         let mut ends = false;
-        if th.phase_iter >= phase.loops() {
+        if phase.loops().is_some_and(|n| th.phase_iter >= n) {
             th.phase_iter = 0;
             th.phase += 1;
             if th.phase as usize >= task.nr_phases() {

@@ -47,5 +47,5 @@ pub fn one_line(text: &str) -> String {
         .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
         .collect()
 }
-pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer};
+pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer, PHASE_FOREVER};
 pub use interp::{Activation, Host, Step, ThreadId, World};

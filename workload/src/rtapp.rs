@@ -9,11 +9,14 @@
 //!   platform here, since a `run` of N µs is N µs of work on each), `default_policy`
 //!   (`SCHED_OTHER` only); `global` itself may be left out, as in rt-app;
 //! - `tasks`, each with `instance` (threads, default 1; 0: only `fork` starts it), `loop`
-//!   (times its phases run, default -1: until `duration` ends), `delay` (µs after the start),
+//!   (times its phases run, default -1, or any negative: until `duration` ends; 0: none, the
+//!   thread ends after its delay; a task without `phases` gives its `loop` to its one phase,
+//!   so 0 there loops it until `duration` ends, as rt-app does), `delay` (µs after the start),
 //!   `cpus` (allowed CPUs), `priority` (the nice value, -20..19), `policy` (`SCHED_OTHER`),
 //!   `slice` (the EEVDF slice its threads ask for, µs: this project's key, not rt-app's, as
 //!   Linux 6.12's `sched_runtime` of a fair task), and `phases` (each with its own `loop`,
-//!   default 1, and `cpus`) or its events directly;
+//!   default 1, 0 or negative: until `duration` ends, where later phases are never reached,
+//!   and `cpus`) or its events directly;
 //! - the events `run`, `runtime`, `sleep`, `timer` (`ref`, `period`, `mode` relative or
 //!   absolute; a ref starting with `unique` is each thread's own), `barrier`, `lock`,
 //!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend`, `resume`,
@@ -36,7 +39,7 @@
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
-use crate::format::{Event, PhaseDef, PoolDef, Program, ProgramDef, TaskDef, Timer};
+use crate::format::{Event, PhaseDef, PoolDef, Program, ProgramDef, TaskDef, Timer, PHASE_FOREVER};
 use crate::json::{self, Json};
 use crate::limits::{
     MAX_CPU, MAX_DURATION_US, MAX_EVENTS, MAX_EVENT_US, MAX_FILE_BYTES, MAX_INSTANCES, MAX_JITTER_PCT,
@@ -438,12 +441,8 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
         let p = join(&path, k);
         match k.as_str() {
             "instance" => t.instances = int(v, &p, 0, MAX_INSTANCES as i64)? as u32,
-            "loop" => {
-                t.loops = int(v, &p, -1, MAX_LOOPS as i64)? as i32;
-                if t.loops == 0 {
-                    return Err(bad(&p, "0 loops: the task would do nothing (-1: until the duration ends)"));
-                }
-            }
+            // (rt-app takes any negative count as forever.)
+            "loop" => t.loops = int(v, &p, i32::MIN as i64, MAX_LOOPS as i64)?.max(-1) as i32,
             // (rt-app takes a negative delay as none.)
             "delay" => t.delay_us = int(v, &p, i32::MIN as i64, MAX_EVENT_US as i64)?.max(0) as u32,
             "cpus" => t.cpus = cpus(v, &p)?,
@@ -493,6 +492,11 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
             if direct.is_empty() {
                 return Err(bad(&path, "no phases and no events"));
             }
+            // rt-app makes the loop of a phaseless task its one phase's, so 0 runs it until
+            // the duration ends, as -1 does (rather than not at all).
+            if t.loops == 0 {
+                t.loops = -1;
+            }
             t.phases.push(lower_phase(None, &direct, &path, tasks, res)?);
         }
     }
@@ -515,7 +519,10 @@ fn lower_phase(
         let p = join(path, k);
         match k.as_str() {
             // (In a phaseless task these keys are the task's and never reach here.)
-            "loop" if name.is_some() => ph.loops = int(v, &p, 1, MAX_LOOPS as i64)? as u32,
+            // (rt-app ends a phase when its count, from 1 up, equals `loop`: never, for 0 or less.)
+            "loop" if name.is_some() => {
+                ph.loops = int(v, &p, i32::MIN as i64, MAX_LOOPS as i64)?.max(0) as u32
+            }
             "cpus" if name.is_some() => ph.cpus = cpus(v, &p)?,
             _ => {
                 let Some(event) = event_name(k) else {
@@ -744,6 +751,13 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
             return Err(cannot(
                 &join(&path, "loop"),
                 "it loops forever and global.duration is not set: no end",
+            ));
+        }
+        let forever = t.phases.iter().find(|p| p.loops == PHASE_FOREVER);
+        if let (Some(ph), true, 0) = (forever, t.loops != 0, def.duration_us) {
+            return Err(cannot(
+                &join(&join(&join(&path, "phases"), &ph.name), "loop"),
+                "the phase loops forever and global.duration is not set: no end",
             ));
         }
     }

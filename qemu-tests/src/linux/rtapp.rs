@@ -78,7 +78,8 @@ fn woken_latency(h: &History, start: u64, end: u64) -> Option<u64> {
 }
 
 /// Which phase each log line is: the task's phases in order, each its `loop` times, round
-/// and round (prefix sums of the loop counts).
+/// and round (prefix sums of the loop counts); a phase that loops until the end takes every
+/// line from its first on.
 struct PhaseOrder(Vec<u64>);
 
 impl PhaseOrder {
@@ -88,7 +89,10 @@ impl PhaseOrder {
             t.phases
                 .iter()
                 .map(|p| {
-                    sum += u64::from(p.loops.max(1));
+                    sum = match p.loops {
+                        sched_workload::PHASE_FOREVER => u64::MAX,
+                        n => sum.saturating_add(u64::from(n)),
+                    };
                     sum
                 })
                 .collect(),
@@ -268,7 +272,8 @@ mod tests {
     }
 
     /// A wake-up that finds the thread still on its CPU costs nothing; one after the
-    /// iteration's end does not count; the phase order wraps round the task's loops.
+    /// iteration's end does not count; the phase order wraps round the task's loops, and stops
+    /// at a phase that loops until the end.
     #[test]
     fn wake_latency_and_phase_order() {
         let h = History { on: vec![(10, 20, 0), (50, 60, 1)], wakings: vec![15, 40] };
@@ -284,6 +289,17 @@ mod tests {
         };
         let o = PhaseOrder::of(&t);
         assert_eq!((0..7).map(|k| o.phase(k)).collect::<Vec<_>>(), [0, 0, 1, 0, 0, 1, 0]);
+        let mut t = t;
+        t.phases.insert(
+            1,
+            sched_workload::PhaseDef { loops: sched_workload::PHASE_FOREVER, ..Default::default() },
+        );
+        let o = PhaseOrder::of(&t);
+        assert_eq!(
+            (0..5).map(|k| o.phase(k)).collect::<Vec<_>>(),
+            [0, 0, 1, 1, 1],
+            "the phase after is never reached"
+        );
         assert!(timer_blocks_last(&[
             ProgramEvent::Sleep { us: 1 },
             ProgramEvent::Timer { timer: sched_workload::Timer::Shared(0), period_us: 5, absolute: false }

@@ -302,3 +302,31 @@ fn a_shared_timer_starts_at_its_first_users_start() {
     let slack: Vec<_> = acts.iter().map(|a| (a.task, a.slack_ns.unwrap() / 1_000_000)).collect();
     assert_eq!(slack, [(0, 9), (1, 14), (0, 19)], "{acts:?}");
 }
+
+/// rt-app's loop counts at their edges: a task with `loop` 0 runs no phase (its thread ends
+/// after its delay), a phase with `loop` 0 or negative runs until the workload ends (the
+/// phases after it are never reached), and a phaseless task's `loop` 0 is its one phase's,
+/// so it runs until the end as well.
+#[test]
+fn loop_counts_at_their_edges_run_as_rt_app_runs_them() {
+    let g = r#""global": {"duration": 1}"#;
+    let none = format!(
+        r#"{{{g}, "tasks": {{"t": {{"loop": 0, "delay": 300, "phases": {{"p": {{"run": 100}}}}}}}}}}"#
+    );
+    let (acts, exits, _) = run(&none, 2_000_000_000);
+    assert!(acts.is_empty(), "{acts:?}");
+    assert_eq!(exits, vec![(0, 300_000)], "ends after its delay");
+    for forever in ["0", "-1", "-7"] {
+        let json = format!(
+            r#"{{{g}, "tasks": {{"t": {{"loop": 3, "phases": {{"a": {{"run": 100}}, "b": {{"loop": {forever}, "run": 1000}}, "c": {{"run": 5}}}}}}}}}}"#
+        );
+        let (acts, exits, _) = run(&json, 1_000_000_000);
+        assert!(exits.is_empty(), "loop {forever}: runs to the end");
+        assert_eq!(acts[0].phase, 0);
+        assert!(acts[1..].iter().all(|a| a.phase == 1), "loop {forever}: b forever, c never");
+        assert!(acts.len() > 900, "loop {forever}: {} iterations of b in 1 s", acts.len() - 1);
+    }
+    let phaseless = format!(r#"{{{g}, "tasks": {{"t": {{"loop": 0, "run": 1000}}}}}}"#);
+    let (acts, exits, _) = run(&phaseless, 1_000_000_000);
+    assert!(exits.is_empty() && acts.len() > 900, "{} iterations", acts.len());
+}

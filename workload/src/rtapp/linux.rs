@@ -127,9 +127,16 @@ const TASK_KEYS: &[&str] = &["instance", "loop", "delay", "cpus", "priority", "p
 
 /// A task written without `phases` gets its events in one phase: rt-app 1.0 takes a phaseless
 /// task's `loop` as its phase's and then loops the task forever (fixed upstream after 1.0).
+/// Its `loop` stays the task's, but a count of 0 or less becomes -1: as the phase's it meant
+/// until the end, where as the task's 0 would run nothing.
 fn in_one_phase(keys: &mut Vec<(String, Json)>) {
     if keys.iter().any(|(k, _)| k == "phases") {
         return;
+    }
+    for (k, v) in keys.iter_mut() {
+        if k == "loop" && matches!(v, Json::Number(n) if n.as_i64().is_some_and(|n| n <= 0)) {
+            *v = Json::Number((-1).into());
+        }
     }
     let (task, events): (Vec<_>, Vec<_>) = keys.drain(..).partition(|(k, _)| TASK_KEYS.contains(&k.as_str()));
     *keys = task;
@@ -219,5 +226,16 @@ mod tests {
         let g = guest_json(sliced).unwrap();
         assert_eq!(g.left_out, ["tasks.p.slice"]);
         assert!(!g.json.contains("slice"), "{}", g.json);
+    }
+
+    /// A phaseless task's `loop` of 0 runs until the end here, as in rt-app, where it is the
+    /// phase's; the guest's file, which gives it a phase, says so with -1 at the task.
+    #[test]
+    fn a_phaseless_zero_loop_stays_endless_in_the_guest() {
+        let text = r#"{"global": {"duration": 1}, "tasks": {"p": {"loop": 0, "run": 10}, "q": {"loop": 2, "run": 10}}}"#;
+        let g = guest_json(text).unwrap();
+        assert!(g.json.contains(r#""p":{"loop":-1,"phases":{"p":{"run":10}}}"#), "{}", g.json);
+        assert!(g.json.contains(r#""q":{"loop":2,"phases""#), "{}", g.json);
+        assert_eq!(super::super::lower(text).unwrap().tasks[0].loops, -1);
     }
 }

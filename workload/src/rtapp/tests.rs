@@ -184,7 +184,6 @@ fn every_refusal_names_its_path() {
             12,
         ),
         (&with_tasks(r#""t": {"cpus": [64], "run": 1}"#), "tasks.t.cpus[0]: 64 is out of range", 12),
-        (&with_tasks(r#""t": {"loop": 0, "run": 1}"#), "tasks.t.loop: 0 loops", 12),
         (
             &with_tasks(r#""t": {"phases": {"p": {"loop": 2}}}"#),
             "tasks.t.phases.p: a phase with no events",
@@ -201,6 +200,11 @@ fn every_refusal_names_its_path() {
             12,
         ),
         ("{\"tasks\": {\"t\": {\"run\": 1}}}", "tasks.t.loop: cannot run: it loops forever", 14),
+        (
+            "{\"tasks\": {\"t\": {\"loop\": 1, \"phases\": {\"a\": {\"run\": 1}, \"b\": {\"loop\": -1, \"run\": 1}}}}}",
+            "tasks.t.phases.b.loop: cannot run: the phase loops forever",
+            14,
+        ),
         ("{\"global\": {\"calibration\": 1}}", "tasks: missing", 12),
         // Cannot run as written.
         (
@@ -477,4 +481,22 @@ fn a_negative_delay_is_none_and_a_timer_may_have_period_0() {
         Event::Timer { timer: Timer::Shared(0), period_us: 0, absolute: false }
     );
     Program::parse(&def.to_bytes()).unwrap();
+}
+
+/// Forks counted past a phase that runs until the end: one in it has no bound, one before it
+/// happens once, and one after it never.
+#[test]
+fn forks_around_a_phase_that_never_ends_are_counted_as_reached() {
+    let count = |phases: &str| {
+        let json = format!(
+            r#"{{{GLOBAL}, "tasks": {{"m": {{"loop": 5, "phases": {{{phases}}}}}, "w": {{"instance": 0, "loop": 1, "run": 1}}}}}}"#
+        );
+        let bytes = lower(&json).unwrap().to_bytes();
+        crate::Program::parse(&bytes).unwrap().threads_of(1)
+    };
+    let forever = r#""f": {"loop": -1, "run": 10}"#;
+    assert_eq!(count(&format!(r#""a": {{"fork": "w"}}, {forever}"#)), Some(1), "before: once");
+    assert_eq!(count(&format!(r#"{forever}, "b": {{"fork": "w"}}"#)), Some(0), "after: never");
+    assert_eq!(count(r#""f": {"loop": 0, "fork": "w"}"#), None, "in it: no bound");
+    assert_eq!(count(r#""a": {"loop": 2, "fork": "w"}"#), Some(10), "every loop of the task");
 }
