@@ -161,3 +161,45 @@ fn a_queued_group_entitys_request_is_rescaled_with_its_weight() {
     assert_eq!(r1, (r0 as i128 * w0 as i128 / w1 as i128) as i64, "request {r0} at {w0}");
     m.check_invariants().unwrap();
 }
+
+/// A dequeued group entity reweighted (its group's `cpu.weight` set while the group sleeps
+/// here) keeps its lag as the same service: the lag in the new weight's virtual time, scaled
+/// by old / new, as Linux 6.6's `reweight_entity` does off the queue.
+#[test]
+fn a_dequeued_group_entitys_lag_is_rescaled_with_its_weight() {
+    let m: Box<M<2>> = boot::<2>(Features::default() | Features::EEVDF);
+    let mut now = 1;
+    let on0 = TaskParams { affinity: crate::CpuMask::single(0), ..TaskParams::default() };
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let p = m.create(0, now, on0).unwrap();
+    m.move_task(now, p, g).unwrap();
+    let _r = m.create(0, now, on0).unwrap();
+    let t = now + 200 * MS;
+    run(&m, &mut now, t);
+    let ge = m.pool().group_cell(0, g.slot()).unwrap();
+    // `p` blocks part-way through a run: its group entity leaves with a lag.
+    let mut left = None;
+    for _ in 0..50 {
+        run_until(&m, &mut now, 200, "p runs", |m| m.current(0) == Some(p));
+        let t = now + MS;
+        run(&m, &mut now, t);
+        if m.current(0) != Some(p) {
+            continue;
+        }
+        m.block(0, now, p).unwrap();
+        m.schedule(0, now).unwrap();
+        m.finish_switch(0, now).unwrap();
+        if ge.vlag() != 0 {
+            left = Some((ge.weight(), ge.vlag()));
+            break;
+        }
+        m.wake(0, now, p).unwrap();
+    }
+    let (w0, v0) = left.expect("the group entity left with a lag");
+    assert!(!ge.on_rq());
+    m.set_group_weight(now, g, CpuWeight::new(400).unwrap()).unwrap();
+    let (w1, v1) = (ge.weight(), ge.vlag());
+    assert!(w1 > w0, "reweighted while dequeued: {w0} to {w1}");
+    assert_eq!(v1, crate::eevdf::reweighted(v0, w0, w1), "lag {v0} at {w0}");
+    m.check_invariants().unwrap();
+}
