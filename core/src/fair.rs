@@ -955,7 +955,16 @@ impl<const Q: usize> RunQueue<Q> {
     /// this runqueue's sums.
     pub(crate) fn reweight_parked(&mut self, se: &mut Entity, nice: Nice) {
         let eevdf = self.eevdf();
+        #[cfg(feature = "eevdf")]
+        let (old_weight, left) = (se.weight(), se.deadline.wrapping_sub(se.vruntime) as i64);
         let moved = reweight_entity(&mut self.cfs.avg, se, nice, eevdf);
+        // EEVDF: what is left of the request it slept in (which a wakeup still owing goes on
+        // with) follows its vruntime, and takes as long in wall time at the new weight.
+        #[cfg(feature = "eevdf")]
+        if eevdf {
+            let left = crate::eevdf::reweighted(left, old_weight, se.weight());
+            se.deadline = se.vruntime.wrapping_add(left as u64);
+        }
         self.cfs.pelt_slack.moved(moved, 0, 0);
     }
 }

@@ -237,11 +237,16 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// the CPU for it (RUN_TO_PARITY) — and the average's sums, which CFS does not keep,
     /// are rebuilt from the tree. O(n log n) for n queued.
     pub(crate) fn start_eevdf(&mut self) {
-        self.start_eevdf_level();
+        // (Through `at` for the top level too: its current entity is the running task's
+        // topmost group entity, kept apart from the task outside `at`.)
         #[cfg(feature = "groups")]
-        for l in 1..=self.levels.len() {
-            self.at(l as crate::group::shared::Level, Self::start_eevdf_level);
+        if !self.flat() {
+            for l in 0..=self.levels.len() {
+                self.at(l as crate::group::shared::Level, Self::start_eevdf_level);
+            }
+            return;
         }
+        self.start_eevdf_level();
     }
 
     /// [`Fair::start_eevdf`] for the level the fair class works on.

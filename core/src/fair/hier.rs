@@ -471,6 +471,11 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             }
             if !queued {
                 se.set_vruntime(se.vruntime().wrapping_sub(f.cfs.min_vruntime));
+                // (EEVDF: the request it slept in moves with it.)
+                #[cfg(feature = "eevdf")]
+                if f.eevdf() {
+                    se.set_deadline(se.deadline().wrapping_sub(f.cfs.min_vruntime));
+                }
             }
         });
         self.propagate_up(from);
@@ -483,6 +488,10 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             }
             if !queued {
                 se.set_vruntime(se.vruntime().wrapping_add(f.cfs.min_vruntime));
+                #[cfg(feature = "eevdf")]
+                if f.eevdf() {
+                    se.set_deadline(se.deadline().wrapping_add(f.cfs.min_vruntime));
+                }
             }
         });
         self.propagate_up(to);

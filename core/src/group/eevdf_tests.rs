@@ -203,3 +203,57 @@ fn a_dequeued_group_entitys_lag_is_rescaled_with_its_weight() {
     assert_eq!(v1, crate::eevdf::reweighted(v0, w0, w1), "lag {v0} at {w0}");
     m.check_invariants().unwrap();
 }
+
+/// A sleeper moved to another group takes the request it slept in along, rebased with its
+/// vruntime onto the new group's runqueue (for a wakeup that still owes service).
+#[test]
+fn a_sleeper_moved_between_groups_takes_its_request_along() {
+    // (Four CPUs for a 2.25 ms slice, longer than the 1 ms tick; every task on CPU 0.)
+    let m: Box<M<4>> = boot::<4>(Features::default() | Features::EEVDF);
+    let mut now = 1;
+    let (a, b) = (
+        m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap(),
+        m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap(),
+    );
+    let pin = |tasks: &[crate::TaskId], now| {
+        for &t in tasks {
+            m.set_affinity(now, t, crate::CpuMask::single(0)).unwrap();
+        }
+    };
+    let tasks = spinners(&m, now, a, 2);
+    pin(&tasks, now);
+    let p = tasks[0];
+    // Group `b` starts later: its runqueue's vruntimes stand apart from `a`'s.
+    let t = now + 100 * MS;
+    run(&m, &mut now, t);
+    pin(&spinners(&m, now, b, 2), now);
+    let t = now + 20 * MS;
+    run(&m, &mut now, t);
+    let request = |m: &M<4>| {
+        let e = m.entity(p).unwrap();
+        e.deadline.wrapping_sub(e.vruntime)
+    };
+    let slice = crate::eevdf::to_virtual(m.tunables().min_granularity_ns, 1024);
+    let mut left = None;
+    for _ in 0..50 {
+        run_until(&m, &mut now, 400, "p runs", |m| m.current(0) == Some(p));
+        let t = now + MS;
+        run(&m, &mut now, t);
+        if m.current(0) != Some(p) {
+            continue;
+        }
+        m.block(0, now, p).unwrap();
+        m.schedule(0, now).unwrap();
+        m.finish_switch(0, now).unwrap();
+        if request(&m) < slice {
+            left = Some(request(&m));
+            break;
+        }
+        m.wake(0, now, p).unwrap();
+    }
+    let left = left.expect("p slept mid-request");
+    m.move_task(now, p, b).unwrap();
+    assert_eq!(request(&m), left, "the request moved with its vruntime");
+    m.wake(0, now, p).unwrap();
+    m.check_invariants().unwrap();
+}

@@ -555,6 +555,17 @@ fn switching_eevdf_on_with_groups_rebuilds_every_levels_average() {
         tasks.push(m.create(0, now, TaskParams { nice, ..TaskParams::default() }).unwrap());
     }
     run(&m, &mut now, 200 * MS);
+    // Switched while a grouped task runs on CPU 0: its topmost group entity is the top
+    // level's current one.
+    let grouped = &tasks[..6];
+    for _ in 0..100 {
+        if m.current(0).is_some_and(|t| grouped.contains(&t)) {
+            break;
+        }
+        let t = now + MS;
+        run(&m, &mut now, t);
+    }
+    assert!(m.current(0).is_some_and(|t| grouped.contains(&t)), "a grouped task runs on CPU 0");
     m.set_features(Features::default() | Features::EEVDF);
     m.check_invariants().unwrap();
     // Every runnable entity of every level starts a request of one slice at the switch.
@@ -573,7 +584,8 @@ fn switching_eevdf_on_with_groups_rebuilds_every_levels_average() {
         }
     }
     let before = runtime(&m, &tasks);
-    run(&m, &mut now, 400 * MS);
+    let until = now + 200 * MS;
+    run(&m, &mut now, until);
     m.check_invariants().unwrap();
     assert_eq!(runtime(&m, &tasks) - before, 2 * 200 * MS, "both CPUs kept busy after the switch");
 }

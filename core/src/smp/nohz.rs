@@ -207,7 +207,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 aborted = true;
                 break;
             }
-            has_blocked |= self.refresh_blocked(other, now);
+            has_blocked |= self.refresh_blocked(other, now, false);
             let due = self.next_balance(other);
             if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(other, now, IdleType::Idle);
@@ -217,7 +217,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
         if !aborted {
             // (Its own blocked load counts as the others' does.)
-            has_blocked |= self.refresh_blocked(cpu, now);
+            has_blocked |= self.refresh_blocked(cpu, now, false);
             if flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(cpu, now, IdleType::Idle);
             }
@@ -256,22 +256,21 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if !self.nohz.is_tickless(cpu) || (s.load.load(Relaxed) == 0 && s.util_avg.load(Relaxed) == 0) {
             return false;
         }
-        let since = (self.jiffies(now) as u32).wrapping_sub(self.nohz.blocked_jiffy[cpu].load(Relaxed));
-        if since as i32 <= 0 {
-            return true;
-        }
-        self.refresh_blocked(cpu, now)
+        self.refresh_blocked(cpu, now, true)
     }
 
-    /// Brings `cpu`'s blocked load up to `now` and publishes its figures. Returns whether
-    /// any is left to decay.
+    /// Brings `cpu`'s blocked load up to `now` and publishes its figures; with
+    /// `once_a_jiffy`, not if its clock has already reached this jiffy (a tickless CPU's
+    /// clock moves when its blocked load is refreshed: Linux's
+    /// `last_blocked_load_update_tick`). Returns whether any is left to decay.
     #[inline(never)]
-    fn refresh_blocked(&self, cpu: usize, now: u64) -> bool {
-        self.nohz.blocked_jiffy[cpu].store(self.jiffies(now) as u32, Relaxed);
+    fn refresh_blocked(&self, cpu: usize, now: u64, once_a_jiffy: bool) -> bool {
         let mut st = self.rq(cpu);
-        st.rq.update_clock(now);
-        st.update_blocked_averages(self.pool());
-        self.after_update(cpu, &mut st);
+        if !once_a_jiffy || self.jiffies(st.rq.clock()) < self.jiffies(now) {
+            st.rq.update_clock(now);
+            st.update_blocked_averages(self.pool());
+            self.after_update(cpu, &mut st);
+        }
         st.rq.avg().load_avg != 0 || st.rq.avg().util_avg != 0
     }
 

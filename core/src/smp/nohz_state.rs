@@ -28,9 +28,6 @@ pub struct Nohz<const CPUS: usize> {
     /// The CPU left its LLC's busy count (it entered tickless idle). Kept inverted so a new
     /// machine is all zeros.
     pub(super) not_busy: [AtomicBool; CPUS],
-    /// Per CPU: the jiffy (modulo 2^32) its blocked load was last refreshed on its behalf
-    /// (`rq->last_blocked_load_update_tick`): a balancer does so at most once a jiffy.
-    pub(super) blocked_jiffy: [AtomicU32; CPUS],
     pub(super) initialised: AtomicBool,
 }
 
@@ -46,7 +43,6 @@ impl<const CPUS: usize> Nohz<CPUS> {
             flags: [const { AtomicU8::new(0) }; CPUS],
             nr_busy: [const { AtomicU32::new(0) }; CPUS],
             not_busy: [const { AtomicBool::new(false) }; CPUS],
-            blocked_jiffy: [const { AtomicU32::new(0) }; CPUS],
             initialised: AtomicBool::new(false),
         }
     }
@@ -59,7 +55,6 @@ impl<const CPUS: usize> Nohz<CPUS> {
             self.flags[cpu].store(0, Relaxed);
             self.nr_busy[cpu].store(0, Relaxed);
             self.not_busy[cpu].store(false, Relaxed);
-            self.blocked_jiffy[cpu].store(0, Relaxed);
         }
         self.nr_tickless.store(0, Relaxed);
         self.next_balance.store(0, Relaxed);

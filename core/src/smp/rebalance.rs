@@ -455,5 +455,15 @@ mod tests {
         assert!(m.nohz.has_blocked.load(Relaxed));
         let again = m.jiffies(later + 4_000_000) + m.ms_to_jiffies(32);
         assert_eq!(m.nohz.next_blocked.load(Relaxed), again, "the stats kick waits");
+        // A tickless CPU outside the pass's domain: the kick still has work, and is not put off.
+        m.nohz.next_blocked.store(0, Relaxed);
+        m.inject_rq_pelt(5, 600, 600, 600).unwrap();
+        m.nohz_enter_idle(5).unwrap();
+        m.balance_domain(0, 0, IdleType::NewlyIdle, later + 8_000_000).unwrap();
+        assert_eq!(m.nohz.next_blocked.load(Relaxed), 0, "CPU 5 is outside CPU 0's cluster");
+        m.balance_domain(0, 1, IdleType::NewlyIdle, later + 12_000_000).unwrap();
+        assert!(m.rq(5).rq.avg().load_avg < 600, "the machine's level reads CPU 5");
+        let again = m.jiffies(later + 12_000_000) + m.ms_to_jiffies(32);
+        assert_eq!(m.nohz.next_blocked.load(Relaxed), again);
     }
 }

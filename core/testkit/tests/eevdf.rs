@@ -397,6 +397,30 @@ fn a_sleeper_that_still_owes_keeps_its_request() {
     d.s.check_invariants().unwrap();
 }
 
+/// A nice change while it sleeps keeps what is left of that request, scaled to the new weight
+/// (the same wall time), for a wakeup that still owes.
+#[test]
+fn a_nice_change_in_sleep_scales_the_kept_request() {
+    let mut d = eevdf_driver(MS / 4);
+    let a = d.spawn(0);
+    let _b = d.spawn(0);
+    d.run(20 * MS);
+    block_into_request(&mut d, a, 2 * MS);
+    d.s.schedule(d.now);
+    let request = |d: &Driver| {
+        let e = d.s.entity(a).unwrap();
+        e.deadline.wrapping_sub(e.vruntime) as i64
+    };
+    let left = request(&d);
+    d.s.set_nice(d.now, a, -3).unwrap();
+    let w = d.s.entity(a).unwrap().weight();
+    assert!(w > 1024, "heavier: {w}");
+    d.run(MS / 4);
+    d.s.wake(d.now, a).unwrap();
+    assert_eq!(request(&d), sched_core::eevdf::reweighted(left, 1024, w), "{left} at 1024, now at {w}");
+    d.s.check_invariants().unwrap();
+}
+
 /// Linux 6.12's PREEMPT_SHORT: a woken task with a shorter slice and an earlier deadline
 /// preempts a task still inside the request it was picked for; with an equal slice it waits
 /// for that request to end (RUN_TO_PARITY). Judged at every wakeup where the pick would take
@@ -553,4 +577,16 @@ fn a_sleep_under_cfs_leaves_no_lag_for_eevdf() {
     d.s.block(d.now, a).unwrap();
     let e = d.s.entity(a).unwrap();
     assert_eq!((e.vlag, e.deadline), (0, 0), "nothing kept from the EEVDF period");
+    d.s.smp().set_features(Features::default() | Features::EEVDF);
+    d.run(MS);
+    d.s.wake(d.now, a).unwrap();
+    let [ea, eb] = [a, _b].map(|t| d.s.entity(t).unwrap());
+    let mut avg = AvgVruntime::new();
+    let base = ea.vruntime.min(eb.vruntime);
+    avg.add(ea.vruntime, base, ea.weight());
+    avg.add(eb.vruntime, base, eb.weight());
+    let lag = avg.avg(base, None).wrapping_sub(ea.vruntime) as i64;
+    assert!(lag.abs() <= 2, "woke at the average: lag {lag}");
+    let slice = to_virtual(d.s.smp().tunables().min_granularity_ns, ea.weight());
+    assert_eq!(ea.deadline.wrapping_sub(ea.vruntime), slice, "with a new request");
 }
