@@ -143,6 +143,13 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         // (EEVDF's sums weigh each queued entity: a new weight takes it out of the tree and
         // back.)
         let requeue = on_rq && !is_curr && weight != se.load_weight() && self.eevdf();
+        // EEVDF: the average it is placed against, the current entity's time charged (taken
+        // while it still counts with its old weight).
+        #[cfg(feature = "eevdf")]
+        let v_avg = (on_rq && self.eevdf()).then(|| {
+            let curr = self.update_curr_vw(true);
+            self.cfs.eavg.avg(self.cfs.min_vruntime, curr)
+        });
         if on_rq {
             if is_curr {
                 self.charge_curr(se);
@@ -163,18 +170,21 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         }
         se.set_load(LoadWeight { weight, inv_weight: 0 });
         let w = se.weight();
-        // EEVDF (Linux 6.6's `reweight_entity`): what is left of a queued entity's request
-        // takes as long in wall time at the new weight, and a dequeued one's kept lag is the
-        // same lag in the new weight's virtual time.
+        // EEVDF (Linux 6.7's `reweight_eevdf`): a queued or running entity keeps its lag as
+        // the same service, so its vruntime moves to V − lag·old/new, and its deadline stays
+        // as far from V in wall time (V − d scaled alike); the average V itself does not
+        // move. A dequeued one's kept lag is the same lag in the new weight's virtual time.
         #[cfg(feature = "eevdf")]
         if self.eevdf() && w != old_w {
             use crate::eevdf::reweighted;
-            if on_rq {
-                let vr = se.vruntime();
-                let left = se.deadline().wrapping_sub(vr) as i64;
-                se.set_deadline(vr.wrapping_add(reweighted(left, old_w, w) as u64));
-            } else {
-                se.set_vlag(reweighted(se.vlag(), old_w, w));
+            match v_avg {
+                Some(v_avg) => {
+                    let lag = v_avg.wrapping_sub(se.vruntime()) as i64;
+                    se.set_vruntime(v_avg.wrapping_sub(reweighted(lag, old_w, w) as u64));
+                    let to_deadline = se.deadline().wrapping_sub(v_avg) as i64;
+                    se.set_deadline(v_avg.wrapping_add(reweighted(to_deadline, old_w, w) as u64));
+                }
+                None => se.set_vlag(reweighted(se.vlag(), old_w, w)),
             }
         }
         avg.load_avg = w * avg.load_sum / avg.divider();

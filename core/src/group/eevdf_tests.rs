@@ -1,6 +1,6 @@
 //! EEVDF where it meets task groups, the machine's own tick and PREEMPT_SHORT: what Linux
-//! 6.6 does with a group entity's weight and a kept lag's clamp, and what 6.12 does once a
-//! running task's protection is gone.
+//! 6.6 and 6.7 do with a group entity's weight, 6.6 with a kept lag's clamp, and what 6.12
+//! does once a running task's protection is gone or a sleeper still owes.
 
 use super::shares::CpuWeight;
 use super::tests::{boot, run, spinners, M, MS};
@@ -131,10 +131,11 @@ fn a_task_whose_protection_ended_leaves_once_ineligible() {
 }
 
 /// A queued group entity reweighted (its group's shares moved as a task joined it here)
-/// keeps what is left of its request in wall time: the request's virtual length is scaled by
-/// old / new weight, as Linux 6.6's `reweight_entity` does.
+/// keeps its lag as the same service, as Linux 6.7's `reweight_eevdf` does: its vruntime
+/// moves to V − lag·old/new and its deadline to V + (d − V)·old/new, and the average V of
+/// its runqueue stays where it was.
 #[test]
-fn a_queued_group_entitys_request_is_rescaled_with_its_weight() {
+fn a_queued_group_entitys_lag_and_request_are_rescaled_with_its_weight() {
     let m: Box<M<2>> = boot::<2>(Features::default() | Features::EEVDF);
     let mut now = 1;
     let on = |cpu| TaskParams { affinity: crate::CpuMask::single(cpu), ..TaskParams::default() };
@@ -151,14 +152,29 @@ fn a_queued_group_entitys_request_is_rescaled_with_its_weight() {
         m.current(0) == Some(r)
     });
     let ge = m.pool().group_cell(0, g.slot()).unwrap();
-    let request = |e: &crate::entities::EntityCell| e.deadline().wrapping_sub(e.vruntime()) as i64;
-    let (w0, r0) = (ge.weight(), request(ge));
+    // The top level here holds the running `r` and the group entity: its average.
+    let state = |m: &M<2>| {
+        let re = m.entity(r).unwrap();
+        let (w, v, d, rw) = (ge.weight(), ge.vruntime(), ge.deadline(), re.weight());
+        let base = v.min(re.vruntime);
+        let mut avg = crate::eevdf::AvgVruntime::new();
+        avg.add(v, base, w);
+        avg.add(re.vruntime, base, rw);
+        let v_avg = avg.avg(base, None);
+        (w, v_avg, v_avg.wrapping_sub(v) as i64, d.wrapping_sub(v_avg) as i64)
+    };
+    let (w0, avg0, lag0, to_d0) = state(&m);
     // A second task of the group joins it here: its entity is reweighted in place.
     let joined = m.create(0, now, on(0)).unwrap();
     m.move_task(now, joined, g).unwrap();
-    let (w1, r1) = (ge.weight(), request(ge));
+    let (w1, avg1, lag1, to_d1) = state(&m);
     assert!(ge.on_rq() && w1 > w0, "reweighted while queued: {w0} to {w1}");
-    assert_eq!(r1, (r0 as i128 * w0 as i128 / w1 as i128) as i64, "request {r0} at {w0}");
+    let near = |a: i64, b: i64| (a - b).abs() <= 2;
+    assert!(near(avg1 as i64, avg0 as i64), "the average stays: {avg0} to {avg1}");
+    let want = crate::eevdf::reweighted(lag0, w0, w1);
+    assert!(near(lag1, want), "lag {lag0} at {w0}: {lag1} at {w1}, want {want}");
+    let want = crate::eevdf::reweighted(to_d0, w0, w1);
+    assert!(near(to_d1, want), "deadline {to_d0} past V at {w0}: {to_d1} at {w1}, want {want}");
     m.check_invariants().unwrap();
 }
 
