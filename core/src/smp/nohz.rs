@@ -188,6 +188,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if !self.stats(cpu).idle.load(Relaxed) {
             return false;
         }
+        self.nohz_pass(cpu, now, flags, IdleType::Idle);
+        true
+    }
+
+    /// `_nohz_idle_balance` on `cpu`, `idle` (a kicked CPU, or a newly idle one refreshing
+    /// the blocked load of the tickless ones): for each tickless idle CPU, bring its blocked
+    /// load up to date and, with [`NOHZ_BALANCE_KICK`] in `flags`, balance for it when due;
+    /// then the same for `cpu` itself, but for a newly idle one. Returns whether the pass
+    /// went all the way (it stops when work arrives on `cpu`).
+    fn nohz_pass(&self, cpu: usize, now: u64, flags: u8, idle: IdleType) -> bool {
+        let newly = idle == IdleType::NewlyIdle;
         let j = self.jiffies(now);
         if flags & NOHZ_STATS_KICK != 0 {
             self.nohz.has_blocked.store(false, Relaxed);
@@ -216,8 +227,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if !aborted {
-            // (Its own blocked load counts as the others' does.)
-            has_blocked |= self.refresh_blocked(cpu, now, false);
+            // (Its own blocked load counts as the others' does; a newly idle CPU's was just
+            // brought up to date, and it is not tickless.)
+            if !newly {
+                has_blocked |= self.refresh_blocked(cpu, now, false);
+            }
             if flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(cpu, now, IdleType::Idle);
             }
@@ -226,8 +240,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             if flags & NOHZ_STATS_KICK != 0 {
                 self.nohz.next_blocked.store(j + self.ms_to_jiffies(LOAD_AVG_PERIOD), Relaxed);
             }
-            let nb = self.next_balance(cpu);
-            next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
+            if !newly {
+                let nb = self.next_balance(cpu);
+                next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
+            }
         }
         if has_blocked {
             self.nohz.has_blocked.store(true, Relaxed);
@@ -237,7 +253,23 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if let (false, Some(nb)) = (aborted, next_balance) {
             self.nohz.next_balance.store(nb, Relaxed);
         }
-        true
+        !aborted
+    }
+
+    /// `nohz_newidle_balance`: `cpu`, going idle without a balance pass (no overload, or an
+    /// idle too short for one), brings the tickless CPUs' blocked load up to date itself
+    /// when it is due and the idle is long enough, rather than wake one of them for it; if
+    /// work arrives meanwhile it kicks one instead.
+    pub(super) fn nohz_newidle_balance(&self, cpu: usize, now: u64, avg_idle: u64) {
+        if !(CPUS > 1 && NOHZ) || avg_idle < self.rq(cpu).rq.tunables().migration_cost_ns {
+            return;
+        }
+        if !self.nohz.has_blocked.load(Relaxed) || self.jiffies(now) < self.nohz.next_blocked.load(Relaxed) {
+            return;
+        }
+        if !self.nohz_pass(cpu, now, NOHZ_STATS_KICK, IdleType::NewlyIdle) {
+            self.kick_ilb(NOHZ_STATS_KICK);
+        }
     }
 
     /// Whether a balance pass of an `idle` CPU refreshes tickless CPUs' blocked load as it

@@ -228,6 +228,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if pulled {
             self.rq(cpu).idle_stamp = 0;
         }
+        if !go {
+            drop(bal);
+            self.nohz_newidle_balance(cpu, now, avg_idle);
+        }
         pulled
     }
 }
@@ -465,5 +469,32 @@ mod tests {
         assert!(m.rq(5).rq.avg().load_avg < 600, "the machine's level reads CPU 5");
         let again = m.jiffies(later + 12_000_000) + m.ms_to_jiffies(32);
         assert_eq!(m.nohz.next_blocked.load(Relaxed), again);
+    }
+
+    /// A CPU going idle without a balance pass (nothing is overloaded) refreshes the tickless
+    /// CPUs' blocked load itself once the stats are due and its idle is long enough
+    /// (`nohz_newidle_balance`); a short idle leaves it to a kick.
+    #[cfg(feature = "nohz")]
+    #[test]
+    fn a_cpu_going_idle_refreshes_the_tickless_cpus_blocked_load() {
+        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        for cpu in 0..8 {
+            m.tick(cpu, NOW).unwrap();
+        }
+        m.inject_rq_pelt(5, 600, 600, 600).unwrap();
+        m.nohz_enter_idle(5).unwrap();
+        let load = || m.rq(5).rq.avg().load_avg;
+        let cost = m.tunables().migration_cost_ns;
+        let later = NOW + 40_000_000;
+        for (avg_idle, refreshed) in [(cost - 1, false), (cost, true)] {
+            m.root.overload.store(false, Relaxed);
+            m.rq(0).avg_idle = avg_idle;
+            assert!(!m.newidle_balance(0, later));
+            assert_eq!(load() < 600, refreshed, "avg_idle {avg_idle}");
+        }
+        let again = m.jiffies(later) + m.ms_to_jiffies(32);
+        assert_eq!(m.nohz.next_blocked.load(Relaxed), again, "the next refresh waits");
+        assert!(m.nohz.has_blocked.load(Relaxed), "decayed, not gone");
     }
 }
