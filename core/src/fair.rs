@@ -774,27 +774,33 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
     }
 
     /// `reweight_task`: gives the entity at `slot` a new nice value. It must not be
-    /// accounted (the caller dequeues with SAVE around it); its blocked PELT load is
-    /// re-expressed with the new weight.
-    pub(crate) fn reweight(&mut self, slot: SlotId, nice: Nice) {
+    /// accounted (the caller dequeues with SAVE around it, if `saved`: else it blocked and
+    /// is still switching out); its blocked PELT load is re-expressed with the new weight.
+    fn reweight(&mut self, slot: SlotId, nice: Nice, saved: bool) {
         #[cfg(feature = "groups")]
         if !self.flat() {
             let l = self.level_of(slot);
-            return self.at(l, |f| f.reweight_here(slot, nice));
+            return self.at(l, |f| f.reweight_here(slot, nice, saved));
         }
-        self.reweight_here(slot, nice);
+        self.reweight_here(slot, nice, saved);
     }
 
     /// [`Fair::reweight`] on the level the fair class works on.
-    fn reweight_here(&mut self, slot: SlotId, nice: Nice) {
+    fn reweight_here(&mut self, slot: SlotId, nice: Nice, saved: bool) {
         let eevdf = self.eevdf();
         let Some(cell) = self.entity(slot) else { return };
         let mut se = cell.get();
-        let old_weight = se.weight();
-        let moved = reweight_entity(&mut self.cfs.avg, &mut se, nice, eevdf);
-        policy!(self.reweighted(&mut se, old_weight));
-        cell.put(&se);
-        self.cfs.pelt_slack.moved(moved, 0, 0);
+        if saved {
+            let old_weight = se.weight();
+            let moved = reweight_entity(&mut self.cfs.avg, &mut se, nice, eevdf);
+            policy!(self.reweighted(&mut se, old_weight));
+            cell.put(&se);
+            self.cfs.pelt_slack.moved(moved, 0, 0);
+        } else {
+            // (Blocked: as a parked task, its deadline absolute.)
+            self.rq.reweight_parked(&mut se, nice);
+            cell.put(&se);
+        }
     }
 
     /// Changes the nice value of a task attached here (queued, running or switching out),
@@ -810,7 +816,7 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         if running {
             self.put_prev();
         }
-        self.reweight(slot, nice);
+        self.reweight(slot, nice, queued);
         if queued {
             self.enqueue(slot, EnqueueFlags::RESTORE);
             if nice < old || (nice > old && running) {

@@ -398,27 +398,36 @@ fn a_sleeper_that_still_owes_keeps_its_request() {
 }
 
 /// A nice change while it sleeps keeps what is left of that request, scaled to the new weight
-/// (the same wall time), for a wakeup that still owes.
+/// (the same wall time), for a wakeup that still owes: made once it was switched out, or
+/// between its block and the switch.
 #[test]
 fn a_nice_change_in_sleep_scales_the_kept_request() {
-    let mut d = eevdf_driver(MS / 4);
-    let a = d.spawn(0);
-    let _b = d.spawn(0);
-    d.run(20 * MS);
-    block_into_request(&mut d, a, 2 * MS);
-    d.s.schedule(d.now);
-    let request = |d: &Driver| {
-        let e = d.s.entity(a).unwrap();
-        e.deadline.wrapping_sub(e.vruntime) as i64
-    };
-    let left = request(&d);
-    d.s.set_nice(d.now, a, -3).unwrap();
-    let w = d.s.entity(a).unwrap().weight();
-    assert!(w > 1024, "heavier: {w}");
-    d.run(MS / 4);
-    d.s.wake(d.now, a).unwrap();
-    assert_eq!(request(&d), sched_core::eevdf::reweighted(left, 1024, w), "{left} at 1024, now at {w}");
-    d.s.check_invariants().unwrap();
+    for before_the_switch in [false, true] {
+        let mut d = eevdf_driver(MS / 4);
+        let a = d.spawn(0);
+        let _b = d.spawn(0);
+        d.run(20 * MS);
+        block_into_request(&mut d, a, 2 * MS);
+        let request = |d: &Driver| {
+            let e = d.s.entity(a).unwrap();
+            e.deadline.wrapping_sub(e.vruntime) as i64
+        };
+        let left = request(&d);
+        if before_the_switch {
+            d.s.set_nice(d.now, a, -3).unwrap();
+            d.s.schedule(d.now);
+        } else {
+            d.s.schedule(d.now);
+            d.s.set_nice(d.now, a, -3).unwrap();
+        }
+        let w = d.s.entity(a).unwrap().weight();
+        assert!(w > 1024, "heavier: {w}");
+        d.run(MS / 4);
+        d.s.wake(d.now, a).unwrap();
+        let want = sched_core::eevdf::reweighted(left, 1024, w);
+        assert_eq!(request(&d), want, "before the switch {before_the_switch}: {left} at 1024, now at {w}");
+        d.s.check_invariants().unwrap();
+    }
 }
 
 /// Linux 6.12's PREEMPT_SHORT: a woken task with a shorter slice and an earlier deadline
