@@ -71,7 +71,8 @@ impl<const CAP: usize> Timeline<CAP> {
     }
 
     /// Gives the queued `id` a new virtual deadline, its place unchanged; the subtree bests
-    /// above it follow. O(log n). An `id` not queued is [`TimelineError::NotQueued`].
+    /// above it follow. O(log n). An `id` not queued is
+    /// [`TimelineError::NotQueued`](super::TimelineError::NotQueued).
     #[cfg(feature = "eevdf")]
     pub fn set_deadline(&mut self, id: usize, deadline: u64) -> Result<(), super::TimelineError> {
         if !self.contains(id) {
