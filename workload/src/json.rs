@@ -1,6 +1,7 @@
 //! JSON as rt-app reads it: objects keep their keys in file order (events run in that
-//! order); comments (`/* … */`, `// …`) and a comma before a closing bracket are taken, as
-//! json-c (rt-app's reader) takes them and rt-app's own examples use them. Stricter than
+//! order); comments (`/* … */`, `// …`), a comma before a closing bracket and strings in
+//! single quotes (`'abc'`, with JSON's escapes) are taken, as json-c (rt-app's reader) takes
+//! them and rt-app's own examples use comments and commas. Stricter than
 //! json-c in one way: a key given twice in one object is an error (json-c would silently keep
 //! the last value at the first place).
 
@@ -92,8 +93,10 @@ pub(crate) fn parse(text: &str) -> Result<Json, ParseError> {
 }
 
 /// `text` as plain JSON: its comments, and each comma that only a closing bracket follows,
-/// turned into spaces (so every line and column stays where it was). A string that reads as
-/// serde_json's private number key is refused: that key must come from the reader alone.
+/// turned into spaces (so every line and column stays where it was), and its single-quoted
+/// strings into double-quoted ones (a `"` in one is escaped: the only change of length). A
+/// string that reads as serde_json's private number key is refused: that key must come from
+/// the reader alone.
 fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
     let b = text.as_bytes();
     let at = |i: usize, message: &str| {
@@ -124,6 +127,7 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
     };
     // The last byte of JSON before `i` (not a blank or a comment's).
     let mut prev = b' ';
+    let mut single_quoted = false;
     let mut i = 0;
     while i < b.len() {
         let (c, before) = (b[i], prev);
@@ -131,18 +135,25 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
             prev = c;
         }
         match c {
-            b'"' => {
+            b'"' | b'\'' => {
                 let start = i;
                 i += 1;
-                while i < b.len() && b[i] != b'"' {
+                while i < b.len() && b[i] != c {
                     i += if b[i] == b'\\' { 2 } else { 1 };
                 }
                 // (An unclosed string runs to the end, which the reader then refuses.)
                 let (closed, end) = (i < b.len(), (i + 1).min(b.len()));
-                let raw = &text[start..end];
+                if c == b'\'' && !closed {
+                    return Err(at(start, "a string that never ends"));
+                }
+                single_quoted |= c == b'\'';
+                let raw = match c {
+                    b'"' => std::borrow::Cow::Borrowed(&text[start..end]),
+                    _ => std::borrow::Cow::Owned(requote(&text[start..end])),
+                };
                 let reserved = closed
                     && if raw.contains('\\') {
-                        serde_json::from_str::<String>(raw).is_ok_and(|s| s == NUMBER_TOKEN)
+                        serde_json::from_str::<String>(&raw).is_ok_and(|s| s == NUMBER_TOKEN)
                     } else {
                         raw.as_bytes()[1..raw.len() - 1] == *NUMBER_TOKEN.as_bytes()
                     };
@@ -181,11 +192,58 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
             _ => i += 1,
         }
     }
-    Ok(match out {
+    let plain = match out {
         // (Only ASCII bytes of comments and commas were changed: still UTF-8.)
         Some(o) => std::borrow::Cow::Owned(String::from_utf8(o).map_err(|_| at(0, "not UTF-8 text"))?),
         None => std::borrow::Cow::Borrowed(text),
-    })
+    };
+    Ok(if single_quoted { std::borrow::Cow::Owned(double_quoted(&plain)) } else { plain })
+}
+
+/// `text` (comments already blanked) with each single-quoted string double-quoted.
+fn double_quoted(text: &str) -> String {
+    let b = text.as_bytes();
+    let mut out = String::with_capacity(text.len() + 16);
+    let (mut i, mut copied) = (0, 0);
+    while i < b.len() {
+        let q = b[i];
+        if q != b'"' && q != b'\'' {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        i += 1;
+        while i < b.len() && b[i] != q {
+            i += if b[i] == b'\\' { 2 } else { 1 };
+        }
+        let end = (i + 1).min(b.len());
+        if q == b'\'' {
+            out.push_str(&text[copied..start]);
+            out.push_str(&requote(&text[start..end]));
+            copied = end;
+        }
+        i = end;
+    }
+    out.push_str(&text[copied..]);
+    out
+}
+
+/// A closed single-quoted string (quotes included) as a double-quoted one: the same
+/// characters and escapes, a bare `"` escaped.
+fn requote(raw: &str) -> String {
+    let inner = &raw[1..raw.len() - 1];
+    let mut s = String::with_capacity(raw.len() + 2);
+    s.push('"');
+    let mut escaped = false;
+    for ch in inner.chars() {
+        if ch == '"' && !escaped {
+            s.push('\\');
+        }
+        escaped = ch == '\\' && !escaped;
+        s.push(ch);
+    }
+    s.push('"');
+    s
 }
 
 impl<'de> Deserialize<'de> for Json {
@@ -302,6 +360,22 @@ mod tests {
         for cut in ["{\"a\": \"é", "\"é", "\"\\", "[\"x\\\""] {
             assert!(parse(cut).is_err(), "{cut:?}");
         }
+    }
+
+    /// json-c takes strings in single quotes, keys and values alike, with JSON's escapes; a
+    /// `"` inside one is a character, and `'` inside a double-quoted one too.
+    #[test]
+    fn single_quoted_strings_are_taken() {
+        let src = "{'a': 'x\"y', \"b\": ['it', 's', '\\n', \"'\"], 'c': '// not a comment' /* 'no' */}";
+        assert_eq!(
+            parse(src).unwrap().to_string(),
+            r#"{"a":"x\"y","b":["it","s","\n","'"],"c":"// not a comment"}"#
+        );
+        let e = parse("{\n 'a': 'open}").unwrap_err();
+        assert_eq!((e.line, e.column, e.message.as_str()), (2, 7, "a string that never ends"));
+        assert!(parse("['\\'']").is_err(), "no \\' escape, as in json-c");
+        let e = parse("{'$serde_json::private::Number': 1}").unwrap_err();
+        assert_eq!(e.message, "a string reserved by the JSON reader");
     }
 
     /// The key serde_json hands a number under (with `arbitrary_precision`) is the reader's
