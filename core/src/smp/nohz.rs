@@ -218,7 +218,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 aborted = true;
                 break;
             }
-            has_blocked |= self.refresh_blocked(other, now, false);
+            // (One whose blocked load is all gone is left alone, as Linux's
+            // `update_nohz_stats` leaves it.)
+            has_blocked |= self.publishes_blocked_load(other) && self.refresh_blocked(other, now, false);
             let due = self.next_balance(other);
             if j >= due && flags & NOHZ_BALANCE_KICK != 0 {
                 self.rebalance_domains(other, now, IdleType::Idle);
@@ -282,13 +284,18 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// `update_nohz_stats`: brings the blocked load of `cpu`, if tickless and still carrying
     /// some, up to `now`, at most once a jiffy. Returns whether it still has blocked load.
     pub(super) fn update_nohz_stats(&self, cpu: usize, now: u64) -> bool {
-        // (A tickless CPU's figures change only when they are refreshed, which publishes
-        // them: they are read without its lock.)
-        let s = self.stats(cpu);
-        if !self.nohz.is_tickless(cpu) || (s.load.load(Relaxed) == 0 && s.util_avg.load(Relaxed) == 0) {
+        if !self.nohz.is_tickless(cpu) || !self.publishes_blocked_load(cpu) {
             return false;
         }
         self.refresh_blocked(cpu, now, true)
+    }
+
+    /// Whether idle `cpu`'s published figures still hold load to decay: an idle CPU's change
+    /// only when they are brought up to date, which publishes them, so they are read without
+    /// its lock.
+    fn publishes_blocked_load(&self, cpu: usize) -> bool {
+        let s = self.stats(cpu);
+        s.load.load(Relaxed) != 0 || s.util_avg.load(Relaxed) != 0
     }
 
     /// Brings `cpu`'s blocked load up to `now` and publishes its figures; with

@@ -432,6 +432,30 @@ mod tests {
         assert!(m.nohz.has_blocked.load(Relaxed), "the kicked CPU still has blocked load");
     }
 
+    /// A kicked CPU's pass refreshes the tickless CPUs that still have blocked load and leaves
+    /// alone those whose load is all gone, as `update_nohz_stats` does.
+    #[cfg(feature = "nohz")]
+    #[test]
+    fn a_nohz_pass_skips_tickless_cpus_without_blocked_load() {
+        use super::super::nohz_state::NOHZ_STATS_KICK;
+        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        for cpu in 0..8 {
+            m.tick(cpu, NOW).unwrap();
+        }
+        m.inject_rq_pelt(2, 600, 600, 600).unwrap();
+        for cpu in [2, 3] {
+            m.nohz_enter_idle(cpu).unwrap();
+        }
+        let avg3 = *m.rq(3).rq.avg();
+        assert_eq!(avg3.load_avg + avg3.util_avg, 0, "CPU 3 has none");
+        m.nohz.flags[1].store(NOHZ_STATS_KICK, Relaxed);
+        let later = NOW + 40_000_000;
+        assert!(m.nohz_idle_balance_on(1, later));
+        assert_eq!(m.rq(2).rq.clock(), later, "CPU 2 refreshed");
+        assert_eq!(m.rq(3).rq.clock(), NOW, "CPU 3 left alone");
+    }
+
     /// A newly idle CPU's pass refreshes a tickless CPU's blocked load as it reads it
     /// (`LBF_NOHZ_STATS`), at most once a jiffy; a busier kind of pass leaves it to the kicks.
     #[cfg(feature = "nohz")]
