@@ -5,7 +5,7 @@
 use super::shares::CpuWeight;
 use super::tests::{boot, run, spinners, M, MS};
 use super::tree::GroupId;
-use crate::{Features, TaskParams};
+use crate::{Features, TaskId, TaskParams};
 extern crate std;
 use std::boxed::Box;
 
@@ -20,6 +20,27 @@ fn run_until<const C: usize>(m: &M<C>, now: &mut u64, most: u32, what: &str, don
         run(m, now, t);
     }
     assert!(done(m), "{what}");
+}
+
+/// Blocks `p`, running on CPU 0, after a tick of its run, until `kept` holds once it is
+/// switched out (woken again and retried otherwise, up to 50 times). Returns whether it held.
+fn block_part_way<const C: usize>(m: &M<C>, now: &mut u64, p: TaskId, kept: impl Fn(&M<C>) -> bool) -> bool {
+    for _ in 0..50 {
+        run_until(m, now, 400, "p runs", |m| m.current(0) == Some(p));
+        let t = *now + MS;
+        run(m, now, t);
+        if m.current(0) != Some(p) {
+            continue;
+        }
+        m.block(0, *now, p).unwrap();
+        m.schedule(0, *now).unwrap();
+        m.finish_switch(0, *now).unwrap();
+        if kept(m) {
+            return true;
+        }
+        m.wake(0, *now, p).unwrap();
+    }
+    false
 }
 
 /// A waking group entity is placed with the weight it will run with (its group's shares are
@@ -194,24 +215,8 @@ fn a_dequeued_group_entitys_lag_is_rescaled_with_its_weight() {
     run(&m, &mut now, t);
     let ge = m.pool().group_cell(0, g.slot()).unwrap();
     // `p` blocks part-way through a run: its group entity leaves with a lag.
-    let mut left = None;
-    for _ in 0..50 {
-        run_until(&m, &mut now, 200, "p runs", |m| m.current(0) == Some(p));
-        let t = now + MS;
-        run(&m, &mut now, t);
-        if m.current(0) != Some(p) {
-            continue;
-        }
-        m.block(0, now, p).unwrap();
-        m.schedule(0, now).unwrap();
-        m.finish_switch(0, now).unwrap();
-        if ge.vlag() != 0 {
-            left = Some((ge.weight(), ge.vlag()));
-            break;
-        }
-        m.wake(0, now, p).unwrap();
-    }
-    let (w0, v0) = left.expect("the group entity left with a lag");
+    assert!(block_part_way(&m, &mut now, p, |_| ge.vlag() != 0), "the group entity left with a lag");
+    let (w0, v0) = (ge.weight(), ge.vlag());
     assert!(!ge.on_rq());
     m.set_group_weight(now, g, CpuWeight::new(400).unwrap()).unwrap();
     let (w1, v1) = (ge.weight(), ge.vlag());
@@ -250,24 +255,8 @@ fn a_sleeper_moved_between_groups_takes_its_request_along() {
         e.deadline.wrapping_sub(e.vruntime)
     };
     let slice = crate::eevdf::to_virtual(m.tunables().min_granularity_ns, 1024);
-    let mut left = None;
-    for _ in 0..50 {
-        run_until(&m, &mut now, 400, "p runs", |m| m.current(0) == Some(p));
-        let t = now + MS;
-        run(&m, &mut now, t);
-        if m.current(0) != Some(p) {
-            continue;
-        }
-        m.block(0, now, p).unwrap();
-        m.schedule(0, now).unwrap();
-        m.finish_switch(0, now).unwrap();
-        if request(&m) < slice {
-            left = Some(request(&m));
-            break;
-        }
-        m.wake(0, now, p).unwrap();
-    }
-    let left = left.expect("p slept mid-request");
+    assert!(block_part_way(&m, &mut now, p, |m| request(m) < slice), "p slept mid-request");
+    let left = request(&m);
     m.move_task(now, p, b).unwrap();
     assert_eq!(request(&m), left, "the request moved with its vruntime");
     m.wake(0, now, p).unwrap();

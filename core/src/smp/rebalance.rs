@@ -409,19 +409,31 @@ mod tests {
         assert_eq!(m.balance_state(4).unwrap().domains[1].nr_balance_failed, 1);
     }
 
+    /// Two clusters of 4 CPUs, each ticked once at `NOW`; the CPUs in `loaded` carry 600 of
+    /// blocked load (load, runnable and util) and those in `idle` enter tickless idle.
+    #[cfg(feature = "nohz")]
+    fn tickless(loaded: &[usize], idle: &[usize]) -> Box<M> {
+        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
+        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
+        for cpu in 0..8 {
+            m.tick(cpu, NOW).unwrap();
+        }
+        for &cpu in loaded {
+            m.inject_rq_pelt(cpu, 600, 600, 600).unwrap();
+        }
+        for &cpu in idle {
+            m.nohz_enter_idle(cpu).unwrap();
+        }
+        m
+    }
+
     /// The CPU a nohz kick serves counts its own blocked load as the others': with blocked
     /// load left there, the stats kicks go on.
     #[cfg(feature = "nohz")]
     #[test]
     fn a_nohz_pass_counts_the_kicked_cpus_own_blocked_load() {
         use super::super::nohz_state::{NOHZ_BALANCE_KICK, NOHZ_STATS_KICK};
-        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
-        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-        for cpu in 0..8 {
-            m.tick(cpu, NOW).unwrap();
-        }
-        m.inject_rq_pelt(1, 600, 600, 600).unwrap();
-        m.nohz_enter_idle(1).unwrap();
+        let m = tickless(&[1], &[1]);
         m.nohz.flags[1].store(NOHZ_BALANCE_KICK | NOHZ_STATS_KICK, Relaxed);
         assert!(m.nohz_idle_balance_on(1, NOW + 4_000_000));
         let (load, util) = {
@@ -438,15 +450,7 @@ mod tests {
     #[test]
     fn a_nohz_pass_skips_tickless_cpus_without_blocked_load() {
         use super::super::nohz_state::NOHZ_STATS_KICK;
-        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
-        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-        for cpu in 0..8 {
-            m.tick(cpu, NOW).unwrap();
-        }
-        m.inject_rq_pelt(2, 600, 600, 600).unwrap();
-        for cpu in [2, 3] {
-            m.nohz_enter_idle(cpu).unwrap();
-        }
+        let m = tickless(&[2], &[2, 3]);
         let avg3 = *m.rq(3).rq.avg();
         assert_eq!(avg3.load_avg + avg3.util_avg, 0, "CPU 3 has none");
         m.nohz.flags[1].store(NOHZ_STATS_KICK, Relaxed);
@@ -461,13 +465,7 @@ mod tests {
     #[cfg(feature = "nohz")]
     #[test]
     fn a_newidle_pass_decays_a_tickless_cpus_blocked_load_once_a_jiffy() {
-        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
-        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-        for cpu in 0..8 {
-            m.tick(cpu, NOW).unwrap();
-        }
-        m.inject_rq_pelt(1, 600, 600, 600).unwrap();
-        m.nohz_enter_idle(1).unwrap();
+        let m = tickless(&[1], &[1]);
         let load = || m.rq(1).rq.avg().load_avg;
         let later = NOW + 40_000_000;
         m.balance_domain(0, 0, IdleType::Idle, later).unwrap();
@@ -501,13 +499,7 @@ mod tests {
     #[cfg(feature = "nohz")]
     #[test]
     fn a_cpu_going_idle_refreshes_the_tickless_cpus_blocked_load() {
-        let m: Box<M> = Box::new(Smp::new(Clocked::default(), Features::default(), 250));
-        m.init_with(|t| t.init_clusters(2, 4)).unwrap();
-        for cpu in 0..8 {
-            m.tick(cpu, NOW).unwrap();
-        }
-        m.inject_rq_pelt(5, 600, 600, 600).unwrap();
-        m.nohz_enter_idle(5).unwrap();
+        let m = tickless(&[5], &[5]);
         let load = || m.rq(5).rq.avg().load_avg;
         let cost = m.tunables().migration_cost_ns;
         let later = NOW + 40_000_000;

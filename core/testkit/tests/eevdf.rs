@@ -81,6 +81,18 @@ fn spinners_share_by_weight_and_every_pick_is_eligible() {
     assert!((ra as f64 / rb as f64 - 1.0).abs() < 0.05, "equal weights: {ra} vs {rb}");
 }
 
+/// Four spinners of the default slice and a fifth, returned, with a 1 ms slice, on one CPU
+/// ticking every `tick`.
+fn four_and_a_short_one(features: Features, tick: u64) -> (Driver, TaskId) {
+    let mut d = Driver::with(Tunables::for_cpus(8), features, tick);
+    for _ in 0..4 {
+        d.spawn(0);
+    }
+    let short = d.spawn(0);
+    d.s.smp().set_slice(d.now, short, MS).unwrap();
+    (d, short)
+}
+
 /// A periodic task with a 1 ms slice among 4 spinners with the default 3 ms (8 CPUs'
 /// tunables), all nice 0: the bound of Stoica and Abdel-Wahab holds for its wake-to-run
 /// time. Its lag is at least −r (r its request, 1 ms; Theorem 1), so it is eligible once the
@@ -95,12 +107,7 @@ fn a_short_slice_task_runs_within_the_papers_bound() {
     let mut judged = [0u32; 2];
     for (i, features) in [Features::default() | Features::EEVDF, Features::default()].into_iter().enumerate()
     {
-        let mut d = Driver::with(Tunables::for_cpus(8), features, tick);
-        for _ in 0..4 {
-            d.spawn(0);
-        }
-        let short = d.spawn(0);
-        d.s.smp().set_slice(d.now, short, MS).unwrap();
+        let (mut d, short) = four_and_a_short_one(features, tick);
         d.run(20 * MS);
         for _ in 0..200 {
             // Run 0.5 ms, then sleep 7 ms.
@@ -147,12 +154,7 @@ fn a_short_slice_spinner_waits_within_the_papers_bound() {
     let mut worst = [0u64; 2];
     for (i, features) in [Features::default() | Features::EEVDF, Features::default()].into_iter().enumerate()
     {
-        let mut d = Driver::with(Tunables::for_cpus(8), features, tick);
-        for _ in 0..4 {
-            d.spawn(0);
-        }
-        let short = d.spawn(0);
-        d.s.smp().set_slice(d.now, short, MS).unwrap();
+        let (mut d, short) = four_and_a_short_one(features, tick);
         d.run(50 * MS);
         let (mut left_at, mut runs) = (None, 0);
         for _ in 0..2000 {
@@ -312,6 +314,16 @@ fn steady_lags_stay_within_the_papers_bound() {
     assert!((r1 as f64 / r3 as f64 - 1.0).abs() < 0.03, "1 ms slice ran {r1} ns, 3 ms slice {r3} ns");
 }
 
+/// `a`'s lag (V − v, virtual) against the average of `a` and `b`, the only tasks there.
+fn lag_of(d: &Driver, a: TaskId, b: TaskId) -> i64 {
+    let [ea, eb] = [a, b].map(|t| d.s.entity(t).unwrap());
+    let mut avg = AvgVruntime::new();
+    let base = ea.vruntime.min(eb.vruntime);
+    avg.add(ea.vruntime, base, ea.weight());
+    avg.add(eb.vruntime, base, eb.weight());
+    avg.avg(base, None).wrapping_sub(ea.vruntime) as i64
+}
+
 /// Runs until `a` is picked afresh (at the start of a request, if it has no kept request
 /// left), lets it run `into` its request, and blocks it there (still current: the caller
 /// schedules).
@@ -350,12 +362,7 @@ fn a_long_sleep_pays_off_a_sleepers_debt() {
             assert!(left_with < -(MS as i64) / 2, "a ran ahead: lag {left_with}");
             d.run(sleep);
             d.s.wake(d.now, a).unwrap();
-            let [ea, eb] = [a, b].map(|t| d.s.entity(t).unwrap());
-            let mut avg = AvgVruntime::new();
-            let base = ea.vruntime.min(eb.vruntime);
-            avg.add(ea.vruntime, base, ea.weight());
-            avg.add(eb.vruntime, base, eb.weight());
-            let lag = avg.avg(base, None).wrapping_sub(ea.vruntime) as i64;
+            let lag = lag_of(&d, a, b);
             let want = match (keeps, paid) {
                 (true, _) => left_with,
                 (false, Some(p)) => left_with + p,
@@ -589,13 +596,9 @@ fn a_sleep_under_cfs_leaves_no_lag_for_eevdf() {
     d.s.smp().set_features(Features::default() | Features::EEVDF);
     d.run(MS);
     d.s.wake(d.now, a).unwrap();
-    let [ea, eb] = [a, _b].map(|t| d.s.entity(t).unwrap());
-    let mut avg = AvgVruntime::new();
-    let base = ea.vruntime.min(eb.vruntime);
-    avg.add(ea.vruntime, base, ea.weight());
-    avg.add(eb.vruntime, base, eb.weight());
-    let lag = avg.avg(base, None).wrapping_sub(ea.vruntime) as i64;
+    let lag = lag_of(&d, a, _b);
     assert!(lag.abs() <= 2, "woke at the average: lag {lag}");
+    let ea = d.s.entity(a).unwrap();
     let slice = to_virtual(d.s.smp().tunables().min_granularity_ns, ea.weight());
     assert_eq!(ea.deadline.wrapping_sub(ea.vruntime), slice, "with a new request");
 }
