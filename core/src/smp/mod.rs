@@ -468,7 +468,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
     }
 
-    /// Switches features at run time (every runqueue picks them up at once).
+    /// Switches features at run time (every runqueue picks them up at once). Switching
+    /// `EEVDF` on starts a request for every runnable task and group entity, the running ones
+    /// included (CFS keeps none), and rebuilds each runqueue's average vruntime.
     pub fn set_features(&self, f: Features) {
         self.features.store(f.bits() ^ Features::DEFAULT.bits(), Relaxed);
         for cpu in 0..self.nr_cpus() {
