@@ -561,6 +561,16 @@ impl<const Q: usize> RunQueue<Q> {
         true
     }
 
+    /// `now`, or the clock's last reading if `now` is a broken one (see
+    /// [`RunQueue::update_clock`]): what a call that also sets timers or marks takes as now.
+    pub fn sane_now(&self, now: u64) -> u64 {
+        if self.clock != 0 && now > self.clock && now - self.clock > i64::MAX as u64 {
+            self.clock
+        } else {
+            now
+        }
+    }
+
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while
     /// the CPU was saturated is idle time PELT never saw; remember it so the signals of an
     /// always-busy small CPU are not inflated (`update_idle_rq_clock_pelt`).

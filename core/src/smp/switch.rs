@@ -76,6 +76,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         // and the stopper included.
         let mut exited = None;
         let mut st = self.rq(cpu);
+        // A broken reading (see `RunQueue::update_clock`) is taken as the last sane one: it
+        // would mark the CPU idle since then and time the passes below from there.
+        let now = st.rq.sane_now(now);
         // The usual case keeps the lock: the last switch is finished, work is queued here,
         // and no idle balancer's kick waits (each of which needs other locks first).
         let switching_out = st.rq.switching_out_slot().is_some();
@@ -191,6 +194,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     fn finish_switch_on(&self, cpu: usize, now: u64) -> Option<(TaskId, P::Payload)> {
         let mut st = self.rq(cpu);
+        let now = st.rq.sane_now(now);
         let prev = st.rq.switching_out_slot();
         let exited = self.finish_switch_locked(cpu, &mut st);
         // One CPU plans no pushes (placement has no other CPU to choose), and every affinity

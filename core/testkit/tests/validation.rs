@@ -348,6 +348,26 @@ fn one_wild_clock_reading_does_not_freeze_a_cpu() {
         assert!(d.next_decay_max_lb_cost <= now + 1_000_000_000, "{}", d.next_decay_max_lb_cost);
     }
     m.check_invariants().unwrap();
+
+    // A switch at such a reading (a task blocks, the CPU goes idle and balances as it does) is
+    // taken at the last sane one: the CPU's balance timer and idle mark stay within reach.
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
+    let on1 = TaskParams { affinity: sched_core::CpuMask::single(1), ..TaskParams::default() };
+    let t = m.create(1, MS, on1).unwrap();
+    let mut now = MS;
+    both(&m, &mut now, 100);
+    assert_eq!(m.current(1), Some(t));
+    m.block(1, now, t).unwrap();
+    m.schedule(1, u64::MAX).unwrap();
+    m.finish_switch(1, u64::MAX).unwrap();
+    let j = now / 4_000_000;
+    let nb = m.next_balance_of(1).unwrap();
+    assert!(nb <= j + 250, "next balance at jiffy {nb}, now jiffy {j}");
+    let idle_stamp = m.with_cpu(1, |st| st.idle_stamp).unwrap();
+    assert!(idle_stamp <= now, "idle since {idle_stamp}, now {now}");
+    m.wake(1, now + MS, t).unwrap();
+    both(&m, &mut now, 100);
+    m.check_invariants().unwrap();
 }
 
 /// Tunables set before the machine is set up have no CPU to hold them (init would replace
