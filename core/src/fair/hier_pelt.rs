@@ -142,11 +142,13 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         let (on_rq, is_curr) = (se.on_rq(), self.curr == Some(slot));
         // (EEVDF's sums weigh each queued entity: a new weight takes it out of the tree and
         // back.)
-        let requeue = on_rq && !is_curr && weight != se.load_weight() && self.eevdf();
+        let moves = on_rq && weight != se.load_weight() && self.eevdf();
+        let requeue = moves && !is_curr;
         // EEVDF: the average it is placed against, the current entity's time charged (taken
-        // while it still counts with its old weight).
+        // while it still counts with its old weight), only when the weight changes: this runs
+        // on every tick and enqueue (`update_cfs_group`), mostly at the same weight.
         #[cfg(feature = "eevdf")]
-        let v_avg = (on_rq && self.eevdf()).then(|| {
+        let v_avg = moves.then(|| {
             let curr = self.update_curr_vw(true);
             self.cfs.eavg.avg(self.cfs.min_vruntime, curr)
         });
@@ -184,7 +186,9 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                     let to_deadline = se.deadline().wrapping_sub(v_avg) as i64;
                     se.set_deadline(v_avg.wrapping_add(reweighted(to_deadline, old_w, w) as u64));
                 }
-                None => se.set_vlag(reweighted(se.vlag(), old_w, w)),
+                None if !on_rq => se.set_vlag(reweighted(se.vlag(), old_w, w)),
+                // (Queued at an unchanged full weight: its scaled weight is unchanged too.)
+                None => {}
             }
         }
         avg.load_avg = w * avg.load_sum / avg.divider();
