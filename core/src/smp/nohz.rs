@@ -229,22 +229,20 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
         }
         if !aborted {
-            // (Its own blocked load counts as the others' does; a newly idle CPU's was just
-            // brought up to date, and it is not tickless.)
+            // Then itself, its own blocked load counting as the others' does (a newly idle
+            // CPU's was just brought up to date, and it is not tickless).
             if !newly {
                 has_blocked |= self.refresh_blocked(cpu, now, false);
-            }
-            if flags & NOHZ_BALANCE_KICK != 0 {
-                self.rebalance_domains(cpu, now, IdleType::Idle);
+                if flags & NOHZ_BALANCE_KICK != 0 {
+                    self.rebalance_domains(cpu, now, IdleType::Idle);
+                }
+                let nb = self.next_balance(cpu);
+                next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
             }
             // The next stats kick waits only after a full pass (an aborted one lets the next
             // busy tick kick again).
             if flags & NOHZ_STATS_KICK != 0 {
                 self.nohz.next_blocked.store(j + self.ms_to_jiffies(LOAD_AVG_PERIOD), Relaxed);
-            }
-            if !newly {
-                let nb = self.next_balance(cpu);
-                next_balance = Some(next_balance.map_or(nb, |n| n.min(nb)));
             }
         }
         if has_blocked {
@@ -258,12 +256,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         !aborted
     }
 
-    /// `nohz_newidle_balance`: `cpu`, going idle without a balance pass (no overload, or an
-    /// idle too short for one), brings the tickless CPUs' blocked load up to date itself
-    /// when it is due and the idle is long enough, rather than wake one of them for it; if
-    /// work arrives meanwhile it kicks one instead.
-    pub(super) fn nohz_newidle_balance(&self, cpu: usize, now: u64, avg_idle: u64) {
-        if !(CPUS > 1 && NOHZ) || avg_idle < self.rq(cpu).rq.tunables().migration_cost_ns {
+    /// `nohz_newidle_balance`: `cpu`, going idle without a balance pass though its idle is
+    /// long enough for one (nothing is overloaded), brings the tickless CPUs' blocked load
+    /// up to date itself when it is due, rather than wake one of them for it; if work arrives
+    /// meanwhile it kicks one instead.
+    pub(super) fn nohz_newidle_balance(&self, cpu: usize, now: u64) {
+        if !(CPUS > 1 && NOHZ) {
             return;
         }
         if !self.nohz.has_blocked.load(Relaxed) || self.jiffies(now) < self.nohz.next_blocked.load(Relaxed) {

@@ -148,11 +148,12 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// `newidle_balance`: `cpu` is about to go idle; pull a task if it is worth the cost.
     pub(crate) fn newidle_balance(&self, cpu: usize, now: u64) -> bool {
-        let (avg_idle, go) = {
+        let (avg_idle, long, go) = {
             let mut st = self.rq(cpu);
             st.idle_stamp = now.max(1);
-            let go = st.avg_idle >= st.rq.tunables().migration_cost_ns && self.root.overload.load(Relaxed);
-            (st.avg_idle, go)
+            // An idle long enough to be worth a pass, and something to pull.
+            let long = st.avg_idle >= st.rq.tunables().migration_cost_ns;
+            (st.avg_idle, long, long && self.root.overload.load(Relaxed))
         };
         if CPUS == 1 {
             // No domain to pull from: what remains of the pass is the blocked-load update.
@@ -228,9 +229,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         if pulled {
             self.rq(cpu).idle_stamp = 0;
         }
-        if !go {
+        if long && !go {
             drop(bal);
-            self.nohz_newidle_balance(cpu, now, avg_idle);
+            self.nohz_newidle_balance(cpu, now);
         }
         pulled
     }
