@@ -787,20 +787,18 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
 
     /// [`Fair::reweight`] on the level the fair class works on.
     fn reweight_here(&mut self, slot: SlotId, nice: Nice, saved: bool) {
-        let eevdf = self.eevdf();
         let Some(cell) = self.entity(slot) else { return };
         let mut se = cell.get();
         if saved {
-            let old_weight = se.weight();
+            let (old_weight, eevdf) = (se.weight(), self.eevdf());
             let moved = reweight_entity(&mut self.cfs.avg, &mut se, nice, eevdf);
             policy!(self.reweighted(&mut se, old_weight));
-            cell.put(&se);
             self.cfs.pelt_slack.moved(moved, 0, 0);
         } else {
             // (Blocked: as a parked task, its deadline absolute.)
             self.rq.reweight_parked(&mut se, nice);
-            cell.put(&se);
         }
+        cell.put(&se);
     }
 
     /// Changes the nice value of a task attached here (queued, running or switching out),

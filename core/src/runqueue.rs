@@ -547,7 +547,7 @@ impl<const Q: usize> RunQueue<Q> {
         if now <= self.clock {
             return true;
         }
-        if self.clock != 0 && now - self.clock > i64::MAX as u64 {
+        if self.is_broken_reading(now) {
             return false;
         }
         let delta = now - self.clock;
@@ -564,11 +564,18 @@ impl<const Q: usize> RunQueue<Q> {
     /// `now`, or the clock's last reading if `now` is a broken one (see
     /// [`RunQueue::update_clock`]): what a call that also sets timers or marks takes as now.
     pub fn sane_now(&self, now: u64) -> u64 {
-        if self.clock != 0 && now > self.clock && now - self.clock > i64::MAX as u64 {
+        if self.is_broken_reading(now) {
             self.clock
         } else {
             now
         }
+    }
+
+    /// Whether `now` is 2^63 ns or more ahead of the clock's last reading (one that is
+    /// behind is merely old).
+    #[inline(always)]
+    fn is_broken_reading(&self, now: u64) -> bool {
+        self.clock != 0 && now > self.clock && now - self.clock > i64::MAX as u64
     }
 
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while

@@ -170,7 +170,7 @@ impl FairPolicy for Eevdf {
     /// time at the new weight: scaled like the lag.
     #[inline(always)]
     fn reweighted<const Q: usize>(_: &Fair<'_, '_, Q>, se: &mut Entity, old_weight: u64) {
-        se.deadline = (se.deadline as u128 * old_weight as u128 / se.weight().max(1) as u128) as u64;
+        se.deadline = eevdf::reweighted(se.deadline as i64, old_weight, se.weight()) as u64;
     }
 }
 
