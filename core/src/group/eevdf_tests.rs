@@ -64,15 +64,7 @@ fn a_waking_group_entitys_request_is_one_slice_at_its_new_weight() {
     let (mut worst, mut judged) = (0f64, 0);
     for _ in 0..20 {
         // `p` runs 1 ms, then sleeps 20 ms.
-        run_until(&m, &mut now, 200, "p runs", |m| m.current(0) == Some(p));
-        let t = now + MS;
-        run(&m, &mut now, t);
-        if m.current(0) != Some(p) {
-            continue;
-        }
-        m.block(0, now, p).unwrap();
-        m.schedule(0, now).unwrap();
-        m.finish_switch(0, now).unwrap();
+        assert!(block_part_way(&m, &mut now, p, |_| true), "p runs a tick");
         let slept_at = ge().weight();
         let t = now + 20 * MS;
         run(&m, &mut now, t);

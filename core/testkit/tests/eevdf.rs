@@ -169,7 +169,10 @@ fn a_short_slice_spinner_waits_within_the_papers_bound() {
                 _ => {}
             }
         }
-        assert!(runs > 10, "only {runs} runs");
+        // Under CFS it runs once per latency period (five tasks share it); its shorter requests
+        // run it at least as often under EEVDF: the waits are measured over that many runs.
+        let periods = 2000 * tick / Tunables::for_cpus(8).latency_ns;
+        assert!(runs + 1 >= periods, "only {runs} runs in {periods} periods");
         d.s.check_invariants().unwrap();
     }
     println!("longest wait: EEVDF {} µs, CFS {} µs", worst[0] / 1000, worst[1] / 1000);
@@ -583,7 +586,7 @@ fn child_runs_first_swaps_nothing_under_eevdf() {
 fn a_sleep_under_cfs_leaves_no_lag_for_eevdf() {
     let mut d = eevdf_driver(MS);
     let a = d.spawn(0);
-    let _b = d.spawn(0);
+    let b = d.spawn(0);
     d.run(20 * MS);
     block_into_request(&mut d, a, MS / 2);
     assert_ne!(d.s.entity(a).unwrap().vlag, 0, "it left EEVDF with a lag");
@@ -596,7 +599,7 @@ fn a_sleep_under_cfs_leaves_no_lag_for_eevdf() {
     d.s.smp().set_features(Features::default() | Features::EEVDF);
     d.run(MS);
     d.s.wake(d.now, a).unwrap();
-    let lag = lag_of(&d, a, _b);
+    let lag = lag_of(&d, a, b);
     assert!(lag.abs() <= 2, "woke at the average: lag {lag}");
     let ea = d.s.entity(a).unwrap();
     let slice = to_virtual(d.s.smp().tunables().min_granularity_ns, ea.weight());
