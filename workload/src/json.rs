@@ -125,9 +125,10 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
             _ => Ok(None),
         }
     };
+    // Each single-quoted string, where it stands, as a double-quoted one.
+    let mut requoted: Vec<(usize, usize, String)> = Vec::new();
     // The last byte of JSON before `i` (not a blank or a comment's).
     let mut prev = b' ';
-    let mut single_quoted = false;
     let mut i = 0;
     while i < b.len() {
         let (c, before) = (b[i], prev);
@@ -146,14 +147,16 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
                 if c == b'\'' && !closed {
                     return Err(at(start, "a string that never ends"));
                 }
-                single_quoted |= c == b'\'';
                 let raw = match c {
-                    b'"' => std::borrow::Cow::Borrowed(&text[start..end]),
-                    _ => std::borrow::Cow::Owned(requote(&text[start..end])),
+                    b'"' => &text[start..end],
+                    _ => {
+                        requoted.push((start, end, requote(&text[start..end])));
+                        requoted.last().map_or("", |r| r.2.as_str())
+                    }
                 };
                 let reserved = closed
                     && if raw.contains('\\') {
-                        serde_json::from_str::<String>(&raw).is_ok_and(|s| s == NUMBER_TOKEN)
+                        serde_json::from_str::<String>(raw).is_ok_and(|s| s == NUMBER_TOKEN)
                     } else {
                         raw.as_bytes()[1..raw.len() - 1] == *NUMBER_TOKEN.as_bytes()
                     };
@@ -197,35 +200,19 @@ fn plain(text: &str) -> Result<std::borrow::Cow<'_, str>, ParseError> {
         Some(o) => std::borrow::Cow::Owned(String::from_utf8(o).map_err(|_| at(0, "not UTF-8 text"))?),
         None => std::borrow::Cow::Borrowed(text),
     };
-    Ok(if single_quoted { std::borrow::Cow::Owned(double_quoted(&plain)) } else { plain })
-}
-
-/// `text` (comments already blanked) with each single-quoted string double-quoted.
-fn double_quoted(text: &str) -> String {
-    let b = text.as_bytes();
-    let mut out = String::with_capacity(text.len() + 16);
-    let (mut i, mut copied) = (0, 0);
-    while i < b.len() {
-        let q = b[i];
-        if q != b'"' && q != b'\'' {
-            i += 1;
-            continue;
-        }
-        let start = i;
-        i += 1;
-        while i < b.len() && b[i] != q {
-            i += if b[i] == b'\\' { 2 } else { 1 };
-        }
-        let end = (i + 1).min(b.len());
-        if q == b'\'' {
-            out.push_str(&text[copied..start]);
-            out.push_str(&requote(&text[start..end]));
-            copied = end;
-        }
-        i = end;
+    if requoted.is_empty() {
+        return Ok(plain);
     }
-    out.push_str(&text[copied..]);
-    out
+    // (Blanking kept every position: the strings stand where the scan found them.)
+    let mut spliced = String::with_capacity(plain.len() + 2 * requoted.len());
+    let mut copied = 0;
+    for (start, end, s) in &requoted {
+        spliced.push_str(&plain[copied..*start]);
+        spliced.push_str(s);
+        copied = *end;
+    }
+    spliced.push_str(&plain[copied..]);
+    Ok(std::borrow::Cow::Owned(spliced))
 }
 
 /// A closed single-quoted string (quotes included) as a double-quoted one: the same

@@ -521,7 +521,10 @@ fn lower_phase(
             // (In a phaseless task these keys are the task's and never reach here.)
             // (rt-app ends a phase when its count, from 1 up, equals `loop`: never, for 0 or less.)
             "loop" if name.is_some() => {
-                ph.loops = int(v, &p, i32::MIN as i64, MAX_LOOPS as i64)?.max(0) as u32
+                ph.loops = match int(v, &p, i32::MIN as i64, MAX_LOOPS as i64)? {
+                    n if n <= 0 => PHASE_FOREVER,
+                    n => n as u32,
+                }
             }
             "cpus" if name.is_some() => ph.cpus = cpus(v, &p)?,
             _ => {
@@ -753,8 +756,9 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
                 "it loops forever and global.duration is not set: no end",
             ));
         }
-        let forever = t.phases.iter().find(|p| p.loops == PHASE_FOREVER);
-        if let (Some(ph), true, 0) = (forever, t.loops != 0, def.duration_us) {
+        // (A task of no loops reaches none of its phases.)
+        let forever = t.phases.iter().find(|p| p.loops == PHASE_FOREVER && t.loops != 0);
+        if let Some(ph) = forever.filter(|_| def.duration_us == 0) {
             return Err(cannot(
                 &join(&join(&join(&path, "phases"), &ph.name), "loop"),
                 "the phase loops forever and global.duration is not set: no end",

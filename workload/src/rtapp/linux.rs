@@ -44,7 +44,7 @@ fn events_named<'a>(tasks: &'a [(String, Json)], event: &str) -> Vec<(String, &'
         let at = format!("tasks.{t}");
         take(keys, &at);
         for (k, v) in keys {
-            if let (true, Json::Object(phases)) = (k == "phases", v) {
+            if let ("phases", Json::Object(phases)) = (k.as_str(), v) {
                 for (p, v) in phases {
                     if let Json::Object(keys) = v {
                         take(keys, &format!("{at}.phases.{p}"));
@@ -149,7 +149,7 @@ fn refuse_long_unique_refs(tasks: &[(String, Json)]) -> Result<(), RtAppError> {
     for (path, v) in events_named(tasks, "timer") {
         let Json::Object(keys) = v else { continue };
         for (k, r) in keys {
-            if let (true, Json::String(r)) = (k == "ref", r) {
+            if let ("ref", Json::String(r)) = (k.as_str(), r) {
                 if r.starts_with("unique") && r.len() > UNIQUE_REF_BYTES {
                     let why = format!(
                         "a unique timer ref past {UNIQUE_REF_BYTES} bytes: Debian's rt-app 1.0 cuts a thread's timer name to 21 bytes, and its threads could share it"
