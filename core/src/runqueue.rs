@@ -540,9 +540,10 @@ impl<const Q: usize> RunQueue<Q> {
     /// Advances the runqueue clocks to `now` (ns). Time never goes backwards: an older
     /// `now` is ignored, and so is one 2^63 ns or more ahead of the last (a broken reading,
     /// such as `u64::MAX`; taken, it would leave every later reading in the past and the CPU's
-    /// accounting frozen). The first reading may be anything. While a task runs, the PELT
-    /// clock advances scaled by the CPU's capacity (frequency invariance is 1024 here); while
-    /// idle it is synced to the task clock. Returns false for such a broken reading alone.
+    /// accounting frozen). The first reading counts from 0, so it may be anything below
+    /// 2^63 ns (292 years). While a task runs, the PELT clock advances scaled by the CPU's
+    /// capacity (frequency invariance is 1024 here); while idle it is synced to the task
+    /// clock. Returns false for such a broken reading alone.
     pub fn update_clock(&mut self, now: u64) -> bool {
         if now <= self.clock {
             return true;
@@ -561,21 +562,22 @@ impl<const Q: usize> RunQueue<Q> {
         true
     }
 
-    /// `now`, or the clock's last reading if `now` is a broken one (see
-    /// [`RunQueue::update_clock`]): what a call that also sets timers or marks takes as now.
+    /// `now`, or the clock's last reading if `now` is behind it or broken (see
+    /// [`RunQueue::update_clock`]): what a call that also sets timers or marks takes as now,
+    /// so that they never move back nor jump to the end of time.
     pub fn sane_now(&self, now: u64) -> u64 {
-        if self.is_broken_reading(now) {
+        if now <= self.clock || self.is_broken_reading(now) {
             self.clock
         } else {
             now
         }
     }
 
-    /// Whether `now` is 2^63 ns or more ahead of the clock's last reading (one that is
-    /// behind is merely old).
+    /// Whether `now` is 2^63 ns or more ahead of the clock's last reading, or of 0 before
+    /// the first (one that is behind is merely old).
     #[inline(always)]
     fn is_broken_reading(&self, now: u64) -> bool {
-        self.clock != 0 && now > self.clock && now - self.clock > i64::MAX as u64
+        now > self.clock && now - self.clock > i64::MAX as u64
     }
 
     /// Called when the CPU goes idle: time the PELT clock lost against the task clock while

@@ -111,8 +111,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
         st.fair(self.pool()).check_preempt_wakeup(slot, wf);
         // Wakeup of an idle CPU: learn how long it idled (avg_idle), for newidle gating.
+        // (The clock, not `now`: a broken reading is not an idle time.)
         if st.idle_stamp != 0 {
-            let delta = now.saturating_sub(st.idle_stamp);
+            let delta = st.rq.clock().saturating_sub(st.idle_stamp);
             let max = 2 * st.max_idle_balance_cost;
             st.avg_idle = update_avg(st.avg_idle, delta).min(max);
             st.idle_stamp = 0;

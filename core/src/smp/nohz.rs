@@ -162,10 +162,17 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)
     /// every tickless idle CPU that is due, then itself. Returns whether a kick was served.
-    /// A CPU out of range is [`SchedError::CpuOutOfRange`].
+    /// A CPU out of range is [`SchedError::CpuOutOfRange`]; a broken `now` (see
+    /// [`RunQueue::update_clock`](crate::runqueue::RunQueue::update_clock)) is taken as the
+    /// CPU's last sane reading, as the balancer's timers are set from it.
     #[cfg(feature = "nohz")]
     pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         self.check_cpu(cpu)?;
+        // (One CPU is never kicked: there is no other CPU to kick it.)
+        if CPUS == 1 {
+            return Ok(false);
+        }
+        let now = self.rq(cpu).rq.sane_now(now);
         Ok(self.nohz_idle_balance_on(cpu, now))
     }
 

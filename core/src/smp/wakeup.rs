@@ -195,10 +195,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// the one it woke last (halving the count once a second). Returns what the wakeup
     /// path needs of the waker.
     fn record_wakee(&self, cpu: usize, wakee: TaskId, now: u64) -> Waker {
-        // Jiffies modulo 2^32, compared wrap-safe as Linux's time_after does.
-        let j = self.jiffies(now) as u32;
-        let hz = self.hz() as i32;
         let mut st = self.rq(cpu);
+        // Jiffies modulo 2^32, compared wrap-safe as Linux's time_after does; of a sane
+        // reading, as a broken one would stop the halving for 2^31 jiffies.
+        let j = self.jiffies(st.rq.sane_now(now)) as u32;
+        let hz = self.hz() as i32;
         let Some(n) = st.rq.curr_slot() else { return Waker::default() };
         let fair = st.fair(self.pool());
         let Some(w) = fair.entity(n) else { return Waker::default() };

@@ -370,6 +370,99 @@ fn one_wild_clock_reading_does_not_freeze_a_cpu() {
     m.check_invariants().unwrap();
 }
 
+/// The first reading counts from 0: a CPU whose first tick comes at a broken reading (no
+/// sane one before it) ignores it as any later CPU would, and its next ticks still charge and
+/// preempt its tasks.
+#[test]
+fn a_wild_first_clock_reading_is_ignored_too() {
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(1));
+    let a = m.create(0, 0, TaskParams::default()).unwrap();
+    let b = m.create(0, 0, TaskParams::default()).unwrap();
+    run_cpu(&m, 0, 0);
+    m.tick(0, u64::MAX).unwrap();
+    let ran = |t| m.entity(t).unwrap().sum_exec_runtime;
+    let mut now = 0;
+    for _ in 0..200 {
+        now += MS;
+        m.tick(0, now).unwrap();
+        if m.need_resched(0) {
+            run_cpu(&m, 0, now);
+        }
+    }
+    let (ra, rb) = (ran(a), ran(b));
+    assert_eq!(ra + rb, 200 * MS, "every millisecond charged");
+    assert!(ra.abs_diff(rb) <= 20 * MS, "both kept running: {ra} and {rb} ns");
+    m.check_invariants().unwrap();
+}
+
+/// A wakeup at a broken reading does what one at the last sane reading does: the woken CPU
+/// learns no idle time from it (`avg_idle`), and the waker's flip count keeps its decay
+/// stamp, where `jiffies(u64::MAX)` would have stopped the halving for 2^31 jiffies.
+#[test]
+fn a_wakeup_at_a_wild_clock_reading_leaves_no_mark() {
+    let run = |at: Option<u64>| {
+        let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
+        let pin = |c| TaskParams { affinity: sched_core::CpuMask::single(c), ..TaskParams::default() };
+        let waker = m.create(0, MS, pin(0)).unwrap();
+        let sleeper = m.create(1, MS, pin(1)).unwrap();
+        // (Past a second, so the sane wakeup's flips are due for their halving.)
+        let mut now = MS;
+        for _ in 0..1_200 {
+            now += MS;
+            for cpu in 0..2 {
+                m.tick(cpu, now).unwrap();
+                if m.need_resched(cpu) || m.current(cpu).is_none() {
+                    run_cpu(&m, cpu, now);
+                }
+            }
+        }
+        m.block(1, now, sleeper).unwrap();
+        run_cpu(&m, 1, now);
+        assert_eq!(m.current(1), None, "CPU 1 idles");
+        m.wake(0, at.unwrap_or(now), sleeper).unwrap();
+        let flips = m.entity(waker).unwrap();
+        (m.with_cpu(1, |st| st.avg_idle).unwrap(), flips.wakee_flips, flips.wakee_flip_decay_ts)
+    };
+    let sane = run(None);
+    assert_eq!(run(Some(u64::MAX)), sane, "(avg_idle, flips, decay stamp) as at the last reading");
+}
+
+/// A kicked idle CPU serving the tickless CPUs at a broken reading sets its balancing
+/// deadlines from its last sane one: they stay within reach of the later readings.
+#[test]
+fn a_nohz_pass_at_a_wild_clock_reading_keeps_its_deadlines_in_reach() {
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(4));
+    for _ in 0..3 {
+        let t =
+            m.create(0, MS, TaskParams { affinity: sched_core::CpuMask::single(0), ..TaskParams::default() });
+        t.unwrap();
+    }
+    run_cpu(&m, 0, MS);
+    for cpu in 1..4 {
+        run_cpu(&m, cpu, MS);
+        m.nohz_enter_idle(cpu).unwrap();
+    }
+    let mut now = MS;
+    while m.platform().kicks().is_empty() {
+        now += 4 * MS;
+        assert!(now < 2_000 * MS, "no kick in 2 s");
+        m.tick(0, now).unwrap();
+        if m.need_resched(0) {
+            run_cpu(&m, 0, now);
+        }
+    }
+    let kicked = m.platform().kicks()[0];
+    assert_eq!(m.nohz_idle_balance(kicked, u64::MAX), Ok(true), "the kick is served");
+    let j = now / 4_000_000;
+    for d in m.balance_state(kicked).unwrap().domains.iter().take(m.topology().nr_levels(kicked)) {
+        assert!(d.last_balance <= j, "last balance at jiffy {}, now jiffy {j}", d.last_balance);
+        assert!(d.next_decay_max_lb_cost <= now + 1_000_000_000, "{}", d.next_decay_max_lb_cost);
+    }
+    let nb = m.next_balance_of(kicked).unwrap();
+    assert!(nb <= j + 250, "next balance at jiffy {nb}, now jiffy {j}");
+    m.check_invariants().unwrap();
+}
+
 /// Tunables set before the machine is set up have no CPU to hold them (init would replace
 /// them with its defaults): refused, not accepted and lost.
 #[test]
