@@ -181,16 +181,26 @@ fn boolean(v: &Json, path: &str) -> Result<bool, RtAppError> {
     }
 }
 
-/// A whole number within `lo..=hi`.
+/// A whole number within `lo..=hi`. Written with a fraction or an exponent (`1.0`, `1e2`,
+/// `-0`) it is still whole, as json-c (rt-app's reader) takes it; a fraction is refused.
 fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
+    let out_of_range = |n: &dyn core::fmt::Display| bad(path, format!("{n} is out of range ({lo} to {hi})"));
     let n = match v {
-        // (A whole number past i64 is out of any range here, not a fraction.)
-        Json::Number(n) if n.is_u64() && n.as_i64().is_none() => {
-            return Err(bad(path, format!("{n} is out of range ({lo} to {hi})")))
-        }
-        Json::Number(n) => {
-            n.as_i64().ok_or_else(|| bad(path, format!("expected a whole number, found {n}")))?
-        }
+        Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i,
+            // (A whole number past i64 is out of any range here, not a fraction.)
+            (None, Some(u), _) => return Err(out_of_range(&u)),
+            (None, None, Some(f)) if f.fract() == 0.0 => {
+                // (i64 spans [-2^63, 2^63) exactly in f64.)
+                const I64_SPAN: core::ops::Range<f64> =
+                    -9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0;
+                if !I64_SPAN.contains(&f) {
+                    return Err(out_of_range(&format_args!("{f:e}")));
+                }
+                f as i64
+            }
+            _ => return Err(bad(path, format!("expected a whole number, found {n}"))),
+        },
         other => return Err(bad(path, format!("expected a number, found {}", other.kind()))),
     };
     if n < lo || n > hi {
@@ -753,7 +763,7 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
         if t.loops == -1 && def.duration_us == 0 {
             return Err(cannot(
                 &join(&path, "loop"),
-                "it loops forever and global.duration is not set: no end",
+                "it loops forever and global.duration sets no end (it is 0 or less, or missing)",
             ));
         }
         // (A task of no loops reaches none of its phases.)
@@ -761,7 +771,7 @@ fn finish(def: &mut ProgramDef, res: Resources) -> Result<(), RtAppError> {
         if let Some(ph) = forever.filter(|_| def.duration_us == 0) {
             return Err(cannot(
                 &join(&join(&join(&path, "phases"), &ph.name), "loop"),
-                "the phase loops forever and global.duration is not set: no end",
+                "the phase loops forever and global.duration sets no end (it is 0 or less, or missing)",
             ));
         }
     }
