@@ -25,8 +25,8 @@ pub struct Loaded {
 
 /// Lowers `path` for `arch`, or says why not: (exit code, one line).
 pub fn load(path: &Path, arch: Arch) -> Result<Loaded, (u8, String)> {
-    let bytes =
-        sched_workload::rtapp::read(path).map_err(|e| (2, format!("cannot read {}: {e}", path.display())))?;
+    let bytes = sched_workload::rtapp::read(path)
+        .map_err(|e| (sched_sim::cli::INPUT_EXIT, format!("cannot read {}: {e}", path.display())))?;
     let def = sched_workload::rtapp::lower_bytes(&bytes)
         .map_err(|e| (e.exit_code(), format!("{}: {e}", path.display())))?;
     load_def(def, &path.display().to_string(), arch)

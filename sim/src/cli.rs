@@ -10,6 +10,35 @@ use clap::Parser;
 /// Exit code of a refused command line (distinct from a failed run's 1).
 pub const USAGE_EXIT: u8 = 2;
 
+/// Exit code when a file the command was given cannot be read (missing, a directory, no
+/// permission): sysexits' `EX_NOINPUT`.
+pub const INPUT_EXIT: u8 = 66;
+
+/// Exit code when the command's own output cannot be written (a full disk, a pipe whose
+/// reader has gone): sysexits' `EX_IOERR`.
+pub const OUTPUT_EXIT: u8 = 74;
+
+/// Makes a failed write to stdout or stderr end the command `name` with one line on stderr
+/// (when it still takes one) and [`OUTPUT_EXIT`], instead of a panic's report and exit 101.
+/// `print!` and `eprintln!` panic on such a failure; this hook recognises their message and
+/// leaves every other panic to the default report. Call it first thing in `main`.
+pub fn exit_on_lost_output(name: &'static str) {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| match info.payload_as_str() {
+        Some(m) if m.starts_with("failed printing to std") => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "{name}: cannot write its output: {}", one_line(m));
+            std::process::exit(OUTPUT_EXIT.into());
+        }
+        _ => report(info),
+    }));
+}
+
+/// `m` with its line breaks as spaces.
+fn one_line(m: &str) -> String {
+    m.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 /// Parses `args` (without the program name; as the system gave them, so a path need not be
 /// UTF-8) as `T`, for the command `name`. `Err` carries the process's exit code, to exit with
 /// at once: 0 after `--help` printed the usage, [`USAGE_EXIT`] after a refusal printed as one
@@ -52,11 +81,18 @@ pub fn outcome<T: Parser>(name: &str, args: &[impl AsRef<OsStr>]) -> Result<T, (
     }
 }
 
-/// The one line of clap's error message that says what is wrong (its first), without the
-/// `error: ` prefix.
-fn refusal(message: &str) -> &str {
-    let first = message.lines().next().unwrap_or("bad arguments");
-    first.strip_prefix("error: ").unwrap_or(first)
+/// What clap's error message says is wrong, as one line: its first line without the
+/// `error: ` prefix, and the indented lines right under it (the missing arguments, the
+/// possible values), without the usage and the tips after them.
+fn refusal(message: &str) -> String {
+    let mut lines = message.lines();
+    let first = lines.next().unwrap_or("bad arguments");
+    let mut line = first.strip_prefix("error: ").unwrap_or(first).trim_end().to_string();
+    for more in lines.take_while(|l| l.starts_with(char::is_whitespace) && !l.trim().is_empty()) {
+        line.push(' ');
+        line.push_str(more.trim());
+    }
+    line
 }
 
 #[cfg(test)]
@@ -83,5 +119,36 @@ mod tests {
         assert!(usage.contains("Usage: demo [OPTIONS]") && usage.contains("[default: 1]"), "{usage}");
         let refused = outcome::<Demo>("demo", &args("--nope")).unwrap_err();
         assert_eq!(refused, (USAGE_EXIT, "demo: unexpected argument '--nope' found".to_string()));
+    }
+
+    #[derive(Parser, Debug)]
+    #[command(name = "demo")]
+    struct Needs {
+        /// Required.
+        #[arg(long)]
+        a: u32,
+        /// Required too.
+        #[arg(long)]
+        b: u32,
+        /// One of two.
+        #[arg(long, value_enum, default_value_t = Side::Left)]
+        side: Side,
+    }
+
+    #[derive(clap::ValueEnum, Clone, Debug)]
+    enum Side {
+        Left,
+        Right,
+    }
+
+    #[test]
+    fn a_refusal_names_what_is_missing_and_what_is_allowed() {
+        let (code, line) = outcome::<Needs>("demo", &args("--a 1")).unwrap_err();
+        assert_eq!(
+            (code, line.as_str()),
+            (USAGE_EXIT, "demo: the following required arguments were not provided: --b <B>")
+        );
+        let (_, line) = outcome::<Needs>("demo", &args("--a 1 --b 2 --side up")).unwrap_err();
+        assert_eq!(line, "demo: invalid value 'up' for '--side <SIDE>' [possible values: left, right]");
     }
 }

@@ -447,6 +447,7 @@ fn write_ab_picture(m: &MachineArgs, cfg: &Config, w: &Workload, a: (Features, &
 }
 
 fn main() {
+    sched_sim::cli::exit_on_lost_output("xsim");
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     let cli = sched_sim::cli::parse::<Cli>("cargo xsim", &args)
         .unwrap_or_else(|code| std::process::exit(code.into()));
@@ -598,8 +599,10 @@ fn run_program(args: &ProgramArgs) {
     let Some(path) = &args.workload else {
         usage("give a subcommand (sysbench, spread, groups, ab) or --workload FILE; see --help")
     };
-    let bytes = sched_workload::rtapp::read(path)
-        .unwrap_or_else(|e| usage(&format!("cannot read {}: {e}", path.display())));
+    let bytes = sched_workload::rtapp::read(path).unwrap_or_else(|e| {
+        eprintln!("xsim: cannot read {}", sched_workload::one_line(&format!("{}: {e}", path.display())));
+        std::process::exit(sched_sim::cli::INPUT_EXIT.into())
+    });
     let def = sched_workload::rtapp::lower_bytes(&bytes).unwrap_or_else(|e| {
         eprintln!("xsim: {}", sched_workload::one_line(&format!("{}: {e}", path.display())));
         std::process::exit(e.exit_code().into())

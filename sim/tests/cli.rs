@@ -206,7 +206,7 @@ fn a_path_that_is_not_utf8_is_taken_as_given() {
         .output()
         .expect("run sched-sim");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(out.status.code(), Some(66), "{stderr}");
     assert!(stderr.starts_with("xsim: cannot read /nonexistent/"), "{stderr}");
     assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }
@@ -279,4 +279,34 @@ fn a_run_cut_at_the_bound_says_so_and_fails() {
     // A run that ends in time is not cut.
     let (code, _, stderr) = xsim(&["sysbench", "--iterations", "1"]);
     assert_eq!((code, stderr.as_str()), (Some(0), ""));
+}
+
+/// Output that cannot be written (here a full disk) ends the command with one line on stderr
+/// and its own exit code, not a panic's report.
+#[cfg(target_os = "linux")]
+#[test]
+fn output_that_cannot_be_written_is_one_line_and_exit_74() {
+    for args in [&["--help"][..], &["sysbench", "--iterations", "1", "--events", "50"][..]] {
+        let full = std::fs::OpenOptions::new().write(true).open("/dev/full").expect("/dev/full");
+        let out =
+            Command::new(env!("CARGO_BIN_EXE_sched-sim")).args(args).stdout(full).output().expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(74), "{args:?}: {stderr}");
+        let last = stderr.lines().last().unwrap_or_default();
+        assert!(
+            last.starts_with("xsim: cannot write its output: failed printing to stdout"),
+            "{args:?}: {stderr}"
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// A workload file that cannot be read has its own exit code, apart from a bad command line.
+#[test]
+fn a_file_that_cannot_be_read_is_exit_66() {
+    let dir = std::env::temp_dir();
+    let (code, stdout, stderr) = xsim(&["--workload", dir.to_str().expect("a UTF-8 temp dir")]);
+    assert_eq!(code, Some(66), "{stderr}");
+    assert!(stdout.is_empty() && stderr.lines().count() == 1, "{stderr}");
+    assert!(stderr.starts_with("xsim: cannot read "), "{stderr}");
 }
