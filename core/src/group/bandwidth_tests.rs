@@ -2,7 +2,7 @@
 //! cgroup v2 promises (kselftest's `test_cpucg_max` and LTP's `cfs_bandwidth01` shapes).
 
 use super::shares::CpuWeight;
-use super::tests::{boot, max, run, runtime, spinners, M, MS};
+use super::tests::{boot, climb, max, run, runtime, spinners, M, MS};
 use super::tree::GroupId;
 use super::GroupError;
 use crate::{Features, NoPlatform, Smp, TaskParams};
@@ -160,6 +160,7 @@ fn an_empty_throttled_level_takes_no_slice_from_a_busy_one() {
 #[test]
 fn a_limited_group_near_the_clocks_end_does_not_overflow() {
     let m = boot::<2>(Features::default());
+    climb(&m);
     let mut now = u64::MAX - 2_500 * MS;
     let g = limited(&m, now, "50000 1000000");
     let capped = spinners(&m, now, g, 2);

@@ -98,6 +98,10 @@ fn out_of_range_cpus_are_reported_whole() {
 #[test]
 fn a_clock_near_its_end_does_not_overflow() {
     let m: Box<M> = machine(Features::default(), |t| t.init_clusters(2, 2));
+    // (As far as one step from 0 goes: from there every reading to the end is sane.)
+    for cpu in 0..4 {
+        m.tick(cpu, i64::MAX as u64).unwrap();
+    }
     let start = u64::MAX - 50_000_000;
     let mut ids = vec![];
     for i in 0..6 {
@@ -453,13 +457,43 @@ fn a_nohz_pass_at_a_wild_clock_reading_keeps_its_deadlines_in_reach() {
     }
     let kicked = m.platform().kicks()[0];
     assert_eq!(m.nohz_idle_balance(kicked, u64::MAX), Ok(true), "the kick is served");
+    // The kicked CPU and every tickless CPU it served.
     let j = now / 4_000_000;
-    for d in m.balance_state(kicked).unwrap().domains.iter().take(m.topology().nr_levels(kicked)) {
-        assert!(d.last_balance <= j, "last balance at jiffy {}, now jiffy {j}", d.last_balance);
-        assert!(d.next_decay_max_lb_cost <= now + 1_000_000_000, "{}", d.next_decay_max_lb_cost);
+    for cpu in 1..4 {
+        for d in m.balance_state(cpu).unwrap().domains.iter().take(m.topology().nr_levels(cpu)) {
+            assert!(
+                d.last_balance <= j,
+                "CPU {cpu}: last balance at jiffy {}, now jiffy {j}",
+                d.last_balance
+            );
+            assert!(
+                d.next_decay_max_lb_cost <= now + 1_000_000_000,
+                "CPU {cpu}: {}",
+                d.next_decay_max_lb_cost
+            );
+        }
+        let nb = m.next_balance_of(cpu).unwrap();
+        assert!(nb <= j + 250, "CPU {cpu}: next balance at jiffy {nb}, now jiffy {j}");
     }
-    let nb = m.next_balance_of(kicked).unwrap();
-    assert!(nb <= j + 250, "next balance at jiffy {nb}, now jiffy {j}");
+    m.check_invariants().unwrap();
+}
+
+/// A switch at a reading behind the CPU's clock (another CPU's older reading, moved forward
+/// by a call made meanwhile) marks the CPU idle from the clock's time: an idle mark never
+/// goes back.
+#[test]
+fn a_switch_at_a_reading_behind_the_clock_marks_idle_from_the_clock() {
+    let m: Box<M> = machine(Features::default(), |t| t.init_flat(2));
+    let on1 = TaskParams { affinity: sched_core::CpuMask::single(1), ..TaskParams::default() };
+    let t = m.create(1, MS, on1).unwrap();
+    run_cpu(&m, 1, MS);
+    assert_eq!(m.current(1), Some(t));
+    m.tick(1, 20 * MS).unwrap();
+    m.block(1, 25 * MS, t).unwrap();
+    m.schedule(1, 22 * MS).unwrap();
+    m.finish_switch(1, 22 * MS).unwrap();
+    assert_eq!(m.current(1), None);
+    assert_eq!(m.with_cpu(1, |st| st.idle_stamp).unwrap(), 25 * MS, "idle since the clock's 25 ms");
     m.check_invariants().unwrap();
 }
 
