@@ -181,8 +181,11 @@ fn boolean(v: &Json, path: &str) -> Result<bool, RtAppError> {
     }
 }
 
-/// A whole number within `lo..=hi`. Written with a fraction or an exponent (`1.0`, `1e2`,
-/// `-0`) it is still whole, as json-c (rt-app's reader) takes it; a fraction is refused.
+/// The whole numbers an `i64` holds, as `f64`s: exactly [-2^63, 2^63).
+const I64_SPAN: core::ops::Range<f64> = i64::MIN as f64..-(i64::MIN as f64);
+
+/// A whole number within `lo..=hi`, written as a JSON integer: rt-app's reader (json-c) takes
+/// `2.0`, `1e2` or `-0` for a double and refuses it where it wants an integer.
 fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let out_of_range = |n: &dyn core::fmt::Display| bad(path, format!("{n} is out of range ({lo} to {hi})"));
     let n = match v {
@@ -190,14 +193,12 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
             (Some(i), _, _) => i,
             // (A whole number past i64 is out of any range here, not a fraction.)
             (None, Some(u), _) => return Err(out_of_range(&u)),
+            (None, None, Some(f)) if f.fract() == 0.0 && !I64_SPAN.contains(&f) => {
+                return Err(out_of_range(&format_args!("{f:e}")))
+            }
             (None, None, Some(f)) if f.fract() == 0.0 => {
-                // (i64 spans [-2^63, 2^63) exactly in f64.)
-                const I64_SPAN: core::ops::Range<f64> =
-                    -9_223_372_036_854_775_808.0..9_223_372_036_854_775_808.0;
-                if !I64_SPAN.contains(&f) {
-                    return Err(out_of_range(&format_args!("{f:e}")));
-                }
-                f as i64
+                let why = "rt-app reads a number written with a fraction or an exponent as a double";
+                return Err(bad(path, format!("expected an integer, found {n} ({why})")));
             }
             _ => return Err(bad(path, format!("expected a whole number, found {n}"))),
         },

@@ -58,16 +58,6 @@ fn the_subset_lowers_in_file_order() {
     assert_eq!(p.threads(), 5);
 }
 
-/// A whole number may be written with a fraction or an exponent, as json-c (rt-app's reader)
-/// takes it: `1e2` is 100, `2.0` is 2, `-0` is 0.
-#[test]
-fn whole_numbers_may_be_written_as_json_c_takes_them() {
-    let def = lower(&with_tasks(r#""t": {"loop": 2.0, "priority": -0, "run": 1e2, "sleep": 25E1}"#)).unwrap();
-    let t = &def.tasks[0];
-    assert_eq!((t.loops, t.nice), (2, 0));
-    assert_eq!(t.phases[0].events, [Event::Run { us: 100 }, Event::Sleep { us: 250 }]);
-}
-
 /// A phase may be named `""`: it is a phase like any other, with its own `loop` and `cpus`.
 #[test]
 fn a_phase_named_empty_takes_loop_and_cpus() {
@@ -189,6 +179,8 @@ fn every_refusal_names_its_path() {
             12,
         ),
         (&with_tasks(r#""t": {"priority": -1e300, "run": 1}"#), "-1e300 is out of range (-20 to 19)", 12),
+        (&with_tasks(r#""t": {"phases": {"p": {"run": 1e2}}}"#), "expected an integer, found 100.0", 12),
+        (&with_tasks(r#""t": {"loop": 2.0, "run": 1}"#), "tasks.t.loop: expected an integer, found 2.0", 12),
         (
             &with_tasks(r#""t": {"instance": 100000, "run": 1}"#),
             "tasks.t.instance: 100000 is out of range",
