@@ -69,7 +69,11 @@ const GROUPS_TESTS: &[&str] =
     &["test", "-p", "sched-core", "--features", "groups", "--", "group::", "groups::"];
 
 fn main() -> ExitCode {
-    sched_sim::cli::exit_on_lost_output("qemu-tests");
+    sched_sim::cli::run_guarded("qemu-tests", run)
+}
+
+/// The command: its arguments parsed, then the command they name.
+fn run() -> ExitCode {
     // (The runner's options and paths are text: one that is not is refused, not a panic.)
     let args: Vec<String> = match std::env::args_os().skip(1).map(|a| a.into_string()).collect() {
         Ok(args) => args,

@@ -3,6 +3,9 @@
 //! the usage and exiting 0 before anything runs, and a bad argument refused in one line.
 
 use std::ffi::{OsStr, OsString};
+use std::panic::AssertUnwindSafe;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 
 use clap::error::ErrorKind;
 use clap::Parser;
@@ -18,20 +21,43 @@ pub const INPUT_EXIT: u8 = 66;
 /// reader has gone): sysexits' `EX_IOERR`.
 pub const OUTPUT_EXIT: u8 = 74;
 
-/// Makes a failed write to stdout or stderr end the command `name` with one line on stderr
-/// (when it still takes one) and [`OUTPUT_EXIT`], instead of a panic's report and exit 101.
-/// `print!` and `eprintln!` panic on such a failure; this hook recognises their message and
-/// leaves every other panic to the default report. Call it first thing in `main`.
-pub fn exit_on_lost_output(name: &'static str) {
+/// Whether the command's output was lost (see [`run_guarded`]).
+static OUTPUT_LOST: AtomicBool = AtomicBool::new(false);
+
+/// Runs the command `name`'s `body` so that a failed write to its stdout or stderr ends it
+/// with one line on stderr (when stderr still takes one) and [`OUTPUT_EXIT`], instead of a
+/// panic's report and exit 101. `print!` and `eprint!` panic on such a failure: a panic hook
+/// recognises their message and says the one line, the panic unwinds as any other (threads
+/// are joined, files and child processes dropped), and the exit code is decided here. A panic
+/// that follows from the lost output (a thread joined with its panic) is not reported; every
+/// other panic is, as before.
+///
+/// ```no_run
+/// use std::process::ExitCode;
+/// fn main() -> ExitCode {
+///     sched_sim::cli::run_guarded("demo", || {
+///         println!("results");
+///         ExitCode::SUCCESS
+///     })
+/// }
+/// ```
+pub fn run_guarded(name: &'static str, body: impl FnOnce() -> ExitCode) -> ExitCode {
     let report = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| match info.payload_as_str() {
         Some(m) if m.starts_with("failed printing to std") => {
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "{name}: cannot write its output: {}", one_line(m));
-            std::process::exit(OUTPUT_EXIT.into());
+            if !OUTPUT_LOST.swap(true, Relaxed) {
+                use std::io::Write;
+                let _ = writeln!(std::io::stderr(), "{name}: cannot write its output: {}", one_line(m));
+            }
         }
+        _ if OUTPUT_LOST.load(Relaxed) => {}
         _ => report(info),
     }));
+    match std::panic::catch_unwind(AssertUnwindSafe(body)) {
+        Ok(code) => code,
+        Err(_) if OUTPUT_LOST.load(Relaxed) => ExitCode::from(OUTPUT_EXIT),
+        Err(panic) => std::panic::resume_unwind(panic),
+    }
 }
 
 /// `m` with its line breaks as spaces.

@@ -182,8 +182,15 @@ fn write_ab_picture(m: &MachineArgs, cfg: &Config, w: &Workload, a: (Features, &
     }
 }
 
-fn main() {
-    sched_sim::cli::exit_on_lost_output("xsim");
+fn main() -> std::process::ExitCode {
+    sched_sim::cli::run_guarded("xsim", || {
+        run();
+        std::process::ExitCode::SUCCESS
+    })
+}
+
+/// The command: its arguments parsed, then the experiment they name.
+fn run() {
     let args: Vec<_> = std::env::args_os().skip(1).collect();
     let cli = sched_sim::cli::parse::<Cli>("cargo xsim", &args)
         .unwrap_or_else(|code| std::process::exit(code.into()));
