@@ -162,9 +162,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// `nohz_idle_balance` on a kicked idle CPU: balance (or refresh the blocked load of)
     /// every tickless idle CPU that is due, then itself. Returns whether a kick was served.
-    /// A CPU out of range is [`SchedError::CpuOutOfRange`]; a broken `now` (see
-    /// [`RunQueue::update_clock`](crate::runqueue::RunQueue::update_clock)) is taken as the
-    /// CPU's last sane reading, as the balancer's timers are set from it.
+    /// A CPU out of range is [`SchedError::CpuOutOfRange`]; a broken `now` (2^63 ns or more
+    /// ahead of the CPU's last reading) or one behind it is taken as the CPU's last sane
+    /// reading, as the balancer's timers are set from it.
     #[cfg(feature = "nohz")]
     pub fn nohz_idle_balance(&self, cpu: usize, now: u64) -> Result<bool, SchedError> {
         self.check_cpu(cpu)?;
