@@ -113,7 +113,6 @@ pub enum Event {
 }
 
 impl Event {
-    #[cfg(feature = "std")]
     fn kind(&self) -> u32 {
         match self {
             Event::Run { .. } => 1,
@@ -136,8 +135,7 @@ impl Event {
         }
     }
 
-    /// Its four words.
-    #[cfg(feature = "std")]
+    /// Its four words (the words its kind does not use are 0).
     fn words(&self) -> [u32; EVENT_WORDS] {
         let k = self.kind();
         match *self {
@@ -390,7 +388,12 @@ impl<'a> Program<'a> {
                 return Err(FormatError::Layout);
             }
             for e in 0..events {
-                Event::from_words(self.event_words(at + PHASE_HEADER + e * EVENT_WORDS), &self.counts)?;
+                let w = self.event_words(at + PHASE_HEADER + e * EVENT_WORDS);
+                // Words its kind does not use must be 0: another encoder's meaning for them
+                // would be ignored here.
+                if Event::from_words(w, &self.counts)?.words() != w {
+                    return Err(FormatError::BadValue);
+                }
             }
             at = end;
         }
@@ -973,6 +976,14 @@ mod tests {
         assert_eq!(refuse(&|d| d.pools[0].jitter_pct = MAX_JITTER_PCT + 1), FormatError::BadValue);
         assert_eq!(refuse(&|d| d.pools.clear()), FormatError::BadIndex);
         assert_eq!(refuse(&|d| d.tasks.clear()), FormatError::TooMany);
+        // A word an event's kind does not use, set (behind a good checksum).
+        let mut words: Vec<u32> =
+            bytes.chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+        let run = words.windows(4).position(|w| w == [1, 20, 0, 0]).expect("the Run of 20 µs");
+        words[run + 3] = 7;
+        seal(&mut words);
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        assert_eq!(Program::parse(&bytes).unwrap_err(), FormatError::BadValue);
     }
 
     proptest::proptest! {
