@@ -245,6 +245,28 @@ impl<'a> DeviceTree<'a> {
     }
 }
 
+impl DeviceTree<'_> {
+    /// Whether the `/memory` nodes' `reg` ranges hold all `len` bytes from `base` (the root's
+    /// `#address-cells` and `#size-cells`, 2 and 1 where unsaid, each 1 or 2). A range that
+    /// cannot be read holds nothing.
+    pub fn ram_holds(&self, base: u64, len: u64) -> bool {
+        let Some(root) = self.root() else { return false };
+        let cells = |name, unsaid| root.property(name).map_or(Some(unsaid), |p| p.as_usize());
+        let (Some(ac @ 1..=2), Some(sc @ 1..=2)) = (cells("#address-cells", 2), cells("#size-cells", 1))
+        else {
+            return false;
+        };
+        let Some(end) = base.checked_add(len) else { return false };
+        let ranges = root.children().filter(|n| n.base_name() == "memory").filter_map(|n| n.property("reg"));
+        ranges.flat_map(|reg| reg.value.chunks_exact((ac + sc) * 4)).any(|entry| {
+            let (at, size) = entry.split_at(ac * 4);
+            let at = Property { name: "reg", value: at }.cells(ac);
+            let size = Property { name: "reg", value: size }.cells(sc);
+            matches!((at, size), (Some(a), Some(n)) if a <= base && a.checked_add(n).is_some_and(|e| end <= e))
+        })
+    }
+}
+
 /// `at` rounded up to a multiple of 4.
 fn align4(at: usize) -> Option<usize> {
     at.checked_add(3).map(|a| a & !3)

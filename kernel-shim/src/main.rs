@@ -157,6 +157,19 @@ pub fn kmain() -> ! {
         }
     };
     sched::select_hz(cfg.hz);
+    // The runner loads a program into the port's window; on a machine whose memory ends
+    // before it, reading the window would fault.
+    if let (scenario::Scenario::Program, Some(fdt), Some(base)) = (cfg.scenario, fdt, arch::PROGRAM_WINDOW) {
+        let len = sched_workload::limits::MAX_WORDS as u64 * 4;
+        if !fdt.ram_holds(base as u64, len) {
+            defmt::error!(
+                "error: the machine's memory (/memory) does not hold the program window {=u64:#x}..{=u64:#x} (QEMU: -m 256M or more)",
+                base as u64,
+                base as u64 + len
+            );
+            arch::exit(EXIT_MACHINE);
+        }
+    }
     if cfg.nohz && !arch::TICKLESS {
         // A port whose tick is periodic (Cortex-M's SysTick) does not stop it.
         defmt::error!("error: bad argument \"nohz=on\": this machine's tick cannot stop");

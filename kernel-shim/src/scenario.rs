@@ -79,6 +79,9 @@ pub const EXIT_BAD_ARGS: u32 = 3;
 pub const EXIT_MACHINE: u32 = 4;
 /// Exit code when a scenario's check fails.
 pub const EXIT_FAILED: u32 = 1;
+/// Exit code when the workload program loaded for `scenario=program` is missing or damaged
+/// (`sched_workload::Program::parse` refuses it).
+pub const EXIT_BAD_PROGRAM: u32 = 6;
 
 /// What a kernel thread runs: `sched::spawn`'s and `sys_spawn`'s `kind`, as its number.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

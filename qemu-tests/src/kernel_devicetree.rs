@@ -204,6 +204,39 @@ mod tests {
         assert!(t.find("/memory").is_none() && t.find("/cpus/cpu@9").is_none());
     }
 
+    /// The program window must lie in a `/memory` range (QEMU virt's `-m`), whatever the
+    /// cells' widths; a tree without memory, or with a range it cannot read, holds nothing.
+    #[test]
+    fn the_program_window_is_in_ram_only_where_memory_says_so() {
+        let tree = |cells: (u32, u32), regs: &[u64]| {
+            let mut b = Builder::default();
+            b.begin("").cell("#address-cells", cells.0).cell("#size-cells", cells.1);
+            let mut reg = Vec::new();
+            for pair in regs.chunks(2) {
+                for (v, c) in pair.iter().zip([cells.0, cells.1]) {
+                    if c == 2 {
+                        reg.extend_from_slice(&(*v >> 32).to_be_bytes()[4..]);
+                    }
+                    reg.extend_from_slice(&(*v as u32).to_be_bytes());
+                }
+            }
+            b.begin("memory@40000000").prop("reg", &reg).end();
+            b.end();
+            b.finish()
+        };
+        let (window, len) = (0x4f00_0000, 64 * 1024);
+        let holds = |blob: Vec<u8>| DeviceTree::new(&blob).unwrap().ram_holds(window, len);
+        // -m 256M: 0x40000000..0x50000000 holds it; -m 128M ends at 0x48000000.
+        assert!(holds(tree((2, 2), &[0x4000_0000, 256 << 20])));
+        assert!(!holds(tree((2, 2), &[0x4000_0000, 128 << 20])));
+        assert!(holds(tree((1, 1), &[0x4000_0000, 256 << 20])));
+        // A second range may hold it; one that ends inside the window does not.
+        assert!(holds(tree((2, 1), &[0x4000_0000, 16 << 20, 0x4f00_0000, 1 << 20])));
+        assert!(!holds(tree((2, 2), &[0x4f00_0000, 32 * 1024])));
+        assert!(!holds(tree((3, 2), &[0x4000_0000, 256 << 20])), "3 cells are not read");
+        assert!(!DeviceTree::new(&virt_tree()).unwrap().ram_holds(window, len), "no /memory");
+    }
+
     #[test]
     fn broken_headers_and_blocks_are_refused_by_kind() {
         let good = virt_tree();

@@ -36,6 +36,7 @@ const CONSTANTS: &[(&str, &str, &str)] = &[
     ("longest watchdog (`watchdog=`, ticks)", WATCHDOG, "MAX_WATCHDOG_TICKS"),
     ("exit code: the watchdog found a hung CPU", WATCHDOG, "EXIT_WATCHDOG"),
     ("exit code: a bad boot line", SCENARIO, "EXIT_BAD_ARGS"),
+    ("exit code: a missing or damaged workload program", SCENARIO, "EXIT_BAD_PROGRAM"),
 ];
 
 /// The markdown block: one row per constant, its value in each build that defines it.

@@ -22,8 +22,8 @@ use sched_workload::Program;
 
 use super::bench::{report_spread, track_workers};
 use super::{
-    finish, mix, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_BAD_ARGS, EXIT_FAILED,
-    EXIT_MACHINE, SB_SEED,
+    finish, mix, ncpus, record_latency, report_cpus, report_latency, ThreadKind, EXIT_BAD_ARGS,
+    EXIT_BAD_PROGRAM, EXIT_FAILED, EXIT_MACHINE, SB_SEED,
 };
 use crate::arch::{self, MAX_THREADS};
 use crate::kprintln;
@@ -86,7 +86,7 @@ pub(super) fn program_main() {
         Ok(p) => p,
         Err(e) => {
             defmt::error!("error: the workload program is refused: {}", defmt::Display2Format(&e));
-            arch::exit(EXIT_BAD_ARGS);
+            arch::exit(EXIT_BAD_PROGRAM);
         }
     };
     // Forks included; with forks without bound, those started with it (a fork past the table

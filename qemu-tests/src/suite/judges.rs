@@ -57,6 +57,8 @@ pub(super) const GROUPS_MIN_PERIODS: f64 = 18.0;
 pub(super) const EXIT_WATCHDOG: i32 = 5;
 /// The kernel's exit code for a bad command line (`scenario::EXIT_BAD_ARGS`).
 pub(crate) const EXIT_BAD_ARGS: i32 = 3;
+/// The kernel's exit code for a missing or damaged workload program (`EXIT_BAD_PROGRAM`).
+pub(crate) const EXIT_BAD_PROGRAM: i32 = 6;
 /// The kernel's exit code when the machine is not what it needs (`scenario::EXIT_MACHINE`).
 pub(super) const EXIT_MACHINE: i32 = 4;
 /// The kernel's exit code after a panic (the panic handler's).

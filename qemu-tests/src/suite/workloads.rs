@@ -246,9 +246,10 @@ fn program_fuzz(m: &Machine) -> (u64, u64) {
         }
     }
     eprint!(
-        "xtest: qemu {} program fuzz: {} damaged programs (and none at all), each refused with exit 3 ... ",
+        "xtest: qemu {} program fuzz: {} damaged programs (and none at all), each refused with exit {} ... ",
         m.arch.name(),
-        programs.len() - 1
+        programs.len() - 1,
+        super::judges::EXIT_BAD_PROGRAM
     );
     let boot = |i: usize| -> Result<qemu::Boot, String> {
         let file = programs[i].as_ref().map(|w| {
@@ -272,7 +273,7 @@ fn program_fuzz(m: &Machine) -> (u64, u64) {
     crate::pool::in_order(Mode::Deterministic, programs.len(), boot, |i, b| match b {
         Ok(b) => {
             let refused = b.lines.iter().any(|l| l.contains("workload program is refused"));
-            if b.timed_out || b.code != Some(3) || !refused {
+            if b.timed_out || b.code != Some(super::judges::EXIT_BAD_PROGRAM) || !refused {
                 bad.push(format!(
                     "program {i}: exit {:?}, timed out {}, refusal line {refused}",
                     b.code, b.timed_out
