@@ -1,6 +1,7 @@
 //! The documentation's relative links: every `[text](path#anchor)` in the project's markdown
 //! names a file that exists and, with an anchor, a heading of that file, so a renamed page or
-//! section cannot leave a reader at a dead link. Checked by a unit test in `cargo xtest`.
+//! section cannot leave a reader at a dead link; and the two READMEs stay front pages of at
+//! most 200 lines. Checked by unit tests in `cargo xtest`.
 
 #[cfg(test)]
 mod tests {
@@ -70,6 +71,15 @@ mod tests {
             "slices-how-soon-a-cpu-handed-a-thread-runs-it"
         );
         assert_eq!(links("see [a](b.md#c) and [d](https://e/f) and [g](#h)"), ["b.md#c", "#h"]);
+    }
+
+    #[test]
+    fn the_readmes_are_front_pages_of_at_most_200_lines() {
+        let root = qemu::root();
+        for page in ["README.md", "kernel-shim/README.md"] {
+            let lines = std::fs::read_to_string(root.join(page)).unwrap().lines().count();
+            assert!(lines <= 200, "{page} has {lines} lines: the depth belongs in docs/");
+        }
     }
 
     #[test]
