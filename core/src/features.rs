@@ -75,6 +75,26 @@ impl Features {
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct UnknownFeature;
 
+/// Why [`Features::parse_list`] refuses a list.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
+pub enum FeatureListError {
+    /// A name that is no switch.
+    Unknown,
+    /// A switch named twice (as `X` or `NO_X`): the list would set it both ways, or say the
+    /// same thing twice, where a list that is read sets each switch once.
+    Twice,
+}
+
+impl core::fmt::Display for FeatureListError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(match self {
+            FeatureListError::Unknown => "an unknown feature switch",
+            FeatureListError::Twice => "a feature switch named twice (as X or NO_X)",
+        })
+    }
+}
+
 impl Features {
     /// Applies one switch written the way Linux's `sched_features` file takes it:
     /// `NAME` turns it on, `NO_NAME` turns it off.
@@ -96,11 +116,27 @@ impl Features {
         Ok(())
     }
 
-    /// Applies a comma- or space-separated list of switches on top of `self`. On an unknown
-    /// name nothing is changed.
-    pub fn parse_list(mut self, list: &str) -> Result<Features, UnknownFeature> {
+    /// Applies a comma- or space-separated list of switches on top of `self`; an empty list
+    /// changes nothing. A name it does not know, or a switch it names twice, refuses the
+    /// list and changes nothing.
+    ///
+    /// ```
+    /// use sched_core::{FeatureListError, Features};
+    /// let f = Features::default().parse_list("NO_UTIL_EST,EEVDF").unwrap();
+    /// assert!(f.contains(Features::EEVDF) && !f.contains(Features::UTIL_EST));
+    /// assert_eq!(Features::default().parse_list("EEVDF,NO_EEVDF"), Err(FeatureListError::Twice));
+    /// assert_eq!(Features::default().parse_list("EEVDF NO_SUCH"), Err(FeatureListError::Unknown));
+    /// ```
+    pub fn parse_list(mut self, list: &str) -> Result<Features, FeatureListError> {
+        let mut named = Features::empty();
         for word in list.split([',', ' ']).filter(|w| !w.is_empty()) {
-            self.apply(word)?;
+            let name = word.strip_prefix("NO_").unwrap_or(word);
+            let flag = Features::from_name(name).ok_or(FeatureListError::Unknown)?;
+            if named.intersects(flag) {
+                return Err(FeatureListError::Twice);
+            }
+            named |= flag;
+            self.set(flag, word.len() == name.len());
         }
         Ok(self)
     }

@@ -162,7 +162,7 @@ pub use runqueue::InvariantViolation;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
 pub use error::{GroupError, InitError, SchedError};
-pub use features::{Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
+pub use features::{FeatureListError, Features, RunnableInit, TunableScaling, Tunables, UnknownFeature};
 pub use platform::{Event, EventKind, MigrateReason, NoPlatform, Platform, TaskPayload};
 pub use single_cpu::SingleCpu;
 pub use smp::{Smp, Switch};

@@ -79,6 +79,8 @@ pub fn fixed_lines() -> Vec<Vec<u8>> {
         "hz=251",
         "nohz=maybe",
         "features=nosuch",
+        "features=EEVDF,EEVDF",
+        "features=,,",
         "clusters=3",
         "clusters=5",
         "capacity=446*4,1024*3",

@@ -254,8 +254,10 @@ pub(crate) fn check(a: &mut Args) -> Result<(qemu::Arch, Mode, Features, Topolog
     for word in &words {
         features = features.parse_list(word).map_err(|_| format!("--features: unknown switch {word:?}"))?;
     }
-    // The kernel's `features=` is one boot word: commas only.
+    // The kernel's `features=` is one boot word: commas only; it refuses a switch named
+    // twice, so the list is refused here before anything boots.
     a.features = words.join(",");
+    Features::default().parse_list(&a.features).map_err(|e| format!("--features {:?}: {e}", a.features))?;
     Ok((arch, mode, features, topology))
 }
 

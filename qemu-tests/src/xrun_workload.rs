@@ -46,7 +46,7 @@ pub(crate) fn main(file: &Path, s: &Setup, base: Features, a: Option<&str>, b: O
         match list {
             None => Ok(Side { features: default.0, label: default.1.to_string() }),
             Some(l) => Ok(Side {
-                features: base.parse_list(l).map_err(|_| format!("--{tag} {l:?}: an unknown switch"))?,
+                features: base.parse_list(l).map_err(|e| format!("--{tag} {l:?}: {e}"))?,
                 label: format!("{}: {}", tag.to_uppercase(), if l.is_empty() { "the defaults" } else { l }),
             }),
         }

@@ -12,11 +12,14 @@ mod args;
 use args::{Cli, Cmd, MachineArgs, Mode, ProgramArgs, WorkloadKind};
 
 /// `list` applied on top of `base` (a side of an A/B on top of `--features`), or one line
-/// and the usage exit for an unknown name.
+/// and the usage exit for an unknown name or a switch named twice.
 fn features_on(base: Features, list: &str) -> Features {
-    base.parse_list(list).unwrap_or_else(|_| {
-        let known: Vec<_> = Features::all().iter_names().map(|(name, _)| name).collect();
-        usage(&format!("unknown feature in {list:?}; known (NO_ turns one off): {}", known.join(", ")))
+    base.parse_list(list).unwrap_or_else(|e| match e {
+        sched_core::FeatureListError::Unknown => {
+            let known: Vec<_> = Features::all().iter_names().map(|(name, _)| name).collect();
+            usage(&format!("unknown feature in {list:?}; known (NO_ turns one off): {}", known.join(", ")))
+        }
+        sched_core::FeatureListError::Twice => usage(&format!("{list:?}: {e}")),
     })
 }
 

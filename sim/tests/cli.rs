@@ -310,3 +310,11 @@ fn a_file_that_cannot_be_read_is_exit_66() {
     assert!(stdout.is_empty() && stderr.lines().count() == 1, "{stderr}");
     assert!(stderr.starts_with("xsim: cannot read "), "{stderr}");
 }
+
+/// A side's feature list is read once: an unknown name or a switch named twice (which would
+/// leave the last word to decide) is refused in one line.
+#[test]
+fn a_feature_list_names_each_switch_once() {
+    refused(&["ab", "--a", "EEVDF,NO_EEVDF", "--b", ""], 2, "a feature switch named twice (as X or NO_X)");
+    refused(&["ab", "--a", "", "--b", "NO_SUCH"], 2, "unknown feature in \"NO_SUCH\"");
+}

@@ -248,8 +248,8 @@ pub enum ArgError {
     },
     /// `hz=` not one of the supported rates.
     Hz,
-    /// `features=` names a switch the core does not know.
-    Feature,
+    /// `features=` names a switch the core does not know, or one switch twice.
+    Feature(sched_core::FeatureListError),
     /// A switch (`nohz`, `skew`, `idle_yield`, `barrier`, `trace`) is not `on` or `off`.
     OnOff,
     /// `fault=` is not `udf` or `stack`.
@@ -293,7 +293,7 @@ impl core::fmt::Display for ArgError {
             }
             ArgError::Range { key, min, max } => write!(f, "{key} must be a number in {min}..={max}"),
             ArgError::Hz => write!(f, "hz must be one of {:?}", sched::HZ_CHOICES),
-            ArgError::Feature => write!(f, "unknown feature switch in the features list"),
+            ArgError::Feature(e) => write!(f, "{} in the features list", e),
             ArgError::OnOff => write!(f, "nohz, skew, idle_yield, barrier, trace and entry_race must be on or off"),
             ArgError::Fault => write!(f, "fault must be udf or stack"),
             ArgError::EntryRace => write!(f, "entry_race=on needs riscv64 (its SBI firmware has the race)"),
@@ -455,7 +455,7 @@ impl Config {
                 "nohz" => nohz = on_off(v)?,
                 "idle_yield" => set.idle_yield = Some(on_off(v)?),
                 "skew" => skew = on_off(v)?,
-                "features" => features = features.parse_list(v).map_err(|_| ArgError::Feature)?,
+                "features" => features = features.parse_list(v).map_err(ArgError::Feature)?,
                 _ => return Err(ArgError::UnknownKey),
             }
         }

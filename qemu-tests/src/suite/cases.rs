@@ -279,6 +279,18 @@ pub(super) const CASES: &[Case] = &[
             has(b, r#"error: bad argument "scenario=boot": a key given twice (each at most once)"#)
         },
     },
+    Case {
+        name: "a feature switch named twice is refused, not the last one taken",
+        args: "scenario=boot features=UTIL_EST,NO_UTIL_EST",
+        mode: Mode::Deterministic,
+        judge: |b| {
+            exit_is(b, EXIT_BAD_ARGS)?;
+            has(
+                b,
+                r#"error: bad argument "features=UTIL_EST,NO_UTIL_EST": a feature switch named twice (as X or NO_X) in the features list"#,
+            )
+        },
+    },
 ];
 
 /// The microcontroller's cases (one Cortex-M4 core, 8 threads of 2 KiB, SysTick at 250 and
