@@ -3,7 +3,8 @@
 //!
 //! The kernel reads a few things from it: the CPUs (`/cpus/cpu@…`: `reg`, `numa-node-id`,
 //! `capacity-dmips-mhz`, `phandle`, and on riscv64 `riscv,isa` and `timebase-frequency`),
-//! `/cpus/cpu-map`, `/psci`'s `method` and `/chosen`'s `bootargs`. The tree comes from outside
+//! `/cpus/cpu-map`, `/psci`'s `method`, `/chosen`'s `bootargs`, and for a workload program the
+//! `/memory` ranges ([`DeviceTree::ram_holds`]). The tree comes from outside
 //! the kernel, so it is checked whole when it is opened ([`DeviceTree::new`]: the header's
 //! blocks lie inside the blob, every token, name and property lies inside its block, the
 //! nodes nest) and every later read is bounds-checked too: a malformed tree is refused with a

@@ -160,7 +160,7 @@ pub fn kmain() -> ! {
     // The runner loads a program into the port's window; on a machine whose memory ends
     // before it, reading the window would fault.
     if let (scenario::Scenario::Program, Some(fdt), Some(base)) = (cfg.scenario, fdt, arch::PROGRAM_WINDOW) {
-        let len = sched_workload::limits::MAX_WORDS as u64 * 4;
+        let len = arch::PROGRAM_BYTES as u64;
         if !fdt.ram_holds(base as u64, len) {
             defmt::error!(
                 "error: the machine's memory (/memory) does not hold the program window {=u64:#x}..{=u64:#x} (QEMU: -m 256M or more)",

@@ -168,6 +168,7 @@ mod tests {
         sum += t.find("/psci").and_then(|p| p.property("method")).and_then(|m| m.as_str()).map_or(0, str::len)
             as u64;
         sum += t.find("/chosen").and_then(|c| c.property("bootargs")).map_or(0, |p| p.value.len()) as u64;
+        sum += t.ram_holds(0x4f00_0000, 64 * 1024) as u64;
         sum
     }
 

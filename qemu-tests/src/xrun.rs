@@ -67,7 +67,14 @@ pub(crate) fn figures(b: &Boot) -> Option<Figures> {
 /// differ (QEMU has no way to give them). The clusters and nodes are the machine's (see
 /// [`qemu::Machine`]).
 fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: bool, file: bool) -> String {
-    let extra = if a.features.is_empty() { String::new() } else { format!("{},", a.features) };
+    // The rule is this run's side: a `--features` word naming it is overridden here, as the
+    // simulator's sides override it (the kernel refuses a list that names a switch twice).
+    let extra: String = a
+        .features
+        .split(',')
+        .filter(|w| !w.is_empty() && w.strip_prefix("NO_").unwrap_or(w) != "UTIL_PULL_SKIPS_LONE_TASK")
+        .map(|w| format!("{w},"))
+        .collect();
     let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
     let capacity = capacity_word(topology, a.cpus() as usize);
     let model = [("create_us", a.create_us), ("setup_us", a.setup_us)]
@@ -447,5 +454,20 @@ mod tests {
         let (.., topology) = check(&mut a).expect("known switches");
         let line = sysbench_cmd(&a, topology, 1, false, true, true);
         assert!(line.ends_with(" features=NO_UTIL_EST,EEVDF,UTIL_PULL_SKIPS_LONE_TASK"), "{line}");
+    }
+
+    /// `--features` naming the seed's rule is overridden by each side, not sent beside the
+    /// side's own word (the kernel refuses a switch named twice).
+    #[test]
+    fn the_rule_is_each_sides_own_even_when_features_name_it() {
+        let mut a =
+            Args::try_parse_from(["xrun", "--features", "NO_UTIL_PULL_SKIPS_LONE_TASK,NO_UTIL_EST"]).unwrap();
+        let (.., topology) = check(&mut a).expect("known switches");
+        for (rule, word) in [(true, "UTIL_PULL_SKIPS_LONE_TASK"), (false, "NO_UTIL_PULL_SKIPS_LONE_TASK")] {
+            let line = sysbench_cmd(&a, topology, 1, false, rule, false);
+            let features = line.rsplit(" features=").next().unwrap();
+            assert_eq!(features, format!("NO_UTIL_EST,{word}"), "{line}");
+            assert!(sched_core::Features::default().parse_list(features).is_ok(), "{line}");
+        }
     }
 }

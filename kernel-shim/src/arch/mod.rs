@@ -364,9 +364,9 @@ impl spin::RelaxStrategy for YieldRelax {
 ///    set-up and per-CPU interrupt routing).
 pub type Lock<T> = spin::mutex::Mutex<T, YieldRelax>;
 
-/// The most bytes a workload program has (sched-workload's bound).
-#[cfg(not(target_arch = "arm"))]
-const PROGRAM_BYTES: usize = sched_workload::limits::MAX_WORDS * 4;
+/// The most bytes a workload program has (sched-workload's bound): the program window's
+/// length.
+pub const PROGRAM_BYTES: usize = sched_workload::limits::MAX_WORDS * 4;
 
 /// The workload program as loaded, copied out of the port's window once.
 #[cfg(not(target_arch = "arm"))]

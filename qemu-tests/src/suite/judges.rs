@@ -595,6 +595,7 @@ mod tests {
         assert_eq!(rust_const_u64(KERNEL_WATCHDOG, "EXIT_WATCHDOG"), EXIT_WATCHDOG as u64);
         assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_BAD_ARGS"), EXIT_BAD_ARGS as u64);
         assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_MACHINE"), EXIT_MACHINE as u64);
+        assert_eq!(rust_const_u64(KERNEL_SCENARIO, "EXIT_BAD_PROGRAM"), EXIT_BAD_PROGRAM as u64);
         assert!(
             KERNEL_MAIN.contains(&format!("arch::exit({EXIT_PANIC})")),
             "the panic handler exits {EXIT_PANIC}"

@@ -211,7 +211,7 @@ fn in_simulator(file: &Path, c: &WorkloadCase, cpus: usize) -> Result<(), String
 }
 
 /// Damaged programs reaching the kernel (`scenario=program`): each one the host refuses must
-/// be refused by the kernel too, in one line and exit 3, never a panic or a hang. The
+/// be refused by the kernel too, in one line and exit 6, never a panic or a hang. The
 /// damage: a random word (behind a resealed checksum or not), a length past the window, no
 /// program at all.
 fn program_fuzz(m: &Machine) -> (u64, u64) {
