@@ -62,7 +62,7 @@ pub(crate) struct MachineArgs {
     #[arg(long, default_value = "clusters:4")]
     pub(crate) topology: String,
     /// Tick rate.
-    #[arg(long, default_value_t = 250)]
+    #[arg(long, default_value_t = 250, value_parser = clap::value_parser!(u32).range(1..=i64::from(sched_core::smp::MAX_HZ)))]
     pub(crate) hz: u32,
     /// Base seed; iteration i uses the i-th seed derived from it.
     #[arg(long, default_value_t = 1)]

@@ -66,9 +66,6 @@ fn config(m: &MachineArgs) -> Config {
         usage(&format!("--topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR))
     });
     check_cpus("--cpus", m.cpus, topology, &m.topology);
-    if m.hz == 0 || m.hz > sched_core::smp::MAX_HZ {
-        usage(&format!("--hz {}: must be 1..={}", m.hz, sched_core::smp::MAX_HZ));
-    }
     // (Made only when a picture is written, so that a refused command leaves nothing behind;
     // a folder below a file could never be made, and is refused now.)
     if let Some(dir) = &m.out {

@@ -88,7 +88,8 @@ pub(crate) fn parse(text: &str) -> Result<Json, ParseError> {
         // serde_json's message ends with " at line L column C"; the position is kept apart.
         let msg = e.to_string();
         let message = msg.split(" at line ").next().unwrap_or(&msg).to_string();
-        ParseError { line: e.line(), column: e.column(), message }
+        // (serde_json's column is 0 before a line's first character; ours count from 1.)
+        ParseError { line: e.line(), column: e.column().max(1), message }
     })
 }
 

@@ -34,18 +34,37 @@ pub mod sysbench;
 #[cfg(feature = "std")]
 pub use format::{seal, PhaseDef, PoolDef, ProgramDef, TaskDef};
 
-/// `text` made fit for a one-line message: its control characters (a line break in a task's
-/// name or a JSON key, say) written as escapes, so that a refusal stays one line and a file
-/// cannot print a line of its own.
+/// `text` made fit for a one-line message: its control characters and line separators (a
+/// line break in a task's name or a JSON key, say) written as escapes, so that a refusal stays
+/// one line and a file cannot print a line of its own; past 400 characters (a key of a
+/// megabyte), its start and its end with how much was left out between.
 ///
 /// ```
-/// assert_eq!(sched_workload::one_line("a\nb\tc"), "a\\nb\\tc");
+/// assert_eq!(sched_workload::one_line("a\nb\tc\u{2028}"), "a\\nb\\tc\\u{2028}");
+/// let long = sched_workload::one_line(&format!("key {}: unknown", "k".repeat(100_000)));
+/// assert!(long.len() < 500 && long.starts_with("key kkk") && long.ends_with("kkk: unknown"));
 /// ```
 #[cfg(feature = "std")]
 pub fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { c.escape_default().to_string() } else { c.to_string() })
-        .collect()
+    let line: String = text
+        .chars()
+        .map(|c| match c {
+            // (Unicode's own line and paragraph separators break a line too.)
+            c if c.is_control() || c == '\u{2028}' || c == '\u{2029}' => c.escape_default().to_string(),
+            c => c.to_string(),
+        })
+        .collect();
+    // A line of a screen or two: a key of a megabyte keeps its start and the message's end.
+    let chars = line.chars().count();
+    if chars <= ONE_LINE_MAX {
+        return line;
+    }
+    let head: String = line.chars().take(ONE_LINE_MAX / 2).collect();
+    let tail: String = line.chars().skip(chars - ONE_LINE_MAX / 4).collect();
+    format!("{head} … ({} characters left out) … {tail}", chars - head.chars().count() - tail.chars().count())
 }
+
+/// The most characters [`one_line`] keeps of a message.
+const ONE_LINE_MAX: usize = 400;
 pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer, PHASE_FOREVER};
 pub use interp::{Activation, Host, Step, ThreadId, World};
