@@ -179,6 +179,38 @@ pub(crate) struct LatencyArgs {
     pub(crate) duration_ms: u64,
 }
 
+/// The option of the workload an A/B does not run that was given a value other than its
+/// default, if any, as its flag: such a line asks for something it would not get.
+pub(crate) fn unused_option(kind: WorkloadKind, w: &SysbenchArgs, l: &LatencyArgs) -> Option<&'static str> {
+    #[derive(Parser)]
+    struct Defaults {
+        #[command(flatten)]
+        w: SysbenchArgs,
+        #[command(flatten)]
+        l: LatencyArgs,
+    }
+    let d = Defaults::try_parse_from(["defaults"]).expect("every workload option has a default");
+    let changed = match kind {
+        WorkloadKind::Sysbench => [
+            ("--spinners", l.spinners != d.l.spinners),
+            ("--periodic", l.periodic != d.l.periodic),
+            ("--run-us", l.run_us != d.l.run_us),
+            ("--sleep-us", l.sleep_us != d.l.sleep_us),
+            ("--slice-us", l.slice_us != d.l.slice_us),
+            ("--duration-ms", l.duration_ms != d.l.duration_ms),
+        ]
+        .to_vec(),
+        WorkloadKind::Latency => [
+            ("--threads", w.threads != d.w.threads),
+            ("--events", w.events != d.w.events),
+            ("--event-us", w.event_us != d.w.event_us),
+            ("--jitter", w.jitter != d.w.jitter),
+        ]
+        .to_vec(),
+    };
+    changed.into_iter().find_map(|(flag, differs)| differs.then_some(flag))
+}
+
 impl LatencyArgs {
     /// The workload for a machine of `cpus` CPUs, or one line (and the usage exit) for a value
     /// out of range.

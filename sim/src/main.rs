@@ -295,6 +295,13 @@ fn run() {
             }
         }
         Cmd::Ab { m, a, b, workload, w: args, l } => {
+            if let Some(flag) = args::unused_option(workload, &args, &l) {
+                let (this, other) = match workload {
+                    WorkloadKind::Sysbench => ("sysbench", "latency"),
+                    WorkloadKind::Latency => ("latency", "sysbench"),
+                };
+                usage(&format!("{flag} is an option of --workload {other}; this A/B runs {this}"))
+            }
             let cfg = config(&m);
             let w = match workload {
                 WorkloadKind::Sysbench => args.workload(&m),

@@ -318,3 +318,19 @@ fn a_feature_list_names_each_switch_once() {
     refused(&["ab", "--a", "EEVDF,NO_EEVDF", "--b", ""], 2, "a feature switch named twice (as X or NO_X)");
     refused(&["ab", "--a", "", "--b", "NO_SUCH"], 2, "unknown feature in \"NO_SUCH\"");
 }
+
+/// An A/B runs one workload: an option of the other one, given another value than its
+/// default, is refused in one line rather than ignored.
+#[test]
+fn an_option_of_the_workload_not_run_is_refused() {
+    refused(
+        &["ab", "--a", "", "--b", "EEVDF", "--spinners", "5"],
+        2,
+        "--spinners is an option of --workload latency; this A/B runs sysbench",
+    );
+    refused(
+        &["ab", "--a", "", "--b", "EEVDF", "--workload", "latency", "--threads", "4"],
+        2,
+        "--threads is an option of --workload sysbench; this A/B runs latency",
+    );
+}
