@@ -49,13 +49,18 @@ impl<T: Copy + Send + 'static> TaskPayload for Option<T> {
 /// Services a platform provides to the core. All methods take `&self`: on SMP one
 /// platform object is shared by every CPU, so implementations use interior mutability
 /// (atomics, per-CPU buffers, a lock).
+///
+/// The methods run inside a scheduler call, so in whatever context the port makes it (an
+/// interrupt handler's tick, say) and with that CPU's interrupts masked: they take only locks
+/// no interrupted code can hold, and never wait for another CPU.
 pub trait Platform {
     /// What the platform keeps with each task (see [`TaskPayload`]); `()` for none.
     type Payload: TaskPayload;
 
-    /// CPU `cpu` must call `schedule` soon. For the calling CPU this is only a flag the
-    /// platform checks on its way out of the interrupt or call; for another CPU it means a
-    /// reschedule IPI.
+    /// CPU `cpu` must call `schedule` soon. For the CPU running this (the port's own CPU id:
+    /// through `port::Scheduler` a request may be delivered by another CPU's call) it is only
+    /// a flag, which the port checks on its way out of every interrupt and call, `idle_enter`
+    /// included, before it waits for an interrupt; for another CPU it means a reschedule IPI.
     fn resched_cpu(&self, cpu: usize);
 
     /// The load balancer wants CPU `cpu` to run its *active-balance stopper*: push its
@@ -74,8 +79,11 @@ pub trait Platform {
         self.resched_cpu(cpu);
     }
 
-    /// A clock (ns) for measuring how long a newly-idle balance pass takes, which gates the
-    /// next ones. `None` (the default) makes the core use a deterministic estimate instead.
+    /// A clock (ns) for measuring how long a newly-idle balance pass and an idle-CPU scan
+    /// take, which gates the next ones; only its differences count. `None` (the default)
+    /// makes the core use a deterministic estimate instead. It is read while a wakeup holds
+    /// its task in transit, and a call naming that task waits for it to land: a clock makes
+    /// no call that names a task.
     fn clock_ns(&self) -> Option<u64> {
         None
     }

@@ -26,7 +26,8 @@
 //! [`Platform`] callback runs under a lock of the machine: what a call decides to tell the
 //! platform is recorded while locked and delivered at the end of the call (see [`Deferred`];
 //! the clock is asked at once, with no lock held either). A callback may therefore call
-//! anything: a call that enters a CPU still inside a call on the callback's CPU returns
+//! anything (but the clock, read while a wakeup holds its task in transit, names no task: a
+//! call naming that task would wait for it to land): a call that enters a CPU still inside a call on the callback's CPU returns
 //! [`SchedError::Reentered`], as does such a call from an interrupt taken with interrupts
 //! unmasked, and every other call runs. The reads ([`Scheduler::current`],
 //! [`Scheduler::payload`], [`Scheduler::state`], [`Scheduler::task_cpu`],
@@ -35,6 +36,9 @@
 //! request for a CPU that another CPU posts while it is inside a call reaches it at the end of
 //! that call, and [`Scheduler::need_resched`] and [`Scheduler::reschedule`] count it. `now` is
 //! nanoseconds of one monotonic clock all CPUs share; 0 is refused ([`SchedError::ZeroTime`]).
+//!
+//! (The example brings both CPUs up from one thread, as a test may; a kernel calls
+//! [`Scheduler::cpu_up`] on each CPU itself, before it unmasks that CPU's interrupts.)
 //!
 //! ```
 //! use sched_core::port::Scheduler;
