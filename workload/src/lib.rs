@@ -65,6 +65,7 @@ pub fn one_line(text: &str) -> String {
 }
 
 /// The most characters [`one_line`] keeps of a message.
+#[cfg(feature = "std")]
 const ONE_LINE_MAX: usize = 400;
 pub use format::{Event, FormatError, PhaseView, Program, TaskView, Timer, PHASE_FOREVER};
 pub use interp::{Activation, Host, Step, ThreadId, World};

@@ -196,10 +196,12 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
             (None, None, Some(f)) if f.fract() == 0.0 && !I64_SPAN.contains(&f) => {
                 return Err(out_of_range(&format_args!("{f:e}")))
             }
+            // (The value as f64's Debug writes it, the same whatever serde_json's features.)
             (None, None, Some(f)) if f.fract() == 0.0 => {
                 let why = "rt-app reads a number written with a fraction or an exponent as a double";
-                return Err(bad(path, format!("expected an integer, found {n} ({why})")));
+                return Err(bad(path, format!("expected an integer, found {f:?} ({why})")));
             }
+            (None, None, Some(f)) => return Err(bad(path, format!("expected a whole number, found {f:?}"))),
             _ => return Err(bad(path, format!("expected a whole number, found {n}"))),
         },
         other => return Err(bad(path, format!("expected a number, found {}", other.kind()))),
