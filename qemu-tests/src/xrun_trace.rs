@@ -2,13 +2,25 @@
 //! an SVG timeline, checked by [`sched_sim::trace_check`]), the A/B pictures of the seed's rule
 //! off and on in QEMU and in the simulator, and each worker's story in both.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use sched_core::Features;
 use sched_sim::trace_check::{check_chrome_trace, verdict};
 
 use crate::qemu::{self, Boot, Machine, Mode};
+
+/// Writes one of the run's files, or says in one line why it could not (the run's tables
+/// stand without it). Whether it was written.
+pub(crate) fn write_file(path: &Path, text: impl AsRef<[u8]>) -> bool {
+    match std::fs::write(path, text) {
+        Ok(()) => true,
+        Err(e) => {
+            eprintln!("xrun: cannot write {}: {e}", path.display());
+            false
+        }
+    }
+}
 
 /// What the traced runs need: the machine and mode, the boot lines of the rule-on and
 /// rule-off runs (seed 1, tracing on), the experiment's one-line description, where the files
@@ -45,7 +57,7 @@ pub(crate) fn traced_runs(t: &Traced<'_>) {
         let svg =
             log.svg(&format!("kernel-shim on QEMU {} ({} mode): {cmd}", arch.name(), mode.name()), 0, end);
         let json = log.chrome_json(other);
-        if std::fs::write(&j, &json).is_ok() && std::fs::write(&s, svg).is_ok() {
+        if write_file(&j, &json) && write_file(&s, svg) {
             println!(
                 "trace of one QEMU run (rule on): {} (open in ui.perfetto.dev), timeline: {}",
                 j.display(),
@@ -86,7 +98,7 @@ pub(crate) fn traced_runs(t: &Traced<'_>) {
         None => (None, None),
     };
     let (qa, sa) = (t.out.join("qemu-ab.svg"), t.out.join("sim-ab.svg"));
-    if std::fs::write(&qa, svg).is_ok() && sim_svg.is_some_and(|s| std::fs::write(&sa, s).is_ok()) {
+    if write_file(&qa, svg) && sim_svg.is_some_and(|s| write_file(&sa, s)) {
         println!("A/B pictures (rule off above rule on, seed 1): {} and {}", qa.display(), sa.display());
     }
     // Worker by worker, the QEMU run and the simulated run (rule on, seed 1) side by side.
@@ -103,12 +115,12 @@ pub(crate) fn traced_runs(t: &Traced<'_>) {
             )
         );
         print!("\n{text}");
-        let _ = std::fs::write(t.out.join("stories.txt"), &text);
+        write_file(&t.out.join("stories.txt"), &text);
     }
     // And the simulated run of the same machine and workload, rule on, as trace files.
     if let Some(on) = sim_on {
         let (j, s) = (t.out.join("sim-trace.json"), t.out.join("sim-timeline.svg"));
-        if std::fs::write(&j, on.json).is_ok() && std::fs::write(&s, on.svg).is_ok() {
+        if write_file(&j, on.json) && write_file(&s, on.svg) {
             println!("trace of one simulated run (rule on): {} , timeline: {}", j.display(), s.display());
         }
     }

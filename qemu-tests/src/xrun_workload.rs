@@ -203,7 +203,7 @@ fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload
     let _ = std::fs::create_dir_all(&s.out);
     let write = |file: &str, text: &str| -> Option<String> {
         let p = s.out.join(file);
-        std::fs::write(&p, text).ok().map(|_| p.display().to_string())
+        crate::xrun_trace::write_file(&p, text).then(|| p.display().to_string())
     };
     let everyone: sched_sim::picture::IsWorker = |_| true;
     let desc = format!("workload {name}, {} vCPUs, {}", s.cpus, s.topology.describe(s.cpus));
