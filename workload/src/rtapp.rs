@@ -190,6 +190,11 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let out_of_range = |n: &dyn core::fmt::Display| bad(path, format!("{n} is out of range ({lo} to {hi})"));
     let n = match v {
         Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            // (`-0` is a float to serde_json, and an integer where its `arbitrary_precision` is
+            // on, as in the runner's build: refused in both, so xsim and xrun read alike.)
+            (Some(0), _, _) if n.to_string().starts_with('-') => {
+                return Err(bad(path, "expected an integer, found -0.0 (write 0)"));
+            }
             (Some(i), _, _) => i,
             // (A whole number past i64 is out of any range here, not a fraction.)
             (None, Some(u), _) => return Err(out_of_range(&u)),
