@@ -308,7 +308,10 @@ fn run() {
                 WorkloadKind::Latency => l.workload(cfg.cpus),
             };
             let (fa, fb) = (features_on(cfg.features, &a), features_on(cfg.features, &b));
-            let t = run_ab(&cfg, &w, (fa, &a), (fb, &b), args.iterations, "ab");
+            // Each side's column says what it is, "the defaults" for an empty list.
+            let label = |side: &str, f: &str| side_label(side, &m.features, f);
+            let (la, lb) = (label("A", &a), label("B", &b));
+            let t = run_ab(&cfg, &w, (fa, &la), (fb, &lb), args.iterations, "ab");
             if m.json {
                 println!("{}", serde_json::to_string_pretty(&t).unwrap_or_default());
             } else {
@@ -329,8 +332,7 @@ fn run() {
                 }
                 print!("{}", t.render());
             }
-            let label = |side: &str, f: &str| side_label(side, &m.features, f);
-            write_ab_picture(&m, &cfg, &w, (fa, &label("A", &a)), (fb, &label("B", &b)));
+            write_ab_picture(&m, &cfg, &w, (fa, &la), (fb, &lb));
         }
     }
     end();
