@@ -52,7 +52,8 @@ impl<T: Copy + Send + 'static> TaskPayload for Option<T> {
 ///
 /// The methods run inside a scheduler call, so in whatever context the port makes it (an
 /// interrupt handler's tick, say) and with that CPU's interrupts masked: they take only locks
-/// no interrupted code can hold, and never wait for another CPU.
+/// no interrupted code can hold, and never wait for another CPU to act (an acknowledgement,
+/// a mailbox); a scheduler call they make is fine (see `port::Scheduler` for which).
 pub trait Platform {
     /// What the platform keeps with each task (see [`TaskPayload`]); `()` for none.
     type Payload: TaskPayload;

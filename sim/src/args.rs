@@ -181,7 +181,12 @@ pub(crate) struct LatencyArgs {
 
 /// The option of the workload an A/B does not run that was given a value other than its
 /// default, if any, as its flag: such a line asks for something it would not get.
-pub(crate) fn unused_option(kind: WorkloadKind, w: &SysbenchArgs, l: &LatencyArgs) -> Option<&'static str> {
+pub(crate) fn unused_option(
+    kind: WorkloadKind,
+    m: &MachineArgs,
+    w: &SysbenchArgs,
+    l: &LatencyArgs,
+) -> Option<&'static str> {
     #[derive(Parser)]
     struct Defaults {
         #[command(flatten)]
@@ -205,6 +210,9 @@ pub(crate) fn unused_option(kind: WorkloadKind, w: &SysbenchArgs, l: &LatencyArg
             ("--events", w.events != d.w.events),
             ("--event-us", w.event_us != d.w.event_us),
             ("--jitter", w.jitter != d.w.jitter),
+            // (The machine's options that only the sysbench-like run's threads read.)
+            ("--create-us", m.create_us != DEFAULT_CREATE_NS / 1000),
+            ("--setup-us", m.setup_us != DEFAULT_SETUP_NS / 1000),
         ]
         .to_vec(),
     };

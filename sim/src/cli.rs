@@ -109,7 +109,8 @@ pub fn outcome<T: Parser>(name: &str, args: &[impl AsRef<OsStr>]) -> Result<T, (
 
 /// What clap's error message says is wrong, as one line: its first line without the
 /// `error: ` prefix, and the indented lines right under it (the missing arguments, the
-/// possible values), without the usage and the tips after them.
+/// possible values), without the usage and the tips after them; a value it quotes goes
+/// through [`sched_workload::one_line`] (escaped, and cut if it is long).
 fn refusal(message: &str) -> String {
     let mut lines = message.lines();
     let first = lines.next().unwrap_or("bad arguments");
@@ -118,7 +119,7 @@ fn refusal(message: &str) -> String {
         line.push(' ');
         line.push_str(more.trim());
     }
-    line
+    sched_workload::one_line(&line)
 }
 
 #[cfg(test)]

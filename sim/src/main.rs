@@ -295,7 +295,7 @@ fn run() {
             }
         }
         Cmd::Ab { m, a, b, workload, w: args, l } => {
-            if let Some(flag) = args::unused_option(workload, &args, &l) {
+            if let Some(flag) = args::unused_option(workload, &m, &args, &l) {
                 let (this, other) = match workload {
                     WorkloadKind::Sysbench => ("sysbench", "latency"),
                     WorkloadKind::Latency => ("latency", "sysbench"),

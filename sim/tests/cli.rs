@@ -333,4 +333,9 @@ fn an_option_of_the_workload_not_run_is_refused() {
         2,
         "--threads is an option of --workload sysbench; this A/B runs latency",
     );
+    refused(
+        &["ab", "--a", "", "--b", "EEVDF", "--workload", "latency", "--create-us", "5000"],
+        2,
+        "--create-us is an option of --workload sysbench; this A/B runs latency",
+    );
 }

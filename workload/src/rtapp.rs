@@ -184,6 +184,9 @@ fn boolean(v: &Json, path: &str) -> Result<bool, RtAppError> {
 /// The whole numbers an `i64` holds, as `f64`s: exactly [-2^63, 2^63).
 const I64_SPAN: core::ops::Range<f64> = i64::MIN as f64..-(i64::MIN as f64);
 
+/// The refusal of `-0`, the same in every build.
+const NEGATIVE_ZERO: &str = "expected an integer, found -0 (write 0)";
+
 /// A whole number within `lo..=hi`, written as a JSON integer: rt-app's reader (json-c) takes
 /// `2.0`, `1e2` or `-0` for a double and refuses it where it wants an integer.
 fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
@@ -191,9 +194,10 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let n = match v {
         Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
             // (`-0` is a float to serde_json, and an integer where its `arbitrary_precision` is
-            // on, as in the runner's build: refused in both, so xsim and xrun read alike.)
-            (Some(0), _, _) if n.to_string().starts_with('-') => {
-                return Err(bad(path, "expected an integer, found -0.0 (write 0)"));
+            // on, as in the runner's build: refused in both alike, so xsim and xrun agree.)
+            (Some(0), _, _) if n.to_string().starts_with('-') => return Err(bad(path, NEGATIVE_ZERO)),
+            (None, None, Some(f)) if f == 0.0 && f.is_sign_negative() => {
+                return Err(bad(path, NEGATIVE_ZERO))
             }
             (Some(i), _, _) => i,
             // (A whole number past i64 is out of any range here, not a fraction.)

@@ -27,7 +27,8 @@
 //! platform is recorded while locked and delivered at the end of the call (see [`Deferred`];
 //! the clock is asked at once, with no lock held either). A callback may therefore call
 //! anything (but the clock, read while a wakeup holds its task in transit, names no task: a
-//! call naming that task would wait for it to land): a call that enters a CPU still inside a call on the callback's CPU returns
+//! call naming that task would wait for it to land): a call that enters a CPU still inside a
+//! call on the callback's CPU returns
 //! [`SchedError::Reentered`], as does such a call from an interrupt taken with interrupts
 //! unmasked, and every other call runs. The reads ([`Scheduler::current`],
 //! [`Scheduler::payload`], [`Scheduler::state`], [`Scheduler::task_cpu`],

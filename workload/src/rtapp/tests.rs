@@ -181,7 +181,7 @@ fn every_refusal_names_its_path() {
         (&with_tasks(r#""t": {"priority": -1e300, "run": 1}"#), "-1e300 is out of range (-20 to 19)", 12),
         (&with_tasks(r#""t": {"phases": {"p": {"run": 1e2}}}"#), "expected an integer, found 100.0", 12),
         (&with_tasks(r#""t": {"loop": 2.0, "run": 1}"#), "tasks.t.loop: expected an integer, found 2.0", 12),
-        (&with_tasks(r#""t": {"priority": -0, "run": 1}"#), "tasks.t.priority: expected an integer, found -0.0", 12),
+        (&with_tasks(r#""t": {"priority": -0, "run": 1}"#), "tasks.t.priority: expected an integer, found -0 (write 0)", 12),
         (
             &with_tasks(r#""t": {"instance": 100000, "run": 1}"#),
             "tasks.t.instance: 100000 is out of range",
