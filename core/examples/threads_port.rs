@@ -113,15 +113,20 @@ fn give(cpu: usize, i: u32) {
 }
 
 /// Room appeared (a task blocked or exited): the waiting wakeups, in order, while they fit.
+/// The list is not held across a call into the scheduler, whose callbacks may want it too.
 fn retry_waiting(cpu: usize) {
-    let mut waiting = WAITING.lock().unwrap();
-    while let Some(&t) = waiting.front() {
+    loop {
+        // (Its own statement: the guard is dropped before the wake.)
+        let next = WAITING.lock().unwrap().pop_front();
+        let Some(t) = next else { break };
         match SCHED.wake(cpu, now(), t) {
-            Err(SchedError::RunQueueFull) => break,
             Ok(_) => count(Seen::Retried),
+            Err(SchedError::RunQueueFull) => {
+                WAITING.lock().unwrap().push_front(t);
+                break;
+            }
             Err(e) => panic!("retried wake: {e}"),
         }
-        waiting.pop_front();
     }
 }
 
