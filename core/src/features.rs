@@ -107,13 +107,23 @@ impl Features {
     /// assert!(f.apply("NO_SUCH_THING").is_err());
     /// ```
     pub fn apply(&mut self, word: &str) -> Result<(), UnknownFeature> {
+        let (flag, on) = Features::switch(word)?;
+        self.set(flag, on);
+        Ok(())
+    }
+
+    /// The switch `word` names (`NAME` or `NO_NAME`) and whether it turns it on.
+    ///
+    /// ```
+    /// use sched_core::Features;
+    /// assert_eq!(Features::switch("NO_UTIL_EST"), Ok((Features::UTIL_EST, false)));
+    /// ```
+    pub fn switch(word: &str) -> Result<(Features, bool), UnknownFeature> {
         let (on, name) = match word.strip_prefix("NO_") {
             Some(rest) => (false, rest),
             None => (true, word),
         };
-        let flag = Features::from_name(name).ok_or(UnknownFeature)?;
-        self.set(flag, on);
-        Ok(())
+        Ok((Features::from_name(name).ok_or(UnknownFeature)?, on))
     }
 
     /// Applies a comma- or space-separated list of switches on top of `self`; an empty list
@@ -130,13 +140,12 @@ impl Features {
     pub fn parse_list(mut self, list: &str) -> Result<Features, FeatureListError> {
         let mut named = Features::empty();
         for word in list.split([',', ' ']).filter(|w| !w.is_empty()) {
-            let name = word.strip_prefix("NO_").unwrap_or(word);
-            let flag = Features::from_name(name).ok_or(FeatureListError::Unknown)?;
+            let (flag, on) = Features::switch(word).map_err(|UnknownFeature| FeatureListError::Unknown)?;
             if named.intersects(flag) {
                 return Err(FeatureListError::Twice);
             }
             named |= flag;
-            self.set(flag, word.len() == name.len());
+            self.set(flag, on);
         }
         Ok(self)
     }

@@ -72,7 +72,10 @@ fn sysbench_cmd(a: &Args, topology: TopologyKind, seed: u64, trace: bool, rule: 
     let extra: String = a
         .features
         .split(',')
-        .filter(|w| !w.is_empty() && w.strip_prefix("NO_").unwrap_or(w) != "UTIL_PULL_SKIPS_LONE_TASK")
+        .filter(|w| {
+            !w.is_empty()
+                && Features::switch(w).map_or(true, |(f, _)| f != Features::UTIL_PULL_SKIPS_LONE_TASK)
+        })
         .map(|w| format!("{w},"))
         .collect();
     let flag = if rule { "UTIL_PULL_SKIPS_LONE_TASK" } else { "NO_UTIL_PULL_SKIPS_LONE_TASK" };
