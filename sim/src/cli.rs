@@ -47,7 +47,11 @@ pub fn run_guarded(name: &'static str, body: impl FnOnce() -> ExitCode) -> ExitC
         Some(m) if m.starts_with("failed printing to std") => {
             if !OUTPUT_LOST.swap(true, Relaxed) {
                 use std::io::Write;
-                let _ = writeln!(std::io::stderr(), "{name}: cannot write its output: {}", one_line(m));
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "{name}: cannot write its output: {}",
+                    sched_workload::one_line(m)
+                );
             }
         }
         _ if OUTPUT_LOST.load(Relaxed) => {}
@@ -58,11 +62,6 @@ pub fn run_guarded(name: &'static str, body: impl FnOnce() -> ExitCode) -> ExitC
         Err(_) if OUTPUT_LOST.load(Relaxed) => ExitCode::from(OUTPUT_EXIT),
         Err(panic) => std::panic::resume_unwind(panic),
     }
-}
-
-/// `m` with its line breaks as spaces.
-fn one_line(m: &str) -> String {
-    m.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Parses `args` (without the program name; as the system gave them, so a path need not be
