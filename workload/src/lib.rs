@@ -59,9 +59,10 @@ pub fn one_line(text: &str) -> String {
     if chars <= ONE_LINE_MAX {
         return line;
     }
-    let head: String = line.chars().take(ONE_LINE_MAX / 2).collect();
-    let tail: String = line.chars().skip(chars - ONE_LINE_MAX / 4).collect();
-    format!("{head} … ({} characters left out) … {tail}", chars - head.chars().count() - tail.chars().count())
+    let (head, tail) = (ONE_LINE_MAX / 2, ONE_LINE_MAX / 4);
+    let start: String = line.chars().take(head).collect();
+    let end: String = line.chars().skip(chars - tail).collect();
+    format!("{start} … ({} characters left out) … {end}", chars - head - tail)
 }
 
 /// The most characters [`one_line`] keeps of a message.
