@@ -566,10 +566,10 @@ impl<const Q: usize> RunQueue<Q> {
     /// [`RunQueue::update_clock`]): what a call that also sets timers or marks takes as now,
     /// so that they never move back nor jump to the end of time.
     pub fn sane_now(&self, now: u64) -> u64 {
-        if now <= self.clock || self.is_broken_reading(now) {
-            self.clock
-        } else {
+        if now > self.clock && !self.is_broken_reading(now) {
             now
+        } else {
+            self.clock
         }
     }
 

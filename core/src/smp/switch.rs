@@ -76,8 +76,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         // and the stopper included.
         let mut exited = None;
         let mut st = self.rq(cpu);
-        // A broken reading (see `RunQueue::update_clock`) is taken as the last sane one: it
-        // would mark the CPU idle since then and time the passes below from there.
+        // A broken reading (see `RunQueue::update_clock`), or one behind the clock, is taken as
+        // the last sane one: it would mark the CPU idle since then and time the passes below
+        // from there.
         let now = st.rq.sane_now(now);
         // The usual case keeps the lock: the last switch is finished, work is queued here,
         // and no idle balancer's kick waits (each of which needs other locks first).
