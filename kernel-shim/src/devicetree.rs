@@ -7,7 +7,8 @@
 //! `/memory` ranges ([`DeviceTree::ram_holds`]). The tree comes from outside
 //! the kernel, so it is checked whole when it is opened ([`DeviceTree::new`]: the header's
 //! blocks lie inside the blob, every token, name and property lies inside its block, the
-//! nodes nest) and every later read is bounds-checked too: a malformed tree is refused with a
+//! nodes nest, no node holds two properties or two children of one name) and every later read
+//! is bounds-checked too: a malformed tree is refused with a
 //! [`DtError`] or reads as absent, never a panic. (The `fdt` crate this replaces panics on
 //! several malformed trees.)
 //!
@@ -47,19 +48,21 @@ pub enum DtError {
     /// A token, name or property runs past its block, a name is not UTF-8 text, or the
     /// nodes do not nest into one root.
     Structure,
+    /// A node holds two properties, or two child nodes, of one name (the specification
+    /// forbids both, and a reader would have to guess which one counts).
+    Duplicate,
 }
 
-// (The host tests compile this file without defmt: `qemu-tests/src/kernel_devicetree.rs`.)
-#[cfg(target_os = "none")]
-impl defmt::Format for DtError {
-    fn format(&self, f: defmt::Formatter<'_>) {
-        let what = match self {
+impl DtError {
+    /// What is wrong, in words, for the boot's one error line.
+    pub fn what(&self) -> &'static str {
+        match self {
             DtError::Header => "no device tree header (magic 0xd00dfeed)",
             DtError::Size => "the device tree's size is out of range",
             DtError::Blocks => "a device tree block lies outside the tree",
             DtError::Structure => "the device tree's structure is malformed",
-        };
-        defmt::write!(f, "{=str}", what)
+            DtError::Duplicate => "a device tree node holds two properties or two nodes of one name",
+        }
     }
 }
 
@@ -198,8 +201,18 @@ impl<'a> DeviceTree<'a> {
     }
 
     /// Walks the whole structure block once: one root node, nodes nested at most
-    /// [`MAX_DEPTH`] deep, then the end token.
+    /// [`MAX_DEPTH`] deep, then the end token; then no name twice in a node.
     fn check(&self) -> Result<(), DtError> {
+        self.check_structure()?;
+        match self.root() {
+            Some(root) if root.names_unique() => Ok(()),
+            Some(_) => Err(DtError::Duplicate),
+            None => Err(DtError::Structure),
+        }
+    }
+
+    /// [`DeviceTree::check`]'s walk of the tokens.
+    fn check_structure(&self) -> Result<(), DtError> {
         let (mut at, mut depth, mut roots) = (0, 0usize, 0);
         loop {
             let (t, next) = self.token(at).ok_or(DtError::Structure)?;
@@ -306,6 +319,20 @@ impl<'a> Node<'a> {
             }
             None
         })
+    }
+
+    /// Whether it and the nodes below it hold no two properties and no two child nodes of one
+    /// name. (Pairwise, without a heap: a node's entries are few, and this runs once.)
+    fn names_unique(&self) -> bool {
+        let name = |t: &Token<'a>| match t {
+            Token::Begin(n) => Some((true, *n)),
+            Token::Prop(p) => Some((false, p.name)),
+            _ => None,
+        };
+        self.entries().enumerate().all(|(i, (t, _))| {
+            let me = name(&t);
+            !self.entries().take(i).any(|(u, _)| name(&u) == me)
+        }) && self.children().all(|c| c.names_unique())
     }
 
     /// Its properties.

@@ -89,7 +89,22 @@ pub fn kmain() -> ! {
                     }
                     continue;
                 }
-                let prop = |name| cpu.property(name).and_then(|p| p.as_usize());
+                // Absent is allowed; present, each is one number (a capacity above 0), and a
+                // value that is not is refused rather than read as absent.
+                let prop = |name: &str| match cpu.property(name) {
+                    None => None,
+                    Some(p) => match p.as_usize() {
+                        Some(v) if v > 0 || name != "capacity-dmips-mhz" => Some(v),
+                        _ => {
+                            defmt::error!(
+                                "error: the device tree's {=str} has a malformed {=str}",
+                                cpu.name,
+                                name
+                            );
+                            arch::exit(EXIT_MACHINE);
+                        }
+                    },
+                };
                 let described = topology::CpuInfo {
                     node: prop("numa-node-id"),
                     dmips: prop("capacity-dmips-mhz"),

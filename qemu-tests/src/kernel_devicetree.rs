@@ -267,6 +267,52 @@ mod tests {
         assert_eq!(open(&blob), Some(DtError::Structure));
     }
 
+    /// The specification forbids two properties, or two child nodes, of one name in a node:
+    /// which one counts would be a guess, so such a tree is refused. A property and a node
+    /// may share a name, and so may nodes under different parents.
+    #[test]
+    fn a_name_twice_in_one_node_is_refused() {
+        let tree = |body: &dyn Fn(&mut Builder)| {
+            let mut b = Builder::default();
+            b.begin("");
+            body(&mut b);
+            b.end();
+            b.finish()
+        };
+        let open = |b: Vec<u8>| DeviceTree::new(&b).err();
+        assert_eq!(
+            open(tree(&|b| {
+                b.begin("cpus")
+                    .begin("cpu@0")
+                    .cell("reg", 0)
+                    .cell("numa-node-id", 0)
+                    .cell("reg", 1)
+                    .end()
+                    .end();
+            })),
+            Some(DtError::Duplicate)
+        );
+        assert_eq!(
+            open(tree(&|b| {
+                b.begin("cpus").begin("cpu@0").end().begin("cpu@1").end().begin("cpu@0").end().end();
+            })),
+            Some(DtError::Duplicate)
+        );
+        assert_eq!(
+            open(tree(&|b| {
+                b.cell("x", 1).begin("a").end().cell("x", 2);
+            })),
+            Some(DtError::Duplicate)
+        );
+        assert_eq!(
+            open(tree(&|b| {
+                b.cell("a", 1).begin("a").cell("a", 2).begin("b").cell("a", 3).end().end().begin("b").end();
+            })),
+            None
+        );
+        assert_eq!(open(virt_tree()), None);
+    }
+
     fn word(b: &[u8], at: usize) -> u32 {
         u32::from_be_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
     }

@@ -1,8 +1,9 @@
 //! The virt boards' kernels read their machine from a device tree (riscv64's from OpenSBI,
 //! aarch64's from QEMU), so a damaged tree can say anything that parses. The board's own tree
-//! (QEMU `dumpdtb`) is booted with one property rewritten in place per boot. On both boards: a
-//! hardware id listed twice and a `cpu-map` naming a CPU twice, which the kernel must refuse
-//! with exit 4 and one line. On riscv64 also rates the kernel must use or refuse
+//! (QEMU `dumpdtb`) is booted with one property rewritten in place, or renamed, per boot. On
+//! both boards: a hardware id listed twice, a `cpu-map` naming a CPU twice, a `numa-node-id`
+//! that is not a number and a node with two `reg`s, which the kernel must refuse with exit 4
+//! and one line. On riscv64 also rates the kernel must use or refuse
 //! (`timebase-frequency`, checked against the port's counter range) and a CPU the firmware
 //! marks failed, which it must leave out; on aarch64 a CPU whose Aff0 an SGI's target list
 //! does not reach, which it must refuse.
@@ -30,6 +31,8 @@ enum Value {
     Bytes(&'static [u8]),
     /// Another property's value in the board's tree (a phandle QEMU chose, say).
     Of { node: &'static str, property: &'static str },
+    /// The property's own value under this name.
+    Named(&'static str),
 }
 
 /// One alteration: what it is, the node and property it rewrites, the value it writes (of the
@@ -63,6 +66,26 @@ const fn map_names_twice(core0: &'static str, core1: &'static str) -> Alteration
     }
 }
 
+/// cpu@1's `compatible` (a string) as its `numa-node-id`, which must be one number: the
+/// kernel must refuse it rather than read the CPU as one of no node.
+const NODE_MALFORMED: Alteration = Alteration {
+    what: "cpu@1's compatible named numa-node-id",
+    node: "/cpus/cpu@1",
+    property: "compatible",
+    value: Value::Named("numa-node-id"),
+    expect: Expect::Refused("cpu@1 has a malformed numa-node-id"),
+};
+
+/// cpu@1's `device_type` named `reg`: two `reg`s in one node, which the kernel must refuse
+/// rather than use the first.
+const REG_TWICE: Alteration = Alteration {
+    what: "cpu@1 with two regs",
+    node: "/cpus/cpu@1",
+    property: "device_type",
+    value: Value::Named("reg"),
+    expect: Expect::Refused("two properties or two nodes of one name"),
+};
+
 /// The alterations booted on riscv64. The first is the control: a plausible rate, which shows
 /// that the rewritten tree reaches the kernel.
 const RISCV64: &[Alteration] = &[
@@ -89,6 +112,8 @@ const RISCV64: &[Alteration] = &[
     },
     ID_TWICE,
     map_names_twice("/cpus/cpu-map/cluster0/core0", "/cpus/cpu-map/cluster0/core1"),
+    NODE_MALFORMED,
+    REG_TWICE,
     Alteration {
         what: "cpu@3 marked failed",
         node: "/cpus/cpu@3",
@@ -103,6 +128,8 @@ const RISCV64: &[Alteration] = &[
 const AARCH64: &[Alteration] = &[
     ID_TWICE,
     map_names_twice("/cpus/cpu-map/socket0/cluster0/core0", "/cpus/cpu-map/socket0/cluster0/core1"),
+    NODE_MALFORMED,
+    REG_TWICE,
     Alteration {
         what: "cpu@1 at Aff0 16",
         node: "/cpus/cpu@1",
@@ -134,6 +161,35 @@ fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> 
     let at = old.as_ptr() as usize - dtb.as_ptr() as usize;
     let mut out = dtb.to_vec();
     out[at..at + value.len()].copy_from_slice(value);
+    Some(out)
+}
+
+/// `dtb` with property `name` of the node at `node` renamed `to`, its value kept: `to` is
+/// added at the strings block's end (growing the blob if the block ends it). `None` if the blob
+/// is not a well-formed tree, has no such property, or has its structure block after its
+/// strings.
+fn renamed(dtb: &[u8], node: &str, name: &str, to: &str) -> Option<Vec<u8>> {
+    let tree = DeviceTree::new(dtb).ok()?;
+    let value = tree.find(node)?.property(name)?.value;
+    // A property is its length, its name's offset in the strings block, then its value.
+    let name_at = (value.as_ptr() as usize - dtb.as_ptr() as usize).checked_sub(4)?;
+    let word = |i: usize| Some(u32::from_be_bytes(dtb.get(4 * i..4 * i + 4)?.try_into().ok()?) as usize);
+    let (structs_end, strings, size) = (word(2)? + word(9)?, word(3)?, word(8)?);
+    let end = strings + size;
+    if structs_end > strings || end > dtb.len() {
+        return None;
+    }
+    let mut out = dtb.to_vec();
+    let grown = end + to.len() + 1;
+    if out.len() < grown {
+        out.resize(grown, 0);
+    }
+    out[end..end + to.len()].copy_from_slice(to.as_bytes());
+    out[end + to.len()] = 0;
+    let mut put = |i: usize, v: usize| out[i..i + 4].copy_from_slice(&(v as u32).to_be_bytes());
+    put(name_at, size);
+    put(4 * 8, grown - strings);
+    put(4, word(1)?.max(grown));
     Some(out)
 }
 
@@ -171,6 +227,21 @@ fn dump(m: &Machine, to: &Path) -> Result<Vec<u8>, String> {
     std::fs::read(to).map_err(|e| format!("QEMU dumped no device tree ({code:?}): {e}"))
 }
 
+/// The board's tree `board` with `a` made.
+fn rewritten(board: &[u8], a: &Alteration) -> Result<Vec<u8>, String> {
+    let value = match a.value {
+        Value::Bytes(v) => v.to_vec(),
+        Value::Of { node, property } => property_value(board, node, property)
+            .ok_or(format!("the board's device tree has no {node} {property} to copy"))?,
+        Value::Named(to) => {
+            return renamed(board, a.node, a.property, to)
+                .ok_or(format!("the board's device tree has no {} {} to rename", a.node, a.property))
+        }
+    };
+    altered(board, a.node, a.property, &value)
+        .ok_or(format!("the board's device tree has no {} {} to rewrite", a.node, a.property))
+}
+
 /// Whether the boot of `a`'s tree ended as it must.
 fn judge(a: &Alteration, b: &Boot) -> Result<(), String> {
     let (code, line) = match a.expect {
@@ -205,13 +276,7 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
             let board = dump(m, &dir.join("board.dtb"))?;
             let mut trees = Vec::new();
             for (i, a) in alterations.iter().enumerate() {
-                let value = match a.value {
-                    Value::Bytes(v) => v.to_vec(),
-                    Value::Of { node, property } => property_value(&board, node, property)
-                        .ok_or(format!("the board's device tree has no {node} {property} to copy"))?,
-                };
-                let mut dtb = altered(&board, a.node, a.property, &value)
-                    .ok_or(format!("the board's device tree has no {} {} to rewrite", a.node, a.property))?;
+                let mut dtb = rewritten(&board, a)?;
                 // (riscv64's tree is booted as dumped, as it always was; OpenSBI edits it before the kernel.)
                 if m.arch == Arch::Aarch64 {
                     dtb = packed(&dtb).ok_or("the board's device tree cannot be packed (its blocks end beyond it, or its reservation map is not first)")?;
@@ -256,6 +321,7 @@ pub(super) fn run(m: &Machine) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel_devicetree::devicetree::DtError;
     use crate::kernel_devicetree::trees::virt_tree;
 
     #[test]
@@ -322,6 +388,34 @@ mod tests {
         assert_eq!(packed(&zeros), None, "blocks inside the header");
         assert_eq!(packed(&with_word(&tree, 4, tree.len() - 16)), None, "the map after the blocks");
         assert_eq!(packed(&with_word(&tree, 9, u32::MAX as usize)), None, "a structure block past the blob");
+    }
+
+    #[test]
+    fn a_renamed_property_keeps_its_value_under_the_new_name() {
+        let tree = virt_tree();
+        let after =
+            renamed(&tree, "/cpus/cpu@1", "device_type", "capacity-dmips-mhz").expect("cpu@1's device_type");
+        assert_eq!(after.len(), tree.len() + "capacity-dmips-mhz".len() + 1, "virt_tree's strings end it");
+        let t = DeviceTree::new(&after).expect("still a tree");
+        let cpu1 = t.find("/cpus/cpu@1").unwrap();
+        let names: Vec<&str> = cpu1.properties().map(|p| p.name).collect();
+        assert_eq!(names, ["reg", "phandle", "numa-node-id", "capacity-dmips-mhz"]);
+        assert_eq!(cpu1.property("capacity-dmips-mhz").map(|p| p.value), Some(&b"cpu\0"[..]));
+        // Renamed as one already there: two of one name, which the reader refuses.
+        let twice = renamed(&tree, "/cpus/cpu@1", "device_type", "reg").expect("cpu@1's device_type");
+        assert_eq!(DeviceTree::new(&twice).err(), Some(DtError::Duplicate));
+        assert_eq!(property_value(&after, "/cpus/cpu@2", "device_type"), Some(b"cpu\0".to_vec()));
+        // Room after the strings block is used in place; a structure block last is refused.
+        let mut roomy = tree.clone();
+        roomy.resize(tree.len() + 64, 0);
+        let roomy = with_word(&roomy, 1, roomy.len());
+        let in_place = renamed(&roomy, "/psci", "method", "x").expect("psci's method");
+        assert_eq!(in_place.len(), roomy.len());
+        let x = DeviceTree::new(&in_place).ok().and_then(|t| t.find("/psci")?.property("x")?.as_str());
+        assert_eq!(x, Some("hvc"));
+        assert_eq!(renamed(&tree, "/psci", "nothing", "x"), None);
+        let strings_first = with_word(&tree, 3, HEADER_LEN + 16);
+        assert_eq!(renamed(&strings_first, "/psci", "method", "x"), None);
     }
 
     #[test]

@@ -541,7 +541,7 @@ pub fn firmware() -> Result<Firmware, ArchError> {
     match unsafe { super::device_tree_at(DTB_BASE as *const u8) } {
         Ok(tree) => Ok(Firmware::DeviceTree(tree)),
         Err(DtError::Header) => Err(ArchError::new("no device tree at 0x4000_0000")),
-        Err(_) => Err(ArchError::new("the device tree is malformed")),
+        Err(e) => Err(ArchError::new(e.what())),
     }
 }
 

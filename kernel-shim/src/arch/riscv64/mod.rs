@@ -607,7 +607,7 @@ pub fn firmware() -> Result<Firmware, ArchError> {
     match unsafe { super::device_tree_at(addr as *const u8) } {
         Ok(tree) => Ok(Firmware::DeviceTree(tree)),
         Err(DtError::Header) => Err(ArchError::new("the firmware's device tree has no header")),
-        Err(_) => Err(ArchError::new("the firmware's device tree is malformed")),
+        Err(e) => Err(ArchError::new(e.what())),
     }
 }
 
