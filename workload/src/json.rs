@@ -293,8 +293,8 @@ impl<'de> Visitor<'de> for JsonVisitor {
         // huge object take quadratic time before its refusal).
         let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
         while let Some(key) = map.next_key::<String>()? {
-            // With serde_json's `arbitrary_precision` (which another crate of a build may
-            // turn on), a number arrives as a one-entry map holding its text.
+            // With serde_json's `arbitrary_precision` (which this crate turns on, so that every
+            // build reads a number alike), a number arrives as a one-entry map holding its text.
             if entries.is_empty() && key == NUMBER_TOKEN {
                 let text: String = map.next_value()?;
                 return text

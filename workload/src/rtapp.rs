@@ -211,7 +211,8 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
                 return Err(bad(path, format!("expected an integer, found {f:?} ({why})")));
             }
             (None, None, Some(f)) => return Err(bad(path, format!("expected a whole number, found {f:?}"))),
-            _ => return Err(bad(path, format!("expected a whole number, found {n}"))),
+            // (No f64 holds it: beyond f64's range, so beyond any range here.)
+            _ => return Err(out_of_range(&n)),
         },
         other => return Err(bad(path, format!("expected a number, found {}", other.kind()))),
     };

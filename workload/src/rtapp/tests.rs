@@ -179,6 +179,10 @@ fn every_refusal_names_its_path() {
             12,
         ),
         (&with_tasks(r#""t": {"priority": -1e300, "run": 1}"#), "-1e300 is out of range (-20 to 19)", 12),
+        // Beyond f64: out of range too, not invalid JSON (as it was where serde_json parsed
+        // numbers into f64).
+        (&with_tasks(r#""t": {"run": 1e400}"#), "tasks.t.run: 1e+400 is out of range (0 to", 12),
+        (&with_tasks(r#""t": {"priority": -1e400, "run": 1}"#), "-1e+400 is out of range (-20 to 19)", 12),
         (&with_tasks(r#""t": {"phases": {"p": {"run": 1e2}}}"#), "expected an integer, found 100.0", 12),
         (&with_tasks(r#""t": {"loop": 2.0, "run": 1}"#), "tasks.t.loop: expected an integer, found 2.0", 12),
         (&with_tasks(r#""t": {"priority": -0, "run": 1}"#), "tasks.t.priority: expected an integer, found -0 (write 0)", 12),
