@@ -1,7 +1,9 @@
 //! Boot-line fuzzing: malformed kernel command lines — junk words, keys with values out of
 //! range or of the wrong kind, invalid UTF-8, control bytes, very long words — each of which
-//! the kernel must end by itself with exit 0 (a line it accepts runs the short default
-//! scenario) or 3 (one clear error line), never a panic (101), a watchdog exit (5) or a hang.
+//! the kernel must refuse by itself with exit 3 and one clear error line, never a panic (101),
+//! a watchdog exit (5), a hang or a run (exit 0). The fixed list also holds the two lines it
+//! must accept (exit 0, the short default scenario, no error line): the empty line and an
+//! empty `features=` list.
 //!
 //! The lines are a fixed list of known-hard cases plus seeded random ones, so a run is
 //! reproducible; `FUZZ_LINES` and `FUZZ_SEED` choose more or other random lines.
@@ -61,12 +63,24 @@ const BAD_VALUES: &[&str] = &[
     "3x",
 ];
 
-/// Known-hard lines, each a regression case: invalid UTF-8 must be refused, not read as an
-/// empty line (exit 0, the default scenario), and `clusters=3` on 8 CPUs must be refused, not
-/// leave 2 CPUs out.
-pub fn fixed_lines() -> Vec<Vec<u8>> {
-    let mut v: Vec<Vec<u8>> = [
-        "",
+/// Whether the kernel must accept a line (exit 0) or refuse it (exit 3).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// Runs the default scenario: exit 0, no error line.
+    Accepted,
+    /// Exit 3 with one error line.
+    Refused,
+}
+
+/// Known-hard lines, each a regression case, with how each must end: every one is refused but
+/// the empty line and an empty `features=` list (the defaults). Invalid UTF-8 must be refused,
+/// not read as an empty line; `clusters=3` on 8 CPUs must be refused, not leave 2 CPUs out;
+/// a key the boot scenario does not read (`seed`, `threads`, `cpu`) is refused, not ignored.
+pub fn fixed_lines() -> Vec<(Vec<u8>, Verdict)> {
+    let accepted = ["", "features=,,"];
+    let mut v: Vec<(Vec<u8>, Verdict)> =
+        accepted.iter().map(|s| (s.as_bytes().to_vec(), Verdict::Accepted)).collect();
+    let refused: Vec<Vec<u8>> = [
         "=",
         "scenario",
         "scenario=",
@@ -80,7 +94,6 @@ pub fn fixed_lines() -> Vec<Vec<u8>> {
         "nohz=maybe",
         "features=nosuch",
         "features=EEVDF,EEVDF",
-        "features=,,",
         "clusters=3",
         "clusters=5",
         "capacity=446*4,1024*3",
@@ -103,13 +116,16 @@ pub fn fixed_lines() -> Vec<Vec<u8>> {
     ]
     .iter()
     .map(|s| s.as_bytes().to_vec())
+    .chain([
+        b"scenario=panic \xc3\x28".to_vec(),
+        b"\xff\xfe".to_vec(),
+        b"scenario=boot \x80".to_vec(),
+        b"\x01\x02 scenario=boot".to_vec(),
+        vec![b'a'; 2000],
+        "x=1 ".repeat(300).into_bytes(),
+    ])
     .collect();
-    v.push(b"scenario=panic \xc3\x28".to_vec());
-    v.push(b"\xff\xfe".to_vec());
-    v.push(b"scenario=boot \x80".to_vec());
-    v.push(b"\x01\x02 scenario=boot".to_vec());
-    v.push(vec![b'a'; 2000]);
-    v.push("x=1 ".repeat(300).into_bytes());
+    v.extend(refused.into_iter().map(|l| (l, Verdict::Refused)));
     v
 }
 
@@ -119,7 +135,8 @@ fn pick(rng: &mut Rng, n: usize) -> usize {
 }
 
 /// `n` random malformed lines from `seed`. Every line has at least one word the parser must
-/// refuse, so none selects a scenario that ends by design with a panic or a watchdog exit.
+/// refuse (each is [`Verdict::Refused`]), so none selects a scenario that ends by design with
+/// a panic or a watchdog exit.
 pub fn random_lines(seed: u64, n: usize) -> Vec<Vec<u8>> {
     let mut rng = Rng::new(seed);
     (0..n)
@@ -142,8 +159,12 @@ pub fn random_lines(seed: u64, n: usize) -> Vec<Vec<u8>> {
 /// A word the parser must refuse.
 fn bad_word(rng: &mut Rng) -> Vec<u8> {
     match pick(rng, 4) {
-        0 => format!("{}={}", KEYS[pick(rng, KEYS.len())], BAD_VALUES[pick(rng, BAD_VALUES.len())])
-            .into_bytes(),
+        0 => {
+            let (key, value) = (KEYS[pick(rng, KEYS.len())], BAD_VALUES[pick(rng, BAD_VALUES.len())]);
+            // (An empty features list is the defaults, which the kernel takes.)
+            let value = if key == "features" && value.trim().is_empty() { "nosuch" } else { value };
+            format!("{key}={value}").into_bytes()
+        }
         1 => format!("no_such_key{}={}", pick(rng, 100), pick(rng, 1000)).into_bytes(),
         2 => KEYS[pick(rng, KEYS.len())].as_bytes().to_vec(),
         // Random bytes, non-ASCII included (mostly invalid UTF-8); no spaces or NULs, so
@@ -192,9 +213,11 @@ mod tests {
         assert_ne!(a, random_lines(8, 200));
         assert!(a.iter().any(|l| std::str::from_utf8(l).is_err()), "invalid UTF-8 occurs");
         assert!(a.iter().all(|l| !l.is_empty() && !l.contains(&0)));
-        // None names a scenario that ends by design with a panic, a fault or a hang.
+        // None names a scenario that ends by design with a panic, a fault or a hang, and none
+        // gives an empty features list (the defaults, which the kernel takes).
         for l in &a {
             let text = String::from_utf8_lossy(l);
+            assert!(!text.split(' ').any(|w| w == "features="), "{text}");
             for bad in ["scenario=panic", "scenario=fault", "scenario=hang", "watchdog="] {
                 assert!(!text.contains(bad), "{text}");
             }
@@ -219,8 +242,12 @@ mod tests {
     #[test]
     fn fixed_lines_cover_the_known_cases() {
         let f = fixed_lines();
-        assert!(f.iter().any(|l| l == b"clusters=3"));
-        assert!(f.iter().any(|l| l.ends_with(b"\xc3\x28")));
+        assert!(f.contains(&(b"clusters=3".to_vec(), Verdict::Refused)));
+        assert!(f.contains(&(b"seed=1".to_vec(), Verdict::Refused)), "boot reads no seed");
+        assert!(f.iter().any(|(l, v)| l.ends_with(b"\xc3\x28") && *v == Verdict::Refused));
+        let accepted: Vec<&[u8]> =
+            f.iter().filter(|(_, v)| *v == Verdict::Accepted).map(|(l, _)| l.as_slice()).collect();
+        assert_eq!(accepted, [&b""[..], b"features=,,"]);
         assert_eq!(show(b"a\xffb"), "a\\xffb");
     }
 }

@@ -43,11 +43,12 @@ pub fn block() -> String {
     let _ = writeln!(
         out,
         "\n{total} cases ({virt} on the `virt` boards, {} on the microcontrollers), each on every machine its row names, \
-         each boot within {} s; then each machine's boot-line fuzz: {} known-hard malformed lines and {} seeded \
-         random ones, each answered with exit 0 or {}.",
+         each boot within {} s; then each machine's boot-line fuzz: {} known-hard lines ({} accepted, the rest \
+         refused) and {} seeded random malformed ones, each refused with exit {} and one error line.",
         total - virt,
         suite::SUITE_LIMIT.as_secs(),
         crate::fuzz::fixed_lines().len(),
+        crate::fuzz::fixed_lines().iter().filter(|(_, v)| *v == crate::fuzz::Verdict::Accepted).count(),
         suite::FUZZ_LINES,
         suite::EXIT_BAD_ARGS,
     );

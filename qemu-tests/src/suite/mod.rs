@@ -16,6 +16,7 @@ pub(crate) use judges::{
 };
 use judges::{stack_within_budget, thread_stack_headroom};
 
+use crate::fuzz::Verdict;
 use crate::qemu::{self, Arch, Boot, Machine, Mode};
 
 /// Only the Linux guest's cases, on the aarch64 machine.
@@ -251,15 +252,16 @@ pub fn run_repeated(which: Selection, repeat: usize, mode: Option<Mode>, arch: O
     (passed, failed)
 }
 
-/// The boot-line fuzz: every line ends by itself with exit 0 or 3 (deterministic mode).
-/// One result for the whole set; each failing line is shown.
+/// The boot-line fuzz: every line ends by itself as its [`Verdict`] says: refused with exit 3
+/// and one error line, or accepted with exit 0 and none (deterministic mode). One result for
+/// the whole set; each failing line is shown.
 fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
     let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
     let (n, seed) = (env("FUZZ_LINES", FUZZ_LINES) as usize, env("FUZZ_SEED", FUZZ_SEED));
     let mut lines = crate::fuzz::fixed_lines();
-    lines.extend(crate::fuzz::random_lines(seed, n));
+    lines.extend(crate::fuzz::random_lines(seed, n).into_iter().map(|l| (l, Verdict::Refused)));
     eprint!(
-        "xtest: qemu {} boot-line fuzz: {} malformed lines (seed {seed}), each exit 0 or {EXIT_BAD_ARGS} ... ",
+        "xtest: qemu {} boot-line fuzz: {} lines (seed {seed}), each refused with exit {EXIT_BAD_ARGS} and one error line, or accepted ... ",
         m.arch.name(),
         lines.len()
     );
@@ -272,19 +274,25 @@ fn fuzz_boot_lines(m: &Machine) -> (u64, u64) {
             use std::os::unix::ffi::OsStrExt;
             qemu::boot(
                 m,
-                std::ffi::OsStr::from_bytes(&lines[i]),
+                std::ffi::OsStr::from_bytes(&lines[i].0),
                 Mode::Deterministic,
                 Duration::from_secs(30),
             )
         },
         |i, b| {
-            let ok = !b.timed_out && matches!(b.code, Some(0) | Some(EXIT_BAD_ARGS));
+            let (line, verdict) = &lines[i];
+            let errors = b.lines.iter().filter(|l| l.contains("error: ")).count();
+            let ok = !b.timed_out
+                && match verdict {
+                    Verdict::Refused => b.code == Some(EXIT_BAD_ARGS) && errors == 1,
+                    Verdict::Accepted => b.code == Some(0) && errors == 0,
+                };
             if !ok {
                 bad.push(format!(
-                    "{:?} (timed out: {}): {}",
+                    "{:?} with {errors} error lines (timed out: {}), not {verdict:?}: {}",
                     b.code,
                     b.timed_out,
-                    crate::fuzz::show(&lines[i])
+                    crate::fuzz::show(line)
                 ));
             }
         },
