@@ -69,7 +69,9 @@ fn periodic(guest: &Guest, m: &Machine) -> Result<String, String> {
 /// limited to 10 % of a CPU gets close to it (kselftest's closeness `|a − b| ≤ (a + b)·err/100`,
 /// err 10, this project's check). kselftest's own step test (each step within 35 % of the
 /// lightest group's time) is printed, not held: Linux on this emulated machine passes or
-/// misses it from one build of the guest to the next (docs/linux.md).
+/// misses it from one build of the guest to the next (docs/linux.md). So is the churn's count
+/// of processes that ran after it: here a process of a capped group may not run in that
+/// second.
 fn cgroups(guest: &Guest, m: &Machine) -> Result<String, String> {
     let _ = guest;
     // Four seconds per case (five cases on three CPUs or more, and the churn): enough for a
