@@ -177,7 +177,11 @@ proptest! {
     }
 
     #[test]
-    fn random_operations_with_other_features(ops in prop::collection::vec(op(), 1..150), bits in 0u32..512) {
+    fn random_operations_with_other_features(
+        ops in prop::collection::vec(op(), 1..150),
+        bits in 0..=Features::all().bits(),
+    ) {
+        // (Every switch, EEVDF and its lag rule included: the range is all of them.)
         run(ops, Features::from_bits_truncate(bits))?;
     }
 }
