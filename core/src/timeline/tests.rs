@@ -268,20 +268,23 @@ fn check_detects_corruption() {
 
     let mut bad = t.clone();
     bad.nodes[3].key = 1_000;
-    assert!(bad.check().is_err());
+    assert_eq!(bad.check(), Err("in-order keys not ascending"));
 
     let mut bad = t.clone();
     bad.leftmost = 2;
-    assert!(bad.check().is_err());
+    assert_eq!(bad.check(), Err("cached leftmost is not the in-order first node"));
 
     let mut bad = t.clone();
     bad.len += 1;
-    assert!(bad.check().is_err());
+    assert_eq!(bad.check(), Err("len does not match number of queued slots"));
 
-    let mut bad = t.clone();
-    let r = bad.root as usize;
-    bad.nodes[r].color = Color::Red;
-    assert!(bad.check().is_err(), "a red root");
+    // A red root, alone so that no red child of it is found first.
+    let mut one = Timeline::<8>::new();
+    one.insert(0, 0).unwrap();
+    one.check().unwrap();
+    let r = one.root as usize;
+    one.nodes[r].color = Color::Red;
+    assert_eq!(one.check(), Err("a root is red"));
 
     // Blackening a red leaf, or reddening a red node's parent, breaks the colour rules.
     let mut bad = t.clone();
@@ -292,21 +295,22 @@ fn check_detects_corruption() {
     assert_eq!(bad.check(), Err("black heights differ"));
     let mut bad = t.clone();
     bad.nodes[bad.nodes[leaf].parent as usize].color = Color::Red;
-    assert!(bad.check().is_err(), "a red node's parent made red");
+    assert_eq!(bad.check(), Err("a red node has a red child"));
 
     let mut bad = t.clone();
     let (a, b) = (bad.root, bad.nodes[bad.root as usize].left);
     bad.nodes[a as usize].parent = b;
-    assert!(bad.check().is_err(), "a cycle of parent links");
+    assert_eq!(bad.check(), Err("parent links form a cycle"));
 
     let mut bad = t.clone();
     let r = bad.root as usize;
     bad.nodes[r].left = 77;
-    assert!(bad.check().is_err());
+    // (Its old left child, whose parent no longer links to it, is met first.)
+    assert_eq!(bad.check(), Err("parent does not link to node"));
 
     let mut bad = t.clone();
     bad.nodes[7].parent = 0;
-    assert!(bad.check().is_err());
+    assert_eq!(bad.check(), Err("vacant slot has links"));
 
     // Keys more than 2^63 apart are a caller error the check reports.
     let mut far = Timeline::<4>::new();
