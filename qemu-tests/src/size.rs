@@ -174,10 +174,16 @@ fn code_sizes() -> Result<Vec<Row>, String> {
     let target = TARGETS[0];
     build_probe(target, &["--bins", "--profile", "size"])?;
     let dir = crate::qemu::root().join("target").join(target).join("size");
+    // (A missing `.text` is an image gone wrong, not a size of 0 within budget; no `.data` is
+    // none to copy.)
     let section = |bin: &str, name: &str| -> Result<u64, String> {
         let data = std::fs::read(dir.join(bin)).map_err(|e| format!("{bin}: {e}"))?;
         let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
-        Ok(obj.section_by_name(name).map_or(0, |s| s.size()))
+        match obj.section_by_name(name) {
+            Some(s) => Ok(s.size()),
+            None if name == ".data" => Ok(0),
+            None => Err(format!("{bin} has no {name} section")),
+        }
     };
     let row = |name, value, budget| Row { name, value, budget: Some(budget) };
     Ok(vec![
@@ -202,7 +208,13 @@ fn mcu_kernel(arch: crate::qemu::Arch) -> Result<Vec<Row>, String> {
     let data = std::fs::read(&elf).map_err(|e| format!("{}: {e}", elf.display()))?;
     let obj = object::File::parse(&*data).map_err(|e| e.to_string())?;
     let size = |name: &str| obj.section_by_name(name).map_or(0, |s| s.size());
-    let (vectors, text, rodata) = (size(".vector_table"), size(".text"), size(".rodata"));
+    // (The vectors and the code must be there; the data sections may be empty, and absent.)
+    let needed = |name: &str| {
+        obj.section_by_name(name)
+            .map(|s| s.size())
+            .ok_or_else(|| format!("{} has no {name} section", elf.display()))
+    };
+    let (vectors, text, rodata) = (needed(".vector_table")?, needed(".text")?, size(".rodata"));
     let (data_, bss) = (size(".data"), size(".bss") + size(".uninit"));
     let row = |name, value, budget| Row { name, value, budget };
     let extra_cpus = arch.cpus() as u64 - 1;
