@@ -48,8 +48,19 @@ fn a_section_is_found_in_the_file_only_as_generated() {
     let s =
         Section { heading: "Sizes", how: "How.", kind: Kind::Deterministic, generate: || Ok(String::new()) };
     let file = format!("# Measurements\n{}", render(&s, "a 1\nb 2\n"));
-    assert!(file.contains(&render(&s, "a 1\nb 2\n")));
-    assert!(!file.contains(&render(&s, "a 1\nb 3\n")), "a changed figure is a difference");
+    assert!(holds(&file, "Sizes", &render(&s, "a 1\nb 2\n")));
+    assert!(!holds(&file, "Sizes", &render(&s, "a 1\nb 3\n")), "a changed figure is a difference");
+    assert!(!holds(&file, "Other", &render(&s, "a 1\nb 2\n")), "no such section");
+    // A table whose last row the code no longer produces: the row left in the file is a
+    // difference, though the file still contains the new section's text.
+    let table = Section { heading: "Margins", ..s };
+    let file =
+        format!("# Measurements\n{}\n{}", render(&table, "| a |\n|---|\n| 1 |\n| 2 |\n"), render(&s, "x\n"));
+    let now = render(&table, "| a |\n|---|\n| 1 |\n");
+    assert!(file.contains(&now));
+    assert!(!holds(&file, "Margins", &now));
+    assert!(holds(&file, "Margins", &render(&table, "| a |\n|---|\n| 1 |\n| 2 |\n")));
+    assert!(holds(&file, "Sizes", &render(&s, "x\n")), "the last section, to the file's end");
 }
 
 #[test]
