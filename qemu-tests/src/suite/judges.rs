@@ -128,8 +128,10 @@ pub(super) fn every_thread_worked(b: &Boot) -> Result<(), String> {
     let mut seen = 0;
     for l in b.lines.iter().filter(|l| l.contains(" did ") && l.contains(" events, cpu time")) {
         seen += 1;
-        if qemu::number_after_in(l, " did ") == Some(0.0) {
-            return Err(format!("a thread did no work: {l}"));
+        match qemu::number_after_in(l, " did ") {
+            Some(0.0) => return Err(format!("a thread did no work: {l}")),
+            Some(_) => {}
+            None => return Err(format!("a thread's events cannot be read: {l}")),
         }
     }
     if seen == 0 {
@@ -185,11 +187,22 @@ pub(super) fn fair_shares(b: &Boot) -> Result<(), String> {
     Ok(())
 }
 
-/// The runqueue lengths the kernel samples half-way through a sysbench-like run.
+/// The runqueue lengths the kernel samples half-way through a sysbench-like run, one per CPU
+/// of the machine (as its `machine: N CPUs` line says): a shorter list is no sample of all.
 pub(super) fn half_way(b: &Boot) -> Result<Vec<u32>, String> {
     let l = b.line("runqueue lengths at half-way").ok_or("no runqueue line")?;
     let list = l.split('[').nth(1).and_then(|r| r.split(']').next()).ok_or("no runqueue list")?;
-    list.split(',').map(|v| v.trim().parse().map_err(|_| format!("bad runqueue list: {l}"))).collect()
+    let rq: Vec<u32> = list
+        .split(',')
+        .map(|v| v.trim().parse().map_err(|_| format!("bad runqueue list: {l}")))
+        .collect::<Result<_, _>>()?;
+    let machine = b.lines.iter().find(|l| l.contains("machine: ") && l.contains(" CPUs, bootargs"));
+    let cpus =
+        machine.and_then(|l| qemu::number_after_in(l, "machine: ")).ok_or("no `machine: N CPUs` line")?;
+    if rq.len() as f64 != cpus {
+        return Err(format!("runqueue lengths at half-way {rq:?}: {} of {cpus} CPUs", rq.len()));
+    }
+    Ok(rq)
 }
 
 /// big.LITTLE (first half of the CPUs LITTLE): at steady state every spinner runs alone on a
@@ -380,7 +393,8 @@ pub(super) fn thread_stack_headroom(b: &Boot) -> Result<(), String> {
         (Some(used), Some(size)) if used > size - size / 8.0 => {
             Err(format!("a thread stack grew to {used} of {size} bytes (at most seven eighths may be used)"))
         }
-        _ => Ok(()),
+        (Some(_), Some(_)) => Ok(()),
+        _ => Err(format!("a thread stack report without its figures: {rest}")),
     }
 }
 
