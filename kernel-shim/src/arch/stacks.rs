@@ -43,8 +43,11 @@ const _: () =
 #[repr(C, align(16))]
 pub struct Area<const N: usize>(UnsafeCell<[u8; N]>);
 
-// SAFETY: the kernel never forms references into a stack area; it is only used through raw
-// addresses, each stack by the one CPU or thread that owns it (see the users below).
+// SAFETY: the kernel forms no reference to an area, only to a frame inside one: the CPU that
+// takes an exception holds its saved frame as `&mut Frame` until the handler returns, and a
+// spawn writes a thread's first frame before any CPU runs it. Otherwise a stack is used
+// through raw addresses by the CPU or thread that owns it; others only [`peek`] at its words
+// (the high-water marks, the canaries), which is no Rust memory access.
 unsafe impl<const N: usize> Sync for Area<N> {}
 
 impl<const N: usize> Area<N> {
@@ -133,14 +136,53 @@ pub fn thread_stack_high_water() -> usize {
 /// Bytes used of the stack `[bottom, bottom + size)`: everything above the lowest word that
 /// no longer holds the paint (the canary's band at the bottom is not counted).
 fn high_water(bottom: usize, size: usize) -> usize {
-    let untouched = (bottom + CANARY_BYTES..bottom + size)
-        .step_by(8)
-        // SAFETY: words of a static stack area, always mapped. A volatile read of a word the
-        // owner may be writing is a diagnostic race: the value read is either the paint or
-        // not, and either answer is a valid measurement.
-        .take_while(|&w| unsafe { (w as *const u64).read_volatile() } == PAINT)
-        .count();
+    let untouched =
+        (bottom + CANARY_BYTES..bottom + size).step_by(8).take_while(|&w| peek(w) == PAINT).count();
     size - CANARY_BYTES - untouched * 8
+}
+
+/// The 8-byte word at `addr`, an aligned word of a static stack area, read with load
+/// instructions of the machine's own: a stack's owner (a thread or handler on another CPU) may
+/// be writing it, and a Rust read racing with those writes would be a data race, undefined
+/// behaviour, even volatile. A load gives the old value or the new (on 32-bit, each half
+/// either), and the callers ask only whether it still holds a pattern: either answer is a
+/// valid measurement.
+fn peek(addr: usize) -> u64 {
+    #[cfg(target_arch = "aarch64")]
+    {
+        let v: u64;
+        // SAFETY: `addr` is an 8-byte aligned word of a static stack area, always mapped; the
+        // load writes nothing and touches no other memory.
+        unsafe {
+            core::arch::asm!("ldr {v}, [{a}]", a = in(reg) addr, v = out(reg) v, options(nostack, readonly, preserves_flags))
+        };
+        v
+    }
+    #[cfg(target_arch = "riscv64")]
+    {
+        let v: u64;
+        // SAFETY: as on aarch64: an aligned word of a static stack area, one load.
+        unsafe {
+            core::arch::asm!("ld {v}, 0({a})", a = in(reg) addr, v = out(reg) v, options(nostack, readonly, preserves_flags))
+        };
+        v
+    }
+    #[cfg(target_arch = "arm")]
+    {
+        let (lo, hi): (u32, u32);
+        // SAFETY: as on aarch64: an aligned word of a static stack area, two 32-bit loads.
+        unsafe {
+            core::arch::asm!(
+                "ldr {lo}, [{a}]",
+                "ldr {hi}, [{a}, #4]",
+                a = in(reg) addr,
+                lo = out(reg) lo,
+                hi = out(reg) hi,
+                options(nostack, readonly, preserves_flags)
+            )
+        };
+        (hi as u64) << 32 | lo as u64
+    }
 }
 
 /// Writes the first frame of thread `slot` at the top of its stack (the port's
@@ -174,12 +216,9 @@ fn write_canary(bottom: usize) {
 }
 
 fn canary_intact(bottom: usize) -> bool {
-    (bottom..bottom + CANARY_BYTES).step_by(8).all(|w| {
-        // SAFETY: the lowest words of one of the static stack areas, always mapped; a volatile
-        // read of them races with nothing that matters (a stack only reaches them by
-        // overflowing, which is what this detects).
-        unsafe { (w as *const u64).read_volatile() == CANARY }
-    })
+    // (A stack reaches these words only by overflowing, which is what this detects; its owner
+    // may be running, so they are peeked at.)
+    (bottom..bottom + CANARY_BYTES).step_by(8).all(|w| peek(w) == CANARY)
 }
 
 /// Whether thread `slot`'s stack still has its canary.
