@@ -68,6 +68,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             self.count_forked(child.group);
             self.after_update(cpu, &mut st);
         }
+        #[cfg(feature = "groups")]
+        let group = child.group;
         // In transit: this call owns the new task's cell.
         self.pool().put(id, child);
         match self.activate_on(target, now, id, EnqueueFlags::INITIAL, WakeFlags::FORK, true) {
@@ -76,8 +78,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                 Ok(id)
             }
             Err(err) => {
-                // Cannot happen (the slot was reserved); undo rather than lose track.
+                // Cannot happen (the slot was reserved); undo rather than lose track, the
+                // group's count of the child included.
                 self.unreserve(target);
+                #[cfg(feature = "groups")]
+                self.count_out(group);
                 let _ = self.table().remove(id);
                 Err(err)
             }
