@@ -594,23 +594,29 @@ impl<const Q: usize> RunQueue<Q> {
     /// Updates the runqueue's own PELT signals (after applying removed load).
     #[cfg_attr(target_pointer_width = "64", inline)]
     pub(crate) fn update_cfs_avg(&mut self) -> bool {
+        self.update_cfs_avg_at(self.clock_pelt())
+    }
+
+    /// [`RunQueue::update_cfs_avg`] at the PELT time `now`: the CPU's, or (with groups) that
+    /// of the group level whose accounting `cfs` holds.
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    pub(crate) fn update_cfs_avg_at(&mut self, now: u64) -> bool {
         // On 64-bit targets the common call that finds nothing to do (no whole unit since the
         // last update, as at a switch right after the tick, and nothing removed) is inlined.
         #[cfg(target_pointer_width = "64")]
-        if self.cfs.removed.nr == 0 && elapsed_units(self.cfs.avg.last_update_time, self.clock_pelt()) == Some(0) {
+        if self.cfs.removed.nr == 0 && elapsed_units(self.cfs.avg.last_update_time, now) == Some(0) {
             let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running() as u64);
             self.cfs.pelt_slack.fed(load, nr, false);
             return false;
         }
-        self.update_cfs_avg_full()
+        self.update_cfs_avg_full(now)
     }
 
     /// [`RunQueue::update_cfs_avg`] in full: out of line on 64-bit targets; 32-bit targets
     /// have no fast path, so there this is the whole update.
     #[cfg_attr(target_pointer_width = "64", inline(never))]
     #[cfg_attr(target_pointer_width = "32", inline(always))]
-    fn update_cfs_avg_full(&mut self) -> bool {
-        let now = self.clock_pelt();
+    fn update_cfs_avg_full(&mut self, now: u64) -> bool {
         let (load, nr) = (self.cfs.load.down(), self.cfs.h_nr_running() as u64);
         let r = self.cfs.removed;
         // (Nothing removed is no move: the consistency check's slack counts only real ones.)

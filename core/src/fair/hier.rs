@@ -107,6 +107,28 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         self.rq.timeline.swap_head(&mut g.head);
     }
 
+    /// `cfs_rq_clock_pelt` of the working level: the CPU's PELT clock, or a group level's,
+    /// which stands still while its hierarchy is throttled ([`LevelClock`]). Every PELT
+    /// update of the fair class reads it (this shadows the runqueue's clock).
+    ///
+    /// [`LevelClock`]: crate::group::level::LevelClock
+    #[inline(always)]
+    pub(crate) fn clock_pelt(&self) -> u64 {
+        let cpu = self.rq.clock_pelt();
+        match self.level.checked_sub(1).and_then(|i| self.levels.get(i as usize)) {
+            Some(g) => g.clock.read(cpu),
+            None => cpu,
+        }
+    }
+
+    /// The working level's own signals brought up to its clock (this shadows the runqueue's
+    /// `update_cfs_avg`, which reads the CPU's).
+    #[inline(always)]
+    pub(crate) fn update_cfs_avg(&mut self) -> bool {
+        let now = self.clock_pelt();
+        self.rq.update_cfs_avg_at(now)
+    }
+
     /// Runs `f` with the fair class working on level `l`: the runqueue's `cfs`, timeline
     /// and `curr` are level `l`'s while `f` runs. Not nested.
     pub(crate) fn at<R>(&mut self, l: Level, f: impl FnOnce(&mut Self) -> R) -> R {

@@ -71,6 +71,31 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         false
     }
 
+    /// `sync_throttle` for a new group's level `g`: under a throttled hierarchy its clock
+    /// starts stopped, as those of the levels there.
+    pub(crate) fn sync_throttle(&mut self, g: Level) {
+        if g != 0 && self.throttled_hierarchy(self.parent(g)) {
+            let cpu_clock = self.rq.clock_pelt();
+            if let Some(lv) = self.levels.get_mut(g as usize - 1) {
+                lv.clock.stop(cpu_clock);
+            }
+        }
+    }
+
+    /// Whether level `d` is level `l` or lies below it.
+    fn within(&self, mut d: Level, l: Level) -> bool {
+        for _ in 0..=crate::group::tree::MAX_GROUP_DEPTH {
+            if d == l {
+                return true;
+            }
+            if d == 0 {
+                return false;
+            }
+            d = self.parent(d);
+        }
+        false
+    }
+
     /// Whether the task at `slot` sits in a throttled hierarchy (the balancer leaves it).
     pub(crate) fn task_throttled(&self, slot: SlotId) -> bool {
         !self.flat() && self.throttled_hierarchy(self.level_of(slot))
@@ -126,6 +151,13 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         // throttled hierarchy, alone (as v5.7's `tg_throttle_down` before its walk).
         let now = self.rq.clock;
         self.levels[l as usize - 1].runtime.throttle(now);
+        // Its clock and those of the levels below it stop (`tg_throttle_down`).
+        let cpu_clock = self.rq.clock_pelt();
+        for d in 1..=self.levels.len() as Level {
+            if self.within(d, l) {
+                self.levels[d as usize - 1].clock.stop(cpu_clock);
+            }
+        }
         let g = &self.levels[l as usize - 1];
         let (tasks, idle) = (g.cfs.h_nr_running, g.cfs.idle_h_nr_running);
         let mut dequeue = true;
@@ -171,6 +203,14 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     fn unthrottle(&mut self, l: Level) {
         if let Some(sh) = self.pool.shared(l as usize) {
             sh.nr_throttled.fetch_sub(1, Relaxed);
+        }
+        // Its clock and those below it start again, but where a level on the way is still
+        // throttled (`tg_unthrottle_up`; before the test below, as there).
+        let cpu_clock = self.rq.clock_pelt();
+        for d in 1..=self.levels.len() as Level {
+            if self.within(d, l) && !self.throttled_hierarchy(d) {
+                self.levels[d as usize - 1].clock.start(cpu_clock);
+            }
         }
         let g = &self.levels[l as usize - 1];
         if g.cfs.load.weight == 0 {

@@ -262,3 +262,51 @@ fn a_task_moved_out_of_a_throttled_group_wakes_its_idle_cpu() {
     assert_eq!(m.current(0), Some(t));
     m.check_invariants().unwrap();
 }
+
+/// v5.7 stops a throttled level's PELT clock (`throttled_clock_task`), and with it the
+/// clocks of the levels below: while its group waits for the next period, their signals
+/// stand still — the tasks they hold add no load or runnable time, nothing decays — and go
+/// on from there once the group is let go. A group made under it meanwhile starts stopped.
+#[test]
+fn a_throttled_levels_signals_stand_still_until_it_is_let_go() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = limited(&m, now, "10000 100000");
+    let child = m.create_group(g, CpuWeight::DEFAULT).unwrap();
+    spinners(&m, now, child, 2);
+    // A spinner of the root keeps the CPU busy while the group waits.
+    m.create(0, now, TaskParams::default()).unwrap();
+    let level = |m: &M<1>, g: GroupId| {
+        m.with_cpu(0, |st| {
+            let lv = &st.levels[g.slot() - 1];
+            let a = lv.cfs.avg;
+            (lv.clock().stopped(), lv.runtime().throttled, [a.load_avg, a.runnable_avg, a.util_avg])
+        })
+        .unwrap()
+    };
+    run(&m, &mut now, 500 * MS);
+    // The first tick of a period at which the group is throttled.
+    while !level(&m, g).1 {
+        let next = now + MS;
+        run(&m, &mut now, next);
+    }
+    let end = m.bandwidth_timer().expect("the period timer runs while it is throttled");
+    let (before_g, before_child) = (level(&m, g), level(&m, child));
+    assert!(before_g.0 && before_child.0, "both clocks stopped: {before_g:?} {before_child:?}");
+    assert!(before_child.2[0] > 0, "the child level carries its spinners' load");
+    // A group made under the throttled one starts with its clock stopped.
+    let late = m.create_group(child, CpuWeight::DEFAULT).unwrap();
+    assert!(level(&m, late).0, "a new level under a throttled one");
+    run(&m, &mut now, end - 2 * MS);
+    assert_eq!(level(&m, g), before_g, "the group's level while throttled");
+    assert_eq!(level(&m, child), before_child, "the child's level while its parent is throttled");
+    // Let go: the clocks run again, and the spinners' running time accrues.
+    run(&m, &mut now, end + 3 * MS);
+    let (after_g, after_child) = (level(&m, g), level(&m, child));
+    assert!(!after_g.1 && !after_g.0 && !after_child.0, "let go: {after_g:?} {after_child:?}");
+    assert!(!level(&m, late).0, "the new level's clock runs too");
+    run(&m, &mut now, end + 8 * MS);
+    let after_child = level(&m, child);
+    assert!(after_child.2[2] > before_child.2[2], "utilisation accrues again: {after_child:?}");
+    m.check_invariants().unwrap();
+}

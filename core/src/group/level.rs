@@ -14,6 +14,51 @@ use crate::timeline::TimelineHead;
 
 pub(crate) use super::shared::Level;
 
+/// A group level's PELT clock beside its CPU's (v5.7's `throttled_clock_task` and
+/// `throttled_clock_task_time`): it stands still while the level or one above it is
+/// throttled, so that neither the level's signals nor its tasks' age or accrue then, and goes
+/// on from where it stopped when the hierarchy is let go. The root level's never stops.
+/// (v5.7 stops it at the CPU's task clock and reads the PELT clock; both here are the PELT
+/// clock, as later Linux has them.)
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LevelClock {
+    /// The CPU's PELT clock when it stopped, if it is stopped.
+    stopped_at: Option<u64>,
+    /// How long it has stood still in all, in the CPU's PELT time.
+    stopped_for: u64,
+}
+
+impl LevelClock {
+    /// A clock that runs with its CPU's and never stopped.
+    pub const RUNNING: LevelClock = LevelClock { stopped_at: None, stopped_for: 0 };
+
+    /// The level's PELT clock when its CPU's reads `cpu`.
+    #[inline]
+    pub(crate) fn read(&self, cpu: u64) -> u64 {
+        self.stopped_at.unwrap_or(cpu).saturating_sub(self.stopped_for)
+    }
+
+    /// Stops it at the CPU's `cpu`, unless it is stopped already (a throttled level above
+    /// stopped it first: `throttle_count` was not 0).
+    pub(crate) fn stop(&mut self, cpu: u64) {
+        if self.stopped_at.is_none() {
+            self.stopped_at = Some(cpu);
+        }
+    }
+
+    /// Starts it again at the CPU's `cpu`, if it was stopped.
+    pub(crate) fn start(&mut self, cpu: u64) {
+        if let Some(at) = self.stopped_at.take() {
+            self.stopped_for = self.stopped_for.saturating_add(cpu.saturating_sub(at));
+        }
+    }
+
+    /// Whether it stands still.
+    pub fn stopped(&self) -> bool {
+        self.stopped_at.is_some()
+    }
+}
+
 /// One group's runqueue on one CPU (Linux's `cfs_rq` of a task group), apart from the CPU's
 /// runqueue it lends its accounting and tree to while the fair class works at its level.
 #[derive(Clone, PartialEq, Eq)]
@@ -38,6 +83,8 @@ pub struct GroupRq {
     pub(crate) runtime_enabled: bool,
     /// Its runtime from the group's pool and whether it is throttled.
     pub(crate) runtime: RqRuntime,
+    /// Its PELT clock (lent to the CPU's runqueue with its accounting).
+    pub(crate) clock: LevelClock,
 }
 
 impl GroupRq {
@@ -53,6 +100,7 @@ impl GroupRq {
         propagate: false,
         runtime_enabled: false,
         runtime: RqRuntime { remaining: 0, throttled: false, throttled_at: 0 },
+        clock: LevelClock::RUNNING,
     };
 }
 
@@ -60,6 +108,11 @@ impl GroupRq {
     /// Its runtime from the group's pool, and whether it is throttled.
     pub fn runtime(&self) -> RqRuntime {
         self.runtime
+    }
+
+    /// Its PELT clock's state: whether it stands still (its hierarchy throttled).
+    pub fn clock(&self) -> LevelClock {
+        self.clock
     }
 
     /// Entities queued on it (or running from it).

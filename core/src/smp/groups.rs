@@ -61,8 +61,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         }
         // Every CPU walks the levels before the group can hold a task: its id is not out yet.
         // (The group table is a leaf, released before the runqueue locks.)
+        // A group made under a throttled one starts with its clock stopped (`sync_throttle`).
         for cpu in 0..self.nr_cpus() {
-            self.rq(cpu).use_groups();
+            let mut st = self.rq(cpu);
+            st.use_groups();
+            st.fair(self.pool()).sync_throttle(g.slot() as u16);
         }
         Ok(g)
     }
