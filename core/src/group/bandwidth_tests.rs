@@ -310,3 +310,36 @@ fn a_throttled_levels_signals_stand_still_until_it_is_let_go() {
     assert!(after_child.2[2] > before_child.2[2], "utilisation accrues again: {after_child:?}");
     m.check_invariants().unwrap();
 }
+
+/// At a period's end the refilled pool goes to the group's throttled runqueues the longest
+/// throttled first (v5.7 walks them in the order they were throttled): with a pool of one
+/// slice and a spinner on each of four CPUs, the CPU throttled first is the one let go, and
+/// the others wait.
+#[test]
+fn the_longest_throttled_runqueue_is_let_go_first() {
+    let m = boot::<4>(Features::default());
+    let mut now = 1;
+    let g = limited(&m, now, "5000 100000");
+    for cpu in 0..4 {
+        let t = spinners(&m, now, g, 1)[0];
+        m.set_affinity(now, t, crate::CpuMask::single(cpu)).unwrap();
+    }
+    run(&m, &mut now, 250 * MS);
+    let state = |m: &M<4>| {
+        (0..4)
+            .map(|cpu| m.with_cpu(cpu, |st| st.levels[g.slot() - 1].runtime()).unwrap())
+            .map(|r| (r.throttled, r.throttled_at))
+            .collect::<std::vec::Vec<_>>()
+    };
+    let end = m.bandwidth_timer().expect("the period timer runs");
+    run(&m, &mut now, end - MS);
+    let before = state(&m);
+    assert!(before.iter().all(|s| s.0), "all four throttled before the period's end: {before:?}");
+    let first = (0..4).min_by_key(|&c| (before[c].1, c)).unwrap();
+    assert_ne!(first, 0, "not merely the first CPU: {before:?}");
+    run(&m, &mut now, end + MS);
+    let after = state(&m);
+    let let_go: std::vec::Vec<usize> = (0..4).filter(|&c| !after[c].0).collect();
+    assert_eq!(let_go, [first], "before {before:?}, after {after:?}");
+    m.check_invariants().unwrap();
+}

@@ -12,6 +12,7 @@ use crate::locks::Locks;
 use portable_atomic::Ordering::Relaxed;
 
 use super::Smp;
+use crate::cpumask::CpuMask;
 use crate::entities::EntityCell;
 use crate::error::SchedError;
 use crate::group::bandwidth::{BandwidthStats, CpuMax, PeriodEnd, Pool};
@@ -292,28 +293,34 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     }
 
     /// Hands group slot `g`'s refilled pool to its throttled runqueues, the longest
-    /// throttled first (found anew for each: no buffer of CPUs on the tick's stack).
+    /// throttled first (the earliest `throttled_at`, ties by CPU). The CPUs throttled when it
+    /// starts are found in one pass, as v5.7 walks the list it had (one throttled meanwhile
+    /// waits for the next period); each next one is then found anew among those left, so no
+    /// buffer of CPUs goes on the tick's stack: `CPUS + T²` runqueue locks for `T` throttled
+    /// CPUs, not `CPUS × T`.
     #[inline(never)]
     fn distribute(&self, g: u16, now: u64) {
-        let mut last: Option<(u64, usize)> = None;
-        loop {
-            let mut next: Option<(u64, usize)> = None;
-            for cpu in 0..self.nr_cpus() {
-                let st = self.rq(cpu);
-                let Some(lv) = st.levels.get(g as usize - 1).filter(|lv| lv.runtime.throttled) else {
-                    continue;
-                };
-                let key = (lv.runtime.throttled_at, cpu);
-                if last.is_none_or(|l| key > l) && next.is_none_or(|n| key < n) {
-                    next = Some(key);
-                }
+        let throttled = |cpu: usize| {
+            let st = self.rq(cpu);
+            st.levels
+                .get(g as usize - 1)
+                .filter(|lv| lv.runtime.throttled)
+                .map(|lv| (lv.runtime.throttled_at, cpu))
+        };
+        let mut left = CpuMask::EMPTY;
+        for cpu in 0..self.nr_cpus() {
+            if throttled(cpu).is_some() {
+                left.set(cpu);
             }
-            let Some(key) = next else { return };
-            let mut st = self.rq(key.1);
+        }
+        loop {
+            let next = left.iter().filter_map(throttled).min();
+            let Some((_, cpu)) = next else { return };
+            left.clear(cpu);
+            let mut st = self.rq(cpu);
             st.rq.update_clock(now);
             st.fair(self.pool()).distribute(g);
-            self.after_update(key.1, &mut st);
-            last = Some(key);
+            self.after_update(cpu, &mut st);
         }
     }
 
