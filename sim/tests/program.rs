@@ -39,6 +39,40 @@ fn an_overloaded_set_misses_its_timers() {
     assert!((f[0].cpu_share_pct - 100.0).abs() < 1.0, "both CPUs busy: {}", f[0].cpu_share_pct);
 }
 
+/// `runtime` is wall time, as rt-app spins on the clock, and `run` is work: beside a CPU hog
+/// on its CPU, a thread running 40 ms of every 100 ms gets half the CPU while it runs, so
+/// `runtime` ends 40 ms on (a slice later at most) with some 20 ms of CPU time, where `run`
+/// takes 80 ms to get its 40 ms.
+#[test]
+fn runtime_is_wall_time_and_run_is_work() {
+    let json = |event: &str| {
+        format!(
+            r#"{{"global": {{"duration": 2, "calibration": 100}}, "tasks": {{
+            "hog": {{"loop": -1, "cpus": [0], "run": 100000}},
+            "t": {{"loop": -1, "cpus": [0], "phases": {{"p": {{"{event}": 40000, "timer": {{"ref": "unique", "period": 100000}}}}}}}}}}}}"#
+        )
+    };
+    let (wall, _) = run(&json("runtime"), 2);
+    let t = &wall[1];
+    assert_eq!(t.name, "t");
+    assert!((40_000.0..50_000.0).contains(&t.run_us.mean), "40 ms of wall time a run: {:?}", t.run_us);
+    // At least half the CPU while it runs (a woken sleeper's credit gives it somewhat
+    // more), far from the 40 ms `run` takes: of one CPU of two, 10 % to 15 %.
+    assert!(
+        (10.0..15.0).contains(&t.cpu_share_pct),
+        "about half of one CPU of two, 40 % of the time: {}",
+        t.cpu_share_pct
+    );
+    let (work, _) = run(&json("run"), 2);
+    let t = &work[1];
+    assert!(t.run_us.mean > 75_000.0, "40 ms of work at half a CPU: {:?}", t.run_us);
+    assert!(
+        (t.cpu_share_pct - 20.0).abs() < 1.5,
+        "40 ms of every 100 on one CPU of two: {}",
+        t.cpu_share_pct
+    );
+}
+
 /// `cpus` confines a task, and `priority` (nice) divides a CPU by weight.
 #[test]
 fn affinity_and_nice_shape_the_shares() {

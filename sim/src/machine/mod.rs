@@ -459,7 +459,10 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             if let Some(t) = next {
                 let runs_at = c.since;
                 if let Some(ts) = self.tasks.get_mut(&t) {
-                    if ts.last_cpu.is_some_and(|l| l != cpu) {
+                    if let Some(until) = ts.until {
+                        // Wall time: what is left of it, whatever the task did not run.
+                        ts.remaining = until.saturating_sub(runs_at);
+                    } else if ts.last_cpu.is_some_and(|l| l != cpu) {
                         ts.remaining = ts.remaining.saturating_add(self.cfg.migration_cost_ns);
                     }
                     ts.last_cpu = Some(cpu);

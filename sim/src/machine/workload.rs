@@ -42,6 +42,10 @@ pub struct EventPool {
 pub(super) struct TaskSim {
     /// Work left in the current step.
     pub(super) remaining: u64,
+    /// A wall-time step's end (rt-app's `runtime`): the step ends at the first moment from
+    /// then that the task runs, whether it ran or waited meanwhile, so `remaining` is taken
+    /// anew from it each time the task is switched in.
+    pub(super) until: Option<u64>,
     /// CPU time it has had (ns).
     pub(super) ran_ns: u64,
     pub(super) last_cpu: Option<usize>,
@@ -171,6 +175,7 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
             TaskSim {
                 behavior,
                 remaining,
+                until: None,
                 step: 0,
                 event: None,
                 last_cpu: None,
@@ -216,6 +221,7 @@ mod tests {
         TaskSim {
             behavior: Behavior::Spinner,
             remaining: 0,
+            until: None,
             step,
             event: None,
             last_cpu: None,
