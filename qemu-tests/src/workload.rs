@@ -124,6 +124,9 @@ pub fn figures(b: &Boot, def: &ProgramDef, cpus: usize) -> Option<KernelRun> {
         }
     }
     let (run_ns, blocked) = end?;
+    // The threads go on while the kernel reports: what ended after the run's end is past the
+    // window (rt-app logs no row once it stops, the simulator stops at the end).
+    acts.retain(|a| a.end <= run_ns);
     let names: Vec<String> = def.tasks.iter().map(|t| t.name.clone()).collect();
     Some(KernelRun { tasks: per_task(&names, &acts, &cpu_ns, run_ns, cpus), run_ns, blocked })
 }
@@ -146,7 +149,8 @@ mod tests {
         assert_eq!(Arch::CortexM4.program_window(), None);
     }
 
-    /// The kernel's lines read back into the activations and CPU time they carry.
+    /// The kernel's lines read back into the activations and CPU time they carry, within the
+    /// run's window.
     #[test]
     fn kernel_lines_read_back() {
         let def = sched_workload::rtapp::lower(
@@ -157,6 +161,8 @@ mod tests {
             "0.1 c0 program: act thread=0 task=0 phase=0 start=0 end=2000 run=1500 slack=-9223372036854775808 wake=18446744073709551615 cpu=3",
             "0.1 c0 program: act thread=0 task=0 phase=0 start=2000 end=4000 run=2500 slack=300 wake=40 cpu=5",
             "0.2 c0 program: time thread=0 task=0 ns=500000000",
+            // Logged while the kernel reports, past the run's end: not counted.
+            "0.2 c1 program: act thread=0 task=0 phase=0 start=999999000 end=1000001000 run=2000 slack=5 wake=7 cpu=1",
             "0.2 c0 program: cpu 0 ticks 500 switches 4",
             "0.2 c0 program: end ns=1000000000 blocked=0",
         ];
@@ -170,7 +176,7 @@ mod tests {
         let a = &r.tasks[0];
         assert_eq!((a.activations, a.run_us.mean, a.wake_us.count, a.slack_us.count), (2, 2.0, 1, 1));
         assert_eq!((a.cpu_share_pct, r.run_ns, a.last_phase_cpus), (25.0, 1_000_000_000, 0b10_1000));
-        let unfinished = Boot { lines: b.lines[..3].to_vec(), ..b.clone() };
+        let unfinished = Boot { lines: b.lines[..4].to_vec(), ..b.clone() };
         assert!(figures(&unfinished, &def, 2).is_none(), "no end line: no figures");
     }
 }

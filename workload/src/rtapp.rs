@@ -508,7 +508,7 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
             }
             for (pname, pv) in phases {
                 let ppath = join(&join(&path, "phases"), pname);
-                t.phases.push(lower_phase(Some(pname), object(pv, &ppath)?, &ppath, tasks, res)?);
+                t.phases.push(lower_phase(Some(pname), object(pv, &ppath)?, &ppath, name, tasks, res)?);
             }
         }
         None => {
@@ -520,7 +520,7 @@ fn lower_task(name: &str, v: &Json, tasks: &[&str], res: &mut Resources) -> Resu
             if t.loops == 0 {
                 t.loops = -1;
             }
-            t.phases.push(lower_phase(None, &direct, &path, tasks, res)?);
+            t.phases.push(lower_phase(None, &direct, &path, name, tasks, res)?);
         }
     }
     Ok(t)
@@ -532,6 +532,7 @@ fn lower_phase(
     name: Option<&str>,
     entries: &[(String, Json)],
     path: &str,
+    task: &str,
     tasks: &[&str],
     res: &mut Resources,
 ) -> Result<PhaseDef, RtAppError> {
@@ -560,7 +561,7 @@ fn lower_phase(
                 if ph.events.len() == MAX_EVENTS {
                     return Err(too_large(path, format!("more than {MAX_EVENTS} events in one phase")));
                 }
-                let e = lower_event(event, v, &p, tasks, res)?;
+                let e = lower_event(event, v, &p, task, tasks, res)?;
                 check_lock_order(&e, &p, &mut held, res)?;
                 ph.events.push(e);
             }
@@ -579,6 +580,7 @@ fn lower_event(
     event: &str,
     v: &Json,
     p: &str,
+    task: &str,
     tasks: &[&str],
     res: &mut Resources,
 ) -> Result<Event, RtAppError> {
@@ -637,7 +639,17 @@ fn lower_event(
         "unlock" => Event::Unlock(res.mutexes.index(string(v, p)?, p, "mutexes")?),
         "signal" => Event::Signal(res.conds.index(string(v, p)?, p, "condition variables")?),
         "broad" => Event::Broad(res.conds.index(string(v, p)?, p, "condition variables")?),
-        "suspend" => Event::Suspend(res.conds.index(string(v, p)?, p, "condition variables")?),
+        // rt-app 1.0 waits on the condition the string names, later rt-app on the task's own
+        // name whatever the string: only the task's own name means the same to both.
+        "suspend" => match string(v, p)? {
+            own if own == task => Event::Suspend(res.conds.index(own, p, "condition variables")?),
+            other => {
+                return Err(cannot(
+                    p,
+                    format!("suspend names its own task ({task:?}), not {other:?}: rt-app's versions read any other name apart"),
+                ))
+            }
+        },
         "resume" => Event::Resume(res.conds.index(string(v, p)?, p, "condition variables")?),
         "wait" => {
             let (cond, mutex) = cond_and_mutex(v, res)?;

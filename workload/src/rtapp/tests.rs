@@ -256,6 +256,12 @@ fn every_refusal_names_its_path() {
             "tasks.t.phases.p: cannot run: mutex \"m\" is still held",
             14,
         ),
+        // rt-app 1.0 would wait on "x", later rt-app on "a": one file, two meanings.
+        (
+            &with_tasks(r#""a": {"loop": 3, "run": 5000, "suspend": "x"}, "b": {"loop": 3, "sleep": 20000, "resume": "a"}"#),
+            "tasks.a.suspend: cannot run: suspend names its own task (\"a\"), not \"x\"",
+            14,
+        ),
         (
             &with_tasks(r#""t": {"phases": {"p": {"lock": "m", "sleep": 1, "unlock": "m"}}}"#),
             "blocks while holding mutex \"m\"",
@@ -512,4 +518,23 @@ fn forks_around_a_phase_that_never_ends_are_counted_as_reached() {
     assert_eq!(count(&format!(r#"{forever}, "b": {{"fork": "w"}}"#)), Some(0), "after: never");
     assert_eq!(count(r#""f": {"loop": 0, "fork": "w"}"#), None, "in it: no bound");
     assert_eq!(count(r#""a": {"loop": 2, "fork": "w"}"#), Some(10), "every loop of the task");
+}
+
+/// `suspend` on the task's own name, which every rt-app reads alike, lowers to a wait on that
+/// name's condition, the one a `resume` of the task signals.
+#[test]
+fn a_suspend_on_its_own_name_is_resumed_by_name() {
+    let def = lower(&with_tasks(
+        r#""a": {"loop": 3, "run": 5000, "suspend": "a"}, "b": {"loop": 3, "sleep": 20000, "resume": "a"}"#,
+    ))
+    .expect("its own name");
+    let suspend = def.tasks[0].phases[0].events.iter().find_map(|e| match e {
+        Event::Suspend(c) => Some(*c),
+        _ => None,
+    });
+    let resume = def.tasks[1].phases[0].events.iter().find_map(|e| match e {
+        Event::Resume(c) => Some(*c),
+        _ => None,
+    });
+    assert!(suspend.is_some() && suspend == resume, "{suspend:?} {resume:?}");
 }
