@@ -188,7 +188,8 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         let mut vlag = if initial { 0 } else { se.vlag() };
         // What is left of the request it slept in, if it wakes still owing service.
         let mut kept = None;
-        if vlag < 0 && flags.contains(EnqueueFlags::WAKEUP) && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
+        let pays_off = flags.contains(EnqueueFlags::WAKEUP) && !flags.contains(EnqueueFlags::UNTHROTTLE);
+        if vlag < 0 && pays_off && !self.features.contains(Features::SLEEPER_KEEPS_LAG) {
             // The debt it slept with, less what the average has moved past it meanwhile, as if
             // it had stayed queued (Linux 6.12): its vruntime is as it left it, and an average
             // that still counted it would stand W/(W + w) of the way from it to this one. After

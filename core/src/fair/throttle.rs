@@ -225,7 +225,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             }
             // (An entity's enqueue counts one task of it already.)
             let counted = if enqueue {
-                self.at(pl, |f| f.enqueue_entity::<false>(s, EnqueueFlags::WAKEUP));
+                self.at(pl, |f| f.enqueue_entity::<false>(s, EnqueueFlags::WAKEUP | EnqueueFlags::UNTHROTTLE));
                 self.check_enqueue_throttle(pl);
                 1
             } else {
