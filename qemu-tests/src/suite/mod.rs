@@ -189,7 +189,10 @@ fn judge_case(m: &Machine, c: &Case, b: &Boot) -> bool {
         Err(why) => {
             eprintln!("FAILED: {why}");
             eprintln!("  command line: {}", c.args);
-            for l in b.lines.iter().filter(|l| l.contains("PANIC") || l.contains("error")).take(5) {
+            // (The kernel's own verdicts, wherever they fall: a check names what failed in a
+            // `FAIL` line before the report's last lines.)
+            let telling = |l: &&String| l.contains("PANIC") || l.contains("error") || l.contains("FAIL");
+            for l in b.lines.iter().filter(telling).take(8) {
                 eprintln!("  {l}");
             }
             eprintln!("  last log lines:");
