@@ -175,7 +175,10 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         // EEVDF (Linux 6.7's `reweight_eevdf`): a queued or running entity keeps its lag as
         // the same service, so its vruntime moves to V − lag·old/new, and its deadline stays
         // as far from V in wall time (V − d scaled alike); the average V itself does not
-        // move. A dequeued one's kept lag is the same lag in the new weight's virtual time.
+        // move. A dequeued one's kept lag is the same lag in the new weight's virtual time;
+        // its vruntime moves by as much, so that it still marks where the average stood
+        // when it left (a debt is paid off from there), and what is left of its request
+        // takes as long at the new weight (a task's `rescale_lag` and `reweight_parked`).
         #[cfg(feature = "eevdf")]
         if self.eevdf() && w != old_w {
             use crate::eevdf::reweighted;
@@ -186,7 +189,14 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                     let to_deadline = se.deadline().wrapping_sub(v_avg) as i64;
                     se.set_deadline(v_avg.wrapping_add(reweighted(to_deadline, old_w, w) as u64));
                 }
-                None if !on_rq => se.set_vlag(reweighted(se.vlag(), old_w, w)),
+                None if !on_rq => {
+                    let (lag, v, d) = (se.vlag(), se.vruntime(), se.deadline());
+                    let new_lag = reweighted(lag, old_w, w);
+                    let new_v = v.wrapping_add(lag.wrapping_sub(new_lag) as u64);
+                    se.set_vruntime(new_v);
+                    se.set_deadline(new_v.wrapping_add(reweighted(d.wrapping_sub(v) as i64, old_w, w) as u64));
+                    se.set_vlag(new_lag);
+                }
                 // (Queued at an unchanged full weight: its scaled weight is unchanged too.)
                 None => {}
             }

@@ -193,7 +193,9 @@ fn a_queued_group_entitys_lag_and_request_are_rescaled_with_its_weight() {
 
 /// A dequeued group entity reweighted (its group's `cpu.weight` set while the group sleeps
 /// here) keeps its lag as the same service: the lag in the new weight's virtual time, scaled
-/// by old / new, as Linux 6.6's `reweight_entity` does off the queue.
+/// by old / new, as Linux 6.6's `reweight_entity` does off the queue. Its vruntime moves by
+/// as much (it still marks where the average stood when it left, which a debt is paid off
+/// from), and what is left of its request takes as long at the new weight.
 #[test]
 fn a_dequeued_group_entitys_lag_is_rescaled_with_its_weight() {
     let m: Box<M<2>> = boot::<2>(Features::default() | Features::EEVDF);
@@ -209,11 +211,17 @@ fn a_dequeued_group_entitys_lag_is_rescaled_with_its_weight() {
     // `p` blocks part-way through a run: its group entity leaves with a lag.
     assert!(block_part_way(&m, &mut now, p, |_| ge.vlag() != 0), "the group entity left with a lag");
     let (w0, v0) = (ge.weight(), ge.vlag());
+    let (vr0, d0) = (ge.vruntime(), ge.deadline());
     assert!(!ge.on_rq());
     m.set_group_weight(now, g, CpuWeight::new(400).unwrap()).unwrap();
     let (w1, v1) = (ge.weight(), ge.vlag());
     assert!(w1 > w0, "reweighted while dequeued: {w0} to {w1}");
     assert_eq!(v1, crate::eevdf::reweighted(v0, w0, w1), "lag {v0} at {w0}");
+    // Where the average stood, vruntime + lag, stays put.
+    let vr1 = ge.vruntime();
+    assert_eq!(vr1.wrapping_add(v1 as u64), vr0.wrapping_add(v0 as u64), "the mark moved");
+    let left = crate::eevdf::reweighted(d0.wrapping_sub(vr0) as i64, w0, w1);
+    assert_eq!(ge.deadline().wrapping_sub(vr1) as i64, left, "request left {} at {w0}", d0.wrapping_sub(vr0));
     m.check_invariants().unwrap();
 }
 
