@@ -45,9 +45,11 @@ fn creations(lines: &[Line]) -> Vec<&Line> {
     lines.iter().filter(|l| matches!(&l.event, Event::WakeupNew { comm, .. } if comm == "rt-app")).collect()
 }
 
-/// Whether the phase's last blocking event is a timer: then rt-app's `wu_lat` (from the
-/// timer's deadline) is the iteration's wake-to-run latency.
+/// Whether the phase's last blocking event is its one timer: then rt-app's `wu_lat` (from the
+/// timer's deadline) is the iteration's wake-to-run latency. (rt-app sums `wu_lat` over every
+/// timer of an iteration, where the kernel and the simulator measure the last wake-up.)
 fn timer_blocks_last(events: &[ProgramEvent]) -> bool {
+    let timers = events.iter().filter(|e| matches!(e, ProgramEvent::Timer { .. })).count();
     let blocking = |e: &ProgramEvent| {
         matches!(
             e,
@@ -60,7 +62,7 @@ fn timer_blocks_last(events: &[ProgramEvent]) -> bool {
         )
     };
     let timer = events.iter().rposition(|e| matches!(e, ProgramEvent::Timer { .. }));
-    timer.is_some() && timer > events.iter().rposition(blocking)
+    timers == 1 && timer > events.iter().rposition(blocking)
 }
 
 /// The wake-to-run latency of an iteration `start..=end` from the thread's history: from its
@@ -307,6 +309,18 @@ mod tests {
         assert!(!timer_blocks_last(&[
             ProgramEvent::Timer { timer: sched_workload::Timer::Shared(0), period_us: 5, absolute: false },
             ProgramEvent::Barrier(0)
+        ]));
+        // Two timers: rt-app's `wu_lat` is the sum of both wake-ups, not the last one's.
+        let timer = |t| ProgramEvent::Timer {
+            timer: sched_workload::Timer::Shared(t),
+            period_us: 5,
+            absolute: false,
+        };
+        assert!(!timer_blocks_last(&[
+            ProgramEvent::Run { us: 1 },
+            timer(0),
+            ProgramEvent::Run { us: 1 },
+            timer(1)
         ]));
     }
 }
