@@ -19,7 +19,7 @@
 //!   and `cpus`) or its events directly;
 //! - the events `run`, `runtime`, `sleep`, `timer` (`ref`, `period`, `mode` relative or
 //!   absolute; a ref starting with `unique` is each thread's own), `barrier`, `lock`,
-//!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend`, `resume`,
+//!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend` (its own task's name), `resume`,
 //!   `yield`, `fork`; an event key may carry a number (`run0`, `sleep0`, `run1`: rt-app's
 //!   repeats of an event in one phase), and events run in file order;
 //! - this project's two events, which rt-app lacks: `take` (`ref`, `size`, `run`, `jitter`:
@@ -193,8 +193,8 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let out_of_range = |n: &dyn core::fmt::Display| bad(path, format!("{n} is out of range ({lo} to {hi})"));
     let n = match v {
         Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            // (`-0` is a float to serde_json, and an integer where its `arbitrary_precision` is
-            // on, as in the runner's build: refused in both alike, so xsim and xrun agree.)
+            // (`-0` is an integer to serde_json with `arbitrary_precision`, on in every build,
+            // and a float without it: refused either way.)
             (Some(0), _, _) if n.to_string().starts_with('-') => return Err(bad(path, NEGATIVE_ZERO)),
             (None, None, Some(f)) if f == 0.0 && f.is_sign_negative() => {
                 return Err(bad(path, NEGATIVE_ZERO))

@@ -1,8 +1,9 @@
 //! CFS bandwidth control on one CPU (the `groups` feature; docs/groups.md): a group
 //! runqueue with a `cpu.max` quota runs on runtime taken from its group's pool a slice at a
 //! time, and is throttled — its entity leaves its parent's runqueue, with its tasks' count
-//! at every level above — when it has none left, until its group's period timer hands it
-//! runtime again (v5.7's `account_cfs_rq_runtime`, `throttle_cfs_rq`, `unthrottle_cfs_rq`).
+//! at every level above, and its PELT clock stops with those of the levels below it — when
+//! it has none left, until its group's period timer hands it runtime again (v5.7's
+//! `account_cfs_rq_runtime`, `throttle_cfs_rq`, `unthrottle_cfs_rq`).
 
 use portable_atomic::Ordering::Relaxed;
 

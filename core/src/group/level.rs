@@ -83,7 +83,8 @@ pub struct GroupRq {
     pub(crate) runtime_enabled: bool,
     /// Its runtime from the group's pool and whether it is throttled.
     pub(crate) runtime: RqRuntime,
-    /// Its PELT clock (lent to the CPU's runqueue with its accounting).
+    /// Its PELT clock: not lent with its accounting; `Fair::clock_pelt` reads it here while
+    /// the fair class works at this level.
     pub(crate) clock: LevelClock,
 }
 

@@ -295,9 +295,9 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// Hands group slot `g`'s refilled pool to its throttled runqueues, the longest
     /// throttled first (the earliest `throttled_at`, ties by CPU). The CPUs throttled when it
     /// starts are found in one pass, as v5.7 walks the list it had (one throttled meanwhile
-    /// waits for the next period); each next one is then found anew among those left, so no
-    /// buffer of CPUs goes on the tick's stack: `CPUS + T²` runqueue locks for `T` throttled
-    /// CPUs, not `CPUS × T`.
+    /// waits for the next period); each next one is then found anew among those left, so only
+    /// a `CpuMask` of them goes on the tick's stack, no list of keys: `CPUS + T²` runqueue
+    /// locks for `T` throttled CPUs, not `CPUS × T`.
     #[inline(never)]
     fn distribute(&self, g: u16, now: u64) {
         let throttled = |cpu: usize| {

@@ -1,7 +1,9 @@
 //! The kernel's stacks, the same on every machine: one boot (then idle) stack and one
 //! exception stack per CPU, one stack per thread, all static. A canary in the lowest 64 bytes of
-//! each catches an overflow; each CPU's exception stack is painted at boot so its high-water
-//! mark can be measured (every call into the core runs on it).
+//! each catches an overflow; each CPU's exception stack (every call into the core runs on it)
+//! and every thread stack are painted at boot so their high-water marks can be measured.
+//! Other CPUs than a stack's owner read its paint and canary only through [`peek`], a load
+//! instruction.
 //!
 //! The ports' boot code finds the boot stacks by the symbol `__boot_stacks`.
 

@@ -8,7 +8,8 @@
 //! - which phase: the task's phases in order, each its `loop` times (the log's order);
 //! - the wake-to-run latency of an iteration without a timer sleep: from the thread's last
 //!   `sched_waking` in the iteration to its next switch-in (rt-app's `wu_lat`, from the
-//!   timer's deadline, where the iteration slept on its timer);
+//!   timer's deadline, where the iteration's last blocking event is its phase's only timer:
+//!   rt-app sums `wu_lat` over an iteration's timers);
 //! - the CPU an iteration ended on, the threads' CPU time and the run's length.
 
 use std::collections::HashMap;
