@@ -72,12 +72,18 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         false
     }
 
-    /// `sync_throttle` for a new group's level `g`: under a throttled hierarchy its clock
-    /// starts stopped, as those of the levels there.
+    /// `sync_throttle` for a new group's level `g`: its clock starts anew (a slot's last
+    /// group may have left it stopped: a throttle walks the levels by their parents, a dead
+    /// slot's included), stopped under a throttled hierarchy, as those of the levels there.
     pub(crate) fn sync_throttle(&mut self, g: Level) {
-        if g != 0 && self.throttled_hierarchy(self.parent(g)) {
-            let cpu_clock = self.rq.clock_pelt();
-            if let Some(lv) = self.levels.get_mut(g as usize - 1) {
+        if g == 0 {
+            return;
+        }
+        let under_throttled = self.throttled_hierarchy(self.parent(g));
+        let cpu_clock = self.rq.clock_pelt();
+        if let Some(lv) = self.levels.get_mut(g as usize - 1) {
+            lv.clock = crate::group::level::LevelClock::RUNNING;
+            if under_throttled {
                 lv.clock.stop(cpu_clock);
             }
         }

@@ -343,3 +343,36 @@ fn the_longest_throttled_runqueue_is_let_go_first() {
     assert_eq!(let_go, [first], "before {before:?}, after {after:?}");
     m.check_invariants().unwrap();
 }
+
+/// A group made in a slot whose last group was under a throttled one starts with a running
+/// clock: the throttle stopped the dead slot's clock too (it walks the levels by their
+/// parents), and the let-go, no longer finding the slot below, would not start it again.
+#[test]
+fn a_reused_slot_starts_with_a_running_clock() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let a = limited(&m, now, "5000 100000");
+    let b = m.create_group(a, CpuWeight::DEFAULT).unwrap();
+    m.delete_group(b).unwrap();
+    spinners(&m, now, a, 1);
+    m.create(0, now, TaskParams::default()).unwrap();
+    let state = |m: &M<1>, g: GroupId| {
+        m.with_cpu(0, |st| {
+            let lv = &st.levels[g.slot() - 1];
+            (lv.runtime().throttled, lv.clock().stopped())
+        })
+        .unwrap()
+    };
+    while !state(&m, a).0 {
+        let next = now + MS;
+        run(&m, &mut now, next);
+    }
+    let c = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    assert_eq!(c.slot(), b.slot(), "the slot is reused");
+    assert!(!state(&m, c).1, "a new group under the root, while another is throttled");
+    let end = m.bandwidth_timer().expect("the period timer runs");
+    run(&m, &mut now, end + MS);
+    assert_eq!(state(&m, a), (false, false), "let go");
+    assert!(!state(&m, c).1, "still running after the let-go");
+    m.check_invariants().unwrap();
+}
