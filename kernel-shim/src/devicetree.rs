@@ -28,6 +28,10 @@ pub const MAX_LEN: usize = 2 << 20;
 /// Deepest nesting accepted (QEMU's trees nest five deep at most: `/cpus/cpu-map/socket/
 /// cluster/core`).
 const MAX_DEPTH: usize = 16;
+/// Most entries (properties and child nodes) one node may hold: QEMU's largest, `/cpus` of a
+/// 512-vCPU machine, holds about 520. The check for names given twice compares a node's
+/// entries pairwise, so this bounds its cost on a tree built to make it slow.
+pub const MAX_ENTRIES: usize = 1024;
 
 /// Structure-block tokens.
 const BEGIN_NODE: u32 = 1;
@@ -45,8 +49,8 @@ pub enum DtError {
     Size,
     /// A block (memory reservations, structure, strings) lies outside the tree.
     Blocks,
-    /// A token, name or property runs past its block, a name is not UTF-8 text, or the
-    /// nodes do not nest into one root.
+    /// A token, name or property runs past its block, a name is not UTF-8 text, the nodes
+    /// do not nest into one root, or a node holds more than [`MAX_ENTRIES`] entries.
     Structure,
     /// A node holds two properties, or two child nodes, of one name (the specification
     /// forbids both, and a reader would have to guess which one counts).
@@ -214,21 +218,34 @@ impl<'a> DeviceTree<'a> {
     /// [`DeviceTree::check`]'s walk of the tokens.
     fn check_structure(&self) -> Result<(), DtError> {
         let (mut at, mut depth, mut roots) = (0, 0usize, 0);
+        // The entries of each open node so far, by its depth.
+        let mut entries = [0usize; MAX_DEPTH + 1];
+        let count = |entries: &mut [usize; MAX_DEPTH + 1], depth: usize| {
+            entries[depth] += 1;
+            if entries[depth] > MAX_ENTRIES {
+                return Err(DtError::Structure);
+            }
+            Ok(())
+        };
         loop {
             let (t, next) = self.token(at).ok_or(DtError::Structure)?;
             match t {
                 Token::Begin(_) => {
                     if depth == 0 {
                         roots += 1;
+                    } else {
+                        count(&mut entries, depth)?;
                     }
                     depth += 1;
                     if depth > MAX_DEPTH || roots > 1 {
                         return Err(DtError::Structure);
                     }
+                    entries[depth] = 0;
                 }
                 Token::End => depth = depth.checked_sub(1).ok_or(DtError::Structure)?,
                 Token::Prop(_) if depth == 0 => return Err(DtError::Structure),
-                Token::Prop(_) | Token::Nop => {}
+                Token::Prop(_) => count(&mut entries, depth)?,
+                Token::Nop => {}
                 Token::Finish if depth == 0 && roots == 1 => return Ok(()),
                 Token::Finish => return Err(DtError::Structure),
             }
@@ -322,7 +339,8 @@ impl<'a> Node<'a> {
     }
 
     /// Whether it and the nodes below it hold no two properties and no two child nodes of one
-    /// name. (Pairwise, without a heap: a node's entries are few, and this runs once.)
+    /// name. (Pairwise, without a heap: a node holds at most [`MAX_ENTRIES`], and this runs
+    /// once.)
     fn names_unique(&self) -> bool {
         let name = |t: &Token<'a>| match t {
             Token::Begin(n) => Some((true, *n)),

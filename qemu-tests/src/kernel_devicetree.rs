@@ -134,7 +134,7 @@ pub(crate) mod trees {
 
 #[cfg(test)]
 mod tests {
-    use super::devicetree::{total_len, DeviceTree, DtError, HEADER_LEN, MAX_LEN};
+    use super::devicetree::{total_len, DeviceTree, DtError, HEADER_LEN, MAX_ENTRIES, MAX_LEN};
     use super::trees::{virt_tree, Builder};
     use crate::kernel_topology::tests::virt_cpus;
     use crate::kernel_topology::topology::read_cpu_map;
@@ -311,6 +311,18 @@ mod tests {
             None
         );
         assert_eq!(open(virt_tree()), None);
+        // A node of more entries than the check compares pairwise is refused as malformed.
+        let props = |n: usize| {
+            tree(&|b| {
+                b.begin("many");
+                for i in 0..n {
+                    b.prop(&format!("p{i}"), &[]);
+                }
+                b.end();
+            })
+        };
+        assert_eq!(open(props(MAX_ENTRIES)), None);
+        assert_eq!(open(props(MAX_ENTRIES + 1)), Some(DtError::Structure));
     }
 
     fn word(b: &[u8], at: usize) -> u32 {
