@@ -2,7 +2,7 @@
 //! cgroup v2 promises (kselftest's `test_cpucg_max` and LTP's `cfs_bandwidth01` shapes).
 
 use super::shares::CpuWeight;
-use super::tests::{boot, climb, max, run, runtime, spinners, M, MS};
+use super::tests::{boot, climb, max, on_level, run, runtime, spinners, M, MS};
 use super::tree::GroupId;
 use super::GroupError;
 use crate::{Features, NoPlatform, Smp, TaskParams};
@@ -277,12 +277,10 @@ fn a_throttled_levels_signals_stand_still_until_it_is_let_go() {
     // A spinner of the root keeps the CPU busy while the group waits.
     m.create(0, now, TaskParams::default()).unwrap();
     let level = |m: &M<1>, g: GroupId| {
-        m.with_cpu(0, |st| {
-            let lv = &st.levels[g.slot() - 1];
+        on_level(m, 0, g, |lv| {
             let a = lv.cfs.avg;
             (lv.clock().stopped(), lv.runtime().throttled, [a.load_avg, a.runnable_avg, a.util_avg])
         })
-        .unwrap()
     };
     run(&m, &mut now, 500 * MS);
     // The first tick of a period at which the group is throttled.
@@ -327,7 +325,7 @@ fn the_longest_throttled_runqueue_is_let_go_first() {
     run(&m, &mut now, 250 * MS);
     let state = |m: &M<4>| {
         (0..4)
-            .map(|cpu| m.with_cpu(cpu, |st| st.levels[g.slot() - 1].runtime()).unwrap())
+            .map(|cpu| on_level(m, cpu, g, |lv| lv.runtime()))
             .map(|r| (r.throttled, r.throttled_at))
             .collect::<std::vec::Vec<_>>()
     };
@@ -356,13 +354,7 @@ fn a_reused_slot_starts_with_a_running_clock() {
     m.delete_group(b).unwrap();
     spinners(&m, now, a, 1);
     m.create(0, now, TaskParams::default()).unwrap();
-    let state = |m: &M<1>, g: GroupId| {
-        m.with_cpu(0, |st| {
-            let lv = &st.levels[g.slot() - 1];
-            (lv.runtime().throttled, lv.clock().stopped())
-        })
-        .unwrap()
-    };
+    let state = |m: &M<1>, g: GroupId| on_level(m, 0, g, |lv| (lv.runtime().throttled, lv.clock().stopped()));
     while !state(&m, a).0 {
         let next = now + MS;
         run(&m, &mut now, next);

@@ -3,7 +3,7 @@
 //! does once a running task's protection is gone or a sleeper still owes.
 
 use super::shares::CpuWeight;
-use super::tests::{boot, run, spinners, M, MS};
+use super::tests::{boot, on_level, run, spinners, M, MS};
 use super::tree::GroupId;
 use crate::{Features, TaskId, TaskParams};
 extern crate std;
@@ -278,7 +278,7 @@ fn a_throttled_group_entity_keeps_its_debt() {
         m.create(0, now, TaskParams::default()).unwrap();
     }
     let ge = || m.pool().group_cell(0, g.slot()).unwrap();
-    let throttled = |m: &M<1>| m.with_cpu(0, |st| st.levels[g.slot() - 1].runtime().throttled).unwrap();
+    let throttled = |m: &M<1>| on_level(m, 0, g, |lv| lv.runtime().throttled);
     let mut judged = 0;
     for _ in 0..10 {
         run_until(&m, &mut now, 200, "the group throttled", |m| throttled(m));

@@ -1,6 +1,7 @@
 //! The groups scheduled: machines with task groups, run tick by tick, against what cgroup
 //! v2's `cpu.weight` promises (the shapes of kselftest's `test_cpu.c`).
 
+use super::level::GroupRq;
 use super::shares::CpuWeight;
 use super::tree::GroupId;
 use super::GroupError;
@@ -45,6 +46,16 @@ pub(super) fn run<const C: usize>(m: &M<C>, now: &mut u64, until: u64) {
             m.check_invariants().unwrap();
         }
     }
+}
+
+/// What `f` reads of group `g`'s runqueue on `cpu`.
+pub(super) fn on_level<const C: usize, T>(
+    m: &M<C>,
+    cpu: usize,
+    g: GroupId,
+    f: impl FnOnce(&GroupRq) -> T,
+) -> T {
+    m.with_cpu(cpu, |st| f(&st.levels[g.slot() - 1])).unwrap()
 }
 
 pub(super) fn runtime<const C: usize>(m: &M<C>, ids: &[TaskId]) -> u64 {
@@ -426,12 +437,7 @@ fn a_task_attached_on_another_cpu_counts_in_its_groups_load_at_once() {
     m.finish_switch(0, now).unwrap();
     m.set_affinity(now, t, crate::CpuMask::single(1)).unwrap();
     assert_eq!(m.wake(0, now, t).unwrap(), 1);
-    let (contrib, load) = m
-        .with_cpu(1, |st| {
-            let lv = &st.levels[a.slot() - 1];
-            (lv.tg_contrib, lv.cfs.avg.load_avg)
-        })
-        .unwrap();
+    let (contrib, load) = on_level(&m, 1, a, |lv| (lv.tg_contrib, lv.cfs.avg.load_avg));
     assert!(load > 500, "a spinner's load came along: {load}");
     assert_eq!(contrib, load);
     m.check_invariants().unwrap();
