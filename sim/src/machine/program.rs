@@ -375,22 +375,25 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 }
                 Step::Exit => unreachable!("an exit returned above"),
             };
-            self.set_remaining(t, work);
-            if let Some(s) = self.tasks.get_mut(&t) {
-                s.until = match step {
-                    Step::WorkUntil { at } => Some(at),
-                    _ => None,
-                };
-            }
+            let until = match step {
+                Step::WorkUntil { at } => Some(at),
+                _ => None,
+            };
+            self.set_step(t, work, until);
             return if self.smp.need_resched(cpu) { self.reschedule(cpu) } else { self.arm_done(cpu) };
         }
     }
 
     /// Task `t`'s next step is `ns` of work (not wall time: see `TaskSim::until`).
     fn set_remaining(&mut self, t: TaskId, ns: u64) {
+        self.set_step(t, ns, None);
+    }
+
+    /// Task `t`'s next step: `ns` from now, as work, or ending at wall time `until`.
+    fn set_step(&mut self, t: TaskId, ns: u64, until: Option<u64>) {
         if let Some(s) = self.tasks.get_mut(&t) {
             s.remaining = ns;
-            s.until = None;
+            s.until = until;
         }
     }
 
