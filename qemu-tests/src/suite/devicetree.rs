@@ -164,6 +164,13 @@ fn altered(dtb: &[u8], node: &str, name: &str, value: &[u8]) -> Option<Vec<u8>> 
     Some(out)
 }
 
+/// Word `i` of the tree's big-endian header (1 its total size, 2 the structure block's
+/// offset, 3 the strings', 4 the reservation map's, 8 the strings' size, 9 the structure's
+/// size), if the blob holds it.
+fn header_word(dtb: &[u8], i: usize) -> Option<usize> {
+    Some(u32::from_be_bytes(dtb.get(4 * i..4 * i + 4)?.try_into().ok()?) as usize)
+}
+
 /// `dtb` with property `name` of the node at `node` renamed `to`, its value kept: `to` is
 /// added at the strings block's end (growing the blob if the block ends it). `None` if the blob
 /// is not a well-formed tree, has no such property, or has its structure block after its
@@ -173,7 +180,7 @@ fn renamed(dtb: &[u8], node: &str, name: &str, to: &str) -> Option<Vec<u8>> {
     let value = tree.find(node)?.property(name)?.value;
     // A property is its length, its name's offset in the strings block, then its value.
     let name_at = (value.as_ptr() as usize - dtb.as_ptr() as usize).checked_sub(4)?;
-    let word = |i: usize| Some(u32::from_be_bytes(dtb.get(4 * i..4 * i + 4)?.try_into().ok()?) as usize);
+    let word = |i: usize| header_word(dtb, i);
     let (structs_end, strings, size) = (word(2)? + word(9)?, word(3)?, word(8)?);
     let end = strings + size;
     if structs_end > strings || end > dtb.len() {
@@ -199,9 +206,7 @@ fn renamed(dtb: &[u8], node: &str, name: &str, to: &str) -> Option<Vec<u8>> {
 /// reservation map lies before both blocks, and the blocks end within the blob and its total
 /// size.
 fn packed(dtb: &[u8]) -> Option<Vec<u8>> {
-    let word = |i: usize| Some(u32::from_be_bytes(dtb.get(4 * i..4 * i + 4)?.try_into().ok()?) as usize);
-    // Header words: 1 the total size, 2 the structure block's offset, 3 the strings', 4 the
-    // reservation map's, 8 the strings' size, 9 the structure's size.
+    let word = |i: usize| header_word(dtb, i);
     let (structs, strings, map) = (word(2)?, word(3)?, word(4)?);
     let end = structs.checked_add(word(9)?)?.max(strings.checked_add(word(8)?)?);
     // The map's last entry, all zeros, is 16 bytes.
