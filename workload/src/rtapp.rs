@@ -19,9 +19,10 @@
 //!   and `cpus`) or its events directly;
 //! - the events `run`, `runtime`, `sleep`, `timer` (`ref`, `period`, `mode` relative or
 //!   absolute; a ref starting with `unique` is each thread's own), `barrier`, `lock`,
-//!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend` (its own task's name), `resume`,
-//!   `yield`, `fork`; an event key may carry a number (`run0`, `sleep0`, `run1`: rt-app's
-//!   repeats of an event in one phase), and events run in file order;
+//!   `unlock`, `wait` and `sync` (`ref`, `mutex`), `signal`, `broad`, `suspend` (its own
+//!   task's name), `resume`, `yield`, `fork`; an event key may carry a number (`run0`,
+//!   `sleep0`, `run1`: rt-app's repeats of an event in one phase), and events run in file
+//!   order;
 //! - this project's two events, which rt-app lacks: `take` (`ref`, `size`, `run`, `jitter`:
 //!   take the next of a pool of `size` events shared by every thread naming `ref`, and do its
 //!   `run` µs of work, varied by up to `jitter` % either way where the platform models it; a
@@ -193,8 +194,8 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
     let out_of_range = |n: &dyn core::fmt::Display| bad(path, format!("{n} is out of range ({lo} to {hi})"));
     let n = match v {
         Json::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
-            // (`-0` is an integer to serde_json with `arbitrary_precision`, on in every build,
-            // and a float without it: refused either way.)
+            // (`-0` is an integer to serde_json with `arbitrary_precision`, which this crate
+            // turns on; `-0.0` is a float.)
             (Some(0), _, _) if n.to_string().starts_with('-') => return Err(bad(path, NEGATIVE_ZERO)),
             (None, None, Some(f)) if f == 0.0 && f.is_sign_negative() => {
                 return Err(bad(path, NEGATIVE_ZERO))
@@ -205,7 +206,7 @@ fn int(v: &Json, path: &str, lo: i64, hi: i64) -> Result<i64, RtAppError> {
             (None, None, Some(f)) if f.fract() == 0.0 && !I64_SPAN.contains(&f) => {
                 return Err(out_of_range(&format_args!("{f:e}")))
             }
-            // (The value as f64's Debug writes it, the same whatever serde_json's features.)
+            // (The value as f64's Debug writes it: `2.0` for `2.0`, `100.0` for `1e2`.)
             (None, None, Some(f)) if f.fract() == 0.0 => {
                 let why = "rt-app reads a number written with a fraction or an exponent as a double";
                 return Err(bad(path, format!("expected an integer, found {f:?} ({why})")));
