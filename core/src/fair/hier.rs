@@ -169,7 +169,8 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
             if self.ent(s).on_rq() {
                 break;
             }
-            self.at(l, |f| f.enqueue_entity::<false>(s, flags));
+            let this = self.group_enqueue_flags(s, flags);
+            self.at(l, |f| f.enqueue_entity::<false>(s, this));
             if s != slot {
                 // (The entity's own count went by its policy; a group entity's task is idle.)
                 self.cfs_of(l).idle_h_nr_running += idle;

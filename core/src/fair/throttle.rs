@@ -142,6 +142,24 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         g.runtime.remaining = sh.bw.lock().give_back(g.runtime.remaining);
     }
 
+    /// Marks the group entity at `slot` as taken by a throttle.
+    fn set_left_with_throttle(&mut self, slot: SlotId) {
+        if let Some(g) = self.my_q(slot).and_then(|l| self.levels.get_mut((l as usize).wrapping_sub(1))) {
+            g.left_with_throttle = true;
+        }
+    }
+
+    /// `flags` for enqueueing the entity at `slot`, with [`EnqueueFlags::UNTHROTTLE`] added
+    /// if it is a group entity a throttle took (which this enqueue brings back: the mark goes).
+    pub(super) fn group_enqueue_flags(&mut self, slot: SlotId, flags: EnqueueFlags) -> EnqueueFlags {
+        let level = self.my_q(slot).and_then(|l| self.levels.get_mut((l as usize).wrapping_sub(1)));
+        if level.is_some_and(|g| core::mem::take(&mut g.left_with_throttle)) {
+            flags | EnqueueFlags::UNTHROTTLE
+        } else {
+            flags
+        }
+    }
+
     /// Level `l`'s current entity, outside `at`.
     fn curr_of(&self, l: Level) -> Option<SlotId> {
         match l {
@@ -176,6 +194,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             // (An entity's dequeue uncounts one task of it already.)
             let counted = if dequeue {
                 self.at(pl, |f| f.dequeue_entity::<false>(s, DequeueFlags::SLEEP));
+                self.set_left_with_throttle(s);
                 self.return_runtime(pl);
                 1
             } else {
@@ -232,7 +251,8 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             }
             // (An entity's enqueue counts one task of it already.)
             let counted = if enqueue {
-                self.at(pl, |f| f.enqueue_entity::<false>(s, EnqueueFlags::WAKEUP | EnqueueFlags::UNTHROTTLE));
+                let flags = self.group_enqueue_flags(s, EnqueueFlags::WAKEUP);
+                self.at(pl, |f| f.enqueue_entity::<false>(s, flags));
                 self.check_enqueue_throttle(pl);
                 1
             } else {

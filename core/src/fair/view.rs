@@ -21,10 +21,11 @@ bitflags! {
         const MIGRATED = 1 << 2;
         /// A new task's first enqueue (EEVDF gives its first request half a slice).
         const INITIAL = 1 << 3;
-        /// A group's entity let go from throttling (with [`EnqueueFlags::WAKEUP`]): under
-        /// EEVDF it comes back with the lag it left with, debt included, as Linux, which
-        /// never delays the dequeue of a throttled entity, places it (no debt is worked off
-        /// while it was away).
+        /// A group's entity that a throttle took off its runqueue, coming back (with
+        /// [`EnqueueFlags::WAKEUP`], let go or woken by a task below it): under EEVDF it
+        /// comes back with the lag it left with, debt included, as Linux, which never delays
+        /// the dequeue of a throttled entity, places it (no debt is worked off while it was
+        /// away).
         const UNTHROTTLE = 1 << 4;
     }
 

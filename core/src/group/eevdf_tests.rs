@@ -306,3 +306,67 @@ fn a_throttled_group_entity_keeps_its_debt() {
     assert!(judged > 0, "the group's entity left owing at least once");
     m.check_invariants().unwrap();
 }
+
+/// A throttle that empties the level above takes that level's entity with it, and Linux
+/// dequeues it without a delay too: woken again by a task of a sibling group while the
+/// throttled group waits, it comes back with the lag it left with, debt included. Paying it
+/// off as a sleeper's, the 20 ms the average moved on meanwhile would have forgiven it all.
+#[test]
+fn an_ancestor_a_throttle_took_keeps_its_debt_when_a_sibling_wakes() {
+    let m = boot::<1>(Features::default() | Features::EEVDF);
+    let mut now = 1;
+    let parent = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let limited = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
+    let sibling = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
+    m.set_group_max(now, limited, super::tests::max("5000 100000")).unwrap();
+    spinners(&m, now, limited, 1);
+    let sleeper = spinners(&m, now, sibling, 1)[0];
+    for _ in 0..2 {
+        m.create(0, now, TaskParams::default()).unwrap();
+    }
+    // Requests of three ticks: the limited group's 5 ms run out 2 ticks into one, with the
+    // parent ahead of the average.
+    let mut t = m.tunables();
+    t.min_granularity_ns = 3 * MS;
+    m.set_tunables(t).unwrap();
+    let pe = || m.pool().group_cell(0, parent.slot()).unwrap();
+    let throttled = |m: &M<1>| on_level(m, 0, limited, |lv| lv.runtime().throttled);
+    let mut judged = 0;
+    for _ in 0..10 {
+        // Once the limited group runs again, the sibling's task sleeps, so that the parent
+        // holds the limited group alone when its runtime runs out.
+        run_until(&m, &mut now, 200, "the group let go", |m| !throttled(m));
+        run_until(&m, &mut now, 400, "the sibling's task runs", |m| m.current(0) == Some(sleeper));
+        m.block(0, now, sleeper).unwrap();
+        m.schedule(0, now).unwrap();
+        m.finish_switch(0, now).unwrap();
+        if throttled(&m) {
+            m.wake(0, now, sleeper).unwrap();
+            continue;
+        }
+        run_until(&m, &mut now, 200, "the group throttled", |m| throttled(m));
+        assert!(!pe().on_rq(), "the throttle took the parent's entity");
+        let debt = pe().vlag();
+        let t = now + 20 * MS;
+        run(&m, &mut now, t);
+        let still = throttled(&m);
+        m.wake(0, now, sleeper).unwrap();
+        if debt >= 0 || !still {
+            continue;
+        }
+        judged += 1;
+        // Its lag behind the average of everything queued with it, as placed (a root task
+        // runs: the average is the root level's, `curr` that task's).
+        let vr = pe().vruntime();
+        let curr = m.current(0).and_then(|t| m.entity(t).ok()).map(|e| (e.vruntime, e.weight()));
+        let lag = m
+            .with_cpu(0, |st| {
+                let cfs = &st.rq.cfs;
+                cfs.eavg.avg(cfs.min_vruntime, curr).wrapping_sub(vr) as i64
+            })
+            .unwrap();
+        assert!(lag <= debt / 2, "left owing {debt}, placed {lag} behind the average");
+    }
+    assert!(judged > 0, "the parent's entity left owing at least once");
+    m.check_invariants().unwrap();
+}

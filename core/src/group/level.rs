@@ -86,6 +86,13 @@ pub struct GroupRq {
     /// Its PELT clock: not lent with its accounting; `Fair::clock_pelt` reads it here while
     /// the fair class works at this level.
     pub(crate) clock: LevelClock,
+    /// Its entity left its parent's runqueue with a throttle (of this level or one below)
+    /// and has not been enqueued since. Linux never delays such a dequeue, so under EEVDF
+    /// the entity comes back with the lag it left with, debt included, whether a let-go or
+    /// a task waking below it brings it back ([`EnqueueFlags::UNTHROTTLE`]).
+    ///
+    /// [`EnqueueFlags::UNTHROTTLE`]: crate::fair::EnqueueFlags::UNTHROTTLE
+    pub(crate) left_with_throttle: bool,
 }
 
 impl GroupRq {
@@ -102,6 +109,7 @@ impl GroupRq {
         runtime_enabled: false,
         runtime: RqRuntime { remaining: 0, throttled: false, throttled_at: 0 },
         clock: LevelClock::RUNNING,
+        left_with_throttle: false,
     };
 }
 
