@@ -261,8 +261,8 @@ impl CpuMask {
 ///
 /// ```
 /// use sched_core::CpuMask;
-/// let m: CpuMask = [0, 2, 65].into_iter().collect();
-/// assert_eq!(m.iter().collect::<Vec<_>>(), [0, 2, 65]);
+/// let m: CpuMask = [0, 2, 63].into_iter().collect();
+/// assert_eq!(m.iter().collect::<Vec<_>>(), [0, 2, 63]);
 /// ```
 impl FromIterator<usize> for CpuMask {
     fn from_iter<I: IntoIterator<Item = usize>>(cpus: I) -> CpuMask {

@@ -1,7 +1,8 @@
 //! Typed errors. Every fallible call leaves the scheduler's tasks, runqueues, tables and
 //! settings as they were. (A wakeup refused late, when other CPUs filled the last free slots
 //! while it chose, leaves behind only what its choice observed: the waker's wakee count and
-//! the LLC's average scan cost, which every wakeup updates.)
+//! the LLC's average scan cost, which every wakeup updates; a running task's affinity change
+//! refused for want of room leaves that scan cost too.)
 
 use crate::task::id::{TaskId, TaskState};
 use crate::topology::TopologyError;
@@ -12,8 +13,8 @@ use crate::topology::TopologyError;
 pub enum SchedError {
     /// A nice value outside −20..=19.
     InvalidNice(i32),
-    /// An EEVDF slice (ns) outside 0.1–100 ms.
-    #[cfg(feature = "eevdf")]
+    /// An EEVDF slice (ns) outside 0.1–100 ms (the `eevdf` feature's `set_slice`; the
+    /// variant is there in every build, as [`SchedError::Group`] is).
     InvalidSlice(u64),
     /// An affinity mask with no CPU in it.
     EmptyAffinity,
@@ -126,7 +127,6 @@ impl core::fmt::Display for SchedError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             SchedError::InvalidNice(n) => write!(f, "nice {n} is outside -20..=19"),
-            #[cfg(feature = "eevdf")]
             SchedError::InvalidSlice(ns) => write!(f, "slice {ns} ns is outside 100000..=100000000"),
             SchedError::EmptyAffinity => f.write_str("affinity mask is empty"),
             SchedError::AffinityNotOnline => f.write_str("affinity mask names no online CPU"),
@@ -146,6 +146,15 @@ impl core::fmt::Display for SchedError {
             SchedError::SwitchPending(cpu) => write!(f, "cpu {cpu} has a switch picked and not finished"),
             SchedError::NotInitialised => f.write_str("the scheduler is not initialised (call init first)"),
             SchedError::Group(e) => write!(f, "group: {e}"),
+        }
+    }
+}
+
+impl core::error::Error for SchedError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            SchedError::Group(e) => Some(e),
+            _ => None,
         }
     }
 }
@@ -179,6 +188,15 @@ impl core::fmt::Display for InitError {
             InitError::Hz(hz) => write!(f, "HZ {hz} is above {}", crate::limits::MAX_HZ),
             InitError::TasksAlive(n) => write!(f, "{n} tasks are alive; init only an idle machine"),
             InitError::InvalidTunable(name) => write!(f, "tunable {name} is out of range"),
+        }
+    }
+}
+
+impl core::error::Error for InitError {
+    fn source(&self) -> Option<&(dyn core::error::Error + 'static)> {
+        match self {
+            InitError::Topology(e) => Some(e),
+            _ => None,
         }
     }
 }

@@ -95,6 +95,8 @@ impl core::fmt::Display for FeatureListError {
     }
 }
 
+impl core::error::Error for FeatureListError {}
+
 impl Features {
     /// Applies one switch written the way Linux's `sched_features` file takes it:
     /// `NAME` turns it on, `NO_NAME` turns it off.

@@ -57,20 +57,24 @@
 //!
 //! ```
 //! use sched_core::port::Scheduler;
-//! use sched_core::{Features, NoPlatform, TaskParams, TaskState};
+//! use sched_core::{Features, NoPlatform, Switch, TaskParams, TaskState};
 //! // 4 CPUs, room for 64 tasks, 64 runnable per CPU; HZ 250.
 //! static SCHED: Scheduler<NoPlatform, 4, 64, 64> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
 //! SCHED.init_with(|t| t.init_clusters(1, 4)).unwrap();
 //! for cpu in 0..4 {
 //!     SCHED.cpu_up(cpu, 1).unwrap();
 //! }
+//! // Each pass of a reschedule: a task whose exit it completed is gone, its thread freed here.
+//! let on_switch = |sw: &Switch<()>| {
+//!     if let Some((_gone, ())) = sw.exited { /* free that thread's stack */ }
+//! };
 //! // The port's payload (here `()`) comes back with the task to run.
 //! let t = SCHED.create(0, 1_000, TaskParams { nice: 5, ..TaskParams::default() }, ()).unwrap();
 //! let cpu = SCHED.task_cpu(t).unwrap();
-//! assert_eq!(SCHED.reschedule(cpu, 1_000, |_| {}).unwrap().next, Some((t, ())));
+//! assert_eq!(SCHED.reschedule(cpu, 1_000, on_switch).unwrap().next, Some((t, ())));
 //! // The task sleeps: its CPU idles.
 //! SCHED.block(cpu, 2_000_000, t).unwrap();
-//! assert_eq!(SCHED.reschedule(cpu, 2_000_000, |_| {}).unwrap().next, None);
+//! assert_eq!(SCHED.reschedule(cpu, 2_000_000, on_switch).unwrap().next, None);
 //! // A wakeup from CPU 0 places it again.
 //! let woke_on = SCHED.wake(0, 9_000_000, t).unwrap();
 //! assert_eq!(SCHED.state(t), Ok(TaskState::Runnable));

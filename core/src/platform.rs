@@ -7,13 +7,14 @@
 
 use crate::task::{TaskId, TaskState};
 
-/// What a platform keeps with each task — its thread's index, a pointer, a handle — given to
-/// `create_with` (or the porter's `create`) and handed back by `schedule_switch` under the
-/// lock that makes the switch, so a platform needs no id → thread map of its own (and no race
-/// between publishing such a map and another CPU picking the new task). `NONE` fills the
-/// slots no task holds, so an empty machine is still a `const`, and is the payload of a task
-/// created without one; it need not differ from real payloads. Give it zero bytes (`0`,
-/// `None`) to keep a `static` machine in `.bss`.
+/// What a platform keeps with each task — its thread's index, a pointer, a handle — given
+/// to the porter's `create` (or `Smp::create_with`) and handed back by `reschedule` or
+/// `pick` (`Smp::schedule_switch`) under the lock that makes the switch, so a platform
+/// needs no id → thread map of its own (and no race between publishing such a map and
+/// another CPU picking the new task). `NONE` fills the slots no task holds, so an empty
+/// machine is still a `const`, and is the payload of a task created without one; it need
+/// not differ from real payloads. Give it zero bytes (`0`, `None`) to keep a `static`
+/// machine in `.bss`.
 ///
 /// ```
 /// use sched_core::TaskPayload;
@@ -58,24 +59,26 @@ pub trait Platform {
     /// What the platform keeps with each task (see [`TaskPayload`]); `()` for none.
     type Payload: TaskPayload;
 
-    /// CPU `cpu` must call `schedule` soon. For the CPU running this (the port's own CPU id:
-    /// through `port::Scheduler` a request may be delivered by another CPU's call) it is only
-    /// a flag, which the port checks on its way out of every interrupt and call, `idle_enter`
-    /// included, before it waits for an interrupt; for another CPU it means a reschedule IPI.
+    /// CPU `cpu` must reschedule soon (`port::Scheduler::reschedule`, or `pick` and
+    /// `finish`; `Smp::schedule` and `finish_switch` for a port on the machine itself). For
+    /// the CPU running this (the port's own CPU id: through `port::Scheduler` a request may
+    /// be delivered by another CPU's call) it is only a flag, which the port checks on its
+    /// way out of every interrupt and call, `idle_enter` included, before it waits for an
+    /// interrupt; for another CPU it means a reschedule IPI.
     fn resched_cpu(&self, cpu: usize);
 
     /// The load balancer wants CPU `cpu` to run its *active-balance stopper*: push its
     /// running task to another CPU. The core does the work inside that CPU's next
-    /// `schedule` / `finish_switch` pair (the stopper preempts the running task so its
-    /// context is saved before it moves), so all a platform has to do is make `cpu`
-    /// reschedule, which the default does.
+    /// reschedule (the stopper preempts the running task so its context is saved before it
+    /// moves), so all a platform has to do is make `cpu` reschedule, which the default
+    /// does.
     fn run_stopper(&self, cpu: usize) {
         self.resched_cpu(cpu);
     }
 
     /// Kick idle CPU `cpu` to run the nohz idle balance on behalf of all tickless idle
-    /// CPUs. The core records the kick; the CPU carries it out at its next `schedule` or
-    /// `tick`, so all a platform has to do is wake it, which the default does.
+    /// CPUs. The core records the kick; the CPU carries it out at its next reschedule or
+    /// tick, so all a platform has to do is wake it, which the default does.
     fn kick_nohz(&self, cpu: usize) {
         self.resched_cpu(cpu);
     }

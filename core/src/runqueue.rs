@@ -29,6 +29,7 @@ const NIL: u32 = u32::MAX;
 
 /// A runqueue invariant that does not hold (found by `RunQueue::check`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[cfg_attr(feature = "defmt", derive(defmt::Format))]
 pub struct InvariantViolation {
     /// The CPU whose runqueue is inconsistent.
     pub cpu: usize,

@@ -235,13 +235,18 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
         self.smp.exit(now, id)
     }
 
-    /// The scheduler tick. Returns whether the current task should be preempted.
+    /// The scheduler tick. Returns whether the current task should be preempted. Before
+    /// [`SingleCpu::init`] it does nothing and returns false (the core's
+    /// [`SchedError::NotInitialised`] is not passed on).
     pub fn tick(&self, now: u64) -> bool {
         // CPU 0 always exists here.
         self.smp.tick(0, now).unwrap_or(false)
     }
 
-    /// Picks the task to run next and makes it current (`__schedule`). `None` means idle.
+    /// Picks the task to run next and makes it current (`__schedule`). `None` means idle,
+    /// and is also the answer before [`SingleCpu::init`] (the core's
+    /// [`SchedError::NotInitialised`] is not passed on): a port that has not called `init`
+    /// idles.
     pub fn schedule(&self, now: u64) -> Option<TaskId> {
         let next = self.smp.schedule(0, now).unwrap_or(None);
         let _ = self.smp.finish_switch(0, now);
@@ -249,7 +254,7 @@ impl<P: Platform, const TASKS: usize, const Q: usize> SingleCpu<P, TASKS, Q> {
     }
 
     /// The current task yields: it stays runnable but steps aside once. Requests a
-    /// reschedule.
+    /// reschedule. Before [`SingleCpu::init`] it does nothing.
     pub fn yield_now(&self, now: u64) {
         let _ = self.smp.yield_now(0, now);
     }

@@ -28,7 +28,7 @@ impl<
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
     /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
-    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, sched_core::spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
     /// S.init_with(|t| t.init_flat(1)).unwrap();
     /// S.cpu_up(0, 1).unwrap();
     /// let logging = S.create_group(0, GroupId::ROOT, CpuWeight::new(20).unwrap()).unwrap();
@@ -99,7 +99,7 @@ impl<
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
     /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
-    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, sched_core::spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
     /// S.init_with(|t| t.init_flat(1)).unwrap();
     /// S.cpu_up(0, 1).unwrap();
     /// assert_eq!(S.bandwidth_timer(), None, "no group has a quota");
@@ -126,7 +126,7 @@ impl<
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform};
     /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
-    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, sched_core::spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
     /// S.init_with(|t| t.init_flat(1)).unwrap();
     /// S.cpu_up(0, 1).unwrap();
     /// let g = S.create_group(0, GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
@@ -134,7 +134,7 @@ impl<
     /// // `echo 5000 > cpu.max`: the quota changes, the period stays.
     /// let now = S.group_max(g).unwrap();
     /// S.set_group_max(0, 3, g, CpuMax::parse("5000", Some(now)).unwrap()).unwrap();
-    /// assert_eq!(S.group_max(g).unwrap().to_string(), "5000 10000");
+    /// assert_eq!(S.group_max(g).unwrap(), CpuMax::parse("5000 10000", None).unwrap());
     /// ```
     pub fn group_max(&self, g: GroupId) -> Result<CpuMax, SchedError> {
         self.initialised()?;
@@ -147,7 +147,7 @@ impl<
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
     /// use sched_core::group::{shares::CpuWeight, tree::GroupId};
-    /// static S: Scheduler<NoPlatform, 1, 8, 8, spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// static S: Scheduler<NoPlatform, 1, 8, 8, sched_core::spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
     /// S.init_with(|t| t.init_flat(1)).unwrap();
     /// S.cpu_up(0, 1).unwrap();
     /// let g = S.create_group(0, GroupId::ROOT, CpuWeight::DEFAULT).unwrap();

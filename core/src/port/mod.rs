@@ -52,7 +52,8 @@
 //! SCHED.cpu_up(1, now).unwrap();
 //! let t = SCHED.create(0, now, TaskParams::default(), ()).unwrap();
 //! let cpu = SCHED.task_cpu(t).unwrap();
-//! let run = SCHED.reschedule(cpu, now, |_| {}).unwrap();
+//! // (`on_switch` sees each pass: a task in its `exited` is gone, and its thread is freed there.)
+//! let run = SCHED.reschedule(cpu, now, |sw| if let Some((_gone, ())) = sw.exited { /* free it */ }).unwrap();
 //! assert_eq!(run.next, Some((t, ())));
 //! ```
 
@@ -69,7 +70,7 @@ use spin::{RelaxStrategy, Spin};
 use crate::cpumask::CpuMask;
 use crate::error::{InitError, SchedError};
 use crate::fair::WakeFlags;
-use crate::features::Features;
+use crate::features::{Features, Tunables};
 use crate::platform::Platform;
 use crate::runqueue::InvariantViolation;
 use crate::smp::{Smp, Switch};
@@ -222,12 +223,45 @@ impl<
         self.smp.features()
     }
 
+    /// The tunables (Linux's `sched_latency_ns`, `sched_min_granularity_ns`, ...: the same on
+    /// every CPU; `init` sets the defaults for the CPU count, [`Tunables::for_cpus`]). Before
+    /// `init`, all zero.
+    pub fn tunables(&self) -> Tunables {
+        self.smp.tunables()
+    }
+
+    /// Replaces the tunables on every CPU, at boot or at run time; from any CPU, but not from
+    /// a callback of a scheduler call. Values out of range ([`Tunables::check`]) are refused
+    /// with [`SchedError::InvalidTunable`], and before `init` with
+    /// [`SchedError::NotInitialised`]; then nothing changes.
+    ///
+    /// ```
+    /// use sched_core::port::Scheduler;
+    /// use sched_core::{Features, NoPlatform, SchedError};
+    /// static S: Scheduler<NoPlatform, 2, 8, 8> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
+    /// S.init_with(|t| t.init_flat(2)).unwrap();
+    /// let mut t = S.tunables();
+    /// t.min_granularity_ns = 3_000_000;
+    /// S.set_tunables(t).unwrap();
+    /// assert_eq!(S.tunables().min_granularity_ns, 3_000_000);
+    /// t.latency_ns = 0;
+    /// assert!(matches!(S.set_tunables(t), Err(SchedError::InvalidTunable(_))));
+    /// assert_eq!(S.tunables().min_granularity_ns, 3_000_000);
+    /// ```
+    pub fn set_tunables(&self, t: Tunables) -> Result<(), SchedError> {
+        self.smp.set_tunables(t)
+    }
+
     /// Sets the machine up from a description; every CPU must then come up again.
     pub fn init(&self, desc: &TopologyDesc<'_>) -> Result<(), InitError> {
         self.init_with(|t| t.init(desc))
     }
 
     /// [`Scheduler::init`] with a topology preset, e.g. `init_with(|t| t.init_flat(2))`.
+    /// A builder of [`Topology`] checks before it writes, so a refused one changes nothing;
+    /// `build` must return the builder's result as it is. (A closure that builds and then
+    /// returns an error of its own has replaced the topology without the CPUs being set up
+    /// for it, and they still count as up: call `init` again before anything else.)
     pub fn init_with(
         &self,
         build: impl FnOnce(&mut Topology<CPUS>) -> Result<(), TopologyError>,

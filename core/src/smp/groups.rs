@@ -37,7 +37,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// ```
     /// use sched_core::{NoPlatform, Smp, Features, TaskParams};
     /// use sched_core::group::{shares::CpuWeight, tree::GroupId, GroupError};
-    /// let m: Box<Smp<NoPlatform, 1, 8, 8, spin::Spin, 2>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+    /// let m: Box<Smp<NoPlatform, 1, 8, 8, sched_core::spin::Spin, 2>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
     /// m.init_with(|t| t.init_flat(1)).unwrap();
     /// let a = m.create_group(GroupId::ROOT, CpuWeight::new(200).unwrap()).unwrap();
     /// let t = m.create(0, 1, TaskParams::default()).unwrap();
@@ -217,7 +217,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// ```
     /// use sched_core::{NoPlatform, Smp, Features};
     /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
-    /// let m: Box<Smp<NoPlatform, 2, 8, 8, spin::Spin, 2>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
+    /// let m: Box<Smp<NoPlatform, 2, 8, 8, sched_core::spin::Spin, 2>> = Box::new(Smp::new(NoPlatform, Features::default(), 250));
     /// m.init_with(|t| t.init_flat(2)).unwrap();
     /// let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
     /// m.set_group_max(1, g, CpuMax::parse("10000 100000", None).unwrap()).unwrap();

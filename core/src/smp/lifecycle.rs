@@ -391,7 +391,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// Changes a task's allowed CPUs. A queued task on a CPU it may no longer use moves at
     /// once; a running one is preempted and moves when its CPU has switched away from it,
     /// into a slot reserved for it now. When no allowed CPU has room for it, the call is
-    /// refused with [`SchedError::RunQueueFull`] and nothing changes.
+    /// refused with [`SchedError::RunQueueFull`] and nothing changes (but, for a running task,
+    /// the LLC's average scan cost its choice of a CPU observed, as a refused wakeup's does).
     pub fn set_affinity(&self, now: u64, id: TaskId, mask: CpuMask) -> Result<(), SchedError> {
         self.check_affinity(&mask)?;
         let mask = mask.and(&self.online());

@@ -80,7 +80,14 @@ pub enum TopologyError {
         cpu: usize,
     },
     /// `capacity` is neither empty nor `nr_cpus` long, or `asym_packing` is not `nr_cpus` long.
-    BadLength,
+    BadLength {
+        /// The slice: `"capacity"` or `"asym_packing"`.
+        slice: &'static str,
+        /// Its length.
+        len: usize,
+        /// The CPUs it must cover.
+        cpus: usize,
+    },
     /// The machine needs a feature this build of sched-core left out: `"asym-capacity"` for
     /// capacities that differ or asym-packing priorities, `"smt"` for SMT sets of more than
     /// one CPU, `"numa"` for more than one node.
@@ -108,13 +115,17 @@ impl core::fmt::Display for TopologyError {
             }
             TopologyError::ZeroCapacity { cpu } => write!(f, "cpu {cpu} has capacity 0"),
             TopologyError::CapacityTooLarge { cpu } => write!(f, "cpu {cpu} has capacity above 1024"),
-            TopologyError::BadLength => f.write_str("a per-CPU slice has the wrong length"),
+            TopologyError::BadLength { slice, len, cpus } => {
+                write!(f, "{slice} has {len} entries for {cpus} CPUs")
+            }
             TopologyError::NotBuiltIn { feature } => {
                 write!(f, "this machine needs sched-core's `{feature}` feature")
             }
         }
     }
 }
+
+impl core::error::Error for TopologyError {}
 
 /// A list of CPU sets, either given or generated (presets and defaults need no storage).
 #[derive(Debug, Clone, Copy)]
@@ -269,11 +280,11 @@ impl<'a> Plan<'a> {
         }
         if let Caps::List(l) = self.caps {
             if !l.is_empty() && l.len() != n {
-                return Err(TopologyError::BadLength);
+                return Err(TopologyError::BadLength { slice: "capacity", len: l.len(), cpus: n });
             }
         }
-        if self.prio.is_some_and(|p| p.len() != n) {
-            return Err(TopologyError::BadLength);
+        if let Some(p) = self.prio.filter(|p| p.len() != n) {
+            return Err(TopologyError::BadLength { slice: "asym_packing", len: p.len(), cpus: n });
         }
         for cpu in 0..n {
             match self.caps.get(cpu) {

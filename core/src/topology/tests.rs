@@ -376,8 +376,14 @@ fn every_error_leaves_the_table_unchanged() {
     let cases: [(TopologyDesc<'_>, TopologyError); 13] = [
         (TopologyDesc { nr_cpus: 0, ..d }, TopologyError::NoCpus),
         (TopologyDesc { nr_cpus: 9, ..d }, TopologyError::TooManyCpus { cpus: 9, max: 8 }),
-        (TopologyDesc { capacity: &caps8[..7], ..d }, TopologyError::BadLength),
-        (TopologyDesc { asym_packing: Some(&prio3), ..d }, TopologyError::BadLength),
+        (
+            TopologyDesc { capacity: &caps8[..7], ..d },
+            TopologyError::BadLength { slice: "capacity", len: 7, cpus: 8 },
+        ),
+        (
+            TopologyDesc { asym_packing: Some(&prio3), ..d },
+            TopologyError::BadLength { slice: "asym_packing", len: 3, cpus: 8 },
+        ),
         (
             TopologyDesc { capacity: &[1024, 1024, 0, 1024, 1024, 1024, 1024, 1024], ..d },
             TopologyError::ZeroCapacity { cpu: 2 },
