@@ -8,7 +8,7 @@ use crate::capacity::fits_capacity;
 use crate::cpumask::CpuMask;
 use crate::fair::Fair;
 use crate::features::Features;
-use crate::runqueue::{RunQueue, SlotId};
+use crate::runqueue::SlotId;
 use crate::entities::EntityCell;
 use crate::task::{Policy, TaskId};
 
@@ -68,16 +68,21 @@ pub struct DetachEnv {
 /// Tasks the balancer looks at before releasing the source lock (`sched_nr_migrate_break`).
 pub const NR_MIGRATE_BREAK: u32 = 32;
 
-/// `task_hot`: the task ran on src too recently to leave its cache behind cheaply.
-fn task_hot<const Q: usize>(env: &DetachEnv, src: &RunQueue<Q>, slot: SlotId, e: &EntityCell) -> bool {
+/// `task_hot`: the task ran on src too recently to leave its cache behind cheaply, or it is
+/// a next or last buddy of the runqueue it is queued on (its group's, with groups) and the
+/// destination is busy.
+fn task_hot<const Q: usize>(env: &DetachEnv, src: &Fair<'_, '_, Q>, slot: SlotId, e: &EntityCell) -> bool {
     if e.policy() == Policy::Idle {
         return false;
     }
-    if env.features.contains(Features::CACHE_HOT_BUDDY)
-        && env.dst_nr_running > 0
-        && (src.cfs.next == Some(slot) || src.cfs.last == Some(slot))
-    {
-        return true;
+    if env.features.contains(Features::CACHE_HOT_BUDDY) && env.dst_nr_running > 0 {
+        #[cfg(feature = "groups")]
+        let (next, last) = src.buddies_of(slot);
+        #[cfg(not(feature = "groups"))]
+        let (next, last) = (src.cfs.next, src.cfs.last);
+        if next == Some(slot) || last == Some(slot) {
+            return true;
+        }
     }
     if env.migration_cost_ns == 0 {
         return false;

@@ -141,6 +141,16 @@ impl<'p, const Q: usize> Fair<'_, 'p, Q> {
         r
     }
 
+    /// The next and last buddies of the level the entity at `slot` is queued on
+    /// (`cfs_rq_of(se)->next`, `->last`), outside [`Fair::at`].
+    pub(crate) fn buddies_of(&self, slot: SlotId) -> (Option<SlotId>, Option<SlotId>) {
+        let c = match self.level_of(slot) {
+            0 => &self.rq.cfs,
+            l => &self.levels[l as usize - 1].cfs,
+        };
+        (c.next, c.last)
+    }
+
     /// Level `l`'s accounting, outside [`Fair::at`].
     pub(super) fn cfs_of(&mut self, l: Level) -> &mut CfsRq {
         match l {

@@ -662,3 +662,54 @@ fn a_task_in_a_light_group_is_placed_by_its_hierarchical_load() {
     let r = m.entity(root).unwrap();
     assert_eq!(m.placed_load(&r), r.avg.load_avg);
 }
+
+/// The cache-hot buddy rule (`task_hot`) reads the buddies of the task's own runqueue: a
+/// task that is its group runqueue's last buddy stays for a busy destination, as a task at
+/// the top level does, until the domain's failures pass its cache tries.
+#[test]
+fn a_groups_buddy_is_cache_hot_to_a_busy_cpu() {
+    use crate::balance::migrate::{can_migrate_task, DetachEnv, LbfFlags};
+    use crate::balance::{IdleType, MigrationType};
+    use crate::table::Location;
+    let m = boot::<2>(Features::default());
+    let now = 1;
+    let g = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let ts = spinners(&m, now, g, 2);
+    // Both on CPU 0, and allowed on CPU 1.
+    for &t in &ts {
+        m.set_affinity(now, t, crate::CpuMask::single(0)).unwrap();
+        m.set_affinity(now, t, crate::CpuMask::first_n(2)).unwrap();
+    }
+    let slot = |t| match m.table().get(t).unwrap().location {
+        Location::OnCpu { cpu: 0, slot } => slot as crate::runqueue::SlotId,
+        l => panic!("{t:?} is not on CPU 0: {l:?}"),
+    };
+    let (a, b) = (slot(ts[0]), slot(ts[1]));
+    let mut st = m.rq(0);
+    // As when `a` was preempted in its group.
+    st.levels[g.slot() - 1].cfs.last = Some(a);
+    let mut env = DetachEnv {
+        dst_cpu: 1,
+        dst_nr_running: 1,
+        dst_grpmask: crate::CpuMask::single(1),
+        cpus: crate::CpuMask::first_n(2),
+        new_dst_cpu: 1,
+        idle: IdleType::NotIdle,
+        migration_type: MigrationType::Load,
+        imbalance: 1024,
+        flags: LbfFlags::empty(),
+        loop_: 0,
+        loop_max: 2,
+        loop_break: 32,
+        nr_balance_failed: 0,
+        cache_nice_tries: 1,
+        // (Recency alone never makes a task hot here.)
+        migration_cost_ns: 0,
+        features: Features::default(),
+    };
+    let f = st.fair(m.pool());
+    assert!(!can_migrate_task(&mut env, &f, a), "its group's last buddy is hot");
+    assert!(can_migrate_task(&mut env, &f, b), "the group's other task is not");
+    env.nr_balance_failed = 2;
+    assert!(can_migrate_task(&mut env, &f, a), "past the cache tries it goes");
+}

@@ -475,7 +475,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             let voluntary = self.voluntary_active_balance(d, idle, kind, busiest, pass.dst_cpu);
             if voluntary || db.nr_balance_failed > d.cache_nice_tries + 2 {
                 let mut st = self.rq(busiest);
-                let curr_allowed = st.rq.curr_slot().is_none_or(|n| st.rq.ent_in(self.pool(), n).allows(cpu));
+                // (A CPU running nothing runs its idle task, which stays on it: pinned, as
+                // v5.7 finds `busiest->curr`.)
+                let curr_allowed =
+                    st.rq.curr_slot().is_some_and(|n| st.rq.ent_in(self.pool(), n).allows(cpu));
                 if !curr_allowed {
                     drop(st);
                     pass.flags |= LbfFlags::ALL_PINNED;

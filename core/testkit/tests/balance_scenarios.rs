@@ -154,6 +154,33 @@ fn s2_variant_blocked_util_leaves_too_little_room() {
     assert_eq!(nr(&m, 2), 2);
 }
 
+/// S2's variant on a busiest CPU that has not picked its queued tasks yet: it runs its idle
+/// task, which v5.7's check of the busiest CPU's current task finds pinned there. Once the
+/// failures call for it, the pass ends pinned, with no stopper, and its interval backs off.
+#[test]
+fn s2_variant_an_idle_busiest_cpu_gets_no_stopper() {
+    let m = machine(Features::default());
+    // Queued on CPU 2, which is not rescheduled: nothing runs there.
+    let c2: Vec<TaskId> = (0..2).map(|_| spawn_on(&m, 2, NOW)).collect();
+    assert_eq!(m.current(2), None);
+    m.inject_rq_pelt(2, 1024, 2048, 2048).unwrap();
+    m.inject_rq_pelt(3, 900, 0, 0).unwrap();
+    for &t in &c2 {
+        m.inject_task_pelt(t, 400, 400, 1024).unwrap();
+    }
+    let mut outcomes = Vec::new();
+    for _ in 0..6 {
+        m.balance_domain(3, MC, IdleType::Idle, NOW).unwrap();
+        let r = last_record(&m);
+        assert_eq!(r.busiest_cpu, Some(2));
+        outcomes.push(r.outcome);
+    }
+    assert!(m.platform().stoppers().is_empty(), "no stopper for an idle CPU: {outcomes:?}");
+    assert_eq!(outcomes.last(), Some(&Outcome::AllPinned), "{outcomes:?}");
+    assert_eq!(nr(&m, 2), 2);
+    m.check_invariants().unwrap();
+}
+
 #[test]
 fn s3_prefer_sibling_moves_one_task_by_active_balance() {
     let m = machine(Features::default());
