@@ -49,7 +49,8 @@
 //! smaller API.
 //!
 //! A port needs only the modules public by default (`port`, `platform`, `smp`,
-//! `single_cpu`, `topology`, `task`, `features`, `error`, `cpumask`, `weights`). The machinery
+//! `single_cpu`, `topology`, `task`, `features`, `error`, `cpumask`, `weights`, `locks`, and
+//! `eevdf` and `group` with their features). The machinery
 //! under them — the modules `balance`, `capacity`, `entities`, `fair`, `pelt`, `placement`,
 //! `runqueue`, `table` and `timeline`, their types at the root, and [`Smp`]'s views into its
 //! per-CPU state — is public only with the `internals` feature, which the simulator and the

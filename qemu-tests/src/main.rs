@@ -4,11 +4,15 @@
 //!   tests and the worked ports of PORTING.md), the lint gates (rustfmt,
 //!   clippy of the host crates and of the kernel, rustdoc, all with warnings as errors), the
 //!   sched-core package tested unpacked (`package.rs`), the bare-metal builds of the core, the size budgets (`size::check`), then the QEMU suite and
-//!   its boot-line fuzz on every machine; one summary line `N passed, N failed`. With `--repeat N [--mode M]` or `--long`,
-//!   only QEMU boots: the suite's cases (or the long ones) repeated.
+//!   its boot-line fuzz and workload files on every machine, and last `docs/measurements.md`
+//!   regenerated and compared; one summary line `N passed, N failed`. With `--repeat N` or
+//!   `--long` (narrowed by `--mode M` and `--arch A`), only QEMU boots: the suite's cases (or
+//!   the long ones) repeated; with `--linux`, only the Linux guest's cases.
 //! - `cargo xrun` (`qemu-tests run`): the seed's experiment on the kernel under QEMU with the
 //!   rule on and off, beside the simulator's throughput table, plus a trace and an SVG.
 //! - `cargo xsize` (`qemu-tests size`): sizes beside their budgets (see `size.rs`).
+//! - `cargo xboot` (`qemu-tests boot`): one boot of the kernel, its log decoded and printed.
+//! - `cargo xreport` (`qemu-tests report`): writes `docs/measurements.md` (see `report.rs`).
 
 mod args;
 mod fuzz;
