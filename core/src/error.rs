@@ -7,14 +7,18 @@
 use crate::task::id::{TaskId, TaskState};
 use crate::topology::TopologyError;
 
-/// Why the core refused an operation.
+/// Why the core refused an operation. Non-exhaustive: a variant of a cargo feature
+/// ([`SchedError::InvalidSlice`]) is there only with it, so a match needs a `_` arm, and
+/// another crate that turns a feature on in the same build breaks no match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]
+#[non_exhaustive]
 pub enum SchedError {
     /// A nice value outside −20..=19.
     InvalidNice(i32),
-    /// An EEVDF slice (ns) outside 0.1–100 ms (the `eevdf` feature's `set_slice`; the
-    /// variant is there in every build, as [`SchedError::Group`] is).
+    /// An EEVDF slice (ns) outside 0.1–100 ms (the `eevdf` feature's `set_slice`; its
+    /// 64-bit value would widen every `Result` of a build without EEVDF).
+    #[cfg(feature = "eevdf")]
     InvalidSlice(u64),
     /// An affinity mask with no CPU in it.
     EmptyAffinity,
@@ -63,7 +67,7 @@ pub enum SchedError {
     /// wrong with its input.
     NotInitialised,
     /// A task group operation was refused (the calls of the `groups` feature; the variant
-    /// is there in every build, so a match over `SchedError` does not change with features).
+    /// is there in every build).
     Group(GroupError),
 }
 
@@ -127,6 +131,7 @@ impl core::fmt::Display for SchedError {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             SchedError::InvalidNice(n) => write!(f, "nice {n} is outside -20..=19"),
+            #[cfg(feature = "eevdf")]
             SchedError::InvalidSlice(ns) => write!(f, "slice {ns} ns is outside 100000..=100000000"),
             SchedError::EmptyAffinity => f.write_str("affinity mask is empty"),
             SchedError::AffinityNotOnline => f.write_str("affinity mask names no online CPU"),

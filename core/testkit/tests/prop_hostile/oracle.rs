@@ -177,7 +177,9 @@ pub(crate) fn err_kind(e: &SchedError) -> &'static str {
         SchedError::NoSwitchPicked(_) => "NoSwitchPicked",
         SchedError::NotInitialised => "NotInitialised",
         SchedError::Group(_) => "Group",
+        #[cfg(feature = "eevdf")]
         SchedError::InvalidSlice(_) => "InvalidSlice",
+        _ => "another error",
     }
 }
 
