@@ -15,7 +15,7 @@ use crate::balance::stats::{DomainEnv, SdStats};
 use crate::balance::{BalanceRecord, IdleType, Outcome, Round, MAX_PINNED_INTERVAL_MS};
 use crate::weights::saturate_u32;
 
-use super::{BalanceState, Smp};
+use super::{BalanceState, RootDomain, Smp};
 use crate::cpumask::CpuMask;
 use crate::features::{Features, Tunables};
 use crate::locks::Locks;
@@ -236,10 +236,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             self.nohz_stats_pass_done(&d.span, env.now);
         }
         if !d.has_parent {
-            self.root.overload.store(status.contains(SgStatus::OVERLOAD), Relaxed);
-            self.root.overutilized.store(status.contains(SgStatus::OVERUTILIZED), Relaxed);
+            RootDomain::set(&self.root.overload, status.contains(SgStatus::OVERLOAD));
+            RootDomain::set(&self.root.overutilized, status.contains(SgStatus::OVERUTILIZED));
         } else if status.contains(SgStatus::OVERUTILIZED) {
-            self.root.overutilized.store(true, Relaxed);
+            RootDomain::set(&self.root.overutilized, true);
         }
         sds
     }

@@ -428,6 +428,19 @@ pub struct RootDomain {
     pub overutilized: AtomicBool,
 }
 
+impl RootDomain {
+    /// Sets `flag` to `v`, reading it first: every CPU's balancing and ticks write these, and a
+    /// store that changes nothing would still take the line from the other CPUs' caches.
+    /// (Out of line on 32-bit targets, where code size counts more than a call.)
+    #[cfg_attr(target_pointer_width = "64", inline)]
+    #[cfg_attr(not(target_pointer_width = "64"), inline(never))]
+    pub(crate) fn set(flag: &AtomicBool, v: bool) {
+        if flag.load(Relaxed) != v {
+            flag.store(v, Relaxed);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use core::mem::{offset_of, size_of};

@@ -5,9 +5,8 @@
 use crate::locks::Locks;
 
 use super::nohz_state::NOHZ;
-use portable_atomic::Ordering::Relaxed;
 
-use super::{CpuState, Move, Moved, Smp, Switch};
+use super::{CpuState, Move, Moved, RootDomain, Smp, Switch};
 use crate::capacity::fits_capacity;
 use crate::error::SchedError;
 use crate::limits::ASYM_CAPACITY;
@@ -290,11 +289,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         self.update_misfit_status(st);
         self.cpus[cpu].stats.publish(st);
         #[cfg(all(any(feature = "internals", test), target_pointer_width = "64"))]
-        if self.prefetch_hints.load(Relaxed) {
+        if self.prefetch_hints.load(portable_atomic::Ordering::Relaxed) {
             self.cpus[cpu].stats.publish_first_queued(&st.rq);
         }
         if st.rq.nr_running() >= 2 {
-            self.root.overload.store(true, Relaxed);
+            RootDomain::set(&self.root.overload, true);
         }
         if st.rq.need_resched() {
             self.platform.resched_cpu(cpu);
