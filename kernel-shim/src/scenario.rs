@@ -14,7 +14,7 @@
 //! * `scenario=wakeone threads=N events=M`: sysbench workers created pinned to CPU 0, then
 //!   widened to all CPUs: only the load balancer spreads them; spread time, exactly-once.
 //! * `scenario=affinity`: 4 threads pinned to CPU 1, 2 to CPU 6, 8 free; no thread may be
-//!   switched in outside its affinity, and every CPU must run a scenario thread.
+//!   switched in outside its affinity; when each CPU first ran a scenario thread is reported.
 //! * `scenario=nice threads=N nice=K events=M`: half the threads at nice 0, half at nice K,
 //!   all on one CPU; their CPU-time ratio must be within `NICE_MARGIN_PCT` (15 %) of the weight ratio.
 //! * `scenario=churn ops=N seed=S`: random spawn/exit/park/unpark/yield/sleep until N

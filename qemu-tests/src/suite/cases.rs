@@ -2,9 +2,9 @@
 //! and the long cases.
 
 use super::judges::{
-    affinity_ok, churn_ok, every_thread_worked, exit_is, fair_shares, groups_ok, has, latency_ab,
-    misfits_moved_up, nice_ok, pingpong_ok, spread_one_per_cpu, stack_overflow_caught, sysbench_ok,
-    wakee_placement, wakeone_ok, EXIT_BAD_ARGS, EXIT_PANIC, EXIT_WATCHDOG, PINGPONG_MAX_MOVED,
+    affinity_ok, affinity_spread, churn_ok, every_thread_worked, exit_is, fair_shares, groups_ok, has,
+    latency_ab, misfits_moved_up, nice_ok, pingpong_ok, spread_one_per_cpu, stack_overflow_caught,
+    sysbench_ok, wakee_placement, wakeone_ok, EXIT_BAD_ARGS, EXIT_PANIC, EXIT_WATCHDOG, PINGPONG_MAX_MOVED,
     PINGPONG_MIN_WAKEUPS, PINGPONG_UNPARKS,
 };
 use crate::qemu::{Arch, Boot, Mode};
@@ -152,7 +152,15 @@ pub(super) const CASES: &[Case] = &[
         name: "affinity: pinned threads never leave their CPUs, the rest spread",
         args: "scenario=affinity",
         mode: Mode::Deterministic,
-        judge: affinity_ok,
+        judge: affinity_spread,
+    },
+    Case {
+        // Tickless: idle CPUs are balanced only through nohz kicks, and a CPU that is the
+        // only tickless one must keep being kicked (it once idled for a whole run).
+        name: "affinity, tickless idle: the rest spread through nohz kicks",
+        args: "scenario=affinity nohz=on",
+        mode: Mode::Deterministic,
+        judge: affinity_spread,
     },
     Case {
         name: "affinity (parallel)",
@@ -161,8 +169,6 @@ pub(super) const CASES: &[Case] = &[
         judge: affinity_ok,
     },
     Case {
-        // Tickless: idle CPUs are balanced only through nohz kicks, and a CPU that is the
-        // only tickless one must keep being kicked (it once idled for a whole run).
         name: "affinity, tickless idle (parallel)",
         args: "scenario=affinity nohz=on watchdog=2500",
         mode: Mode::Parallel,
@@ -209,7 +215,7 @@ pub(super) const CASES: &[Case] = &[
         // Core calls from thread context while ticks (1000 HZ) take the same locks: each
         // must mask IRQs, or a tick on its own CPU spins on the lock it holds.
         name: "core calls from threads while ticks take the same locks",
-        args: "scenario=corecalls rounds=1000000 hz=1000 watchdog=2500",
+        args: "scenario=corecalls rounds=1000000 hz=1000 watchdog=10000",
         mode: Mode::Parallel,
         judge: |b| {
             exit_is(b, 0)?;
@@ -443,7 +449,7 @@ pub(super) const DUAL_MCU_CASES: &[Case] = &[
     },
     Case {
         name: "boot (parallel)",
-        args: "scenario=boot",
+        args: "scenario=boot watchdog=2500",
         mode: Mode::Parallel,
         judge: |b| {
             exit_is(b, 0)?;
@@ -457,7 +463,7 @@ pub(super) const DUAL_MCU_CASES: &[Case] = &[
     // balancer frozen before the threads were widened. Each thread must have worked.
     Case {
         name: "spread: 2 spinners end up one per core, spread time recorded",
-        args: "scenario=sysbench threads=2 events=1000 seed=1",
+        args: "scenario=sysbench threads=2 events=1000 seed=1 watchdog=2500",
         mode: Mode::Parallel,
         judge: |b| {
             sysbench_ok(b)?;
@@ -467,7 +473,7 @@ pub(super) const DUAL_MCU_CASES: &[Case] = &[
     },
     Case {
         name: "spread from one CPU: 2 spinners woken on core 0 end one per core",
-        args: "scenario=wakeone threads=2 events=1000",
+        args: "scenario=wakeone threads=2 events=1000 watchdog=2500",
         mode: Mode::Parallel,
         judge: |b| {
             wakeone_ok(b)?;
@@ -476,7 +482,7 @@ pub(super) const DUAL_MCU_CASES: &[Case] = &[
     },
     Case {
         name: "oversubscription: 6 spinners on 2 cores, every event once (parallel)",
-        args: "scenario=sysbench threads=6 events=2000",
+        args: "scenario=sysbench threads=6 events=2000 watchdog=2500",
         mode: Mode::Parallel,
         judge: sysbench_ok,
     },

@@ -103,10 +103,27 @@ pub(super) fn stack_overflow_caught(b: &Boot) -> Result<(), String> {
     has(b, "stack overflow: thread")
 }
 
-/// The kernel's own check of the workload passed (`affinity: OK`) and it exited 0.
+/// The kernel's own check of the workload passed (`affinity: OK`: no thread ran outside its
+/// affinity, every event done once) and it exited 0: what a parallel run can hold whatever
+/// the host's timing.
 pub(super) fn affinity_ok(b: &Boot) -> Result<(), String> {
     exit_is(b, 0)?;
     has(b, "affinity: OK")
+}
+
+/// [`affinity_ok`], and every CPU ran a scenario thread (the free threads spread to the CPUs
+/// the pinned ones leave idle): a deterministic run's figure.
+pub(super) fn affinity_spread(b: &Boot) -> Result<(), String> {
+    affinity_ok(b)?;
+    if let Some(l) = b.lines.iter().find(|l| l.contains("never ran a scenario thread")) {
+        return Err(l.clone());
+    }
+    let ran = b.lines.iter().filter(|l| l.contains("first ran a scenario thread at")).count();
+    let cpus = machine_cpus(b)?;
+    if ran as f64 != cpus {
+        return Err(format!("{ran} CPUs said when they first ran a scenario thread, of {cpus}"));
+    }
+    Ok(())
 }
 
 /// The report's spread time and one-per-CPU time (docs/seed-experiment.md defines them): the
@@ -157,8 +174,9 @@ pub(super) fn sysbench_ok(b: &Boot) -> Result<(), String> {
     has(b, "scheduler invariants hold")
 }
 
-// Parallel-mode cases give the kernel's watchdog 10 s of guest time (watchdog=2500 ticks): 8
-// vCPU threads share this host's 2 cores, and a descheduled vCPU must not pass for a hung one.
+// Parallel-mode cases give the kernel's watchdog 10 s of guest time (watchdog=2500 ticks at
+// 250 Hz, 10000 at 1000 Hz): 8 vCPU threads share this host's 2 cores, and a descheduled vCPU
+// must not pass for a hung one.
 // The per-case time limit still catches a real hang.
 /// Margins are ratios within one run. CPU time per thread at steady state, max/min ≤ 1.10
 /// ([`FAIR_MAX_MIN_X1000`]). The error a fair scheduler still shows is about one time slice
@@ -187,6 +205,12 @@ pub(super) fn fair_shares(b: &Boot) -> Result<(), String> {
     Ok(())
 }
 
+/// The CPU count of the kernel's `machine: N CPUs, bootargs ...` line.
+fn machine_cpus(b: &Boot) -> Result<f64, String> {
+    let machine = b.lines.iter().find(|l| l.contains("machine: ") && l.contains(" CPUs, bootargs"));
+    Ok(machine.and_then(|l| qemu::number_after_in(l, "machine: ")).ok_or("no `machine: N CPUs` line")?)
+}
+
 /// The runqueue lengths the kernel samples half-way through a sysbench-like run, one per CPU
 /// of the machine (as its `machine: N CPUs` line says): a shorter list is no sample of all.
 pub(super) fn half_way(b: &Boot) -> Result<Vec<u32>, String> {
@@ -196,9 +220,7 @@ pub(super) fn half_way(b: &Boot) -> Result<Vec<u32>, String> {
         .split(',')
         .map(|v| v.trim().parse().map_err(|_| format!("bad runqueue list: {l}")))
         .collect::<Result<_, _>>()?;
-    let machine = b.lines.iter().find(|l| l.contains("machine: ") && l.contains(" CPUs, bootargs"));
-    let cpus =
-        machine.and_then(|l| qemu::number_after_in(l, "machine: ")).ok_or("no `machine: N CPUs` line")?;
+    let cpus = machine_cpus(b)?;
     if rq.len() as f64 != cpus {
         return Err(format!("runqueue lengths at half-way {rq:?}: {} of {cpus} CPUs", rq.len()));
     }
