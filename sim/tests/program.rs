@@ -225,6 +225,20 @@ fn forks_past_the_machine_start_no_thread() {
     assert!((128 * 3 / 2..3 * 2048).contains(&acts), "{acts} activations");
 }
 
+/// Forks without bound whose threads sleep: a sleeper holds no runqueue slot, so the
+/// machine's free slots alone would let the forks fill every one, and a sleeper's wakeup then
+/// find none. The forks stop at what the machine holds, asleep or not, and every wakeup lands.
+#[test]
+fn forks_of_sleepers_stop_at_what_the_machine_holds() {
+    let json = r#"{ "global": { "calibration": 100, "duration": 1 },
+                    "tasks": { "a": { "loop": 3, "phases": { "p": { "run": 50, "fork": "a", "sleep": 1000 } } } } }"#;
+    let (tasks, _) = run(json, 2);
+    // 2 CPUs hold 126 threads (64 slots each, less one each for a push), and each runs 3
+    // loops: the machine filled, and the exits made room for more.
+    let acts = tasks[0].activations;
+    assert!(acts > 126 * 3, "{acts} activations");
+}
+
 /// A workload without a `duration` whose threads all come to wait for one another ends
 /// there, as the kernel's run does, instead of running out the simulator's cap with figures
 /// spread over it.

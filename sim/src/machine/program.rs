@@ -75,7 +75,10 @@ impl std::fmt::Display for ProgramRefusal {
 /// - for each such mask, the threads that may run on its CPUs (those of every task any of
 ///   whose masks shares a CPU with it, confined or not) are at most what its CPUs hold (as
 ///   above), so that a thread confined to it finds a runqueue slot wherever placement and
-///   balancing have put the others, and however the phases move them.
+///   balancing have put the others, and however the phases move them. A task forked without
+///   bound counts as many threads as the machine holds: its forks stop only there (a fork
+///   that would pass what the machine holds starts no thread, so that every thread, asleep
+///   or not, has a runqueue slot to wake into).
 pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<(), ProgramRefusal> {
     let room = room(cpus, slots);
     let threads = prog.thread_bound();
@@ -101,7 +104,7 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
         .map(|(i, t)| {
             let masks =
                 core::iter::once(t.cpus()).chain(t.phases().filter_map(|p| p.cpus().map(Some))).collect();
-            (totals[i].unwrap_or(u64::from(t.instances())), masks)
+            (totals[i].unwrap_or(room as u64), masks)
         })
         .collect();
     if let Some((t, m, cpu)) = prog.mask_past_cpus(cpus) {
@@ -141,6 +144,9 @@ pub(super) struct ProgramRun {
     threads: Vec<(TaskId, bool, Option<u64>)>,
     /// A fork was refused (warned once).
     fork_refused: bool,
+    /// The threads the machine holds ([`check_program`]'s room): a fork past it, which a
+    /// sleeper's wakeup might then find no runqueue slot for, starts no thread.
+    room: usize,
     /// When every live thread came to wait for another (`World::stuck`), in a program without
     /// a `duration`: nothing happens after, and the run's figures end there.
     deadlocked_at: Option<u64>,
@@ -207,7 +213,8 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 self.tasks.len
             ));
         }
-        check_program(&prog, self.cpus.len(), super::SIM_Q.saturating_sub(G)).map_err(|e| e.to_string())?;
+        let slots = super::SIM_Q.saturating_sub(G);
+        check_program(&prog, self.cpus.len(), slots).map_err(|e| e.to_string())?;
         let t0 = self.now.max(1);
         let mut world = Box::new(World::new(t0));
         world.spawn_all(&prog).map_err(|_| format!("more than {PROGRAM_THREADS} threads"))?;
@@ -230,6 +237,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             world,
             threads: Vec::new(),
             fork_refused: false,
+            room: room(self.cpus.len(), slots),
             deadlocked_at: None,
             cut_at: None,
             acts: Vec::new(),
@@ -354,7 +362,12 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                     let Some(run) = self.program.as_mut() else { return };
                     // A fork past the world's table, or one the machine has no room for,
                     // starts no thread (as on the kernel), with a warning at the first.
+                    let full = self.tasks.len >= run.room;
                     let refused = match run.world.fork(&run.prog, th, task, now) {
+                        Ok(child) if full => {
+                            run.world.abandon(child, now, &mut Collect::default());
+                            Some(format!("the machine holds {} threads", run.room))
+                        }
                         Ok(child) => match self.spawn_thread(cpu, child) {
                             Ok(()) => None,
                             Err(e) => {
