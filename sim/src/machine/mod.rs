@@ -85,6 +85,9 @@ pub struct Machine<const C: usize, const G: usize = 0> {
     /// A workload program deadlocked ([`Machine::program_deadlock`]): nothing it does can
     /// happen any more, so the event loop stops there instead of running idle to its bound.
     halted: bool,
+    /// The name of the task whose exit the next switch completes (tracing only): its record
+    /// is gone by then, and its last `sched_switch` must still name it.
+    exiting: Option<(TaskId, String)>,
     /// Whether each event prefetches what the next ticks read: large machines (above
     /// [`LARGE_ABOVE_CPUS`]) on a host with a prefetch instruction, where the core names
     /// the lines (64-bit targets).
@@ -147,6 +150,7 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             wake_latencies: Vec::new(),
             program: None,
             halted: false,
+            exiting: None,
             prefetch,
         };
         // Every CPU starts in its idle loop with its tick running.
@@ -472,7 +476,15 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 }
             }
             if let Some(tr) = self.trace.as_mut() {
-                let name = |t: Option<TaskId>| t.and_then(|t| self.tasks.get(&t)).map(|s| s.name.clone());
+                let exiting = self.exiting.take();
+                let name = |t: Option<TaskId>| {
+                    let t = t?;
+                    match (self.tasks.get(&t), &exiting) {
+                        (Some(s), _) => Some(s.name.clone()),
+                        (None, Some((gone, n))) if *gone == t => Some(n.clone()),
+                        (None, _) => None,
+                    }
+                };
                 tr.switch(
                     self.now,
                     cpu,
@@ -555,6 +567,9 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         if let Some(ts) = ts {
             if ts.is_worker {
                 self.last_worker_exit = Some(self.now);
+            }
+            if self.trace.is_some() {
+                self.exiting = Some((t, ts.name));
             }
         }
         for &w in wakes {
