@@ -117,3 +117,28 @@ proptest! {
         on_big_stack(move || run(s));
     }
 }
+
+/// A tick that lands on an idle CPU while a reschedule IPI is on its way there (a task was
+/// just queued on it) keeps ticking: the core does not count that CPU tickless, so a stopped
+/// tick there would be passed over by every kick. IPIs slower than a tick make the window
+/// wide; the per-event checks hold the machine to it.
+#[test]
+fn a_tick_in_a_wakeups_ipi_window_keeps_ticking() {
+    let cfg = Config {
+        topology: TopologyKind::Clusters(4),
+        nohz: true,
+        ipi_latency_ns: 6_000_000,
+        check_every_event: true,
+        ..Config::octo(7)
+    };
+    on_big_stack(move || {
+        let mut m = Machine::<8>::new(cfg).unwrap();
+        m.run_until(5_000_000);
+        for i in 0..12 {
+            let b = Behavior::Periodic { run_ns: 700_000, sleep_ns: 1_300_000, repeat: 200 };
+            m.spawn(i % 8, b, &format!("p{i}"), CpuMask::ALL).unwrap();
+        }
+        m.run_until(600_000_000);
+        m.smp.check_invariants().unwrap();
+    });
+}

@@ -261,6 +261,13 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         })
     }
 
+    /// A CPU whose tick is stopped while the core does not count it in tickless idle: the
+    /// busy CPUs' kicks, which balance for the tickless, would pass it by. Checked after every
+    /// event with [`Config::check_every_event`].
+    fn stopped_not_tickless(&self) -> Option<usize> {
+        (0..self.cpus.len()).find(|&c| !self.cpus[c].ticking && !self.smp.nohz().is_tickless(c))
+    }
+
     /// [`Machine::run_until`]'s event loop; with `PREFETCH`, each event first prefetches
     /// what the next ticks read ([`Machine::prefetch_ticks`]).
     fn run_events<const PREFETCH: bool>(&mut self, until: u64) -> bool {
@@ -315,6 +322,13 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                         self.now, ev
                     );
                 }
+                if let Some(cpu) = self.stopped_not_tickless() {
+                    panic!(
+                        "CPU {cpu}'s tick stopped while the core does not count it tickless (no kick \
+                         would reach it), at {} ns after {:?}",
+                        self.now, ev
+                    );
+                }
             }
             if self.tasks.is_empty() {
                 return false;
@@ -357,7 +371,10 @@ impl<const C: usize, const G: usize> Machine<C, G> {
     #[inline(always)]
     fn on_tick(&mut self, cpu: usize) {
         self.ticks += 1;
-        let idle = self.cpus[cpu].running.is_none();
+        // Idle as the core sees it too: a task queued here, its IPI on the way, keeps the
+        // tick (the core would not count the CPU tickless, and no kick would reach it).
+        let idle = self.cpus[cpu].running.is_none()
+            && self.smp.stats(cpu).idle.load(std::sync::atomic::Ordering::Relaxed);
         // An idle CPU keeps its tick while a group's period timer runs (the tick runs it).
         if idle && self.cfg.nohz && (G == 0 || self.smp.bandwidth_timer().is_none()) {
             // The tick stops on an idle CPU; it restarts when the CPU gets work.
