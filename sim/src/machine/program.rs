@@ -340,9 +340,14 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                 self.smp.set_affinity(now, t, mask(want)).expect("a mask the program checked");
                 self.after_core_call(cpu);
             }
+            // A migration's cache refill lengthens the next work step (a wall-time step holds
+            // it within its time; one that waits first has left it behind: `set_step`).
+            let refill = self.tasks.get(&t).map_or(0, |s| s.refill);
             let work = match step {
-                Step::Work { ns, jitter_pct: 0 } => ns.max(1),
-                Step::Work { ns, jitter_pct } => self.rng.jitter(ns, f64::from(jitter_pct) / 100.0).max(1),
+                Step::Work { ns, jitter_pct: 0 } => ns.max(1) + refill,
+                Step::Work { ns, jitter_pct } => {
+                    self.rng.jitter(ns, f64::from(jitter_pct) / 100.0).max(1) + refill
+                }
                 Step::WorkUntil { at } => at.saturating_sub(now).max(1),
                 Step::SleepUntil { at } => return self.sleep_until(cpu, t, at),
                 Step::Block => {
@@ -402,11 +407,13 @@ impl<const C: usize, const G: usize> Machine<C, G> {
         self.set_step(t, ns, None);
     }
 
-    /// Task `t`'s next step: `ns` from now, as work, or ending at wall time `until`.
+    /// Task `t`'s next step: `ns` from now, as work, or ending at wall time `until`. A cache
+    /// refill it owed is in `ns` or behind it.
     fn set_step(&mut self, t: TaskId, ns: u64, until: Option<u64>) {
         if let Some(s) = self.tasks.get_mut(&t) {
             s.remaining = ns;
             s.until = until;
+            s.refill = 0;
         }
     }
 

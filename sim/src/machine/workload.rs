@@ -46,6 +46,10 @@ pub(super) struct TaskSim {
     /// then that the task runs, whether it ran or waited meanwhile, so `remaining` is taken
     /// anew from it each time the task is switched in.
     pub(super) until: Option<u64>,
+    /// Cache refill owed after a migration by a task switched in between two steps (woken,
+    /// or back from a yield): its next work step pays it. (It starts running, and a wakeup's
+    /// latency ends, at the switch itself.)
+    pub(super) refill: u64,
     /// CPU time it has had (ns).
     pub(super) ran_ns: u64,
     pub(super) last_cpu: Option<usize>,
@@ -176,6 +180,7 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
                 behavior,
                 remaining,
                 until: None,
+                refill: 0,
                 step: 0,
                 event: None,
                 last_cpu: None,
@@ -222,6 +227,7 @@ mod tests {
             behavior: Behavior::Spinner,
             remaining: 0,
             until: None,
+            refill: 0,
             step,
             event: None,
             last_cpu: None,
