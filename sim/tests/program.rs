@@ -128,6 +128,12 @@ fn a_rising_task_ends_on_a_big_cpu() {
     assert!(ramp.last_phase_cpus != 0 && ramp.last_phase_cpus & 0x0f == 0, "{:#010b}", ramp.last_phase_cpus);
 }
 
+/// The mean wake-to-run time (µs) of the built-in latency workload's periodic tasks of `tag`.
+fn mean_wake_us(r: &sched_sim::machine::RunReport, tag: u8) -> f64 {
+    let w: Vec<u64> = r.wake_latencies.iter().filter(|l| l.0 == tag).map(|l| l.1).collect();
+    w.iter().sum::<u64>() as f64 / w.len().max(1) as f64 / 1000.0
+}
+
 /// `workloads/latency.json` is the latency workload written as a file: under CFS and under
 /// EEVDF the same periods run, with the same wake-to-run times and CPU shares.
 #[test]
@@ -155,8 +161,12 @@ fn the_latency_file_is_the_latency_workload() {
             (spinner.cpu_share_pct, share(b.spinner_cpu_ns)),
             (short.cpu_share_pct, share(b.periodic_cpu_ns[1])),
             (default.cpu_share_pct, share(b.periodic_cpu_ns[0])),
+            (short.wake_us.p50, sched_sim::experiments::wake_us(&b, 1, 0.5)),
             (short.wake_us.p99, sched_sim::experiments::wake_us(&b, 1, 0.99)),
+            (default.wake_us.p50, sched_sim::experiments::wake_us(&b, 0, 0.5)),
             (default.wake_us.max, sched_sim::experiments::wake_us(&b, 0, 1.0)),
+            (short.wake_us.mean, mean_wake_us(&b, 1)),
+            (default.wake_us.mean, mean_wake_us(&b, 0)),
         ] {
             assert!((got - want).abs() < 1e-9, "{features:?}: the file gives {got}, the workload {want}");
         }
