@@ -62,10 +62,17 @@ fn check_cpus(flag: &str, cpus: usize, topology: TopologyKind, spelled: &str) {
 }
 
 fn config(m: &MachineArgs) -> Config {
+    let cfg = machine_config(m);
+    check_cpus("--cpus", m.cpus, cfg.topology, &m.topology);
+    cfg
+}
+
+/// [`config`] without the check of `--cpus` against the topology: for `spread`, whose CPU
+/// counts are its own (`--cpu-counts`, each checked).
+fn machine_config(m: &MachineArgs) -> Config {
     let topology = TopologyKind::parse(&m.topology).unwrap_or_else(|| {
         usage(&format!("--topology {}: not one of {}", m.topology, TopologyKind::GRAMMAR))
     });
-    check_cpus("--cpus", m.cpus, topology, &m.topology);
     // (Made only when a picture is written, so that a refused command leaves nothing behind;
     // a folder below a file could never be made, and is refused now.)
     if let Some(dir) = &m.out {
@@ -241,7 +248,7 @@ fn run() {
             }
         }
         Cmd::Spread { m, cpu_counts, iterations } => {
-            let cfg = config(&m);
+            let cfg = machine_config(&m);
             for &n in &cpu_counts {
                 check_cpus("--cpu-counts", n, cfg.topology, &m.topology);
             }

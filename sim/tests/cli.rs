@@ -28,6 +28,17 @@ fn spread_refuses_cpu_counts_it_cannot_build() {
     refused(&["spread", "--cpu-counts", "8,2000"], 2, "--cpu-counts 2000: must be 1..=1024");
     refused(&["spread", "--cpu-counts", "0"], 2, "--cpu-counts 0");
     refused(&["spread", "--cpu-counts", "6"], 2, "4 does not divide the 6 CPUs");
+    refused(&["spread", "--topology", "nodes:16", "--cpu-counts", "8"], 2, "16 nodes do not divide the 8");
+}
+
+/// `spread` runs the CPU counts it is given: `--cpus` (8 unless given), which it does not
+/// use, is not held to a topology that only its counts fit.
+#[test]
+fn spread_checks_its_own_cpu_counts_only() {
+    let (code, stdout, stderr) =
+        xsim(&["spread", "--topology", "nodes:16", "--cpu-counts", "16", "--iterations", "1"]);
+    assert_eq!(code, Some(0), "{stderr}");
+    assert!(stdout.lines().any(|l| l.trim_start().starts_with("16 ")), "{stdout}");
 }
 
 #[test]

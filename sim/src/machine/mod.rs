@@ -285,7 +285,8 @@ impl<const C: usize, const G: usize> Machine<C, G> {
             };
             let at = if from_ticks { tick.map_or(0, |t| t.0) } else { heap.map_or(0, |h| h.0) };
             if at > until {
-                self.now = until;
+                // (Never back: a bound already passed leaves the clock where it is.)
+                self.now = self.now.max(until);
                 return true;
             }
             let ev = if from_ticks {
