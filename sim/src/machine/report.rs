@@ -12,7 +12,7 @@ pub struct RunReport {
     /// Per-event latencies (ns).
     #[serde(skip)]
     pub latencies: Vec<u64>,
-    /// Mean per-event latency (ns).
+    /// Mean per-event latency (ns) of the events done.
     pub avg_latency_ns: f64,
     /// Max per-event latency (ns).
     pub max_latency_ns: u64,
@@ -118,10 +118,12 @@ impl<const C: usize, const G: usize> super::Machine<C, G> {
             (Some(a), Some(b)) => b - a,
             _ => 0,
         };
-        let n = lat.len().max(1) as f64;
+        // (Over the events done: a run cut short leaves the rest at 0.)
+        let done: Vec<u64> =
+            lat.iter().zip(&self.pool.done).filter(|(_, &d)| d > 0).map(|(&l, _)| l).collect();
         RunReport {
             total_ns: total,
-            avg_latency_ns: lat.iter().sum::<u64>() as f64 / n,
+            avg_latency_ns: done.iter().sum::<u64>() as f64 / done.len().max(1) as f64,
             max_latency_ns: lat.iter().copied().max().unwrap_or(0),
             latencies: lat,
             spread_ns: self.spread_at.map(|(t, _, _)| t - self.first_worker_at.unwrap_or(0)),
