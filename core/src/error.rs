@@ -8,7 +8,7 @@ use crate::task::id::{TaskId, TaskState};
 use crate::topology::TopologyError;
 
 /// Why the core refused an operation. Non-exhaustive: a variant of a cargo feature
-/// ([`SchedError::InvalidSlice`]) is there only with it, so a match needs a `_` arm, and
+/// (`InvalidSlice`, of `eevdf`) is there only with it, so a match needs a `_` arm, and
 /// another crate that turns a feature on in the same build breaks no match.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[cfg_attr(feature = "defmt", derive(defmt::Format))]

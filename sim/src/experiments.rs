@@ -433,7 +433,9 @@ fn measured(s: &Summary, v: f64) -> f64 {
 /// A program's rows: rt-app's figures of each task (sched_workload::figures), per run.
 fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
     type TaskFigure = (&'static str, fn(&TaskFigures) -> f64);
-    // (A figure a task never has, such as slack without a timer, is NaN and its row left out.)
+    // (A figure a task never has, such as slack without a timer, is NaN and its row left out;
+    // one some runs lack is summed over the runs that have it: NaN here is "no such figure",
+    // not "not reached", which the tables rank last.)
     const FIGURES: [TaskFigure; 8] = [
         ("activations", |f| f.activations as f64),
         ("run time mean (µs)", |f| f.run_us.mean),
@@ -452,10 +454,12 @@ fn program_rows(ra: &[RunReport], rb: &[RunReport]) -> Vec<Row> {
             let of = |runs: &[RunReport]| -> Vec<f64> {
                 runs.iter().map(|r| r.tasks.get(i).map_or(f64::NAN, f)).collect()
             };
-            let (va, vb) = (of(ra), of(rb));
+            let (mut va, mut vb) = (of(ra), of(rb));
             if va.iter().chain(&vb).all(|v| v.is_nan()) {
                 continue;
             }
+            va.retain(|v| !v.is_nan());
+            vb.retain(|v| !v.is_nan());
             let (_, p) = mann_whitney(&va, &vb);
             rows.push(Row { name: format!("{task}: {name}"), a: va, b: vb, p_value: p });
         }

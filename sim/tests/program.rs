@@ -175,9 +175,8 @@ fn the_latency_file_is_the_latency_workload() {
 
 /// `workloads/sysbench.json` is the seed's workload. The seed's runs keep the figures of the
 /// simulator's own sysbench engine that the file replaced, pinned here from its last runs
-/// (rule on, seeds 0–2): a change of the model that moves them shows here. (Seed 1's total
-/// moved by 1.7 µs when a woken thread's cache refill became work of its next step rather
-/// than a delay before it.) The built-in
+/// (rule on, seeds 0–2), as the current model gives them: a change of the model that moves
+/// them shows here. The built-in
 /// workload lowers the same JSON (`sched-workload` checks the texts agree), so the second
 /// half checks the two ways `drive` starts it, as the seed and as a program file: the same
 /// runs, with the rule off and on.
@@ -249,6 +248,26 @@ fn forks_of_sleepers_stop_at_what_the_machine_holds() {
     // loops: the machine filled, and the exits made room for more.
     let acts = tasks[0].activations;
     assert!(acts > 126 * 3, "{acts} activations");
+}
+
+/// A task forked without bound counts as many threads as the machine holds, and no more,
+/// whatever else runs beside it: a main thread that starts such a worker is admitted (the
+/// forks stop at what the machine holds); on a mask narrower than the machine it is not.
+#[test]
+fn an_unbounded_worker_beside_a_main_thread_is_admitted() {
+    let check = |json: &str| {
+        let def = sched_workload::rtapp::lower(json).expect("a valid workload");
+        let bytes = def.to_bytes();
+        let prog = sched_workload::Program::parse(&bytes).expect("a lowered program parses");
+        sched_sim::machine::check_program(&prog, 2, sched_sim::machine::SIM_Q).map_err(|e| e.to_string())
+    };
+    let wide = r#"{ "global": { "calibration": 100, "duration": 1 },
+                    "tasks": { "main": { "loop": 1, "fork": "w", "run": 10 },
+                               "w": { "instance": 0, "loop": 3, "run": 50, "fork": "w", "sleep": 1000 } } }"#;
+    assert_eq!(check(wide), Ok(()));
+    let narrow = wide.replace(r#""instance": 0,"#, r#""instance": 0, "cpus": [0],"#);
+    let refused = check(&narrow).expect_err("a mask of one CPU holds 64 threads");
+    assert!(refused.contains("mask 0x1"), "{refused}");
 }
 
 /// A workload without a `duration` whose threads all come to wait for one another ends

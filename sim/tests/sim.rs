@@ -23,6 +23,10 @@ fn same_seed_same_bytes() {
     assert_eq!(a, b, "results, trace and SVG are byte-identical for one seed");
     let c = traced(43);
     assert_ne!(a.1, c.1, "another seed gives another run");
+    // Every switch names its tasks, an exiting one's last switch too (its record is gone by
+    // then), and the workers do exit in the trace.
+    assert!(a.1.contains("prev_state=X"), "no exit traced");
+    assert!(!a.1.contains("comm=task"), "a task traced without its name");
 }
 
 #[test]

@@ -177,6 +177,9 @@ fn s2_variant_an_idle_busiest_cpu_gets_no_stopper() {
     }
     assert!(m.platform().stoppers().is_empty(), "no stopper for an idle CPU: {outcomes:?}");
     assert_eq!(outcomes.last(), Some(&Outcome::AllPinned), "{outcomes:?}");
+    // Pinned passes back off: the last three each doubled the interval from MC's 4 ms.
+    assert_eq!(outcomes[3..], [Outcome::AllPinned; 3], "{outcomes:?}");
+    assert_eq!(m.balance_state(3).unwrap().domains[MC].balance_interval_ms, 32);
     assert_eq!(nr(&m, 2), 2);
     m.check_invariants().unwrap();
 }

@@ -156,7 +156,7 @@ pub(super) const CASES: &[Case] = &[
     },
     Case {
         // Tickless: idle CPUs are balanced only through nohz kicks, and a CPU that is the
-        // only tickless one must keep being kicked (it once idled for a whole run).
+        // only tickless one must keep being kicked, or it idles for the whole run.
         name: "affinity, tickless idle: the rest spread through nohz kicks",
         args: "scenario=affinity nohz=on",
         mode: Mode::Deterministic,

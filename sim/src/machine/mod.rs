@@ -485,9 +485,9 @@ impl<const C: usize, const G: usize> Machine<C, G> {
                         // Wall time: what is left of it, whatever the task did not run.
                         ts.remaining = until.saturating_sub(runs_at);
                     } else if ts.last_cpu.is_some_and(|l| l != cpu) {
-                        // Cache refill: more work for the step under way, or, between two
-                        // steps, for the next one (the task starts it at once).
-                        if ts.remaining == 0 {
+                        // Cache refill: more work for the step under way, or, for a program
+                        // thread between two steps, for its next one (it starts at once).
+                        if ts.remaining == 0 && matches!(ts.behavior, Behavior::Program { .. }) {
                             ts.refill = self.cfg.migration_cost_ns;
                         } else {
                             ts.remaining = ts.remaining.saturating_add(self.cfg.migration_cost_ns);

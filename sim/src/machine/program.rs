@@ -76,9 +76,9 @@ impl std::fmt::Display for ProgramRefusal {
 ///   whose masks shares a CPU with it, confined or not) are at most what its CPUs hold (as
 ///   above), so that a thread confined to it finds a runqueue slot wherever placement and
 ///   balancing have put the others, and however the phases move them. A task forked without
-///   bound counts as many threads as the machine holds: its forks stop only there (a fork
-///   that would pass what the machine holds starts no thread, so that every thread, asleep
-///   or not, has a runqueue slot to wake into).
+///   bound counts as many threads as the machine holds, and no mask's CPUs see more than
+///   that: a fork that would pass what the machine holds starts no thread, so that every
+///   thread, asleep or not, has a runqueue slot to wake into.
 pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<(), ProgramRefusal> {
     let room = room(cpus, slots);
     let threads = prog.thread_bound();
@@ -118,6 +118,9 @@ pub fn check_program(prog: &Program<'_>, cpus: usize, slots: usize) -> Result<()
             let there: u64 =
                 tasks.iter().filter(|(_, ms)| ms.iter().any(|&a| meets(a, m))).map(|(n, _)| n).sum();
             let held = held(width(m), slots) as u64;
+            // (However many threads the tasks could have, the machine holds `room` at once:
+            // a fork past it starts none.)
+            let there = there.min(room as u64);
             if there > held {
                 return Err(ProgramRefusal::TooLarge(format!(
                     "task {}: {there} threads may run on the CPUs of its mask {}, which hold {held}",
