@@ -145,13 +145,18 @@ impl FairPolicy for Eevdf {
         let curr = c_on_rq.then(|| (c_vr, c.weight()));
         let avg = f.cfs.eavg;
         let c_eligible = c_on_rq && avg.eligible(c_vr, base, curr);
-        let protected = c_eligible && c_dl == f.cfs.picked_deadline;
-        // PREEMPT_SHORT (Linux 6.12): an eligible wakee with a shorter slice and an earlier
-        // deadline ends the running task's protection (for the pick that follows too).
+        // The request it was picked for still runs (the mark of RUN_TO_PARITY); it protects
+        // the CPU while the task is eligible.
+        let marked = c_dl == f.cfs.picked_deadline;
+        let protected = c_eligible && marked;
+        // PREEMPT_SHORT (Linux 6.12's `do_preempt_short`): an eligible wakee with a shorter
+        // slice, whose deadline is earlier or beside a running task no longer eligible, ends
+        // the running task's protection (for the pick that follows, and for its next charge,
+        // which then gives the CPU up once the task is ineligible).
         let short = f.slice_ns(w.slice()) < f.slice_ns(c.slice())
             && avg.eligible(w.vruntime(), base, curr)
-            && vruntime_before(w_dl, c_dl);
-        if protected && short {
+            && (vruntime_before(w_dl, c_dl) || !c_eligible);
+        if short && marked {
             f.cfs.picked_deadline = c_dl.wrapping_add(1);
         } else if protected {
             return false;

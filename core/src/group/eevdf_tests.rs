@@ -143,6 +143,46 @@ fn a_task_whose_protection_ended_leaves_once_ineligible() {
     }
 }
 
+/// PREEMPT_SHORT's wakeup half beside a running task no longer eligible (Linux 6.12's
+/// `do_preempt_short`): a woken task with a shorter slice ends that task's protection even
+/// when its own deadline is later and the pick is a third task, so the running task gives the
+/// CPU up at its next charge, not at the end of its request.
+#[test]
+fn a_shorter_wakee_ends_an_ineligible_tasks_protection() {
+    let m = boot::<1>(Features::default() | Features::EEVDF);
+    let mut now = 1;
+    let a = m.create(0, now, TaskParams::default()).unwrap();
+    let b = m.create(0, now, TaskParams::default()).unwrap();
+    for t in [a, b] {
+        m.set_slice(now, t, 20 * MS).unwrap();
+    }
+    // A light task with a shorter slice: at nice 19 its request ends far past the others'.
+    let c = m.create(0, now, TaskParams { nice: 19, ..TaskParams::default() }).unwrap();
+    m.set_slice(now, c, 10 * MS).unwrap();
+    run_until(&m, &mut now, 2000, "c runs", |m| m.current(0) == Some(c));
+    m.block(0, now, c).unwrap();
+    m.schedule(0, now).unwrap();
+    m.finish_switch(0, now).unwrap();
+    let t = now + 100 * MS;
+    run(&m, &mut now, t);
+    // `a` runs, past the average (ineligible) but within the request it was picked for.
+    run_until(&m, &mut now, 400, "a runs ahead of b within a request", |m| {
+        let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
+        let ahead = ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 0;
+        m.current(0) == Some(a) && ahead && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
+    });
+    let deadline = m.entity(a).unwrap().deadline;
+    assert_eq!(m.rq(0).rq.cfs.picked_deadline, deadline, "a runs the request it was picked for");
+    m.wake(0, now, c).unwrap();
+    assert!(!m.need_resched(0), "the pick is b, not the wakee");
+    let picked = m.rq(0).rq.cfs.picked_deadline;
+    assert_ne!(picked, deadline, "the shorter wakee ended a's protection");
+    now += MS / 4;
+    m.tick(0, now).unwrap();
+    assert!(m.need_resched(0), "a, ineligible, gives the CPU up at its next charge");
+    m.check_invariants().unwrap();
+}
+
 /// A queued group entity reweighted (its group's shares moved as a task joined it here)
 /// keeps its lag as the same service, as Linux 6.7's `reweight_eevdf` does: its vruntime
 /// moves to V − lag·old/new and its deadline to V + (d − V)·old/new, and the average V of
