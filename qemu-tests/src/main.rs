@@ -168,7 +168,7 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
         Ok(m) => m,
         Err(e) => {
             eprintln!("xboot: {e}");
-            return ExitCode::FAILURE;
+            return ExitCode::from(XBOOT_UNPREPARED);
         }
     };
     if cpus.is_some() {
@@ -176,7 +176,7 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
             Ok(m) => m,
             Err(e) => {
                 eprintln!("xboot: {e}");
-                return ExitCode::FAILURE;
+                return ExitCode::from(XBOOT_UNPREPARED);
             }
         };
     }
@@ -218,8 +218,26 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
         if b.timed_out { " (timed out)" } else { "" },
         b.wall.as_secs_f64()
     );
-    ExitCode::from(b.code.map_or(1, |c| c.clamp(0, 255) as u8))
+    if b.timed_out {
+        return ExitCode::from(XBOOT_TIMED_OUT);
+    }
+    if b.qemu_failed() {
+        eprintln!(
+            "xboot: QEMU ended before the kernel spoke: {}",
+            b.qemu_said.as_deref().unwrap_or("it said nothing")
+        );
+        return ExitCode::from(XBOOT_QEMU_FAILED);
+    }
+    ExitCode::from(b.code.map_or(XBOOT_QEMU_FAILED, |c| c.clamp(0, 255) as u8))
 }
+
+/// `cargo xboot`'s exit when the machine could not be prepared: QEMU missing (and not
+/// installable here) or the kernel's build failed.
+const XBOOT_UNPREPARED: u8 = 69;
+/// `cargo xboot`'s exit when the boot hit its time limit (600 s).
+const XBOOT_TIMED_OUT: u8 = 124;
+/// `cargo xboot`'s exit when QEMU could not start, or ended before the kernel said anything.
+const XBOOT_QEMU_FAILED: u8 = 125;
 
 fn usage_error(line: &str) -> ExitCode {
     eprintln!("cargo xboot: {line}");
@@ -486,6 +504,15 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
             println!("xtest: {p} passed, {f} failed");
             return if f == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE };
         }
+    }
+    // The QEMU suite's emulators, found (or installed) before the first step: a machine
+    // without one stops here in one line, not after the host steps' minutes.
+    let mut missing: Vec<String> =
+        qemu::Arch::ALL.iter().filter_map(|&a| qemu::find_or_install(a).err()).collect();
+    missing.dedup();
+    if !missing.is_empty() {
+        eprintln!("xtest: {}", missing.join("; "));
+        return ExitCode::from(XBOOT_UNPREPARED);
     }
     let mut tally = Tally::default();
     let mut steps_failed = Vec::new();

@@ -195,9 +195,19 @@ pub struct Boot {
     pub timed_out: bool,
     /// Wall time.
     pub wall: Duration,
+    /// QEMU's own last line on its standard error (an option it refused, firmware it could
+    /// not find), or why it could not be started: what tells a QEMU that failed from a
+    /// kernel that did.
+    pub qemu_said: Option<String>,
 }
 
 impl Boot {
+    /// Whether QEMU failed before the kernel said anything: it could not start, or it ended
+    /// with nothing decoded and a complaint of its own.
+    pub fn qemu_failed(&self) -> bool {
+        self.lines.is_empty() && !self.timed_out && (self.code.is_none() || self.qemu_said.is_some())
+    }
+
     /// The first line containing `needle`.
     pub fn line(&self, needle: &str) -> Option<&str> {
         self.lines.iter().map(String::as_str).find(|l| l.contains(needle))
@@ -390,12 +400,25 @@ pub fn machine_command(m: &Machine, mode: Mode) -> Command {
     cmd
 }
 
+/// How a QEMU run ended.
+#[derive(Debug, Clone)]
+pub struct Ran {
+    /// Its exit code; None if killed or not started.
+    pub code: Option<i32>,
+    /// The time limit was hit (and it was killed).
+    pub timed_out: bool,
+    /// Wall time, from its start (not from the wait for a place on the host).
+    pub wall: Duration,
+    /// Why it could not be started, if it could not.
+    pub not_started: Option<String>,
+}
+
 /// Runs `cmd` (a QEMU in `mode`) to its end or for at most `limit`, once it has its place
-/// on the host ([`crate::pool::host_slot`]): its exit code (None if killed or not started),
-/// whether the limit was hit, and the wall time (from its start, not from the wait).
-pub fn run_limited(cmd: &mut Command, mode: Mode, limit: Duration) -> (Option<i32>, bool, Duration) {
+/// on the host ([`crate::pool::host_slot`]).
+pub fn run_limited(cmd: &mut Command, mode: Mode, limit: Duration) -> Ran {
     let _slot = crate::pool::host_slot(mode);
     let start = Instant::now();
+    let mut not_started = None;
     let (code, timed_out) = match cmd.spawn() {
         Ok(mut child) => loop {
             if let Ok(Some(st)) = child.try_wait() {
@@ -408,9 +431,12 @@ pub fn run_limited(cmd: &mut Command, mode: Mode, limit: Duration) -> (Option<i3
             }
             std::thread::sleep(Duration::from_millis(20));
         },
-        Err(_) => (None, false),
+        Err(e) => {
+            not_started = Some(format!("cannot start {}: {e}", cmd.get_program().to_string_lossy()));
+            (None, false)
+        }
     };
-    (code, timed_out, start.elapsed())
+    Ran { code, timed_out, wall: start.elapsed(), not_started }
 }
 
 /// Boots the machine's kernel on its vCPUs with `args` on the command line.
@@ -431,10 +457,35 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
         .arg(&m.elf)
         .arg("-append")
         .arg(args);
-    let (code, timed_out, wall) = run_limited(&mut cmd, mode, limit);
+    // QEMU's own complaints go to a file of their own, for a boot that ends before the kernel
+    // speaks (without one, they are dropped as before).
+    let said = log.with_extension("stderr");
+    if let Ok(f) = std::fs::File::create(&said) {
+        cmd.stderr(f);
+    }
+    let ran = run_limited(&mut cmd, mode, limit);
     let bytes = std::fs::read(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
-    Boot { code, lines: decode(&m.elf, kernel_stream(&bytes)), timed_out, wall }
+    let complaint = std::fs::read_to_string(&said).ok().and_then(|t| last_line(&t));
+    let _ = std::fs::remove_file(&said);
+    let lines = decode(&m.elf, kernel_stream(&bytes));
+    // With nothing decoded, what the firmware printed before the kernel (OpenSBI's error,
+    // say) is the next best word.
+    let firmware =
+        if lines.is_empty() { last_line(&String::from_utf8_lossy(firmware_text(&bytes))) } else { None };
+    Boot {
+        code: ran.code,
+        lines,
+        timed_out: ran.timed_out,
+        wall: ran.wall,
+        qemu_said: ran.not_started.or(complaint).or(firmware),
+    }
+}
+
+/// The last line of `text` that is not blank, trimmed and cut to 300 characters.
+fn last_line(text: &str) -> Option<String> {
+    let l = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    Some(l.chars().take(300).collect())
 }
 
 /// What identifies a deterministic boot's run: the machine (its kernel image as built, its
@@ -495,6 +546,12 @@ pub fn remembered(m: &Machine, args: &str, limit: Duration) -> Boot {
 /// text (OpenSBI's banner on riscv64), which has no zero bytes.
 fn kernel_stream(serial: &[u8]) -> &[u8] {
     serial.iter().position(|&b| b == 0).map_or(&[][..], |i| &serial[i + 1..])
+}
+
+/// What the serial port captured before the kernel's stream (all of it, if the kernel wrote
+/// nothing).
+fn firmware_text(serial: &[u8]) -> &[u8] {
+    &serial[..serial.iter().position(|&b| b == 0).unwrap_or(serial.len())]
 }
 
 pub(crate) fn unique() -> u64 {

@@ -41,7 +41,11 @@ pub(crate) fn kernel_thread_room() -> u64 {
 /// A lowered program `def` (named `name` in refusals) ready to boot on `arch`, or why not.
 pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, String)> {
     if arch.program_window().is_none() {
-        return Err((13, format!("{name}: {} takes no workload program", arch.name())));
+        // (A machine the option cannot go with: a usage error, as any option refused.)
+        return Err((
+            sched_sim::cli::USAGE_EXIT,
+            format!("{name}: {} takes no workload program", arch.name()),
+        ));
     }
     let bytes = def.to_bytes();
     let prog = sched_workload::Program::parse(&bytes).map_err(|e| (2, format!("{name}: {e}")))?;
@@ -56,7 +60,7 @@ pub fn load_def(def: ProgramDef, name: &str, arch: Arch) -> Result<Loaded, (u8, 
     let bytes_file =
         std::env::temp_dir().join(format!("fairsched-program-{}-{}.bin", std::process::id(), qemu::unique()));
     std::fs::write(&bytes_file, bytes)
-        .map_err(|e| (2, format!("cannot write {}: {e}", bytes_file.display())))?;
+        .map_err(|e| (sched_sim::cli::OUTPUT_EXIT, format!("cannot write {}: {e}", bytes_file.display())))?;
     Ok(Loaded { def, file: ProgramFile(bytes_file), threads })
 }
 
@@ -171,6 +175,7 @@ mod tests {
             lines: lines.iter().map(|l| l.to_string()).collect(),
             timed_out: false,
             wall: std::time::Duration::ZERO,
+            qemu_said: None,
         };
         let r = figures(&b, &def, 2).unwrap();
         let a = &r.tasks[0];

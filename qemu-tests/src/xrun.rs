@@ -244,10 +244,7 @@ fn sysbench(
     let (on, off) = match x.qemu_runs() {
         Ok(sides) => sides,
         Err((b, cmd)) => {
-            eprintln!("\nxrun: run failed (exit {:?}): {cmd}", b.code);
-            for l in b.lines.iter().rev().take(8) {
-                eprintln!("  {l}");
-            }
+            failed_run(&b, &cmd);
             return ExitCode::FAILURE;
         }
     };
@@ -257,7 +254,7 @@ fn sysbench(
         eprintln!("xrun: {line}");
         return ExitCode::FAILURE;
     }
-    crate::xrun_trace::traced_runs(&crate::xrun_trace::Traced {
+    let traced = crate::xrun_trace::traced_runs(&crate::xrun_trace::Traced {
         machine: &machine,
         mode,
         on_cmd: sysbench_cmd(a, topology, 1, true, true, file),
@@ -277,7 +274,24 @@ fn sysbench(
         workload: &workload,
         features,
     });
+    if let Err(line) = traced {
+        eprintln!("xrun: {line}");
+        return ExitCode::FAILURE;
+    }
     ExitCode::SUCCESS
+}
+
+/// Says that boot `b` of `cmd` failed: how it ended, what QEMU said if it said anything, and
+/// the log's last lines in order.
+pub(crate) fn failed_run(b: &Boot, cmd: &str) {
+    let how = if b.timed_out { "timed out".to_string() } else { format!("exit {:?}", b.code) };
+    eprintln!("\nxrun: run failed ({how}): {cmd}");
+    if let Some(said) = &b.qemu_said {
+        eprintln!("  QEMU said: {said}");
+    }
+    for l in &b.lines[b.lines.len().saturating_sub(8)..] {
+        eprintln!("  {l}");
+    }
 }
 
 /// What the experiment's steps share.

@@ -39,14 +39,26 @@ pub(crate) struct Traced<'a> {
     pub(crate) features: Features,
 }
 
+/// Whether traced boot `b` of `cmd` ran to its end with exit 0, or why not.
+fn ran_through(b: &Boot, cmd: &str) -> Result<(), String> {
+    match (b.timed_out, b.code) {
+        (false, Some(0)) => Ok(()),
+        (true, _) => Err(format!("the traced run timed out: {cmd}")),
+        (false, code) => Err(format!("the traced run ended with exit {code:?}: {cmd}")),
+    }
+}
+
 /// Boots the traced runs and writes the trace, the timelines, the pictures and the stories
-/// into `t.out`, saying each file on a line.
-pub(crate) fn traced_runs(t: &Traced<'_>) {
+/// into `t.out`, saying each file on a line. Refused (with why, after drawing what it could)
+/// when a traced run did not end with exit 0 or the QEMU trace fails its check.
+pub(crate) fn traced_runs(t: &Traced<'_>) -> Result<(), String> {
     let Traced { machine, mode, desc, file, features, .. } = t;
     let arch = machine.arch;
+    let mut wrong = Vec::new();
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = &t.on_cmd;
     let b = qemu::boot(machine, cmd, *mode, Duration::from_secs(120));
+    wrong.extend(ran_through(&b, cmd).err());
     let log = qemu_trace(&b, machine.cpus);
     if log.switches.is_empty() {
         println!("no trace of the QEMU run: the traced run logged no context switches (exit {:?})", b.code);
@@ -67,9 +79,14 @@ pub(crate) fn traced_runs(t: &Traced<'_>) {
         // Every vCPU must show up as a scheduling track (docs/trace-formats.md).
         let check = check_chrome_trace(&json, machine.cpus);
         println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
+        if check.is_err() {
+            wrong.push(format!("the QEMU trace fails its check: {}", verdict(&check)));
+        }
     }
     // The A/B pictures: rule off above rule on, the same seed, one time axis.
-    let off = qemu_trace(&qemu::boot(machine, &t.off_cmd, *mode, Duration::from_secs(120)), machine.cpus);
+    let off_boot = qemu::boot(machine, &t.off_cmd, *mode, Duration::from_secs(120));
+    wrong.extend(ran_through(&off_boot, &t.off_cmd).err());
+    let off = qemu_trace(&off_boot, machine.cpus);
     let from = log.switches.iter().chain(&off.switches).map(|s| s.time).min().unwrap_or(0);
     let to = log.switches.iter().chain(&off.switches).map(|s| s.time).max().unwrap_or(from);
     let window = sched_sim::picture::window;
@@ -124,6 +141,23 @@ pub(crate) fn traced_runs(t: &Traced<'_>) {
             println!("trace of one simulated run (rule on): {} , timeline: {}", j.display(), s.display());
         }
     }
+    if wrong.is_empty() {
+        Ok(())
+    } else {
+        Err(wrong.join("; "))
+    }
+}
+
+/// The first `n` `key=value` numbers of a trace line's rest, all of them or none (a damaged
+/// line is left out of the trace, not read as zeros), with the CPU (the first) one of the
+/// machine's.
+fn trace_fields(rest: &str, n: usize, cpus: usize) -> Option<Vec<u64>> {
+    let f: Vec<u64> = rest
+        .split_whitespace()
+        .take(n)
+        .map(|kv| kv.split_once('=')?.1.parse().ok())
+        .collect::<Option<_>>()?;
+    (f.len() == n && f[0] < cpus as u64).then_some(f)
 }
 
 /// Builds a trace from the kernel's `trace: switch cpu=C t=NS prev=P state=S next=N` lines
@@ -134,12 +168,8 @@ pub(crate) fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
         let woken = l.split("trace: waking ").nth(1);
         if let Some(rest) = woken.or_else(|| l.split("trace: new ").nth(1)) {
             // `waking cpu=C t=NS pid=P`: a wakeup of P onto C; `new ...`: P created there.
-            let f: Vec<u64> = rest
-                .split_whitespace()
-                .take(3)
-                .map(|kv| kv.split_once('=').and_then(|(_, v)| v.parse().ok()).unwrap_or(0))
-                .collect();
-            if let [cpu, t, pid] = f[..] {
+            if let Some([cpu, t, pid]) = trace_fields(rest, 3, cpus).as_deref() {
+                let (cpu, t, pid) = (*cpu, *t, *pid);
                 if pid > 0 {
                     let id = sched_core::TaskId::new(pid as u32 - 1, 0);
                     log.waking(t, cpu as usize, id, &format!("thread{}", pid - 1));
@@ -149,19 +179,13 @@ pub(crate) fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
         }
         if let Some(rest) = l.split("trace: balance-failed ").nth(1) {
             // `balance-failed cpu=C t=NS`: CPU C's balance attempt moved nothing.
-            let f: Vec<u64> =
-                rest.split_whitespace().take(2).filter_map(|kv| kv.split_once('=')?.1.parse().ok()).collect();
-            if let [cpu, t] = f[..] {
-                log.balance_failed(t, cpu as usize);
+            if let Some([cpu, t]) = trace_fields(rest, 2, cpus).as_deref() {
+                log.balance_failed(*t, *cpu as usize);
             }
             continue;
         }
         let Some(rest) = l.split("trace: switch ").nth(1) else { continue };
-        let mut f = [0u64; 5];
-        for (i, kv) in rest.split_whitespace().take(5).enumerate() {
-            f[i] = kv.split_once('=').and_then(|(_, v)| v.parse().ok()).unwrap_or(0);
-        }
-        let [cpu, t, prev, state, next] = f;
+        let Some(&[cpu, t, prev, state, next]) = trace_fields(rest, 5, cpus).as_deref() else { continue };
         let id = |pid: u64| (pid > 0).then(|| sched_core::TaskId::new(pid as u32 - 1, 0));
         let name = |pid: u64| (pid > 0).then(|| format!("thread{}", pid - 1));
         let st = match state as u8 {
@@ -172,4 +196,34 @@ pub(crate) fn qemu_trace(b: &Boot, cpus: usize) -> sched_sim::trace::TraceLog {
         log.switch(t, cpu as usize, id(prev), name(prev), id(next), name(next), Some(st));
     }
     log
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A trace line is read whole or not at all: a field that is not a number, a line cut
+    /// short, or a CPU past the machine leaves it out (a CPU past the machine once panicked
+    /// the picture), and a good line is kept.
+    #[test]
+    fn damaged_trace_lines_are_left_out() {
+        assert_eq!(trace_fields("cpu=1 t=500 prev=2 state=83 next=0", 5, 2), Some(vec![1, 500, 2, 83, 0]));
+        assert_eq!(trace_fields("cpu=1 t=5x0 prev=2 state=83 next=0", 5, 2), None);
+        assert_eq!(trace_fields("cpu=1 t=500 prev=2", 5, 2), None);
+        assert_eq!(trace_fields("cpu=7 t=500 prev=2 state=83 next=0", 5, 2), None);
+        let b = Boot {
+            code: Some(0),
+            lines: vec![
+                "0.1 c0 trace: switch cpu=9 t=10 prev=0 state=82 next=1".into(),
+                "0.1 c0 trace: switch cpu=1 t=10 prev=0 state=82 next=1".into(),
+            ],
+            timed_out: false,
+            wall: Duration::ZERO,
+            qemu_said: None,
+        };
+        let log = qemu_trace(&b, 2);
+        assert_eq!(log.switches.len(), 1);
+        assert_eq!(log.switches[0].cpu, 1);
+        let _ = log.svg("a picture of what was kept", 0, 10);
+    }
 }

@@ -118,10 +118,7 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
                     })
                 }
                 _ => {
-                    eprintln!("\nxrun: run failed (exit {:?}): {cmd}", boot.code);
-                    for l in boot.lines.iter().rev().take(8) {
-                        eprintln!("  {l}");
-                    }
+                    crate::xrun::failed_run(&boot, &cmd);
                     return ExitCode::FAILURE;
                 }
             }

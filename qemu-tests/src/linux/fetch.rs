@@ -53,6 +53,33 @@ pub fn parts() -> Result<Parts, String> {
     found(&tree).ok_or_else(|| format!("the fetched packages hold no kernel image under {}", tree.display()))
 }
 
+/// Whether the host is Debian 12 (bookworm), by its `/etc/os-release`; `Err` names what it is.
+fn debian_12() -> Result<(), String> {
+    let text = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let field = |key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.trim_matches('"').to_string())
+    };
+    if field("ID").as_deref() == Some("debian") && field("VERSION_ID").as_deref() == Some("12") {
+        return Ok(());
+    }
+    let host = field("PRETTY_NAME").unwrap_or_else(|| "a host without /etc/os-release".to_string());
+    Err(format!("the Linux guest's packages come from Debian 12 (bookworm)'s archive: use a Debian 12 host, not {host}"))
+}
+
+/// Removes the half-unpacked trees of fetches that did not finish (their process is gone).
+fn forget_unfinished() {
+    let Ok(dir) = std::fs::read_dir(cache()) else { return };
+    for entry in dir.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let Some(pid) = name.strip_prefix("tree.tmp-") else { continue };
+        if !Path::new("/proc").join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// The unpacked tree's kernel, if the fetch finished (its stamp is written last).
 fn found(tree: &Path) -> Option<Parts> {
     let version = std::fs::read_to_string(tree.join(".fetched")).ok()?.trim().to_string();
@@ -79,15 +106,17 @@ fn root() -> bool {
 /// The fetch: arm64 known to dpkg, the kernel's versioned image resolved, the closure listed,
 /// every package downloaded and unpacked, and the stamp written.
 fn fetch(tree: &Path) -> Result<(), String> {
+    forget_unfinished();
     let tools = ["apt-get", "apt-cache", "dpkg", "dpkg-deb"];
     if let Some(t) = tools.iter().find(|t| run("", Command::new(t).arg("--version")).is_err()) {
-        return Err(format!(
-            "the Linux guest needs Debian's {t} (a Debian or Ubuntu host) to fetch its packages"
-        ));
+        return Err(format!("the Linux guest needs Debian's {t} (a Debian 12 host) to fetch its packages"));
     }
     if !root() {
         return Err("the Linux guest's packages are fetched with apt-get as root: run `cargo xrun --linux` once as root".into());
     }
+    // Debian 12's archive is the one measured: any other host is refused before its package
+    // setup is touched (an arm64 architecture added to an Ubuntu host breaks its apt-get).
+    debian_12()?;
     eprintln!("linux: fetching Debian's arm64 kernel, busybox-static, sysbench and rt-app (once, into target/linux)");
     let arches = run("dpkg", Command::new("dpkg").arg("--print-foreign-architectures"))?;
     if !arches.lines().any(|l| l.trim() == "arm64") {

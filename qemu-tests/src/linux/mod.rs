@@ -161,7 +161,8 @@ impl Guest {
         }
         cmd.arg("-serial").arg(format!("file:{}", log.display()));
         cmd.arg("-kernel").arg(&self.parts.kernel).arg("-initrd").arg(&initrd).arg("-append").arg(&words);
-        let (_, timed_out, _) = qemu::run_limited(&mut cmd, mode, limit);
+        let ran = qemu::run_limited(&mut cmd, mode, limit);
+        let timed_out = ran.timed_out;
         let text = std::fs::read(&log).unwrap_or_default();
         // The last boot's console stays for a reader: the runs' output and traces.
         if std::fs::copy(&log, dir.join("last-console.txt")).is_ok() {
@@ -170,10 +171,10 @@ impl Guest {
         let _ = std::fs::remove_file(&initrd);
         let console = parse(&String::from_utf8_lossy(&text));
         if !console.done || console.runs.len() != runs as usize {
-            let why = if timed_out {
-                format!("did not finish in {} s", limit.as_secs())
-            } else {
-                "stopped early".into()
+            let why = match (timed_out, &ran.not_started) {
+                (true, _) => format!("did not finish in {} s", limit.as_secs()),
+                (false, Some(why)) => format!("did not start ({why})"),
+                (false, None) => format!("stopped early (QEMU exit {:?})", ran.code),
             };
             let last = console.tail.last().cloned().unwrap_or_default();
             return Err(format!(

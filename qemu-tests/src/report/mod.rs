@@ -249,7 +249,16 @@ pub fn main(timings: bool, linux: bool, only: Option<&str>) -> ExitCode {
         eprintln!("xreport: {line}");
         return ExitCode::from(sched_sim::cli::USAGE_EXIT);
     }
-    let old = std::fs::read_to_string(qemu::root().join(FILE)).unwrap_or_default();
+    // The sections kept come from the file as it is: only a file that is not there counts as
+    // empty (one that cannot be read would have them all dropped).
+    let old = match std::fs::read_to_string(qemu::root().join(FILE)) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            eprintln!("xreport: {FILE}: {e}");
+            return ExitCode::from(sched_sim::cli::OUTPUT_EXIT);
+        }
+    };
     let picked = |s: &Section| only.is_none_or(|text| s.heading.contains(text));
     // The instruction counts need valgrind: asked for first, before the benchmarks' minutes.
     let counting = timings && SECTIONS.iter().any(|s| s.heading == INSTRUCTIONS && picked(s));

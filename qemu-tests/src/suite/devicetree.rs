@@ -228,8 +228,12 @@ fn property_value(dtb: &[u8], node: &str, name: &str) -> Option<Vec<u8>> {
 fn dump(m: &Machine, to: &Path) -> Result<Vec<u8>, String> {
     let mut cmd = qemu::machine_command(m, Mode::Deterministic);
     cmd.arg("-machine").arg(format!("dumpdtb={}", to.display()));
-    let (code, _, _) = qemu::run_limited(&mut cmd, Mode::Deterministic, Duration::from_secs(30));
-    std::fs::read(to).map_err(|e| format!("QEMU dumped no device tree ({code:?}): {e}"))
+    let ran = qemu::run_limited(&mut cmd, Mode::Deterministic, Duration::from_secs(30));
+    let code = ran.code;
+    std::fs::read(to).map_err(|e| match ran.not_started {
+        Some(why) => format!("QEMU dumped no device tree: {why}"),
+        None => format!("QEMU dumped no device tree ({code:?}): {e}"),
+    })
 }
 
 /// The board's tree `board` with `a` made.

@@ -68,6 +68,10 @@ pub(super) fn exit_is(b: &Boot, code: i32) -> Result<(), String> {
     if b.timed_out {
         return Err("timed out".into());
     }
+    if b.qemu_failed() {
+        let said = b.qemu_said.as_deref().unwrap_or("nothing");
+        return Err(format!("QEMU ended (exit {:?}) before the kernel spoke; it said: {said}", b.code));
+    }
     match b.code {
         Some(c) if c == code => Ok(()),
         c => Err(format!("exit code {c:?}, expected {code}")),
@@ -510,7 +514,31 @@ mod tests {
             lines: lines.iter().map(|l| l.to_string()).collect(),
             timed_out: false,
             wall: Duration::from_secs(1),
+            qemu_said: None,
         }
+    }
+
+    /// A QEMU that ended before the kernel said anything is named as such, with its own last
+    /// line; a kernel that failed is not taken for it, even beside a QEMU warning.
+    #[test]
+    fn a_failed_qemu_is_not_a_failed_kernel() {
+        let said = "qemu-system-aarch64: -cpu cortex-z9: unable to find CPU model";
+        let qemu = Boot { code: Some(1), qemu_said: Some(said.into()), ..boot_of(&[]) };
+        assert!(qemu.qemu_failed());
+        let why = exit_is(&qemu, 0).unwrap_err();
+        assert!(why.contains("before the kernel spoke") && why.contains(said), "{why}");
+        let not_started =
+            Boot { code: None, qemu_said: Some("cannot start qemu: No such file".into()), ..boot_of(&[]) };
+        assert!(not_started.qemu_failed());
+        let kernel = Boot {
+            code: Some(1),
+            qemu_said: Some("warning: a host feature".into()),
+            ..boot_of(&["0.1 c0 x: FAIL"])
+        };
+        assert!(!kernel.qemu_failed());
+        assert_eq!(exit_is(&kernel, 0), Err("exit code Some(1), expected 0".to_string()));
+        let hung = Boot { code: None, timed_out: true, ..boot_of(&[]) };
+        assert!(!hung.qemu_failed());
     }
 
     /// The thread-stack check passes a report within seven eighths of the stack, and fails
@@ -590,6 +618,7 @@ mod tests {
             .into(),
             timed_out: false,
             wall: Duration::from_secs(4),
+            qemu_said: None,
         }
         };
         assert_eq!(latency_ab(&report(177, 72, 71, "6.27")), Ok(()));
