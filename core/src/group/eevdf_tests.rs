@@ -22,6 +22,18 @@ fn run_until<const C: usize>(m: &M<C>, now: &mut u64, most: u32, what: &str, don
     assert!(done(m), "{what}");
 }
 
+/// How far `vr` lies behind CPU 0's top-level average, the running task counted: judged while
+/// a root task runs, so that the average is the root level's and `curr` that task's. (The
+/// running task's entity is read first: no runqueue lock is held across it.)
+fn behind_the_root_average(m: &M<1>, vr: u64) -> i64 {
+    let curr = m.current(0).and_then(|t| m.entity(t).ok()).map(|e| (e.vruntime, e.weight()));
+    m.with_cpu(0, |st| {
+        let cfs = &st.rq.cfs;
+        cfs.eavg.avg(cfs.min_vruntime, curr).wrapping_sub(vr) as i64
+    })
+    .unwrap()
+}
+
 /// Blocks `p`, running on CPU 0, after a tick of its run, until `kept` holds once it is
 /// switched out (woken again and retried otherwise, up to 50 times). Returns whether it held.
 fn block_part_way<const C: usize>(m: &M<C>, now: &mut u64, p: TaskId, kept: impl Fn(&M<C>) -> bool) -> bool {
@@ -330,15 +342,7 @@ fn a_throttled_group_entity_keeps_its_debt() {
         }
         judged += 1;
         // Its lag behind the average of everything queued with it, as placed.
-        // (The running task's entity read first: no runqueue lock is held across it.)
-        let vr = ge().vruntime();
-        let curr = m.current(0).and_then(|t| m.entity(t).ok()).map(|e| (e.vruntime, e.weight()));
-        let lag = m
-            .with_cpu(0, |st| {
-                let cfs = &st.rq.cfs;
-                cfs.eavg.avg(cfs.min_vruntime, curr).wrapping_sub(vr) as i64
-            })
-            .unwrap();
+        let lag = behind_the_root_average(&m, ge().vruntime());
         // (A tick's accounting of the running task may move the average after the placement,
         // by far less than the debt.)
         assert!(lag <= debt / 2, "left owing {debt}, placed {lag} behind the average");
@@ -395,16 +399,8 @@ fn an_ancestor_a_throttle_took_keeps_its_debt_when_a_sibling_wakes() {
             continue;
         }
         judged += 1;
-        // Its lag behind the average of everything queued with it, as placed (a root task
-        // runs: the average is the root level's, `curr` that task's).
-        let vr = pe().vruntime();
-        let curr = m.current(0).and_then(|t| m.entity(t).ok()).map(|e| (e.vruntime, e.weight()));
-        let lag = m
-            .with_cpu(0, |st| {
-                let cfs = &st.rq.cfs;
-                cfs.eavg.avg(cfs.min_vruntime, curr).wrapping_sub(vr) as i64
-            })
-            .unwrap();
+        // Its lag behind the average of everything queued with it, as placed.
+        let lag = behind_the_root_average(&m, pe().vruntime());
         assert!(lag <= debt / 2, "left owing {debt}, placed {lag} behind the average");
     }
     assert!(judged > 0, "the parent's entity left owing at least once");
