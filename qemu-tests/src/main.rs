@@ -207,6 +207,12 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
                     r.blocked
                 );
             }
+            None if b.code == Some(0) => {
+                eprintln!(
+                    "xboot: the boot exited 0 and reported no program figures (its log is cut or damaged)"
+                );
+                return ExitCode::from(XBOOT_NO_FIGURES);
+            }
             None => eprintln!("xboot: the boot reported no program figures"),
         }
     }
@@ -234,6 +240,9 @@ fn boot_once(a: args::BootArgs) -> ExitCode {
 /// `cargo xboot`'s exit when the machine could not be prepared: QEMU missing (and not
 /// installable here) or the kernel's build failed.
 const XBOOT_UNPREPARED: u8 = 69;
+/// `cargo xboot --workload`'s exit when the kernel exited 0 but its program figures could not
+/// be read from its log.
+const XBOOT_NO_FIGURES: u8 = 65;
 /// `cargo xboot`'s exit when the boot hit its time limit (600 s).
 const XBOOT_TIMED_OUT: u8 = 124;
 /// `cargo xboot`'s exit when QEMU could not start, or ended before the kernel said anything.

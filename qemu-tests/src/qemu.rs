@@ -294,7 +294,12 @@ pub fn build_kernel(arch: Arch) -> Result<PathBuf, String> {
 /// a path of its own (`kernel-shim-base`, `kernel-shim-wide`), which no later build replaces,
 /// under a lock that every runner process takes for the build and the copy.
 fn build_kernel_as(arch: Arch, wide: bool) -> Result<PathBuf, String> {
-    crate::ensure_target(arch.target());
+    if !crate::ensure_target(arch.target()) {
+        return Err(format!(
+            "the {t} target is missing and rustup could not add it: rustup target add {t}",
+            t = arch.target()
+        ));
+    }
     let failed = |why: String| format!("building kernel-shim for {} failed: {why}", arch.name());
     let out = root().join("target").join(arch.target()).join(arch.profile());
     std::fs::create_dir_all(&out).map_err(|e| failed(format!("{}: {e}", out.display())))?;

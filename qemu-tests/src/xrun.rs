@@ -214,6 +214,11 @@ fn sysbench(
     features: Features,
     topology: TopologyKind,
 ) -> ExitCode {
+    // Linux's parts, fetched (or refused) before the kernel's runs, not after them.
+    if let (true, Err(line)) = (a.linux, crate::linux::Guest::prepare()) {
+        eprintln!("xrun: {line}");
+        return ExitCode::FAILURE;
+    }
     // The workload: the simulator's sysbench file, which the kernel runs too where it takes a
     // program.
     let cfg = sim_config(a, features, topology);

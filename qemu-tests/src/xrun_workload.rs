@@ -86,6 +86,11 @@ fn run(file: &Path, s: &Setup, a: &Side, b: &Side) -> ExitCode {
         eprintln!("xrun: {}: {e}", file.display());
         return ExitCode::from(e.exit_code());
     }
+    // Linux's parts, fetched (or refused) before the kernel's runs, not after them.
+    if let (true, Err(line)) = (s.linux, crate::linux::Guest::prepare()) {
+        eprintln!("xrun: {line}");
+        return ExitCode::FAILURE;
+    }
     let mut machine = match qemu::prepare(s.arch).and_then(|m| m.with_cpus(s.cpus)) {
         Ok(m) => m,
         Err(line) => {
