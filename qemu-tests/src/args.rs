@@ -78,7 +78,8 @@ impl TestArgs {
 #[command(
     name = "cargo xboot",
     about = "One boot of the kernel under QEMU, its defmt log decoded and printed; exits with \
-             the kernel's exit code"
+             the kernel's exit code (or 69: not prepared, 124: time limit, 125: QEMU failed, \
+             65: no workload figures)"
 )]
 pub struct BootArgs {
     /// The machine: aarch64, riscv64, cortex-m4 or cortex-m33.

@@ -516,9 +516,9 @@ fn run_tests(a: args::TestArgs) -> ExitCode {
     }
     // The QEMU suite's emulators, found (or installed) before the first step: a machine
     // without one stops here in one line, not after the host steps' minutes.
-    let mut missing: Vec<String> =
-        qemu::Arch::ALL.iter().filter_map(|&a| qemu::find_or_install(a).err()).collect();
-    missing.dedup();
+    let emulators: std::collections::BTreeMap<_, _> =
+        qemu::Arch::ALL.iter().map(|&a| (a.qemu(), a)).collect();
+    let missing: Vec<String> = emulators.values().filter_map(|&a| qemu::find_or_install(a).err()).collect();
     if !missing.is_empty() {
         eprintln!("xtest: {}", missing.join("; "));
         return ExitCode::from(XBOOT_UNPREPARED);

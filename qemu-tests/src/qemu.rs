@@ -78,7 +78,7 @@ impl Arch {
     }
 
     /// The QEMU binary and the Debian package that has it.
-    fn qemu(self) -> (&'static str, &'static str) {
+    pub fn qemu(self) -> (&'static str, &'static str) {
         match self {
             Arch::Aarch64 | Arch::CortexM4 | Arch::CortexM33 => (self.qemu_binary(), "qemu-system-arm"),
             // qemu-system-misc pulls in qemu-system-data, which ships OpenSBI.
@@ -199,6 +199,9 @@ pub struct Boot {
     /// not find), or why it could not be started: what tells a QEMU that failed from a
     /// kernel that did.
     pub qemu_said: Option<String>,
+    /// With nothing decoded, the last line the firmware printed before the kernel (OpenSBI's
+    /// banner, or its error): a word on a kernel that died before its first frame.
+    pub firmware_said: Option<String>,
 }
 
 impl Boot {
@@ -471,11 +474,9 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
     let ran = run_limited(&mut cmd, mode, limit);
     let bytes = std::fs::read(&log).unwrap_or_default();
     let _ = std::fs::remove_file(&log);
-    let complaint = std::fs::read_to_string(&said).ok().and_then(|t| last_line(&t));
+    let complaint = std::fs::read(&said).ok().and_then(|t| last_line(&String::from_utf8_lossy(&t)));
     let _ = std::fs::remove_file(&said);
     let lines = decode(&m.elf, kernel_stream(&bytes));
-    // With nothing decoded, what the firmware printed before the kernel (OpenSBI's error,
-    // say) is the next best word.
     let firmware =
         if lines.is_empty() { last_line(&String::from_utf8_lossy(firmware_text(&bytes))) } else { None };
     Boot {
@@ -483,7 +484,8 @@ pub fn boot(m: &Machine, args: impl AsRef<OsStr>, mode: Mode, limit: Duration) -
         lines,
         timed_out: ran.timed_out,
         wall: ran.wall,
-        qemu_said: ran.not_started.or(complaint).or(firmware),
+        qemu_said: ran.not_started.or(complaint),
+        firmware_said: firmware,
     }
 }
 

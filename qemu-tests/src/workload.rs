@@ -176,6 +176,7 @@ mod tests {
             timed_out: false,
             wall: std::time::Duration::ZERO,
             qemu_said: None,
+            firmware_said: None,
         };
         let r = figures(&b, &def, 2).unwrap();
         let a = &r.tasks[0];

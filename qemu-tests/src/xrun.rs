@@ -215,9 +215,11 @@ fn sysbench(
     topology: TopologyKind,
 ) -> ExitCode {
     // Linux's parts, fetched (or refused) before the kernel's runs, not after them.
-    if let (true, Err(line)) = (a.linux, crate::linux::Guest::prepare()) {
-        eprintln!("xrun: {line}");
-        return ExitCode::FAILURE;
+    if a.linux {
+        if let Err(line) = crate::linux::Guest::prepare() {
+            eprintln!("xrun: {line}");
+            return ExitCode::FAILURE;
+        }
     }
     // The workload: the simulator's sysbench file, which the kernel runs too where it takes a
     // program.
@@ -248,7 +250,8 @@ fn sysbench(
     let x = Experiment { a, mode, topology, file, machine: &machine };
     let (on, off) = match x.qemu_runs() {
         Ok(sides) => sides,
-        Err((b, cmd)) => {
+        Err(failed) => {
+            let (b, cmd) = *failed;
             failed_run(&b, &cmd);
             return ExitCode::FAILURE;
         }
@@ -294,10 +297,16 @@ pub(crate) fn failed_run(b: &Boot, cmd: &str) {
     if let Some(said) = &b.qemu_said {
         eprintln!("  QEMU said: {said}");
     }
+    if let Some(said) = &b.firmware_said {
+        eprintln!("  the firmware said, before the kernel: {said}");
+    }
     for l in &b.lines[b.lines.len().saturating_sub(8)..] {
         eprintln!("  {l}");
     }
 }
+
+/// A boot that failed and its command line.
+type FailedRun = (Boot, String);
 
 /// What the experiment's steps share.
 struct Experiment<'a> {
@@ -312,7 +321,7 @@ struct Experiment<'a> {
 impl Experiment<'_> {
     /// Boots the kernel's runs and reads their figures: (rule on, rule off), or the failed
     /// boot and its command line.
-    fn qemu_runs(&self) -> Result<(Vec<Figures>, Vec<Figures>), (Boot, String)> {
+    fn qemu_runs(&self) -> Result<(Vec<Figures>, Vec<Figures>), Box<FailedRun>> {
         let Experiment { a, mode, topology, file, machine, .. } = *self;
         // Each iteration's rule-on and rule-off boots, in that order, deterministic ones side by
         // side ([`crate::pool`]). After a failed run no new boot starts: the experiment stops there.
@@ -348,7 +357,7 @@ impl Experiment<'_> {
             }
         });
         match failed {
-            Some(f) => Err(f),
+            Some(f) => Err(Box::new(f)),
             None => Ok((on, off)),
         }
     }

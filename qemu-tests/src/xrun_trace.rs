@@ -77,7 +77,8 @@ pub(crate) fn traced_runs(t: &Traced<'_>) -> Result<(), String> {
             );
         }
         // Every vCPU that switched must show up as a scheduling track (docs/trace-formats.md);
-        // with fewer threads than CPUs, some never switch.
+        // with fewer threads than CPUs, some never switch. (Counted from the log the JSON is
+        // made of, so this part checks the conversion; the format checks check the rest.)
         let switched: std::collections::BTreeSet<usize> = log.switches.iter().map(|s| s.cpu).collect();
         let check = check_chrome_trace(&json, switched.len());
         println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
@@ -222,6 +223,7 @@ mod tests {
             timed_out: false,
             wall: Duration::ZERO,
             qemu_said: None,
+            firmware_said: None,
         };
         let log = qemu_trace(&b, 2);
         assert_eq!(log.switches.len(), 1);

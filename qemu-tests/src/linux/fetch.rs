@@ -55,11 +55,13 @@ pub fn parts() -> Result<Parts, String> {
 
 /// Whether the host is Debian 12 (bookworm), by its `/etc/os-release`; `Err` names what it is.
 fn debian_12() -> Result<(), String> {
-    let text = std::fs::read_to_string("/etc/os-release").unwrap_or_default();
+    let text = std::fs::read_to_string("/etc/os-release")
+        .or_else(|_| std::fs::read_to_string("/usr/lib/os-release"))
+        .unwrap_or_default();
     let field = |key: &str| {
         text.lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix('='))
-            .map(|v| v.trim_matches('"').to_string())
+            .map(|v| v.trim_matches(['"', '\'']).to_string())
     };
     if field("ID").as_deref() == Some("debian") && field("VERSION_ID").as_deref() == Some("12") {
         return Ok(());
@@ -111,12 +113,12 @@ fn fetch(tree: &Path) -> Result<(), String> {
     if let Some(t) = tools.iter().find(|t| run("", Command::new(t).arg("--version")).is_err()) {
         return Err(format!("the Linux guest needs Debian's {t} (a Debian 12 host) to fetch its packages"));
     }
-    if !root() {
-        return Err("the Linux guest's packages are fetched with apt-get as root: run `cargo xrun --linux` once as root".into());
-    }
     // Debian 12's archive is the one measured: any other host is refused before its package
     // setup is touched (an arm64 architecture added to an Ubuntu host breaks its apt-get).
     debian_12()?;
+    if !root() {
+        return Err("the Linux guest's packages are fetched with apt-get as root: run `cargo xrun --linux` once as root".into());
+    }
     eprintln!("linux: fetching Debian's arm64 kernel, busybox-static, sysbench and rt-app (once, into target/linux)");
     let arches = run("dpkg", Command::new("dpkg").arg("--print-foreign-architectures"))?;
     if !arches.lines().any(|l| l.trim() == "arm64") {

@@ -515,6 +515,7 @@ mod tests {
             timed_out: false,
             wall: Duration::from_secs(1),
             qemu_said: None,
+            firmware_said: None,
         }
     }
 
@@ -619,6 +620,7 @@ mod tests {
             timed_out: false,
             wall: Duration::from_secs(4),
             qemu_said: None,
+            firmware_said: None,
         }
         };
         assert_eq!(latency_ab(&report(177, 72, 71, "6.27")), Ok(()));

@@ -192,6 +192,9 @@ fn judge_case(m: &Machine, c: &Case, b: &Boot) -> bool {
             if let Some(said) = &b.qemu_said {
                 eprintln!("  QEMU said: {said}");
             }
+            if let Some(said) = &b.firmware_said {
+                eprintln!("  the firmware said, before the kernel: {said}");
+            }
             // (The kernel's own verdicts, wherever they fall: a check names what failed in a
             // `FAIL` line before the report's last lines.)
             let telling = |l: &&String| l.contains("PANIC") || l.contains("error") || l.contains("FAIL");
