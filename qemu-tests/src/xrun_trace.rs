@@ -39,6 +39,10 @@ pub(crate) struct Traced<'a> {
     pub(crate) features: Features,
 }
 
+/// How long a traced boot may take: a hang's catch, not a speed check. Logging every switch
+/// makes a run slower than its untraced twin, and a failed traced run fails the command.
+const TRACED_LIMIT: Duration = Duration::from_secs(300);
+
 /// Whether traced boot `b` of `cmd` ran to its end with exit 0, or why not.
 fn ran_through(b: &Boot, cmd: &str) -> Result<(), String> {
     match (b.timed_out, b.code) {
@@ -57,7 +61,7 @@ pub(crate) fn traced_runs(t: &Traced<'_>) -> Result<(), String> {
     let mut wrong = Vec::new();
     // A trace of one QEMU run (rule on, first seed) from the kernel's switch log.
     let cmd = &t.on_cmd;
-    let b = qemu::boot(machine, cmd, *mode, Duration::from_secs(120));
+    let b = qemu::boot(machine, cmd, *mode, TRACED_LIMIT);
     wrong.extend(ran_through(&b, cmd).err());
     let log = qemu_trace(&b, machine.cpus);
     if log.switches.is_empty() {
@@ -87,7 +91,7 @@ pub(crate) fn traced_runs(t: &Traced<'_>) -> Result<(), String> {
         }
     }
     // The A/B pictures: rule off above rule on, the same seed, one time axis.
-    let off_boot = qemu::boot(machine, &t.off_cmd, *mode, Duration::from_secs(120));
+    let off_boot = qemu::boot(machine, &t.off_cmd, *mode, TRACED_LIMIT);
     wrong.extend(ran_through(&off_boot, &t.off_cmd).err());
     let off = qemu_trace(&off_boot, machine.cpus);
     let from = log.switches.iter().chain(&off.switches).map(|s| s.time).min().unwrap_or(0);

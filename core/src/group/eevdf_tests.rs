@@ -22,16 +22,21 @@ fn run_until<const C: usize>(m: &M<C>, now: &mut u64, most: u32, what: &str, don
     assert!(done(m), "{what}");
 }
 
-/// How far `vr` lies behind CPU 0's top-level average, the running task counted: judged while
-/// a root task runs, so that the average is the root level's and `curr` that task's. (The
-/// running task's entity is read first: no runqueue lock is held across it.)
-fn behind_the_root_average(m: &M<1>, vr: u64) -> i64 {
+/// Asserts that an entity placed at `vr`, which left owing `debt` (negative), stands at least
+/// half of it behind CPU 0's top-level average, the running task counted: judged while a
+/// root task runs, so that the average is the root level's and `curr` that task's. (A tick's
+/// accounting of the running task may move the average after the placement, by far less
+/// than the debt; the running task's entity is read first: no runqueue lock is held across
+/// it.)
+fn placed_with_its_debt(m: &M<1>, vr: u64, debt: i64) {
     let curr = m.current(0).and_then(|t| m.entity(t).ok()).map(|e| (e.vruntime, e.weight()));
-    m.with_cpu(0, |st| {
-        let cfs = &st.rq.cfs;
-        cfs.eavg.avg(cfs.min_vruntime, curr).wrapping_sub(vr) as i64
-    })
-    .unwrap()
+    let lag = m
+        .with_cpu(0, |st| {
+            let cfs = &st.rq.cfs;
+            cfs.eavg.avg(cfs.min_vruntime, curr).wrapping_sub(vr) as i64
+        })
+        .unwrap();
+    assert!(lag <= debt / 2, "left owing {debt}, placed {lag} behind the average");
 }
 
 /// Blocks `p`, running on CPU 0, after a tick of its run, until `kept` holds once it is
@@ -122,6 +127,18 @@ fn the_lag_clamp_uses_the_machines_tick() {
     m.check_invariants().unwrap();
 }
 
+/// Runs 100 ms, then until `a` runs past the average (ahead of `b`, so ineligible) but still
+/// more than 2 ms inside the request it was picked for.
+fn run_until_a_runs_ahead(m: &M<1>, now: &mut u64, a: TaskId, b: TaskId) {
+    let t = *now + 100 * MS;
+    run(m, now, t);
+    run_until(m, now, 400, "a runs ahead of b within a request", |m| {
+        let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
+        let ahead = ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 0;
+        m.current(0) == Some(a) && ahead && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
+    });
+}
+
 /// PREEMPT_SHORT's tick half (Linux 6.12's `did_preempt_short`): once a shorter wakee has
 /// ended the running task's protection (its picked request is no longer the one it runs),
 /// the task gives the CPU up at the first charge that finds it ineligible, not at the end of
@@ -136,14 +153,7 @@ fn a_task_whose_protection_ended_leaves_once_ineligible() {
         for t in [a, b] {
             m.set_slice(now, t, 20 * MS).unwrap();
         }
-        let t = now + 100 * MS;
-        run(&m, &mut now, t);
-        // `a` runs, past the average (ineligible) but within its request.
-        run_until(&m, &mut now, 400, "a runs ahead of b within a request", |m| {
-            let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
-            let ahead = ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 0;
-            m.current(0) == Some(a) && ahead && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
-        });
+        run_until_a_runs_ahead(&m, &mut now, a, b);
         if cancelled {
             let deadline = m.entity(a).unwrap().deadline;
             m.rq(0).rq.cfs.picked_deadline = deadline.wrapping_add(1);
@@ -175,14 +185,7 @@ fn a_shorter_wakee_ends_an_ineligible_tasks_protection() {
     m.block(0, now, c).unwrap();
     m.schedule(0, now).unwrap();
     m.finish_switch(0, now).unwrap();
-    let t = now + 100 * MS;
-    run(&m, &mut now, t);
-    // `a` runs, past the average (ineligible) but within the request it was picked for.
-    run_until(&m, &mut now, 400, "a runs ahead of b within a request", |m| {
-        let (ea, eb) = (m.entity(a).unwrap(), m.entity(b).unwrap());
-        let ahead = ea.vruntime.wrapping_sub(eb.vruntime) as i64 > 0;
-        m.current(0) == Some(a) && ahead && (ea.deadline.wrapping_sub(ea.vruntime) as i64) > 2 * MS as i64
-    });
+    run_until_a_runs_ahead(&m, &mut now, a, b);
     let deadline = m.entity(a).unwrap().deadline;
     assert_eq!(m.rq(0).rq.cfs.picked_deadline, deadline, "a runs the request it was picked for");
     m.wake(0, now, c).unwrap();
@@ -341,11 +344,7 @@ fn a_throttled_group_entity_keeps_its_debt() {
             continue;
         }
         judged += 1;
-        // Its lag behind the average of everything queued with it, as placed.
-        let lag = behind_the_root_average(&m, ge().vruntime());
-        // (A tick's accounting of the running task may move the average after the placement,
-        // by far less than the debt.)
-        assert!(lag <= debt / 2, "left owing {debt}, placed {lag} behind the average");
+        placed_with_its_debt(&m, ge().vruntime(), debt);
     }
     assert!(judged > 0, "the group's entity left owing at least once");
     m.check_invariants().unwrap();
@@ -399,9 +398,7 @@ fn an_ancestor_a_throttle_took_keeps_its_debt_when_a_sibling_wakes() {
             continue;
         }
         judged += 1;
-        // Its lag behind the average of everything queued with it, as placed.
-        let lag = behind_the_root_average(&m, pe().vruntime());
-        assert!(lag <= debt / 2, "left owing {debt}, placed {lag} behind the average");
+        placed_with_its_debt(&m, pe().vruntime(), debt);
     }
     assert!(judged > 0, "the parent's entity left owing at least once");
     m.check_invariants().unwrap();
