@@ -170,14 +170,7 @@ mod tests {
             "0.2 c0 program: cpu 0 ticks 500 switches 4",
             "0.2 c0 program: end ns=1000000000 blocked=0",
         ];
-        let b = Boot {
-            code: Some(0),
-            lines: lines.iter().map(|l| l.to_string()).collect(),
-            timed_out: false,
-            wall: std::time::Duration::ZERO,
-            qemu_said: None,
-            firmware_said: None,
-        };
+        let b = Boot::of_lines(&lines);
         let r = figures(&b, &def, 2).unwrap();
         let a = &r.tasks[0];
         assert_eq!((a.activations, a.run_us.mean, a.wake_us.count, a.slack_us.count), (2, 2.0, 1, 1));

@@ -43,6 +43,18 @@ pub(crate) struct Traced<'a> {
 /// makes a run slower than its untraced twin, and a failed traced run fails the command.
 const TRACED_LIMIT: Duration = Duration::from_secs(300);
 
+/// `sched_sim::trace_check` of the Chrome JSON made of a QEMU run's `log`: every vCPU that
+/// switched must show up as a scheduling track (docs/trace-formats.md); with fewer threads
+/// than CPUs, some never switch. (Counted from the log the JSON is made of, so this part
+/// checks the conversion; the format checks check the rest.)
+pub(crate) fn check_qemu_trace(
+    log: &sched_sim::trace::TraceLog,
+    json: &str,
+) -> sched_sim::trace_check::TraceCheck {
+    let switched: std::collections::BTreeSet<usize> = log.switches.iter().map(|s| s.cpu).collect();
+    check_chrome_trace(json, switched.len())
+}
+
 /// Whether traced boot `b` of `cmd` ran to its end with exit 0, or why not.
 fn ran_through(b: &Boot, cmd: &str) -> Result<(), String> {
     match (b.timed_out, b.code) {
@@ -80,11 +92,7 @@ pub(crate) fn traced_runs(t: &Traced<'_>) -> Result<(), String> {
                 s.display()
             );
         }
-        // Every vCPU that switched must show up as a scheduling track (docs/trace-formats.md);
-        // with fewer threads than CPUs, some never switch. (Counted from the log the JSON is
-        // made of, so this part checks the conversion; the format checks check the rest.)
-        let switched: std::collections::BTreeSet<usize> = log.switches.iter().map(|s| s.cpu).collect();
-        let check = check_chrome_trace(&json, switched.len());
+        let check = check_qemu_trace(&log, &json);
         println!("trace check (sched_sim::trace_check) of the QEMU trace: {}", verdict(&check));
         if check.is_err() {
             wrong.push(format!("the QEMU trace fails its check: {}", verdict(&check)));
@@ -218,17 +226,10 @@ mod tests {
         assert_eq!(trace_fields("cpu=1 t=5x0 prev=2 state=83 next=0", 5, 2), None);
         assert_eq!(trace_fields("cpu=1 t=500 prev=2", 5, 2), None);
         assert_eq!(trace_fields("cpu=7 t=500 prev=2 state=83 next=0", 5, 2), None);
-        let b = Boot {
-            code: Some(0),
-            lines: vec![
-                "0.1 c0 trace: switch cpu=9 t=10 prev=0 state=82 next=1".into(),
-                "0.1 c0 trace: switch cpu=1 t=10 prev=0 state=82 next=1".into(),
-            ],
-            timed_out: false,
-            wall: Duration::ZERO,
-            qemu_said: None,
-            firmware_said: None,
-        };
+        let b = Boot::of_lines(&[
+            "0.1 c0 trace: switch cpu=9 t=10 prev=0 state=82 next=1",
+            "0.1 c0 trace: switch cpu=1 t=10 prev=0 state=82 next=1",
+        ]);
         let log = qemu_trace(&b, 2);
         assert_eq!(log.switches.len(), 1);
         assert_eq!(log.switches[0].cpu, 1);

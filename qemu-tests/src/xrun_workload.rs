@@ -232,9 +232,7 @@ fn pictures(machine: &qemu::Machine, s: &Setup, a: &Side, b: &Side, w: &Workload
         ) {
             println!("trace of one QEMU run ({}): {j} (open in ui.perfetto.dev), timeline: {v}", b.label);
         }
-        // (Every vCPU that switched must show up: with fewer threads than CPUs, some never do.)
-        let switched: std::collections::BTreeSet<usize> = qb.switches.iter().map(|x| x.cpu).collect();
-        let check = sched_sim::trace_check::check_chrome_trace(&json, switched.len());
+        let check = crate::xrun_trace::check_qemu_trace(&qb, &json);
         println!("trace check of the QEMU trace: {}", sched_sim::trace_check::verdict(&check));
         let from = qa.switches.iter().chain(&qb.switches).map(|x| x.time).min().unwrap_or(0);
         let to = qa

@@ -509,14 +509,7 @@ mod tests {
 
     /// A boot that exited 0 with these log lines.
     fn boot_of(lines: &[&str]) -> Boot {
-        Boot {
-            code: Some(0),
-            lines: lines.iter().map(|l| l.to_string()).collect(),
-            timed_out: false,
-            wall: Duration::from_secs(1),
-            qemu_said: None,
-            firmware_said: None,
-        }
+        Boot::of_lines(lines)
     }
 
     /// A QEMU that ended before the kernel said anything is named as such, with its own last
