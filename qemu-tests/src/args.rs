@@ -85,7 +85,7 @@ pub struct BootArgs {
     /// The machine: aarch64, riscv64, cortex-m4 or cortex-m33.
     #[arg(long, default_value = "aarch64", value_parser = arch)]
     pub arch: Arch,
-    /// QEMU's mode: deterministic (icount, byte-identical) or parallel (multi-threaded TCG).
+    /// QEMU's mode: deterministic (icount, byte-identical but for a rare race on a loaded host) or parallel (multi-threaded TCG).
     #[arg(long, default_value = "deterministic", value_parser = mode)]
     pub mode: Mode,
     /// vCPUs (default: the machine's own: 8 on the virt boards, 1 on cortex-m4, 2 on

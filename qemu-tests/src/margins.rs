@@ -20,25 +20,13 @@ pub fn section() -> Result<String, String> {
         [Arch::Aarch64, Arch::Riscv64].into_iter().map(qemu::prepare).collect::<Result<_, _>>()?;
     let mut out = String::from("| case | figure | bound | aarch64 | riscv64 |\n|---|---|---:|---:|---:|\n");
     for (case, margins) in measured_cases() {
-        // riscv64's latency and task-group runs are not reproducible from one runner process
-        // to the next (latency figures moved by up to 7 % between two `cargo xreport`s, the
-        // capped group's 0.101 to 0.102 CPU, while repeated `cargo xboot`s agreed), so they
-        // are not figures to check; aarch64's are.
-        let reproducible = |m: &qemu::Machine| {
-            m.arch == Arch::Aarch64
-                || !(case.args.starts_with("scenario=latency") || case.args.starts_with("scenario=groups"))
-        };
-        let boots: Vec<Option<Boot>> = crate::pool::map(Mode::Deterministic, machines.len(), |i| {
-            let m = &machines[i];
-            reproducible(m).then(|| qemu::remembered(m, case.args, Duration::from_secs(120)))
+        let boots: Vec<Boot> = crate::pool::map(Mode::Deterministic, machines.len(), |i| {
+            qemu::remembered(&machines[i], case.args, Duration::from_secs(120))
         });
         for m in margins {
             let values: Vec<String> = boots
                 .iter()
-                .map(|b| match b {
-                    Some(b) => (m.read)(b).ok_or(format!("`{}`: no figure for {:?}", case.args, m.what)),
-                    None => Ok("—".to_string()),
-                })
+                .map(|b| (m.read)(b).ok_or(format!("`{}`: no figure for {:?}", case.args, m.what)))
                 .collect::<Result<_, _>>()?;
             out.push_str(&format!(
                 "| `{}` | {} | {} | {} | {} |\n",
@@ -46,11 +34,6 @@ pub fn section() -> Result<String, String> {
             ));
         }
     }
-    out.push_str(
-        "\n—: riscv64's latency and task-group runs are not reproducible from one runner process to \
-         the next (the suite's judges still hold them to every bound), so their figures are not \
-         printed here.\n",
-    );
     Ok(out)
 }
 

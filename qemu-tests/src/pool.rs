@@ -1,7 +1,8 @@
 //! Deterministic boots side by side. A deterministic-mode QEMU (`-icount shift=0,sleep=off`,
-//! one TCG thread) keeps one host core busy and produces the same run whatever the host does,
-//! so independent boots run on as many threads as the host has cores; their results are handed
-//! back in order. Parallel-mode boots need the whole host: they run one at a time.
+//! one TCG thread) keeps one host core busy and its run follows the instructions, not the
+//! host's clock (but for the rare race [`Mode::Deterministic`] describes), so independent
+//! boots run on as many threads as the host has cores; their results are handed back in
+//! order. Parallel-mode boots need the whole host: they run one at a time.
 //!
 //! Every QEMU of the process also takes a host slot first ([`host_slot`]): a deterministic
 //! boot one of [`jobs`] slots, a parallel-mode boot all of them. So pools that run at the same

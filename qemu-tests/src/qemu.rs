@@ -167,7 +167,13 @@ pub struct Machine {
 /// How QEMU runs the vCPUs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Mode {
-    /// Single-threaded TCG with `-icount shift=0,sleep=off`: byte-identical runs.
+    /// Single-threaded TCG with `-icount shift=0,sleep=off`: guest time counts instructions,
+    /// and the same image and boot line give byte-identical runs, with one exception: QEMU
+    /// 7.2 runs an expired virtual-clock timer from whichever of its threads (the vCPUs' or
+    /// the main loop's) gets there first, and from the main loop it kicks every vCPU, which
+    /// changes the round-robin order from there on. So on a loaded host a boot rarely takes
+    /// another course; the figures checked against a file are taken where two runs agree
+    /// (`cargo xreport`) and booted again before a difference counts (`cargo xtest`).
     Deterministic,
     /// Multi-threaded TCG: real concurrency, noisy timing.
     Parallel,
@@ -544,12 +550,20 @@ static REMEMBERED: std::sync::Mutex<Option<std::collections::HashMap<BootKey, Bo
 
 /// Keeps a deterministic-mode boot of `args` on `m` that ran to its end, so that a later
 /// reader of the same run ([`remembered`]) need not boot it again: with `-icount
-/// shift=0,sleep=off` the same kernel image and boot line give the same run.
+/// shift=0,sleep=off` the same kernel image and boot line give the same run (but for the
+/// race [`Mode::Deterministic`] describes).
 pub fn remember(m: &Machine, args: &str, b: &Boot) {
     if !b.timed_out && b.code.is_some() {
         let mut map = REMEMBERED.lock().unwrap_or_else(|e| e.into_inner());
         map.get_or_insert_default().insert(boot_key(m, args), b.clone());
     }
+}
+
+/// Drops every boot [`remember`] kept: the next [`remembered`] boots again. A figure checked
+/// against a file is taken afresh this way when the kept run may be one that QEMU's rare
+/// host-timing race sent another way (see [`Mode::Deterministic`]).
+pub fn forget_boots() {
+    REMEMBERED.lock().unwrap_or_else(|e| e.into_inner()).take();
 }
 
 /// The deterministic boot of `args` on `m`: the one [`remember`] kept, or a new one.

@@ -26,7 +26,7 @@ pub(crate) struct Args {
     /// Tick rate (100, 250, 300, 1000).
     #[arg(long, default_value_t = 250)]
     pub(crate) hz: u32,
-    /// QEMU mode: deterministic (icount, byte-identical) or parallel (multi-threaded TCG).
+    /// QEMU mode: deterministic (icount, byte-identical but for a rare race on a loaded host) or parallel (multi-threaded TCG).
     #[arg(long, default_value = "deterministic")]
     pub(crate) mode: String,
     /// The machine's topology, as `cargo xsim --topology` takes it: flat (one cluster, what

@@ -156,7 +156,8 @@ impl Guest {
         std::fs::write(&initrd, image).map_err(|e| format!("{}: {e}", initrd.display()))?;
         let mut cmd = qemu::machine_command(m, mode);
         if mode == Mode::Deterministic {
-            // With a fixed RTC on the VM clock and a fixed seed, two boots print the same bytes.
+            // With a fixed RTC on the VM clock and a fixed seed, two boots print the same bytes
+            // (but for QEMU's race on a loaded host: `Mode::Deterministic`).
             cmd.args(["-rtc", "base=2024-01-01T00:00:00,clock=vm", "-seed", "1"]);
         }
         cmd.arg("-serial").arg(format!("file:{}", log.display()));

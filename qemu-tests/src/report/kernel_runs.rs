@@ -53,16 +53,26 @@ pub fn slices() -> Result<String, String> {
     Ok(out)
 }
 
-/// The latency scenario's figures on aarch64 (HZ 1000, CFS then EEVDF in one boot), per
-/// policy and group. riscv64's run is not reproducible from one runner process to the next
-/// (see the margins), so it is not tabled.
+/// The latency scenario's figures on both `virt` machines (HZ 1000, CFS then EEVDF in one
+/// boot), per machine, policy and group.
 pub fn latency() -> Result<String, String> {
-    let m = qemu::prepare(Arch::Aarch64)?;
-    let b = boot(&m, "scenario=latency hz=1000")?;
+    let machines: Vec<Machine> =
+        [Arch::Aarch64, Arch::Riscv64].into_iter().map(qemu::prepare).collect::<Result<_, _>>()?;
+    let boots = crate::pool::map(Mode::Deterministic, machines.len(), |i| {
+        boot(&machines[i], "scenario=latency hz=1000")
+    });
     let mut out = String::from(
-        "| policy | group | wake-ups | wake-to-run mean / p50 / p99 / max (µs) | CPU share of the machine (%) |\n\
-         |---|---|---:|---:|---:|\n",
+        "| machine | policy | group | wake-ups | wake-to-run mean / p50 / p99 / max (µs) | CPU share of the machine (%) |\n\
+         |---|---|---|---:|---:|---:|\n",
     );
+    for (m, b) in machines.iter().zip(boots) {
+        latency_rows(&mut out, m.arch, &b?)?;
+    }
+    Ok(out)
+}
+
+/// One boot's rows of the latency table.
+fn latency_rows(out: &mut String, arch: Arch, b: &Boot) -> Result<(), String> {
     for policy in ["cfs", "eevdf"] {
         for group in ["short slice", "default slice"] {
             let line = format!("latency: {policy}: {group}:");
@@ -71,7 +81,8 @@ pub fn latency() -> Result<String, String> {
             let wakeups =
                 number_after_in(l, &format!("{group}:")).ok_or_else(|| format!("no count in {l:?}"))?;
             out.push_str(&format!(
-                "| {} | {group} | {wakeups} | {} / {} / {} / {} | {:.2} |\n",
+                "| {} | {} | {group} | {wakeups} | {} / {} / {} / {} | {:.2} |\n",
+                arch.name(),
                 policy.to_uppercase(),
                 n("mean")?,
                 n("p50")?,
@@ -81,5 +92,5 @@ pub fn latency() -> Result<String, String> {
             ));
         }
     }
-    Ok(out)
+    Ok(())
 }

@@ -70,3 +70,51 @@ fn a_kept_section_runs_to_the_next_heading_or_the_end() {
     assert_eq!(section_in(file, "B"), Some("\n## B\n\nb\n"));
     assert_eq!(section_in(file, "C"), None);
 }
+
+/// [`confirmed`] of generations that give `bodies` in turn, and how many times it dropped the
+/// runs kept before generating again.
+fn confirm(bodies: &[&str]) -> (Result<String, String>, usize) {
+    let (mut next, mut agains) = (bodies.iter(), 0);
+    let r =
+        confirmed(|| Ok(next.next().expect("asked for more bodies than given").to_string()), || agains += 1);
+    (r, agains)
+}
+
+/// [`reproduced`] in at most `tries` generations that give `bodies` in turn, against a file
+/// whose body is "file", and how many times it dropped the runs kept.
+fn reproduce(tries: usize, bodies: &[&str]) -> (Result<bool, String>, usize) {
+    let (mut next, mut agains) = (bodies.iter(), 0);
+    let generate = || Ok(next.next().expect("asked for more bodies than given").to_string());
+    let r = reproduced(tries, generate, |body| body == "file", || agains += 1);
+    (r, agains)
+}
+
+#[test]
+fn xreport_writes_the_body_two_icount_runs_agree_on() {
+    assert_eq!(confirm(&["a", "a"]), (Ok("a".into()), 1), "a second, fresh generation confirms the first");
+    // The first run went another way: the third agrees with the second.
+    assert_eq!(confirm(&["raced", "a", "a"]), (Ok("a".into()), 2));
+    // The second went another way: the third agrees with the first.
+    assert_eq!(confirm(&["a", "raced", "a"]), (Ok("a".into()), 2));
+    let (r, agains) = confirm(&["a", "b", "c"]);
+    assert!(r.unwrap_err().contains("3 different results"));
+    assert_eq!(agains, 2);
+    let mut fails = || Err::<String, String>("boot failed".into());
+    assert_eq!(confirmed(&mut fails, || ()), Err("boot failed".into()));
+}
+
+#[test]
+fn xtest_calls_an_icount_difference_only_when_no_fresh_run_gives_the_files_body() {
+    assert_eq!(reproduce(3, &["file"]), (Ok(true), 0), "a run that gives the file's body needs no other");
+    assert_eq!(reproduce(3, &["raced", "file"]), (Ok(true), 1));
+    assert_eq!(reproduce(3, &["raced", "raced again", "file"]), (Ok(true), 2));
+    assert_eq!(
+        reproduce(3, &["changed", "changed", "changed"]),
+        (Ok(false), 2),
+        "three runs in all, the last two after the runs kept were dropped"
+    );
+    // A section of the other kinds gets one run.
+    assert_eq!(reproduce(1, &["changed"]), (Ok(false), 0));
+    let mut fails = || Err::<String, String>("boot failed".into());
+    assert_eq!(reproduced(3, &mut fails, |_| true, || ()), Err("boot failed".into()));
+}
