@@ -262,22 +262,36 @@ pub fn find_or_install_tool(bin: &str, package: &str) -> Result<PathBuf, String>
     if let Some(p) = which(bin) {
         return Ok(p);
     }
-    let root = Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0")).unwrap_or(false);
-    if root {
-        eprintln!("qemu-tests: {bin} not found; installing the Debian package {package}");
-        let ok = Command::new("apt-get").args(["update", "-qq"]).status().is_ok_and(|s| s.success())
-            && Command::new("apt-get")
-                .args(["install", "-y", "-qq", "--no-install-recommends", package])
-                .env("DEBIAN_FRONTEND", "noninteractive")
-                .status()
-                .is_ok_and(|s| s.success());
-        if ok {
-            if let Some(p) = which(bin) {
-                return Ok(p);
-            }
-        }
+    if !as_root() {
+        return Err(format!(
+            "{bin} is missing: install the Debian package {package} (apt-get install {package})"
+        ));
     }
-    Err(format!("{bin} is missing: install the Debian package {package} (apt-get install {package})"))
+    eprintln!("qemu-tests: {bin} not found; installing the Debian package {package}");
+    let apt = |args: &[&str]| -> Result<(), String> {
+        let out = Command::new("apt-get")
+            .args(args)
+            .env("DEBIAN_FRONTEND", "noninteractive")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| format!("apt-get: {e}"))?;
+        if out.status.success() {
+            return Ok(());
+        }
+        let err = String::from_utf8_lossy(&out.stderr);
+        Err(last_line(&err).unwrap_or_else(|| format!("exited with {}", out.status)))
+    };
+    apt(&["update", "-qq"])
+        .and_then(|()| apt(&["install", "-y", "-qq", "--no-install-recommends", package]))
+        .map_err(|why| {
+            format!("{bin} is missing and installing the Debian package {package} with apt-get failed: {why}")
+        })?;
+    which(bin).ok_or(format!("{bin} is still missing after installing the Debian package {package}"))
+}
+
+/// Whether this process runs as root, which apt-get needs.
+pub fn as_root() -> bool {
+    Command::new("id").arg("-u").output().is_ok_and(|o| o.status.success() && o.stdout.trim_ascii() == b"0")
 }
 
 fn which(bin: &str) -> Option<PathBuf> {

@@ -100,11 +100,6 @@ fn run(what: &str, cmd: &mut Command) -> Result<String, String> {
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
-/// Whether we run as root (apt-get needs it).
-fn root() -> bool {
-    Command::new("id").arg("-u").output().map(|o| o.stdout.starts_with(b"0\n")).unwrap_or(false)
-}
-
 /// The fetch: arm64 known to dpkg, the kernel's versioned image resolved, the closure listed,
 /// every package downloaded and unpacked, and the stamp written.
 fn fetch(tree: &Path) -> Result<(), String> {
@@ -116,7 +111,7 @@ fn fetch(tree: &Path) -> Result<(), String> {
     // Debian 12's archive is the one measured: any other host is refused before its package
     // setup is touched (an arm64 architecture added to an Ubuntu host breaks its apt-get).
     debian_12()?;
-    if !root() {
+    if !crate::qemu::as_root() {
         return Err("the Linux guest's packages are fetched with apt-get as root: run `cargo xrun --linux` once as root".into());
     }
     eprintln!("linux: fetching Debian's arm64 kernel, busybox-static, sysbench and rt-app (once, into target/linux)");
