@@ -334,3 +334,58 @@ fn a_run_is_cut_at_its_activations_bound() {
     // after the workload, as they are created.)
     assert_eq!((r.length_ns, r.tasks[0].activations), (1_000_000_000, 40_000 - 4));
 }
+
+/// A program thread that its next phase's affinity moves to another CPU pays for the move in
+/// the run that follows: the IPI to the CPU it moves to, a switch there, and the cache refill
+/// on top of its work. One whose phases keep it on its CPU pays none of them.
+#[test]
+fn a_thread_its_phase_moves_pays_the_move_in_its_next_run() {
+    let json = |second: usize| {
+        format!(
+            r#"{{"global": {{"duration": 1, "calibration": 100}}, "tasks": {{"t": {{"loop": -1, "phases": {{
+            "a": {{"cpus": [0], "run": 1000}}, "b": {{"cpus": [{second}], "run": 1000}}}}}}}}}}"#
+        )
+    };
+    let c = Config::octo(1);
+    let move_us = (c.ipi_latency_ns + c.switch_cost_ns + c.migration_cost_ns) as f64 / 1000.0;
+    let (stays, _) = run(&json(0), 2);
+    let (moves, _) = run(&json(1), 2);
+    assert!((stays[0].run_us.mean - 1000.0).abs() < 1.0, "no move, nothing more: {:?}", stays[0].run_us);
+    assert!(
+        (moves[0].run_us.mean - (1000.0 + move_us)).abs() < 1.0,
+        "each run after a move takes {move_us} µs more: {:?}",
+        moves[0].run_us
+    );
+}
+
+/// A program thread woken on another CPU than it last ran on is between two steps: its cache
+/// refill goes into the work step it starts next. Its sleep phase confines it to CPU 1 and
+/// its run phase to CPU 0, so it sleeps on CPU 0 and wakes on CPU 1 (the refill, owed by the
+/// next run), then the run's affinity moves it back (the move's IPI, switch and refill).
+/// Sleeping where it ran, it owes nothing.
+#[test]
+fn a_thread_woken_on_another_cpu_pays_the_refill_in_its_next_run() {
+    let json = |sleep_on: usize| {
+        format!(
+            r#"{{"global": {{"duration": 1, "calibration": 100}}, "tasks": {{"t": {{"loop": -1, "phases": {{
+            "a": {{"cpus": [0], "run": 1000}}, "b": {{"cpus": [{sleep_on}], "sleep": 1000}}}}}}}}}}"#
+        )
+    };
+    let c = Config::octo(1);
+    let refill_us = c.migration_cost_ns as f64 / 1000.0;
+    let move_us = (c.ipi_latency_ns + c.switch_cost_ns + c.migration_cost_ns) as f64 / 1000.0;
+    // (Every other phase only sleeps, a run of 0 as rt-app logs it: the runs are the top
+    // half, so their common length is the 99th percentile, and no run is longer.)
+    let runs = |sleep_on: usize| {
+        let (f, _) = run(&json(sleep_on), 2);
+        let r = f[0].run_us;
+        assert_eq!(r.p99, r.max, "{r:?}");
+        r.max
+    };
+    assert!((runs(0) - 1000.0).abs() < 1.0, "sleeping where it ran, it owes nothing");
+    let moves = runs(1);
+    assert!(
+        (moves - (1000.0 + refill_us + move_us)).abs() < 1.0,
+        "the refill of the wake on CPU 1 ({refill_us} µs) and the move back ({move_us} µs): {moves}"
+    );
+}
