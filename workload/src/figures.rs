@@ -6,8 +6,9 @@
 //!   preemption included (rt-app's `run` column);
 //! - **wake-to-run latency**: from an iteration's last sleep or timer deadline, or its last
 //!   wake-up by another thread (a mutex handed over, a signal, a barrier's release), to the
-//!   thread running again (rt-app's `wu_lat` covers timers only; schbench's and hackbench's
-//!   figure is the wake-up's);
+//!   thread running again (rt-app's `wu_lat` is another figure: the sum of an iteration's
+//!   timer wake-ups alone, reset to 0 by a missed timer; schbench's and hackbench's figure is
+//!   the wake-up's);
 //! - **slack**: at an iteration's last timer, the next activation minus the time the timer
 //!   was reached (rt-app's `slack`); a negative slack is a **timer miss**, counted;
 //! - **CPU share**: the task's threads' CPU time over the run, as a share of the machine

@@ -128,11 +128,10 @@ const EVENTS: [&str; 17] = [
     "suspend", "resume", "yield", "fork", "take", "join",
 ];
 
-/// The event a key names: an event name, optionally followed by digits (`run0`).
+/// The event a key names: as in rt-app, the event whose name starts it, whatever follows
+/// (`run0`, `run_big`; the longest name where two would, `runtime` before `run`).
 fn event_name(key: &str) -> Option<&'static str> {
-    EVENTS
-        .into_iter()
-        .find(|e| key.strip_prefix(e).is_some_and(|rest| rest.bytes().all(|b| b.is_ascii_digit())))
+    EVENTS.into_iter().find(|e| key.starts_with(e))
 }
 
 fn unsupported(path: &str, what: impl Into<String>) -> RtAppError {
@@ -338,7 +337,7 @@ pub fn lower_bytes(bytes: &[u8]) -> Result<ProgramDef, RtAppError> {
 /// use sched_workload::rtapp::{lower, RtAppError};
 /// let refused = lower(r#"{"global": {"calibration": 100}, "tasks": {"t": {"phases": {"p": {"spin": 1}}}}}"#);
 /// let Err(e @ RtAppError::Unsupported { .. }) = refused else { panic!() };
-/// assert_eq!(e.to_string(), "tasks.t.phases.p.spin: not supported: unknown event (known: runtime run sleep timer barrier lock unlock wait signal broad sync suspend resume yield fork take join, each maybe numbered: run0)");
+/// assert_eq!(e.to_string(), "tasks.t.phases.p.spin: not supported: unknown event (known: runtime run sleep timer barrier lock unlock wait signal broad sync suspend resume yield fork take join, each maybe with more after it: run0)");
 /// ```
 pub fn lower(text: &str) -> Result<ProgramDef, RtAppError> {
     if text.len() > MAX_FILE_BYTES {
@@ -403,7 +402,17 @@ fn lower_global(global: Option<&Json>, def: &mut ProgramDef) -> Result<(), RtApp
                 Json::String(s) => return Err(bad(&p, format!("{s:?}: MB, or disable, file or auto"))),
                 _ => drop(int(v, &p, 0, i32::MAX as i64)?),
             },
-            "gnuplot" | "ftrace" | "lock_pages" => drop(boolean(v, &p)?),
+            "gnuplot" | "lock_pages" => drop(boolean(v, &p)?),
+            // rt-app's trace categories, a comma list (a boolean is its older form).
+            "ftrace" => match v {
+                Json::String(s) => {
+                    let known = ["main", "task", "loop", "event", "stats", "none"];
+                    if let Some(c) = s.split(',').find(|c| !known.iter().any(|k| k.eq_ignore_ascii_case(c))) {
+                        return Err(bad(&p, format!("{c:?}: a comma list of {}", known.join(", "))));
+                    }
+                }
+                _ => drop(boolean(v, &p)?),
+            },
             // What would change the run or its figures is taken only as off.
             "pi_enabled" | "cumulative_slack" => {
                 if boolean(v, &p)? {
@@ -556,7 +565,10 @@ fn lower_phase(
                 let Some(event) = event_name(k) else {
                     return Err(unsupported(
                         &p,
-                        format!("unknown event (known: {}, each maybe numbered: run0)", EVENTS.join(" ")),
+                        format!(
+                            "unknown event (known: {}, each maybe with more after it: run0)",
+                            EVENTS.join(" ")
+                        ),
                     ));
                 };
                 if ph.events.len() == MAX_EVENTS {

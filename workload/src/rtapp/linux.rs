@@ -30,11 +30,11 @@ pub struct GuestFile {
     pub left_out: Vec<String>,
 }
 
-/// Every event key named `event` (maybe numbered: `fork0`) of `tasks`, with its JSON path and
+/// Every event key of event `event` (`fork`, `fork0`, as [`super::lower`] reads keys) of `tasks`, with its JSON path and
 /// value: among a task's own keys and its phases' keys, where events are (a task or a phase
 /// may have any name, and an event's value holds no event).
 fn events_named<'a>(tasks: &'a [(String, Json)], event: &str) -> Vec<(String, &'a Json)> {
-    let named = |k: &str| k.strip_prefix(event).is_some_and(|n| n.chars().all(|c| c.is_ascii_digit()));
+    let named = |k: &str| super::event_name(k) == Some(event);
     let mut found = Vec::new();
     let mut take = |keys: &'a [(String, Json)], at: &str| {
         found.extend(keys.iter().filter(|(k, _)| named(k)).map(|(k, v)| (format!("{at}.{k}"), v)));

@@ -105,8 +105,8 @@ fn every_refusal_names_its_path() {
             11,
         ),
         (
-            &with_tasks(r#""t": {"phases": {"p": {"run_big": 1}}}"#),
-            "tasks.t.phases.p.run_big: not supported",
+            &with_tasks(r#""t": {"phases": {"p": {"xrun": 1}}}"#),
+            "tasks.t.phases.p.xrun: not supported: unknown event",
             11,
         ),
         (
@@ -144,6 +144,11 @@ fn every_refusal_names_its_path() {
             11,
         ),
         ("{\"global\": {\"ftrace\": 1}, \"tasks\": {}}", "global.ftrace: expected true or false", 12),
+        (
+            "{\"global\": {\"ftrace\": \"main,tasks\"}, \"tasks\": {}}",
+            "global.ftrace: \"tasks\": a comma list of main, task, loop, event, stats, none",
+            12,
+        ),
         ("{\"global\": {\"log_size\": \"big\"}, \"tasks\": {}}", "global.log_size", 12),
         (
             "{\"global\": {\"calibration\": 1, \"io_device\": \"/tmp\"}, \"tasks\": {}}",
@@ -480,6 +485,12 @@ fn a_file_in_rtapp_examples_style_lowers() {
     let plain =
         r#"{"global": {"duration": 2}, "tasks": {"thread0": {"loop": 5, "run": 2000, "sleep": 8000}}}"#;
     assert_eq!(lower(styled).unwrap(), lower(plain).unwrap());
+    // rt-app's tutorial names its trace categories in a string, and events by any suffix.
+    let tutorial = plain
+        .replace(r#""duration": 2"#, r#""duration": 2, "ftrace": "main,TASK,loop,event""#)
+        .replace(r#""run":"#, r#""run_busy":"#)
+        .replace(r#""sleep":"#, r#""sleep_a":"#);
+    assert_eq!(lower(&tutorial).unwrap(), lower(plain).unwrap());
     let guest = crate::rtapp::linux::guest_json(styled).unwrap();
     assert_eq!(
         guest.json,
