@@ -242,13 +242,17 @@ impl<const Q: usize> Fair<'_, '_, Q> {
 
     /// `update_blocked_averages`: every group runqueue with signals left decays them (the
     /// deepest first), folds the change into its group's load and ages its entity above;
-    /// then the CPU's runqueue.
+    /// then the CPU's runqueue. A level in a throttled hierarchy is left as it stands until
+    /// it is let go (v5.7 takes it off the CPU's list of leaf runqueues when throttled).
     pub(crate) fn update_blocked_averages_h(&mut self) {
         for depth in (1..=MAX_GROUP_DEPTH as usize).rev() {
             for g in 1..=self.levels.len() as Level {
                 let c = &self.levels[g as usize - 1].cfs;
                 let idle = c.nr_running == 0 && c.avg.load_sum == 0 && c.avg.util_sum == 0 && c.avg.runnable_sum == 0;
-                if (idle && self.levels[g as usize - 1].tg_contrib == 0) || self.depth(g) != depth {
+                if (idle && self.levels[g as usize - 1].tg_contrib == 0)
+                    || self.depth(g) != depth
+                    || self.throttled_hierarchy(g)
+                {
                     continue;
                 }
                 self.at(g, |f| {

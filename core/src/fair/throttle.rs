@@ -278,20 +278,23 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// goes on if that brings it above 0. Returns whether it was let go.
     pub(crate) fn distribute(&mut self, g: Level) -> bool {
         let now = self.rq.clock;
-        let (Some(sh), Some(lv)) = (self.pool.shared(g as usize), self.levels.get_mut((g as usize).wrapping_sub(1)))
-        else {
+        let Some(lv) = self.levels.get((g as usize).wrapping_sub(1)).filter(|lv| lv.runtime.throttled) else {
             return false;
         };
-        if !lv.runtime.throttled {
+        // A level that cannot run its slice (nothing queued, or an ancestor throttled) gets
+        // Linux's grant: its deficit and 1 ns.
+        let runs = lv.cfs.load.weight != 0 && !self.throttled_hierarchy(self.parent(g));
+        let (Some(sh), Some(lv)) = (self.pool.shared(g as usize), self.levels.get_mut(g as usize - 1)) else {
             return false;
-        }
+        };
         let go = {
             let mut pool = sh.bw.lock();
-            let grant = pool.give(lv.runtime.remaining, lv.cfs.load.weight != 0);
-            lv.runtime.remaining += grant as i64;
-            let go = lv.runtime.remaining > 0;
+            let grant = pool.give(lv.runtime.remaining, runs);
+            let rt = &mut lv.runtime;
+            rt.remaining = rt.remaining.saturating_add(i64::try_from(grant).unwrap_or(i64::MAX));
+            let go = rt.remaining > 0;
             if go {
-                lv.runtime.unthrottle(now, 0, &mut pool);
+                rt.unthrottle(now, 0, &mut pool);
             }
             go
         };

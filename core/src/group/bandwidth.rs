@@ -105,8 +105,11 @@ impl fmt::Display for CpuMax {
     }
 }
 
-/// µs as written in `cpu.max`, in ns.
+/// µs as written in `cpu.max` (digits only: Linux's `%llu` takes no sign), in ns.
 fn micros(w: &str) -> Result<u64, GroupError> {
+    if !w.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(GroupError::Malformed);
+    }
     let us: u64 = w.parse().map_err(|_| GroupError::Malformed)?;
     us.checked_mul(1000).ok_or(GroupError::Malformed)
 }
@@ -209,7 +212,7 @@ impl Pool {
             self.active = false;
             return PeriodEnd::Stop;
         };
-        self.stats.nr_periods += overrun;
+        self.stats.nr_periods = self.stats.nr_periods.saturating_add(overrun);
         if self.idle && !throttled {
             self.active = false;
             return PeriodEnd::Stop;
@@ -220,7 +223,7 @@ impl Pool {
             self.idle = true;
             return PeriodEnd::Refilled;
         }
-        self.stats.nr_throttled += overrun;
+        self.stats.nr_throttled = self.stats.nr_throttled.saturating_add(overrun);
         self.idle = false;
         PeriodEnd::Distribute
     }
@@ -321,11 +324,12 @@ impl RqRuntime {
     }
 
     /// Lets it go on at `now` with `grant` more runtime; the time it spent throttled is
-    /// counted in `pool`'s statistics.
+    /// counted in `pool`'s statistics. One not throttled only gets the runtime.
     pub fn unthrottle(&mut self, now: u64, grant: u64, pool: &mut Pool) {
-        self.remaining += grant as i64;
-        self.throttled = false;
-        pool.throttled_for(now.saturating_sub(self.throttled_at));
+        self.remaining = self.remaining.saturating_add(i64::try_from(grant).unwrap_or(i64::MAX));
+        if core::mem::take(&mut self.throttled) {
+            pool.throttled_for(now.saturating_sub(self.throttled_at));
+        }
     }
 }
 
@@ -353,9 +357,10 @@ mod tests {
     }
 
     /// cpu.max's text: each bound as Linux checks it; anything but one or two numbers (or
-    /// `max`) refused.
+    /// `max`) refused, which is stricter than Linux (its `sscanf` ignores a third word and
+    /// keeps the period for a second word that is no number, and reads `1000abc` as 1000).
     #[test]
-    fn cpu_max_reads_and_refuses_as_linux() {
+    fn cpu_max_reads_as_linux_and_refuses_more() {
         let m = CpuMax::parse("1000", None).unwrap();
         assert_eq!((m.quota_ns(), m.period_ns()), (Some(1_000_000), DEFAULT_PERIOD_NS));
         assert_eq!(CpuMax::parse("max", None).unwrap(), CpuMax::UNLIMITED);
@@ -363,7 +368,7 @@ mod tests {
         assert_eq!(CpuMax::parse("999 10000", None), Err(GroupError::QuotaOutOfRange(999_000)));
         assert_eq!(CpuMax::parse("1000 999", None), Err(GroupError::PeriodOutOfRange(999_000)));
         assert_eq!(CpuMax::parse("1000 1000001", None), Err(GroupError::PeriodOutOfRange(1_000_001_000)));
-        for bad in ["", "ten", "1000 x", "1000 10000 5", "-5"] {
+        for bad in ["", "ten", "1000 x", "1000 10000 5", "-5", "+1000", "1000 +10000", "1000abc"] {
             assert_eq!(CpuMax::parse(bad, None), Err(GroupError::Malformed), "{bad:?}");
         }
         // A quota above its period is allowed (several CPUs' worth).
@@ -435,5 +440,29 @@ mod tests {
         rq.remaining = pool.give_back(rq.remaining);
         assert_eq!(rq.remaining, MIN_RQ_RUNTIME_NS as i64);
         assert_eq!(pool.runtime(), 20_000_000 - SLICE_NS + (SLICE_NS - MIN_RQ_RUNTIME_NS));
+    }
+
+    /// Any value the types take is taken: the period counts saturate however late the timer
+    /// runs, a grant larger than any runtime saturates, and a second let-go counts no
+    /// throttled time again.
+    #[test]
+    fn extreme_counts_and_grants_saturate() {
+        let mut pool = Pool::new(CpuMax::new(Some(10_000_000), 100_000_000).unwrap());
+        let mut rq = RqRuntime::default();
+        assert!(!rq.charge(20_000_000, &mut pool) || pool.runtime() == 0);
+        rq.throttle(1_000);
+        for _ in 0..2 {
+            assert_eq!(pool.period_end(u64::MAX, true), PeriodEnd::Distribute);
+        }
+        assert_eq!((pool.stats().nr_periods, pool.stats().nr_throttled), (u64::MAX, u64::MAX));
+        let owed = rq.remaining;
+        assert!(owed <= 0);
+        rq.unthrottle(5_000, u64::MAX, &mut pool);
+        assert_eq!((rq.remaining, rq.throttled), (i64::MAX + owed, false), "no wrap to a debt");
+        rq.unthrottle(5_000, u64::MAX, &mut pool);
+        assert_eq!(rq.remaining, i64::MAX);
+        assert_eq!(pool.stats().throttled_ns, 4_000);
+        rq.unthrottle(9_000, u64::MAX, &mut pool);
+        assert_eq!(pool.stats().throttled_ns, 4_000, "not throttled: no time counted");
     }
 }

@@ -290,6 +290,10 @@ fn a_throttled_levels_signals_stand_still_until_it_is_let_go() {
     }
     let end = m.bandwidth_timer().expect("the period timer runs while it is throttled");
     let (before_g, before_child) = (level(&m, g), level(&m, child));
+    // The group's entity above, off the root's runqueue while throttled, is not aged either
+    // (v5.7's blocked-load updates skip a throttled hierarchy).
+    let entity = |m: &M<1>| m.pool().group_cell(0, g.slot()).unwrap().avg();
+    let before_entity = entity(&m);
     assert!(before_g.0 && before_child.0, "both clocks stopped: {before_g:?} {before_child:?}");
     assert!(before_child.2[0] > 0, "the child level carries its spinners' load");
     // A group made under the throttled one starts with its clock stopped.
@@ -298,6 +302,7 @@ fn a_throttled_levels_signals_stand_still_until_it_is_let_go() {
     run(&m, &mut now, end - 2 * MS);
     assert_eq!(level(&m, g), before_g, "the group's level while throttled");
     assert_eq!(level(&m, child), before_child, "the child's level while its parent is throttled");
+    assert_eq!(entity(&m), before_entity, "the group's entity while its level is throttled");
     // Let go: the clocks run again, and the spinners' running time accrues.
     run(&m, &mut now, end + 3 * MS);
     let (after_g, after_child) = (level(&m, g), level(&m, child));
@@ -366,5 +371,42 @@ fn a_reused_slot_starts_with_a_running_clock() {
     run(&m, &mut now, end + MS);
     assert_eq!(state(&m, a), (false, false), "let go");
     assert!(!state(&m, c).1, "still running after the let-go");
+    m.check_invariants().unwrap();
+}
+
+/// At a period's end, a throttled level whose ancestor is throttled too cannot run a slice:
+/// it gets Linux's grant, its deficit and 1 ns, and the rest of its group's pool stays for
+/// the levels that can run (v5.7's `distribute_cfs_runtime` hands every level only that).
+/// The child's group is in a lower slot than its parent's, so its period's end is run first,
+/// while the parent is still throttled.
+#[test]
+fn a_level_under_a_throttled_parent_takes_no_slice_at_the_periods_end() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let spare = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+    let parent = limited(&m, now, "5000 100000");
+    m.delete_group(spare).unwrap();
+    let child = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
+    assert!(child.slot() < parent.slot(), "the child's period ends are run first");
+    m.set_group_max(now, child, max("5000 100000")).unwrap();
+    spinners(&m, now, child, 1);
+    m.create(0, now, TaskParams::default()).unwrap();
+    let state = |m: &M<1>, g: GroupId| on_level(m, 0, g, |lv| lv.runtime());
+    while !(state(&m, child).throttled && state(&m, parent).throttled) {
+        let next = now + MS;
+        assert!(
+            next < 1_000 * MS,
+            "both levels throttled at once: {:?} {:?}",
+            state(&m, child),
+            state(&m, parent)
+        );
+        run(&m, &mut now, next);
+    }
+    let end = m.bandwidth_timer().expect("the period timers run");
+    run(&m, &mut now, end - MS);
+    let deficit = -state(&m, child).remaining;
+    assert!(deficit >= 0 && state(&m, child).throttled && state(&m, parent).throttled);
+    run(&m, &mut now, end);
+    assert_eq!(state(&m, child).remaining, 1, "the deficit and 1 ns, no slice");
     m.check_invariants().unwrap();
 }

@@ -297,9 +297,11 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
     /// starts are found in one pass, as v5.7 walks the list it had (one throttled meanwhile
     /// waits for the next period); each next one is then found anew among those left, so only
     /// a `CpuMask` of them goes on the tick's stack, no list of keys: `CPUS + T²` runqueue
-    /// locks for `T` throttled CPUs, not `CPUS × T`.
+    /// locks for `T` throttled CPUs, not `CPUS × T`. It stops once the pool is spent, as
+    /// v5.7 does: the CPUs left wait for the next period.
     #[inline(never)]
     fn distribute(&self, g: u16, now: u64) {
+        let Some(sh) = self.gshared.get(g as usize - 1) else { return };
         let throttled = |cpu: usize| {
             let st = self.rq(cpu);
             st.levels
@@ -321,6 +323,10 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             st.rq.update_clock(now);
             st.fair(self.pool()).distribute(g);
             self.after_update(cpu, &mut st);
+            drop(st);
+            if sh.bw.lock().runtime() == 0 {
+                return;
+            }
         }
     }
 
