@@ -41,9 +41,9 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         let ok = {
             let mut pool = sh.bw.lock();
             let ok = rt.charge(delta, &mut pool);
-            if pool.active() && sh.next_end.load(Relaxed) == 0 {
-                // The period timer starts with the first runtime taken.
-                sh.next_end.store(self.rq.clock.saturating_add(pool.limit().period_ns()), Relaxed);
+            if pool.active() {
+                // The period timer runs while runtime is taken (`start_cfs_bandwidth`).
+                sh.arm(self.rq.clock, pool.limit().period_ns());
             }
             ok
         };
@@ -217,9 +217,7 @@ impl<const Q: usize> Fair<'_, '_, Q> {
             sh.nr_throttled.fetch_add(1, Relaxed);
             // The period timer must run to let it go (`start_cfs_bandwidth`).
             pool.take(0);
-            if sh.next_end.load(Relaxed) == 0 {
-                sh.next_end.store(now.saturating_add(pool.limit().period_ns()), Relaxed);
-            }
+            sh.arm(now, pool.limit().period_ns());
         }
     }
 

@@ -410,3 +410,24 @@ fn a_level_under_a_throttled_parent_takes_no_slice_at_the_periods_end() {
     assert_eq!(state(&m, child).remaining, 1, "the deficit and 1 ns, no slice");
     m.check_invariants().unwrap();
 }
+
+/// The period timer starts with the quota and keeps its phase across a stop, as v5.7's
+/// hrtimer does (`start_cfs_bandwidth` forwards the old expiry by whole periods): written at
+/// 1 ns, the periods end at 100, 200, … ms; unused, the timer stops after two of them
+/// (`nr_periods` 2, as Linux counts them); a task that takes runtime at 250 ms waits for
+/// the end at 300 ms, not for a whole period from its take.
+#[test]
+fn the_period_timer_starts_with_the_quota_and_keeps_its_phase() {
+    let m = boot::<1>(Features::default());
+    let mut now = 1;
+    let g = limited(&m, now, "10000 100000");
+    assert_eq!(m.bandwidth_timer(), Some(100 * MS), "armed by the write, at the next whole period");
+    run(&m, &mut now, 250 * MS);
+    assert_eq!(m.bandwidth_timer(), None, "stopped after a whole period unused");
+    assert_eq!(m.group_bandwidth(g).unwrap().nr_periods, 2);
+    spinners(&m, now, g, 1);
+    let next = now + MS;
+    run(&m, &mut now, next);
+    assert_eq!(m.bandwidth_timer(), Some(300 * MS), "restarted in its phase");
+    m.check_invariants().unwrap();
+}

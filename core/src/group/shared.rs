@@ -22,10 +22,14 @@ pub struct GroupShared {
     /// Its bandwidth pool (`cfs_b`, under its own lock: a leaf, taken under a runqueue lock
     /// or alone, never held while taking another).
     pub(crate) bw: spin::Mutex<Pool>,
-    /// When its period ends next (ns; 0: the period timer is stopped). Armed by a throttle
-    /// and stopped by a period's end under `bw`'s lock (any tick may move it on, alone; a
-    /// new limit stops it too).
+    /// When its period ends next (ns; 0: the period timer is stopped). Armed ([`Self::arm`])
+    /// by a new limit, the first runtime taken and a throttle, and stopped by a period's end
+    /// under `bw`'s lock (any tick may move it on, alone).
     pub(crate) next_end: AtomicU64,
+    /// The period timer's last expiry (ns), kept while it is stopped: its phase, which a
+    /// restart keeps, as `hrtimer_forward_now` does (0 for a new group: periods from the
+    /// clock's start).
+    phase: AtomicU64,
     /// How many of its runqueues are throttled now. A throttle counts itself under `bw`'s
     /// lock, where a period's end reads it, so that no throttle is missed by a period's end
     /// that stops the timer or only refills.
@@ -42,8 +46,32 @@ impl GroupShared {
             dying: AtomicBool::new(false),
             bw: spin::Mutex::new(Pool::new(CpuMax::UNLIMITED)),
             next_end: AtomicU64::new(0),
+            phase: AtomicU64::new(0),
             nr_throttled: AtomicU32::new(0),
         }
+    }
+
+    /// Starts the period timer at `now`, if it is stopped (`start_cfs_bandwidth`): its next
+    /// end is the first one after `now` in its phase, whole periods of `period` ns on from
+    /// its last expiry (that expiry itself if it is still ahead).
+    pub(crate) fn arm(&self, now: u64, period: u64) {
+        if self.next_end.load(Relaxed) != 0 {
+            return;
+        }
+        let last = self.phase.load(Relaxed);
+        let next = if last > now {
+            last
+        } else {
+            let periods = (now - last) / period.max(1) + 1;
+            last.saturating_add(periods.saturating_mul(period))
+        };
+        self.next_end.store(next, Relaxed);
+        self.moved_on(next);
+    }
+
+    /// The period timer was moved on to end at `next` (ns): the phase a restart keeps.
+    pub(crate) fn moved_on(&self, next: u64) {
+        self.phase.store(next, Relaxed);
     }
 
     /// Its parent's level (0: the root).
@@ -79,6 +107,7 @@ impl GroupShared {
         self.parent.store(parent, Relaxed);
         self.dying.store(false, Relaxed);
         self.next_end.store(0, Relaxed);
+        self.phase.store(0, Relaxed);
         self.nr_throttled.store(0, Relaxed);
     }
 
@@ -86,6 +115,7 @@ impl GroupShared {
     pub(crate) fn reset_pool(&self) {
         *self.bw.lock() = Pool::new(CpuMax::UNLIMITED);
         self.next_end.store(0, Relaxed);
+        self.phase.store(0, Relaxed);
         self.nr_throttled.store(0, Relaxed);
     }
 }

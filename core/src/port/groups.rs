@@ -93,11 +93,13 @@ impl<
     /// When the earliest group's `cpu.max` period ends (ns), while any period timer runs:
     /// the tick runs them, so a port that stops a CPU's tick other than through
     /// [`Scheduler::idle_enter`] (which keeps it ticking meanwhile) must tick by then.
-    /// Lock-free, from anywhere; `None` while no group's `cpu.max` period runs (none has had
-    /// a task under a quota yet, or every period timer has stopped).
+    /// Lock-free, from anywhere; `None` while no group's `cpu.max` period runs (no group has
+    /// a quota, or every period timer has stopped after a period with nothing taken). A
+    /// period timer starts when a quota is written, and again when runtime is taken, in its
+    /// phase: periods end at whole periods from the clock's start, as a new hrtimer's do.
     ///
     /// ```
-    /// use sched_core::{port::Scheduler, Features, NoPlatform, TaskParams};
+    /// use sched_core::{port::Scheduler, Features, NoPlatform};
     /// use sched_core::group::{bandwidth::CpuMax, shares::CpuWeight, tree::GroupId};
     /// static S: Scheduler<NoPlatform, 1, 8, 8, sched_core::spin::Spin, 8, 2> = Scheduler::new(NoPlatform, Features::DEFAULT, 250);
     /// S.init_with(|t| t.init_flat(1)).unwrap();
@@ -105,10 +107,8 @@ impl<
     /// assert_eq!(S.bandwidth_timer(), None, "no group has a quota");
     /// let g = S.create_group(0, GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
     /// S.set_group_max(0, 2, g, CpuMax::parse("20000 100000", None).unwrap()).unwrap();
-    /// let t = S.create(0, 3, TaskParams::default(), ()).unwrap();
-    /// S.move_task(0, 3, t, g).unwrap();
-    /// // The group has a quota and a task: its period started with the task, at 3 ns.
-    /// assert_eq!(S.bandwidth_timer(), Some(3 + 100_000_000));
+    /// // Written at 2 ns, the first period ends at 100 ms.
+    /// assert_eq!(S.bandwidth_timer(), Some(100_000_000));
     /// ```
     pub fn bandwidth_timer(&self) -> Option<u64> {
         self.smp.bandwidth_timer()

@@ -228,8 +228,19 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let _config = self.group_config.lock();
         self.groups.lock().set_max(g, max)?;
         let Some(sh) = self.shared(g) else { return Err(GroupError::Root) };
-        sh.bw.lock().set_limit(max);
-        sh.next_end.store(0, Relaxed);
+        {
+            // (The pool's lock is held while the timer is stopped and armed again, as a
+            // period's end holds it: a tick meanwhile runs no period of the old limit.)
+            let mut pool = sh.bw.lock();
+            pool.set_limit(max);
+            sh.next_end.store(0, Relaxed);
+            if max.quota_ns().is_some() {
+                // The period timer starts with the limit (`tg_set_cfs_bandwidth`), in its
+                // phase.
+                pool.take(0);
+                sh.arm(now, max.period_ns());
+            }
+        }
         if max.quota_ns().is_some() {
             self.bandwidth_used.store(true, Relaxed);
         }
@@ -265,6 +276,7 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
             if sh.next_end.compare_exchange(end, next, Relaxed, Relaxed).is_err() {
                 continue;
             }
+            sh.moved_on(next);
             // (The throttled count is read and the timer stopped under the pool's lock, which
             // a throttle holds while it counts itself and arms the timer.)
             let outcome = {
