@@ -300,9 +300,16 @@ impl SchedAvg {
         }
     }
 
-    /// Decays a blocked task's signals up to `now` (used to sync before a migration).
+    /// Decays a blocked task's signals up to `now` (used to sync before a migration). Unlike
+    /// [`SchedAvg::update_task`] it leaves util_est's "unchanged" flag as it is, as v5.7's
+    /// `__update_load_avg_blocked_se` does: a sync is no new sample of the task's utilisation.
     pub fn update_blocked_task(&mut self, now: u64, weight: u64) -> bool {
-        self.update_task(now, weight, false, false)
+        if self.update_sum(now, 0, 0, false) {
+            self.update_avg(weight);
+            true
+        } else {
+            false
+        }
     }
 
     /// Updates a runqueue's signals: load = its summed weight (down-scaled), runnable = its

@@ -35,7 +35,8 @@ impl<const Q: usize> Fair<'_, '_, Q> {
         let decayed = self.update_cfs_avg();
         if let Some(r) = removed_runnable {
             // (The runnable average is the unweighted load: it stands for the load sum gone.)
-            self.add_tg_cfs_propagate(-(((r * divider) >> 10) as i64));
+            // (Shifted after the sign, as v5.7's arithmetic shift rounds: towards −∞.)
+            self.add_tg_cfs_propagate(-((r * divider) as i64) >> 10);
         }
         decayed
     }
@@ -243,7 +244,9 @@ impl<const Q: usize> Fair<'_, '_, Q> {
     /// `update_blocked_averages`: every group runqueue with signals left decays them (the
     /// deepest first), folds the change into its group's load and ages its entity above;
     /// then the CPU's runqueue. A level in a throttled hierarchy is left as it stands until
-    /// it is let go (v5.7 takes it off the CPU's list of leaf runqueues when throttled).
+    /// it is let go (v5.7 takes it off the CPU's list of leaf runqueues when throttled), and
+    /// an entity with no load, no utilisation and nothing to carry up is not aged
+    /// (`skip_blocked_update`).
     pub(crate) fn update_blocked_averages_h(&mut self) {
         for depth in (1..=MAX_GROUP_DEPTH as usize).rev() {
             for g in 1..=self.levels.len() as Level {
@@ -260,7 +263,9 @@ impl<const Q: usize> Fair<'_, '_, Q> {
                         f.update_tg_load_avg();
                     }
                 });
-                if let Some((s, pl)) = self.up(g) {
+                let Some((s, pl)) = self.up(g) else { continue };
+                let se = self.ent(s);
+                if se.load_avg() != 0 || se.util() != 0 || self.levels[g as usize - 1].propagate {
                     self.at(pl, |f| f.age_entity(s, PeltFlags::empty()));
                 }
             }

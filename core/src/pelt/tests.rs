@@ -234,3 +234,19 @@ fn util_est_sums_saturate() {
     util_est_sub(&mut rq, &t);
     assert_eq!(rq.enqueued, 0);
 }
+
+/// A blocked task's sync before a migration decays its signals but is no new sample: it
+/// leaves util_est's "unchanged" flag set (v5.7's `__update_load_avg_blocked_se`), where an
+/// update of the queued or running task clears it, so that the next dequeue samples.
+#[test]
+fn a_blocked_sync_leaves_util_ests_flag() {
+    let mut a = SchedAvg::default();
+    let now = run_periods(&mut a, 0, 64, true);
+    a.util_est.enqueued = a.util_avg as u32 | UTIL_AVG_UNCHANGED;
+    let util = a.util_avg;
+    assert!(a.update_blocked_task(now + 8 * PERIOD_NS, 1024));
+    assert!(a.util_avg < util, "decayed while blocked: {} of {util}", a.util_avg);
+    assert_ne!(a.util_est.enqueued & UTIL_AVG_UNCHANGED, 0, "a sync keeps the flag");
+    assert!(a.update_task(now + 9 * PERIOD_NS, 1024, true, true));
+    assert_eq!(a.util_est.enqueued & UTIL_AVG_UNCHANGED, 0, "an update of the queued task clears it");
+}
