@@ -268,10 +268,11 @@ impl Pool {
         self.stats.throttled_ns = self.stats.throttled_ns.saturating_add(ns);
     }
 
-    /// Replaces the limit: the pool is refilled for it and the timer stops until runtime is
-    /// taken. Each runqueue of the group starts over too ([`RqRuntime::reset`]).
+    /// Replaces the limit: the pool is refilled for it, and whether its last period went
+    /// unused is kept (v5.7's `tg_set_cfs_bandwidth` leaves `idle`). Each runqueue of the
+    /// group starts over too ([`RqRuntime::reset`]).
     pub fn set_limit(&mut self, limit: CpuMax) {
-        *self = Pool { stats: self.stats, ..Pool::new(limit) };
+        *self = Pool { stats: self.stats, idle: self.idle, ..Pool::new(limit) };
     }
 }
 

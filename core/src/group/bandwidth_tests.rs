@@ -377,38 +377,46 @@ fn a_reused_slot_starts_with_a_running_clock() {
 /// At a period's end, a throttled level whose ancestor is throttled too cannot run a slice:
 /// it gets Linux's grant, its deficit and 1 ns, and the rest of its group's pool stays for
 /// the levels that can run (v5.7's `distribute_cfs_runtime` hands every level only that).
-/// The child's group is in a lower slot than its parent's, so its period's end is run first,
-/// while the parent is still throttled.
+/// Periods that end at one tick are run parents first: a child's level is then served under
+/// a parent already let go, and gets its slice, whatever the groups' slots.
 #[test]
 fn a_level_under_a_throttled_parent_takes_no_slice_at_the_periods_end() {
-    let m = boot::<1>(Features::default());
-    let mut now = 1;
-    let spare = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
-    let parent = limited(&m, now, "5000 100000");
-    m.delete_group(spare).unwrap();
-    let child = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
-    assert!(child.slot() < parent.slot(), "the child's period ends are run first");
-    m.set_group_max(now, child, max("5000 100000")).unwrap();
-    spinners(&m, now, child, 1);
-    m.create(0, now, TaskParams::default()).unwrap();
-    let state = |m: &M<1>, g: GroupId| on_level(m, 0, g, |lv| lv.runtime());
-    while !(state(&m, child).throttled && state(&m, parent).throttled) {
-        let next = now + MS;
-        assert!(
-            next < 1_000 * MS,
-            "both levels throttled at once: {:?} {:?}",
-            state(&m, child),
-            state(&m, parent)
-        );
-        run(&m, &mut now, next);
-    }
-    let end = m.bandwidth_timer().expect("the period timers run");
-    run(&m, &mut now, end - MS);
-    let deficit = -state(&m, child).remaining;
-    assert!(deficit >= 0 && state(&m, child).throttled && state(&m, parent).throttled);
-    run(&m, &mut now, end);
-    assert_eq!(state(&m, child).remaining, 1, "the deficit and 1 ns, no slice");
-    m.check_invariants().unwrap();
+    // (`child_period` ms for the child's periods, 100 ms for the parent's; both quotas 5 ms.)
+    let case = |child_period: u64| {
+        let m = boot::<1>(Features::default());
+        let mut now = 1;
+        let spare = m.create_group(GroupId::ROOT, CpuWeight::DEFAULT).unwrap();
+        let parent = limited(&m, now, "5000 100000");
+        m.delete_group(spare).unwrap();
+        let child = m.create_group(parent, CpuWeight::DEFAULT).unwrap();
+        assert!(child.slot() < parent.slot(), "the child's slot comes first");
+        m.set_group_max(now, child, max(&std::format!("5000 {}", child_period * 1000))).unwrap();
+        spinners(&m, now, child, 1);
+        m.create(0, now, TaskParams::default()).unwrap();
+        let state = |m: &M<1>, g: GroupId| on_level(m, 0, g, |lv| lv.runtime());
+        while !(state(&m, child).throttled && state(&m, parent).throttled) {
+            let next = now + MS;
+            assert!(
+                next < 1_000 * MS,
+                "both throttled at once: {:?} {:?}",
+                state(&m, child),
+                state(&m, parent)
+            );
+            run(&m, &mut now, next);
+        }
+        let end = m.bandwidth_timer().expect("the period timers run");
+        assert_eq!(end, child_period * MS, "the child's period ends first or with the parent's");
+        run(&m, &mut now, end - MS);
+        assert!(state(&m, child).throttled && state(&m, parent).throttled);
+        run(&m, &mut now, end);
+        (state(&m, child), state(&m, parent))
+    };
+    let (child, parent) = case(50);
+    assert_eq!((child.remaining, child.throttled), (1, false), "the deficit and 1 ns, no slice");
+    assert!(parent.throttled, "the parent's period has not ended");
+    let (child, parent) = case(100);
+    assert!(!parent.throttled, "the parent is let go at the same tick");
+    assert!(child.remaining > 1_000_000, "served after its parent, a slice: {child:?}");
 }
 
 /// The period timer starts with the quota and keeps its phase across a stop, as v5.7's
@@ -429,5 +437,8 @@ fn the_period_timer_starts_with_the_quota_and_keeps_its_phase() {
     let next = now + MS;
     run(&m, &mut now, next);
     assert_eq!(m.bandwidth_timer(), Some(300 * MS), "restarted in its phase");
+    // A broken clock reading written with a limit arms no timer past every later tick.
+    m.set_group_max(u64::MAX, g, max("10000 100000")).unwrap();
+    assert_eq!(m.bandwidth_timer(), Some(300 * MS), "kept in its phase");
     m.check_invariants().unwrap();
 }

@@ -96,7 +96,8 @@ impl<
     /// Lock-free, from anywhere; `None` while no group's `cpu.max` period runs (no group has
     /// a quota, or every period timer has stopped after a period with nothing taken). A
     /// period timer starts when a quota is written, and again when runtime is taken, in its
-    /// phase: periods end at whole periods from the clock's start, as a new hrtimer's do.
+    /// phase: forwarded by whole periods from its last expiry (for a new group, from the
+    /// clock's start), as v5.7's hrtimer is.
     ///
     /// ```
     /// use sched_core::{port::Scheduler, Features, NoPlatform};

@@ -228,6 +228,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
         let _config = self.group_config.lock();
         self.groups.lock().set_max(g, max)?;
         let Some(sh) = self.shared(g) else { return Err(GroupError::Root) };
+        // (A broken reading would arm the timer past every later tick.)
+        let now = self.rq(0).rq.sane_now(now);
         {
             // (The pool's lock is held while the timer is stopped and armed again, as a
             // period's end holds it: a tick meanwhile runs no period of the old limit.)
@@ -261,36 +263,58 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
 
     /// The groups' period timers, run from the tick: each group whose period has ended at
     /// `now` refills its pool and hands runtime to its throttled runqueues, in the order
-    /// they were throttled (`sched_cfs_period_timer`). Any CPU's tick may run a period's end;
-    /// one claims it. (Out of line: the tick's own frame stays as small as without groups.)
+    /// they were throttled (`sched_cfs_period_timer`); groups whose periods end at one tick
+    /// go parents first, so that a child's level is not served as if under a throttled
+    /// parent the same tick lets go. Any CPU's tick may run a period's end; one claims it,
+    /// under the pool's lock, where every other write of the timer is made. (Out of line: the
+    /// tick's own frame stays as small as without groups.)
     #[inline(never)]
     pub(super) fn bandwidth_periods(&self, now: u64) {
-        for (i, sh) in self.gshared.iter().enumerate() {
-            let end = sh.next_end.load(Relaxed);
-            if end == 0 || now < end {
-                continue;
-            }
-            let period = sh.bw.lock().limit().period_ns().max(1);
-            let overrun = (now - end) / period + 1;
-            let next = end.saturating_add(overrun.saturating_mul(period));
-            if sh.next_end.compare_exchange(end, next, Relaxed, Relaxed).is_err() {
-                continue;
-            }
-            sh.moved_on(next);
-            // (The throttled count is read and the timer stopped under the pool's lock, which
-            // a throttle holds while it counts itself and arms the timer.)
-            let outcome = {
-                let mut pool = sh.bw.lock();
-                let outcome = pool.period_end(overrun, sh.nr_throttled.load(Relaxed) > 0);
-                if outcome == PeriodEnd::Stop {
-                    let _ = sh.next_end.compare_exchange(next, 0, Relaxed, Relaxed);
+        let due = |sh: &GroupShared| matches!(sh.next_end.load(Relaxed), end if end != 0 && now >= end);
+        if !self.gshared.iter().any(due) {
+            return;
+        }
+        for depth in 0..=crate::group::tree::MAX_GROUP_DEPTH as usize {
+            for (i, sh) in self.gshared.iter().enumerate() {
+                if !due(sh) || self.group_depth(i as u16 + 1) != depth {
+                    continue;
                 }
-                outcome
-            };
-            if outcome == PeriodEnd::Distribute {
-                self.distribute(i as u16 + 1, now);
+                // (The throttled count is read and the timer moved or stopped under the
+                // pool's lock, which a throttle holds while it counts itself and arms the
+                // timer, and a new limit while it stops and arms it.)
+                let outcome = {
+                    let mut pool = sh.bw.lock();
+                    let end = sh.next_end.load(Relaxed);
+                    if end == 0 || now < end {
+                        continue;
+                    }
+                    let period = pool.limit().period_ns().max(1);
+                    let overrun = (now - end) / period + 1;
+                    let next = end.saturating_add(overrun.saturating_mul(period));
+                    sh.next_end.store(next, Relaxed);
+                    sh.moved_on(next);
+                    let outcome = pool.period_end(overrun, sh.nr_throttled.load(Relaxed) > 0);
+                    if outcome == PeriodEnd::Stop {
+                        sh.next_end.store(0, Relaxed);
+                    }
+                    outcome
+                };
+                if outcome == PeriodEnd::Distribute {
+                    self.distribute(i as u16 + 1, now);
+                }
             }
         }
+    }
+
+    /// How many groups lie above group slot `g` (0: a child of the root).
+    fn group_depth(&self, g: u16) -> usize {
+        let mut d = 0;
+        let mut p = self.gshared.get(g as usize - 1).map_or(0, |s| s.parent());
+        while p != 0 && d < crate::group::tree::MAX_GROUP_DEPTH as usize {
+            p = self.gshared.get(p as usize - 1).map_or(0, |s| s.parent());
+            d += 1;
+        }
+        d
     }
 
     /// When the earliest group period ends (ns), while any group's period timer runs. The
