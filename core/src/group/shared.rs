@@ -58,19 +58,13 @@ impl GroupShared {
         if self.next_end.load(Relaxed) != 0 {
             return;
         }
-        let last = self.phase.load(Relaxed);
-        let next = if last > now {
-            last
-        } else {
-            let periods = (now - last) / period.max(1) + 1;
-            last.saturating_add(periods.saturating_mul(period))
-        };
-        self.next_end.store(next, Relaxed);
-        self.moved_on(next);
+        self.move_to(forward(self.phase.load(Relaxed), now, period).1);
     }
 
-    /// The period timer was moved on to end at `next` (ns): the phase a restart keeps.
-    pub(crate) fn moved_on(&self, next: u64) {
+    /// The period timer runs on to end at `next` (ns, not 0), which is also the phase a
+    /// restart keeps.
+    pub(crate) fn move_to(&self, next: u64) {
+        self.next_end.store(next, Relaxed);
         self.phase.store(next, Relaxed);
     }
 
@@ -124,4 +118,16 @@ impl Default for GroupShared {
     fn default() -> Self {
         Self::new()
     }
+}
+
+/// A timer that expires at `end` forwarded by whole periods of `period` ns past `now`
+/// (`hrtimer_forward`): how many periods it moved (0 if `end` is still ahead), and its next
+/// expiry (saturating).
+pub(crate) fn forward(end: u64, now: u64, period: u64) -> (u64, u64) {
+    if end > now {
+        return (0, end);
+    }
+    let period = period.max(1);
+    let overrun = now.saturating_sub(end) / period + 1;
+    (overrun, end.saturating_add(overrun.saturating_mul(period)))
 }

@@ -16,7 +16,7 @@ use crate::cpumask::CpuMask;
 use crate::entities::EntityCell;
 use crate::error::SchedError;
 use crate::group::bandwidth::{BandwidthStats, CpuMax, PeriodEnd, Pool};
-use crate::group::shared::GroupShared;
+use crate::group::shared::{forward, GroupShared};
 use crate::group::shares::CpuWeight;
 use crate::group::tree::{GroupId, Groups};
 use crate::group::GroupError;
@@ -288,11 +288,8 @@ impl<P: Platform, const CPUS: usize, const TASKS: usize, const Q: usize, R: Lock
                     if end == 0 || now < end {
                         continue;
                     }
-                    let period = pool.limit().period_ns().max(1);
-                    let overrun = (now - end) / period + 1;
-                    let next = end.saturating_add(overrun.saturating_mul(period));
-                    sh.next_end.store(next, Relaxed);
-                    sh.moved_on(next);
+                    let (overrun, next) = forward(end, now, pool.limit().period_ns());
+                    sh.move_to(next);
                     let outcome = pool.period_end(overrun, sh.nr_throttled.load(Relaxed) > 0);
                     if outcome == PeriodEnd::Stop {
                         sh.next_end.store(0, Relaxed);
